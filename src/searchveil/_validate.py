@@ -1,0 +1,58 @@
+"""Small parameter checks that raise :class:`InvalidParameterError` with the allowed range."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from searchveil.errors import InvalidParameterError
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_positive(name: str, value: Any, *, finite: bool = True) -> float:
+    if not _is_real(value) or math.isnan(value) or value <= 0 or (finite and math.isinf(value)):
+        raise InvalidParameterError(name, value, "a finite number > 0")
+    return float(value)
+
+
+def check_nonnegative(name: str, value: Any) -> float:
+    if not _is_real(value) or math.isnan(value) or value < 0 or math.isinf(value):
+        raise InvalidParameterError(name, value, "a finite number >= 0")
+    return float(value)
+
+
+def check_probability(name: str, value: Any, *, open_low: bool = True, open_high: bool = True) -> float:
+    lo = "(0" if open_low else "[0"
+    hi = "1)" if open_high else "1]"
+    if not _is_real(value) or math.isnan(value):
+        raise InvalidParameterError(name, value, f"a number in {lo}, {hi}")
+    bad = (value <= 0 if open_low else value < 0) or (value >= 1 if open_high else value > 1)
+    if bad:
+        raise InvalidParameterError(name, value, f"a number in {lo}, {hi}")
+    return float(value)
+
+
+def check_int(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidParameterError(name, value, _int_range(minimum, maximum))
+    if value < minimum or (maximum is not None and value > maximum):
+        raise InvalidParameterError(name, value, _int_range(minimum, maximum))
+    return int(value)
+
+
+def _int_range(minimum: int, maximum: int | None) -> str:
+    if maximum is None:
+        return f"an integer >= {minimum}"
+    return f"an integer in [{minimum}, {maximum}]"
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InvalidParameterError(name, value, "one of " + ", ".join(repr(c) for c in choices))
+    return str(value)

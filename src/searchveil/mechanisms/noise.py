@@ -1,0 +1,358 @@
+"""Integer noise for counts, sampled exactly and vectorised.
+
+Samplers (Canonne, Kamath, Steinke: "The Discrete Gaussian for Differential Privacy",
+NeurIPS 2020, Algorithms 1-3):
+
+* :func:`discrete_laplace` — the discrete Laplace / two-sided geometric distribution
+  ``P[X = k] = (1-p)/(1+p) · p^|k|`` with ``p = exp(-1/scale)``.
+* :func:`discrete_gaussian` — ``P[X = k] ∝ exp(-k²/(2σ²))``.
+
+Every step uses only exact uniform integers from a :class:`~searchveil.rng.RandomSource` and
+integer arithmetic: no floating-point logarithm or exponential touches a sample, so the output
+distribution is exactly the stated one for the *effective* rational parameter (the requested
+scale rounded **up** to a rational ``t/s`` with ``s ≤ 2^20``; σ² likewise). Rounding up only adds
+noise, so the privacy stated for the requested parameter holds; the ledger records both.
+
+Why not OpenDP's samplers: they are vetted and also exact, but measured here at ~0.15 M samples/s
+(Python-list round trip, opendp 0.16), against the ≥1 M/s we need; the test-suite compares our
+samplers' distribution with OpenDP's and with the exact pmf (χ² at α = 1e-6).
+
+The frozen dataclasses :class:`DiscreteLaplace` and :class:`DiscreteGaussian` carry the privacy
+maps (ε for an ℓ1 sensitivity; ρ-zCDP and exact (ε, δ) for an ℓ2 sensitivity) and the exact pmf /
+tail functions that the thresholding mechanisms use for keep probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from searchveil._validate import check_positive
+from searchveil.errors import InternalError, InvalidParameterError
+from searchveil.rng import RandomSource
+
+__all__ = [
+    "DiscreteLaplace",
+    "DiscreteGaussian",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "MAX_LAPLACE_SCALE",
+    "MAX_GAUSSIAN_SIGMA",
+]
+
+MAX_LAPLACE_SCALE = 1e6
+MAX_GAUSSIAN_SIGMA = 1e4
+_DEN_LIMIT = 1 << 20
+
+IntArray = npt.NDArray[np.int64]
+
+
+def _round_up_rational(x: float, max_den: int = _DEN_LIMIT) -> Fraction:
+    """The rational ``t/s`` with ``s <= max_den`` closest to ``x`` from above (``t/s >= x``)."""
+    exact = Fraction(x)
+    approx = exact.limit_denominator(max_den)
+    if approx >= exact:
+        return approx
+    den = approx.denominator
+    return Fraction(math.ceil(exact * den), den)
+
+
+def _bernoulli_exp_unit(
+    num: npt.NDArray[np.uint64], den: npt.NDArray[np.uint64], rng: RandomSource
+) -> npt.NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-num/den)) for ``0 <= num <= den`` (CKS Algorithm 1, γ ≤ 1)."""
+    n = num.size
+    k_final = np.zeros(n, dtype=np.int64)
+    idx = np.arange(n)
+    k = 1
+    while idx.size:
+        # A ~ Bernoulli(γ/k) = [uniform integer below den·k  <  num]
+        a = rng.bernoulli_ratio(num[idx], den[idx] * np.uint64(k), idx.size)
+        stop = ~a
+        k_final[idx[stop]] = k
+        idx = idx[a]
+        k += 1
+        if k > 250:  # probability < 1/250!, cannot happen in practice
+            raise InternalError("Bernoulli(exp(-γ)) sampler did not terminate")
+    return (k_final % 2) == 1
+
+
+def _bernoulli_exp(
+    num: npt.NDArray[np.uint64], den: npt.NDArray[np.uint64], rng: RandomSource
+) -> npt.NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-num/den)) for any ``num >= 0`` (CKS Algorithm 1)."""
+    whole = (num // den).astype(np.int64)
+    frac = num % den
+    result = np.ones(num.size, dtype=np.bool_)
+    # exp(-γ) = exp(-1)^floor(γ) · exp(-frac(γ)): all floor(γ) Bernoulli(e^-1) must succeed.
+    idx = np.flatnonzero(whole > 0)
+    i = 0
+    while idx.size:
+        ones = np.ones(idx.size, dtype=np.uint64)
+        ok = _bernoulli_exp_unit(ones, ones, rng)
+        result[idx[~ok]] = False
+        i += 1
+        idx = idx[ok & (whole[idx] > i)]
+    idx = np.flatnonzero(result)
+    if idx.size:
+        result[idx] = _bernoulli_exp_unit(frac[idx], den[idx], rng)
+    return result
+
+
+def _geometric_exp_minus_one(n: int, rng: RandomSource) -> npt.NDArray[np.uint64]:
+    """Number of successes of Bernoulli(exp(-1)) before the first failure."""
+    v = np.zeros(n, dtype=np.uint64)
+    idx = np.arange(n)
+    while idx.size:
+        ones = np.ones(idx.size, dtype=np.uint64)
+        ok = _bernoulli_exp_unit(ones, ones, rng)
+        v[idx[ok]] += np.uint64(1)
+        idx = idx[ok]
+    return v
+
+
+def _sample_discrete_laplace(scale: Fraction, size: int, rng: RandomSource) -> IntArray:
+    """CKS Algorithm 2 for scale ``t/s``, vectorised over ``size`` draws."""
+    t = np.uint64(scale.numerator)
+    s = np.uint64(scale.denominator)
+    out = np.empty(size, dtype=np.int64)
+    todo = np.arange(size)
+    while todo.size:
+        n = todo.size
+        u = rng.integers_below(t, n)
+        d = _bernoulli_exp(u, np.full(n, t, dtype=np.uint64), rng)
+        acc = np.flatnonzero(d)
+        u = u[acc]
+        v = _geometric_exp_minus_one(acc.size, rng)
+        y = ((u + t * v) // s).astype(np.int64)
+        b = rng.integers_below(2, acc.size).astype(np.bool_)
+        good = ~(b & (y == 0))
+        vals = np.where(b, -y, y)
+        out[todo[acc[good]]] = vals[good]
+        done = np.zeros(n, dtype=np.bool_)
+        done[acc[good]] = True
+        todo = todo[~done]
+    return out
+
+
+def _gaussian_sigma2(sigma: float) -> Fraction:
+    # denominator small enough that 2·p·q·t² stays below 2^56 (exact uint64 arithmetic)
+    q_max = max(1, int(2**27 / (sigma * sigma + 1.0)))
+    return _round_up_rational(sigma * sigma, min(q_max, _DEN_LIMIT))
+
+
+def _sample_discrete_gaussian(sigma2: Fraction, size: int, rng: RandomSource) -> IntArray:
+    """CKS Algorithm 3 (discrete Laplace proposal, exact Bernoulli acceptance)."""
+    p, q = sigma2.numerator, sigma2.denominator
+    t = math.isqrt(p // q) + 1  # floor(σ) + 1
+    den = 2 * p * q * t * t
+    if den >= 2**57:
+        raise InternalError("discrete Gaussian parameters overflow the exact sampler")
+    out = np.empty(size, dtype=np.int64)
+    todo = np.arange(size)
+    lap = Fraction(t)
+    while todo.size:
+        n = todo.size
+        y = _sample_discrete_laplace(lap, n, rng)
+        # γ = (|y| - σ²/t)² / (2σ²) = (|y|·q·t - p)² / (2·p·q·t²), exact in Python ints
+        a = np.abs(y).astype(object) * (q * t) - p
+        num_obj = a * a
+        whole = (num_obj // den).astype(np.uint64)
+        rem = (num_obj % den).astype(np.uint64)
+        den_arr = np.full(n, den, dtype=np.uint64)
+        # exp(-γ) = exp(-whole) · exp(-rem/den), γ = whole + rem/den
+        accept = _bernoulli_exp(rem, den_arr, rng)
+        idx = np.flatnonzero(accept & (whole > 0))
+        if idx.size:
+            ones = np.ones(idx.size, dtype=np.uint64)
+            w = whole[idx].astype(np.uint64)
+            accept[idx] = _bernoulli_exp(w, ones, rng)
+        out[todo[accept]] = y[accept]
+        todo = todo[~accept]
+    return out
+
+
+def discrete_laplace(scale: float, size: int, rng: RandomSource) -> IntArray:
+    """``size`` draws of discrete Laplace noise with ``P[X=k] ∝ exp(-|k|/scale)``."""
+    return DiscreteLaplace(scale=scale).sample(size, rng)
+
+
+def discrete_gaussian(sigma: float, size: int, rng: RandomSource) -> IntArray:
+    """``size`` draws of discrete Gaussian noise with ``P[X=k] ∝ exp(-k²/(2σ²))``."""
+    return DiscreteGaussian(sigma=sigma).sample(size, rng)
+
+
+def _check_rng(rng: Any) -> RandomSource:
+    if not isinstance(rng, RandomSource):
+        raise InvalidParameterError(
+            "rng", rng, "a searchveil.rng.RandomSource (SecureRandom() or SeededRandom(seed))"
+        )
+    return rng
+
+
+@dataclass(frozen=True)
+class DiscreteLaplace:
+    """Discrete Laplace noise of scale ``b``: ``P[X=k] = (1-p)/(1+p)·p^|k|``, ``p = e^{-1/b}``.
+
+    Privacy map: adding it to an integer vector of ℓ1 sensitivity Δ is (Δ/b)-DP (exactly, since
+    ``P[X=k]/P[X=k+Δ] <= e^{Δ/b}``).
+    """
+
+    scale: float
+
+    def __post_init__(self) -> None:
+        check_positive("scale", self.scale)
+        if self.scale > MAX_LAPLACE_SCALE:
+            raise InvalidParameterError("scale", self.scale, f"a number in (0, {MAX_LAPLACE_SCALE:g}]")
+
+    @property
+    def effective_scale_fraction(self) -> Fraction:
+        return _round_up_rational(float(self.scale))
+
+    @property
+    def effective_scale(self) -> float:
+        """The rational scale actually sampled (>= the requested scale)."""
+        return float(self.effective_scale_fraction)
+
+    @property
+    def p(self) -> float:
+        return math.exp(-1.0 / self.scale)
+
+    def sample(self, size: int, rng: RandomSource) -> IntArray:
+        return _sample_discrete_laplace(self.effective_scale_fraction, int(size), _check_rng(rng))
+
+    def release(self, values: npt.ArrayLike, rng: RandomSource) -> IntArray:
+        """``values`` (integers) plus independent noise."""
+        v = np.asarray(values, dtype=np.int64)
+        return v + self.sample(v.size, rng).reshape(v.shape)
+
+    def epsilon(self, l1_sensitivity: float) -> float:
+        """ε spent when releasing a vector of the given ℓ1 sensitivity."""
+        return float(l1_sensitivity) / self.scale
+
+    @classmethod
+    def for_epsilon(cls, epsilon: float, l1_sensitivity: float) -> DiscreteLaplace:
+        eps = check_positive("epsilon", epsilon)
+        sens = check_positive("l1_sensitivity", l1_sensitivity)
+        return cls(scale=sens / eps)
+
+    @property
+    def variance(self) -> float:
+        p = self.p
+        return 2.0 * p / (1.0 - p) ** 2
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.variance)
+
+    def pmf(self, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        p = self.p
+        return (1.0 - p) / (1.0 + p) * np.power(p, np.abs(np.asarray(k, dtype=np.float64)))
+
+    def sf(self, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """``P[X >= k]`` for integer ``k`` (exact closed form)."""
+        kk = np.asarray(k, dtype=np.float64)
+        p = self.p
+        pos = np.power(p, np.maximum(kk, 1.0)) / (1.0 + p)
+        neg = 1.0 - np.power(p, np.maximum(1.0 - kk, 1.0)) / (1.0 + p)
+        return np.where(kk >= 1, pos, neg)
+
+    def cdf(self, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """``P[X <= k]``."""
+        return 1.0 - self.sf(np.asarray(k, dtype=np.float64) + 1.0)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "distribution": "discrete_laplace",
+            "scale": self.scale,
+            "effective_scale": self.effective_scale,
+            "sampler": "exact (Canonne-Kamath-Steinke 2020, Alg. 1-2)",
+        }
+
+
+@dataclass(frozen=True)
+class DiscreteGaussian:
+    """Discrete Gaussian noise ``P[X=k] ∝ exp(-k²/(2σ²))`` (CKS 2020).
+
+    Privacy map: for ℓ2 sensitivity Δ it is ρ-zCDP with ρ = Δ²/(2σ²), and (ε, δ)-DP for the
+    exact δ(ε) of CKS Theorem 7 (:meth:`delta_for_epsilon`).
+    """
+
+    sigma: float
+
+    def __post_init__(self) -> None:
+        check_positive("sigma", self.sigma)
+        if self.sigma > MAX_GAUSSIAN_SIGMA:
+            raise InvalidParameterError("sigma", self.sigma, f"a number in (0, {MAX_GAUSSIAN_SIGMA:g}]")
+
+    @property
+    def effective_sigma2_fraction(self) -> Fraction:
+        return _gaussian_sigma2(float(self.sigma))
+
+    @property
+    def effective_sigma(self) -> float:
+        return math.sqrt(float(self.effective_sigma2_fraction))
+
+    def sample(self, size: int, rng: RandomSource) -> IntArray:
+        return _sample_discrete_gaussian(self.effective_sigma2_fraction, int(size), _check_rng(rng))
+
+    def release(self, values: npt.ArrayLike, rng: RandomSource) -> IntArray:
+        v = np.asarray(values, dtype=np.int64)
+        return v + self.sample(v.size, rng).reshape(v.shape)
+
+    def rho(self, l2_sensitivity: float) -> float:
+        return float(l2_sensitivity) ** 2 / (2.0 * self.sigma**2)
+
+    def _support(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        half = int(math.ceil(self.sigma * 40)) + 2
+        k = np.arange(-half, half + 1, dtype=np.float64)
+        w = np.exp(-(k**2) / (2.0 * self.sigma**2))
+        return k, w / w.sum()
+
+    def pmf(self, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        support, probs = self._support()
+        kk = np.asarray(k, dtype=np.float64)
+        norm = probs[support == 0][0]  # P[X=0] = 1/Z
+        return norm * np.exp(-(kk**2) / (2.0 * self.sigma**2))
+
+    def sf(self, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """``P[X >= k]`` (numerically summed; the tail beyond 40σ is below 1e-300)."""
+        support, probs = self._support()
+        tail = np.cumsum(probs[::-1])[::-1]
+        kk = np.asarray(k, dtype=np.float64)
+        pos = np.clip(np.searchsorted(support, kk, side="left"), 0, support.size)
+        padded = np.append(tail, 0.0)
+        return padded[pos]
+
+    def delta_for_epsilon(self, epsilon: float, l2_sensitivity: float = 1.0) -> float:
+        """Exact δ(ε) for an integer shift of Δ (CKS 2020, Theorem 7)."""
+        d = float(l2_sensitivity)
+        s2 = self.sigma**2
+        a = epsilon * s2 / d - d / 2.0
+        b = epsilon * s2 / d + d / 2.0
+        # P[X > a] - e^ε P[X > b]  for X discrete Gaussian
+        p1 = float(self.sf(math.floor(a) + 1))
+        p2 = float(self.sf(math.floor(b) + 1))
+        return max(0.0, p1 - math.exp(epsilon) * p2)
+
+    @property
+    def variance(self) -> float:
+        support, probs = self._support()
+        return float(np.sum(probs * support**2))
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.variance)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "distribution": "discrete_gaussian",
+            "sigma": self.sigma,
+            "effective_sigma": self.effective_sigma,
+            "sampler": "exact (Canonne-Kamath-Steinke 2020, Alg. 3)",
+        }

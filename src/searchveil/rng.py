@@ -1,0 +1,139 @@
+"""Sources of randomness. Every random choice in searchveil draws from a :class:`RandomSource`
+that the caller passes in explicitly; there is no global random state.
+
+* :class:`SecureRandom` (the default for releases) reads the operating system's CSPRNG
+  (``os.urandom``: ``getrandom(2)`` on Linux, a ChaCha20 DRBG seeded by the kernel).
+* :class:`SeededRandom` is for reproducible experiments and tests only. Its output is
+  predictable from the seed, so a release made with it is recorded in the ledger as
+  ``"seeded": true`` and "not for release".
+
+Both expose the same primitives on 64-bit words, and every sampler in
+:mod:`searchveil.mechanisms.noise` is an exact algorithm on top of :meth:`RandomSource.integers_below`
+(uniform integers by rejection, no floating point), so the seeded and the secure path run the
+same code and differ only in where the bits come from.
+
+Non-count randomness (random-d selection, multinomial user sampling, synthetic data) uses
+:meth:`RandomSource.uniform` (53-bit floats built from the same words) or, for bulk synthetic
+data only, :meth:`RandomSource.numpy_generator`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from searchveil._validate import check_int
+
+__all__ = ["RandomSource", "SecureRandom", "SeededRandom", "make_rng"]
+
+_U64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+class RandomSource:
+    """Base class: a stream of uniformly random 64-bit words plus exact derived primitives."""
+
+    seeded: bool = False
+    seed: int | None = None
+
+    def words(self, n: int) -> npt.NDArray[np.uint64]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """What the ledger records about this source."""
+        if self.seeded:
+            return {
+                "source": type(self).__name__,
+                "seeded": True,
+                "seed": self.seed,
+                "note": "seeded randomness: reproducible experiment, NOT FOR RELEASE",
+            }
+        return {"source": type(self).__name__, "seeded": False}
+
+    # -- exact primitives ---------------------------------------------------------------
+    def integers_below(self, m: int | npt.NDArray[np.uint64], size: int) -> npt.NDArray[np.uint64]:
+        """``size`` independent integers uniform on ``[0, m)`` (``m`` scalar or per-element).
+
+        Exact: a 64-bit word ``w`` is accepted when ``w < floor((2^64-1)/m)·m`` (a multiple of
+        ``m``) and mapped to ``w mod m``; rejected words are redrawn.
+        """
+        m_arr = np.broadcast_to(np.asarray(m, dtype=np.uint64), (size,))
+        if size and int(m_arr.min()) < 1:
+            raise ValueError("integers_below needs m >= 1")
+        limit = (_U64_MAX // m_arr) * m_arr
+        out = np.empty(size, dtype=np.uint64)
+        todo = np.arange(size)
+        while todo.size:
+            w = self.words(todo.size)
+            ok = w < limit[todo]
+            idx = todo[ok]
+            out[idx] = w[ok] % m_arr[idx]
+            todo = todo[~ok]
+        return out
+
+    def bernoulli_ratio(
+        self, num: npt.NDArray[np.uint64] | int, den: npt.NDArray[np.uint64] | int, size: int
+    ) -> npt.NDArray[np.bool_]:
+        """Exact Bernoulli(num/den) draws (``0 <= num <= den``)."""
+        return self.integers_below(den, size) < np.asarray(num, dtype=np.uint64)
+
+    def uniform(self, size: int) -> npt.NDArray[np.float64]:
+        """Floats uniform on ``[0, 1)`` with 53 random bits each."""
+        return (self.words(size) >> np.uint64(11)).astype(np.float64) * (2.0**-53)
+
+    def random_keys(self, size: int) -> npt.NDArray[np.uint64]:
+        """Independent random 64-bit keys, e.g. to pick a uniformly random subset by sorting."""
+        return self.words(size)
+
+    def numpy_generator(self) -> np.random.Generator:
+        """A numpy Generator derived from this source, for bulk non-privacy randomness only
+        (synthetic data, experiments). Never use it for noise on released values."""
+        seed = [int(x) for x in self.words(4)]
+        return np.random.Generator(np.random.PCG64(seed))
+
+
+class SecureRandom(RandomSource):
+    """Cryptographically secure randomness from the operating system (``os.urandom``)."""
+
+    seeded = False
+
+    def words(self, n: int) -> npt.NDArray[np.uint64]:
+        if n <= 0:
+            return np.empty(0, dtype=np.uint64)
+        return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
+
+
+class SeededRandom(RandomSource):
+    """Reproducible pseudo-randomness (numpy PCG64) for experiments and tests: NOT FOR RELEASE."""
+
+    seeded = True
+
+    def __init__(self, seed: int) -> None:
+        self.seed = check_int("seed", seed, minimum=0, maximum=2**63 - 1)
+        self._bits = np.random.PCG64(self.seed)
+
+    def words(self, n: int) -> npt.NDArray[np.uint64]:
+        if n <= 0:
+            return np.empty(0, dtype=np.uint64)
+        return np.asarray(self._bits.random_raw(n), dtype=np.uint64)
+
+    def spawn(self, key: int) -> SeededRandom:
+        """An independent child stream (e.g. one per Spark partition), still reproducible."""
+        child = SeededRandom(self.seed or 0)
+        child._bits = np.random.PCG64(np.random.SeedSequence([self.seed or 0, int(key)]))
+        return child
+
+
+def make_rng(seed: int | None = None) -> RandomSource:
+    """The secure source when ``seed`` is None, else a seeded (not-for-release) source."""
+    if seed is None:
+        return SecureRandom()
+    return SeededRandom(seed)
+
+
+def secure_token() -> str:
+    """A random hex token (temporary file names)."""
+    return secrets.token_hex(6)
