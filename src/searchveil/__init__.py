@@ -1,0 +1,36 @@
+"""searchveil: publish web search logs with rigorous privacy guarantees.
+
+The public API: read a log (:func:`read_log`), derive items and histograms
+(:mod:`searchveil.model`), bound contributions (:mod:`searchveil.bounding`), and release with a
+mechanism from :mod:`searchveil.release`; randomness comes from :func:`make_rng`.
+"""
+
+__version__ = "0.1.0"
+
+from searchveil.errors import (  # noqa: E402
+    BudgetExceededError,
+    InputFormatError,
+    InternalError,
+    InvalidParameterError,
+    OutputExistsError,
+    SearchveilError,
+)
+from searchveil.io.readers import ColumnMapping, read_log  # noqa: E402
+from searchveil.model import SearchLog  # noqa: E402
+from searchveil.rng import SecureRandom, SeededRandom, make_rng  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "BudgetExceededError",
+    "ColumnMapping",
+    "InputFormatError",
+    "InternalError",
+    "InvalidParameterError",
+    "OutputExistsError",
+    "SearchLog",
+    "SearchveilError",
+    "SecureRandom",
+    "SeededRandom",
+    "make_rng",
+    "read_log",
+]

@@ -1,0 +1,72 @@
+"""``searchveil stats``: descriptive statistics of a raw log (reads private data; prints only
+aggregate statistics to the data holder)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from searchveil.cli._common import (
+    BadRowsOpt, DelimOpt, EncodingOpt, FormatOpt, GapOpt, InputArg, JsonOpt, NoNormOpt,
+    QueryColOpt, RankColOpt, SessionColOpt, TimeColOpt, UrlColOpt, UserColOpt, emit,
+    out_console, progress, reader_kwargs, run,
+)  # fmt: skip
+
+
+def _human(r: dict[str, Any]) -> None:
+    t = Table(title=f"searchveil stats: {r['input']['file']}", show_header=True)
+    t.add_column("statistic")
+    t.add_column("value", justify="right")
+    for key in ("rows", "users", "query_events", "clicks", "distinct_queries", "distinct_keywords",
+                "distinct_clicks", "distinct_query_pairs", "sessions"):
+        t.add_row(key.replace("_", " "), f"{r[key]:,}")
+    t.add_row("bad rows skipped", f"{r['input']['bad_rows_skipped']:,}")
+    out_console.print(t)
+    q = Table(title="per user", show_header=True)
+    q.add_column("")
+    cols = list(r["per_user"]["queries"].keys())
+    for c in cols:
+        q.add_column(c, justify="right")
+    for name, vals in r["per_user"].items():
+        q.add_row(name.replace("_", " "), *[f"{vals[c]:,.1f}" for c in cols])
+    out_console.print(q)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("stats")
+    def stats(
+        input: InputArg,
+        fmt: FormatOpt = "auto",
+        user_col: UserColOpt = None,
+        query_col: QueryColOpt = None,
+        time_col: TimeColOpt = None,
+        url_col: UrlColOpt = None,
+        rank_col: RankColOpt = None,
+        session_col: SessionColOpt = None,
+        delimiter: DelimOpt = None,
+        encoding: EncodingOpt = "utf-8",
+        on_bad_rows: BadRowsOpt = "error",
+        no_normalize: NoNormOpt = False,
+        session_gap: GapOpt = 30.0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Rows, users, query events, clicks, distinct items, sessions and per-user quantiles."""
+
+        def body() -> None:
+            from searchveil.io.readers import read_log
+            from searchveil.model import log_stats
+
+            kw = reader_kwargs(fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+                               delimiter, encoding, on_bad_rows, no_normalize, session_gap)
+            with progress(not json_out) as step:
+                done = step(f"reading {input.name}")
+                log = read_log(input, **kw)
+                done()
+                done = step("computing statistics")
+                result = log_stats(log)
+                done()
+            emit(result, json_out, _human)
+
+        run(body)

@@ -1,0 +1,461 @@
+"""Readers for raw search logs: AOL layout, generic delimited files, Parquet and MSNBC sequences.
+
+All readers produce a :class:`~searchveil.model.SearchLog` whose ``df`` has the canonical
+columns (see ``docs/architecture.md``): ``user, query, time, rank, url, session, row`` plus any
+extra input columns (lower-cased names, e.g. ``sessionid``).
+
+Text files are parsed column-wise by Polars: every physical line is read as one string, the
+field separators are counted per line (a *ragged row* is one whose count differs from the
+header's) and the fields are split out vectorised, so file and line of every problem are known
+without a Python loop over rows. Encodings other than UTF-8 are decoded strictly by Python's
+codec first. Problems raise :class:`~searchveil.errors.InputFormatError` naming file, line and
+problem, or with ``on_bad_rows="skip"`` are dropped and counted (``InputInfo.bad_rows``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import hashlib
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil._validate import check_choice
+from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
+
+__all__ = ["ColumnMapping", "read_log", "scan_log", "FORMATS", "AOL_COLUMNS", "MSNBC_CATEGORIES"]
+
+FORMATS = ("auto", "aol", "csv", "parquet", "msnbc")
+AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
+MSNBC_CATEGORIES = (
+    "frontpage", "news", "tech", "local", "opinion", "on-air", "misc", "weather", "msn-news",
+    "health", "living", "business", "msn-sports", "sports", "summary", "bbs", "travel",
+)  # fmt: skip
+_TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
+_MAX_BAD_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class ColumnMapping:
+    """Which input columns hold the canonical fields (names as in the header)."""
+
+    user: str = "AnonID"
+    query: str = "Query"
+    time: str | None = "QueryTime"
+    url: str | None = "ClickURL"
+    rank: str | None = "ItemRank"
+    session: str | None = None
+
+    def required(self) -> list[str]:
+        return [self.user, self.query]
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {
+            "user": self.user,
+            "query": self.query,
+            "time": self.time,
+            "url": self.url,
+            "rank": self.rank,
+            "session": self.session,
+        }
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _is_gzip(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _is_parquet(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def _raw_bytes(path: Path) -> bytes:
+    try:
+        if _is_gzip(path):
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputFormatError(str(path), f"cannot read file: {exc}") from None
+
+
+def _line_of(data: bytes, pos: int) -> int:
+    return data.count(b"\n", 0, pos) + 1
+
+
+def _decode_check(path: Path, data: bytes, encoding: str) -> bytes:
+    """Return UTF-8 bytes of ``data`` decoded strictly with ``encoding``."""
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise InvalidParameterError("encoding", encoding, "a Python codec name") from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = _line_of(data, exc.start)
+        raise InputFormatError(
+            str(path),
+            f"bytes {data[exc.start:exc.start + 4]!r} are not valid {encoding} "
+            f"(try --encoding, e.g. gb18030 or latin-1)",
+            line,
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise InputFormatError(str(path), "NUL byte in a text file (is it binary?)", line)
+    if codecs.lookup(encoding).name == "utf-8":
+        return data[3:] if data.startswith(codecs.BOM_UTF8) else data
+    return text.encode("utf-8")
+
+
+def _read_lines(path: Path, data: bytes) -> pl.Series:
+    """Every line of ``data`` (UTF-8) as a String Series, empty lines kept, ``\\r`` stripped."""
+    try:
+        df = pl.read_csv(
+            io.BytesIO(data),
+            has_header=False,
+            separator="\x00",
+            quote_char=None,
+            schema={"line": pl.String},
+            raise_if_empty=False,
+        )
+    except pl.exceptions.PolarsError as exc:  # pragma: no cover - NUL is checked before
+        raise InputFormatError(str(path), f"cannot split into lines: {exc}") from None
+    lines = df.get_column("line").fill_null("")
+    return lines.str.strip_suffix("\r")
+
+
+def _split_fields(lines: pl.Series, sep: str, n: int) -> pl.DataFrame:
+    return (
+        pl.DataFrame({"_l": lines})
+        .select(pl.col("_l").str.split_exact(sep, n - 1).alias("s"))
+        .unnest("s")
+    )
+
+
+class _BadRows:
+    """Collects bad rows: raise on the first (mode "error") or drop and count (mode "skip")."""
+
+    def __init__(self, path: Path, mode: str) -> None:
+        self.path = path
+        self.mode = mode
+        self.count = 0
+        self.examples: list[dict[str, Any]] = []
+
+    def handle(self, mask: pl.Series, lines: pl.Series, problem: str) -> pl.Series:
+        """``mask`` marks bad rows; returns the keep-mask."""
+        n_bad = int(mask.sum() or 0)
+        if n_bad == 0:
+            return ~mask
+        first = int(mask.arg_true()[0])
+        line_no = int(lines[first])
+        if self.mode == "error":
+            raise InputFormatError(
+                str(self.path), f"{problem} ({n_bad} such row(s); --on-bad-rows skip drops them)",
+                line_no,
+            )
+        self.count += n_bad
+        for i in mask.arg_true()[: _MAX_BAD_EXAMPLES - len(self.examples)]:
+            self.examples.append({"line": int(lines[int(i)]), "problem": problem})
+        return ~mask
+
+
+def _parse_time(col: pl.Expr) -> pl.Expr:
+    parsed = [col.str.strptime(pl.Datetime("us"), f, strict=False) for f in _TIME_FORMATS]
+    return pl.coalesce(parsed)
+
+
+def _canonicalize(
+    raw: pl.DataFrame,
+    line_numbers: pl.Series,
+    mapping: ColumnMapping,
+    bad: _BadRows,
+    *,
+    normalize: bool,
+    user_numeric: bool | None,
+) -> pl.DataFrame:
+    """Turn string columns (named as in the header) into the canonical columns."""
+    cols = raw.columns
+    m = mapping.as_dict()
+    user = pl.col(m["user"]).str.strip_chars()
+    exprs: list[pl.Expr] = []
+    if user_numeric is None:
+        nonempty = raw.get_column(m["user"]).drop_nulls()
+        user_numeric = nonempty.len() > 0 and bool(
+            nonempty.str.strip_chars().str.contains(r"^-?\d{1,18}$").all()
+        )
+    exprs.append(user.cast(pl.Int64, strict=False).alias("user") if user_numeric else user.alias("user"))
+    q = pl.col(m["query"]).fill_null("")
+    exprs.append((normalize_query(q) if normalize else q).alias("query"))
+    exprs.append(_parse_time(pl.col(m["time"])).alias("time") if m["time"] else pl.lit(None, pl.Datetime("us")).alias("time"))
+    exprs.append(
+        pl.col(m["rank"]).str.strip_chars().cast(pl.Int64, strict=False).alias("rank")
+        if m["rank"] else pl.lit(None, pl.Int64).alias("rank")
+    )
+    exprs.append(
+        pl.col(m["url"]).str.strip_chars().replace("", None).alias("url")
+        if m["url"] else pl.lit(None, pl.String).alias("url")
+    )
+    used = {v for v in m.values() if v}
+    extras = [pl.col(c).alias(c.lower()) for c in cols if c not in used]
+    if m["session"]:
+        extras.append(pl.col(m["session"]).alias("_session_raw"))
+    df = raw.with_columns(_line=line_numbers).select([*exprs, *extras, pl.col("_line")])
+
+    raw_user = raw.get_column(m["user"])
+    bad_user = df.get_column("user").is_null() | (raw_user.str.strip_chars().fill_null("") == "")
+    keep = bad.handle(bad_user, df.get_column("_line"), f"user id in column {m['user']!r} is missing"
+                      + (" or not an integer" if user_numeric else ""))
+    if m["time"]:
+        raw_time = raw.get_column(m["time"]).str.strip_chars().fill_null("")
+        bad_time = df.get_column("time").is_null() & (raw_time != "")
+        keep = keep & bad.handle(
+            bad_time & keep, df.get_column("_line"),
+            f"time in column {m['time']!r} is not 'YYYY-MM-DD HH:MM[:SS]'",
+        )
+    if m["rank"]:
+        raw_rank = raw.get_column(m["rank"]).str.strip_chars().fill_null("")
+        bad_rank = df.get_column("rank").is_null() & (raw_rank != "")
+        keep = keep & bad.handle(
+            bad_rank & keep, df.get_column("_line"), f"rank in column {m['rank']!r} is not an integer"
+        )
+    return df.filter(keep)
+
+
+def _finish(df: pl.DataFrame, path: Path, info: InputInfo, session_gap_minutes: float) -> SearchLog:
+    if df.height == 0:
+        raise InputFormatError(str(path), "no data rows left (empty input)")
+    df = df.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt64))
+    df = add_sessions(df, gap_minutes=session_gap_minutes)
+    if "_line" in df.columns:
+        df = df.drop("_line")
+    return SearchLog(df=df, info=info)
+
+
+def _sniff(path: Path, fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    if _is_parquet(path):
+        return "parquet"
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".seq"):
+        return "msnbc"
+    if name.endswith((".csv", ".tsv", ".txt")) and not name.endswith(".tsv"):
+        return "csv"
+    return "aol"
+
+
+def read_log(
+    path: str | os.PathLike[str],
+    *,
+    fmt: str = "auto",
+    columns: ColumnMapping | None = None,
+    delimiter: str | None = None,
+    encoding: str = "utf-8",
+    on_bad_rows: str = "error",
+    normalize: bool = True,
+    session_gap_minutes: float = 30.0,
+    has_header: bool = True,
+) -> SearchLog:
+    """Read a raw search log into a :class:`SearchLog` (see module docstring)."""
+    p = Path(path)
+    check_choice("format", fmt, FORMATS)
+    check_choice("on_bad_rows", on_bad_rows, ("error", "skip"))
+    if session_gap_minutes <= 0:
+        raise InvalidParameterError("session_gap_minutes", session_gap_minutes, "a number > 0")
+    if delimiter is not None and len(delimiter) != 1:
+        raise InvalidParameterError("delimiter", delimiter, "a single character, e.g. ',' or '\\t'")
+    if not p.exists():
+        raise InputFormatError(str(p), "no such file")
+    if p.is_dir():
+        raise InputFormatError(str(p), "is a directory, expected a file")
+    kind = _sniff(p, fmt)
+    sha = _sha256(p)
+    bad = _BadRows(p, on_bad_rows)
+    if kind == "parquet":
+        return _read_parquet(p, sha, columns or ColumnMapping(), bad, normalize, session_gap_minutes)
+    data = _decode_check(p, _raw_bytes(p), encoding)
+    if not data.strip():
+        raise InputFormatError(str(p), "empty file")
+    if kind == "msnbc":
+        return _read_msnbc(p, data, sha, encoding, session_gap_minutes)
+    lines = _read_lines(p, data)
+    line_numbers = pl.Series("_line", range(1, lines.len() + 1), dtype=pl.Int64)
+    # drop blank lines (keeping the physical numbering)
+    nonblank = lines.str.strip_chars() != ""
+    lines, line_numbers = lines.filter(nonblank), line_numbers.filter(nonblank)
+    sep = delimiter or ("\t" if kind == "aol" else _guess_delimiter(lines[0]))
+    mapping = columns or ColumnMapping()
+    if has_header:
+        header = [h.strip() for h in lines[0].split(sep)]
+        lines, line_numbers = lines[1:], line_numbers[1:]
+    else:
+        header = list(AOL_COLUMNS)[: lines[0].count(sep) + 1]
+    _check_header(p, header, mapping, kind)
+    if lines.len() == 0:
+        raise InputFormatError(str(p), "header only, no data rows")
+    n = len(header)
+    counts = lines.str.count_matches(sep, literal=True)
+    keep = bad.handle(counts != n - 1, line_numbers,
+                      f"ragged row: expected {n} fields separated by {sep!r} as in the header")
+    lines, line_numbers = lines.filter(keep), line_numbers.filter(keep)
+    raw = _split_fields(lines, sep, n)
+    raw.columns = _dedupe(header)
+    df = _canonicalize(raw, line_numbers, mapping, bad, normalize=normalize, user_numeric=None)
+    info = InputInfo(
+        path=str(p), sha256=sha, rows=df.height, bad_rows=bad.count, format=kind,
+        encoding=encoding, bad_row_examples=tuple(bad.examples), columns=mapping.as_dict(),
+        normalized=normalize,
+    )
+    return _finish(df, p, info, session_gap_minutes)
+
+
+def _dedupe(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        name = name or "column"
+        if name in seen:
+            seen[name] += 1
+            out.append(f"{name}_{seen[name]}")
+        else:
+            seen[name] = 0
+            out.append(name)
+    return out
+
+
+def _guess_delimiter(first_line: str) -> str:
+    counts = {c: first_line.count(c) for c in ("\t", ",", ";", "|")}
+    best = max(counts, key=lambda c: counts[c])
+    return best if counts[best] else "\t"
+
+
+def _check_header(path: Path, header: list[str], mapping: ColumnMapping, kind: str) -> None:
+    missing = [c for c in mapping.required() if c not in header]
+    optional_missing = [
+        c for c in (mapping.time, mapping.url, mapping.rank, mapping.session) if c and c not in header
+    ]
+    if missing or (kind == "aol" and optional_missing and mapping == ColumnMapping()):
+        need = missing + ([] if not (kind == "aol" and mapping == ColumnMapping()) else optional_missing)
+        raise InputFormatError(
+            str(path),
+            f"missing column(s) {', '.join(repr(c) for c in need)} in header {header!r}; "
+            "map columns with --user-col/--query-col/--time-col/--url-col/--rank-col",
+            1,
+        )
+    if optional_missing:
+        raise InputFormatError(
+            str(path),
+            f"column(s) {', '.join(repr(c) for c in optional_missing)} named in the column mapping "
+            f"are not in header {header!r}",
+            1,
+        )
+
+
+def _read_parquet(
+    p: Path, sha: str, mapping: ColumnMapping, bad: _BadRows, normalize: bool, gap: float
+) -> SearchLog:
+    try:
+        raw = pl.read_parquet(p)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputFormatError(str(p), f"cannot read as Parquet: {exc}") from None
+    _check_header(p, raw.columns, mapping, "parquet")
+    if raw.height == 0:
+        raise InputFormatError(str(p), "Parquet file has no rows")
+    user_numeric = raw.schema[mapping.user].is_integer()
+    raw = raw.with_columns(pl.all().cast(pl.String))
+    if mapping.time and mapping.time in raw.columns:
+        raw = raw.with_columns(pl.col(mapping.time).str.slice(0, 19))
+    line_numbers = pl.Series("_line", range(1, raw.height + 1), dtype=pl.Int64)
+    df = _canonicalize(raw, line_numbers, mapping, bad, normalize=normalize, user_numeric=user_numeric)
+    info = InputInfo(
+        path=str(p), sha256=sha, rows=df.height, bad_rows=bad.count, format="parquet",
+        encoding=None, bad_row_examples=tuple(bad.examples), columns=mapping.as_dict(),
+        normalized=normalize,
+    )
+    return _finish(df, p, info, gap)
+
+
+def _read_msnbc(p: Path, data: bytes, sha: str, encoding: str, gap: float) -> SearchLog:
+    """MSNBC sequences: line i is user i; each integer 1..17 is one visit of that page category.
+
+    Following CELS §6, each category is one query-url pair: query = category name, url =
+    ``msnbc.com/<category>``; visits are rows in order (no timestamps).
+    """
+    lines = _read_lines(p, data)
+    df = pl.DataFrame({"_l": lines}).with_row_index("user", offset=1)
+    df = df.with_columns(pl.col("user").cast(pl.Int64))
+    tokens = df.with_columns(pl.col("_l").str.strip_chars().str.split(" ").alias("tok")).explode("tok")
+    tokens = tokens.filter(pl.col("tok").is_not_null() & (pl.col("tok") != ""))
+    cat = tokens.get_column("tok").cast(pl.Int64, strict=False)
+    bad_mask = cat.is_null() | (cat < 1) | (cat > len(MSNBC_CATEGORIES))
+    if bad_mask.any():
+        line = int(tokens.get_column("user").filter(bad_mask)[0])
+        raise InputFormatError(str(p), "MSNBC sequences hold integers 1..17 separated by spaces", line)
+    names = pl.Series(MSNBC_CATEGORIES)
+    out = pl.DataFrame(
+        {
+            "user": tokens.get_column("user"),
+            "query": names.gather(cat - 1),
+        }
+    ).with_columns(
+        time=pl.lit(None, pl.Datetime("us")),
+        rank=pl.lit(None, pl.Int64),
+        url=pl.lit("msnbc.com/") + pl.col("query"),
+    )
+    info = InputInfo(
+        path=str(p), sha256=sha, rows=out.height, bad_rows=0, format="msnbc", encoding=encoding,
+        bad_row_examples=(), columns={}, normalized=False,
+    )
+    return _finish(out, p, info, gap)
+
+
+def scan_log(
+    path: str | os.PathLike[str],
+    *,
+    fmt: str = "auto",
+    columns: ColumnMapping | None = None,
+    delimiter: str | None = None,
+    normalize: bool = True,
+) -> pl.LazyFrame:
+    """A lazy, streaming scan with canonical columns ``user, query, time, url, row`` for the
+    scalable engines. Unlike :func:`read_log` it does not validate each row (ragged rows are
+    truncated/filled by Polars); run :func:`read_log` or ``searchveil stats`` to validate."""
+    p = Path(path)
+    if not p.exists():
+        raise InputFormatError(str(p), "no such file")
+    kind = _sniff(p, fmt)
+    m = columns or ColumnMapping()
+    if kind == "parquet":
+        lf = pl.scan_parquet(p)
+    elif kind in ("aol", "csv"):
+        lf = pl.scan_csv(
+            p, separator=delimiter or "\t", quote_char=None, infer_schema=False,
+            truncate_ragged_lines=True,
+        )
+    else:
+        raise InvalidParameterError("format", kind, "'aol', 'csv' or 'parquet' for streaming scans")
+    q = pl.col(m.query).cast(pl.String).fill_null("")
+    exprs = [
+        pl.col(m.user).cast(pl.Int64, strict=False).alias("user"),
+        (normalize_query(q) if normalize else q).alias("query"),
+        (_parse_time(pl.col(m.time).cast(pl.String)) if m.time else pl.lit(None, pl.Datetime("us"))).alias("time"),
+        (pl.col(m.url).cast(pl.String).replace("", None) if m.url else pl.lit(None, pl.String)).alias("url"),
+    ]
+    return lf.select(exprs).with_row_index("row")

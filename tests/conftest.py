@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+AOL_TOP1000 = SHARED / "aol" / "aol-top1000-users.tsv.gz"
+AOL_215 = SHARED / "aol" / "aol-gayo-avello-215-users.tsv"
+MSNBC = SHARED / "msnbc" / "msnbc990928-head10k.seq"
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        pytest.fail(f"shared data missing: {path} (tests expect ../shared/data beside the repo)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def aol_top1000_path() -> Path:
+    return _need(AOL_TOP1000)
+
+
+@pytest.fixture(scope="session")
+def aol_215_path() -> Path:
+    return _need(AOL_215)
+
+
+@pytest.fixture(scope="session")
+def msnbc_path() -> Path:
+    return _need(MSNBC)
+
+
+@pytest.fixture(scope="session")
+def aol_top1000(aol_top1000_path):
+    from searchveil.io.readers import read_log
+
+    return read_log(aol_top1000_path)
+
+
+@pytest.fixture(scope="session")
+def aol_215(aol_215_path):
+    from searchveil.io.readers import read_log
+
+    return read_log(aol_215_path)
