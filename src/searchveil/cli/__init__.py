@@ -21,6 +21,11 @@ app = typer.Typer(
 # Modules that add commands: each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES = [
     "searchveil.cli.stats",
+    "searchveil.cli.synth",
+    "searchveil.cli.release",
+    "searchveil.cli.params",
+    "searchveil.cli.sanitize",
+    "searchveil.cli.evaluate",
 ]
 
 
