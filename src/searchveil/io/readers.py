@@ -307,6 +307,10 @@ def read_log(
         lines, line_numbers = lines[1:], line_numbers[1:]
     else:
         header = list(AOL_COLUMNS)[: lines[0].count(sep) + 1]
+    if mapping.session is None:
+        auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
+        if auto:
+            mapping = ColumnMapping(**{**mapping.as_dict(), "session": auto[0]})  # type: ignore[arg-type]
     _check_header(p, header, mapping, kind)
     if lines.len() == 0:
         raise InputFormatError(str(p), "header only, no data rows")
