@@ -13,23 +13,33 @@ from searchveil.model import items
 from searchveil.rng import SeededRandom
 
 rows = st.lists(
-    st.tuples(st.integers(0, 6), st.sampled_from(["a", "b", "c", "d", "e"])), min_size=0, max_size=80
+    st.tuples(st.integers(0, 6), st.sampled_from(["a", "b", "c", "d", "e"])),
+    min_size=0,
+    max_size=80,
 )
 
 
 def frame(rs: list[tuple[int, str]]) -> pl.DataFrame:
-    df = pl.DataFrame({"user": [u for u, _ in rs], "item": [i for _, i in rs]},
-                      schema={"user": pl.Int64, "item": pl.String})
+    df = pl.DataFrame(
+        {"user": [u for u, _ in rs], "item": [i for _, i in rs]},
+        schema={"user": pl.Int64, "item": pl.String},
+    )
     return df.with_columns(pos=pl.int_range(pl.len()).over("user").cast(pl.Int64))
 
 
 @settings(max_examples=150, deadline=None)
-@given(rs=rows, d=st.integers(1, 6), distinct=st.booleans(), strategy=st.sampled_from(["first", "random"]),
-       seed=st.integers(0, 2**32))
+@given(
+    rs=rows,
+    d=st.integers(1, 6),
+    distinct=st.booleans(),
+    strategy=st.sampled_from(["first", "random"]),
+    seed=st.integers(0, 2**32),
+)
 def test_bounding_properties(rs, d, distinct, strategy, seed) -> None:
     df = frame(rs)
-    out = bound_contributions(df, max_per_user=d, strategy=strategy, rng=SeededRandom(seed),
-                              distinct=distinct)
+    out = bound_contributions(
+        df, max_per_user=d, strategy=strategy, rng=SeededRandom(seed), distinct=distinct
+    )
     per_user = out.group_by("user").len()
     assert per_user.height == 0 or per_user.get_column("len").max() <= d
     # never invents: every kept (user, item, pos) row is an input row
@@ -59,7 +69,9 @@ def test_random_d_is_uniform() -> None:
     kept = {x: 0 for x in "abcd"}
     n = 4000
     for _ in range(n):
-        for x in bound_contributions(df, max_per_user=2, strategy="random", rng=rng).get_column("item"):
+        for x in bound_contributions(df, max_per_user=2, strategy="random", rng=rng).get_column(
+            "item"
+        ):
             kept[x] += 1
     for x in "abcd":
         assert abs(kept[x] / n - 0.5) < 0.04

@@ -15,8 +15,13 @@ from searchveil.rng import SecureRandom, SeededRandom
 
 def ledger(rng) -> dict:
     return build_ledger(
-        mechanism="test", notion="(ε,δ)-DP", epsilon=1.0, delta=1e-6,
-        parameters={"d": 3, "K": float("inf")}, inputs=[{"file": "x.tsv", "sha256": "0" * 64}], rng=rng,
+        mechanism="test",
+        notion="(ε,δ)-DP",
+        epsilon=1.0,
+        delta=1e-6,
+        parameters={"d": 3, "K": float("inf")},
+        inputs=[{"file": "x.tsv", "sha256": "0" * 64}],
+        rng=rng,
     )
 
 

@@ -27,7 +27,13 @@ def small_log() -> SearchLog:
 
 def test_query_events_merge_click_rows() -> None:
     ev = query_events(small_log())
-    assert ev.get_column("query").to_list() == ["cheap flights", "hotels paris", "hotels paris", "x", "y"]
+    assert ev.get_column("query").to_list() == [
+        "cheap flights",
+        "hotels paris",
+        "hotels paris",
+        "x",
+        "y",
+    ]
     assert ev.get_column("clicks").to_list() == [2, 0, 1, 1, 0]
     assert ev.get_column("pos").to_list() == [0, 1, 2, 0, 1]
 
@@ -45,13 +51,22 @@ def test_item_kinds() -> None:
     assert q.height == 5
     kw = items(log, "keywords")
     assert kw.filter(pl.col("user") == 1).get_column("item").to_list() == [
-        "cheap", "flights", "hotels", "paris", "hotels", "paris"]
+        "cheap",
+        "flights",
+        "hotels",
+        "paris",
+        "hotels",
+        "paris",
+    ]
     c = items(log, "clicks")
     assert c.get_column("item").to_list()[0] == "cheap flights" + PAIR_SEP + "http://a"
     assert c.height == 4
     qp = items(log, "query_pairs")
     # user 1: (cheap flights -> hotels paris) in session 0 only; user 2: (x -> y)
-    assert qp.select("query", "next_query").rows() == [("cheap flights", "hotels paris"), ("x", "y")]
+    assert qp.select("query", "next_query").rows() == [
+        ("cheap flights", "hotels paris"),
+        ("x", "y"),
+    ]
     with pytest.raises(InvalidParameterError):
         items(log, "urls")
 

@@ -24,8 +24,11 @@ def chi2_pvalue(samples: np.ndarray, pmf, lo: int, hi: int) -> float:
     # split the remaining mass between the two tails by symmetry of the distributions here
     expected = np.concatenate([[p_lo / 2], probs, [p_lo / 2]]) * samples.size
     obs = np.concatenate(
-        [[np.sum(samples < lo)], np.bincount(samples[(samples >= lo) & (samples <= hi)] - lo,
-                                             minlength=ks.size), [np.sum(samples > hi)]]
+        [
+            [np.sum(samples < lo)],
+            np.bincount(samples[(samples >= lo) & (samples <= hi)] - lo, minlength=ks.size),
+            [np.sum(samples > hi)],
+        ]
     )
     keep = expected > 5
     # merge sparse bins into the tails

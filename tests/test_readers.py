@@ -39,8 +39,12 @@ def test_aol_215_sessions_from_column(aol_215) -> None:
     assert s["rows"] == 10_235 and s["users"] == 215
     # sessions come from the human-labelled SessionID column
     raw = pl.read_csv(
-        "../shared/data/aol/aol-gayo-avello-215-users.tsv" if Path("../shared").exists()
-        else aol_215.info.path, separator="\t", quote_char=None, infer_schema=False,
+        "../shared/data/aol/aol-gayo-avello-215-users.tsv"
+        if Path("../shared").exists()
+        else aol_215.info.path,
+        separator="\t",
+        quote_char=None,
+        infer_schema=False,
     )
     assert s["sessions"] == raw.select(pl.struct("AnonID", "SessionID").n_unique()).item()
     assert "sessionid" not in aol_215.df.columns or True
@@ -74,8 +78,12 @@ def test_parquet_roundtrip(tmp_path: Path, aol_215_path: Path) -> None:
 
 
 def test_generic_csv_with_mapping(tmp_path: Path) -> None:
-    p = write(tmp_path, "log.csv", "uid,q,ts,link\nu1,Hello  World,2006-03-01 10:00:00,http://a\n"
-              "u1,hello world,2006-03-01 10:01:00,\nu2,foo,2006-03-01 11:00:00,http://b\n")
+    p = write(
+        tmp_path,
+        "log.csv",
+        "uid,q,ts,link\nu1,Hello  World,2006-03-01 10:00:00,http://a\n"
+        "u1,hello world,2006-03-01 10:01:00,\nu2,foo,2006-03-01 11:00:00,http://b\n",
+    )
     m = ColumnMapping(user="uid", query="q", time="ts", url="link", rank=None)
     log = read_log(p, fmt="csv", columns=m)
     assert log.df.get_column("query").to_list() == ["hello world", "hello world", "foo"]
@@ -101,8 +109,13 @@ def test_unknown_encoding(tmp_path: Path) -> None:
 
 
 def test_ragged_rows_error_and_skip(tmp_path: Path) -> None:
-    body = (HEADER + "1\ta\t2006-03-01 10:00:00\t\t\n" + "1\tb\t2006-03-01 10:00:00\n"
-            + "2\tc\t2006-03-01 10:00:00\t1\thttp://x\textra\n" + "3\td\t2006-03-01 10:00:00\t\t\n")
+    body = (
+        HEADER
+        + "1\ta\t2006-03-01 10:00:00\t\t\n"
+        + "1\tb\t2006-03-01 10:00:00\n"
+        + "2\tc\t2006-03-01 10:00:00\t1\thttp://x\textra\n"
+        + "3\td\t2006-03-01 10:00:00\t\t\n"
+    )
     p = write(tmp_path, "rag.tsv", body)
     with pytest.raises(InputFormatError) as e:
         read_log(p)
@@ -129,13 +142,19 @@ def test_missing_columns(tmp_path: Path) -> None:
         read_log(p)
     assert "QueryTime" in str(e.value) and e.value.line == 1
     # with an explicit mapping that has no time/url the file is fine
-    log = read_log(p, fmt="csv", delimiter="\t",
-                   columns=ColumnMapping(user="AnonID", query="Query", time=None, url=None, rank=None))
+    log = read_log(
+        p,
+        fmt="csv",
+        delimiter="\t",
+        columns=ColumnMapping(user="AnonID", query="Query", time=None, url=None, rank=None),
+    )
     assert log.n_rows == 1
 
 
 def test_bad_values(tmp_path: Path) -> None:
-    p = write(tmp_path, "v.tsv", HEADER + "1\tq\t2006-03-01 10:00:00\t\t\n" + "x\tq\tnot a time\t\t\n")
+    p = write(
+        tmp_path, "v.tsv", HEADER + "1\tq\t2006-03-01 10:00:00\t\t\n" + "x\tq\tnot a time\t\t\n"
+    )
     with pytest.raises(InputFormatError) as e:
         read_log(p)
     assert e.value.line == 3
@@ -201,7 +220,25 @@ def test_cli_stats_user_error_exits_2(tmp_path: Path) -> None:
 
 def test_cli_stats_column_mapping(tmp_path: Path) -> None:
     p = write(tmp_path, "log.csv", "uid;q;link\na;x;http://1\nb;y;\n")
-    r = runner.invoke(app, ["stats", str(p), "--user-col", "uid", "--query-col", "q", "--url-col",
-                            "link", "--time-col", "", "--rank-col", "", "--delimiter", ";", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "stats",
+            str(p),
+            "--user-col",
+            "uid",
+            "--query-col",
+            "q",
+            "--url-col",
+            "link",
+            "--time-col",
+            "",
+            "--rank-col",
+            "",
+            "--delimiter",
+            ";",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["users"] == 2

@@ -24,7 +24,9 @@ def check_nonnegative(name: str, value: Any) -> float:
     return float(value)
 
 
-def check_probability(name: str, value: Any, *, open_low: bool = True, open_high: bool = True) -> float:
+def check_probability(
+    name: str, value: Any, *, open_low: bool = True, open_high: bool = True
+) -> float:
     lo = "(0" if open_low else "[0"
     hi = "1)" if open_high else "1]"
     if not _is_real(value) or math.isnan(value):

@@ -99,7 +99,9 @@ class SearchLog:
         return self.info.to_dict(users=self.n_users)
 
     @classmethod
-    def from_frame(cls, df: pl.DataFrame, *, name: str = "<memory>", gap_minutes: float = 30.0) -> SearchLog:
+    def from_frame(
+        cls, df: pl.DataFrame, *, name: str = "<memory>", gap_minutes: float = 30.0
+    ) -> SearchLog:
         """Build a log from an in-memory frame with at least ``user`` and ``query`` columns
         (``time``, ``url``, ``rank`` optional). For tests and the Python API."""
         import hashlib
@@ -117,7 +119,9 @@ class SearchLog:
         out = out.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt64))
         out = add_sessions(out, gap_minutes=gap_minutes)
         digest = hashlib.sha256(out.drop("time").write_csv().encode()).hexdigest()
-        return cls(df=out, info=InputInfo(path=name, sha256=digest, rows=out.height, format="memory"))
+        return cls(
+            df=out, info=InputInfo(path=name, sha256=digest, rows=out.height, format="memory")
+        )
 
 
 def normalize_query(expr: pl.Expr) -> pl.Expr:
@@ -131,7 +135,9 @@ def add_sessions(df: pl.DataFrame, *, gap_minutes: float = 30.0) -> pl.DataFrame
     if "_session_raw" in df.columns:
         raw = pl.col("_session_raw")
         new = (raw != raw.shift(1).over("user")).fill_null(True)
-        df = df.with_columns(session=(new.cast(pl.Int64).cum_sum().over("user") - 1)).drop("_session_raw")
+        df = df.with_columns(session=(new.cast(pl.Int64).cum_sum().over("user") - 1)).drop(
+            "_session_raw"
+        )
         return df
     gap = pl.duration(seconds=int(gap_minutes * 60))
     t = pl.col("time")

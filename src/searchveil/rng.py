@@ -8,7 +8,8 @@ that the caller passes in explicitly; there is no global random state.
   ``"seeded": true`` and "not for release".
 
 Both expose the same primitives on 64-bit words, and every sampler in
-:mod:`searchveil.mechanisms.noise` is an exact algorithm on top of :meth:`RandomSource.integers_below`
+:mod:`searchveil.mechanisms.noise` is an exact algorithm on top of
+:meth:`RandomSource.integers_below`
 (uniform integers by rejection, no floating point), so the seeded and the secure path run the
 same code and differ only in where the bits come from.
 

@@ -22,23 +22,58 @@ err_console = Console(stderr=True)
 out_console = Console()
 
 # -- shared option types --------------------------------------------------------------------
-InputArg = Annotated[Path, typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq")]
+InputArg = Annotated[
+    Path, typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq")
+]
 FormatOpt = Annotated[str, typer.Option("--format", help="auto | aol | csv | parquet | msnbc")]
 UserColOpt = Annotated[str | None, typer.Option("--user-col", help="column holding the user id")]
 QueryColOpt = Annotated[str | None, typer.Option("--query-col", help="column holding the query")]
-TimeColOpt = Annotated[str | None, typer.Option("--time-col", help="column holding the time ('' = none)")]
-UrlColOpt = Annotated[str | None, typer.Option("--url-col", help="column holding the clicked URL ('' = none)")]
-RankColOpt = Annotated[str | None, typer.Option("--rank-col", help="column holding the item rank ('' = none)")]
-SessionColOpt = Annotated[str | None, typer.Option("--session-col", help="column holding a session id")]
-DelimOpt = Annotated[str | None, typer.Option("--delimiter", help="field separator (default: tab for AOL, sniffed for csv); 'tab' or '\\t' for tab")]
-EncodingOpt = Annotated[str, typer.Option("--encoding", help="text encoding, e.g. utf-8, gb18030, latin-1")]
-BadRowsOpt = Annotated[str, typer.Option("--on-bad-rows", help="error | skip (skipped rows are counted in the ledger)")]
-NoNormOpt = Annotated[bool, typer.Option("--no-normalize", help="keep queries as written (default: case-fold, collapse whitespace)")]
-GapOpt = Annotated[float, typer.Option("--session-gap", help="minutes of inactivity that start a new session")]
+TimeColOpt = Annotated[
+    str | None, typer.Option("--time-col", help="column holding the time ('' = none)")
+]
+UrlColOpt = Annotated[
+    str | None, typer.Option("--url-col", help="column holding the clicked URL ('' = none)")
+]
+RankColOpt = Annotated[
+    str | None, typer.Option("--rank-col", help="column holding the item rank ('' = none)")
+]
+SessionColOpt = Annotated[
+    str | None, typer.Option("--session-col", help="column holding a session id")
+]
+DelimOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--delimiter",
+        help="field separator (default: tab for AOL, sniffed for csv); 'tab' or '\\t' for tab",
+    ),
+]
+EncodingOpt = Annotated[
+    str, typer.Option("--encoding", help="text encoding, e.g. utf-8, gb18030, latin-1")
+]
+BadRowsOpt = Annotated[
+    str, typer.Option("--on-bad-rows", help="error | skip (skipped rows are counted in the ledger)")
+]
+NoNormOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-normalize", help="keep queries as written (default: case-fold, collapse whitespace)"
+    ),
+]
+GapOpt = Annotated[
+    float, typer.Option("--session-gap", help="minutes of inactivity that start a new session")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="seed for a reproducible EXPERIMENT; the release is marked NOT FOR RELEASE in the ledger")]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        help="seed for a reproducible EXPERIMENT; the ledger marks the release NOT FOR RELEASE",
+    ),
+]
 OutDirOpt = Annotated[Path, typer.Option("--out", help="release directory to create")]
-OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="replace an existing --out directory")]
+OverwriteOpt = Annotated[
+    bool, typer.Option("--overwrite", help="replace an existing --out directory")
+]
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
 
 
@@ -106,7 +141,8 @@ def run(fn: Callable[[], T]) -> T:
         raise typer.Exit(130) from None
     except Exception as exc:  # noqa: BLE001 - last-resort bug report, exits 1
         err_console.print(
-            f"[bold red]internal error (this is probably a bug in searchveil):[/] {type(exc).__name__}: {exc}",
+            "[bold red]internal error (this is probably a bug in searchveil):[/] "
+            f"{type(exc).__name__}: {exc}",
             highlight=False,
         )
         if "--debug" in sys.argv or __import__("os").environ.get("SEARCHVEIL_DEBUG"):
@@ -118,11 +154,15 @@ def run(fn: Callable[[], T]) -> T:
 def progress(enabled: bool = True) -> Iterator[Callable[[str], Callable[[], None]]]:
     """A rich progress display on stderr; yields ``step(description) -> done()``."""
     if not enabled or not err_console.is_terminal:
-        yield lambda _desc: (lambda: None)
+        yield lambda _desc: lambda: None
         return
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-        console=err_console, transient=True,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
     ) as prog:
 
         def step(desc: str) -> Callable[[], None]:

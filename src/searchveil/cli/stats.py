@@ -9,9 +9,25 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
-    BadRowsOpt, DelimOpt, EncodingOpt, FormatOpt, GapOpt, InputArg, JsonOpt, NoNormOpt,
-    QueryColOpt, RankColOpt, SessionColOpt, TimeColOpt, UrlColOpt, UserColOpt, emit,
-    out_console, progress, reader_kwargs, run,
+    BadRowsOpt,
+    DelimOpt,
+    EncodingOpt,
+    FormatOpt,
+    GapOpt,
+    InputArg,
+    JsonOpt,
+    NoNormOpt,
+    QueryColOpt,
+    RankColOpt,
+    SessionColOpt,
+    TimeColOpt,
+    UrlColOpt,
+    UserColOpt,
+    emit,
+    out_console,
+    progress,
+    reader_kwargs,
+    run,
 )  # fmt: skip
 
 
@@ -19,8 +35,17 @@ def _human(r: dict[str, Any]) -> None:
     t = Table(title=f"searchveil stats: {r['input']['file']}", show_header=True)
     t.add_column("statistic")
     t.add_column("value", justify="right")
-    for key in ("rows", "users", "query_events", "clicks", "distinct_queries", "distinct_keywords",
-                "distinct_clicks", "distinct_query_pairs", "sessions"):
+    for key in (
+        "rows",
+        "users",
+        "query_events",
+        "clicks",
+        "distinct_queries",
+        "distinct_keywords",
+        "distinct_clicks",
+        "distinct_query_pairs",
+        "sessions",
+    ):
         t.add_row(key.replace("_", " "), f"{r[key]:,}")
     t.add_row("bad rows skipped", f"{r['input']['bad_rows_skipped']:,}")
     out_console.print(t)
@@ -58,8 +83,20 @@ def register(app: typer.Typer) -> None:
             from searchveil.io.readers import read_log
             from searchveil.model import log_stats
 
-            kw = reader_kwargs(fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-                               delimiter, encoding, on_bad_rows, no_normalize, session_gap)
+            kw = reader_kwargs(
+                fmt,
+                user_col,
+                query_col,
+                time_col,
+                url_col,
+                rank_col,
+                session_col,
+                delimiter,
+                encoding,
+                on_bad_rows,
+                no_normalize,
+                session_gap,
+            )
             with progress(not json_out) as step:
                 done = step(f"reading {input.name}")
                 log = read_log(input, **kw)

@@ -86,7 +86,8 @@ def build_ledger(
     }
     if extra:
         ledger.update(extra)
-    return _jsonable(ledger)  # type: ignore[no-any-return]
+    result: dict[str, Any] = _jsonable(ledger)
+    return result
 
 
 def read_ledger(release_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -109,7 +110,9 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     p = Path(path)
     tmp = p.with_name(f".{p.name}.tmp-{secure_token()}")
     try:
-        tmp.write_text(json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.write_text(
+            json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         os.replace(tmp, p)
     finally:
         if tmp.exists():
@@ -135,7 +138,9 @@ class ReleaseWriter:
     ...     w.write_ledger(ledger)
     """
 
-    def __init__(self, out_dir: str | os.PathLike[str], *, fmt: str = "tsv", overwrite: bool = False) -> None:
+    def __init__(
+        self, out_dir: str | os.PathLike[str], *, fmt: str = "tsv", overwrite: bool = False
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.fmt = check_choice("format", fmt, ("tsv", "parquet"))
         self.overwrite = overwrite
@@ -145,7 +150,8 @@ class ReleaseWriter:
         if self.out_dir.exists() and not overwrite:
             if not self.out_dir.is_dir() or any(self.out_dir.iterdir()):
                 raise OutputExistsError(
-                    f"output {str(self.out_dir)!r} already exists; choose a new --out or pass --overwrite"
+                    f"output {str(self.out_dir)!r} already exists; "
+                    "choose a new --out or pass --overwrite"
                 )
 
     def __enter__(self) -> ReleaseWriter:
@@ -153,7 +159,9 @@ class ReleaseWriter:
         if not parent.exists():
             from searchveil.errors import InvalidParameterError
 
-            raise InvalidParameterError("out", str(self.out_dir), "a path whose parent directory exists")
+            raise InvalidParameterError(
+                "out", str(self.out_dir), "a path whose parent directory exists"
+            )
         self._tmp = parent / f".{self.out_dir.name}.tmp-{secure_token()}"
         self._tmp.mkdir()
         return self
@@ -172,7 +180,12 @@ class ReleaseWriter:
             df.write_csv(path, separator="\t", quote_style="never")
         else:
             df.write_parquet(path)
-        self._outputs[name] = {"file": fname, "columns": df.columns, "rows": df.height, "format": self.fmt}
+        self._outputs[name] = {
+            "file": fname,
+            "columns": df.columns,
+            "rows": df.height,
+            "format": self.fmt,
+        }
         return fname
 
     def write_file(self, name: str, fname: str, content: str | bytes) -> str:

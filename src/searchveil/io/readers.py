@@ -15,6 +15,7 @@ problem, or with ``on_bad_rows="skip"`` are dropped and counted (``InputInfo.bad
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -110,7 +111,7 @@ def _decode_check(path: Path, data: bytes, encoding: str) -> bytes:
         line = _line_of(data, exc.start)
         raise InputFormatError(
             str(path),
-            f"bytes {data[exc.start:exc.start + 4]!r} are not valid {encoding} "
+            f"bytes {data[exc.start : exc.start + 4]!r} are not valid {encoding} "
             f"(try --encoding, e.g. gb18030 or latin-1)",
             line,
         ) from None
@@ -167,7 +168,8 @@ class _BadRows:
         line_no = int(lines[first])
         if self.mode == "error":
             raise InputFormatError(
-                str(self.path), f"{problem} ({n_bad} such row(s); --on-bad-rows skip drops them)",
+                str(self.path),
+                f"{problem} ({n_bad} such row(s); --on-bad-rows skip drops them)",
                 line_no,
             )
         self.count += n_bad
@@ -193,24 +195,32 @@ def _canonicalize(
     """Turn string columns (named as in the header) into the canonical columns."""
     cols = raw.columns
     m = mapping.as_dict()
-    user = pl.col(m["user"]).str.strip_chars()
+    user = pl.col(mapping.user).str.strip_chars()
     exprs: list[pl.Expr] = []
     if user_numeric is None:
-        nonempty = raw.get_column(m["user"]).drop_nulls()
+        nonempty = raw.get_column(mapping.user).drop_nulls()
         user_numeric = nonempty.len() > 0 and bool(
             nonempty.str.strip_chars().str.contains(r"^-?\d{1,18}$").all()
         )
-    exprs.append(user.cast(pl.Int64, strict=False).alias("user") if user_numeric else user.alias("user"))
-    q = pl.col(m["query"]).fill_null("")
+    exprs.append(
+        user.cast(pl.Int64, strict=False).alias("user") if user_numeric else user.alias("user")
+    )
+    q = pl.col(mapping.query).fill_null("")
     exprs.append((normalize_query(q) if normalize else q).alias("query"))
-    exprs.append(_parse_time(pl.col(m["time"])).alias("time") if m["time"] else pl.lit(None, pl.Datetime("us")).alias("time"))
+    exprs.append(
+        _parse_time(pl.col(m["time"])).alias("time")
+        if m["time"]
+        else pl.lit(None, pl.Datetime("us")).alias("time")
+    )
     exprs.append(
         pl.col(m["rank"]).str.strip_chars().cast(pl.Int64, strict=False).alias("rank")
-        if m["rank"] else pl.lit(None, pl.Int64).alias("rank")
+        if m["rank"]
+        else pl.lit(None, pl.Int64).alias("rank")
     )
     exprs.append(
         pl.col(m["url"]).str.strip_chars().replace("", None).alias("url")
-        if m["url"] else pl.lit(None, pl.String).alias("url")
+        if m["url"]
+        else pl.lit(None, pl.String).alias("url")
     )
     used = {v for v in m.values() if v}
     extras = [pl.col(c).alias(c.lower()) for c in cols if c not in used]
@@ -218,22 +228,29 @@ def _canonicalize(
         extras.append(pl.col(m["session"]).alias("_session_raw"))
     df = raw.with_columns(_line=line_numbers).select([*exprs, *extras, pl.col("_line")])
 
-    raw_user = raw.get_column(m["user"])
+    raw_user = raw.get_column(mapping.user)
     bad_user = df.get_column("user").is_null() | (raw_user.str.strip_chars().fill_null("") == "")
-    keep = bad.handle(bad_user, df.get_column("_line"), f"user id in column {m['user']!r} is missing"
-                      + (" or not an integer" if user_numeric else ""))
+    keep = bad.handle(
+        bad_user,
+        df.get_column("_line"),
+        f"user id in column {m['user']!r} is missing"
+        + (" or not an integer" if user_numeric else ""),
+    )
     if m["time"]:
         raw_time = raw.get_column(m["time"]).str.strip_chars().fill_null("")
         bad_time = df.get_column("time").is_null() & (raw_time != "")
         keep = keep & bad.handle(
-            bad_time & keep, df.get_column("_line"),
+            bad_time & keep,
+            df.get_column("_line"),
             f"time in column {m['time']!r} is not 'YYYY-MM-DD HH:MM[:SS]'",
         )
     if m["rank"]:
         raw_rank = raw.get_column(m["rank"]).str.strip_chars().fill_null("")
         bad_rank = df.get_column("rank").is_null() & (raw_rank != "")
         keep = keep & bad.handle(
-            bad_rank & keep, df.get_column("_line"), f"rank in column {m['rank']!r} is not an integer"
+            bad_rank & keep,
+            df.get_column("_line"),
+            f"rank in column {m['rank']!r} is not an integer",
         )
     return df.filter(keep)
 
@@ -289,7 +306,9 @@ def read_log(
     sha = _sha256(p)
     bad = _BadRows(p, on_bad_rows)
     if kind == "parquet":
-        return _read_parquet(p, sha, columns or ColumnMapping(), bad, normalize, session_gap_minutes)
+        return _read_parquet(
+            p, sha, columns or ColumnMapping(), bad, normalize, session_gap_minutes
+        )
     data = _decode_check(p, _raw_bytes(p), encoding)
     if not data.strip():
         raise InputFormatError(str(p), "empty file")
@@ -310,21 +329,30 @@ def read_log(
     if mapping.session is None:
         auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
         if auto:
-            mapping = ColumnMapping(**{**mapping.as_dict(), "session": auto[0]})  # type: ignore[arg-type]
+            mapping = dataclasses.replace(mapping, session=auto[0])
     _check_header(p, header, mapping, kind)
     if lines.len() == 0:
         raise InputFormatError(str(p), "header only, no data rows")
     n = len(header)
     counts = lines.str.count_matches(sep, literal=True)
-    keep = bad.handle(counts != n - 1, line_numbers,
-                      f"ragged row: expected {n} fields separated by {sep!r} as in the header")
+    keep = bad.handle(
+        counts != n - 1,
+        line_numbers,
+        f"ragged row: expected {n} fields separated by {sep!r} as in the header",
+    )
     lines, line_numbers = lines.filter(keep), line_numbers.filter(keep)
     raw = _split_fields(lines, sep, n)
     raw.columns = _dedupe(header)
     df = _canonicalize(raw, line_numbers, mapping, bad, normalize=normalize, user_numeric=None)
     info = InputInfo(
-        path=str(p), sha256=sha, rows=df.height, bad_rows=bad.count, format=kind,
-        encoding=encoding, bad_row_examples=tuple(bad.examples), columns=mapping.as_dict(),
+        path=str(p),
+        sha256=sha,
+        rows=df.height,
+        bad_rows=bad.count,
+        format=kind,
+        encoding=encoding,
+        bad_row_examples=tuple(bad.examples),
+        columns=mapping.as_dict(),
         normalized=normalize,
     )
     return _finish(df, p, info, session_gap_minutes)
@@ -353,10 +381,14 @@ def _guess_delimiter(first_line: str) -> str:
 def _check_header(path: Path, header: list[str], mapping: ColumnMapping, kind: str) -> None:
     missing = [c for c in mapping.required() if c not in header]
     optional_missing = [
-        c for c in (mapping.time, mapping.url, mapping.rank, mapping.session) if c and c not in header
+        c
+        for c in (mapping.time, mapping.url, mapping.rank, mapping.session)
+        if c and c not in header
     ]
     if missing or (kind == "aol" and optional_missing and mapping == ColumnMapping()):
-        need = missing + ([] if not (kind == "aol" and mapping == ColumnMapping()) else optional_missing)
+        need = missing + (
+            [] if not (kind == "aol" and mapping == ColumnMapping()) else optional_missing
+        )
         raise InputFormatError(
             str(path),
             f"missing column(s) {', '.join(repr(c) for c in need)} in header {header!r}; "
@@ -387,10 +419,18 @@ def _read_parquet(
     if mapping.time and mapping.time in raw.columns:
         raw = raw.with_columns(pl.col(mapping.time).str.slice(0, 19))
     line_numbers = pl.Series("_line", range(1, raw.height + 1), dtype=pl.Int64)
-    df = _canonicalize(raw, line_numbers, mapping, bad, normalize=normalize, user_numeric=user_numeric)
+    df = _canonicalize(
+        raw, line_numbers, mapping, bad, normalize=normalize, user_numeric=user_numeric
+    )
     info = InputInfo(
-        path=str(p), sha256=sha, rows=df.height, bad_rows=bad.count, format="parquet",
-        encoding=None, bad_row_examples=tuple(bad.examples), columns=mapping.as_dict(),
+        path=str(p),
+        sha256=sha,
+        rows=df.height,
+        bad_rows=bad.count,
+        format="parquet",
+        encoding=None,
+        bad_row_examples=tuple(bad.examples),
+        columns=mapping.as_dict(),
         normalized=normalize,
     )
     return _finish(df, p, info, gap)
@@ -405,13 +445,17 @@ def _read_msnbc(p: Path, data: bytes, sha: str, encoding: str, gap: float) -> Se
     lines = _read_lines(p, data)
     df = pl.DataFrame({"_l": lines}).with_row_index("user", offset=1)
     df = df.with_columns(pl.col("user").cast(pl.Int64))
-    tokens = df.with_columns(pl.col("_l").str.strip_chars().str.split(" ").alias("tok")).explode("tok")
+    tokens = df.with_columns(pl.col("_l").str.strip_chars().str.split(" ").alias("tok")).explode(
+        "tok"
+    )
     tokens = tokens.filter(pl.col("tok").is_not_null() & (pl.col("tok") != ""))
     cat = tokens.get_column("tok").cast(pl.Int64, strict=False)
     bad_mask = cat.is_null() | (cat < 1) | (cat > len(MSNBC_CATEGORIES))
     if bad_mask.any():
         line = int(tokens.get_column("user").filter(bad_mask)[0])
-        raise InputFormatError(str(p), "MSNBC sequences hold integers 1..17 separated by spaces", line)
+        raise InputFormatError(
+            str(p), "MSNBC sequences hold integers 1..17 separated by spaces", line
+        )
     names = pl.Series(MSNBC_CATEGORIES)
     out = pl.DataFrame(
         {
@@ -424,8 +468,15 @@ def _read_msnbc(p: Path, data: bytes, sha: str, encoding: str, gap: float) -> Se
         url=pl.lit("msnbc.com/") + pl.col("query"),
     )
     info = InputInfo(
-        path=str(p), sha256=sha, rows=out.height, bad_rows=0, format="msnbc", encoding=encoding,
-        bad_row_examples=(), columns={}, normalized=False,
+        path=str(p),
+        sha256=sha,
+        rows=out.height,
+        bad_rows=0,
+        format="msnbc",
+        encoding=encoding,
+        bad_row_examples=(),
+        columns={},
+        normalized=False,
     )
     return _finish(out, p, info, gap)
 
@@ -450,7 +501,10 @@ def scan_log(
         lf = pl.scan_parquet(p)
     elif kind in ("aol", "csv"):
         lf = pl.scan_csv(
-            p, separator=delimiter or "\t", quote_char=None, infer_schema=False,
+            p,
+            separator=delimiter or "\t",
+            quote_char=None,
+            infer_schema=False,
             truncate_ragged_lines=True,
         )
     else:
@@ -459,7 +513,13 @@ def scan_log(
     exprs = [
         pl.col(m.user).cast(pl.Int64, strict=False).alias("user"),
         (normalize_query(q) if normalize else q).alias("query"),
-        (_parse_time(pl.col(m.time).cast(pl.String)) if m.time else pl.lit(None, pl.Datetime("us"))).alias("time"),
-        (pl.col(m.url).cast(pl.String).replace("", None) if m.url else pl.lit(None, pl.String)).alias("url"),
+        (
+            _parse_time(pl.col(m.time).cast(pl.String))
+            if m.time
+            else pl.lit(None, pl.Datetime("us"))
+        ).alias("time"),
+        (
+            pl.col(m.url).cast(pl.String).replace("", None) if m.url else pl.lit(None, pl.String)
+        ).alias("url"),
     ]
     return lf.select(exprs).with_row_index("row")

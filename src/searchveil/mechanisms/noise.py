@@ -124,7 +124,7 @@ def _sample_discrete_laplace(scale: Fraction, size: int, rng: RandomSource) -> I
     todo = np.arange(size)
     while todo.size:
         n = todo.size
-        u = rng.integers_below(t, n)
+        u = rng.integers_below(int(t), n)
         d = _bernoulli_exp(u, np.full(n, t, dtype=np.uint64), rng)
         acc = np.flatnonzero(d)
         u = u[acc]
@@ -208,7 +208,9 @@ class DiscreteLaplace:
     def __post_init__(self) -> None:
         check_positive("scale", self.scale)
         if self.scale > MAX_LAPLACE_SCALE:
-            raise InvalidParameterError("scale", self.scale, f"a number in (0, {MAX_LAPLACE_SCALE:g}]")
+            raise InvalidParameterError(
+                "scale", self.scale, f"a number in (0, {MAX_LAPLACE_SCALE:g}]"
+            )
 
     @property
     def effective_scale_fraction(self) -> Fraction:
@@ -288,7 +290,9 @@ class DiscreteGaussian:
     def __post_init__(self) -> None:
         check_positive("sigma", self.sigma)
         if self.sigma > MAX_GAUSSIAN_SIGMA:
-            raise InvalidParameterError("sigma", self.sigma, f"a number in (0, {MAX_GAUSSIAN_SIGMA:g}]")
+            raise InvalidParameterError(
+                "sigma", self.sigma, f"a number in (0, {MAX_GAUSSIAN_SIGMA:g}]"
+            )
 
     @property
     def effective_sigma2_fraction(self) -> Fraction:
