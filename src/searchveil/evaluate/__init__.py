@@ -1,0 +1,199 @@
+"""Utility evaluation of a release against the original log.
+
+One module per metric family, each citing its paper section:
+
+* :mod:`~searchveil.evaluate.distribution` — Götz et al. §6–7.1 (top-j coverage/precision, count
+  distribution, average count difference) and Korolova §4.6.1 (share of distinct items/volume);
+* :mod:`~searchveil.evaluate.caching` — Götz §7.2 index caching (posting-size proxy);
+* :mod:`~searchveil.evaluate.substitution` — Götz §7.3 / Jones et al. 2006 query substitution;
+* :mod:`~searchveil.evaluate.keywords` — Korolova §4.6.2.2 / Fuxman et al. 2008 keyword generation;
+* :mod:`~searchveil.evaluate.fear` — Korolova §4.6.2.1 "fear of …" ranking;
+* same-schema releases (Hong et al. UMP) are scored with the UMP metrics of
+  :mod:`searchveil.release.ump.metrics` (not duplicated here).
+
+:func:`evaluate_release` reads a release through its ledger, decides which metrics apply from the
+tables it contains (see :mod:`searchveil.evaluate._release`) and returns one JSON-ready dict with
+stable keys (``SCHEMA``). A metric that does not apply is ``{"applicable": false, "reason": …}``.
+
+This reads the *original* (private) log: the numbers are for the data holder choosing a
+mechanism, not for publication.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil.evaluate._release import (
+    ReleaseData,
+    keyword_histogram,
+    load_release,
+    original_histograms,
+)
+from searchveil.evaluate.caching import DEFAULT_BUDGETS, evaluate_caching
+from searchveil.evaluate.distribution import compare_histograms
+from searchveil.evaluate.fear import evaluate_fears
+from searchveil.evaluate.keywords import DEFAULT_SEEDS, THRESHOLDS, evaluate_keywords
+from searchveil.evaluate.substitution import evaluate_substitution
+from searchveil.model import ITEM_KINDS, SearchLog
+
+__all__ = ["SCHEMA", "evaluate_release", "evaluate_loaded", "load_release", "not_applicable"]
+
+SCHEMA = "searchveil.evaluate/1"
+
+
+def not_applicable(reason: str) -> dict[str, Any]:
+    return {"applicable": False, "reason": reason}
+
+
+def _clicks_of_log(log: SearchLog) -> pl.DataFrame:
+    return (
+        log.df.filter(pl.col("url").is_not_null())
+        .group_by(["query", "url"])
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+    )
+
+
+def _ump_metrics(log: SearchLog, rel: ReleaseData) -> dict[str, Any]:
+    released = rel.same_schema_log
+    if released is None or not any(c in released.columns for c in ("Count", "count")):
+        return not_applicable("not a same-schema (AnonID, Query, ClickURL, Count) release")
+    try:
+        mod = importlib.import_module("searchveil.release.ump.metrics")
+    except ModuleNotFoundError:
+        return not_applicable("searchveil.release.ump.metrics is not available")
+    fn: Callable[..., Any] | None = getattr(mod, "evaluate_same_schema", None) or getattr(
+        mod, "utility_metrics", None
+    )
+    if fn is None:
+        return not_applicable("searchveil.release.ump.metrics has no evaluate function")
+    result = fn(log, released)
+    out = dict(result) if isinstance(result, dict) else {"value": result}
+    out["applicable"] = True
+    return out
+
+
+def _release_summary(rel: ReleaseData) -> dict[str, Any]:
+    led = rel.ledger
+    return {
+        "dir": str(rel.path),
+        "mechanism": rel.mechanism,
+        "notion": led.get("notion"),
+        "epsilon": led.get("epsilon"),
+        "delta": led.get("delta"),
+        "for_release": led.get("for_release"),
+        "seeded": led.get("seeded"),
+        "parameters": led.get("parameters", {}),
+        "guarantee": led.get("guarantee") or led.get("privacy") or None,
+        "outputs": {
+            k: {kk: v.get(kk) for kk in ("file", "columns", "rows")}
+            for k, v in (led.get("outputs") or {}).items()
+            if isinstance(v, dict)
+        },
+        "item_kinds": sorted(rel.histograms),
+        "derived": rel.derived,
+    }
+
+
+def evaluate_loaded(
+    log: SearchLog,
+    rel: ReleaseData,
+    *,
+    original: dict[str, pl.DataFrame] | None = None,
+    metrics: tuple[str, ...] = ("distribution", "caching", "substitution", "keywords", "fears"),
+    seeds: dict[str, tuple[str, ...]] | None = None,
+    thresholds: tuple[float, ...] = THRESHOLDS,
+    alpha: float = 0.001,
+    gamma: float = 0.0001,
+    posting_proxy: str = "clicks",
+    cache_budgets: tuple[float, ...] = DEFAULT_BUDGETS,
+    substitution_queries: int = 1000,
+    fear_phrase: str = "fear of",
+) -> dict[str, Any]:
+    """:func:`evaluate_release` on an already loaded release (``original`` histograms may be
+    passed in to share them between several releases, as ``compare`` does)."""
+    orig = original if original is not None else original_histograms(log)
+    hist = rel.histograms
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "original": log.ledger_input(),
+        "release": _release_summary(rel),
+    }
+    if "distribution" in metrics:
+        result["distribution"] = {
+            kind: compare_histograms(orig[kind], hist[kind])
+            for kind in ITEM_KINDS
+            if kind in hist and kind in orig
+        }
+    if "caching" in metrics:
+        rk = hist.get("keywords")
+        if rk is None and "queries" in hist:
+            rk = keyword_histogram(hist["queries"])
+        result["caching"] = (
+            evaluate_caching(
+                orig["keywords"], rk, log=log, proxy=posting_proxy, budgets=cache_budgets
+            )
+            if rk is not None
+            else not_applicable("the release has neither keywords nor queries")
+        )
+    if "substitution" in metrics:
+        if "query_pairs" in hist and "queries" in hist:
+            result["substitution"] = evaluate_substitution(
+                orig["queries"],
+                orig["query_pairs"],
+                hist["queries"],
+                hist["query_pairs"],
+                n_queries=substitution_queries,
+            )
+        else:
+            result["substitution"] = not_applicable(
+                "the release has no query pairs and queries (query substitution learns from "
+                "query pairs, Götz §7.3)"
+            )
+    if "keywords" in metrics:
+        result["keywords"] = (
+            evaluate_keywords(
+                _clicks_of_log(log),
+                rel.clicks_table,
+                seeds=seeds if seeds is not None else DEFAULT_SEEDS,
+                thresholds=thresholds,
+                alpha=alpha,
+                gamma=gamma,
+            )
+            if rel.clicks_table is not None
+            else not_applicable("the release has no query-click counts (no click graph)")
+        )
+    if "fears" in metrics:
+        result["fears"] = (
+            evaluate_fears(orig["queries"], hist["queries"], phrase=fear_phrase)
+            if "queries" in hist
+            else not_applicable("the release has no queries")
+        )
+    result["ump"] = _ump_metrics(log, rel)
+    return _clean(result)
+
+
+def evaluate_release(
+    original_log: SearchLog, release_dir: str | Path, **options: Any
+) -> dict[str, Any]:
+    """Every metric that applies to the release in ``release_dir`` (see module docstring);
+    keyword options as :func:`evaluate_loaded`."""
+    return evaluate_loaded(original_log, load_release(release_dir), **options)
+
+
+def _clean(x: Any) -> Any:
+    """NaN/inf → None so the JSON is standard; numpy scalars → Python."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and callable(x.item) and not isinstance(x, str | bytes):
+        x = x.item()
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    return x
