@@ -1,0 +1,702 @@
+"""Self-contained HTML reports: one file, inline CSS, plots embedded as base64 PNG
+(``<img src="data:image/png;base64,…">``), no scripts, no external links or assets, so the file
+opens offline in any browser and can be attached to an e-mail.
+
+Three reports share the building blocks here:
+
+* :func:`evaluation_report` — one release vs its original log (``searchveil evaluate``);
+* :func:`comparison_report` — several releases of one input side by side (``searchveil compare``);
+* :func:`reproduction_report` — paper tables/trends beside ours (``searchveil reproduce``).
+
+Plots use matplotlib's object API (``Figure``, no pyplot global state, Agg canvas). Every report
+is written with :func:`searchveil.io.ledger.write_text_atomic` (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from searchveil.io.ledger import write_text_atomic
+
+__all__ = [
+    "fig_to_data_uri",
+    "evaluation_report",
+    "comparison_report",
+    "reproduction_report",
+    "write_report",
+]
+
+CSS = """
+body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:0;color:#1d2330;
+background:#f6f7f9;line-height:1.45}
+main{max-width:1180px;margin:0 auto;padding:24px 28px 60px}
+h1{font-size:26px;margin:8px 0 4px}h2{font-size:20px;margin:34px 0 8px;border-bottom:2px solid
+#d8dde6;padding-bottom:4px}h3{font-size:16px;margin:18px 0 6px}
+.sub{color:#5a6475;margin:0 0 14px}
+.guarantee{background:#0f5132;color:#fff;border-radius:8px;padding:14px 18px;margin:14px 0;
+font-size:17px}.guarantee b{font-size:20px}
+.warn{background:#842029;color:#fff;border-radius:8px;padding:12px 18px;margin:14px 0;
+font-size:16px}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;
+margin:10px 0;font-size:14px}
+table{border-collapse:collapse;margin:8px 0 14px;background:#fff;font-size:14px}
+th,td{border:1px solid #d8dde6;padding:4px 9px;text-align:right;vertical-align:top}
+th{background:#eef1f6;text-align:center}td.l,th.l{text-align:left}
+tr:nth-child(even) td{background:#fafbfc}
+img.plot{max-width:100%;background:#fff;border:1px solid #d8dde6;border-radius:6px;margin:6px 0}
+.na{color:#8a93a3;font-style:italic}code{background:#eef1f6;padding:1px 4px;border-radius:3px}
+.grid{display:flex;flex-wrap:wrap;gap:14px}.grid>div{flex:1 1 520px}
+footer{margin-top:40px;color:#8a93a3;font-size:12px}
+"""
+
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
+
+
+# -- building blocks ------------------------------------------------------------------------
+def esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    """Numbers for tables: ints with thousands separators, floats to ``digits`` significant."""
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            return "—"
+        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+            return f"{x:.{digits - 1}e}"
+        return f"{x:,.{digits}g}" if abs(x) >= 1 else f"{x:.{digits}g}"
+    return esc(x)
+
+
+def pct(x: Any) -> str:
+    if not isinstance(x, int | float) or isinstance(x, bool) or math.isnan(x):
+        return "—"
+    return f"{100 * x:.2f}%"
+
+
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, left: int = 1, raw: bool = False
+) -> str:
+    """An HTML table; the first ``left`` columns are left-aligned text. Cells are formatted
+    with :func:`fmt` unless they are already strings produced by :func:`pct`/:func:`fmt` and
+    ``raw`` is set (then they are inserted as given, already escaped)."""
+    out = ["<table><tr>"]
+    for i, h in enumerate(headers):
+        out.append(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>')
+    out.append("</tr>")
+    for row in rows:
+        out.append("<tr>")
+        for i, c in enumerate(row):
+            cell = c if (raw and isinstance(c, str)) else fmt(c)
+            out.append(f'<td class="{"l" if i < left else ""}">{cell}</td>')
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def fig_to_data_uri(fig: Figure) -> str:
+    """PNG of a matplotlib figure as a ``data:`` URI."""
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def img(fig: Figure, alt: str) -> str:
+    return f'<img class="plot" alt="{esc(alt)}" src="{fig_to_data_uri(fig)}">'
+
+
+def _finite_pos(xs: Sequence[Any], ys: Sequence[Any]) -> tuple[list[float], list[float]]:
+    px, py = [], []
+    for x, y in zip(xs, ys, strict=False):
+        if isinstance(x, int | float) and isinstance(y, int | float) and x > 0 and y > 0:
+            px.append(float(x))
+            py.append(float(y))
+    return px, py
+
+
+def _finite(xs: Sequence[Any], ys: Sequence[Any]) -> tuple[list[float], list[float]]:
+    px, py = [], []
+    for x, y in zip(xs, ys, strict=False):
+        if isinstance(x, int | float) and isinstance(y, int | float) and math.isfinite(y):
+            px.append(float(x))
+            py.append(float(y))
+    return px, py
+
+
+def na(d: dict[str, Any] | None) -> str | None:
+    """The "not applicable" paragraph for a metric result, or None if it applies."""
+    if not d:
+        return '<p class="na">not computed</p>'
+    if d.get("applicable") is False:
+        return f'<p class="na">Not applicable: {esc(d.get("reason", ""))}</p>'
+    return None
+
+
+def page(title: str, subtitle: str, body: list[str]) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
+        f"<h1>{esc(title)}</h1><p class=\"sub\">{subtitle}</p>"
+        + "\n".join(body)
+        + "<footer>Generated by searchveil. Self-contained file: no external resources.</footer>"
+        "</main></body></html>\n"
+    )
+
+
+def write_report(path: str | Path, text: str) -> None:
+    write_text_atomic(path, text)
+
+
+# -- guarantee banner -------------------------------------------------------------------------
+def guarantee_banner(release: dict[str, Any]) -> str:
+    eps, delta = release.get("epsilon"), release.get("delta")
+    notion = release.get("notion") or "guarantee"
+    parts = [f"<b>{esc(release.get('mechanism', 'release'))}</b> — {esc(notion)}"]
+    if eps is not None:
+        parts.append(f"ε = <b>{fmt(eps)}</b>")
+    if delta is not None:
+        parts.append(f"δ = <b>{fmt(delta)}</b>")
+    g = release.get("guarantee")
+    if isinstance(g, str):
+        parts.append(esc(g))
+    elif isinstance(g, dict):
+        parts.append(esc(", ".join(f"{k} = {v}" for k, v in g.items())))
+    out = f'<div class="guarantee">{" · ".join(parts)}</div>'
+    if release.get("seeded") or release.get("for_release") is False:
+        out += (
+            '<div class="warn">This release was produced with a fixed seed: it is an '
+            "EXPERIMENT, NOT FOR RELEASE (its noise is reproducible).</div>"
+        )
+    return out
+
+
+PRIVATE_BANNER = (
+    '<div class="warn"><b>Reads the private data.</b> This analysis compares releases with the '
+    "original log. It is for the data holder choosing a mechanism only — do not publish this "
+    "report; only the release directories carry the privacy guarantee.</div>"
+)
+
+
+# -- evaluation report ------------------------------------------------------------------------
+def _distribution_plot(kind: str, d: dict[str, Any]) -> Figure:
+    fig = Figure(figsize=(11, 6.4))
+    axs = fig.subplots(2, 2)
+    tj = d["top_j"]
+    js = tj["j"]
+    ax = axs[0][0]
+    x, y = _finite(js, tj["coverage"])
+    ax.plot(x, y, "o-", color=COLORS[0])
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("top-j coverage (share of original top-j released)")
+    ax.set_xlabel("j")
+    ax = axs[0][1]
+    x, y = _finite_pos(js, tj["avg_l1"])
+    ax.plot(x, y, "o-", color=COLORS[1], label="avg L1")
+    ax.set_xscale("log")
+    if y:
+        ax.set_yscale("log")
+    ax.set_title("top-j precision: average L1 of relative frequencies")
+    ax.set_xlabel("j")
+    ax = axs[1][0]
+    x, y = _finite(js, tj["kl"])
+    ax.plot(x, y, "o-", color=COLORS[3])
+    ax.set_xscale("log")
+    ax.set_title("top-j precision: KL(original ‖ release), +0.5 smoothing")
+    ax.set_xlabel("j")
+    ax = axs[1][1]
+    cd = d["count_distribution"]
+    for lab, key, col in (("original", "original", COLORS[0]), ("release", "released", COLORS[1])):
+        pts = cd.get(key) or []
+        x, y = _finite_pos([p[0] for p in pts], [p[1] for p in pts])
+        if x:
+            ax.scatter(x, y, s=9, color=col, label=lab, alpha=0.7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_title("count distribution (log-log)")
+    ax.set_xlabel("count")
+    ax.set_ylabel("items with that count")
+    ax.legend()
+    fig.suptitle(f"{kind}", fontsize=14)
+    fig.tight_layout()
+    return fig
+
+
+def _caching_plot(c: dict[str, Any]) -> Figure:
+    fig = Figure(figsize=(7, 3.8))
+    ax = fig.subplots()
+    b = c["budgets"]
+    xs = [r["budget_fraction"] for r in b]
+    for key, lab, col in (
+        ("hit_probability_original", "cache from original log", COLORS[0]),
+        ("hit_probability_release", "cache from release", COLORS[1]),
+    ):
+        x, y = _finite(xs, [r[key] for r in b])
+        ax.plot(x, y, "o-", color=col, label=lab)
+    ax.set_xscale("log")
+    ax.set_xlabel("memory budget (fraction of all original postings)")
+    ax.set_ylabel("hit probability on original stream")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def evaluation_sections(r: dict[str, Any], *, plots: bool = True) -> list[str]:
+    """The metric sections of one evaluation result (shared by evaluate and compare)."""
+    body: list[str] = []
+    dist = r.get("distribution") or {}
+    body.append("<h2>Released items (Götz §6–7.1, Korolova §4.6.1)</h2>")
+    if dist:
+        rows = []
+        for kind, d in dist.items():
+            rows.append(
+                [
+                    kind,
+                    d["original_distinct"],
+                    d["released_distinct"],
+                    pct(d["share_distinct"]),
+                    d["original_total"],
+                    d["released_total"],
+                    pct(d["share_volume"]),
+                    fmt(d["avg_count_difference"]),
+                ]
+            )
+        body.append(
+            table(
+                [
+                    "items",
+                    "original distinct",
+                    "released distinct",
+                    "% distinct",
+                    "original volume",
+                    "released volume",
+                    "% volume",
+                    "avg count diff.",
+                ],
+                rows,
+                raw=True,
+            )
+        )
+        derived = (r.get("release") or {}).get("derived") or {}
+        for k, why in derived.items():
+            body.append(f'<p class="note"><b>{esc(k)}</b>: {esc(why)}.</p>')
+        body.append(
+            '<p class="note">Avg count difference: release counts scaled to the original total, '
+            "mean |difference| over all original items (absent = 0). KL uses +0.5 pseudo-counts "
+            "on the release side (KL is infinite when a top-j item is missing).</p>"
+        )
+        for kind, d in dist.items():
+            body.append(f"<h3>{esc(kind)}</h3>")
+            tj = d["top_j"]
+            rows = [
+                [j, pct(c), u, fmt(l1), fmt(kl)]
+                for j, c, u, l1, kl in zip(
+                    tj["j"], tj["coverage"], tj["unpublished"], tj["avg_l1"], tj["kl"], strict=False
+                )
+            ]
+            grid = '<div class="grid"><div>'
+            grid += table(["top-j", "coverage", "unpublished", "avg L1", "KL"], rows, raw=True)
+            grid += "</div>"
+            if plots:
+                grid += f"<div>{img(_distribution_plot(kind, d), f'{kind} distribution')}</div>"
+            grid += "</div>"
+            body.append(grid)
+    else:
+        body.append('<p class="na">No item histogram in this release.</p>')
+
+    c = r.get("caching")
+    body.append("<h2>Index caching (Götz §7.2)</h2>")
+    msg = na(c)
+    if msg or c is None:
+        body.append(msg or "")
+    else:
+        body.append(f'<p class="note"><b>Proxy:</b> {esc(c["proxy_description"])}.</p>')
+        rows = [
+            [
+                pct(b["budget_fraction"]),
+                fmt(b["budget_postings"]),
+                fmt(b["hit_probability_original"]),
+                fmt(b["hit_probability_release"]),
+                fmt(b["cached_original"]),
+                fmt(b["cached_release"]),
+                pct(b["cache_overlap"]),
+            ]
+            for b in c["budgets"]
+        ]
+        grid = '<div class="grid"><div>' + table(
+            [
+                "budget",
+                "postings",
+                "hit prob. (original)",
+                "hit prob. (release)",
+                "lists cached (orig.)",
+                "lists cached (rel.)",
+                "overlap",
+            ],
+            rows,
+            raw=True,
+        )
+        grid += "</div>"
+        if plots:
+            grid += f"<div>{img(_caching_plot(c), 'index caching hit probability')}</div>"
+        body.append(grid + "</div>")
+
+    s = r.get("substitution")
+    body.append("<h2>Query substitution (Götz §7.3, Jones et al. 2006)</h2>")
+    msg = na(s)
+    if msg or s is None:
+        body.append(msg or "")
+    else:
+        rows = [
+            [
+                f"top-{b['j']}",
+                b["queries_evaluated"],
+                b["queries_with_original_substitutions"],
+                b["queries_with_release_substitutions"],
+                pct(b["coverage"]),
+                fmt(b["precision"]),
+                fmt(b["recall"]),
+                fmt(b["map"]),
+                fmt(b["ndcg"]),
+            ]
+            for b in s["by_j"]
+        ]
+        body.append(
+            table(
+                [
+                    "j",
+                    "queries",
+                    "with orig. subst.",
+                    "with release subst.",
+                    "coverage",
+                    "precision",
+                    "recall",
+                    "MAP",
+                    "NDCG",
+                ],
+                rows,
+                raw=True,
+            )
+        )
+        ex = s.get("examples") or []
+        if ex:
+            body.append("<h3>Examples (top substitutions)</h3>")
+            body.append(
+                table(
+                    ["query", "from original", "from release"],
+                    [
+                        [esc(e["query"]), esc("; ".join(e["original"])), esc("; ".join(e["release"]))]
+                        for e in ex
+                    ],
+                    left=3,
+                    raw=True,
+                )
+            )
+
+    k = r.get("keywords")
+    body.append("<h2>Keyword generation (Korolova §4.6.2.2, Fuxman et al. 2008)</h2>")
+    msg = na(k)
+    if msg or k is None:
+        body.append(msg or "")
+    else:
+        g = k["graph"]
+        body.append(
+            f'<p class="note">Random walk with absorbing seed URLs, α = {fmt(k["alpha"])}, '
+            f"γ = {fmt(k['gamma'])}. Original graph: {fmt(g['original_queries'])} queries, "
+            f"{fmt(g['original_edges'])} edges; released graph: {fmt(g['released_queries'])} "
+            f"queries, {fmt(g['released_edges'])} edges.</p>"
+        )
+        rows = []
+        for name, ss in k["seed_sets"].items():
+            for b in ss["by_threshold"]:
+                rows.append(
+                    [
+                        esc(name),
+                        fmt(b["threshold"]),
+                        fmt(b["original"]),
+                        fmt(b["released"]),
+                        pct(b["released_share_of_original"]),
+                        pct(b["overlap"]),
+                    ]
+                )
+        body.append(
+            table(
+                [
+                    "seed set",
+                    "relevance ≥",
+                    "keywords (original)",
+                    "keywords (release)",
+                    "release / original",
+                    "overlap (of release)",
+                ],
+                rows,
+                raw=True,
+            )
+        )
+        seeds = "; ".join(
+            f"{esc(n)}: {esc(', '.join(ss['domains']))} ({ss['original_graph']['seed_urls']} "
+            "seed URLs in the original graph)"
+            for n, ss in k["seed_sets"].items()
+        )
+        body.append(f'<p class="note">Seed domains — {seeds}.</p>')
+
+    f = r.get("fears")
+    body.append("<h2>“Fear of …” ranking (Korolova §4.6.2.1)</h2>")
+    msg = na(f)
+    if msg or f is None:
+        body.append(msg or "")
+    else:
+        n = max(len(f["original_top"]), len(f["released_top"]))
+        rows = []
+        for i in range(n):
+            o = f["original_top"][i] if i < len(f["original_top"]) else ["", None]
+            rl = f["released_top"][i] if i < len(f["released_top"]) else ["", None]
+            rows.append([str(i + 1), esc(o[0]), fmt(o[1]), esc(rl[0]), fmt(rl[1])])
+        if rows:
+            body.append(
+                table(
+                    ["rank", "original", "count", "release", "count"], rows, left=2, raw=True
+                )
+            )
+        body.append(
+            f'<p class="note">{fmt(f["original_fears"])} distinct fears in the original, '
+            f"{fmt(f['released_fears'])} in the release; top-{f['top']} overlap "
+            f"{pct(f['top_overlap'])}, same order: {fmt(f['same_order'])}.</p>"
+        )
+
+    u = r.get("ump")
+    if u and u.get("applicable"):
+        body.append("<h2>Same-schema utility (Hong et al., UMP metrics)</h2>")
+        rows = [[esc(kk), fmt(vv)] for kk, vv in u.items() if not isinstance(vv, dict | list)]
+        body.append(table(["metric", "value"], rows, raw=True))
+    return body
+
+
+def _ledger_section(rel: dict[str, Any]) -> list[str]:
+    body = ["<h2>Release ledger</h2>"]
+    params = rel.get("parameters") or {}
+    rows = [[esc(k), esc(v)] for k, v in params.items()]
+    if rows:
+        body.append(table(["parameter", "value"], rows, left=2, raw=True))
+    outs = rel.get("outputs") or {}
+    body.append(
+        table(
+            ["output", "file", "columns", "rows"],
+            [
+                [esc(k), esc(v.get("file")), esc(", ".join(v.get("columns") or [])), fmt(v.get("rows"))]
+                for k, v in outs.items()
+            ],
+            left=3,
+            raw=True,
+        )
+    )
+    return body
+
+
+def evaluation_report(result: dict[str, Any]) -> str:
+    """The HTML of ``searchveil evaluate``."""
+    rel = result.get("release") or {}
+    orig = result.get("original") or {}
+    sub = (
+        f"Release <code>{esc(rel.get('dir'))}</code> evaluated against "
+        f"<code>{esc(orig.get('file'))}</code> ({fmt(orig.get('rows'))} rows, "
+        f"{fmt(orig.get('users'))} users)."
+    )
+    body = [guarantee_banner(rel), PRIVATE_BANNER]
+    body += evaluation_sections(result)
+    body += _ledger_section(rel)
+    return page("searchveil evaluation report", sub, body)
+
+
+# -- comparison report ------------------------------------------------------------------------
+def _compare_plot(kind: str, runs: list[tuple[str, dict[str, Any]]]) -> Figure:
+    fig = Figure(figsize=(11, 3.6))
+    axs = fig.subplots(1, 3)
+    for i, (label, r) in enumerate(runs):
+        d = (r.get("distribution") or {}).get(kind)
+        if not d:
+            continue
+        col = COLORS[i % len(COLORS)]
+        tj = d["top_j"]
+        x, y = _finite(tj["j"], tj["coverage"])
+        axs[0].plot(x, y, "o-", color=col, label=label, ms=3)
+        x, y = _finite_pos(tj["j"], tj["avg_l1"])
+        axs[1].plot(x, y, "o-", color=col, label=label, ms=3)
+        x, y = _finite(tj["j"], tj["kl"])
+        axs[2].plot(x, y, "o-", color=col, label=label, ms=3)
+    for ax, t in zip(axs, ("top-j coverage", "avg L1", "KL divergence"), strict=True):
+        ax.set_xscale("log")
+        ax.set_title(f"{kind}: {t}")
+        ax.set_xlabel("j")
+        ax.grid(alpha=0.3)
+    axs[1].set_yscale("log")
+    axs[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def comparison_report(
+    runs: list[tuple[str, dict[str, Any]]],
+    *,
+    input_info: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    failures: list[tuple[str, str]] | None = None,
+) -> str:
+    """The HTML of ``searchveil compare``: one column per mechanism/setting."""
+    body = [PRIVATE_BANNER]
+    body.append(
+        f'<div class="guarantee">Every release below spends <b>ε = {fmt(epsilon)}</b>, '
+        f"<b>δ = {fmt(delta)}</b> on the same input (each separately: they are alternatives, "
+        "not to be published together).</div>"
+    )
+    kinds: list[str] = []
+    for _, r in runs:
+        for k in r.get("distribution") or {}:
+            if k not in kinds:
+                kinds.append(k)
+    headers = ["metric", *[lab for lab, _ in runs]]
+    rows: list[list[Any]] = []
+    rows.append(["mechanism", *[esc(r["release"]["mechanism"]) for _, r in runs]])
+    rows.append(["notion", *[esc(r["release"].get("notion")) for _, r in runs]])
+    for kind in kinds:
+        for key, lab, f in (
+            ("released_distinct", "distinct", fmt),
+            ("share_distinct", "% distinct", pct),
+            ("released_total", "volume", fmt),
+            ("share_volume", "% volume", pct),
+            ("avg_count_difference", "avg count diff.", fmt),
+        ):
+            vals = []
+            for _, r in runs:
+                d = (r.get("distribution") or {}).get(kind)
+                vals.append(f(d[key]) if d else "—")
+            rows.append([esc(f"{kind}: {lab}"), *vals])
+        for j in (10, 100):
+            vals = []
+            for _, r in runs:
+                d = (r.get("distribution") or {}).get(kind)
+                v = "—"
+                if d and j in d["top_j"]["j"]:
+                    v = pct(d["top_j"]["coverage"][d["top_j"]["j"].index(j)])
+                vals.append(v)
+            rows.append([esc(f"{kind}: top-{j} coverage"), *vals])
+    vals = []
+    for _, r in runs:
+        c = r.get("caching") or {}
+        v = "—"
+        for b in c.get("budgets") or []:
+            if abs(b["budget_fraction"] - 0.1) < 1e-12:
+                v = f"{fmt(b['hit_probability_release'])} (orig. {fmt(b['hit_probability_original'])})"
+        vals.append(v)
+    rows.append(["caching: hit prob. at 10% budget", *vals])
+    for key in ("precision", "recall", "ndcg", "coverage"):
+        vals = []
+        for _, r in runs:
+            s = r.get("substitution") or {}
+            v = "—"
+            for b in s.get("by_j") or []:
+                if b["j"] == 5:
+                    v = pct(b[key]) if key == "coverage" else fmt(b[key])
+            vals.append(v)
+        rows.append([f"substitution top-5: {key}", *vals])
+    vals = []
+    for _, r in runs:
+        k = r.get("keywords") or {}
+        parts = []
+        for name, ss in (k.get("seed_sets") or {}).items():
+            b = ss["by_threshold"][0]
+            parts.append(f"{esc(name)} {b['released']}/{b['original']}")
+        vals.append("; ".join(parts) or "—")
+    rows.append(["keywords ≥0.5 (release/original)", *vals])
+    body.append("<h2>Side by side</h2>")
+    body.append(table(headers, rows, raw=True))
+    if failures:
+        body.append("<h3>Settings that could not run</h3>")
+        body.append(table(["setting", "reason"], [[esc(a), esc(b)] for a, b in failures], left=2, raw=True))
+    body.append("<h2>Top-j coverage and precision</h2>")
+    for kind in kinds:
+        body.append(img(_compare_plot(kind, runs), f"{kind} comparison"))
+    for label, r in runs:
+        body.append(f"<h2>Details: {esc(label)}</h2>")
+        body.append(guarantee_banner(r["release"]))
+        body += evaluation_sections(r, plots=False)
+    sub = (
+        f"Input <code>{esc(input_info.get('file'))}</code> ({fmt(input_info.get('rows'))} rows, "
+        f"{fmt(input_info.get('users'))} users); {len(runs)} settings."
+    )
+    return page("searchveil comparison report", sub, body)
+
+
+# -- reproduction report ----------------------------------------------------------------------
+def _series_plot(exp: dict[str, Any]) -> Figure | None:
+    plot = exp.get("plot")
+    if not plot:
+        return None
+    fig = Figure(figsize=(8, 3.8))
+    ax = fig.subplots()
+    for i, s in enumerate(plot["series"]):
+        x, y = _finite(s["x"], s["y"])
+        ax.plot(x, y, "o-" if not s.get("paper") else "s--", color=COLORS[i % len(COLORS)],
+                label=s["label"], ms=4)
+    ax.set_xlabel(plot.get("xlabel", ""))
+    ax.set_ylabel(plot.get("ylabel", ""))
+    if plot.get("xlog"):
+        ax.set_xscale("log")
+    if plot.get("ylog"):
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(exp.get("title", ""))
+    fig.tight_layout()
+    return fig
+
+
+def reproduction_report(experiments: list[dict[str, Any]]) -> str:
+    """The HTML of ``searchveil reproduce``: each experiment has ``id``, ``title``,
+    ``source``, ``headers``, ``rows``, ``status`` (``exact``/``trend``/``missing``), ``notes``
+    and optionally ``plot`` {series:[{label,x,y,paper?}], xlabel, ylabel, xlog, ylog}."""
+    body = [
+        '<p class="note">Formula tables are recomputed exactly and compared with the printed '
+        "values; experiment tables are re-run on the shared AOL data, which is far smaller than "
+        "the papers' logs, so only trends are comparable (see each note).</p>"
+    ]
+    idx = table(
+        ["id", "what", "status"],
+        [[esc(e["id"]), esc(e["title"]), esc(e.get("status", ""))] for e in experiments],
+        left=3,
+        raw=True,
+    )
+    body.append(idx)
+    for e in experiments:
+        body.append(f"<h2>{esc(e['id'])}: {esc(e['title'])}</h2>")
+        body.append(f'<p class="sub">{esc(e.get("source", ""))}</p>')
+        if e.get("status") == "missing":
+            body.append(f'<p class="na">Not reproduced: {esc(e.get("notes", ""))}</p>')
+            continue
+        if e.get("headers"):
+            body.append(table(e["headers"], e["rows"], left=1))
+        fig = _series_plot(e)
+        if fig is not None:
+            body.append(img(fig, e["title"]))
+        if e.get("notes"):
+            body.append(f'<p class="note">{esc(e["notes"])}</p>')
+    return page("searchveil reproduction report", "Paper tables and trends beside ours.", body)
