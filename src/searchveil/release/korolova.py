@@ -1,0 +1,503 @@
+"""Korolova's Release-Data: the private query-click graph (Korolova, PhD thesis, Stanford 2012,
+ch.4: Algorithm 3, Theorem 3, §4.5, §4.8).
+
+Steps (Algorithm 3), each a fresh, independent noise draw per query / (query, url):
+
+1. Limit-User-Activity — keep each user's first ``d`` query events and first ``d_c`` clicks
+   (or a uniformly random ``d`` / ``d_c`` with ``strategy="random"``), via
+   :func:`searchveil.bounding.bound_contributions`. With ``distinct=True`` the first ``d``
+   *distinct* queries are kept and a query's count is its number of distinct users.
+2. Select-Queries — ``Q = {q : M(q, D) + X > K}``, X discrete Laplace(b).
+3. Get-Query-Counts — ``M(q, D) + X_q``, X_q discrete Laplace(b_q), fresh.
+4. Get-Click-Counts — for the URLs of each released query, the bounded click count + discrete
+   Laplace(b_c). Which URLs:
+
+   * ``url_selection="serp"``: a public SERP file (query → ranked URLs, what the engine shows
+     anyone who types the query). Every listed URL of a released query gets a noisy count,
+     including URLs nobody clicked (true count 0) — publishing only clicked ones would leak.
+   * ``url_selection="private"``: no public SERP; (query, url) pairs of released queries are
+     selected by the same thresholding on their bounded click counts (each user ≤ d_c clicks;
+     threshold ``url_K`` ≥ d_c, noise ``url_b``), spending their own (ε, δ).
+   * ``url_selection="none"``: queries only.
+
+Negative noisy counts can be clamped to 0 (post-processing, §4.5; recorded in the ledger).
+
+Decisions (see ``docs/privacy/korolova.md``):
+
+* Noise is the *discrete* Laplace; thresholds are applied to integer noisy counts. The
+  reported (ε, δ) is the ``exact`` accounting of :mod:`searchveil.params` for the mechanism
+  run (effective noise scales, integer counts); Theorem 3's values are recorded beside it as
+  ``paper_accounting``. Parameters solved from a budget use an integer threshold, for which
+  the exact values never exceed Theorem 3's.
+* ``K >= d`` is enforced (``K >= 1`` for distinct-user counts); likewise ``url_K >= d_c``.
+* Neighbouring logs differ by adding or removing one user's whole history.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil._validate import check_choice, check_int, check_positive, check_probability
+from searchveil.bounding import bound_contributions
+from searchveil.errors import BudgetExceededError, InputFormatError, InvalidParameterError
+from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.model import SearchLog, items, normalize_query
+from searchveil.params import (
+    exact_threshold_privacy,
+    korolova_paper_privacy,
+    korolova_paper_selection,
+    korolova_solve_exact,
+    korolova_solve_improved,
+    korolova_solve_paper,
+)
+from searchveil.release._histogram import (
+    HistogramRelease,
+    count_by,
+    noisy_counts,
+    noisy_threshold,
+    write_release,
+)
+from searchveil.rng import RandomSource
+
+__all__ = [
+    "KorolovaParams",
+    "KorolovaRelease",
+    "release_korolova",
+    "read_serp",
+    "write_release",
+    "URL_SELECTIONS",
+    "THRESHOLD_RULES",
+]
+
+URL_SELECTIONS = ("none", "serp", "private")
+THRESHOLD_RULES = ("exact", "paper", "improved")
+MECHANISM = "korolova-release-data"
+
+KorolovaRelease = HistogramRelease
+
+
+def _solve_threshold(
+    rule: str, *, epsilon: float, delta: float, d: int, distinct: bool
+) -> tuple[int, float]:
+    """An integer threshold K and noise b for one thresholding step within (ε, δ)."""
+    if rule == "exact":
+        s = korolova_solve_exact(epsilon=epsilon, delta=delta, d=d, distinct=distinct)
+        return int(s["K"]), float(s["b"])
+    b = d / epsilon
+    if distinct:  # δ = (d/2)e^{(1-K)/b} (union bound with counts <= 1)
+        k = 1.0 - b * math.log(2.0 * delta / d)
+    elif rule == "paper":
+        k = korolova_solve_paper(epsilon=epsilon, delta=delta, d=d)["K"]
+    else:
+        k = korolova_solve_improved(epsilon=epsilon, delta=delta, d=d)["K"]
+    return max(math.ceil(k - 1e-9), 1 if distinct else d), b
+
+
+@dataclass(frozen=True)
+class KorolovaParams:
+    """Parameters of Release-Data plus its privacy map (:meth:`privacy`).
+
+    ``K, b``: Select-Queries threshold and noise; ``b_q``: query-count noise; ``d_c, b_c``:
+    clicks kept per user and click-count noise (needed unless ``url_selection="none"``);
+    ``url_K, url_b``: private URL selection (``url_selection="private"`` only).
+    """
+
+    d: int
+    K: float
+    b: float
+    b_q: float
+    url_selection: str = "none"
+    d_c: int | None = None
+    b_c: float | None = None
+    url_K: float | None = None
+    url_b: float | None = None
+    distinct: bool = False
+    strategy: str = "first"
+    clamp_negative: bool = False
+
+    def __post_init__(self) -> None:
+        check_int("d", self.d, minimum=1)
+        check_positive("b", self.b)
+        check_positive("b_q", self.b_q)
+        check_choice("url_selection", self.url_selection, URL_SELECTIONS)
+        check_choice("strategy", self.strategy, ("first", "random"))
+        need = 1 if self.distinct else self.d
+        if not isinstance(self.K, int | float) or isinstance(self.K, bool) or self.K < need:
+            raise InvalidParameterError(
+                "K", self.K, f"a number >= {need} (Theorem 3 needs K >= "
+                + ("1 for distinct-user counts)" if self.distinct else "d)")
+            )
+        if self.url_selection == "none":
+            for name in ("d_c", "b_c", "url_K", "url_b"):
+                if getattr(self, name) is not None:
+                    raise InvalidParameterError(
+                        name, getattr(self, name), "unset when url_selection='none'"
+                    )
+            return
+        check_int("d_c", self.d_c, minimum=1)
+        check_positive("b_c", self.b_c)
+        if self.url_selection == "private":
+            check_positive("url_b", self.url_b)
+            assert self.d_c is not None
+            if (
+                not isinstance(self.url_K, int | float)
+                or isinstance(self.url_K, bool)
+                or self.url_K < self.d_c
+            ):
+                raise InvalidParameterError("url_K", self.url_K, f"a number >= d_c = {self.d_c}")
+        else:
+            for name in ("url_K", "url_b"):
+                if getattr(self, name) is not None:
+                    raise InvalidParameterError(
+                        name, getattr(self, name), "unset unless url_selection='private'"
+                    )
+
+    # -- construction from a budget --------------------------------------------------------
+    @classmethod
+    def from_budget(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        d: int,
+        url_selection: str = "none",
+        d_c: int | None = None,
+        split: tuple[float, ...] | None = None,
+        threshold_rule: str = "exact",
+        distinct: bool = False,
+        strategy: str = "first",
+        clamp_negative: bool = False,
+    ) -> KorolovaParams:
+        """Solve K, b, b_q (, b_c, url_K, url_b) from a total (ε, δ).
+
+        ``split``: relative weights of ε for (selection, query counts) with
+        ``url_selection="none"``, (selection, query counts, click counts) with ``"serp"``, and
+        (selection, query counts, URL selection, click counts) with ``"private"`` — required,
+        there is no default split here (the CLI documents and prints its default). With private
+        URL selection δ is split equally between the two thresholding steps.
+        ``threshold_rule``: ``exact`` (smallest integer K whose exact discrete (ε, δ) fits),
+        ``paper`` (⌈K⌉ of Lemma 1 / Table 4.1) or ``improved`` (⌈K⌉ of §4.8).
+        """
+        eps = check_positive("epsilon", epsilon)
+        dl = check_probability("delta", delta)
+        d = check_int("d", d, minimum=1)
+        check_choice("url_selection", url_selection, URL_SELECTIONS)
+        check_choice("threshold_rule", threshold_rule, THRESHOLD_RULES)
+        parts = {"none": 2, "serp": 3, "private": 4}[url_selection]
+        if split is None or len(split) != parts:
+            raise InvalidParameterError(
+                "split", split, f"{parts} positive weights for url_selection={url_selection!r}"
+            )
+        w = [check_positive("split", float(x)) for x in split]
+        shares = [eps * x / sum(w) for x in w]
+        n_thr = 2 if url_selection == "private" else 1
+        K, b = _solve_threshold(
+            threshold_rule, epsilon=shares[0], delta=dl / n_thr, d=d, distinct=distinct
+        )
+        b_q = d / shares[1]
+        kw: dict[str, Any] = {}
+        if url_selection != "none":
+            d_c = check_int("d_c", d_c, minimum=1)
+            kw["d_c"] = d_c
+            kw["b_c"] = d_c / shares[-1]
+        if url_selection == "private":
+            assert d_c is not None
+            uK, ub = _solve_threshold(
+                threshold_rule, epsilon=shares[2], delta=dl / 2, d=d_c, distinct=False
+            )
+            kw["url_K"], kw["url_b"] = uK, ub
+        params = cls(
+            d=d,
+            K=K,
+            b=b,
+            b_q=b_q,
+            url_selection=url_selection,
+            distinct=distinct,
+            strategy=strategy,
+            clamp_negative=clamp_negative,
+            **kw,
+        )
+        acc = "exact" if threshold_rule == "exact" else "paper"
+        pr = params.privacy(acc)
+        if pr["epsilon"] > eps * (1 + 1e-9) or pr["delta"] > dl * (1 + 1e-9):
+            raise InvalidParameterError(
+                "epsilon",
+                epsilon,
+                f"a budget the {threshold_rule!r} rule can meet (it gives ε={pr['epsilon']:.6g}, "
+                f"δ={pr['delta']:.3g}); use threshold_rule='exact' or larger ε",
+            )
+        return params
+
+    # -- privacy map ------------------------------------------------------------------------
+    def privacy(self, accounting: str = "exact") -> dict[str, Any]:
+        """Total (ε, δ) and one event per privacy-spending step.
+
+        ``exact``: tight values for the discrete mechanism run (effective noise scales);
+        ``paper``: Theorem 3 (and §4.8's δ) for continuous Laplace noise.
+        """
+        check_choice("accounting", accounting, ("exact", "paper"))
+        events: list[dict[str, Any]] = []
+        q_noise = DiscreteLaplace(scale=self.b_q)
+        if accounting == "exact":
+            sel = exact_threshold_privacy(d=self.d, K=self.K, b=self.b, distinct=self.distinct)
+            sel_eps, sel_delta = sel.epsilon, sel.delta
+            qc_eps = self.d / q_noise.effective_scale
+        else:
+            ps = korolova_paper_selection(d=self.d, K=self.K, b=self.b, distinct=self.distinct)
+            sel_eps, sel_delta = ps["epsilon"], ps["delta"]
+            qc_eps = self.d / self.b_q
+        events.append(
+            {
+                "step": "select_queries",
+                "mechanism": "laplace_threshold",
+                "noise": DiscreteLaplace(scale=self.b).describe(),
+                "threshold": self.K,
+                "max_per_user": self.d,
+                "counts": "distinct users" if self.distinct else "occurrences",
+                "epsilon": sel_eps,
+                "delta": sel_delta,
+            }
+        )
+        events.append(
+            {
+                "step": "query_counts",
+                "mechanism": "laplace",
+                "noise": q_noise.describe(),
+                "l1_sensitivity": self.d,
+                "epsilon": qc_eps,
+                "delta": 0.0,
+            }
+        )
+        if self.url_selection == "private":
+            assert self.d_c is not None and self.url_K is not None and self.url_b is not None
+            if accounting == "exact":
+                us = exact_threshold_privacy(d=self.d_c, K=self.url_K, b=self.url_b)
+                us_eps, us_delta = us.epsilon, us.delta
+            else:
+                pu = korolova_paper_selection(d=self.d_c, K=self.url_K, b=self.url_b)
+                us_eps, us_delta = pu["epsilon"], pu["delta"]
+            events.append(
+                {
+                    "step": "select_urls",
+                    "mechanism": "laplace_threshold",
+                    "noise": DiscreteLaplace(scale=self.url_b).describe(),
+                    "threshold": self.url_K,
+                    "max_per_user": self.d_c,
+                    "counts": "occurrences",
+                    "epsilon": us_eps,
+                    "delta": us_delta,
+                }
+            )
+        if self.url_selection != "none":
+            assert self.d_c is not None and self.b_c is not None
+            c_noise = DiscreteLaplace(scale=self.b_c)
+            scale = c_noise.effective_scale if accounting == "exact" else self.b_c
+            events.append(
+                {
+                    "step": "click_counts",
+                    "mechanism": "laplace",
+                    "noise": c_noise.describe(),
+                    "l1_sensitivity": self.d_c,
+                    "urls": "public SERP" if self.url_selection == "serp" else "selected privately",
+                    "epsilon": self.d_c / scale,
+                    "delta": 0.0,
+                }
+            )
+        out: dict[str, Any] = {
+            "accounting": accounting,
+            "epsilon": sum(e["epsilon"] for e in events),
+            "delta": sum(e["delta"] for e in events),
+            "composition": "basic (ε and δ add; Lemma 4 of the thesis)",
+            "events": events,
+        }
+        if accounting == "paper":
+            full = korolova_paper_privacy(
+                d=self.d, K=self.K, b=self.b, b_q=self.b_q, distinct=self.distinct
+            )
+            out["delta_improved_4_8"] = full["delta_improved"] + sum(
+                e["delta"] for e in events if e["step"] == "select_urls"
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_serp(path: str | Path, *, normalize: bool = True, depth: int | None = None) -> pl.DataFrame:
+    """A public SERP file: tab-separated ``query<TAB>rank<TAB>url`` lines (rank: integer >= 1,
+    1 = top); an optional first line ``query<TAB>rank<TAB>url`` is a header. ``depth`` keeps the
+    top ``depth`` ranks of each query. Returns distinct ``query, rank, url``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFormatError(str(p), "SERP file not found")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(str(p), f"not UTF-8: {exc}") from None
+    rows: list[tuple[str, int, str]] = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if i == 1 and [x.strip().lower() for x in parts] == ["query", "rank", "url"]:
+            continue
+        if len(parts) != 3:
+            raise InputFormatError(str(p), "expected 3 tab-separated fields query, rank, url", i)
+        q, r, u = parts
+        try:
+            rank = int(r)
+        except ValueError:
+            raise InputFormatError(str(p), f"rank {r!r} is not an integer", i) from None
+        if rank < 1 or not u.strip() or not q.strip():
+            raise InputFormatError(str(p), "rank must be >= 1 and query/url non-empty", i)
+        rows.append((q, rank, u.strip()))
+    df = pl.DataFrame(rows, schema={"query": pl.String, "rank": pl.Int64, "url": pl.String},
+                      orient="row")
+    if normalize:
+        df = df.with_columns(normalize_query(pl.col("query")))
+    if depth is not None:
+        df = df.filter(pl.col("rank") <= check_int("serp_depth", depth, minimum=1))
+    return df.unique(subset=["query", "url"], keep="first").sort(["query", "rank", "url"])
+
+
+def release_korolova(
+    log: SearchLog,
+    params: KorolovaParams,
+    *,
+    rng: RandomSource,
+    serp: pl.DataFrame | None = None,
+    budget: tuple[float, float] | None = None,
+) -> KorolovaRelease:
+    """Run Release-Data on ``log``. Returns tables ``queries`` (query, noisy_count) and, with
+    URLs, ``clicks`` (query, url, noisy_count); the report; the ledger.
+
+    ``serp``: the public SERP (from :func:`read_serp`) when ``url_selection="serp"``.
+    ``budget``: optional (ε, δ) the release must not exceed (checked before any noise is drawn).
+    """
+    if not isinstance(params, KorolovaParams):
+        raise InvalidParameterError("params", params, "a KorolovaParams")
+    if (serp is None) == (params.url_selection == "serp"):
+        raise InvalidParameterError(
+            "serp", "given" if serp is not None else None,
+            "a SERP table exactly when url_selection='serp'",
+        )
+    exact = params.privacy("exact")
+    paper = params.privacy("paper")
+    if budget is not None:
+        eps_b, dl_b = budget
+        if exact["epsilon"] > eps_b * (1 + 1e-9):
+            raise BudgetExceededError("epsilon", exact["epsilon"], eps_b)
+        if exact["delta"] > dl_b * (1 + 1e-9):
+            raise BudgetExceededError("delta", exact["delta"], dl_b)
+
+    # 1. Limit-User-Activity
+    ev = items(log, "queries")
+    bounded = bound_contributions(
+        ev, max_per_user=params.d, strategy=params.strategy, rng=rng, distinct=params.distinct
+    )
+    counts = count_by(bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct)
+    # 2. Select-Queries
+    selected = noisy_threshold(counts, threshold=params.K, scale=params.b, rng=rng)
+    # 3. Get-Query-Counts (fresh noise)
+    qn = noisy_counts(selected.get_column("count"), scale=params.b_q, rng=rng)
+    queries = selected.with_columns(noisy_count=pl.Series(qn, dtype=pl.Int64))
+    if params.clamp_negative:
+        queries = queries.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    report: dict[str, Any] = {
+        "mechanism": MECHANISM,
+        "users": log.n_users,
+        "query_events": ev.height,
+        "query_events_after_bounding": bounded.height,
+        "distinct_queries": counts.height,
+        "queries_released": queries.height,
+        "queries_dropped": counts.height - queries.height,
+        "released_query_volume": int(queries.get_column("count").sum() or 0),
+        "bounded_query_volume": int(counts.get_column("count").sum() or 0),
+    }
+
+    # 4. URLs and click counts
+    clicks_out: pl.DataFrame | None = None
+    if params.url_selection != "none":
+        assert params.d_c is not None and params.b_c is not None
+        cl = items(log, "clicks")
+        bounded_c = bound_contributions(
+            cl, max_per_user=params.d_c, strategy=params.strategy, rng=rng
+        )
+        pair_counts = count_by(bounded_c, ["query", "url"])
+        released = queries.select("query")
+        pair_counts = pair_counts.join(released, on="query", how="semi")
+        if params.url_selection == "serp":
+            assert serp is not None
+            cand = serp.join(released, on="query", how="semi").select("query", "url")
+            cand = cand.join(pair_counts, on=["query", "url"], how="left").with_columns(
+                pl.col("count").fill_null(0)
+            ).sort(["query", "url"])
+        else:
+            assert params.url_K is not None and params.url_b is not None
+            cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
+        cn = noisy_counts(cand.get_column("count"), scale=params.b_c, rng=rng)
+        clicks_out = cand.with_columns(noisy_count=pl.Series(cn, dtype=pl.Int64))
+        if params.clamp_negative:
+            clicks_out = clicks_out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+        report.update(
+            {
+                "clicks": cl.height,
+                "clicks_after_bounding": bounded_c.height,
+                "candidate_pairs": pair_counts.height if params.url_selection == "private"
+                else cand.height,
+                "pairs_released": clicks_out.height,
+            }
+        )
+    report["parameters"] = params.to_dict()
+    report["epsilon"] = exact["epsilon"]
+    report["delta"] = exact["delta"]
+    report["paper_epsilon"] = paper["epsilon"]
+    report["paper_delta"] = paper["delta"]
+
+    tables = {"queries": queries.select("query", "noisy_count").sort(["noisy_count", "query"],
+                                                                     descending=[True, False])}
+    if clicks_out is not None:
+        tables["clicks"] = clicks_out.select("query", "url", "noisy_count").sort(
+            ["query", "noisy_count", "url"], descending=[False, True, False]
+        )
+    parameters = params.to_dict() | {
+        "noise_effective_scales": {
+            "b": DiscreteLaplace(scale=params.b).effective_scale,
+            "b_q": DiscreteLaplace(scale=params.b_q).effective_scale,
+            **(
+                {"b_c": DiscreteLaplace(scale=params.b_c).effective_scale}
+                if params.b_c is not None else {}
+            ),
+            **(
+                {"url_b": DiscreteLaplace(scale=params.url_b).effective_scale}
+                if params.url_b is not None else {}
+            ),
+        },
+        "threshold_semantics": "released iff count + noise > K (integer noisy counts)",
+        "negative_counts": "clamped to 0 (post-processing)" if params.clamp_negative
+        else "published as drawn",
+    }
+    ledger = build_ledger(
+        mechanism=MECHANISM,
+        notion="(epsilon, delta)-differential privacy, add/remove one user's history",
+        epsilon=exact["epsilon"],
+        delta=exact["delta"],
+        parameters=parameters,
+        inputs=[log.ledger_input()],
+        rng=rng,
+        events=exact["events"],
+        extra={
+            "accounting": "exact: tight (ε, δ) for discrete Laplace noise as run "
+            "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
+            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
+            "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
+            "public_inputs": {"serp": "given" if serp is not None else None},
+        },
+    )
+    return HistogramRelease(tables=tables, report=report, ledger=ledger)

@@ -1,0 +1,264 @@
+"""ZEALOUS: frequent items of a search log with two thresholds (Götz, Machanavajjhala, Wang,
+Xiao, Gehrke, "Publishing search logs — a comparative study of privacy guarantees", IEEE TKDE
+2012, §4: the algorithm; Theorem 2, (ε', δ')-indistinguishability; Theorem 3, (ε, δ)-probabilistic
+differential privacy; Proposition 4, the optimal first threshold τ = ⌈2m/ε⌉).
+
+Steps: (1) each user keeps up to ``m`` distinct items, chosen without looking at other users'
+data (``strategy="first"``: the first m distinct in the user's history, or ``"random"``);
+(2) item count = number of users holding it; (3) drop counts < τ; (4) add discrete Laplace(λ)
+noise; (5) drop noisy counts ≤ τ'; (6) publish the rest with their noisy counts. Item types are
+those of :func:`searchveil.model.items`: keywords, queries, clicks, query pairs.
+
+Decisions (``docs/privacy/zealous.md``):
+
+* **U** (Theorem 3 needs the number of users): taken as a *stated public upper bound*
+  ``max_users``; it is never read from the data. A log with more users than ``max_users`` is
+  refused (the guarantee would not hold).
+* **Theorem 2 correction**: as printed, λ ≥ 2m/ε' together with eq. (3) does not bound δ'
+  (more noise makes a single user's item *more* likely to cross τ'). Eq. (3) is Korolova's
+  threshold for noise b = m/ε' (add/remove one user, d = m), which is what Götz Table 1's δ'
+  column uses. We use λ = m/ε', τ = 1, τ' = m(1 - ln(2δ'/m)/ε').
+* **Discrete noise**: solved thresholds are rounded up to integers; the reported (ε, δ) is the
+  exact accounting for the discrete mechanism run (:func:`searchveil.params.zealous_exact_privacy`
+  and :func:`~searchveil.params.zealous_exact_probabilistic`), never larger than the paper's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import polars as pl
+
+from searchveil._validate import check_choice, check_int, check_positive, check_probability
+from searchveil.bounding import bound_contributions
+from searchveil.errors import BudgetExceededError, InvalidParameterError
+from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.model import ITEM_KINDS, SearchLog, items
+from searchveil.params import (
+    zealous_exact_privacy,
+    zealous_exact_probabilistic,
+    zealous_optimal_tau,
+    zealous_tau_prime,
+    zealous_theorem2_tau_prime,
+    zealous_theorem3_delta,
+    zealous_thesis_delta,
+)
+from searchveil.release._histogram import HistogramRelease, count_by, noisy_counts
+
+__all__ = ["ZealousParams", "release_zealous", "GUARANTEES", "PART_COLUMNS"]
+
+GUARANTEES = ("probabilistic", "indistinguishability")
+MECHANISM = "zealous"
+# the two parts of an item key for clicks and query pairs (model.items uses a TAB inside the key)
+PART_COLUMNS = {"clicks": ("query", "url"), "query_pairs": ("query", "next_query")}
+ITEM_JOIN = " → "
+
+
+@dataclass(frozen=True)
+class ZealousParams:
+    """ZEALOUS parameters and privacy map. ``users`` is the public upper bound U (needed for
+    ``guarantee="probabilistic"``)."""
+
+    m: int
+    tau: int
+    lam: float
+    tau_prime: float
+    item_type: str
+    guarantee: str
+    users: int | None = None
+    strategy: str = "first"
+
+    def __post_init__(self) -> None:
+        check_int("m", self.m, minimum=1)
+        check_int("tau", self.tau, minimum=1)
+        check_positive("lambda", self.lam)
+        check_choice("item_type", self.item_type, ITEM_KINDS)
+        check_choice("guarantee", self.guarantee, GUARANTEES)
+        check_choice("strategy", self.strategy, ("first", "random"))
+        if not isinstance(self.tau_prime, int | float) or self.tau_prime < self.tau:
+            raise InvalidParameterError("tau_prime", self.tau_prime, f"a number >= tau={self.tau}")
+        if self.guarantee == "probabilistic":
+            if self.users is None:
+                raise InvalidParameterError(
+                    "max_users", None, "a stated public upper bound U on the number of users "
+                    "(Theorem 3 needs it; it is never taken from the data)"
+                )
+            check_int("max_users", self.users, minimum=1)
+        if self.guarantee == "indistinguishability" and self.tau != 1:
+            raise InvalidParameterError("tau", self.tau, "1 for indistinguishability (Theorem 2)")
+
+    @classmethod
+    def from_budget(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        m: int,
+        item_type: str,
+        guarantee: str,
+        tau: int | None = None,
+        users: int | None = None,
+        strategy: str = "first",
+    ) -> ZealousParams:
+        """Solve λ and τ' (Theorem 3; or corrected Theorem 2) for a target (ε, δ).
+
+        ``tau=None`` uses Proposition 4's τ = ⌈2m/ε⌉ (probabilistic) or 1 (Theorem 2)."""
+        eps = check_positive("epsilon", epsilon)
+        dl = check_probability("delta", delta)
+        m = check_int("m", m, minimum=1)
+        check_choice("guarantee", guarantee, GUARANTEES)
+        if guarantee == "probabilistic":
+            if users is None:
+                raise InvalidParameterError(
+                    "max_users", None, "a stated public upper bound U on the number of users"
+                )
+            t = zealous_optimal_tau(epsilon=eps, m=m) if tau is None else check_int("tau", tau)
+            s = zealous_tau_prime(epsilon=eps, delta=dl, m=m, tau=t, users=users)
+            lam, tp = s["lambda"], math.ceil(s["tau_prime"] - 1e-9)
+        else:
+            if tau not in (None, 1):
+                raise InvalidParameterError("tau", tau, "1 for indistinguishability (Theorem 2)")
+            t = 1
+            lam = m / eps
+            tp = math.ceil(zealous_theorem2_tau_prime(epsilon_prime=eps, delta_prime=dl, m=m) - 1e-9)
+        params = cls(m=m, tau=t, lam=lam, tau_prime=tp, item_type=item_type,
+                     guarantee=guarantee, users=users, strategy=strategy)
+        pr = params.privacy("exact")
+        if pr["epsilon"] > eps * (1 + 1e-9) or pr["delta"] > dl * (1 + 1e-9):
+            raise InvalidParameterError(
+                "epsilon", epsilon, f"a budget these rules meet (gives ε={pr['epsilon']:.6g}, "
+                f"δ={pr['delta']:.3g})",
+            )
+        return params
+
+    def privacy(self, accounting: str = "exact") -> dict[str, Any]:
+        """(ε, δ) of the chosen guarantee: ``exact`` (discrete, as run) or ``paper``."""
+        check_choice("accounting", accounting, ("exact", "paper"))
+        if self.guarantee == "probabilistic":
+            assert self.users is not None
+            if accounting == "exact":
+                pr = zealous_exact_probabilistic(
+                    m=self.m, tau=self.tau, lam=self.lam, tau_prime=self.tau_prime,
+                    users=self.users,
+                )
+                eps, dl, detail = pr.epsilon, pr.delta, pr.detail
+            else:
+                lam = self.lam
+                ratio_ok = self.tau_prime - self.tau >= -lam * math.log(2 - 2 * math.exp(-1 / lam))
+                eps = 2 * self.m / lam if ratio_ok else math.inf
+                dl = zealous_theorem3_delta(
+                    m=self.m, tau=self.tau, lam=lam, tau_prime=self.tau_prime, users=self.users
+                )
+                detail = {"theorem": "Götz Theorem 3", "eq5_ratio_condition": ratio_ok}
+            notion = ("(epsilon, delta)-probabilistic differential privacy "
+                      "(Götz Thm 3; one user's history replaced; U = max_users)")
+        else:
+            if accounting == "exact":
+                pr = zealous_exact_privacy(
+                    m=self.m, tau=self.tau, lam=self.lam, tau_prime=self.tau_prime
+                )
+                eps, dl, detail = pr.epsilon, pr.delta, pr.detail
+            else:
+                eps = self.m / self.lam
+                dl = zealous_thesis_delta(m=self.m, tau_prime=self.tau_prime, lam=self.lam)
+                detail = {"theorem": "Götz Theorem 2 with eq. (1) corrected to λ = m/ε' "
+                          "(thesis Theorem 3 with d = m, b = λ, K = τ')"}
+            notion = ("(epsilon, delta)-differential privacy (indistinguishability), "
+                      "add/remove one user's history")
+        event = {
+            "step": "noisy_threshold_histogram",
+            "mechanism": "zealous",
+            "noise": DiscreteLaplace(scale=self.lam).describe(),
+            "tau": self.tau,
+            "tau_prime": self.tau_prime,
+            "max_items_per_user": self.m,
+            "epsilon": eps,
+            "delta": dl,
+        }
+        return {"accounting": accounting, "notion": notion, "epsilon": eps, "delta": dl,
+                "detail": detail, "events": [event]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def release_zealous(
+    log: SearchLog,
+    params: ZealousParams,
+    *,
+    rng: Any,
+    budget: tuple[float, float] | None = None,
+) -> HistogramRelease:
+    """Run ZEALOUS. Table ``items``: ``item, noisy_count`` (+ the two parts for clicks and
+    query pairs, whose ``item`` joins them with " → ")."""
+    if not isinstance(params, ZealousParams):
+        raise InvalidParameterError("params", params, "a ZealousParams")
+    if params.users is not None and log.n_users > params.users:
+        raise InvalidParameterError(
+            "max_users", params.users,
+            f">= the number of users in the input ({log.n_users}); U must bound the user count",
+        )
+    exact = params.privacy("exact")
+    paper = params.privacy("paper")
+    if budget is not None:
+        if exact["epsilon"] > budget[0] * (1 + 1e-9):
+            raise BudgetExceededError("epsilon", exact["epsilon"], budget[0])
+        if exact["delta"] > budget[1] * (1 + 1e-9):
+            raise BudgetExceededError("delta", exact["delta"], budget[1])
+    it = items(log, params.item_type)
+    bounded = bound_contributions(
+        it, max_per_user=params.m, strategy=params.strategy, rng=rng, distinct=True
+    )
+    parts = list(PART_COLUMNS.get(params.item_type, ()))
+    counts = count_by(bounded, ["item", *parts], distinct_users=True)
+    above_tau = counts.filter(pl.col("count") >= params.tau)
+    noisy = noisy_counts(above_tau.get_column("count"), scale=params.lam, rng=rng)
+    out = above_tau.with_columns(noisy_count=pl.Series(noisy, dtype=pl.Int64)).filter(
+        pl.col("noisy_count") > params.tau_prime
+    )
+    if parts:
+        out = out.with_columns(item=pl.col(parts[0]) + ITEM_JOIN + pl.col(parts[1]))
+    table = out.select("item", *parts, "noisy_count").sort(
+        ["noisy_count", "item"], descending=[True, False]
+    )
+    report = {
+        "mechanism": MECHANISM,
+        "item_type": params.item_type,
+        "users": log.n_users,
+        "items": it.height,
+        "items_after_bounding": bounded.height,
+        "distinct_items": counts.height,
+        "items_count_at_least_tau": above_tau.height,
+        "items_released": table.height,
+        "parameters": params.to_dict(),
+        "epsilon": exact["epsilon"],
+        "delta": exact["delta"],
+        "paper_epsilon": paper["epsilon"],
+        "paper_delta": paper["delta"],
+        "notion": exact["notion"],
+    }
+    ledger = build_ledger(
+        mechanism=MECHANISM,
+        notion=exact["notion"],
+        epsilon=exact["epsilon"],
+        delta=exact["delta"],
+        parameters=params.to_dict() | {
+            "lambda_effective": DiscreteLaplace(scale=params.lam).effective_scale,
+            "threshold_semantics": "drop count < tau; publish iff count + noise > tau_prime",
+            "users_bound_source": "stated public upper bound (max_users)"
+            if params.users is not None else None,
+        },
+        inputs=[log.ledger_input()],
+        rng=rng,
+        events=exact["events"],
+        extra={
+            "accounting": "exact: (ε, δ) for the discrete Laplace mechanism as run "
+            "(docs/privacy/zealous.md); the paper's formulas under paper_accounting",
+            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
+            "reference": "Götz et al., IEEE TKDE 2012, §4, Theorems 2-3, Proposition 4",
+        },
+    )
+    return HistogramRelease(tables={"items": table}, report=report, ledger=ledger)
