@@ -1,0 +1,213 @@
+"""The HTML reports are self-contained and the evaluate CLI behaves (exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from searchveil.cli import app
+from searchveil.evaluate import SCHEMA
+from searchveil.evaluate._release import original_histograms
+from searchveil.io.ledger import ReleaseWriter, build_ledger
+from searchveil.report.html import (
+    comparison_report,
+    evaluation_report,
+    reproduction_report,
+)
+
+runner = CliRunner()
+
+TOP_KEYS = {"schema", "original", "release", "distribution", "caching", "substitution",
+            "keywords", "fears", "ump"}  # fmt: skip
+DIST_KEYS = {
+    "original_distinct",
+    "original_total",
+    "released_distinct",
+    "released_total",
+    "released_not_in_original",
+    "share_distinct",
+    "share_volume",
+    "top_j",
+    "avg_count_difference",
+    "count_distribution",
+}
+TOPJ_KEYS = {"j", "coverage", "unpublished", "unpublished_fraction", "avg_l1", "kl"}
+
+
+@pytest.fixture(scope="module")
+def release_dir(aol_215, tmp_path_factory) -> Path:
+    """A Korolova-shaped release (queries + clicks) and a query-pair table, from thresholded
+    true counts (the metrics do not care how the release was made)."""
+    orig = original_histograms(aol_215, ("queries", "query_pairs"))
+    q = (
+        orig["queries"]
+        .filter(pl.col("count") >= 3)
+        .rename({"item": "query", "count": "noisy_count"})
+    )
+    qp = (
+        orig["query_pairs"]
+        .filter(pl.col("count") >= 2)
+        .with_columns(pl.col("item").str.split_exact("\t", 1))
+        .unnest("item")
+        .rename({"field_0": "query", "field_1": "next_query", "count": "noisy_count"})
+    )
+    clicks = (
+        aol_215.df.filter(pl.col("url").is_not_null())
+        .group_by(["query", "url"])
+        .len("noisy_count")
+        .filter(pl.col("noisy_count") >= 2)
+    )
+    out = tmp_path_factory.mktemp("rel") / "release"
+    with ReleaseWriter(out) as w:
+        w.write_table("queries", q)
+        w.write_table("clicks", clicks)
+        w.write_table("query_pairs", qp)
+        w.write_ledger(
+            build_ledger(
+                mechanism="korolova-release-data",
+                notion="(ε, δ)-differential privacy",
+                epsilon=2.302585,
+                delta=1e-5,
+                parameters={"d": 21},
+                inputs=[aol_215.ledger_input()],
+                rng=None,
+            )
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def evaluated(aol_215_path, release_dir, tmp_path_factory):
+    rep = tmp_path_factory.mktemp("rep") / "report.html"
+    r = runner.invoke(
+        app,
+        ["evaluate", str(aol_215_path), str(release_dir), "--report", str(rep), "--json",
+         "--substitution-queries", "100"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout), rep.read_text(encoding="utf-8")
+
+
+def _assert_self_contained(text: str) -> None:
+    assert text.startswith("<!DOCTYPE html>")
+    # no external resources of any kind: no src/href to anything but data: URIs or anchors
+    for attr in re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', text, flags=re.I):
+        assert attr.startswith("data:") or attr.startswith("#"), attr
+    assert not re.search(r"https?://[^\"'<\s]*\.(?:js|css|png|svg|woff2?)", text)
+    assert "<script" not in text.lower()
+    assert "<link" not in text.lower()
+
+
+def test_evaluate_json_keys_stable(evaluated) -> None:
+    res, _ = evaluated
+    assert set(res) == TOP_KEYS | {"report"}
+    assert res["schema"] == SCHEMA
+    assert set(res["distribution"]) == {"queries", "keywords", "clicks", "query_pairs"}
+    for d in res["distribution"].values():
+        assert set(d) == DIST_KEYS
+        assert set(d["top_j"]) == TOPJ_KEYS
+    assert res["substitution"]["applicable"] is True
+    assert {b["j"] for b in res["substitution"]["by_j"]} == {2, 5}
+    assert set(res["keywords"]["seed_sets"]) == {"shoes", "colleges", "suicide"}
+    assert res["release"]["epsilon"] == pytest.approx(2.302585)
+
+
+def test_evaluation_html_self_contained_with_plots(evaluated) -> None:
+    res, text = evaluated
+    _assert_self_contained(text)
+    imgs = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
+    assert len(imgs) >= 5  # four item kinds + caching
+    for b64 in imgs:
+        assert base64.b64decode(b64)[:8] == b"\x89PNG\r\n\x1a\n"
+    # the guarantee is shown prominently, and the private-data warning
+    assert 'class="guarantee"' in text and "korolova-release-data" in text
+    assert "δ = <b>1.000e-05</b>" in text
+    assert "Reads the private data" in text
+    # numbers in the HTML are the JSON's
+    q = res["distribution"]["queries"]
+    assert f"{q['released_distinct']:,}" in text
+
+
+def test_html_escapes_data() -> None:
+    r = {
+        "release": {"mechanism": "<script>x</script>", "epsilon": 1.0, "delta": None},
+        "original": {"file": "a&b"},
+        "fears": {
+            "applicable": True,
+            "original_top": [["<b>bold</b>", 2]],
+            "released_top": [],
+            "original_fears": 1,
+            "released_fears": 0,
+            "top": 9,
+            "top_overlap": 0.0,
+            "same_order": False,
+        },
+    }
+    text = evaluation_report(r)
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "&lt;b&gt;bold&lt;/b&gt;" in text
+
+
+def test_comparison_and_reproduction_reports_self_contained(evaluated) -> None:
+    res, _ = evaluated
+    text = comparison_report(
+        [("setting A", res), ("setting B", res)],
+        input_info=res["original"],
+        epsilon=1.0,
+        delta=1e-5,
+        failures=[("setting C", "missing module")],
+    )
+    _assert_self_contained(text)
+    assert "not for publication" in text.lower() or "do not publish" in text.lower()
+    assert text.count("data:image/png;base64,") >= 4
+    assert "setting C" in text
+    rep = reproduction_report(
+        [
+            {
+                "id": "t",
+                "title": "a table",
+                "source": "paper",
+                "status": "exact",
+                "headers": ["x", "ours", "paper"],
+                "rows": [[1, 2.0, 2.0]],
+                "plot": {"series": [{"label": "ours", "x": [1, 2], "y": [1, 4]}]},
+                "notes": "n",
+            },
+            {"id": "m", "title": "missing", "status": "missing", "notes": "why"},
+        ]
+    )
+    _assert_self_contained(rep)
+    assert rep.count("data:image/png;base64,") == 1 and "Not reproduced: why" in rep
+
+
+# -- CLI: bad arguments exit 2 and write nothing ------------------------------------------------
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--report", "{tmp}/r.txt"],  # not .html
+        ["--report", "{tmp}/no/such/dir/r.html"],
+        ["--report", "{tmp}/r.html", "--posting-proxy", "documents"],
+        ["--report", "{tmp}/r.html", "--seeds", "shoes"],
+        ["--report", "{tmp}/r.html", "--substitution-queries", "0"],
+    ],
+)
+def test_evaluate_bad_args_exit_2_nothing_written(
+    extra, aol_215_path, release_dir, tmp_path
+) -> None:
+    args = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    r = runner.invoke(app, ["evaluate", str(aol_215_path), str(release_dir), *args])
+    assert r.exit_code == 2, r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_evaluate_not_a_release_exit_2(aol_215_path, tmp_path) -> None:
+    rep = tmp_path / "r.html"
+    r = runner.invoke(app, ["evaluate", str(aol_215_path), str(tmp_path), "--report", str(rep)])
+    assert r.exit_code == 2 and "ledger" in r.output
+    assert not rep.exists()
