@@ -40,7 +40,7 @@ from searchveil.evaluate.distribution import compare_histograms
 from searchveil.evaluate.fear import evaluate_fears
 from searchveil.evaluate.keywords import DEFAULT_SEEDS, THRESHOLDS, evaluate_keywords
 from searchveil.evaluate.substitution import evaluate_substitution
-from searchveil.model import ITEM_KINDS, SearchLog
+from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog
 
 __all__ = ["SCHEMA", "evaluate_release", "evaluate_loaded", "load_release", "not_applicable"]
 
@@ -57,6 +57,17 @@ def _clicks_of_log(log: SearchLog) -> pl.DataFrame:
         .group_by(["query", "url"])
         .agg(pl.len().cast(pl.Int64).alias("count"))
     )
+
+
+def _queries_from_pairs(pairs: pl.DataFrame) -> pl.DataFrame:
+    sides = pairs.select(pl.col("item").str.split_exact(PAIR_SEP, 1), "count").unnest("item")
+    both = pl.concat(
+        [
+            sides.select(pl.col("field_0").alias("item"), "count"),
+            sides.select(pl.col("field_1").alias("item"), "count"),
+        ]
+    )
+    return both.group_by("item").agg(pl.col("count").sum())
 
 
 def _ump_metrics(log: SearchLog, rel: ReleaseData) -> dict[str, Any]:
@@ -142,18 +153,26 @@ def evaluate_loaded(
             else not_applicable("the release has neither keywords nor queries")
         )
     if "substitution" in metrics:
-        if "query_pairs" in hist and "queries" in hist:
+        if "query_pairs" in hist:
+            rq = hist.get("queries")
+            if rq is None:
+                # word statistics for phrase segmentation from the released pairs themselves
+                # (both sides of each pair; post-processing of the release)
+                rq = _queries_from_pairs(hist["query_pairs"])
             result["substitution"] = evaluate_substitution(
                 orig["queries"],
                 orig["query_pairs"],
-                hist["queries"],
+                rq,
                 hist["query_pairs"],
                 n_queries=substitution_queries,
             )
+            result["substitution"]["release_queries_source"] = (
+                "released queries" if "queries" in hist else "both sides of the released pairs"
+            )
         else:
             result["substitution"] = not_applicable(
-                "the release has no query pairs and queries (query substitution learns from "
-                "query pairs, Götz §7.3)"
+                "the release has no query pairs (query substitution learns from query pairs, "
+                "Götz §7.3)"
             )
     if "keywords" in metrics:
         result["keywords"] = (

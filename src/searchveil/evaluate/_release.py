@@ -15,8 +15,11 @@ that writes the usual columns is evaluated without changes here:
 * when two tables provide the same kind, the first in ledger order is used (no double counting);
 * a row-level released log (user, query and time columns, no count column: k-anonymity) →
   all four kinds, computed exactly as for the original log (``searchveil.model.items``);
-* ``item`` → the kind named in the ledger parameters (``kind``/``item_kind``/``items``) or in the
-  table name (``items_keywords`` …), else ``queries``.
+* ``keyword`` → ``keywords``;
+* ``item`` → the kind named in the ledger parameters (``item_type``/``kind``/``item_kind``) or
+  in the table name (``items_keywords`` …), else ``queries``; for clicks and query pairs the
+  two part columns (``query``+``url``, ``query``+``next_query``) are used when present (ZEALOUS
+  joins them in ``item`` with an arrow for display).
 
 ``keywords`` are derived from released queries (each word of a query gets the query's count)
 when the release has no keyword table: post-processing of the release, so no privacy cost.
@@ -44,6 +47,7 @@ COUNT_COLUMNS = ("noisy_count", "count", "Count", "released_count", "n")
 QUERY_COLUMNS = ("query", "Query")
 URL_COLUMNS = ("url", "ClickURL", "clickurl")
 NEXT_COLUMNS = ("next_query", "NextQuery")
+KEYWORD_COLUMNS = ("keyword",)
 USER_COLUMNS = ("AnonID", "user", "anon_id")
 TIME_COLUMNS = ("QueryTime", "time")
 
@@ -204,14 +208,22 @@ def load_release(release_dir: str | Path) -> ReleaseData:
                     .agg(pl.len().cast(pl.Int64).alias("count"))
                 )
             continue
-        if "item" in cols:
-            kind = _kind_of_items(name, ledger)
-            h = df.select(pl.col("item").cast(pl.String), cnt.alias("count"))
-            _put(hists, kind, h)
-            if kind == "clicks" and clicks_table is None:
-                parts = h.with_columns(pl.col("item").str.split_exact(PAIR_SEP, 1)).unnest("item")
-                clicks_table = parts.rename({"field_0": "query", "field_1": "url"})
-            continue
+        kw_col = _first(cols, KEYWORD_COLUMNS)
+        if "item" in cols or kw_col is not None:
+            kind = "keywords" if kw_col is not None else _kind_of_items(name, ledger)
+            has_parts = q is not None and (
+                (kind == "clicks" and u is not None) or (kind == "query_pairs" and nq is not None)
+            )
+            if not has_parts:
+                key = kw_col if kw_col is not None else "item"
+                h = df.select(pl.col(key).cast(pl.String).alias("item"), cnt.alias("count"))
+                _put(hists, kind, h)
+                if kind == "clicks" and clicks_table is None:
+                    sp = h.with_columns(pl.col("item").str.split_exact(PAIR_SEP, 1))
+                    clicks_table = sp.unnest("item").rename({"field_0": "query", "field_1": "url"})
+                continue
+            # ZEALOUS clicks / query pairs: the item's two parts are columns of their own
+            # (its ``item`` joins them for display); fall through to the column rules.
         if q is None:
             continue
         base = df.with_columns(cnt.alias("count"))
