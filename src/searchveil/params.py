@@ -119,7 +119,7 @@ def keep_probability_curve(
 
 
 def _knapsack_max(values: npt.NDArray[np.float64], total: int) -> float:
-    """max Σ values[c_i - 1] over multisets of parts c_i >= 1 (c_i <= len(values)), Σ c_i <= total."""
+    """max Σ values[c_i - 1] over multisets of parts 1 <= c_i <= len(values), Σ c_i <= total."""
     cmax = values.size
     g = np.zeros(total + 1, dtype=np.float64)
     for s in range(1, total + 1):

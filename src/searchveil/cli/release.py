@@ -1,10 +1,594 @@
-"""CLI commands (being written in this session; registered so that the command list is stable)."""
+"""``searchveil release korolova|zealous|kanon`` and ``searchveil demo``.
+
+Every release reads one log (the reader options of ``searchveil stats``), computes the release
+in memory, and writes the output tables plus ``ledger.json`` atomically into ``--out``. There is
+no default ε or δ: either give ``--epsilon``/``--delta`` (parameters are solved, and printed) or
+give the mechanism's parameters directly (advanced form; the guarantee is computed, and checked
+against ``--epsilon``/``--delta`` when those are also given).
+
+Korolova's budget split (``--split``): relative weights of ε for the steps, in this order —
+selection, query counts [, URL selection (private URLs only)] [, click counts] — default equal
+weights over the steps present. With private URL selection, δ is split equally between the
+two thresholding steps. The split actually used is printed and written to the ledger.
+"""
 
 from __future__ import annotations
 
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.table import Table
+
+from searchveil.cli._common import (
+    BadRowsOpt,
+    DelimOpt,
+    EncodingOpt,
+    FormatOpt,
+    GapOpt,
+    InputArg,
+    JsonOpt,
+    NoNormOpt,
+    OutDirOpt,
+    OutFmtOpt,
+    OverwriteOpt,
+    QueryColOpt,
+    RankColOpt,
+    SeedOpt,
+    SessionColOpt,
+    TimeColOpt,
+    UrlColOpt,
+    UserColOpt,
+    emit,
+    out_console,
+    progress,
+    reader_kwargs,
+    run,
+)  # fmt: skip
+from searchveil.errors import InvalidParameterError
+
+EpsOpt = Annotated[
+    float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
+]
+DeltaOpt = Annotated[
+    float | None, typer.Option("--delta", help="total δ of the release (no default)")
+]
+BoundOpt = Annotated[
+    str, typer.Option("--bounding", help="which contributions a user keeps: first | random")
+]
+
+DEMO_EPSILON = math.log(10.0)
+DEMO_DELTA = 1e-4
+DEMO_D = 1
+DEMO_DC = 1
+DEMO_SPLIT = (1.0, 1.0, 1.0, 1.0)
+
+
+def _parse_split(split: str | None, parts: int) -> tuple[float, ...]:
+    if split is None:
+        return tuple([1.0] * parts)
+    try:
+        vals = tuple(float(x) for x in split.replace(":", ",").split(","))
+    except ValueError:
+        raise InvalidParameterError("split", split, "comma-separated positive numbers") from None
+    if len(vals) != parts or any(not (v > 0 and math.isfinite(v)) for v in vals):
+        raise InvalidParameterError(
+            "split", split, f"{parts} comma-separated positive weights for the steps present"
+        )
+    return vals
+
+
+def _read(input: Path, kw: dict[str, Any], json_out: bool) -> Any:
+    from searchveil.io.readers import read_log
+
+    with progress(not json_out) as step:
+        done = step(f"reading {input.name}")
+        log = read_log(input, **kw)
+        done()
+    return log
+
+
+def _summary(release: Any, out: Path, split: Any = None) -> dict[str, Any]:
+    led = release.ledger
+    res: dict[str, Any] = {
+        "out": str(out),
+        "mechanism": led["mechanism"],
+        "notion": led["notion"],
+        "epsilon": led["epsilon"],
+        "delta": led["delta"],
+        "accounting": led.get("accounting"),
+        "paper_accounting": led.get("paper_accounting"),
+        "seeded": led["seeded"],
+        "report": release.report,
+        "outputs": {k: v.height for k, v in release.tables.items()},
+    }
+    if split is not None:
+        res["split"] = split
+    return res
+
+
+def _top(release: Any, name: str, n: int = 10) -> list[dict[str, Any]]:
+    df = release.tables.get(name)
+    return [] if df is None else df.head(n).to_dicts()
+
+
+def _human(r: dict[str, Any]) -> None:
+    t = Table(title=f"{r['mechanism']} → {r['out']}", show_header=False)
+    t.add_column("")
+    t.add_column("", justify="right")
+    if r["epsilon"] is not None:
+        t.add_row("guarantee", r["notion"])
+        t.add_row("ε (reported, exact accounting)", f"{r['epsilon']:.6g}")
+        t.add_row("δ (reported, exact accounting)", f"{r['delta']:.4g}")
+        pa = r.get("paper_accounting") or {}
+        if pa:
+            t.add_row("ε, δ (paper's formulas)", f"{pa['epsilon']:.6g}, {pa['delta']:.4g}")
+    else:
+        t.add_row("guarantee", r["notion"])
+    if "split" in r:
+        t.add_row("ε split (weights)", str(r["split"]))
+    for k, v in r["report"].items():
+        if k in ("parameters", "mechanism", "notion"):
+            continue
+        if isinstance(v, int | float | str):
+            t.add_row(k.replace("_", " "), f"{v:,}" if isinstance(v, int) else str(v))
+    for k, v in r["report"].get("parameters", {}).items():
+        if v is not None:
+            t.add_row(f"param {k}", str(v))
+    for name, rows in r["outputs"].items():
+        t.add_row(f"output {name}", f"{rows:,} rows")
+    if r["seeded"]:
+        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
+    out_console.print(t)
+    for name, rows in r.get("top", {}).items():
+        if rows:
+            tt = Table(title=f"top of {name}")
+            for c in rows[0]:
+                tt.add_column(c)
+            for row in rows:
+                tt.add_row(*[str(v) for v in row.values()])
+            out_console.print(tt)
+
+
+def _korolova(
+    input: Path,
+    kw: dict[str, Any],
+    *,
+    out: Path,
+    epsilon: float | None,
+    delta: float | None,
+    d: int | None,
+    d_c: int | None,
+    urls: str,
+    serp: Path | None,
+    serp_depth: int | None,
+    split: str | None,
+    threshold_rule: str,
+    distinct: bool,
+    bounding: str,
+    clamp: bool,
+    K: float | None,
+    b: float | None,
+    b_q: float | None,
+    b_c: float | None,
+    url_K: float | None,
+    url_b: float | None,
+    seed: int | None,
+    out_fmt: str,
+    overwrite: bool,
+    json_out: bool,
+) -> dict[str, Any]:
+    from searchveil._validate import check_choice, check_int
+    from searchveil.io.ledger import ReleaseWriter
+    from searchveil.release.korolova import (
+        KorolovaParams,
+        read_serp,
+        release_korolova,
+        write_release,
+    )
+    from searchveil.rng import make_rng
+
+    if d is None:
+        raise InvalidParameterError("max-queries", None, "an integer d >= 1 (no default)")
+    check_int("max-queries", d, minimum=1)
+    check_choice("urls", urls, ("auto", "none", "serp", "private"))
+    if urls == "auto":
+        urls = "none" if d_c is None else ("serp" if serp is not None else "private")
+    if urls != "none" and d_c is None:
+        raise InvalidParameterError("max-clicks", None, f"an integer d_c >= 1 with --urls {urls}")
+    if urls == "serp" and serp is None:
+        raise InvalidParameterError("serp", None, "a SERP file with --urls serp")
+    if urls != "serp" and serp is not None:
+        raise InvalidParameterError("serp", str(serp), "only with --urls serp")
+    if urls == "none" and d_c is not None:
+        raise InvalidParameterError("max-clicks", d_c, "unset with --urls none")
+    advanced = any(v is not None for v in (K, b, b_q, b_c, url_K, url_b))
+    split_used: tuple[float, ...] | None = None
+    if advanced:
+        if split is not None:
+            raise InvalidParameterError("split", split, "unset when K, b, ... are given directly")
+        if K is None or b is None or b_q is None:
+            raise InvalidParameterError(
+                "K/b/bq", (K, b, b_q), "all of --K, --b, --bq in the advanced form"
+            )
+        if (epsilon is None) != (delta is None):
+            raise InvalidParameterError(
+                "epsilon/delta", (epsilon, delta), "both or neither in the advanced form"
+            )
+        params = KorolovaParams(
+            d=d, K=K, b=b, b_q=b_q, url_selection=urls, d_c=d_c, b_c=b_c, url_K=url_K,
+            url_b=url_b, distinct=distinct, strategy=bounding, clamp_negative=clamp,
+        )  # fmt: skip
+    else:
+        if epsilon is None:
+            raise InvalidParameterError("epsilon", None, "a number > 0 (there is no default ε)")
+        if delta is None:
+            raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+        parts = {"none": 2, "serp": 3, "private": 4}[urls]
+        split_used = _parse_split(split, parts)
+        params = KorolovaParams.from_budget(
+            epsilon=epsilon, delta=delta, d=d, url_selection=urls, d_c=d_c, split=split_used,
+            threshold_rule=threshold_rule, distinct=distinct, strategy=bounding,
+            clamp_negative=clamp,
+        )  # fmt: skip
+    budget = (epsilon, delta) if epsilon is not None and delta is not None else None
+    if budget is not None:
+        pr = params.privacy("exact")
+        if pr["epsilon"] > budget[0] * (1 + 1e-9) or pr["delta"] > budget[1] * (1 + 1e-9):
+            from searchveil.errors import BudgetExceededError
+
+            raise BudgetExceededError(
+                "release korolova (ε)" if pr["epsilon"] > budget[0] * (1 + 1e-9) else "(δ)",
+                pr["epsilon"] if pr["epsilon"] > budget[0] * (1 + 1e-9) else pr["delta"],
+                budget[0] if pr["epsilon"] > budget[0] * (1 + 1e-9) else budget[1],
+            )
+    serp_df = (
+        read_serp(serp, normalize=kw.get("normalize", True), depth=serp_depth) if serp else None
+    )
+    ReleaseWriter(out, fmt=out_fmt, overwrite=overwrite)  # fail early if --out exists
+    log = _read(input, kw, json_out)
+    rng = make_rng(seed)
+    with progress(not json_out) as step:
+        done = step("Release-Data")
+        release = release_korolova(log, params, rng=rng, serp=serp_df, budget=budget)
+        done()
+    if split_used is not None:
+        release.ledger["parameters"]["epsilon_split_weights"] = list(split_used)
+        release.ledger["parameters"]["threshold_rule"] = threshold_rule
+    if serp is not None:
+        release.ledger["public_inputs"]["serp"] = {"path": str(serp), "depth": serp_depth}
+    write_release(release, out, fmt=out_fmt, overwrite=overwrite)
+    res = _summary(release, out, list(split_used) if split_used else None)
+    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
+    return res
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the app."""
-    return None
+    rel = typer.Typer(
+        help="Private releases: korolova (query-click graph), zealous, kanon (baseline).",
+        no_args_is_help=True,
+    )
+    app.add_typer(rel, name="release")
+
+    @rel.command("korolova")
+    def korolova(
+        input: InputArg,
+        out: OutDirOpt,
+        epsilon: EpsOpt = None,
+        delta: DeltaOpt = None,
+        max_queries: Annotated[
+            int | None, typer.Option("--max-queries", help="d: query events kept per user")
+        ] = None,
+        max_clicks: Annotated[
+            int | None, typer.Option("--max-clicks", help="d_c: clicks kept per user")
+        ] = None,
+        urls: Annotated[
+            str,
+            typer.Option(
+                "--urls",
+                help="which URLs get click counts: none | serp (public SERP file) | private "
+                "(selected by thresholding, own budget) | auto (none without --max-clicks, "
+                "serp with --serp, else private)",
+            ),
+        ] = "auto",
+        serp: Annotated[
+            Path | None,
+            typer.Option("--serp", help="public SERP file: query<TAB>rank<TAB>url per line"),
+        ] = None,
+        serp_depth: Annotated[
+            int | None, typer.Option("--serp-depth", help="use the top N ranks of the SERP")
+        ] = None,
+        split: Annotated[
+            str | None,
+            typer.Option(
+                "--split",
+                help="ε weights: selection,query-counts[,url-selection][,click-counts]; "
+                "default equal",
+            ),
+        ] = None,
+        threshold_rule: Annotated[
+            str,
+            typer.Option(
+                "--threshold-rule",
+                help="exact (smallest integer K for the discrete mechanism) | paper (Table 4.1) "
+                "| improved (§4.8)",
+            ),
+        ] = "exact",
+        distinct_users: Annotated[
+            bool,
+            typer.Option("--distinct-users", help="count distinct users per query (≤1 per user)"),
+        ] = False,
+        bounding: BoundOpt = "first",
+        clamp_negative: Annotated[
+            bool, typer.Option("--clamp-negative", help="publish negative noisy counts as 0")
+        ] = False,
+        K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
+        b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
+        b_q: Annotated[float | None, typer.Option("--bq", help="advanced: count noise b_q")] = None,
+        b_c: Annotated[float | None, typer.Option("--bc", help="advanced: click noise b_c")] = None,
+        url_K: Annotated[
+            float | None, typer.Option("--url-K", help="advanced: URL threshold")
+        ] = None,
+        url_b: Annotated[
+            float | None, typer.Option("--url-b", help="advanced: URL selection noise")
+        ] = None,
+        seed: SeedOpt = None,
+        output_format: OutFmtOpt = "tsv",
+        overwrite: OverwriteOpt = False,
+        fmt: FormatOpt = "auto",
+        user_col: UserColOpt = None,
+        query_col: QueryColOpt = None,
+        time_col: TimeColOpt = None,
+        url_col: UrlColOpt = None,
+        rank_col: RankColOpt = None,
+        session_col: SessionColOpt = None,
+        delimiter: DelimOpt = None,
+        encoding: EncodingOpt = "utf-8",
+        on_bad_rows: BadRowsOpt = "error",
+        no_normalize: NoNormOpt = False,
+        session_gap: GapOpt = 30.0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Korolova's Release-Data (thesis ch.4): private queries and clicks with noisy counts."""
+
+        def body() -> None:
+            kw = reader_kwargs(
+                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
+            )  # fmt: skip
+            res = _korolova(
+                input, kw, out=out, epsilon=epsilon, delta=delta, d=max_queries,
+                d_c=max_clicks, urls=urls, serp=serp, serp_depth=serp_depth, split=split,
+                threshold_rule=threshold_rule, distinct=distinct_users, bounding=bounding,
+                clamp=clamp_negative, K=K, b=b, b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b,
+                seed=seed, out_fmt=output_format, overwrite=overwrite, json_out=json_out,
+            )  # fmt: skip
+            emit(res, json_out, _human)
+
+        run(body)
+
+    @rel.command("zealous")
+    def zealous(
+        input: InputArg,
+        out: OutDirOpt,
+        epsilon: EpsOpt = None,
+        delta: DeltaOpt = None,
+        max_items: Annotated[
+            int | None, typer.Option("--max-items", help="m: distinct items kept per user")
+        ] = None,
+        item_type: Annotated[
+            str, typer.Option("--item-type", help="keywords | queries | clicks | query_pairs")
+        ] = "queries",
+        guarantee: Annotated[
+            str,
+            typer.Option(
+                "--guarantee",
+                help="probabilistic (Götz Thm 3, needs --max-users) | indistinguishability "
+                "(Thm 2, corrected)",
+            ),
+        ] = "probabilistic",
+        max_users: Annotated[
+            int | None,
+            typer.Option(
+                "--max-users",
+                help="U: a public upper bound on the number of users (never read from the data)",
+            ),
+        ] = None,
+        tau: Annotated[
+            int | None,
+            typer.Option(
+                "--tau", help="first threshold τ (default: Prop. 4's ⌈2m/ε⌉; 1 for Thm 2)"
+            ),
+        ] = None,
+        lam: Annotated[
+            float | None, typer.Option("--lambda", help="advanced: noise scale λ")
+        ] = None,
+        tau_prime: Annotated[
+            float | None, typer.Option("--tau-prime", help="advanced: second threshold τ'")
+        ] = None,
+        bounding: BoundOpt = "first",
+        seed: SeedOpt = None,
+        output_format: OutFmtOpt = "tsv",
+        overwrite: OverwriteOpt = False,
+        fmt: FormatOpt = "auto",
+        user_col: UserColOpt = None,
+        query_col: QueryColOpt = None,
+        time_col: TimeColOpt = None,
+        url_col: UrlColOpt = None,
+        rank_col: RankColOpt = None,
+        session_col: SessionColOpt = None,
+        delimiter: DelimOpt = None,
+        encoding: EncodingOpt = "utf-8",
+        on_bad_rows: BadRowsOpt = "error",
+        no_normalize: NoNormOpt = False,
+        session_gap: GapOpt = 30.0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """ZEALOUS (Götz et al. §4): frequent keywords / queries / clicks / query pairs."""
+
+        def body() -> None:
+            from searchveil.errors import BudgetExceededError
+            from searchveil.io.ledger import ReleaseWriter
+            from searchveil.release import ZealousParams, release_zealous, write_release
+            from searchveil.rng import make_rng
+
+            if max_items is None:
+                raise InvalidParameterError("max-items", None, "an integer m >= 1 (no default)")
+            kw = reader_kwargs(
+                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
+            )  # fmt: skip
+            if lam is not None or tau_prime is not None:
+                if lam is None or tau_prime is None:
+                    raise InvalidParameterError(
+                        "lambda/tau-prime", (lam, tau_prime), "both in the advanced form"
+                    )
+                if (epsilon is None) != (delta is None):
+                    raise InvalidParameterError(
+                        "epsilon/delta", (epsilon, delta), "both or neither in the advanced form"
+                    )
+                t = tau if tau is not None else 1
+                params = ZealousParams(
+                    m=max_items, tau=t, lam=lam, tau_prime=tau_prime, item_type=item_type,
+                    guarantee=guarantee, users=max_users, strategy=bounding,
+                )  # fmt: skip
+            else:
+                if epsilon is None:
+                    raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+                if delta is None:
+                    raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+                params = ZealousParams.from_budget(
+                    epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
+                    guarantee=guarantee, tau=tau, users=max_users, strategy=bounding,
+                )  # fmt: skip
+            budget = (epsilon, delta) if epsilon is not None and delta is not None else None
+            pr = params.privacy("exact")
+            if budget is not None and pr["epsilon"] > budget[0] * (1 + 1e-9):
+                raise BudgetExceededError("release zealous (ε)", pr["epsilon"], budget[0])
+            if budget is not None and pr["delta"] > budget[1] * (1 + 1e-9):
+                raise BudgetExceededError("release zealous (δ)", pr["delta"], budget[1])
+            ReleaseWriter(out, fmt=output_format, overwrite=overwrite)
+            log = _read(input, kw, json_out)
+            rng = make_rng(seed)
+            with progress(not json_out) as step:
+                done = step("ZEALOUS")
+                release = release_zealous(log, params, rng=rng, budget=budget)
+                done()
+            write_release(release, out, fmt=output_format, overwrite=overwrite)
+            res = _summary(release, out)
+            res["top"] = {"items": _top(release, "items")}
+            emit(res, json_out, _human)
+
+        run(body)
+
+    @rel.command("kanon")
+    def kanon(
+        input: InputArg,
+        out: OutDirOpt,
+        k: Annotated[
+            int | None, typer.Option("--k", help="minimum distinct users of a published query")
+        ] = None,
+        seed: SeedOpt = None,
+        output_format: OutFmtOpt = "tsv",
+        overwrite: OverwriteOpt = False,
+        fmt: FormatOpt = "auto",
+        user_col: UserColOpt = None,
+        query_col: QueryColOpt = None,
+        time_col: TimeColOpt = None,
+        url_col: UrlColOpt = None,
+        rank_col: RankColOpt = None,
+        session_col: SessionColOpt = None,
+        delimiter: DelimOpt = None,
+        encoding: EncodingOpt = "utf-8",
+        on_bad_rows: BadRowsOpt = "error",
+        no_normalize: NoNormOpt = False,
+        session_gap: GapOpt = 30.0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """k-query anonymity (Adar; the NON-differentially-private baseline of Götz §7)."""
+
+        def body() -> None:
+            from searchveil.io.ledger import ReleaseWriter
+            from searchveil.release import KAnonParams, release_kanon, write_release
+            from searchveil.rng import make_rng
+
+            if k is None:
+                raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
+            params = KAnonParams(k=k)
+            kw = reader_kwargs(
+                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
+            )  # fmt: skip
+            ReleaseWriter(out, fmt=output_format, overwrite=overwrite)
+            log = _read(input, kw, json_out)
+            release = release_kanon(log, params, rng=make_rng(seed))
+            write_release(release, out, fmt=output_format, overwrite=overwrite)
+            res = _summary(release, out)
+            res["top"] = {"queries": _top(release, "queries")}
+            emit(res, json_out, _human)
+
+        run(body)
+
+    @app.command("demo")
+    def demo(
+        out: Annotated[Path, typer.Option("--out", help="release directory to create")] = Path(
+            "searchveil-demo"
+        ),
+        overwrite: OverwriteOpt = False,
+        seed: SeedOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """A Korolova release of the bundled 215-user AOL sample, with printed parameters."""
+
+        def body() -> None:
+            ref = resources.files("searchveil") / "data" / "aol-gayo-avello-215-users.tsv"
+            with resources.as_file(ref) as sample:
+                kw = reader_kwargs()
+                res = _korolova(
+                    sample, kw, out=out, epsilon=DEMO_EPSILON, delta=DEMO_DELTA, d=DEMO_D,
+                    d_c=DEMO_DC, urls="private", serp=None, serp_depth=None,
+                    split=",".join(str(x) for x in DEMO_SPLIT), threshold_rule="exact",
+                    distinct=False, bounding="first", clamp=False, K=None, b=None, b_q=None,
+                    b_c=None, url_K=None, url_b=None, seed=seed, out_fmt="tsv",
+                    overwrite=overwrite, json_out=json_out,
+                )  # fmt: skip
+            res["demo"] = _demo_notes(res)
+            emit(res, json_out, _demo_human)
+
+        run(body)
+
+
+def _demo_notes(res: dict[str, Any]) -> dict[str, Any]:
+    from searchveil.params import keep_probability
+
+    p = res["report"]["parameters"]
+    K = p["K"]
+    b_eff = res["report"]["parameters"]["b"]
+    ns = list(range(max(1, int(K) - 3), int(K) + 8))
+    probs = keep_probability(ns, threshold=K, scale=b_eff, noise="discrete")
+    return {
+        "command": "searchveil release korolova <sample> --out DIR --epsilon ln(10) "
+        f"--delta {DEMO_DELTA:g} --max-queries {DEMO_D} --max-clicks {DEMO_DC} --urls private "
+        "--split 1,1,1,1",
+        "keep_probability": [
+            {"count": n, "probability": float(x)} for n, x in zip(ns, probs, strict=True)
+        ],
+        "note": "A query is published only if about K users (after keeping d queries each) "
+        "posed it; the bundled sample has 215 users, so few or no queries pass. Larger logs "
+        "release more (docs/privacy/korolova.md).",
+    }
+
+
+def _demo_human(r: dict[str, Any]) -> None:
+    out_console.print(
+        f"[bold]searchveil demo[/]: Korolova Release-Data on the bundled AOL sample "
+        f"({r['report']['users']} users), e^ε = 10, δ = {DEMO_DELTA:g}"
+    )
+    out_console.print(f"equivalent command: {r['demo']['command']}")
+    _human(r)
+    kp = ", ".join(f"{x['count']}: {x['probability']:.3g}" for x in r["demo"]["keep_probability"])
+    out_console.print(f"probability that a query with count n is published — {kp}")
+    out_console.print(r["demo"]["note"])
+    out_console.print(f"release written to {r['out']} (ledger.json records the guarantee)")

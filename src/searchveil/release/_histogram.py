@@ -36,9 +36,7 @@ def count_by(df: pl.DataFrame, keys: list[str], *, distinct_users: bool = False)
     )
 
 
-def noisy_counts(
-    counts: pl.Series | np.ndarray, *, scale: float, rng: RandomSource
-) -> np.ndarray:
+def noisy_counts(counts: pl.Series | np.ndarray, *, scale: float, rng: RandomSource) -> np.ndarray:
     """``counts`` plus fresh independent discrete Laplace noise of scale ``scale``."""
     arr = counts.to_numpy() if isinstance(counts, pl.Series) else np.asarray(counts)
     return DiscreteLaplace(scale=scale).release(arr.astype(np.int64), rng)

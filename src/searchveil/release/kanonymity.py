@@ -60,9 +60,12 @@ def release_kanon(log: SearchLog, params: KAnonParams, *, rng: RandomSource) -> 
     n = sessions.height
     perm = np.argsort(rng.random_keys(n), kind="stable").astype(np.int64)
     sessions = sessions.with_columns(anon=pl.Series(perm))
-    anon = rows.join(sessions, on=["user", "session"]).with_columns(
-        pl.col("anon").alias("user"), pl.lit(0, pl.Int64).alias("session")
-    ).drop("anon").sort(["user", "row"])
+    anon = (
+        rows.join(sessions, on=["user", "session"])
+        .with_columns(pl.col("anon").alias("user"), pl.lit(0, pl.Int64).alias("session"))
+        .drop("anon")
+        .sort(["user", "row"])
+    )
     anon_log = SearchLog(
         df=anon,
         info=InputInfo(path="<k-anonymous log>", sha256="", rows=anon.height, format="memory"),
@@ -103,15 +106,18 @@ def release_kanon(log: SearchLog, params: KAnonParams, *, rng: RandomSource) -> 
         notion="k-anonymity (k-query anonymity, Adar 2007); NOT differential privacy",
         epsilon=None,
         delta=None,
-        parameters=params.to_dict() | {
+        parameters=params.to_dict()
+        | {
             "support": "distinct users per query",
             "ids": "fresh uniformly random id per session",
         },
         inputs=[log.ledger_input()],
         rng=rng,
         events=[],
-        extra={"reference": "Adar 2007; Götz et al. TKDE 2012 §2.2, §7",
-               "warning": "k-anonymity gives no protection against active attacks (Götz §3)"},
+        extra={
+            "reference": "Adar 2007; Götz et al. TKDE 2012 §2.2, §7",
+            "warning": "k-anonymity gives no protection against active attacks (Götz §3)",
+        },
     )
     return HistogramRelease(
         tables={"queries": queries, "keywords": keywords, "query_pairs": pairs, "log": out_log},

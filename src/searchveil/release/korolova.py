@@ -130,8 +130,10 @@ class KorolovaParams:
         need = 1 if self.distinct else self.d
         if not isinstance(self.K, int | float) or isinstance(self.K, bool) or self.K < need:
             raise InvalidParameterError(
-                "K", self.K, f"a number >= {need} (Theorem 3 needs K >= "
-                + ("1 for distinct-user counts)" if self.distinct else "d)")
+                "K",
+                self.K,
+                f"a number >= {need} (Theorem 3 needs K >= "
+                + ("1 for distinct-user counts)" if self.distinct else "d)"),
             )
         if self.url_selection == "none":
             for name in ("d_c", "b_c", "url_K", "url_b"):
@@ -329,7 +331,9 @@ class KorolovaParams:
         return asdict(self)
 
 
-def read_serp(path: str | Path, *, normalize: bool = True, depth: int | None = None) -> pl.DataFrame:
+def read_serp(
+    path: str | Path, *, normalize: bool = True, depth: int | None = None
+) -> pl.DataFrame:
     """A public SERP file: tab-separated ``query<TAB>rank<TAB>url`` lines (rank: integer >= 1,
     1 = top); an optional first line ``query<TAB>rank<TAB>url`` is a header. ``depth`` keeps the
     top ``depth`` ranks of each query. Returns distinct ``query, rank, url``."""
@@ -357,8 +361,9 @@ def read_serp(path: str | Path, *, normalize: bool = True, depth: int | None = N
         if rank < 1 or not u.strip() or not q.strip():
             raise InputFormatError(str(p), "rank must be >= 1 and query/url non-empty", i)
         rows.append((q, rank, u.strip()))
-    df = pl.DataFrame(rows, schema={"query": pl.String, "rank": pl.Int64, "url": pl.String},
-                      orient="row")
+    df = pl.DataFrame(
+        rows, schema={"query": pl.String, "rank": pl.Int64, "url": pl.String}, orient="row"
+    )
     if normalize:
         df = df.with_columns(normalize_query(pl.col("query")))
     if depth is not None:
@@ -384,7 +389,8 @@ def release_korolova(
         raise InvalidParameterError("params", params, "a KorolovaParams")
     if (serp is None) == (params.url_selection == "serp"):
         raise InvalidParameterError(
-            "serp", "given" if serp is not None else None,
+            "serp",
+            "given" if serp is not None else None,
             "a SERP table exactly when url_selection='serp'",
         )
     exact = params.privacy("exact")
@@ -435,9 +441,11 @@ def release_korolova(
         if params.url_selection == "serp":
             assert serp is not None
             cand = serp.join(released, on="query", how="semi").select("query", "url")
-            cand = cand.join(pair_counts, on=["query", "url"], how="left").with_columns(
-                pl.col("count").fill_null(0)
-            ).sort(["query", "url"])
+            cand = (
+                cand.join(pair_counts, on=["query", "url"], how="left")
+                .with_columns(pl.col("count").fill_null(0))
+                .sort(["query", "url"])
+            )
         else:
             assert params.url_K is not None and params.url_b is not None
             cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
@@ -449,7 +457,8 @@ def release_korolova(
             {
                 "clicks": cl.height,
                 "clicks_after_bounding": bounded_c.height,
-                "candidate_pairs": pair_counts.height if params.url_selection == "private"
+                "candidate_pairs": pair_counts.height
+                if params.url_selection == "private"
                 else cand.height,
                 "pairs_released": clicks_out.height,
             }
@@ -460,8 +469,11 @@ def release_korolova(
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 
-    tables = {"queries": queries.select("query", "noisy_count").sort(["noisy_count", "query"],
-                                                                     descending=[True, False])}
+    tables = {
+        "queries": queries.select("query", "noisy_count").sort(
+            ["noisy_count", "query"], descending=[True, False]
+        )
+    }
     if clicks_out is not None:
         tables["clicks"] = clicks_out.select("query", "url", "noisy_count").sort(
             ["query", "noisy_count", "url"], descending=[False, True, False]
@@ -472,15 +484,18 @@ def release_korolova(
             "b_q": DiscreteLaplace(scale=params.b_q).effective_scale,
             **(
                 {"b_c": DiscreteLaplace(scale=params.b_c).effective_scale}
-                if params.b_c is not None else {}
+                if params.b_c is not None
+                else {}
             ),
             **(
                 {"url_b": DiscreteLaplace(scale=params.url_b).effective_scale}
-                if params.url_b is not None else {}
+                if params.url_b is not None
+                else {}
             ),
         },
         "threshold_semantics": "released iff count + noise > K (integer noisy counts)",
-        "negative_counts": "clamped to 0 (post-processing)" if params.clamp_negative
+        "negative_counts": "clamped to 0 (post-processing)"
+        if params.clamp_negative
         else "published as drawn",
     }
     ledger = build_ledger(

@@ -83,8 +83,10 @@ class ZealousParams:
         if self.guarantee == "probabilistic":
             if self.users is None:
                 raise InvalidParameterError(
-                    "max_users", None, "a stated public upper bound U on the number of users "
-                    "(Theorem 3 needs it; it is never taken from the data)"
+                    "max_users",
+                    None,
+                    "a stated public upper bound U on the number of users "
+                    "(Theorem 3 needs it; it is never taken from the data)",
                 )
             check_int("max_users", self.users, minimum=1)
         if self.guarantee == "indistinguishability" and self.tau != 1:
@@ -123,14 +125,25 @@ class ZealousParams:
                 raise InvalidParameterError("tau", tau, "1 for indistinguishability (Theorem 2)")
             t = 1
             lam = m / eps
-            tp = math.ceil(zealous_theorem2_tau_prime(epsilon_prime=eps, delta_prime=dl, m=m) - 1e-9)
-        params = cls(m=m, tau=t, lam=lam, tau_prime=tp, item_type=item_type,
-                     guarantee=guarantee, users=users, strategy=strategy)
+            tp = math.ceil(
+                zealous_theorem2_tau_prime(epsilon_prime=eps, delta_prime=dl, m=m) - 1e-9
+            )
+        params = cls(
+            m=m,
+            tau=t,
+            lam=lam,
+            tau_prime=tp,
+            item_type=item_type,
+            guarantee=guarantee,
+            users=users,
+            strategy=strategy,
+        )
         pr = params.privacy("exact")
         if pr["epsilon"] > eps * (1 + 1e-9) or pr["delta"] > dl * (1 + 1e-9):
             raise InvalidParameterError(
-                "epsilon", epsilon, f"a budget these rules meet (gives ε={pr['epsilon']:.6g}, "
-                f"δ={pr['delta']:.3g})",
+                "epsilon",
+                epsilon,
+                f"a budget these rules meet (gives ε={pr['epsilon']:.6g}, δ={pr['delta']:.3g})",
             )
         return params
 
@@ -141,7 +154,10 @@ class ZealousParams:
             assert self.users is not None
             if accounting == "exact":
                 pr = zealous_exact_probabilistic(
-                    m=self.m, tau=self.tau, lam=self.lam, tau_prime=self.tau_prime,
+                    m=self.m,
+                    tau=self.tau,
+                    lam=self.lam,
+                    tau_prime=self.tau_prime,
                     users=self.users,
                 )
                 eps, dl, detail = pr.epsilon, pr.delta, pr.detail
@@ -153,8 +169,10 @@ class ZealousParams:
                     m=self.m, tau=self.tau, lam=lam, tau_prime=self.tau_prime, users=self.users
                 )
                 detail = {"theorem": "Götz Theorem 3", "eq5_ratio_condition": ratio_ok}
-            notion = ("(epsilon, delta)-probabilistic differential privacy "
-                      "(Götz Thm 3; one user's history replaced; U = max_users)")
+            notion = (
+                "(epsilon, delta)-probabilistic differential privacy "
+                "(Götz Thm 3; one user's history replaced; U = max_users)"
+            )
         else:
             if accounting == "exact":
                 pr = zealous_exact_privacy(
@@ -164,10 +182,14 @@ class ZealousParams:
             else:
                 eps = self.m / self.lam
                 dl = zealous_thesis_delta(m=self.m, tau_prime=self.tau_prime, lam=self.lam)
-                detail = {"theorem": "Götz Theorem 2 with eq. (1) corrected to λ = m/ε' "
-                          "(thesis Theorem 3 with d = m, b = λ, K = τ')"}
-            notion = ("(epsilon, delta)-differential privacy (indistinguishability), "
-                      "add/remove one user's history")
+                detail = {
+                    "theorem": "Götz Theorem 2 with eq. (1) corrected to λ = m/ε' "
+                    "(thesis Theorem 3 with d = m, b = λ, K = τ')"
+                }
+            notion = (
+                "(epsilon, delta)-differential privacy (indistinguishability), "
+                "add/remove one user's history"
+            )
         event = {
             "step": "noisy_threshold_histogram",
             "mechanism": "zealous",
@@ -178,8 +200,14 @@ class ZealousParams:
             "epsilon": eps,
             "delta": dl,
         }
-        return {"accounting": accounting, "notion": notion, "epsilon": eps, "delta": dl,
-                "detail": detail, "events": [event]}
+        return {
+            "accounting": accounting,
+            "notion": notion,
+            "epsilon": eps,
+            "delta": dl,
+            "detail": detail,
+            "events": [event],
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -198,7 +226,8 @@ def release_zealous(
         raise InvalidParameterError("params", params, "a ZealousParams")
     if params.users is not None and log.n_users > params.users:
         raise InvalidParameterError(
-            "max_users", params.users,
+            "max_users",
+            params.users,
             f">= the number of users in the input ({log.n_users}); U must bound the user count",
         )
     exact = params.privacy("exact")
@@ -245,11 +274,13 @@ def release_zealous(
         notion=exact["notion"],
         epsilon=exact["epsilon"],
         delta=exact["delta"],
-        parameters=params.to_dict() | {
+        parameters=params.to_dict()
+        | {
             "lambda_effective": DiscreteLaplace(scale=params.lam).effective_scale,
             "threshold_semantics": "drop count < tau; publish iff count + noise > tau_prime",
             "users_bound_source": "stated public upper bound (max_users)"
-            if params.users is not None else None,
+            if params.users is not None
+            else None,
         },
         inputs=[log.ledger_input()],
         rng=rng,
