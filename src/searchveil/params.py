@@ -135,7 +135,9 @@ def _knapsack_max(values: npt.NDArray[np.float64], total: int) -> float:
 
 def korolova_alpha(K: float, b: float) -> float:
     """α = max(e^{1/b}, 1 + 1/(2e^{(K-1)/b} - 1)) (Theorem 3)."""
-    return max(math.exp(1.0 / b), 1.0 + 1.0 / (2.0 * math.exp((K - 1.0) / b) - 1.0))
+    x = (K - 1.0) / b
+    second = 1.0 + 1.0 / (2.0 * math.exp(x) - 1.0) if x < 700 else 1.0
+    return max(math.exp(1.0 / b), second)
 
 
 def _check_K(K: float, d: int, distinct: bool) -> float:
