@@ -87,8 +87,8 @@ def _human_eval(r: dict[str, Any]) -> None:
             f"{d['avg_count_difference'] or 0:.3f}",
         )
     out_console.print(t)
-    c = r.get("caching") or {}
-    for b in c.get("budgets") or []:
+    cache: dict[str, Any] = r.get("caching") or {}
+    for b in cache.get("budgets") or []:
         out_console.print(
             f"caching budget {b['budget_fraction']:.0%}: hit prob. release "
             f"{b['hit_probability_release']:.3f} vs original {b['hit_probability_original']:.3f}"
@@ -168,3 +168,201 @@ def register(app: typer.Typer) -> None:
             emit(result, json_out, _human_eval)
 
         run(body)
+
+    @app.command("compare")
+    def compare(
+        input: InputArg,
+        epsilon: Annotated[
+            float | None, typer.Option("--epsilon", help="total ε of every DP setting (required)")
+        ] = None,
+        delta: Annotated[
+            float | None, typer.Option("--delta", help="total δ of every DP setting (required)")
+        ] = None,
+        mechanisms: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--mechanisms",
+                help="setting MECH[:key=value,...] (repeatable; korolova, zealous, kanon); "
+                "default: korolova d=1,5,20; zealous queries m=1,4, clicks/pairs m=1 "
+                "(with --max-users); kanon k=10",
+            ),
+        ] = None,
+        max_users: Annotated[
+            int | None,
+            typer.Option("--max-users", help="public upper bound U on users (ZEALOUS Thm 3)"),
+        ] = None,
+        report: ReportOpt = None,
+        seed: Annotated[
+            int | None,
+            typer.Option("--seed", help="seed for a reproducible comparison (default: secure)"),
+        ] = None,
+        seeds: SeedsOpt = None,
+        posting_proxy: ProxyOpt = "clicks",
+        substitution_queries: SubstQOpt = 1000,
+        fmt: FormatOpt = "auto",
+        delimiter: DelimOpt = None,
+        encoding: EncodingOpt = "utf-8",
+        on_bad_rows: BadRowsOpt = "error",
+        no_normalize: NoNormOpt = False,
+        session_gap: GapOpt = 30.0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Run several mechanisms/settings at the same (ε, δ) on one input and show their
+        utility side by side. READS THE PRIVATE DATA: for the data holder only; the report is
+        not for publication, and nothing is released."""
+
+        def body() -> None:
+            from searchveil._validate import (
+                check_choice,
+                check_int,
+                check_positive,
+                check_probability,
+            )
+            from searchveil.evaluate.compare import (
+                compare_settings,
+                default_settings,
+                parse_setting,
+            )
+            from searchveil.report.html import comparison_report, write_report
+            from searchveil.rng import make_rng
+
+            if epsilon is None:
+                raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+            if delta is None:
+                raise InvalidParameterError("delta", None, "a number in (0, 1)")
+            eps = check_positive("epsilon", epsilon)
+            dl = check_probability("delta", delta)
+            if max_users is not None:
+                check_int("max-users", max_users, minimum=1)
+            check_choice("posting-proxy", posting_proxy, ("clicks", "zipf"))
+            check_int("substitution-queries", substitution_queries, minimum=1)
+            _check_report_path(report)
+            sd = _seeds(seeds)
+            settings = (
+                [parse_setting(m) for m in mechanisms]
+                if mechanisms
+                else default_settings(max_users=max_users)
+            )
+            kw = reader_kwargs(
+                fmt, None, None, None, None, None, None, delimiter, encoding, on_bad_rows,
+                no_normalize, session_gap,
+            )  # fmt: skip
+            with progress(not json_out) as step:
+                done = step(f"reading {input.name}")
+                log = _read(input, kw)
+                done()
+                runs, failures = compare_settings(
+                    log,
+                    settings,
+                    epsilon=eps,
+                    delta=dl,
+                    rng=make_rng(seed),
+                    max_users=max_users,
+                    on_step=lambda label: step(f"running {label}"),
+                    seeds=sd,
+                    posting_proxy=posting_proxy,
+                    substitution_queries=substitution_queries,
+                )
+                result: dict[str, Any] = {
+                    "schema": "searchveil.compare/1",
+                    "for_publication": False,
+                    "input": log.ledger_input(),
+                    "epsilon": eps,
+                    "delta": dl,
+                    "seeded": seed is not None,
+                    "settings": [{"label": lab, **res} for lab, res in runs],
+                    "failed": [{"label": lab, "reason": why} for lab, why in failures],
+                }
+                if report is not None:
+                    done = step("writing the report")
+                    text = comparison_report(
+                        runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
+                        failures=failures,
+                    )  # fmt: skip
+                    write_report(report, text)
+                    result["report"] = str(report)
+                    done()
+            emit(result, json_out, _human_compare)
+
+        run(body)
+
+    @app.command("reproduce")
+    def reproduce(
+        ids: Annotated[
+            list[str] | None,
+            typer.Argument(help="experiment ids (default: all); see --list"),
+        ] = None,
+        report: ReportOpt = None,
+        log: Annotated[
+            Path | None,
+            typer.Option("--log", help="AOL log for the trend experiments (default: shared)"),
+        ] = None,
+        list_ids: Annotated[bool, typer.Option("--list", help="list experiment ids")] = False,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Regenerate the papers' formula tables exactly and their experiment trends on the
+        shared AOL data, each beside the printed values."""
+
+        def body() -> None:
+            from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
+            from searchveil.report.html import reproduction_report, write_report
+
+            if list_ids:
+                res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
+                emit(res, json_out, _human_list)
+                return
+            for i in ids or []:
+                if i not in EXPERIMENTS:
+                    raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
+            _check_report_path(report)
+            if log is not None and not log.exists():
+                raise InvalidParameterError("log", str(log), "an existing log file")
+            with progress(not json_out) as step:
+                exps = run_experiments(ids or None, log_path=log, step=step)
+                result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
+                if report is not None:
+                    done = step("writing the report")
+                    write_report(report, reproduction_report(exps))
+                    result["report"] = str(report)
+                    done()
+            emit(result, json_out, _human_reproduce)
+
+        run(body)
+
+
+def _human_compare(r: dict[str, Any]) -> None:
+    out_console.print(
+        "[bold red]Reads the private data: for the data holder only, not for publication.[/]"
+    )
+    t = Table(title=f"compare at ε={r['epsilon']}, δ={r['delta']}")
+    t.add_column("setting")
+    t.add_column("items")
+    t.add_column("distinct", justify="right")
+    t.add_column("% volume", justify="right")
+    for s in r["settings"]:
+        for kind, d in (s.get("distribution") or {}).items():
+            t.add_row(
+                s["label"],
+                kind,
+                f"{d['released_distinct']:,}",
+                f"{100 * (d['share_volume'] or 0):.2f}%",
+            )
+    out_console.print(t)
+    for f in r["failed"]:
+        out_console.print(f"[yellow]{f['label']}[/]: {f['reason']}")
+    if r.get("report"):
+        out_console.print(f"report: {r['report']}")
+
+
+def _human_list(r: dict[str, Any]) -> None:
+    for k, t in r["experiments"].items():
+        out_console.print(f"{k}: {t}")
+
+
+def _human_reproduce(r: dict[str, Any]) -> None:
+    for e in r["experiments"]:
+        out_console.print(f"[bold]{e['id']}[/] ({e['status']}): {e['title']}")
+        if e.get("notes"):
+            out_console.print(f"  {e['notes']}")
+    if r.get("report"):
+        out_console.print(f"report: {r['report']}")
