@@ -1,0 +1,257 @@
+"""Korolova Release-Data on real and adversarial logs: nothing outside the input is published,
+a single user's query is never published however often it is repeated, the ledger's ε, δ are the
+formulas', and the URL paths (SERP, private selection) behave as documented."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from searchveil.errors import BudgetExceededError, InputFormatError, InvalidParameterError
+from searchveil.io.ledger import read_ledger
+from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.model import SearchLog, items
+from searchveil.params import (
+    exact_threshold_privacy,
+    korolova_paper_privacy,
+    korolova_paper_selection,
+)
+from searchveil.release import KorolovaParams, read_serp, release_korolova, write_release
+from searchveil.rng import make_rng
+
+LN10 = math.log(10)
+
+
+def _input_queries(log: SearchLog) -> set[str]:
+    return set(items(log, "queries").get_column("item").to_list())
+
+
+def _input_pairs(log: SearchLog) -> set[tuple[str, str]]:
+    c = items(log, "clicks")
+    return set(zip(c.get_column("query").to_list(), c.get_column("url").to_list(), strict=True))
+
+
+def _loose(d: int = 5, d_c: int | None = 5) -> KorolovaParams:
+    """Weak parameters that publish a lot (K = d, small noise) — for subset checks."""
+    return KorolovaParams(
+        d=d,
+        K=d,
+        b=1.0,
+        b_q=1.0,
+        url_selection="private" if d_c else "none",
+        d_c=d_c,
+        b_c=1.0 if d_c else None,
+        url_K=d_c,
+        url_b=1.0 if d_c else None,
+    )
+
+
+@pytest.mark.parametrize("fixture", ["aol_215", "aol_top1000"])
+def test_never_publishes_outside_the_input(fixture: str, request: pytest.FixtureRequest) -> None:
+    log = request.getfixturevalue(fixture)
+    rel = release_korolova(log, _loose(), rng=make_rng(3))
+    q = set(rel.tables["queries"].get_column("query").to_list())
+    assert q, "weak parameters must publish something, else this test proves nothing"
+    assert q <= _input_queries(log)
+    cl = rel.tables["clicks"]
+    pairs = set(zip(cl.get_column("query").to_list(), cl.get_column("url").to_list(), strict=True))
+    assert pairs <= _input_pairs(log)
+    assert set(cl.get_column("query").to_list()) <= q
+
+
+def test_aol_top1000_at_thesis_parameters(aol_top1000: SearchLog) -> None:
+    """e^ε = 10, δ = 1e-5, d = 20 (Table 4.1's row): the published queries are head queries."""
+    p = KorolovaParams.from_budget(
+        epsilon=LN10, delta=1e-5, d=20, split=(1, 1), threshold_rule="exact"
+    )
+    rel = release_korolova(aol_top1000, p, rng=make_rng(11))
+    assert rel.epsilon <= LN10 * (1 + 1e-12) and rel.delta <= 1e-5
+    qs = rel.tables["queries"].get_column("query").to_list()
+    assert set(qs) <= _input_queries(aol_top1000)
+    assert rel.report["queries_released"] == len(qs)
+    assert (
+        rel.report["distinct_queries"]
+        == rel.report["queries_released"] + rel.report["queries_dropped"]
+    )
+    # every published query has a bounded count near K or above (count + noise > K)
+    ev = items(aol_top1000, "queries")
+    from searchveil.bounding import bound_contributions
+
+    counts = dict(bound_contributions(ev, max_per_user=20).group_by("item").len().iter_rows())
+    for q in qs:
+        assert counts[q] > p.K - 20 * p.b
+
+
+def _heavy_user_log(repeats: int = 10_000) -> SearchLog:
+    """300 users who each pose 'weather' and a private query; one user poses a secret query
+    `repeats` times (and clicks a secret URL each time)."""
+    rows = []
+    for u in range(300):
+        rows.append({"user": u, "query": "weather", "url": "http://weather.example/"})
+        rows.append({"user": u, "query": f"private query {u}", "url": None})
+    for i in range(repeats):
+        rows.append({"user": 10_000, "query": "secret disease", "url": f"http://secret/{i % 3}"})
+    df = pl.DataFrame(rows).with_columns(
+        time=pl.datetime(2006, 3, 1) + pl.duration(seconds=pl.int_range(pl.len()) * 60)
+    )
+    return SearchLog.from_frame(df, name="heavy-user")
+
+
+@pytest.mark.parametrize("distinct", [False, True])
+def test_single_user_query_never_published(distinct: bool) -> None:
+    log = _heavy_user_log()
+    p = KorolovaParams.from_budget(
+        epsilon=LN10,
+        delta=1e-5,
+        d=5,
+        d_c=5,
+        url_selection="private",
+        split=(1, 1, 1, 1),
+        distinct=distinct,
+    )
+    seen_weather = 0
+    for seed in range(20):
+        rel = release_korolova(log, p, rng=make_rng(seed))
+        qs = set(rel.tables["queries"].get_column("query").to_list())
+        assert "secret disease" not in qs
+        assert not any(q.startswith("private query") for q in qs)
+        urls = set(rel.tables["clicks"].get_column("url").to_list())
+        assert not any(u.startswith("http://secret/") for u in urls)
+        seen_weather += "weather" in qs
+    assert seen_weather == 20  # 300 users: far above K, so the test is not vacuous
+    # and the analysis agrees: the secret query's bounded count is at most d
+    pr = exact_threshold_privacy(d=p.d, K=p.K, b=p.b, distinct=distinct)
+    assert pr.delta <= 1e-5
+
+
+def test_ledger_matches_formulas(tmp_path: Path, aol_215: SearchLog) -> None:
+    p = KorolovaParams.from_budget(
+        epsilon=2.0, delta=1e-6, d=4, d_c=3, url_selection="private", split=(2, 1, 1, 1)
+    )
+    rel = release_korolova(aol_215, p, rng=make_rng(5))
+    led = write_release(rel, tmp_path / "rel")
+    eff = {n: DiscreteLaplace(scale=s).effective_scale for n, s in [("b_q", p.b_q), ("b_c", p.b_c)]}
+    sel = exact_threshold_privacy(d=4, K=p.K, b=p.b)
+    url = exact_threshold_privacy(d=3, K=p.url_K, b=p.url_b)
+    assert led["epsilon"] == pytest.approx(
+        sel.epsilon + 4 / eff["b_q"] + url.epsilon + 3 / eff["b_c"], rel=1e-12
+    )
+    assert led["delta"] == pytest.approx(sel.delta + url.delta, rel=1e-12)
+    assert led["epsilon"] <= 2.0 and led["delta"] <= 1e-6
+    assert sum(e["epsilon"] for e in led["events"]) == pytest.approx(led["epsilon"])
+    assert [e["step"] for e in led["events"]] == [
+        "select_queries",
+        "query_counts",
+        "select_urls",
+        "click_counts",
+    ]
+    paper = korolova_paper_privacy(d=4, K=p.K, b=p.b, b_q=p.b_q, d_c=3, b_c=p.b_c)
+    assert led["paper_accounting"]["epsilon"] == pytest.approx(
+        paper["epsilon"] + korolova_paper_selection(d=3, K=p.url_K, b=p.url_b)["epsilon"],
+        rel=1e-12,
+    )
+    assert "exact" in led["accounting"]
+    assert led["mechanism"] == "korolova-release-data" and led["seeded"] is True
+    on_disk = read_ledger(tmp_path / "rel")
+    assert on_disk["epsilon"] == led["epsilon"]
+    assert on_disk["outputs"]["queries"]["columns"] == ["query", "noisy_count"]
+    assert on_disk["outputs"]["clicks"]["columns"] == ["query", "url", "noisy_count"]
+    assert on_disk["inputs"][0]["users"] == 215
+
+
+def test_paper_rule_within_budget_under_paper_accounting() -> None:
+    p = KorolovaParams.from_budget(
+        epsilon=LN10, delta=1e-5, d=20, split=(1, 1), threshold_rule="paper"
+    )
+    assert p.K == math.ceil(20 * (1 - math.log(2e-5 / 20) / (LN10 / 2)))
+    pa = p.privacy("paper")
+    assert pa["epsilon"] <= LN10 * (1 + 1e-12) and pa["delta"] <= 1e-5
+    ex = p.privacy("exact")
+    assert ex["epsilon"] <= pa["epsilon"] * (1 + 1e-9) and ex["delta"] <= pa["delta"]
+
+
+def test_exact_rule_needs_a_lower_threshold_than_paper() -> None:
+    pe = KorolovaParams.from_budget(epsilon=LN10, delta=1e-5, d=20, split=(1, 1))
+    pp = KorolovaParams.from_budget(
+        epsilon=LN10, delta=1e-5, d=20, split=(1, 1), threshold_rule="paper"
+    )
+    assert pe.K < pp.K and pe.b == pp.b
+
+
+def test_serp_urls_public(tmp_path: Path) -> None:
+    log = _heavy_user_log(repeats=10)
+    serp_file = tmp_path / "serp.tsv"
+    serp_file.write_text(
+        "query\trank\turl\n"
+        "Weather\t1\thttp://weather.example/\n"
+        "weather\t2\thttp://nobody-clicked.example/\n"
+        "secret disease\t1\thttp://secret/0\n",
+        encoding="utf-8",
+    )
+    serp = read_serp(serp_file)
+    p = KorolovaParams(d=2, K=20, b=2.0, b_q=2.0, url_selection="serp", d_c=2, b_c=2.0)
+    rel = release_korolova(log, p, rng=make_rng(1), serp=serp)
+    cl = rel.tables["clicks"]
+    assert set(cl.get_column("url").to_list()) == {
+        "http://weather.example/",
+        "http://nobody-clicked.example/",  # unclicked SERP URLs get a noisy count too
+    }
+    assert rel.report["pairs_released"] == 2
+    with pytest.raises(InvalidParameterError):
+        release_korolova(log, p, rng=make_rng(1))  # SERP mode without a SERP
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("q\tnot-a-rank\thttp://x/\n", encoding="utf-8")
+    with pytest.raises(InputFormatError):
+        read_serp(bad)
+
+
+def test_clamp_negative_counts() -> None:
+    log = _heavy_user_log(repeats=10)
+    p = KorolovaParams(
+        d=2, K=2, b=1.0, b_q=50.0, url_selection="private", d_c=2, b_c=50.0, url_K=2, url_b=1.0,
+        clamp_negative=True,
+    )  # fmt: skip
+    for seed in range(5):
+        rel = release_korolova(log, p, rng=make_rng(seed))
+        assert rel.tables["queries"].get_column("noisy_count").min() >= 0
+        assert rel.tables["clicks"].get_column("noisy_count").min() >= 0
+    assert "clamped" in rel.ledger["parameters"]["negative_counts"]
+
+
+def test_invalid_parameters() -> None:
+    with pytest.raises(InvalidParameterError):
+        KorolovaParams(d=5, K=4, b=1.0, b_q=1.0)  # K < d
+    KorolovaParams(d=5, K=4, b=1.0, b_q=1.0, distinct=True)  # K >= 1 suffices for distinct users
+    with pytest.raises(InvalidParameterError):
+        KorolovaParams(d=5, K=5, b=0.0, b_q=1.0)
+    with pytest.raises(InvalidParameterError):
+        KorolovaParams(d=5, K=5, b=1.0, b_q=1.0, url_selection="private", d_c=3, b_c=1.0,
+                       url_K=2, url_b=1.0)  # fmt: skip
+    with pytest.raises(InvalidParameterError):
+        KorolovaParams.from_budget(epsilon=1.0, delta=1e-5, d=5)  # no split
+    with pytest.raises(InvalidParameterError):
+        KorolovaParams.from_budget(epsilon=-1.0, delta=1e-5, d=5, split=(1, 1))
+    with pytest.raises(InvalidParameterError):
+        KorolovaParams.from_budget(epsilon=1.0, delta=1.5, d=5, split=(1, 1))
+
+
+def test_budget_is_checked_before_running(aol_215: SearchLog) -> None:
+    p = KorolovaParams(d=5, K=5, b=1.0, b_q=1.0)
+    with pytest.raises(BudgetExceededError):
+        release_korolova(aol_215, p, rng=make_rng(1), budget=(1.0, 1e-5))
+
+
+def test_random_bounding_is_seeded_and_differs(aol_215: SearchLog) -> None:
+    p = KorolovaParams(d=3, K=3, b=0.5, b_q=1.0, strategy="random")
+    a = release_korolova(aol_215, p, rng=make_rng(9)).tables["queries"]
+    b = release_korolova(aol_215, p, rng=make_rng(9)).tables["queries"]
+    assert a.equals(b)
+    pf = KorolovaParams(d=3, K=3, b=0.5, b_q=1.0, strategy="first")
+    r = release_korolova(aol_215, pf, rng=make_rng(9))
+    assert (
+        r.report["query_events_after_bounding"]
+        == release_korolova(aol_215, p, rng=make_rng(1)).report["query_events_after_bounding"]
+    )
