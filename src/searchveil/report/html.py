@@ -49,11 +49,13 @@ font-size:16px}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:8p
 margin:10px 0;font-size:14px}
 table{border-collapse:collapse;margin:8px 0 14px;background:#fff;font-size:14px}
 th,td{border:1px solid #d8dde6;padding:4px 9px;text-align:right;vertical-align:top}
+td{white-space:nowrap}td.l{white-space:normal}
 th{background:#eef1f6;text-align:center}td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 img.plot{max-width:100%;background:#fff;border:1px solid #d8dde6;border-radius:6px;margin:6px 0}
 .na{color:#8a93a3;font-style:italic}code{background:#eef1f6;padding:1px 4px;border-radius:3px}
-.grid{display:flex;flex-wrap:wrap;gap:14px}.grid>div{flex:1 1 520px}
+.grid{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}.grid>div{flex:1 1 360px}
+.grid>div.plot{flex:2 1 640px}
 footer{margin-top:40px;color:#8a93a3;font-size:12px}
 """
 
@@ -76,8 +78,10 @@ def fmt(x: Any, digits: int = 4) -> str:
     if isinstance(x, float):
         if math.isnan(x) or math.isinf(x):
             return "—"
-        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+        if x != 0 and (abs(x) >= 1e9 or abs(x) < 1e-3):
             return f"{x:.{digits - 1}e}"
+        if abs(x) >= 10 ** (digits - 1):
+            return f"{x:,.0f}"
         return f"{x:,.{digits}g}" if abs(x) >= 1 else f"{x:.{digits}g}"
     return esc(x)
 
@@ -111,6 +115,11 @@ def table(
 def fig_to_data_uri(fig: Figure) -> str:
     """PNG of a matplotlib figure as a ``data:`` URI."""
     FigureCanvasAgg(fig)
+    for ax in fig.get_axes():
+        ax.title.set_fontsize(10)
+        ax.xaxis.label.set_fontsize(10)
+        ax.yaxis.label.set_fontsize(10)
+        ax.tick_params(labelsize=9)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
@@ -177,7 +186,11 @@ def guarantee_banner(release: dict[str, Any]) -> str:
         parts.append(esc(g))
     elif isinstance(g, dict):
         parts.append(esc(", ".join(f"{k} = {v}" for k, v in g.items())))
-    out = f'<div class="guarantee">{" · ".join(parts)}</div>'
+    dp = eps is not None
+    cls = "guarantee" if dp else "warn"
+    if not dp:
+        parts.append("no differential-privacy guarantee (ε, δ not defined)")
+    out = f'<div class="{cls}">{" · ".join(parts)}</div>'
     if release.get("seeded") or release.get("for_release") is False:
         out += (
             '<div class="warn">This release was produced with a fixed seed: it is an '
@@ -195,7 +208,7 @@ PRIVATE_BANNER = (
 
 # -- evaluation report ------------------------------------------------------------------------
 def _distribution_plot(kind: str, d: dict[str, Any]) -> Figure:
-    fig = Figure(figsize=(11, 6.4))
+    fig = Figure(figsize=(9.5, 6.6))
     axs = fig.subplots(2, 2)
     tj = d["top_j"]
     js = tj["j"]
@@ -316,7 +329,8 @@ def evaluation_sections(r: dict[str, Any], *, plots: bool = True) -> list[str]:
             grid += table(["top-j", "coverage", "unpublished", "avg L1", "KL"], rows, raw=True)
             grid += "</div>"
             if plots:
-                grid += f"<div>{img(_distribution_plot(kind, d), f'{kind} distribution')}</div>"
+                plot = img(_distribution_plot(kind, d), f"{kind} distribution")
+                grid += f'<div class="plot">{plot}</div>'
             grid += "</div>"
             body.append(grid)
     else:
@@ -356,7 +370,8 @@ def evaluation_sections(r: dict[str, Any], *, plots: bool = True) -> list[str]:
         )
         grid += "</div>"
         if plots:
-            grid += f"<div>{img(_caching_plot(c), 'index caching hit probability')}</div>"
+            plot = img(_caching_plot(c), "index caching hit probability")
+            grid += f'<div class="plot">{plot}</div>'
         body.append(grid + "</div>")
 
     s = r.get("substitution")
