@@ -78,6 +78,7 @@ def korolova_advice(
     keep_curve: int | None,
 ) -> dict[str, Any]:
     from searchveil.params import (
+        effective_scale,
         exact_threshold_privacy,
         keep_probability_curve,
         korolova_paper_privacy,
@@ -127,9 +128,9 @@ def korolova_advice(
             paper = korolova_paper_privacy(
                 d=d, K=K, b=b, b_q=b_q, d_c=d_c or 0, b_c=b_c, distinct=distinct
             )
-            ex = exact_threshold_privacy(d=d, K=K, b=b, distinct=distinct)
-            extra = (0.0 if b_q is None else d / b_q) + (
-                0.0 if b_c is None or d_c is None else d_c / b_c
+            exs = exact_threshold_privacy(d=d, K=K, b=b, distinct=distinct)
+            extra = (0.0 if b_q is None else d / effective_scale(b_q)) + (
+                0.0 if b_c is None or d_c is None else d_c / effective_scale(b_c)
             )
             rows.append(
                 {
@@ -139,8 +140,8 @@ def korolova_advice(
                     "paper_epsilon": paper["epsilon"],
                     "paper_delta": paper["delta"],
                     "paper_delta_improved_4_8": paper["delta_improved"],
-                    "exact_epsilon": ex.epsilon + extra,
-                    "exact_delta": ex.delta,
+                    "exact_epsilon": exs.epsilon + extra,
+                    "exact_delta": exs.delta,
                 }
             )
         res = {"mode": "report", "rows": rows}
