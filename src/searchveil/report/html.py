@@ -550,7 +550,7 @@ def evaluation_report(result: dict[str, Any]) -> str:
 
 # -- comparison report ------------------------------------------------------------------------
 def _compare_plot(kind: str, runs: list[tuple[str, dict[str, Any]]]) -> Figure:
-    fig = Figure(figsize=(11, 3.6))
+    fig = Figure(figsize=(11, 4.4))
     axs = fig.subplots(1, 3)
     for i, (label, r) in enumerate(runs):
         d = (r.get("distribution") or {}).get(kind)
@@ -570,8 +570,10 @@ def _compare_plot(kind: str, runs: list[tuple[str, dict[str, Any]]]) -> Figure:
         ax.set_xlabel("j")
         ax.grid(alpha=0.3)
     axs[1].set_yscale("log")
-    axs[0].legend(fontsize=8)
-    fig.tight_layout()
+    handles, labels = axs[0].get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(3, len(handles)), fontsize=9)
     return fig
 
 
@@ -586,9 +588,10 @@ def comparison_report(
     """The HTML of ``searchveil compare``: one column per mechanism/setting."""
     body = [PRIVATE_BANNER]
     body.append(
-        f'<div class="guarantee">Every release below spends <b>ε = {fmt(epsilon)}</b>, '
-        f"<b>δ = {fmt(delta)}</b> on the same input (each separately: they are alternatives, "
-        "not to be published together).</div>"
+        f'<div class="guarantee">Every DP setting below is solved to spend at most '
+        f"<b>ε = {fmt(epsilon)}</b>, <b>δ = {fmt(delta)}</b> on the same input (the exact "
+        "amount each spends is in the rows “ε spent” / “δ spent”). They are alternatives: "
+        "publishing several would add up their budgets.</div>"
     )
     kinds: list[str] = []
     for _, r in runs:
@@ -599,6 +602,8 @@ def comparison_report(
     rows: list[list[Any]] = []
     rows.append(["mechanism", *[esc(r["release"]["mechanism"]) for _, r in runs]])
     rows.append(["notion", *[esc(r["release"].get("notion")) for _, r in runs]])
+    rows.append(["ε spent", *[fmt(r["release"].get("epsilon")) for _, r in runs]])
+    rows.append(["δ spent", *[fmt(r["release"].get("delta")) for _, r in runs]])
     for kind in kinds:
         for key, lab, f in (
             ("released_distinct", "distinct", fmt),
@@ -700,6 +705,16 @@ def _series_plot(exp: dict[str, Any]) -> Figure | None:
     return fig
 
 
+def _repro_cell(x: Any) -> str:
+    """Reproduction tables hold values already rounded to the paper's precision: show every
+    significant digit (up to 6), never fewer."""
+    if isinstance(x, float) and math.isfinite(x) and x != 0 and abs(x) < 1e-3:
+        return f"{x:.4e}"
+    if isinstance(x, float) and math.isfinite(x):
+        return f"{x:,.6g}"
+    return fmt(x)
+
+
 def reproduction_report(experiments: list[dict[str, Any]]) -> str:
     """The HTML of ``searchveil reproduce``: each experiment has ``id``, ``title``,
     ``source``, ``headers``, ``rows``, ``status`` (``exact``/``trend``/``missing``), ``notes``
@@ -723,7 +738,8 @@ def reproduction_report(experiments: list[dict[str, Any]]) -> str:
             body.append(f'<p class="na">Not reproduced: {esc(e.get("notes", ""))}</p>')
             continue
         if e.get("headers"):
-            body.append(table(e["headers"], e["rows"], left=1))
+            rows = [[_repro_cell(c) for c in row] for row in e["rows"]]
+            body.append(table(e["headers"], rows, left=1, raw=True))
         fig = _series_plot(e)
         if fig is not None:
             body.append(img(fig, e["title"]))
