@@ -130,7 +130,9 @@ def _human(r: dict[str, Any]) -> None:
     if "split" in r:
         t.add_row("ε split (weights)", str(r["split"]))
     for k, v in r["report"].items():
-        if k in ("parameters", "mechanism", "notion"):
+        if k in ("parameters", "mechanism", "notion", "epsilon", "delta"):
+            continue
+        if k in ("paper_epsilon", "paper_delta"):
             continue
         if isinstance(v, int | float | str):
             t.add_row(k.replace("_", " "), f"{v:,}" if isinstance(v, int) else str(v))

@@ -494,6 +494,7 @@ def release_korolova(
             ),
         },
         "threshold_semantics": "released iff count + noise > K (integer noisy counts)",
+        "budget": None if budget is None else {"epsilon": budget[0], "delta": budget[1]},
         "negative_counts": "clamped to 0 (post-processing)"
         if params.clamp_negative
         else "published as drawn",
