@@ -211,3 +211,76 @@ def test_evaluate_not_a_release_exit_2(aol_215_path, tmp_path) -> None:
     r = runner.invoke(app, ["evaluate", str(aol_215_path), str(tmp_path), "--report", str(rep)])
     assert r.exit_code == 2 and "ledger" in r.output
     assert not rep.exists()
+
+
+# -- compare and reproduce ----------------------------------------------------------------------
+def test_compare_cli_side_by_side(aol_215_path, tmp_path) -> None:
+    rep = tmp_path / "compare.html"
+    r = runner.invoke(
+        app,
+        ["compare", str(aol_215_path), "--epsilon", "20", "--delta", "1e-3",
+         "--mechanisms", "korolova:d=1,urls=none", "--mechanisms", "kanon:k=3",
+         "--mechanisms", "zealous:m=1,items=queries",  # needs --max-users: listed as failed
+         "--seed", "5", "--substitution-queries", "50", "--report", str(rep), "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["for_publication"] is False
+    assert [s["label"] for s in res["settings"]] == ["korolova:d=1,urls=none", "kanon:k=3"]
+    assert [f["label"] for f in res["failed"]] == ["zealous:m=1,items=queries"]
+    assert "max-users" in res["failed"][0]["reason"]
+    kor = res["settings"][0]
+    assert kor["release"]["epsilon"] <= 20 * (1 + 1e-9)
+    assert kor["release"]["delta"] <= 1e-3
+    assert res["settings"][1]["release"]["epsilon"] is None  # k-anonymity: no DP
+    text = rep.read_text(encoding="utf-8")
+    _assert_self_contained(text)
+    assert "Reads the private data" in text and "NOT differential privacy" in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--delta", "1e-5"],  # no ε: there is no default
+        ["--epsilon", "1"],  # no δ
+        ["--epsilon", "-1", "--delta", "1e-5"],
+        ["--epsilon", "1", "--delta", "2"],
+        ["--epsilon", "1", "--delta", "1e-5", "--mechanisms", "laplace"],
+        ["--epsilon", "1", "--delta", "1e-5", "--mechanisms", "korolova:q=1"],
+        ["--epsilon", "1", "--delta", "1e-5", "--max-users", "0"],
+    ],
+)
+def test_compare_bad_args_exit_2_nothing_written(args, aol_215_path, tmp_path) -> None:
+    rep = tmp_path / "c.html"
+    r = runner.invoke(app, ["compare", str(aol_215_path), *args, "--report", str(rep)])
+    assert r.exit_code == 2, r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reproduce_formula_tables_match_print(tmp_path) -> None:
+    rep = tmp_path / "repro.html"
+    ids = ["korolova-table-4.1", "goetz-table-2", "goetz-table-1", "korolova-fig-4.1"]
+    r = runner.invoke(app, ["reproduce", *ids, "--report", str(rep), "--json"])
+    assert r.exit_code == 0, r.output
+    res = {e["id"]: e for e in json.loads(r.stdout)["experiments"]}
+    assert list(res) == ids
+    assert all(e["status"] == "exact" for e in res.values())
+    assert res["korolova-table-4.1"]["max_abs_difference"] == 0.0  # at the printed 2 decimals
+    assert res["goetz-table-2"]["max_abs_difference"] == 0.0
+    assert res["goetz-table-1"]["max_relative_difference"] < 0.05
+    text = rep.read_text(encoding="utf-8")
+    _assert_self_contained(text)
+    assert "1,264.49" in text  # printed precision kept
+
+
+def test_reproduce_trend_on_small_log_and_bad_ids(aol_215_path, tmp_path) -> None:
+    r = runner.invoke(app, ["reproduce", "goetz-table-3", "--log", str(aol_215_path), "--json"])
+    assert r.exit_code == 0, r.output
+    (e,) = json.loads(r.stdout)["experiments"]
+    assert e["status"] == "trend"
+    assert len(e["rows"]) == 16 and e["rows"][1][1:6] == [6667, 6043, 5372, 4062, 2964]
+    rep = tmp_path / "r.html"
+    bad = runner.invoke(app, ["reproduce", "no-such-table", "--report", str(rep)])
+    assert bad.exit_code == 2 and not rep.exists()
+    bad_log = runner.invoke(app, ["reproduce", "--log", str(tmp_path / "missing.tsv")])
+    assert bad_log.exit_code == 2
