@@ -255,3 +255,24 @@ def test_random_bounding_is_seeded_and_differs(aol_215: SearchLog) -> None:
         r.report["query_events_after_bounding"]
         == release_korolova(aol_215, p, rng=make_rng(1)).report["query_events_after_bounding"]
     )
+
+
+def test_end_to_end_keep_probability_matches_analysis() -> None:
+    """Through the whole release: N queries each posed by exactly n users are each published with
+    probability π(n) = P[X >= floor(K)+1-n] (Clopper-Pearson, α = 1e-6), for n and n-1."""
+    from scipy.stats import beta as beta_dist
+
+    N, K, b = 6000, 3, 1.0
+    p = KorolovaParams(d=1, K=K, b=b, b_q=1.0)
+    rates = {}
+    for n in (2, 3):
+        rows = [{"user": i * 10 + j, "query": f"q{i}"} for i in range(N) for j in range(n)]
+        log = SearchLog.from_frame(pl.DataFrame(rows), name=f"n={n}")
+        kept = release_korolova(log, p, rng=make_rng(100 + n)).report["queries_released"]
+        pi = float(DiscreteLaplace(scale=b).sf(K + 1 - n))
+        lo = beta_dist.ppf(0.5e-6, kept, N - kept + 1)
+        hi = beta_dist.ppf(1 - 0.5e-6, kept + 1, N - kept)
+        assert lo <= pi <= hi, (n, kept / N, pi)
+        rates[n] = (lo, hi)
+    # empirical lower bound on the per-unit ratio stays below the claimed e^{1/b}
+    assert rates[3][0] / rates[2][1] <= math.exp(1 / DiscreteLaplace(scale=b).effective_scale)

@@ -137,3 +137,31 @@ def test_invalid_and_budget(aol_215: SearchLog) -> None:
     p = _loose("queries")
     with pytest.raises(BudgetExceededError):
         release_zealous(aol_215, p, rng=make_rng(1), budget=(1.0, 1e-6))
+
+
+def test_end_to_end_thresholds_match_analysis() -> None:
+    """N items each held by exactly τ users are published with probability π = P[τ + X > τ'];
+    items held by τ - 1 users never are (step 3)."""
+    from scipy.stats import beta as beta_dist
+
+    from searchveil.mechanisms.noise import DiscreteLaplace
+
+    N, tau, lam, tp = 8000, 2, 1.0, 4
+    rows = [{"user": i * 10 + j, "query": f"a{i}"} for i in range(N) for j in range(tau)]
+    rows += [{"user": 10**6 + i, "query": f"b{i}"} for i in range(N)]  # τ - 1 = 1 user each
+    log = SearchLog.from_frame(pl.DataFrame(rows), name="thresholds")
+    p = ZealousParams(
+        m=1, tau=tau, lam=lam, tau_prime=tp, item_type="queries", guarantee="probabilistic",
+        users=10**7,
+    )  # fmt: skip
+    out = release_zealous(log, p, rng=make_rng(8)).tables["items"]
+    items_out = out.get_column("item").to_list()
+    assert not any(x.startswith("b") for x in items_out)
+    kept = len(items_out)
+    pi = float(DiscreteLaplace(scale=lam).sf(tp + 1 - tau))
+    assert (
+        beta_dist.ppf(0.5e-6, kept, N - kept + 1)
+        <= pi
+        <= beta_dist.ppf(1 - 0.5e-6, kept + 1, N - kept)
+    )
+    assert out.get_column("noisy_count").min() > tp
