@@ -290,6 +290,7 @@ def evaluation_sections(r: dict[str, Any], *, plots: bool = True) -> list[str]:
                     d["released_total"],
                     pct(d["share_volume"]),
                     fmt(d["avg_count_difference"]),
+                    fmt(d["released_not_in_original"]),
                 ]
             )
         body.append(
@@ -303,6 +304,7 @@ def evaluation_sections(r: dict[str, Any], *, plots: bool = True) -> list[str]:
                     "released volume",
                     "% volume",
                     "avg count diff.",
+                    "released, not in original",
                 ],
                 rows,
                 raw=True,
