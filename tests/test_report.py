@@ -284,3 +284,39 @@ def test_reproduce_trend_on_small_log_and_bad_ids(aol_215_path, tmp_path) -> Non
     assert bad.exit_code == 2 and not rep.exists()
     bad_log = runner.invoke(app, ["reproduce", "--log", str(tmp_path / "missing.tsv")])
     assert bad_log.exit_code == 2
+
+
+def test_empty_release_renders_without_warnings(aol_215, tmp_path) -> None:
+    """A DP release of a small log can be empty; every plot must still render (pytest turns
+    matplotlib's log-scale warnings into errors)."""
+    from searchveil.evaluate import evaluate_release
+
+    out = tmp_path / "empty"
+    with ReleaseWriter(out) as w:
+        empty_q = pl.DataFrame(schema={"query": pl.String, "noisy_count": pl.Int64})
+        w.write_table("queries", empty_q)
+        w.write_table(
+            "clicks",
+            pl.DataFrame(
+                {"query": [], "url": [], "noisy_count": []},
+                schema={"query": pl.String, "url": pl.String, "noisy_count": pl.Int64},
+            ),
+        )
+        w.write_ledger(
+            build_ledger(
+                mechanism="korolova-release-data",
+                notion="DP",
+                epsilon=1.0,
+                delta=1e-6,
+                parameters={},
+                inputs=[],
+                rng=None,
+            )  # fmt: skip
+        )
+    r = evaluate_release(aol_215, out, substitution_queries=20)
+    assert r["distribution"]["queries"]["released_distinct"] == 0
+    assert r["distribution"]["queries"]["top_j"]["coverage"][0] == 0.0
+    assert r["caching"]["budgets"][0]["hit_probability_release"] == 0.0
+    text = evaluation_report(r)
+    _assert_self_contained(text)
+    assert text.count("data:image/png;base64,") >= 4
