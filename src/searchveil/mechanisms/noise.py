@@ -58,8 +58,9 @@ def _round_up_rational(x: float, max_den: int = _DEN_LIMIT) -> Fraction:
     approx = exact.limit_denominator(max_den)
     if approx >= exact:
         return approx
-    den = approx.denominator
-    return Fraction(math.ceil(exact * den), den)
+    # round up on the finest grid allowed (not approx's own, possibly tiny, denominator:
+    # ceil(0.1·5)/5 would double the noise); the result is within 1/max_den of x
+    return Fraction(math.ceil(exact * max_den), max_den)
 
 
 def _bernoulli_exp_unit(
