@@ -43,7 +43,7 @@ from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog, items
 
 __all__ = ["ReleaseData", "load_release", "original_histograms", "keyword_histogram"]
 
-COUNT_COLUMNS = ("noisy_count", "count", "Count", "released_count", "n")
+COUNT_COLUMNS = ("noisy_count", "count", "Count", "released_count", "x_ij", "n")
 QUERY_COLUMNS = ("query", "Query")
 URL_COLUMNS = ("url", "ClickURL", "clickurl")
 NEXT_COLUMNS = ("next_query", "NextQuery")
