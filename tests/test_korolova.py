@@ -276,3 +276,23 @@ def test_end_to_end_keep_probability_matches_analysis() -> None:
         rates[n] = (lo, hi)
     # empirical lower bound on the per-unit ratio stays below the claimed e^{1/b}
     assert rates[3][0] / rates[2][1] <= math.exp(1 / DiscreteLaplace(scale=b).effective_scale)
+
+
+@pytest.mark.parametrize("rule", ["exact", "paper", "improved"])
+@pytest.mark.parametrize("distinct", [False, True])
+@pytest.mark.parametrize("urls", ["none", "serp", "private"])
+def test_from_budget_stays_within_budget(rule: str, distinct: bool, urls: str) -> None:
+    parts = {"none": (1, 1), "serp": (2, 1, 1), "private": (2, 1, 1, 1)}[urls]
+    p = KorolovaParams.from_budget(
+        epsilon=1.5, delta=1e-6, d=10, d_c=None if urls == "none" else 4, url_selection=urls,
+        split=parts, threshold_rule=rule, distinct=distinct,
+    )  # fmt: skip
+    assert p.K == int(p.K) and p.K >= (1 if distinct else 10)
+    for acc in ("exact", "paper") if rule != "exact" else ("exact",):
+        pr = p.privacy(acc)
+        if acc == "paper" and rule == "improved":
+            pr["delta"] = pr["delta_improved_4_8"]
+        assert pr["epsilon"] <= 1.5 * (1 + 1e-9) and pr["delta"] <= 1e-6 * (1 + 1e-9)
+        assert pr["epsilon"] == pytest.approx(sum(e["epsilon"] for e in pr["events"]))
+    ex, pa = p.privacy("exact"), p.privacy("paper")
+    assert ex["delta"] <= pa["delta"] * (1 + 1e-9) or rule == "exact"

@@ -227,6 +227,8 @@ class KorolovaParams:
         )
         acc = "exact" if threshold_rule == "exact" else "paper"
         pr = params.privacy(acc)
+        if threshold_rule == "improved":  # §4.8's δ is the one this rule solves for
+            pr["delta"] = pr["delta_improved_4_8"]
         if pr["epsilon"] > eps * (1 + 1e-9) or pr["delta"] > dl * (1 + 1e-9):
             raise InvalidParameterError(
                 "epsilon",
@@ -322,9 +324,13 @@ class KorolovaParams:
             full = korolova_paper_privacy(
                 d=self.d, K=self.K, b=self.b, b_q=self.b_q, distinct=self.distinct
             )
-            out["delta_improved_4_8"] = full["delta_improved"] + sum(
-                e["delta"] for e in events if e["step"] == "select_urls"
-            )
+            url_improved = 0.0
+            if self.url_selection == "private":
+                assert self.d_c is not None and self.url_K is not None and self.url_b is not None
+                url_improved = korolova_paper_selection(d=self.d_c, K=self.url_K, b=self.url_b)[
+                    "delta_improved"
+                ]
+            out["delta_improved_4_8"] = full["delta_improved"] + url_improved
         return out
 
     def to_dict(self) -> dict[str, Any]:
