@@ -296,3 +296,16 @@ def test_from_budget_stays_within_budget(rule: str, distinct: bool, urls: str) -
         assert pr["epsilon"] == pytest.approx(sum(e["epsilon"] for e in pr["events"]))
     ex, pa = p.privacy("exact"), p.privacy("paper")
     assert ex["delta"] <= pa["delta"] * (1 + 1e-9) or rule == "exact"
+
+
+def test_doc_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python examples in docs/privacy/korolova.md run (from the repository root)."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "privacy" / "korolova.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    monkeypatch.chdir(root)
+    for code in blocks:
+        exec(compile(code, "korolova.md", "exec"), {})
