@@ -47,6 +47,7 @@ from searchveil.params import (
     zealous_thesis_delta,
 )
 from searchveil.release._histogram import HistogramRelease, count_by, noisy_counts
+from searchveil.rng import RandomSource
 
 __all__ = ["ZealousParams", "release_zealous", "GUARANTEES", "PART_COLUMNS"]
 
@@ -217,7 +218,7 @@ def release_zealous(
     log: SearchLog,
     params: ZealousParams,
     *,
-    rng: Any,
+    rng: RandomSource,
     budget: tuple[float, float] | None = None,
 ) -> HistogramRelease:
     """Run ZEALOUS. Table ``items``: ``item, noisy_count`` (+ the two parts for clicks and
