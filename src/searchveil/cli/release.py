@@ -260,7 +260,13 @@ def _korolova(
         release.ledger["parameters"]["epsilon_split_weights"] = list(split_used)
         release.ledger["parameters"]["threshold_rule"] = threshold_rule
     if serp is not None:
-        release.ledger["public_inputs"]["serp"] = {"path": str(serp), "depth": serp_depth}
+        import hashlib
+
+        release.ledger["public_inputs"]["serp"] = {
+            "path": str(serp),
+            "sha256": hashlib.sha256(serp.read_bytes()).hexdigest(),
+            "depth": serp_depth,
+        }
     write_release(release, out, fmt=out_fmt, overwrite=overwrite)
     res = _summary(release, out, list(split_used) if split_used else None)
     res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
