@@ -309,3 +309,47 @@ def test_doc_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(root)
     for code in blocks:
         exec(compile(code, "korolova.md", "exec"), {})
+
+
+def test_neighbouring_logs_exact_hockey_stick() -> None:
+    """On a real log and the same log minus its heaviest user, the exact output distributions of
+    Select-Queries (computed from the bounded counts the release uses) satisfy the ledger's
+    (ε, δ) in both directions."""
+    import itertools
+
+    from searchveil.bounding import bound_contributions
+    from searchveil.io.readers import read_log
+    from searchveil.release._histogram import count_by
+
+    root = Path(__file__).resolve().parents[1]
+    log = read_log(root.parent / "shared" / "data" / "aol" / "aol-gayo-avello-215-users.tsv")
+    d = 4
+    p = KorolovaParams.from_budget(epsilon=1.0, delta=1e-3, d=d, split=(1, 1))
+    heavy = log.df.group_by("user").len().sort("len", descending=True).get_column("user")[0]
+    minus = SearchLog(df=log.df.filter(pl.col("user") != heavy), info=log.info)
+
+    def counts(lg: SearchLog) -> dict[str, int]:
+        b = bound_contributions(items(lg, "queries"), max_per_user=d)
+        return dict(count_by(b.rename({"item": "query"}), ["query"]).iter_rows())
+
+    c2, c1 = counts(log), counts(minus)
+    touched = [q for q in c2 if c2[q] != c1.get(q, 0)]
+    assert 1 <= len(touched) <= d and sum(c2[q] - c1.get(q, 0) for q in touched) <= d
+    be = DiscreteLaplace(scale=p.b).effective_scale
+    dl = DiscreteLaplace(scale=be)
+
+    def pi(n: int) -> float:
+        return 0.0 if n == 0 else float(dl.sf(math.floor(p.K) + 1 - n))
+
+    sel = p.privacy("exact")["events"][0]
+    eps, delta = sel["epsilon"], sel["delta"]
+    d21 = d12 = 0.0
+    for out in itertools.product((0, 1), repeat=len(touched)):
+        p2 = p1 = 1.0
+        for q, o in zip(touched, out, strict=True):
+            a2, a1 = pi(c2[q]), pi(c1.get(q, 0))
+            p2 *= a2 if o else 1 - a2
+            p1 *= a1 if o else 1 - a1
+        d21 += max(0.0, p2 - math.exp(eps) * p1)
+        d12 += max(0.0, p1 - math.exp(eps) * p2)
+    assert d21 <= delta and d12 <= delta
