@@ -1,0 +1,711 @@
+"""A synthetic search-log generator calibrated on a real sample, for scale tests and benchmarks.
+
+Why: the real logs we may bundle are small (the shared AOL extracts have 215 and 1,000 users);
+the scale benchmarks need AOL-sized logs (36M rows, 657k users) with the *shape* that drives the
+cost and the utility of the releases: how many queries a user issues, how often users repeat
+themselves, how skewed query popularity is, how the vocabulary grows with the number of users,
+how many clicks a query gets and how they spread over URLs, and how queries are spaced in time.
+
+What :func:`fit` estimates from the calibration log (all stored in :class:`SynthModel`, JSON):
+
+* ``events_per_user`` — the empirical distribution of query events per user (bootstrapped;
+  optionally rescaled so that the output has about ``rows`` rows);
+* ``repeat_rate`` — P(a user's query event repeats one of *their own* earlier queries);
+* ``tail_rate`` — among a user's first occurrences of a query, the share of queries held by
+  that user only (the long tail: generated as fresh, globally unique queries);
+* ``head_zipf_s`` — the exponent of a Zipf law fitted (least squares on log-log rank/holders)
+  to the number of users holding each shared query; shared ("head") queries are drawn from
+  Zipf(s) over a vocabulary of ``head_vocab`` queries, which grows with the number of users as
+  ``head_vocab · (U / sample_users) ** heaps_beta``; ``heaps_beta`` is fitted by counting the
+  distinct shared queries in random halves and quarters of the sample's users;
+* ``clicks_per_event`` — the distribution of clicks per query event (0 = a row without URL);
+* ``url_rank_probs`` — the share of a query's clicks that go to its k-th most clicked URL
+  (k = 1..10); each synthetic query has a deterministic list of URLs, so different users who
+  issue the same query click the same (query, url) pairs as in a real log;
+* ``gap_quantiles`` — 1,001 quantiles of the time between consecutive query events of a user
+  (inverse-CDF sampling with linear interpolation); user start times are uniform over the
+  sample's time span;
+* ``words`` / ``word_probs`` / ``query_len_probs`` — the keyword distribution and the number of
+  words per query, used to spell queries and URLs;
+* ``head_queries`` — the real shared queries, most popular first (spelling of the head).
+
+Strings. With ``strings="real"`` (default) the output spells the head with the calibration log's
+own shared queries and words, so it *reads* like a search log. **That is verbatim data of the
+calibration log: a synthetic log is not a privacy-preserving release** (it is not differentially
+private and is never written with a ledger). ``strings="opaque"`` spells every query and URL
+with opaque tokens (``w123``) instead, keeping only the statistics.
+
+Speed: generation is vectorised per chunk of users (numpy for the draws, Polars for the
+strings and the TSV/Parquet writer), the compression of ``.gz`` output runs in a thread beside
+the generation of the next chunk, and the file is written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from queue import Queue
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from searchveil._validate import check_choice, check_int
+from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
+from searchveil.model import SearchLog, query_events
+from searchveil.rng import RandomSource
+
+OUTPUT_FORMATS = ("tsv", "tsv.gz", "parquet")
+STRING_MODES = ("real", "opaque")
+_MAX_URL_RANK = 10
+_MAX_CLICKS = 30
+_MAX_QUERY_LEN = 6
+_U64 = np.uint64
+
+
+@dataclass(frozen=True)
+class SynthModel:
+    """The fitted statistics (see the module docstring). ``to_json``/``from_json`` round-trip."""
+
+    source: dict[str, Any]
+    sample_users: int
+    events_per_user: list[int]
+    repeat_rate: float
+    tail_rate: float
+    head_zipf_s: float
+    head_vocab: int
+    heaps_beta: float
+    clicks_per_event: list[float]
+    url_rank_probs: list[float]
+    gap_quantiles: list[float]
+    time_start: int | None
+    time_end: int | None
+    has_rank: bool
+    words: list[str]
+    word_probs: list[float]
+    query_len_probs: list[float]
+    head_queries: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> SynthModel:
+        return cls(**json.loads(text))
+
+    def summary(self) -> dict[str, Any]:
+        """The fitted scalars (no strings) for reports and ``--json``."""
+        epu = np.asarray(self.events_per_user, dtype=float)
+        cpe = np.asarray(self.clicks_per_event)
+        return {
+            "sample_users": self.sample_users,
+            "events_per_user_mean": float(epu.mean()) if epu.size else 0.0,
+            "events_per_user_median": float(np.median(epu)) if epu.size else 0.0,
+            "repeat_rate": self.repeat_rate,
+            "tail_rate": self.tail_rate,
+            "head_zipf_s": self.head_zipf_s,
+            "head_vocab": self.head_vocab,
+            "heaps_beta": self.heaps_beta,
+            "clicks_per_event_mean": float((np.arange(cpe.size) * cpe).sum()),
+            "no_click_share": float(cpe[0]) if cpe.size else 0.0,
+            "url_rank_probs": [round(p, 4) for p in self.url_rank_probs],
+            "median_gap_seconds": float(self.gap_quantiles[len(self.gap_quantiles) // 2])
+            if self.gap_quantiles
+            else None,
+            "has_rank": self.has_rank,
+            "vocabulary_words": len(self.words),
+        }
+
+
+# --------------------------------------------------------------------------------------- fit
+
+
+def _zipf_exponent(holders: npt.NDArray[np.int64]) -> float:
+    """Least-squares slope of log(holders) vs log(rank) over the shared queries."""
+    h = np.sort(holders)[::-1].astype(float)
+    if h.size < 3 or h[0] == h[-1]:
+        return 1.0
+    r = np.arange(1, h.size + 1, dtype=float)
+    slope = np.polyfit(np.log(r), np.log(h), 1)[0]
+    return float(min(max(-slope, 0.3), 3.0))
+
+
+def fit(log: SearchLog, *, rng: RandomSource, max_words: int = 50_000) -> SynthModel:
+    """Estimate a :class:`SynthModel` from a real log (``rng`` draws the Heaps subsamples)."""
+    ev = query_events(log)
+    if ev.height == 0:
+        raise InputFormatError(log.info.path, "the calibration log has no query events")
+    users = ev.get_column("user").unique()
+    n_users = users.len()
+    epu = ev.group_by("user").len().get_column("len").sort().to_list()
+
+    ev = ev.with_columns(first=pl.col("query").is_first_distinct().over("user"))
+    later = ev.filter(pl.col("pos") > 0)
+    n_rep = int((~later.get_column("first")).sum())
+    repeat_rate = n_rep / later.height if later.height else 0.0
+
+    uq = ev.filter(pl.col("first")).select("user", "query")
+    holders = uq.group_by("query").len()
+    shared = holders.filter(pl.col("len") >= 2).sort(["len", "query"], descending=[True, False])
+    tail_rate = 1.0 - int(shared.get_column("len").sum()) / max(uq.height, 1)
+    s = _zipf_exponent(shared.get_column("len").to_numpy())
+    head_vocab = max(shared.height, 1)
+
+    # Heaps: distinct shared queries in random user subsets (1/4, 1/2, all).
+    gen = rng.numpy_generator()
+    sizes, vocab = [], []
+    uarr = users.to_numpy()
+    for frac in (0.25, 0.5, 1.0):
+        k = max(2, int(round(frac * n_users)))
+        if k > n_users:
+            continue
+        pick = pl.Series("user", gen.choice(uarr, size=k, replace=False))
+        sub = uq.filter(pl.col("user").is_in(pick.implode()))
+        v = sub.group_by("query").len().filter(pl.col("len") >= 2).height
+        sizes.append(k)
+        vocab.append(max(v, 1))
+    beta = 0.8
+    if len(sizes) >= 2 and vocab[-1] > vocab[0]:
+        beta = float(np.polyfit(np.log(sizes), np.log(vocab), 1)[0])
+    # growth faster than linear cannot last (distinct queries ≤ query events): cap at 1
+    beta = float(min(max(beta, 0.3), 1.0))
+
+    clicks = ev.get_column("clicks").clip(0, _MAX_CLICKS).to_numpy()
+    cpe = np.bincount(clicks, minlength=1).astype(float)
+    cpe /= cpe.sum()
+
+    cl = log.df.filter(pl.col("url").is_not_null())
+    if cl.height:
+        per = cl.group_by(["query", "url"]).len()
+        per = per.with_columns(
+            k=pl.col("len").rank("ordinal", descending=True).over("query").clip(1, _MAX_URL_RANK)
+        )
+        byk = per.group_by("k").agg(pl.col("len").sum()).sort("k")
+        urp = np.zeros(_MAX_URL_RANK)
+        urp[byk.get_column("k").to_numpy() - 1] = byk.get_column("len").to_numpy()
+        urp /= urp.sum()
+    else:
+        urp = np.r_[1.0, np.zeros(_MAX_URL_RANK - 1)]
+
+    times = ev.get_column("time")
+    t_start = t_end = None
+    gaps: list[float] = []
+    if times.null_count() < times.len():
+        secs = ev.select("user", (pl.col("time").dt.epoch("s")).alias("t")).drop_nulls()
+        d = secs.with_columns(g=(pl.col("t") - pl.col("t").shift(1).over("user"))).get_column("g")
+        d = d.drop_nulls()
+        d = d.filter(d >= 0).cast(pl.Float64)
+        if d.len():
+            gaps = np.quantile(d.to_numpy(), np.linspace(0, 1, 1001)).tolist()
+        t_start = int(secs.get_column("t").min())  # type: ignore[arg-type]
+        t_end = int(secs.get_column("t").max())  # type: ignore[arg-type]
+
+    words = (
+        ev.select(pl.col("query").str.split(" ").alias("w"))
+        .explode("w")
+        .filter(pl.col("w").is_not_null() & (pl.col("w") != ""))
+        .group_by("w")
+        .len()
+        .sort(["len", "w"], descending=[True, False])
+        .head(max_words)
+    )
+    if words.height == 0:
+        raise InputFormatError(log.info.path, "the calibration log has no query words")
+    wp = words.get_column("len").to_numpy().astype(float)
+    qlen = ev.select(pl.col("query").str.split(" ").list.len().clip(1, _MAX_QUERY_LEN)).to_series()
+    qlp = np.bincount(qlen.to_numpy(), minlength=_MAX_QUERY_LEN + 1)[1:].astype(float)
+    qlp /= qlp.sum()
+
+    return SynthModel(
+        source={"file": Path(log.info.path).name, "sha256": log.info.sha256, "rows": log.n_rows},
+        sample_users=int(n_users),
+        events_per_user=[int(x) for x in epu],
+        repeat_rate=repeat_rate,
+        tail_rate=tail_rate,
+        head_zipf_s=s,
+        head_vocab=int(head_vocab),
+        heaps_beta=beta,
+        clicks_per_event=cpe.tolist(),
+        url_rank_probs=urp.tolist(),
+        gap_quantiles=gaps,
+        time_start=t_start,
+        time_end=t_end,
+        has_rank=bool(log.df.get_column("rank").null_count() < log.n_rows),
+        words=words.get_column("w").to_list(),
+        word_probs=(wp / wp.sum()).tolist(),
+        query_len_probs=qlp.tolist(),
+        head_queries=shared.get_column("query").to_list(),
+    )
+
+
+# ---------------------------------------------------------------------------------- generate
+
+
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64 finaliser: a fixed bijective hash of 64-bit keys (spelling, not randomness)."""
+    with np.errstate(over="ignore"):
+        z = x + _U64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+        return z ^ (z >> _U64(31))
+
+
+class _Alias:
+    """Walker/Vose alias table: O(1) vectorised draws from a fixed discrete distribution, fed
+    with 64-bit hashes or uniform words (spelling and synthetic draws, never privacy noise)."""
+
+    def __init__(self, probs: npt.NDArray[np.float64]) -> None:
+        p = np.asarray(probs, dtype=float)
+        n = p.size
+        scaled = p / p.sum() * n
+        prob = np.ones(n)
+        alias = np.arange(n, dtype=np.int64)
+        small = [i for i in range(n) if scaled[i] < 1.0]
+        large = [i for i in range(n) if scaled[i] >= 1.0]
+        while small and large:
+            s_, l_ = small.pop(), large.pop()
+            prob[s_] = scaled[s_]
+            alias[s_] = l_
+            scaled[l_] = scaled[l_] + scaled[s_] - 1.0
+            (small if scaled[l_] < 1.0 else large).append(l_)
+        self.prob, self.alias, self.n = prob, alias, n
+
+    def from_hash(self, h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+        col = ((h >> _U64(32)) * _U64(self.n)) >> _U64(32)
+        frac = (h & _U64(0xFFFFFFFF)).astype(np.float64) * (1.0 / 4294967296.0)
+        c = col.astype(np.int64)
+        return np.where(frac < self.prob[c], c, self.alias[c])
+
+
+class _Speller:
+    """Deterministic strings for query keys and (query key, url rank) pairs."""
+
+    def __init__(self, model: SynthModel, strings: str, head_size: int) -> None:
+        if strings == "real":
+            self.words = pl.Series("w", model.words, dtype=pl.String)
+            self.head = pl.Series("q", model.head_queries[:head_size], dtype=pl.String)
+        else:
+            self.words = pl.Series("w", [f"w{i}" for i in range(len(model.words))])
+            self.head = pl.Series("q", [], dtype=pl.String)
+        self.word_alias = _Alias(np.asarray(model.word_probs, dtype=float))
+        self.len_alias = _Alias(np.asarray(model.query_len_probs, dtype=float))
+
+    def queries(self, keys: npt.NDArray[np.uint64]) -> pl.Series:
+        """The query string of each key (head keys spell as the sample's shared queries).
+        Keys may repeat; callers pass each distinct key about once (the spelling is a pure
+        function of the key, so duplicates only cost time)."""
+        import pyarrow as pa
+
+        base = _mix(keys ^ _U64(0x51A7))
+        length = self.len_alias.from_hash(base) + 1
+        offsets = np.zeros(keys.size + 1, dtype=np.int64)
+        np.cumsum(length, out=offsets[1:])
+        flat_key = np.repeat(base, length)
+        j = np.arange(offsets[-1], dtype=np.uint64) - np.repeat(offsets[:-1], length).astype(
+            np.uint64
+        )
+        widx = self.word_alias.from_hash(_mix(flat_key + j + _U64(1)))
+        values = self.words.gather(widx).to_arrow()
+        lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
+        spelled = pl.Series(pl.from_arrow(lists)).list.join(" ")
+        if self.head.len():
+            in_head = keys < _U64(self.head.len())
+            if in_head.any():
+                hv = self.head.gather(np.where(in_head, keys, 0).astype(np.int64))
+                spelled = pl.select(
+                    pl.when(pl.Series(in_head)).then(hv).otherwise(spelled)
+                ).to_series()
+        return spelled.alias("Query")
+
+    def urls(self, keys: npt.NDArray[np.uint64], k: npt.NDArray[np.int64]) -> pl.Series:
+        h1 = _mix((keys * _U64(16)) + k.astype(np.uint64) + _U64(0xC11C))
+        h2 = _mix(h1)
+        a = self.words.gather(self.word_alias.from_hash(h1))
+        b = self.words.gather(self.word_alias.from_hash(h2))
+        return pl.select(
+            pl.concat_str([pl.lit("http://www."), a, b, pl.lit(".com")]).alias("ClickURL")
+        ).to_series()
+
+
+@dataclass
+class _Plan:
+    users: int
+    rows_target: int | None
+    activity_scale: float
+    head_vocab: int
+    head_cum: npt.NDArray[np.float64]
+    cpe_cum: npt.NDArray[np.float64]
+    url_cum: npt.NDArray[np.float64]
+    epu: npt.NDArray[np.int64]
+
+
+def _plan(model: SynthModel, users: int, rows: int | None) -> _Plan:
+    epu = np.asarray(model.events_per_user, dtype=np.int64)
+    cpe = np.asarray(model.clicks_per_event, dtype=float)
+    rows_per_event = float(cpe[0] + (np.arange(cpe.size) * cpe)[1:].sum())
+    scale = 1.0
+    if rows is not None:
+        expected = users * float(epu.mean()) * rows_per_event
+        scale = rows / expected
+    vocab = max(1, int(round(model.head_vocab * (users / model.sample_users) ** model.heaps_beta)))
+    vocab = min(vocab, 50_000_000)
+    ranks = np.arange(1, vocab + 1, dtype=float)
+    w = ranks ** (-model.head_zipf_s)
+    head_cum = np.cumsum(w)
+    head_cum /= head_cum[-1]
+    cpe_cum = np.cumsum(cpe) / cpe.sum()
+    url_cum = np.cumsum(np.asarray(model.url_rank_probs, dtype=float))
+    url_cum /= url_cum[-1]
+    return _Plan(users, rows, scale, vocab, head_cum, cpe_cum, url_cum, epu)
+
+
+def _chunk(
+    model: SynthModel,
+    plan: _Plan,
+    speller: _Speller,
+    gen: np.random.Generator,
+    first_user: int,
+    n_users: int,
+    tail_offset: int,
+) -> tuple[pl.DataFrame, int]:
+    """One chunk of users. Returns the AOL-layout frame and the number of tail keys used."""
+    n_ev = plan.epu[gen.integers(0, plan.epu.size, n_users)]
+    if plan.activity_scale != 1.0:
+        x = n_ev * plan.activity_scale
+        n_ev = np.floor(x).astype(np.int64) + (gen.random(n_users) < (x - np.floor(x)))
+    n_ev = np.maximum(n_ev, 1)
+    total = int(n_ev.sum())
+    starts = np.repeat(np.cumsum(n_ev) - n_ev, n_ev)
+    pos = np.arange(total, dtype=np.int64) - starts
+    idx = np.arange(total, dtype=np.int64)
+
+    rep = (pos > 0) & (gen.random(total) < model.repeat_rate)
+    src = starts + np.floor(gen.random(total) * pos).astype(np.int64)
+    ptr = np.where(rep, src, idx)
+    while True:
+        nxt = ptr[ptr]
+        if np.array_equal(nxt, ptr):
+            break
+        ptr = nxt
+
+    tail = gen.random(total) < model.tail_rate
+    n_tail = int(tail.sum())
+    keys = np.searchsorted(plan.head_cum, gen.random(total), side="right").astype(np.uint64)
+    keys[tail] = _U64(plan.head_vocab + tail_offset) + np.arange(n_tail, dtype=np.uint64)
+    keys = keys[ptr]
+
+    # clicks per event → rows per event
+    clicks = np.searchsorted(plan.cpe_cum, gen.random(total), side="right")
+    clicks = np.minimum(clicks, plan.cpe_cum.size - 1)
+    nrows = np.maximum(clicks, 1)
+    ev_of_row = np.repeat(idx, nrows)
+    n_rows = ev_of_row.size
+    row_start = np.repeat(np.cumsum(nrows) - nrows, nrows)
+    within = np.arange(n_rows, dtype=np.int64) - row_start
+    has_click = np.repeat(clicks > 0, nrows)
+    # distinct URL ranks within one event: start at a drawn rank, then the next ones
+    first_k = np.searchsorted(plan.url_cum, gen.random(total), side="right")
+    k = (np.repeat(first_k, nrows) + within) % _MAX_URL_RANK
+
+    # times: user start uniform over the span, gaps by inverse-CDF of the fitted quantiles
+    cols: dict[str, Any] = {}
+    user_ids = np.arange(first_user, first_user + n_users, dtype=np.int64) + 1
+    cols["AnonID"] = np.repeat(np.repeat(user_ids, n_ev), nrows)
+    if model.time_start is not None and model.gap_quantiles:
+        q = np.asarray(model.gap_quantiles)
+        gaps = np.interp(gen.random(total) * (q.size - 1), np.arange(q.size), q)
+        gaps[pos == 0] = 0.0
+        span = max(int(model.time_end or model.time_start) - model.time_start, 1)
+        t0 = model.time_start + gen.integers(0, span, n_users)
+        cs = np.cumsum(gaps)
+        t_ev = np.repeat(t0, n_ev) + (cs - cs[starts]).astype(np.int64)
+        time_col = pl.from_epoch(pl.Series(t_ev[ev_of_row]), time_unit="s").dt.strftime(
+            "%Y-%m-%d %H:%M:%S"
+        )
+    else:
+        time_col = pl.Series([None] * n_rows, dtype=pl.String)
+
+    # spell each root event (non-repeat) once; repeats point at their root
+    roots = np.flatnonzero(ptr == idx)
+    root_pos = np.empty(total, dtype=np.int64)
+    root_pos[roots] = np.arange(roots.size)
+    query_col = speller.queries(keys[roots]).gather(root_pos[ptr][ev_of_row])
+    url_col = speller.urls(keys[ev_of_row], k)
+    hc = pl.Series(has_click)
+    df = pl.DataFrame({"AnonID": cols["AnonID"]}).with_columns(
+        Query=query_col,
+        QueryTime=time_col.alias("QueryTime"),
+        ItemRank=pl.when(hc).then(pl.Series(k + 1)).otherwise(None)
+        if model.has_rank
+        else pl.lit(None, pl.Int64),
+        ClickURL=pl.when(hc).then(url_col).otherwise(None),
+    )
+    return df, n_tail
+
+
+_WORKER_CACHE: dict[str, tuple[_Plan, _Speller]] = {}
+
+
+def _chunk_task(
+    model_json: str,
+    users: int,
+    rows: int | None,
+    strings: str,
+    chunk_index: int,
+    first_user: int,
+    n_users: int,
+    seed: list[int],
+    encode: str | None,
+) -> pl.DataFrame | bytes:
+    """One chunk, computed from scratch (also in a worker process). Chunks are independent:
+    each has its own generator (from ``seed``) and its own range of tail keys, so the output
+    does not depend on the number of workers."""
+    cached = _WORKER_CACHE.get(model_json + f"|{users}|{rows}|{strings}")
+    model = SynthModel.from_json(model_json)
+    if cached is None:
+        plan = _plan(model, users, rows)
+        cached = (plan, _Speller(model, strings, plan.head_vocab))
+        _WORKER_CACHE.clear()
+        _WORKER_CACHE[model_json + f"|{users}|{rows}|{strings}"] = cached
+    plan, speller = cached
+    gen = np.random.Generator(np.random.PCG64(seed))
+    df, _ = _chunk(model, plan, speller, gen, first_user, n_users, chunk_index << 36)
+    if encode == "tsv":
+        return df.write_csv(
+            separator="\t", include_header=chunk_index == 0, null_value="", quote_style="never"
+        ).encode()
+    return df
+
+
+def _chunks(
+    model: SynthModel,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None,
+    strings: str,
+    chunk_users: int,
+    workers: int,
+    encode: str | None,
+) -> Iterator[tuple[int, pl.DataFrame | bytes]]:
+    check_int("users", users, minimum=1)
+    if rows is not None:
+        check_int("rows", rows, minimum=1)
+    check_choice("strings", strings, STRING_MODES)
+    check_int("chunk_users", chunk_users, minimum=1)
+    check_int("workers", workers, minimum=1)
+    mj = model.to_json()
+    starts = list(range(0, users, chunk_users))
+    seeds = rng.words(4 * len(starts)).reshape(-1, 4)
+    tasks = [
+        (mj, users, rows, strings, i, first, min(chunk_users, users - first),
+         [int(x) for x in seeds[i]], encode)
+        for i, first in enumerate(starts)
+    ]  # fmt: skip
+    if workers == 1 or len(tasks) == 1:
+        for t in tasks:
+            yield t[6], _chunk_task(*t)
+        return
+    import multiprocessing as mp
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+        pending: deque[tuple[int, Future[pl.DataFrame | bytes]]] = deque()
+        it = iter(tasks)
+        for t in it:
+            pending.append((t[6], ex.submit(_chunk_task, *t)))
+            if len(pending) > workers:
+                break
+        while pending:
+            n, fut = pending.popleft()
+            yield n, fut.result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append((nxt[6], ex.submit(_chunk_task, *nxt)))
+
+
+def generate(
+    model: SynthModel,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None = None,
+    strings: str = "real",
+    chunk_users: int = 100_000,
+    workers: int = 1,
+) -> Iterator[pl.DataFrame]:
+    """Yield the synthetic log in AOL layout, chunk by chunk (users in increasing AnonID).
+    The output depends on ``rng`` and ``chunk_users`` only, not on ``workers``."""
+    for _, df in _chunks(
+        model, users=users, rng=rng, rows=rows, strings=strings, chunk_users=chunk_users,
+        workers=workers, encode=None,
+    ):  # fmt: skip
+        assert isinstance(df, pl.DataFrame)
+        yield df
+
+
+def _format_for(path: Path, fmt: str) -> str:
+    if fmt != "auto":
+        check_choice("format", fmt, OUTPUT_FORMATS)
+        return fmt
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith(".gz"):
+        return "tsv.gz"
+    return "tsv"
+
+
+def write_synthetic(
+    model: SynthModel,
+    out: Path,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None = None,
+    strings: str = "real",
+    fmt: str = "auto",
+    overwrite: bool = False,
+    chunk_users: int = 100_000,
+    workers: int = 1,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Write a synthetic log to ``out`` atomically (temp file + rename). ``fmt`` is
+    ``tsv | tsv.gz | parquet`` or ``auto`` (from the file name). Returns a summary."""
+    out = Path(out)
+    fmt = _format_for(out, fmt)
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out} exists; pass overwrite=True / --overwrite to replace it")
+    if not out.parent.exists():
+        raise InvalidParameterError("out", str(out), "a file in an existing directory")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    total_rows = 0
+    done_users = 0
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            writer = None
+            try:
+                for df in generate(
+                    model, users=users, rng=rng, rows=rows, strings=strings,
+                    chunk_users=chunk_users, workers=workers,
+                ):  # fmt: skip
+                    table = df.to_arrow()
+                    if writer is None:
+                        writer = pq.ParquetWriter(str(tmp), table.schema, compression="zstd")
+                    writer.write_table(table)
+                    total_rows += df.height
+                    done_users += min(chunk_users, users - done_users)
+                    if on_chunk:
+                        on_chunk(done_users, total_rows)
+            finally:
+                if writer is not None:
+                    writer.close()
+        else:
+            total_rows, done_users = _write_tsv(
+                model, tmp, users=users, rng=rng, rows=rows, strings=strings,
+                gz=fmt == "tsv.gz", chunk_users=chunk_users, workers=workers,
+                on_chunk=on_chunk,
+            )  # fmt: skip
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return {
+        "out": str(out),
+        "format": fmt,
+        "users": users,
+        "rows": total_rows,
+        "strings": strings,
+        "seeded": rng.seeded,
+    }
+
+
+def _write_tsv(
+    model: SynthModel,
+    tmp: Path,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None,
+    strings: str,
+    gz: bool,
+    chunk_users: int,
+    workers: int,
+    on_chunk: Callable[[int, int], None] | None,
+) -> tuple[int, int]:
+    total_rows = 0
+    done_users = 0
+    with open(tmp, "wb") as fh:
+        q: Queue[bytes | None] = Queue(maxsize=2)
+        errors: list[BaseException] = []
+
+        def sink() -> None:
+            comp = zlib.compressobj(1, zlib.DEFLATED, 31) if gz else None
+            try:
+                while True:
+                    item = q.get()
+                    if item is None:
+                        break
+                    fh.write(comp.compress(item) if comp else item)
+                if comp:
+                    fh.write(comp.flush())
+            except OSError as exc:  # disk full etc.: reported after the join
+                errors.append(exc)
+                while q.get() is not None:
+                    pass
+
+        th = threading.Thread(target=sink, daemon=True)
+        th.start()
+        try:
+            for n, data in _chunks(
+                model, users=users, rng=rng, rows=rows, strings=strings,
+                chunk_users=chunk_users, workers=workers, encode="tsv",
+            ):  # fmt: skip
+                assert isinstance(data, bytes)
+                q.put(data)
+                total_rows += data.count(b"\n") - (1 if done_users == 0 else 0)
+                done_users += n
+                if on_chunk:
+                    on_chunk(done_users, total_rows)
+        finally:
+            q.put(None)
+            th.join()
+        if errors:
+            raise errors[0]
+    return total_rows, done_users
+
+
+def read_model(path: Path) -> SynthModel:
+    """Load a model written by ``searchveil synth --save-model``."""
+    try:
+        return SynthModel.from_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputFormatError(str(path), f"not a searchveil synth model: {exc}") from None
+
+
+def expected_rows(model: SynthModel, users: int) -> int:
+    """The expected number of rows for ``users`` users without ``rows`` rescaling."""
+    epu = np.asarray(model.events_per_user, dtype=float)
+    cpe = np.asarray(model.clicks_per_event, dtype=float)
+    rpe = float(cpe[0] + (np.arange(cpe.size) * cpe)[1:].sum())
+    return int(math.ceil(users * epu.mean() * rpe))
+
+
+__all__ = [
+    "SynthModel",
+    "fit",
+    "generate",
+    "write_synthetic",
+    "read_model",
+    "expected_rows",
+]

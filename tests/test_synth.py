@@ -1,0 +1,161 @@
+"""The synthetic log generator: what it fits, that the output reproduces the fitted shape, that
+it is deterministic under a seed (whatever the number of workers), atomic, and that the CLI
+rejects bad parameters with exit 2 and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from searchveil.cli import app
+from searchveil.errors import InvalidParameterError, OutputExistsError
+from searchveil.io.readers import read_log
+from searchveil.model import log_stats, query_events
+from searchveil.rng import make_rng
+from searchveil.synth import SynthModel, expected_rows, fit, generate, write_synthetic
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def model215(aol_215) -> SynthModel:
+    return fit(aol_215, rng=make_rng(11))
+
+
+def test_fit_matches_the_sample_exactly(aol_215, model215):
+    ev = query_events(aol_215)
+    assert model215.sample_users == 215
+    assert sum(model215.events_per_user) == ev.height
+    no_click = (ev.get_column("clicks") == 0).mean()
+    assert model215.clicks_per_event[0] == pytest.approx(no_click)
+    assert sum(model215.url_rank_probs) == pytest.approx(1.0)
+    assert 0 < model215.repeat_rate < 1 and 0 < model215.tail_rate < 1
+    assert 0.3 <= model215.heaps_beta <= 1.0
+    # the head is the sample's shared queries, most users first
+    holders = ev.select("user", "query").unique().group_by("query").len().filter(pl.col("len") >= 2)
+    assert len(model215.head_queries) == holders.height == model215.head_vocab
+    top = holders.sort("len", descending=True).get_column("len")[0]
+    first = holders.filter(pl.col("query") == model215.head_queries[0]).get_column("len")[0]
+    assert first == top
+    assert SynthModel.from_json(model215.to_json()) == model215
+
+
+def test_generated_log_has_the_fitted_shape(tmp_path: Path, model215):
+    out = tmp_path / "s.tsv"
+    res = write_synthetic(model215, out, users=3000, rng=make_rng(5))
+    log = read_log(out)  # the AOL reader accepts it
+    assert log.n_users == 3000 and log.n_rows == res["rows"]
+    ev = query_events(log)
+    epu = ev.height / 3000
+    assert epu == pytest.approx(np.mean(model215.events_per_user), rel=0.12)
+    no_click = float((ev.get_column("clicks") == 0).mean())
+    assert no_click == pytest.approx(model215.clicks_per_event[0], abs=0.03)
+    later = ev.with_columns(f=pl.col("query").is_first_distinct().over("user")).filter(
+        pl.col("pos") > 0
+    )
+    rep = float((~later.get_column("f")).mean())
+    # repeats are drawn at the fitted rate; tail/head draws add a few accidental repeats
+    assert model215.repeat_rate - 0.03 < rep < model215.repeat_rate + 0.1
+    # same (query, url) pairs recur across users, as in a real log
+    st = log_stats(log)
+    assert st["distinct_clicks"] < st["clicks"]
+    assert res["rows"] == pytest.approx(expected_rows(model215, 3000), rel=0.12)
+
+
+def test_rows_target_rescales_activity(model215):
+    dfs = list(generate(model215, users=2000, rows=200_000, rng=make_rng(1), chunk_users=700))
+    total = sum(d.height for d in dfs)
+    assert total == pytest.approx(200_000, rel=0.08)
+    ids = pl.concat([d.select("AnonID") for d in dfs]).get_column("AnonID")
+    assert ids.n_unique() == 2000 and ids.is_sorted()
+
+
+def test_seed_determinism_independent_of_workers(tmp_path: Path, model215):
+    a, b, c = tmp_path / "a.tsv", tmp_path / "b.tsv", tmp_path / "c.tsv"
+    write_synthetic(model215, a, users=900, rng=make_rng(7), chunk_users=300, workers=1)
+    write_synthetic(model215, b, users=900, rng=make_rng(7), chunk_users=300, workers=2)
+    write_synthetic(model215, c, users=900, rng=make_rng(8), chunk_users=300, workers=1)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+
+
+def test_formats_agree(tmp_path: Path, model215):
+    paths = [tmp_path / n for n in ("x.tsv", "x.tsv.gz", "x.parquet")]
+    for p in paths:
+        write_synthetic(model215, p, users=400, rng=make_rng(3), chunk_users=150)
+    frames = [read_log(p).df.select("user", "query", "url") for p in paths]
+    assert frames[0].equals(frames[1]) and frames[0].equals(frames[2])
+
+
+def test_opaque_strings_carry_no_sample_text(model215):
+    df = next(generate(model215, users=300, rng=make_rng(2), strings="opaque"))
+    words = set(
+        df.select(pl.col("Query").str.split(" ")).explode("Query").get_column("Query").to_list()
+    )
+    assert words and all(w.startswith("w") and w[1:].isdigit() for w in words)
+    assert not words & set(model215.words[:50])
+
+
+def test_failure_leaves_nothing(tmp_path: Path, model215):
+    out = tmp_path / "fail.tsv"
+
+    class Boom(RuntimeError):
+        pass
+
+    def explode(done: int, rows: int) -> None:
+        raise Boom
+
+    with pytest.raises(Boom):
+        write_synthetic(
+            model215, out, users=600, rng=make_rng(1), chunk_users=200, on_chunk=explode
+        )
+    assert list(tmp_path.iterdir()) == []
+    out.write_text("keep")
+    with pytest.raises(OutputExistsError):
+        write_synthetic(model215, out, users=10, rng=make_rng(1))
+    assert out.read_text() == "keep"
+
+
+def test_invalid_parameters_are_typed(model215):
+    with pytest.raises(InvalidParameterError, match="users"):
+        next(generate(model215, users=0, rng=make_rng(1)))
+    with pytest.raises(InvalidParameterError, match="strings"):
+        next(generate(model215, users=5, rng=make_rng(1), strings="fancy"))
+
+
+def test_cli_synth_json_and_errors(tmp_path: Path, aol_215_path: Path):
+    out = tmp_path / "s.tsv.gz"
+    model = tmp_path / "m.json"
+    r = runner.invoke(
+        app,
+        ["synth", "--like", str(aol_215_path), "--users", "500", "--out", str(out),
+         "--seed", "4", "--workers", "1", "--save-model", str(model), "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["users"] == 500 and res["rows"] == read_log(out).n_rows
+    assert res["format"] == "tsv.gz" and res["seeded"] is True
+    assert res["model"]["fitted"]["sample_users"] == 215
+    r2 = runner.invoke(
+        app,
+        ["synth", "--model", str(model), "--users", "50", "--out", str(tmp_path / "m.parquet"),
+         "--seed", "1", "--json"],
+    )  # fmt: skip
+    assert r2.exit_code == 0, r2.output
+    for bad in (
+        ["--users", "0"],
+        ["--users", "10", "--rows", "-3"],
+        ["--users", "10", "--strings", "nope"],
+        ["--users", "10", "--workers", "0"],
+    ):
+        target = tmp_path / "bad.tsv"
+        r = runner.invoke(app, ["synth", "--like", str(aol_215_path), "--out", str(target), *bad])
+        assert r.exit_code == 2, (bad, r.output)
+        assert "error" in r.output and not target.exists()
+    r = runner.invoke(app, ["synth", "--users", "10", "--out", str(tmp_path / "n.tsv")])
+    assert r.exit_code == 2 and "--like/--model" in r.output
