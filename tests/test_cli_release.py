@@ -1,4 +1,4 @@
-"""CLI: release korolova|zealous|kanon, demo, params. Bad parameters exit 2 and write nothing."""
+"""CLI: release korolova|zealous|kanon, params. Bad parameters exit 2 and write nothing."""
 
 from __future__ import annotations
 
@@ -155,23 +155,6 @@ def test_kanon_cli_requires_k(tmp_path: Path, aol_215_path: Path) -> None:
     assert r.exit_code == 2 and not (tmp_path / "k").exists()
     r = _run(["release", "kanon", aol_215_path, "--out", tmp_path / "k", "--k", "0"])
     assert r.exit_code == 2 and not (tmp_path / "k").exists()
-
-
-def test_demo(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    r = _run(["demo", "--out", out, "--json"])
-    assert r.exit_code == 0, r.output
-    res = json.loads(r.stdout)
-    led = json.loads((out / "ledger.json").read_text())
-    assert led["inputs"][0]["file"] == "aol-gayo-avello-215-users.tsv"
-    assert led["epsilon"] <= math.log(10) * (1 + 1e-12) and led["delta"] <= 1e-4
-    assert led["seeded"] is False  # the demo uses the secure source unless --seed
-    assert res["demo"]["keep_probability"]
-    r = _run(["demo", "--out", out])
-    assert r.exit_code == 2  # refuses to overwrite
-    r = _run(["demo", "--out", out, "--overwrite", "--seed", "1"])
-    assert r.exit_code == 0, r.output
-    assert "NOT FOR RELEASE" in r.output
 
 
 def test_params_korolova_prints_table_4_1() -> None:

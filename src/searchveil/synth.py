@@ -294,6 +294,7 @@ class _Speller:
         else:
             self.words = pl.Series("w", [f"w{i}" for i in range(len(model.words))])
             self.head = pl.Series("q", [], dtype=pl.String)
+        self.head_vocab = head_size
         self.word_alias = _Alias(np.asarray(model.word_probs, dtype=float))
         self.len_alias = _Alias(np.asarray(model.query_len_probs, dtype=float))
 
@@ -305,6 +306,9 @@ class _Speller:
 
         base = _mix(keys ^ _U64(0x51A7))
         length = self.len_alias.from_hash(base) + 1
+        # tail queries are meant to be unique: one-word spellings drawn from the word law would
+        # collide on frequent words ("in", "of") and invent a fake head, so the tail has ≥ 2
+        length = np.where(keys >= _U64(self.head_vocab), np.maximum(length, 2), length)
         offsets = np.zeros(keys.size + 1, dtype=np.int64)
         np.cumsum(length, out=offsets[1:])
         flat_key = np.repeat(base, length)

@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "searchveil.cli.params",
     "searchveil.cli.sanitize",
     "searchveil.cli.evaluate",
+    "searchveil.cli.demo",
 ]
 
 

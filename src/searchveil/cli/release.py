@@ -1,4 +1,4 @@
-"""``searchveil release korolova|zealous|kanon`` and ``searchveil demo``.
+"""``searchveil release korolova|zealous|kanon`` (the demo lives in ``cli/demo.py``).
 
 Every release reads one log (the reader options of ``searchveil stats``), computes the release
 in memory, and writes the output tables plus ``ledger.json`` atomically into ``--out``. There is
@@ -15,7 +15,6 @@ two thresholding steps. The split actually used is printed and written to the le
 from __future__ import annotations
 
 import math
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -58,13 +57,6 @@ DeltaOpt = Annotated[
 BoundOpt = Annotated[
     str, typer.Option("--bounding", help="which contributions a user keeps: first | random")
 ]
-
-DEMO_EPSILON = math.log(10.0)
-DEMO_DELTA = 1e-4
-DEMO_D = 1
-DEMO_DC = 1
-DEMO_SPLIT = (1.0, 1.0, 1.0, 1.0)
-
 
 def _parse_split(split: str | None, parts: int) -> tuple[float, ...]:
     if split is None:
@@ -538,65 +530,3 @@ def register(app: typer.Typer) -> None:
             emit(res, json_out, _human)
 
         run(body)
-
-    @app.command("demo")
-    def demo(
-        out: Annotated[Path, typer.Option("--out", help="release directory to create")] = Path(
-            "searchveil-demo"
-        ),
-        overwrite: OverwriteOpt = False,
-        seed: SeedOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """A Korolova release of the bundled 215-user AOL sample, with printed parameters."""
-
-        def body() -> None:
-            ref = resources.files("searchveil") / "data" / "aol-gayo-avello-215-users.tsv"
-            with resources.as_file(ref) as sample:
-                kw = reader_kwargs()
-                res = _korolova(
-                    sample, kw, out=out, epsilon=DEMO_EPSILON, delta=DEMO_DELTA, d=DEMO_D,
-                    d_c=DEMO_DC, urls="private", serp=None, serp_depth=None,
-                    split=",".join(str(x) for x in DEMO_SPLIT), threshold_rule="exact",
-                    distinct=False, bounding="first", clamp=False, K=None, b=None, b_q=None,
-                    b_c=None, url_K=None, url_b=None, seed=seed, out_fmt="tsv",
-                    overwrite=overwrite, json_out=json_out,
-                )  # fmt: skip
-            res["demo"] = _demo_notes(res)
-            emit(res, json_out, _demo_human)
-
-        run(body)
-
-
-def _demo_notes(res: dict[str, Any]) -> dict[str, Any]:
-    from searchveil.params import keep_probability
-
-    p = res["report"]["parameters"]
-    K = p["K"]
-    b_eff = res["report"]["parameters"]["b"]
-    ns = list(range(max(1, int(K) - 3), int(K) + 8))
-    probs = keep_probability(ns, threshold=K, scale=b_eff, noise="discrete")
-    return {
-        "command": "searchveil release korolova <sample> --out DIR --epsilon ln(10) "
-        f"--delta {DEMO_DELTA:g} --max-queries {DEMO_D} --max-clicks {DEMO_DC} --urls private "
-        "--split 1,1,1,1",
-        "keep_probability": [
-            {"count": n, "probability": float(x)} for n, x in zip(ns, probs, strict=True)
-        ],
-        "note": "A query is published only if about K users (after keeping d queries each) "
-        "posed it; the bundled sample has 215 users, so few or no queries pass. Larger logs "
-        "release more (docs/privacy/korolova.md).",
-    }
-
-
-def _demo_human(r: dict[str, Any]) -> None:
-    out_console.print(
-        f"[bold]searchveil demo[/]: Korolova Release-Data on the bundled AOL sample "
-        f"({r['report']['users']} users), e^ε = 10, δ = {DEMO_DELTA:g}"
-    )
-    out_console.print(f"equivalent command: {r['demo']['command']}")
-    _human(r)
-    kp = ", ".join(f"{x['count']}: {x['probability']:.3g}" for x in r["demo"]["keep_probability"])
-    out_console.print(f"probability that a query with count n is published — {kp}")
-    out_console.print(r["demo"]["note"])
-    out_console.print(f"release written to {r['out']} (ledger.json records the guarantee)")
