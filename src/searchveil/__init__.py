@@ -17,6 +17,15 @@ from searchveil.errors import (  # noqa: E402
 )
 from searchveil.io.readers import ColumnMapping, read_log  # noqa: E402
 from searchveil.model import SearchLog  # noqa: E402
+from searchveil.release import (  # noqa: E402
+    KAnonParams,
+    KorolovaParams,
+    ZealousParams,
+    release_kanon,
+    release_korolova,
+    release_zealous,
+    write_release,
+)
 from searchveil.rng import SecureRandom, SeededRandom, make_rng  # noqa: E402
 
 __all__ = [
@@ -26,11 +35,18 @@ __all__ = [
     "InputFormatError",
     "InternalError",
     "InvalidParameterError",
+    "KAnonParams",
+    "KorolovaParams",
     "OutputExistsError",
     "SearchLog",
     "SearchveilError",
     "SecureRandom",
     "SeededRandom",
+    "ZealousParams",
     "make_rng",
     "read_log",
+    "release_kanon",
+    "release_korolova",
+    "release_zealous",
+    "write_release",
 ]
