@@ -55,3 +55,38 @@ def test_demo_secure_by_default_and_refuses_overwrite(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "NOT FOR RELEASE" in r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
+def test_demo_report_names_final_paths_and_renders(tmp_path: Path) -> None:
+    """The report as a person sees it: rendered by headless Chromium (scripts/
+    screenshot_report.sh), the screenshot shows tables and coloured plots, not a blank page."""
+    import shutil
+    import subprocess
+
+    import numpy as np
+    import pytest
+
+    out = tmp_path / "demo"
+    r = _run(["demo", "--out", out, "--synthetic-users", 3000, "--seed", 2, "--json"])
+    assert r.exit_code == 0, r.output
+    html = (out / "synthetic-report.html").read_text()
+    assert ".tmp-" not in html and str(out.resolve() / "synthetic") in html
+    if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
+        pytest.skip("chromium is not installed (Debian package `chromium`)")
+    png = tmp_path / "shot.png"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "screenshot_report.sh"
+    subprocess.run(
+        ["bash", str(script), str(out / "synthetic-report.html"), str(png), "1280x2000"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(str(png))[:, :, :3]
+    assert img.shape[:2] == (2000, 1280)
+    non_white = (img.min(axis=2) < 0.9).mean()
+    assert non_white > 0.05  # text, tables and plots, not an empty page
+    # matplotlib's default blue (#1f77b4) of the coverage/count plots is on the page
+    blue = (np.abs(img - np.array([0x1F, 0x77, 0xB4]) / 255).max(axis=2) < 0.08).sum()
+    assert blue > 500

@@ -34,8 +34,11 @@ SAMPLE = "aol-gayo-avello-215-users.tsv"
 
 
 def _release_and_report(
-    log_path: Path, out: Path, name: str, *, rng: Any, step: Any, log: Any = None
+    log_path: Path, out: Path, name: str, *, rng: Any, step: Any, final: Path, log: Any = None
 ) -> dict[str, Any]:
+    """Release into ``out/name`` (a temporary directory that becomes ``final``) and report."""
+    import json
+
     from searchveil.evaluate import evaluate_loaded, load_release
     from searchveil.io.readers import read_log
     from searchveil.release.korolova import KorolovaParams, release_korolova, write_release
@@ -55,6 +58,8 @@ def _release_and_report(
     done()
     done = step(f"evaluating the {name} release")
     result = evaluate_loaded(log, load_release(out / name), substitution_queries=300)
+    # the report names the release where it will live, not the temporary build directory
+    result = json.loads(json.dumps(result, default=str).replace(str(out), str(final)))
     report = out / f"{name}-report.html"
     write_report(report, evaluation_report(result))
     done()
@@ -147,7 +152,8 @@ def register(app: typer.Typer) -> None:
             if not out.resolve().parent.exists():
                 raise InvalidParameterError("--out", str(out), "a path in an existing directory")
             rng = make_rng(seed)
-            tmp = out.resolve().parent / f".{out.name}.tmp-{secure_token()}"
+            final = out.resolve()
+            tmp = final.parent / f".{out.name}.tmp-{secure_token()}"
             tmp.mkdir()
             try:
                 runs: dict[str, Any] = {}
@@ -157,7 +163,7 @@ def register(app: typer.Typer) -> None:
                     real = read_log(sample)
                     done()
                     runs["real"] = _release_and_report(
-                        sample, tmp, "real", rng=rng, step=step, log=real
+                        sample, tmp, "real", rng=rng, step=step, final=final, log=real
                     )
                     if synthetic_users:
                         done = step(f"generating a synthetic log of {synthetic_users:,} users")
@@ -168,9 +174,8 @@ def register(app: typer.Typer) -> None:
                         )  # fmt: skip
                         done()
                         runs["synthetic"] = _release_and_report(
-                            syn, tmp, "synthetic", rng=rng, step=step
+                            syn, tmp, "synthetic", rng=rng, step=step, final=final
                         )
-                final = out.resolve()
                 for x in runs.values():
                     for k in ("release", "report"):
                         x[k] = str(final / Path(x[k]).name)
