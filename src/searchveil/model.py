@@ -271,18 +271,40 @@ def _quantiles(s: pl.Series) -> dict[str, float]:
 
 
 def log_stats(log: SearchLog) -> dict[str, Any]:
-    """Descriptive statistics of a log (the ``searchveil stats`` command)."""
+    """Descriptive statistics of a log (the ``searchveil stats`` command). Computed one figure
+    at a time so that large intermediate frames are freed early (distinct keywords come from
+    the distinct queries, not from every query event; query pairs are counted as structs)."""
     df = log.df
     ev = query_events(log)
-    kw = items(log, "keywords")
-    qp = items(log, "query_pairs")
-    clicks = df.filter(pl.col("url").is_not_null())
+    distinct_q = ev.get_column("query").unique()
+    kw_n = (
+        pl.DataFrame({"q": distinct_q})
+        .select(pl.col("q").str.split(" ").explode().alias("w"))
+        .filter(pl.col("w").is_not_null() & (pl.col("w") != ""))
+        .get_column("w")
+        .n_unique()
+    )
+    del distinct_q
+    nxt = pl.col("query").shift(-1).over("user")
+    same_session = (pl.col("session") == pl.col("session").shift(-1).over("user")).fill_null(False)
+    qp_n = (
+        ev.lazy()
+        .select(pl.col("query"), nxt.alias("next_query"), same_session.alias("same"))
+        .filter(pl.col("same") & pl.col("next_query").is_not_null())
+        .select(pl.struct("query", "next_query").n_unique())
+        .collect()
+        .item()
+    )
+    clicks = df.lazy().filter(pl.col("url").is_not_null())
+    n_clicks, distinct_clicks = (
+        clicks.select(pl.len(), pl.struct("query", "url").n_unique()).collect().row(0)
+    )
     per_user = ev.group_by("user").agg(
         pl.len().alias("queries"),
         pl.col("query").n_unique().alias("distinct_queries"),
         pl.col("session").n_unique().alias("sessions"),
     )
-    clicks_per_user = clicks.group_by("user").len("clicks")
+    clicks_per_user = clicks.group_by("user").len("clicks").collect()
     per_user = per_user.join(clicks_per_user, on="user", how="left").with_columns(
         pl.col("clicks").fill_null(0)
     )
@@ -292,11 +314,11 @@ def log_stats(log: SearchLog) -> dict[str, Any]:
         "rows": df.height,
         "users": log.n_users,
         "query_events": ev.height,
-        "clicks": clicks.height,
+        "clicks": int(n_clicks),
         "distinct_queries": int(ev.get_column("query").n_unique()),
-        "distinct_keywords": int(kw.get_column("item").n_unique()) if kw.height else 0,
-        "distinct_clicks": int(clicks.select(pl.struct("query", "url").n_unique()).item()),
-        "distinct_query_pairs": int(qp.get_column("item").n_unique()) if qp.height else 0,
+        "distinct_keywords": int(kw_n),
+        "distinct_clicks": int(distinct_clicks),
+        "distinct_query_pairs": int(qp_n),
         "sessions": int(sessions),
         "per_user": {
             "queries": _quantiles(per_user.get_column("queries")),
