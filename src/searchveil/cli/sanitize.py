@@ -1,10 +1,206 @@
-"""CLI commands (being written in this session; registered so that the command list is stable)."""
+"""``searchveil sanitize ump``: the same-schema release of Hong et al. EDBT 2012."""
 
 from __future__ import annotations
 
+import math
+from typing import Annotated, Any
+
 import typer
+from rich.table import Table
+
+from searchveil.cli._common import (
+    BadRowsOpt,
+    DelimOpt,
+    EncodingOpt,
+    FormatOpt,
+    GapOpt,
+    InputArg,
+    JsonOpt,
+    NoNormOpt,
+    OutDirOpt,
+    OutFmtOpt,
+    OverwriteOpt,
+    QueryColOpt,
+    RankColOpt,
+    SeedOpt,
+    SessionColOpt,
+    TimeColOpt,
+    UrlColOpt,
+    UserColOpt,
+    emit,
+    out_console,
+    progress,
+    reader_kwargs,
+    run,
+)  # fmt: skip
+from searchveil.errors import InvalidParameterError
+
+
+def _human(r: dict[str, Any]) -> None:
+    t = Table(title=f"hong-ump ({r['objective']}) → {r['out']}", show_header=False)
+    t.add_column("")
+    t.add_column("", justify="right")
+    t.add_row("guarantee", r["notion"])
+    t.add_row("ε, δ (sampling)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
+    t.add_row("b = min(ε, ln 1/(1−δ))", f"{r['b']:.6g}")
+    s = r["solver"]
+    t.add_row("solver", f"{s['method']} — {s['status']} ({s['seconds']:.2f} s)")
+    for k in ("lp_optimum", "lp_floor", "mip_gap", "actual_output_size", "added_back"):
+        if k in s:
+            t.add_row(f"solver {k.replace('_', ' ')}", f"{s[k]:,.4g}")
+    m = r["metrics"]
+    t.add_row("pairs after Condition 1", f"{r['pairs_after_condition_1']:,}")
+    t.add_row("output size |O|", f"{m['output_size']:,}")
+    t.add_row("output pairs (diversity)", f"{m['output_pairs']:,} ({m['diversity']:.2%})")
+    fr = m["frequent"]
+    rec = "—" if fr["recall"] is None else f"{fr['recall']:.3f}"
+    pre = "—" if fr["precision"] is None else f"{fr['precision']:.3f}"
+    t.add_row(f"frequent pairs (s = {fr['min_support']:.4g}) recall / precision", f"{rec} / {pre}")
+    kl = "—" if m["kl_divergence"] is None else f"{m['kl_divergence']:.4f}"
+    t.add_row("KL divergence (CELS eq. 2)", kl)
+    if r.get("count_noise"):
+        cn = r["count_noise"]
+        t.add_row(
+            "count noise",
+            f"Lap({cn['sensitivity_assumed']}/{cn['count_epsilon']}) — ε' valid only if the "
+            "assumed sensitivity holds",
+        )
+    if r["seeded"]:
+        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
+    out_console.print(t)
+    out_console.print(
+        "note: the counts x_ij come from the private log; only the sampling is covered by "
+        "(ε, δ) (docs/privacy/ump.md)."
+    )
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the app."""
-    return None
+    san = typer.Typer(
+        help="Same-schema releases (user id, query, url, count).", no_args_is_help=True
+    )
+    app.add_typer(san, name="sanitize")
+
+    @san.command("ump")
+    def ump(
+        input: InputArg,
+        out: OutDirOpt,
+        objective: Annotated[
+            str | None,
+            typer.Option(
+                "--objective",
+                help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP)",
+            ),
+        ] = None,
+        epsilon: Annotated[
+            float | None, typer.Option("--epsilon", help="ε of the sampling (no default)")
+        ] = None,
+        delta: Annotated[
+            float | None, typer.Option("--delta", help="δ of the sampling (no default)")
+        ] = None,
+        output_size: Annotated[
+            int | None, typer.Option("--output-size", help="|O| for --objective frequent")
+        ] = None,
+        min_support: Annotated[
+            float | None, typer.Option("--min-support", help="s for --objective frequent")
+        ] = None,
+        solver: Annotated[
+            str | None,
+            typer.Option(
+                "--solver",
+                help="size: lp-greedy | lp-floor | mip; frequent: lp | mip; diversity: "
+                "spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
+            ),
+        ] = None,
+        time_limit: Annotated[
+            float, typer.Option("--time-limit", help="seconds for a MIP solve")
+        ] = 60.0,
+        search_seconds: Annotated[
+            float, typer.Option("--search-seconds", help="O-UMP local search time (lp-greedy)")
+        ] = 5.0,
+        count_epsilon: Annotated[
+            float | None,
+            typer.Option("--count-epsilon", help="ε' of Laplace noise on the counts (optional)"),
+        ] = None,
+        sensitivity: Annotated[
+            float | None,
+            typer.Option("--sensitivity", help="d: ASSUMED bound on the counts' sensitivity"),
+        ] = None,
+        seed: SeedOpt = None,
+        output_format: OutFmtOpt = "tsv",
+        overwrite: OverwriteOpt = False,
+        fmt: FormatOpt = "auto",
+        user_col: UserColOpt = None,
+        query_col: QueryColOpt = None,
+        time_col: TimeColOpt = None,
+        url_col: UrlColOpt = None,
+        rank_col: RankColOpt = None,
+        session_col: SessionColOpt = None,
+        delimiter: DelimOpt = None,
+        encoding: EncodingOpt = "utf-8",
+        on_bad_rows: BadRowsOpt = "error",
+        no_normalize: NoNormOpt = False,
+        session_gap: GapOpt = 30.0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Hong et al. EDBT 2012: optimal output counts per (query, url) pair under the
+        per-user privacy constraints, then multinomial sampling of user ids. Writes `log`
+        (AnonID, Query, ClickURL, Count) and `counts` (query, url, x_ij) + ledger.json."""
+
+        def body() -> None:
+            from searchveil.io.ledger import ReleaseWriter
+            from searchveil.io.readers import read_log
+            from searchveil.release import write_release
+            from searchveil.release.ump import UmpParams, release_ump
+            from searchveil.rng import make_rng
+
+            if objective is None:
+                raise InvalidParameterError(
+                    "objective", None, "size | frequent | diversity (no default)"
+                )
+            if epsilon is None:
+                raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+            if delta is None:
+                raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+            sv = solver
+            if sv == "exact":
+                sv = "mip"
+            params = UmpParams(
+                objective=objective, epsilon=epsilon, delta=delta, solver=sv,
+                output_size=output_size, min_support=min_support, time_limit=time_limit,
+                search_seconds=search_seconds, count_epsilon=count_epsilon,
+                sensitivity=sensitivity,
+            )  # fmt: skip
+            kw = reader_kwargs(
+                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
+            )  # fmt: skip
+            ReleaseWriter(out, fmt=output_format, overwrite=overwrite)  # fail early
+            with progress(not json_out) as step:
+                done = step(f"reading {input.name}")
+                log = read_log(input, **kw)
+                done()
+                done = step(f"solving {params.objective} ({params.method}) and sampling")
+                rel = release_ump(log, params, rng=make_rng(seed))
+                done()
+            write_release(rel, out, fmt=output_format, overwrite=overwrite)
+            led = rel.ledger
+            res = {
+                "out": str(out),
+                "objective": objective,
+                "notion": led["notion"],
+                "epsilon": led["epsilon"],
+                "delta": led["delta"],
+                "b": rel.report["b"],
+                "seeded": led["seeded"],
+                "solver": rel.report["solver"],
+                "metrics": rel.report["metrics"],
+                "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
+                "outputs": {k: v.height for k, v in rel.tables.items()},
+                "count_noise": led.get("count_noise"),
+                "counts_are_private": False,
+            }
+            if not math.isfinite(res["b"]):
+                raise InvalidParameterError("epsilon/delta", (epsilon, delta), "finite b")
+            emit(res, json_out, _human)
+
+        run(body)

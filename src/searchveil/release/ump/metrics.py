@@ -1,0 +1,94 @@
+"""Utility of a same-schema release (Hong et al. EDBT 2012 §6, CELS §3).
+
+* output size |O| = Σ x_ij;
+* frequent pairs at minimum support s (EDBT eq. 8): S₀ = {c_ij/|D| ≥ s}, S = {x_ij/|O| ≥ s};
+  precision = |S₀ ∩ S|/|S|, recall = |S₀ ∩ S|/|S₀|; support distance Σ/avg over S₀ of
+  |x_ij/|O| − c_ij/|D||;
+* diversity: the share of the (non-unique) input pairs output at least once (EDBT Fig. 3);
+* DiffRatio of the triplets (q, u, s) (EDBT eq. 9): |x_ijk/|O| − c_ijk/|D|| / (c_ijk/|D|) for
+  every input triplet, as a histogram over 10% bins (last bin: ≥ 100%);
+* KL divergence of the pair distribution with +1 smoothing (CELS eq. 2):
+  Σ_i c_i/|D| · ln(c_i/|D| · (|O| + n) / (x_i + 1)).
+|D| is the total count after Condition 1 (the paper's convention).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+
+def frequent_pairs(
+    c_ij: npt.NDArray[np.int64], x: npt.NDArray[np.int64], min_support: float
+) -> dict[str, Any]:
+    size_d = float(c_ij.sum())
+    size_o = float(x.sum())
+    s0 = c_ij / size_d >= min_support
+    s = (x / size_o >= min_support) if size_o > 0 else np.zeros_like(s0)
+    both = int((s0 & s).sum())
+    dist = np.abs((x[s0] / size_o if size_o else 0.0) - c_ij[s0] / size_d)
+    return {
+        "min_support": min_support,
+        "frequent_in_input": int(s0.sum()),
+        "frequent_in_output": int(s.sum()),
+        "precision": both / int(s.sum()) if s.any() else None,
+        "recall": both / int(s0.sum()) if s0.any() else None,
+        "sum_support_distance": float(np.sum(dist)),
+        "avg_support_distance": float(np.mean(dist)) if s0.any() else None,
+    }
+
+
+def diff_ratio_histogram(
+    c: sp.csr_matrix, triplets: tuple[npt.NDArray[np.int64], ...], *, bins: int = 10
+) -> dict[str, Any]:
+    p, k, n = triplets
+    coo = c.tocoo()
+    size_d = float(coo.data.sum())
+    size_o = float(n.sum())
+    out = sp.csr_matrix((n.astype(float), (p, k)), shape=c.shape) if n.size else None
+    x = np.asarray(out[coo.row, coo.col]).ravel() if out is not None else np.zeros(coo.nnz)
+    base = coo.data / size_d
+    ratio = np.abs((x / size_o if size_o else 0.0) - base) / base
+    edges = np.r_[np.linspace(0, 1, bins + 1), np.inf]  # [0, 10%), ..., [90%, 100%), ≥ 100%
+    hist, _ = np.histogram(ratio, bins=edges)
+    labels = [f"{round(100 * i / bins)}–{round(100 * (i + 1) / bins)}%" for i in range(bins)]
+    labels.append("≥100%")
+    return {
+        "triplets": int(coo.nnz),
+        "bins": labels,
+        "counts": hist.tolist(),
+        "share_below_40pct": float((ratio < 0.4).mean()) if ratio.size else None,
+        "median": float(np.median(ratio)) if ratio.size else None,
+    }
+
+
+def kl_divergence(c_ij: npt.NDArray[np.int64], x: npt.NDArray[np.int64]) -> float:
+    size_d = float(c_ij.sum())
+    n = c_ij.size
+    pd = c_ij / size_d
+    return float(np.sum(pd * np.log(pd * (float(x.sum()) + n) / (x + 1.0))))
+
+
+def ump_metrics(
+    c: sp.csr_matrix,
+    c_ij: npt.NDArray[np.int64],
+    x: npt.NDArray[np.int64],
+    triplets: tuple[npt.NDArray[np.int64], ...] | None = None,
+    *,
+    min_support: float = 1 / 500,
+) -> dict[str, Any]:
+    res: dict[str, Any] = {
+        "input_size": int(c_ij.sum()),
+        "input_pairs": int(c_ij.size),
+        "output_size": int(x.sum()),
+        "output_pairs": int((x > 0).sum()),
+        "diversity": float((x > 0).mean()) if x.size else 0.0,
+        "kl_divergence": kl_divergence(c_ij, x) if x.size else None,
+        "frequent": frequent_pairs(c_ij, x, min_support),
+    }
+    if triplets is not None:
+        res["diff_ratio"] = diff_ratio_histogram(c, triplets)
+    return res
