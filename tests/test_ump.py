@@ -295,3 +295,19 @@ def test_cli_sanitize(tmp_path: Path, aol_215_path: Path) -> None:
         r = runner.invoke(app, ["sanitize", "ump", str(aol_215_path), "--out", str(target), *bad])
         assert r.exit_code == 2, (bad, r.output)
         assert not target.exists()
+
+
+def test_reproduction_tables_on_a_small_log(aol_215) -> None:
+    from searchveil.release.ump import reproduce_tables
+
+    r = reproduce_tables(aol_215, search_seconds=0.05, mip_seconds=1.0,
+                         grid=((1.1, 2.0), (1e-4, 0.5)))  # fmt: skip
+    assert r["headers"][-1] == "λ paper" and len(r["rows"]) == 4
+    for ee, dl, b, lp, floor, ours, paper in r["rows"]:
+        assert b == pytest.approx(privacy_bound(math.log(ee), dl), rel=1e-4)
+        assert floor <= ours <= lp + 1e-9
+        assert paper is not None
+    # the printed λ = 3759 at δ = 1e-4 is impossible: nothing can be drawn at b = 1e-4 here
+    assert [row[5] for row in r["rows"] if row[1] == 1e-4] == [0, 0]
+    titles = [t["title"] for t in r["more_tables"]]
+    assert any(t.startswith("D-UMP") for t in titles) and any(t.startswith("F-UMP") for t in titles)

@@ -430,7 +430,7 @@ def korolova_tables_4_2_4_3(ctx: _Ctx) -> dict[str, Any]:
     }
 
 
-def hong_ump(_: Any) -> dict[str, Any]:
+def hong_ump(ctx: Any) -> dict[str, Any]:
     try:
         mod = importlib.import_module("searchveil.release.ump")
     except ModuleNotFoundError:
@@ -446,7 +446,7 @@ def hong_ump(_: Any) -> dict[str, Any]:
             "status": "missing",
             "notes": "searchveil.release.ump has no reproduce_tables() to call.",
         }
-    res = fn()
+    res = fn(ctx.log if ctx is not None else None)
     return {"status": "trend", **res} if isinstance(res, dict) else {"status": "missing"}
 
 
@@ -499,7 +499,7 @@ EXPERIMENTS: dict[str, tuple[str, str, Callable[[Any], dict[str, Any]], bool]] =
         "UMP optimal counts: EDBT Table 3 grid, F-UMP / D-UMP",
         "Hong et al. EDBT 2012 Table 3; CELS",
         hong_ump,
-        False,
+        True,
     ),
 }
 

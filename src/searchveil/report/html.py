@@ -742,6 +742,10 @@ def reproduction_report(experiments: list[dict[str, Any]]) -> str:
         if e.get("headers"):
             rows = [[_repro_cell(c) for c in row] for row in e["rows"]]
             body.append(table(e["headers"], rows, left=1, raw=True))
+        for more in e.get("more_tables") or []:
+            body.append(f'<p class="sub">{esc(more["title"])}</p>')
+            rows = [[_repro_cell(c) for c in row] for row in more["rows"]]
+            body.append(table(more["headers"], rows, left=1, raw=True))
         fig = _series_plot(e)
         if fig is not None:
             body.append(img(fig, e["title"]))

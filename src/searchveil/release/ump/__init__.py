@@ -5,6 +5,9 @@ objective/solver (:mod:`.solvers`) → counts → sampler (:mod:`.sampling`) →
 multi-party constraint blocks). Metrics in :mod:`.metrics`; the EDBT reproduction in
 :mod:`.reproduce`."""
 
+from typing import Any
+
+from searchveil.model import SearchLog
 from searchveil.release.ump.constraints import (
     UmpInput,
     constraint_block,
@@ -36,4 +39,12 @@ __all__ = [
     "stack_blocks",
     "ump_metrics",
     "user_loads",
+    "reproduce_tables",
 ]
+
+
+def reproduce_tables(log: SearchLog | None = None, **kw: Any) -> dict[str, Any]:
+    """The EDBT §6 reproduction (see :mod:`searchveil.release.ump.reproduce`)."""
+    from searchveil.release.ump.reproduce import reproduce_tables as _run
+
+    return _run(log, **kw)

@@ -181,10 +181,13 @@ def solve_oump(
     method: str = "lp-greedy",
     time_limit: float = 60.0,
     search_seconds: float = 5.0,
+    lp_unit: npt.NDArray[np.float64] | None = None,
 ) -> Solution:
     """O-UMP: maximize the output size Σ x under ``M x ≤ b``. ``lp-greedy``: floor of the LP,
     greedy fill (largest LP fractional part first, then smallest coefficient sum), then
-    :func:`local_search` for ``search_seconds``."""
+    :func:`local_search` for ``search_seconds``. Every right-hand side equals b, so the LP is
+    homogeneous: if ``lp_unit`` is optimal for b = 1, ``b · lp_unit`` is optimal for b (a grid
+    over (ε, δ) needs one LP solve)."""
     check_choice("method", method, O_METHODS)
     check_positive("time_limit", time_limit)
     t0 = time.perf_counter()
@@ -205,8 +208,12 @@ def solve_oump(
         info["dual_bound"] = float(-getattr(res, "mip_dual_bound", np.nan))
         status = "optimal" if res.status == 0 else f"time limit ({res.message})"
     else:
-        xs, res = _lp(m, b, -np.ones(n))
-        info["lp_optimum"] = float(-res.fun)
+        if lp_unit is not None:
+            xs = b * lp_unit
+            info["lp_optimum"] = float(xs.sum())
+        else:
+            xs, res = _lp(m, b, -np.ones(n))
+            info["lp_optimum"] = float(-res.fun)
         x = repair(m, np.floor(xs + 1e-9).astype(np.int64), b)
         info["lp_floor"] = int(x.sum())
         if method == "lp-greedy":
