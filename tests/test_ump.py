@@ -311,3 +311,19 @@ def test_reproduction_tables_on_a_small_log(aol_215) -> None:
     assert [row[5] for row in r["rows"] if row[1] == 1e-4] == [0, 0]
     titles = [t["title"] for t in r["more_tables"]]
     assert any(t.startswith("D-UMP") for t in titles) and any(t.startswith("F-UMP") for t in titles)
+
+
+def test_evaluate_reads_a_ump_release(tmp_path: Path, aol_215_path: Path) -> None:
+    out = tmp_path / "u"
+    r = runner.invoke(app, ["sanitize", "ump", str(aol_215_path), "--out", str(out),
+                            "--objective", "size", "--epsilon", "0.7", "--delta", "0.5",
+                            "--search-seconds", "0.1", "--seed", "3", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    san = json.loads(r.stdout)
+    r = runner.invoke(app, ["evaluate", str(aol_215_path), str(out), "--json",
+                            "--substitution-queries", "20"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    ev = json.loads(r.stdout)["ump"]
+    assert ev["applicable"] is True and ev["rows_not_in_input"] == 0
+    assert ev["output_size"] == san["metrics"]["output_size"]
+    assert ev["kl_divergence"] == pytest.approx(san["metrics"]["kl_divergence"])

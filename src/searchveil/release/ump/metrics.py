@@ -96,3 +96,35 @@ def ump_metrics(
     if triplets is not None:
         res["diff_ratio"] = diff_ratio_histogram(c, triplets)
     return res
+
+
+def evaluate_same_schema(
+    log: Any, released: Any, *, min_support: float = 1 / 500
+) -> dict[str, Any]:
+    """The metrics above for a released same-schema log (``AnonID, Query, ClickURL, Count``)
+    against its original log (used by ``searchveil evaluate``)."""
+    import polars as pl
+
+    from searchveil.model import click_histogram
+    from searchveil.release.ump.constraints import preprocess
+
+    inp = preprocess(click_histogram(log))
+    cnt = "Count" if "Count" in released.columns else "count"
+    rel = released.select(
+        pl.col("AnonID").cast(pl.String).alias("user"),
+        pl.col("Query").alias("query"),
+        pl.col("ClickURL").alias("url"),
+        pl.col(cnt).cast(pl.Int64).alias("n"),
+    )
+    pairs = inp.pairs.select("pair_id", "query", "url")
+    users = pl.DataFrame({"user": [str(u) for u in inp.users]}).with_row_index("uidx")
+    j = rel.join(pairs, on=["query", "url"], how="left").join(users, on="user", how="left")
+    unknown = j.filter(pl.col("pair_id").is_null() | pl.col("uidx").is_null())
+    known = j.drop_nulls(["pair_id", "uidx"])
+    p = known.get_column("pair_id").to_numpy().astype(np.int64)
+    k = known.get_column("uidx").to_numpy().astype(np.int64)
+    n = known.get_column("n").to_numpy().astype(np.int64)
+    x = np.bincount(p, weights=n, minlength=inp.n_pairs).astype(np.int64)
+    res = ump_metrics(inp.c, inp.c_ij, x, (p, k, n), min_support=min_support)
+    res["rows_not_in_input"] = unknown.height
+    return res
