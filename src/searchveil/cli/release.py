@@ -146,6 +146,48 @@ def _human(r: dict[str, Any]) -> None:
             out_console.print(tt)
 
 
+def _selected(
+    input: Path,
+    kw: dict[str, Any],
+    *,
+    out: Path,
+    selection: str,
+    epsilon: float | None,
+    delta: float | None,
+    d: int | None,
+    split: str | None,
+    clamp: bool,
+    seed: int | None,
+    out_fmt: str,
+    overwrite: bool,
+    json_out: bool,
+) -> dict[str, Any]:
+    from searchveil.io.ledger import ReleaseWriter
+    from searchveil.release import write_release
+    from searchveil.release.select import SelectParams, release_select
+    from searchveil.rng import make_rng
+
+    if epsilon is None:
+        raise InvalidParameterError("epsilon", None, "a number > 0 (there is no default ε)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+    if d is None:
+        raise InvalidParameterError("max-queries", None, "an integer d >= 1 (no default)")
+    w = _parse_split(split, 2)
+    params = SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=d,
+                          split=(w[0], w[1]), clamp_negative=clamp)  # fmt: skip
+    ReleaseWriter(out, fmt=out_fmt, overwrite=overwrite)  # fail early if --out exists
+    log = _read(input, kw, json_out)
+    with progress(not json_out) as step:
+        done = step(f"selection ({selection}) and counts")
+        release = release_select(log, params, rng=make_rng(seed))
+        done()
+    write_release(release, out, fmt=out_fmt, overwrite=overwrite)
+    res = _summary(release, out, list(w))
+    res["top"] = {"queries": _top(release, "queries")}
+    return res
+
+
 def _korolova(
     input: Path,
     kw: dict[str, Any],
@@ -324,6 +366,15 @@ def register(app: typer.Typer) -> None:
         clamp_negative: Annotated[
             bool, typer.Option("--clamp-negative", help="publish negative noisy counts as 0")
         ] = False,
+        selection: Annotated[
+            str | None,
+            typer.Option(
+                "--selection",
+                help="query selection on each user's first d DISTINCT queries: laplace | "
+                "gaussian | policy-gaussian (docs/selection-strategies.md); queries only, "
+                "--split = selection,counts. Unset: the thesis' Select-Queries",
+            ),
+        ] = None,
         K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
         b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
         b_q: Annotated[float | None, typer.Option("--bq", help="advanced: count noise b_q")] = None,
@@ -358,6 +409,21 @@ def register(app: typer.Typer) -> None:
                 fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
                 delimiter, encoding, on_bad_rows, no_normalize, session_gap,
             )  # fmt: skip
+            if selection is not None:
+                others = {"--max-clicks": max_clicks, "--serp": serp, "--K": K, "--b": b,
+                          "--bq": b_q, "--bc": b_c, "--url-K": url_K, "--url-b": url_b}  # fmt: skip
+                for name, v in others.items():
+                    if v is not None:
+                        raise InvalidParameterError(name, v, "unset with --selection")
+                if urls not in ("auto", "none"):
+                    raise InvalidParameterError("urls", urls, "none with --selection")
+                res = _selected(
+                    input, kw, out=out, selection=selection, epsilon=epsilon, delta=delta,
+                    d=max_queries, split=split, clamp=clamp_negative, seed=seed,
+                    out_fmt=output_format, overwrite=overwrite, json_out=json_out,
+                )  # fmt: skip
+                emit(res, json_out, _human)
+                return
             res = _korolova(
                 input, kw, out=out, epsilon=epsilon, delta=delta, d=max_queries,
                 d_c=max_clicks, urls=urls, serp=serp, serp_depth=serp_depth, split=split,

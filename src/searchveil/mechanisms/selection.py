@@ -1,0 +1,324 @@
+"""Differentially private selection of items (which queries to publish) — three strategies.
+
+Setting (same for all three, so they compare at equal (ε, δ)): each user contributes a set of at
+most ``d`` *distinct* items (their first d distinct queries; any data-independent choice works);
+neighbouring logs differ by one user's whole set. The output is the set of selected items (their
+counts are published separately with their own budget, as in Korolova's Release-Data).
+
+* ``laplace`` — Korolova's Select-Queries on distinct-user counts: count + DLap(b) > K with
+  b = d/ε and the smallest integer K whose *exact* discrete (ε, δ) fits
+  (:func:`searchveil.params.exact_threshold_privacy`, ``distinct=True``).
+* ``gaussian`` — Gaussian thresholding (Google DP library; Wilson et al. 2020): count + discrete
+  Gaussian(σ) ≥ τ. A user shifts ≤ d counts by 1 (ℓ2 sensitivity √d). δ = δ_G + δ_T: δ_G is
+  the **exact** hockey-stick divergence of the d-dimensional discrete Gaussian shifted by the
+  all-ones vector, computed from the distribution of the sum of d noises (the privacy loss is
+  (2S + d)/(2σ²)); δ_T = 1 − (1 − P[1 + Z ≥ τ])^d covers items only this user holds. For a
+  target (ε, δ) we search the δ split (σ smallest with δ_G ≤ f·δ, then τ smallest with
+  δ_T ≤ (1−f)·δ) and keep the split with the smallest τ.
+* ``policy-gaussian`` — Policy Gaussian differentially private set union (Gopi et al., ICML
+  2020, Alg. 4 / Thm 5.3): users in a uniformly random order each add to the weights of their
+  items the gaps to a cutoff Γ, scaled to ℓ2 norm ≤ 1; then weight + N(0, σ²) > ρ is selected,
+  σ from the analytic Gaussian mechanism (Balle & Wang 2018) at (ε, δ/2) with sensitivity 1 and
+  ρ = max_{1≤t≤d} [1/√t + σ Φ⁻¹((1 − δ/2)^{1/t})]; Γ = ρ + 3σ by default.
+  Decision: the weights are real numbers, not counts, so this strategy uses *continuous*
+  Gaussian noise (Box–Muller on 53-bit uniforms from the injected secure ``rng``); only the
+  selected set is output, never a noisy weight, so the floating-point attacks on released
+  noisy values (Mironov 2012) have nothing to read. The other two use exact integer noise.
+
+Every strategy has ``privacy()`` (ε, δ), ``keep_probability(n)`` for an item with n users (for
+policy Gaussian: for an item held only by users whose whole ℓ2 budget goes to it, a lower
+bound) and ``select(user_items, rng)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from scipy import special, stats
+from scipy.signal import fftconvolve
+
+from searchveil._validate import check_choice, check_int, check_positive, check_probability
+from searchveil.errors import InvalidParameterError
+from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from searchveil.rng import RandomSource
+
+STRATEGIES = ("laplace", "gaussian", "policy-gaussian")
+
+
+# ----------------------------------------------------------------------------- shared pieces
+
+
+def user_item_sets(df: pl.DataFrame, *, d: int, user_col: str = "user", item_col: str = "item",
+                   order_col: str = "pos") -> pl.DataFrame:  # fmt: skip
+    """The first ``d`` distinct items of every user (by ``order_col``): columns user, item."""
+    check_int("d", d, minimum=1)
+    return (
+        df.sort([user_col, order_col])
+        .unique([user_col, item_col], keep="first", maintain_order=True)
+        .group_by(user_col, maintain_order=True)
+        .head(d)
+        .select(pl.col(user_col).alias("user"), pl.col(item_col).alias("item"))
+    )
+
+
+def _distinct_counts(sets: pl.DataFrame) -> pl.DataFrame:
+    return sets.group_by("item").agg(pl.len().cast(pl.Int64).alias("count"))
+
+
+# ------------------------------------------------------------------------------ Laplace
+
+
+@dataclass(frozen=True)
+class LaplaceThreshold:
+    d: int
+    K: int
+    b: float
+
+    @classmethod
+    def for_budget(cls, *, epsilon: float, delta: float, d: int) -> LaplaceThreshold:
+        from searchveil.params import korolova_solve_exact
+
+        r = korolova_solve_exact(epsilon=epsilon, delta=delta, d=d, distinct=True)
+        return cls(d=d, K=int(r["K"]), b=float(r["b"]))
+
+    def privacy(self) -> dict[str, float]:
+        from searchveil.params import exact_threshold_privacy
+
+        pr = exact_threshold_privacy(d=self.d, K=self.K, b=self.b, distinct=True)
+        return {"epsilon": pr.epsilon, "delta": pr.delta}
+
+    def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        from searchveil.params import keep_probability
+
+        return np.asarray(keep_probability(np.asarray(n), threshold=self.K, scale=self.b,
+                                           noise="discrete"))  # fmt: skip
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        counts = _distinct_counts(sets)
+        noise = DiscreteLaplace(self.b).sample(counts.height, rng)
+        keep = counts.get_column("count").to_numpy() + noise > self.K
+        return counts.filter(pl.Series(keep))
+
+    def describe(self) -> dict[str, Any]:
+        return {"strategy": "laplace", "d": self.d, "K": self.K, "b": self.b, **self.privacy()}
+
+
+# ----------------------------------------------------------------------------- Gaussian
+
+
+def _sum_pmf(sigma: float, d: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Support and pmf of the sum of d i.i.d. discrete Gaussians N_Z(0, σ²)."""
+    half = int(math.ceil(sigma * 14)) + 2
+    k = np.arange(-half, half + 1, dtype=np.float64)
+    w = np.exp(-(k**2) / (2 * sigma**2))
+    w /= w.sum()
+    out = np.array([1.0])
+    base = w
+    n = d
+    while n:
+        if n & 1:
+            out = np.clip(fftconvolve(out, base), 0.0, None)
+        n >>= 1
+        if n:
+            base = np.clip(fftconvolve(base, base), 0.0, None)
+    out /= out.sum()
+    support = np.arange(out.size, dtype=np.float64) - half * d
+    return support, out
+
+
+def gaussian_delta(*, sigma: float, d: int, epsilon: float) -> float:
+    """Exact δ(ε) of the d-dimensional discrete Gaussian mechanism for a shift by the all-ones
+    vector: E[(1 − e^{ε − L})₊] with L = (2S + d)/(2σ²), S the sum of the d noises."""
+    s, p = _sum_pmf(sigma, d)
+    loss = (2 * s + d) / (2 * sigma**2)
+    return float(np.sum(p * np.clip(-np.expm1(epsilon - loss), 0.0, None)))
+
+
+def _threshold_delta(sigma: float, tau: int, d: int) -> float:
+    p1 = float(DiscreteGaussian(sigma).sf(tau - 1))  # P[1 + Z ≥ τ]
+    return float(-np.expm1(d * np.log1p(-min(p1, 1 - 1e-300))))
+
+
+@dataclass(frozen=True)
+class GaussianThreshold:
+    d: int
+    sigma: float
+    tau: int
+    epsilon: float
+
+    @classmethod
+    def for_budget(cls, *, epsilon: float, delta: float, d: int) -> GaussianThreshold:
+        eps = check_positive("epsilon", epsilon)
+        dl = check_probability("delta", delta)
+        d = check_int("d", d, minimum=1)
+        best: GaussianThreshold | None = None
+        for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+            lo, hi = 0.05, 1.0
+            while gaussian_delta(sigma=hi, d=d, epsilon=eps) > f * dl:
+                hi *= 2
+                if hi > 1e5:
+                    raise InvalidParameterError("epsilon", epsilon, "a budget some σ meets")
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                if gaussian_delta(sigma=mid, d=d, epsilon=eps) <= f * dl:
+                    hi = mid
+                else:
+                    lo = mid
+            sigma = hi
+            tau = 2
+            while _threshold_delta(sigma, tau, d) > (1 - f) * dl:
+                tau += max(1, int(sigma // 4))
+            while tau > 2 and _threshold_delta(sigma, tau - 1, d) <= (1 - f) * dl:
+                tau -= 1
+            cand = cls(d=d, sigma=sigma, tau=tau, epsilon=eps)
+            if best is None or cand.tau < best.tau:
+                best = cand
+        assert best is not None
+        return best
+
+    def privacy(self) -> dict[str, float]:
+        dg = gaussian_delta(sigma=self.sigma, d=self.d, epsilon=self.epsilon)
+        dt = _threshold_delta(self.sigma, self.tau, self.d)
+        return {"epsilon": self.epsilon, "delta": dg + dt, "delta_noise": dg,
+                "delta_threshold": dt}  # fmt: skip
+
+    def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        nn = np.asarray(n, dtype=np.float64)
+        return np.asarray(DiscreteGaussian(self.sigma).sf(self.tau - nn))
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        counts = _distinct_counts(sets)
+        noise = DiscreteGaussian(self.sigma).sample(counts.height, rng)
+        keep = counts.get_column("count").to_numpy() + noise >= self.tau
+        return counts.filter(pl.Series(keep))
+
+    def describe(self) -> dict[str, Any]:
+        return {"strategy": "gaussian", "d": self.d, "sigma": self.sigma, "tau": self.tau,
+                **self.privacy()}  # fmt: skip
+
+
+# ------------------------------------------------------------------------ policy Gaussian
+
+
+def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Smallest σ with Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ (Balle & Wang 2018, Thm 8)."""
+    eps = check_positive("epsilon", epsilon)
+    dl = check_probability("delta", delta)
+
+    def dlt(s: float) -> float:
+        a = sensitivity / (2 * s)
+        b = eps * s / sensitivity
+        return float(special.ndtr(a - b) - math.exp(eps) * special.ndtr(-a - b))
+
+    lo, hi = 1e-6, 1.0
+    while dlt(hi) > dl:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if dlt(mid) <= dl:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class PolicyGaussian:
+    d: int
+    sigma: float
+    rho: float
+    cutoff: float
+    epsilon: float
+    delta: float
+
+    @classmethod
+    def for_budget(
+        cls, *, epsilon: float, delta: float, d: int, cutoff_sigmas: float = 3.0
+    ) -> PolicyGaussian:
+        eps = check_positive("epsilon", epsilon)
+        dl = check_probability("delta", delta)
+        d = check_int("d", d, minimum=1)
+        sigma = analytic_gaussian_sigma(epsilon=eps, delta=dl / 2)
+        t = np.arange(1, d + 1, dtype=np.float64)
+        rho = float(np.max(1 / np.sqrt(t) + sigma * stats.norm.ppf((1 - dl / 2) ** (1 / t))))
+        return cls(d=d, sigma=sigma, rho=rho, cutoff=rho + cutoff_sigmas * sigma, epsilon=eps,
+                   delta=dl)  # fmt: skip
+
+    def privacy(self) -> dict[str, float]:
+        return {"epsilon": self.epsilon, "delta": self.delta}
+
+    def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """For an item whose n users give it their whole unit budget (weight min(n, Γ))."""
+        w = np.minimum(np.asarray(n, dtype=np.float64), self.cutoff)
+        return np.asarray(stats.norm.sf((self.rho - w) / self.sigma))
+
+    def weights(self, sets: pl.DataFrame, *, rng: RandomSource) -> dict[str, float]:
+        """Run the policy over users in a uniformly random order (keys from ``rng``)."""
+        users = sets.get_column("user").unique()
+        keys = rng.random_keys(users.len())
+        order = pl.DataFrame({"user": users, "_k": keys}).sort("_k").with_row_index("_o")
+        grouped = (
+            sets.join(order.select("user", "_o"), on="user")
+            .group_by("_o")
+            .agg(pl.col("item"))
+            .sort("_o")
+            .get_column("item")
+            .to_list()
+        )
+        h: dict[str, float] = {}
+        gamma = self.cutoff
+        for items in grouped:
+            gaps = [max(gamma - h.get(w, 0.0), 0.0) for w in items]
+            norm = math.sqrt(sum(g * g for g in gaps))
+            if norm == 0.0:
+                continue
+            scale = 1.0 if norm <= 1.0 else 1.0 / norm
+            for w, g in zip(items, gaps, strict=True):
+                if g > 0.0:
+                    h[w] = h.get(w, 0.0) + g * scale
+        return h
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        h = self.weights(sets, rng=rng)
+        items = list(h.keys())
+        w = np.fromiter(h.values(), dtype=np.float64, count=len(items))
+        u1 = rng.uniform(len(items))
+        u2 = rng.uniform(len(items))
+        z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * math.pi * u2)  # Box–Muller
+        keep = w + self.sigma * z > self.rho
+        chosen = pl.DataFrame({"item": items, "weight": w}).filter(pl.Series(keep))
+        counts = _distinct_counts(sets)
+        return counts.join(chosen.select("item"), on="item", how="semi")
+
+    def describe(self) -> dict[str, Any]:
+        return {"strategy": "policy-gaussian", "d": self.d, "sigma": self.sigma, "rho": self.rho,
+                "cutoff": self.cutoff, **self.privacy()}  # fmt: skip
+
+
+Strategy = LaplaceThreshold | GaussianThreshold | PolicyGaussian
+
+
+def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> Strategy:
+    """The strategy ``name`` calibrated to (ε, δ) for users with ≤ d distinct items."""
+    check_choice("selection", name, STRATEGIES)
+    if name == "laplace":
+        return LaplaceThreshold.for_budget(epsilon=epsilon, delta=delta, d=d)
+    if name == "gaussian":
+        return GaussianThreshold.for_budget(epsilon=epsilon, delta=delta, d=d)
+    return PolicyGaussian.for_budget(epsilon=epsilon, delta=delta, d=d)
+
+
+def select_items(
+    df: pl.DataFrame, *, strategy: str, epsilon: float, delta: float, d: int, rng: RandomSource
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Bound users to d distinct items, run the strategy; returns (selected items with their
+    *true* distinct-user counts — never publish those; publish noisy counts separately —, the
+    strategy's description)."""
+    strat = make_strategy(strategy, epsilon=epsilon, delta=delta, d=d)
+    sets = user_item_sets(df, d=d)
+    return strat.select(sets, rng=rng), strat.describe()
