@@ -54,9 +54,21 @@ EpsOpt = Annotated[
 DeltaOpt = Annotated[
     float | None, typer.Option("--delta", help="total δ of the release (no default)")
 ]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="memory (validates every line) | polars (lazy, streaming; big logs) | spark; "
+        "polars/spark read the AOL layout (TSV, .gz) or Parquet",
+    ),
+]
+SparkMasterOpt = Annotated[
+    str, typer.Option("--spark-master", help="Spark master URL for --engine spark")
+]
 BoundOpt = Annotated[
     str, typer.Option("--bounding", help="which contributions a user keeps: first | random")
 ]
+
 
 def _parse_split(split: str | None, parts: int) -> tuple[float, ...]:
     if split is None:
@@ -146,6 +158,60 @@ def _human(r: dict[str, Any]) -> None:
             out_console.print(tt)
 
 
+def _release_with(
+    engine: str,
+    spark_master: str,
+    algorithm: str,
+    input: Path,
+    kw: dict[str, Any],
+    params: Any,
+    *,
+    rng: Any,
+    json_out: bool,
+    release_kwargs: dict[str, Any] | None = None,
+) -> Any:
+    """Read + release in memory, or bound on an engine and release the reduced log."""
+    from searchveil._validate import check_choice
+    from searchveil.engines.plans import ENGINES, run_release
+    from searchveil.release import release_kanon, release_korolova, release_zealous
+
+    check_choice("engine", engine, ENGINES)
+    if engine == "memory":
+        log = _read(input, kw, json_out)
+        fn: dict[str, Any] = {
+            "korolova": release_korolova,
+            "zealous": release_zealous,
+            "kanon": release_kanon,
+        }
+        with progress(not json_out) as step:
+            done = step(algorithm)
+            rel = fn[algorithm](log, params, rng=rng, **(release_kwargs or {}))
+            done()
+        return rel
+    defaults = reader_kwargs()
+    for key in ("columns", "delimiter", "encoding", "on_bad_rows", "session_gap_minutes"):
+        if kw.get(key) != defaults.get(key):
+            raise InvalidParameterError(
+                key.replace("_", "-"), kw.get(key), f"the default with --engine {engine}"
+            )
+    if kw.get("fmt") not in ("auto", "aol", "parquet"):
+        raise InvalidParameterError(
+            "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
+        )
+    if not input.exists():
+        from searchveil.errors import InputFormatError
+
+        raise InputFormatError(str(input), "file not found")
+    with progress(not json_out) as step:
+        done = step(f"{algorithm} on the {engine} engine")
+        rel = run_release(
+            engine, algorithm, input, params, rng=rng, spark_master=spark_master,
+            normalize=kw.get("normalize", True), release_kwargs=release_kwargs,
+        )  # fmt: skip
+        done()
+    return rel
+
+
 def _selected(
     input: Path,
     kw: dict[str, Any],
@@ -215,13 +281,14 @@ def _korolova(
     out_fmt: str,
     overwrite: bool,
     json_out: bool,
+    engine: str = "memory",
+    spark_master: str = "local[*]",
 ) -> dict[str, Any]:
     from searchveil._validate import check_choice, check_int
     from searchveil.io.ledger import ReleaseWriter
     from searchveil.release.korolova import (
         KorolovaParams,
         read_serp,
-        release_korolova,
         write_release,
     )
     from searchveil.rng import make_rng
@@ -284,12 +351,11 @@ def _korolova(
         read_serp(serp, normalize=kw.get("normalize", True), depth=serp_depth) if serp else None
     )
     ReleaseWriter(out, fmt=out_fmt, overwrite=overwrite)  # fail early if --out exists
-    log = _read(input, kw, json_out)
     rng = make_rng(seed)
-    with progress(not json_out) as step:
-        done = step("Release-Data")
-        release = release_korolova(log, params, rng=rng, serp=serp_df, budget=budget)
-        done()
+    release = _release_with(
+        engine, spark_master, "korolova", input, kw, params, rng=rng, json_out=json_out,
+        release_kwargs={"serp": serp_df, "budget": budget},
+    )  # fmt: skip
     if split_used is not None:
         release.ledger["parameters"]["epsilon_split_weights"] = list(split_used)
         release.ledger["parameters"]["threshold_rule"] = threshold_rule
@@ -375,6 +441,8 @@ def register(app: typer.Typer) -> None:
                 "--split = selection,counts. Unset: the thesis' Select-Queries",
             ),
         ] = None,
+        engine: EngineOpt = "memory",
+        spark_master: SparkMasterOpt = "local[*]",
         K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
         b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
         b_q: Annotated[float | None, typer.Option("--bq", help="advanced: count noise b_q")] = None,
@@ -430,6 +498,7 @@ def register(app: typer.Typer) -> None:
                 threshold_rule=threshold_rule, distinct=distinct_users, bounding=bounding,
                 clamp=clamp_negative, K=K, b=b, b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b,
                 seed=seed, out_fmt=output_format, overwrite=overwrite, json_out=json_out,
+                engine=engine, spark_master=spark_master,
             )  # fmt: skip
             emit(res, json_out, _human)
 
@@ -475,6 +544,8 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option("--tau-prime", help="advanced: second threshold τ'")
         ] = None,
         bounding: BoundOpt = "first",
+        engine: EngineOpt = "memory",
+        spark_master: SparkMasterOpt = "local[*]",
         seed: SeedOpt = None,
         output_format: OutFmtOpt = "tsv",
         overwrite: OverwriteOpt = False,
@@ -497,7 +568,7 @@ def register(app: typer.Typer) -> None:
         def body() -> None:
             from searchveil.errors import BudgetExceededError
             from searchveil.io.ledger import ReleaseWriter
-            from searchveil.release import ZealousParams, release_zealous, write_release
+            from searchveil.release import ZealousParams, write_release
             from searchveil.rng import make_rng
 
             if max_items is None:
@@ -536,12 +607,10 @@ def register(app: typer.Typer) -> None:
             if budget is not None and pr["delta"] > budget[1] * (1 + 1e-9):
                 raise BudgetExceededError("release zealous (δ)", pr["delta"], budget[1])
             ReleaseWriter(out, fmt=output_format, overwrite=overwrite)
-            log = _read(input, kw, json_out)
-            rng = make_rng(seed)
-            with progress(not json_out) as step:
-                done = step("ZEALOUS")
-                release = release_zealous(log, params, rng=rng, budget=budget)
-                done()
+            release = _release_with(
+                engine, spark_master, "zealous", input, kw, params, rng=make_rng(seed),
+                json_out=json_out, release_kwargs={"budget": budget},
+            )  # fmt: skip
             write_release(release, out, fmt=output_format, overwrite=overwrite)
             res = _summary(release, out)
             res["top"] = {"items": _top(release, "items")}
@@ -556,6 +625,8 @@ def register(app: typer.Typer) -> None:
         k: Annotated[
             int | None, typer.Option("--k", help="minimum distinct users of a published query")
         ] = None,
+        engine: EngineOpt = "memory",
+        spark_master: SparkMasterOpt = "local[*]",
         seed: SeedOpt = None,
         output_format: OutFmtOpt = "tsv",
         overwrite: OverwriteOpt = False,
@@ -577,7 +648,7 @@ def register(app: typer.Typer) -> None:
 
         def body() -> None:
             from searchveil.io.ledger import ReleaseWriter
-            from searchveil.release import KAnonParams, release_kanon, write_release
+            from searchveil.release import KAnonParams, write_release
             from searchveil.rng import make_rng
 
             if k is None:
@@ -588,8 +659,10 @@ def register(app: typer.Typer) -> None:
                 delimiter, encoding, on_bad_rows, no_normalize, session_gap,
             )  # fmt: skip
             ReleaseWriter(out, fmt=output_format, overwrite=overwrite)
-            log = _read(input, kw, json_out)
-            release = release_kanon(log, params, rng=make_rng(seed))
+            release = _release_with(
+                engine, spark_master, "kanon", input, kw, params, rng=make_rng(seed),
+                json_out=json_out,
+            )  # fmt: skip
             write_release(release, out, fmt=output_format, overwrite=overwrite)
             res = _summary(release, out)
             res["top"] = {"queries": _top(release, "queries")}

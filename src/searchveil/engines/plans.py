@@ -1,0 +1,142 @@
+"""Which rows each release needs after contribution bounding — stated once, run on any engine.
+
+* Korolova Release-Data: the rows of each user's first d query events, and each user's first
+  d_c click rows (Limit-User-Activity, thesis Alg. 3).
+* ZEALOUS, item type ``queries``: the first occurrence (event) of each of the user's first m
+  distinct queries; type ``clicks``: the first row of each of the user's first m distinct
+  (query, url) pairs (Götz §4, "m distinct items, data-independent choice"). Keyword and
+  query-pair items need whole sessions; use the in-memory engine for them.
+* k-query anonymity: the rows of the queries posed by ≥ k distinct users.
+
+The reduced rows are collected into an ordinary :class:`~searchveil.model.SearchLog` and given to
+the in-memory release function — the one definition of the mechanism (noise, thresholds,
+accounting, ledger). Its own bounding is idempotent on the reduced log (first-d of a first-d
+selection is the same selection), which the equivalence tests check against the in-memory path.
+The ledger's input record is the full input's (file SHA-256 streamed, total rows and users).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil.errors import InvalidParameterError
+from searchveil.io.readers import _parse_time
+from searchveil.model import InputInfo, SearchLog, add_sessions
+from searchveil.release._histogram import HistogramRelease
+from searchveil.rng import RandomSource
+
+ENGINES = ("memory", "polars", "spark")
+PLAN_ALGORITHMS = ("korolova", "zealous", "kanon")
+
+
+def make_engine(name: str, *, spark_master: str = "local[*]", normalize: bool = True) -> Any:
+    if name == "polars":
+        from searchveil.engines.polars import PolarsEngine
+
+        return PolarsEngine(normalize=normalize)
+    if name == "spark":
+        from searchveil.engines.spark import SparkEngine
+
+        return SparkEngine(master=spark_master, normalize=normalize)
+    raise InvalidParameterError("engine", name, "polars | spark (memory runs without an engine)")
+
+
+def reduce_rows(engine: Any, table: Any, algorithm: str, params: Any) -> Any:
+    """The engine table of the rows ``algorithm`` needs (see the module docstring)."""
+    if algorithm == "korolova":
+        ev = engine.first_per_user(engine.events(table), params.d)
+        rows = engine.semi_join(table, ev, ["user", "query", "time"])
+        if params.url_selection != "none":
+            clicks = engine.first_per_user(engine.filter_clicks(table), params.d_c)
+            rows = engine.union_rows(rows, clicks)
+        return rows
+    if algorithm == "zealous":
+        if params.item_type == "queries":
+            first = engine.first_per_user(engine.events(table), params.m, distinct_on=["query"])
+            return engine.semi_join(table, first, ["user", "query", "time"])
+        if params.item_type == "clicks":
+            return engine.first_per_user(
+                engine.filter_clicks(table), params.m, distinct_on=["query", "url"]
+            )
+        raise InvalidParameterError(
+            "item-type", params.item_type, "queries | clicks with --engine polars|spark"
+        )
+    if algorithm == "kanon":
+        kept = engine.users_with_counts(engine.events(table), "query", params.k)
+        # sessions (for the released ids and query pairs) come from the whole input
+        return engine.semi_join(engine.with_sessions(table), kept, ["query"])
+    raise InvalidParameterError("algorithm", algorithm, ", ".join(PLAN_ALGORITHMS))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def to_search_log(reduced: pl.DataFrame, info: InputInfo) -> SearchLog:
+    user = reduced.get_column("user").str.strip_chars()
+    numeric = user.len() > 0 and bool(user.str.contains(r"^-?\d{1,18}$").all())
+    df = reduced.select(
+        (pl.col("user").str.strip_chars().cast(pl.Int64) if numeric else pl.col("user")).alias(
+            "user"
+        ),
+        pl.col("query"),
+        _parse_time(pl.col("time")).alias("time"),
+        pl.col("rank").str.strip_chars().cast(pl.Int64, strict=False).alias("rank"),
+        pl.col("url").str.strip_chars().replace("", None).alias("url"),
+        pl.col("row").cast(pl.UInt64),
+        *([pl.col("session").cast(pl.Int64)] if "session" in reduced.columns else []),
+    ).sort("row")
+    if "session" in df.columns:
+        df = df.sort(["user", "row"])
+    else:
+        df = add_sessions(df)
+    return SearchLog(df=df, info=info)
+
+
+def run_release(
+    engine_name: str,
+    algorithm: str,
+    path: Path,
+    params: Any,
+    *,
+    rng: RandomSource,
+    spark_master: str = "local[*]",
+    normalize: bool = True,
+    release_kwargs: dict[str, Any] | None = None,
+) -> HistogramRelease:
+    """Bound on the engine, release in memory; the report and ledger name the engine."""
+    from searchveil.release import release_kanon, release_korolova, release_zealous
+
+    engine = make_engine(engine_name, spark_master=spark_master, normalize=normalize)
+    table = engine.scan(str(path))
+    totals = engine.totals(table)
+    reduced = engine.collect(reduce_rows(engine, table, algorithm, params))
+    info = InputInfo(
+        path=str(path),
+        sha256=_sha256(Path(path)),
+        rows=totals["rows"],
+        format="parquet" if str(path).lower().endswith(".parquet") else "aol",
+    )
+    log = to_search_log(reduced, info)
+    fn: dict[str, Any] = {
+        "korolova": release_korolova,
+        "zealous": release_zealous,
+        "kanon": release_kanon,
+    }
+    rel: HistogramRelease = fn[algorithm](log, params, rng=rng, **(release_kwargs or {}))
+    rel.report["engine"] = engine.describe()
+    rel.report["rows_after_engine_bounding"] = reduced.height
+    rel.report["users"] = totals["users"]
+    rel.ledger["engine"] = engine.describe()
+    for inp in rel.ledger.get("inputs", []):
+        inp["users"] = totals["users"]
+        inp["rows"] = totals["rows"]
+    return rel

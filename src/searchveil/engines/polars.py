@@ -1,0 +1,117 @@
+"""The embedded engine: Polars lazy frames collected with the streaming engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil.engines.base import AOL_COLUMNS
+from searchveil.errors import InputFormatError
+from searchveil.model import normalize_query
+
+
+class PolarsEngine:
+    name = "polars"
+
+    def __init__(self, *, normalize: bool = True) -> None:
+        self.normalize = normalize
+
+    def scan(self, path: str) -> pl.LazyFrame:
+        p = Path(path)
+        if p.name.lower().endswith(".parquet"):
+            lf = pl.scan_parquet(p)
+        else:
+            lf = pl.scan_csv(p, separator="\t", quote_char=None, infer_schema=False)
+        try:
+            cols = lf.collect_schema().names()
+        except (pl.exceptions.ComputeError, OSError) as exc:
+            raise InputFormatError(str(p), f"cannot read: {exc}") from None
+        missing = [c for c in AOL_COLUMNS if c not in cols]
+        if missing:
+            raise InputFormatError(
+                str(p), f"the engines read the AOL layout; missing columns {missing}"
+            )
+        q = pl.col("Query").cast(pl.String).fill_null("")
+        extra = (
+            [pl.col("SessionID").cast(pl.String).alias("_session_raw")]
+            if ("SessionID" in cols)
+            else []
+        )
+        return lf.with_row_index("row").select(
+            pl.col("AnonID").cast(pl.String).str.strip_chars().alias("user"),
+            (normalize_query(q) if self.normalize else q).alias("query"),
+            pl.col("QueryTime").cast(pl.String).alias("time"),
+            pl.when(pl.col("ClickURL").cast(pl.String) == "")
+            .then(None)
+            .otherwise(pl.col("ClickURL").cast(pl.String))
+            .alias("url"),
+            pl.col("ItemRank").cast(pl.String).alias("rank"),
+            pl.col("row").cast(pl.Int64),
+            *extra,
+        )
+
+    def with_sessions(self, table: pl.LazyFrame, gap_minutes: float = 30.0) -> pl.LazyFrame:
+        """``session`` as in :func:`searchveil.model.add_sessions` (SessionID column if any,
+        else a new session after > gap minutes), computed on the whole input."""
+        t = table.sort(["user", "row"])
+        if "_session_raw" in t.collect_schema().names():
+            raw = pl.col("_session_raw")
+            new = (raw != raw.shift(1).over("user")).fill_null(True)
+        else:
+            from searchveil.io.readers import _parse_time
+
+            tm = _parse_time(pl.col("time"))
+            prev = tm.shift(1).over("user")
+            new = prev.is_null() | tm.is_null() | ((tm - prev) > pl.duration(
+                seconds=int(gap_minutes * 60)))  # fmt: skip
+        return t.with_columns(session=new.cast(pl.Int64).cum_sum().over("user") - 1)
+
+    def events(self, table: pl.LazyFrame) -> pl.LazyFrame:
+        return table.group_by(["user", "query", "time"]).agg(pl.col("row").min())
+
+    def first_per_user(
+        self,
+        table: pl.LazyFrame,
+        n: int,
+        *,
+        order: str = "row",
+        distinct_on: list[str] | None = None,
+    ) -> pl.LazyFrame:
+        t = table
+        if distinct_on:
+            t = t.group_by(["user", *distinct_on]).agg(pl.all().sort_by(order).first())
+        return t.filter(pl.col(order).rank("ordinal").over("user") <= n)
+
+    def semi_join(self, table: pl.LazyFrame, keys: pl.LazyFrame, on: list[str]) -> pl.LazyFrame:
+        return table.join(keys.select(on), on=on, how="semi")
+
+    def union_rows(self, a: pl.LazyFrame, b: pl.LazyFrame) -> pl.LazyFrame:
+        return pl.concat([a, b]).unique("row")
+
+    def filter_clicks(self, table: pl.LazyFrame) -> pl.LazyFrame:
+        return table.filter(pl.col("url").is_not_null())
+
+    def users_with_counts(self, table: pl.LazyFrame, key: str, minimum: int) -> pl.LazyFrame:
+        return (
+            table.select("user", key)
+            .unique()
+            .group_by(key)
+            .len()
+            .filter(pl.col("len") >= minimum)
+            .select(key)
+        )
+
+    def collect(self, table: pl.LazyFrame) -> pl.DataFrame:
+        try:
+            return table.collect(engine="streaming")
+        except pl.exceptions.ComputeError as exc:
+            raise InputFormatError("<input>", f"malformed input: {exc}") from None
+
+    def totals(self, table: pl.LazyFrame) -> dict[str, int]:
+        r = self.collect(table.select(pl.len().alias("rows"), pl.col("user").n_unique()))
+        return {"rows": int(r.item(0, "rows")), "users": int(r.item(0, "user"))}
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": "polars", "version": pl.__version__, "mode": "lazy, streaming"}
