@@ -1,0 +1,73 @@
+"""The Polars engine gives the in-memory results exactly (same seed → same noise), writes the
+same ledger fields, rejects what it cannot do, and the CLI exposes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from _engine_cases import CASES, same_tables
+from searchveil import ZealousParams, make_rng, read_log
+from searchveil.cli import app
+from searchveil.engines.plans import run_release
+from searchveil.errors import InvalidParameterError
+from searchveil.release import release_kanon, release_korolova, release_zealous
+
+FN = {"korolova": release_korolova, "zealous": release_zealous, "kanon": release_kanon}
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_polars_engine_equals_memory(case: int, aol_215_path: Path, aol_top1000_path: Path):
+    algo, params = CASES[case]
+    for path in (aol_215_path, aol_top1000_path):
+        mem = FN[algo](read_log(path), params, rng=make_rng(11))
+        eng = run_release("polars", algo, path, params, rng=make_rng(11))
+        assert same_tables(mem, eng) == [], (algo, path.name)
+        assert eng.ledger["inputs"][0]["sha256"] == mem.ledger["inputs"][0]["sha256"]
+        assert eng.ledger["inputs"][0]["rows"] == mem.ledger["inputs"][0]["rows"]
+        assert eng.ledger["inputs"][0]["users"] == mem.ledger["inputs"][0]["users"]
+        assert eng.ledger["engine"]["engine"] == "polars"
+        assert (eng.ledger["epsilon"], eng.ledger["delta"]) == (
+            mem.ledger["epsilon"],
+            mem.ledger["delta"],
+        )
+
+
+def test_parquet_input_and_reduction_is_small(tmp_path: Path, aol_top1000) -> None:
+    pq = tmp_path / "log.parquet"
+    aol_top1000.df.select(
+        aol_top1000.df.get_column("user").cast(str).alias("AnonID"),
+        aol_top1000.df.get_column("query").alias("Query"),
+        aol_top1000.df.get_column("time").dt.strftime("%Y-%m-%d %H:%M:%S").alias("QueryTime"),
+        aol_top1000.df.get_column("rank").cast(str).alias("ItemRank"),
+        aol_top1000.df.get_column("url").alias("ClickURL"),
+    ).sort("AnonID", maintain_order=True).write_parquet(pq)
+    algo, params = CASES[0]
+    eng = run_release("polars", algo, pq, params, rng=make_rng(2))
+    assert eng.report["rows_after_engine_bounding"] <= 1000 * (5 * 30 + 2)
+    assert eng.tables["queries"].height > 0
+
+
+def test_unsupported_item_type_is_a_typed_error(aol_215_path: Path) -> None:
+    p = ZealousParams(m=2, tau=1, lam=1.0, tau_prime=3, item_type="query_pairs",
+                      guarantee="indistinguishability")  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="item-type"):
+        run_release("polars", "zealous", aol_215_path, p, rng=make_rng(1))
+
+
+def test_cli_engine_option(tmp_path: Path, aol_top1000_path: Path) -> None:
+    out_m, out_p = tmp_path / "m", tmp_path / "p"
+    base = ["release", "kanon", str(aol_top1000_path), "--k", "5", "--seed", "3", "--json"]
+    r1 = runner.invoke(app, [*base, "--out", str(out_m)])
+    r2 = runner.invoke(app, [*base, "--out", str(out_p), "--engine", "polars"])
+    assert r1.exit_code == 0 and r2.exit_code == 0, (r1.output, r2.output)
+    assert (out_m / "queries.tsv").read_text() == (out_p / "queries.tsv").read_text()
+    assert json.loads((out_p / "ledger.json").read_text())["engine"]["engine"] == "polars"
+    bad = tmp_path / "bad"
+    for extra in (["--engine", "flink"], ["--engine", "polars", "--encoding", "latin-1"]):
+        r = runner.invoke(app, [*base, "--out", str(bad), *extra])
+        assert r.exit_code == 2 and not bad.exists(), r.output
