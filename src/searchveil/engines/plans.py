@@ -49,24 +49,26 @@ def reduce_rows(engine: Any, table: Any, algorithm: str, params: Any) -> Any:
     """The engine table of the rows ``algorithm`` needs (see the module docstring)."""
     if algorithm == "korolova":
         ev = engine.first_per_user(engine.events(table), params.d)
-        rows = engine.semi_join(table, ev, ["user", "query", "time"])
+        rows = engine.semi_join(table, ev, ["user", "ev"])
         if params.url_selection != "none":
             clicks = engine.first_per_user(engine.filter_clicks(table), params.d_c)
             rows = engine.union_rows(rows, clicks)
         return rows
     if algorithm == "zealous":
         if params.item_type == "queries":
-            first = engine.first_per_user(engine.events(table), params.m, distinct_on=["query"])
-            return engine.semi_join(table, first, ["user", "query", "time"])
+            events = engine.events(table)
+            first = engine.first_per_user(events, params.m, distinct_on=["qh"])
+            first_events = engine.semi_join(events, first, ["user", "row"])
+            return engine.semi_join(table, first_events, ["user", "ev"])
         if params.item_type == "clicks":
-            return engine.first_per_user(
-                engine.filter_clicks(table), params.m, distinct_on=["query", "url"]
-            )
+            clicks = engine.filter_clicks(table)
+            first = engine.first_per_user(clicks, params.m, distinct_on=["query", "url"])
+            return engine.semi_join(clicks, first, ["user", "row"])
         raise InvalidParameterError(
             "item-type", params.item_type, "queries | clicks with --engine polars|spark"
         )
     if algorithm == "kanon":
-        kept = engine.users_with_counts(engine.events(table), "query", params.k)
+        kept = engine.users_with_counts(table, "query", params.k)
         # sessions (for the released ids and query pairs) come from the whole input
         return engine.semi_join(engine.with_sessions(table), kept, ["query"])
     raise InvalidParameterError("algorithm", algorithm, ", ".join(PLAN_ALGORITHMS))

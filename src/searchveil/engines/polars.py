@@ -39,17 +39,27 @@ class PolarsEngine:
             if ("SessionID" in cols)
             else []
         )
-        return lf.with_row_index("row").select(
-            pl.col("AnonID").cast(pl.String).str.strip_chars().alias("user"),
-            (normalize_query(q) if self.normalize else q).alias("query"),
-            pl.col("QueryTime").cast(pl.String).alias("time"),
-            pl.when(pl.col("ClickURL").cast(pl.String) == "")
-            .then(None)
-            .otherwise(pl.col("ClickURL").cast(pl.String))
-            .alias("url"),
-            pl.col("ItemRank").cast(pl.String).alias("rank"),
-            pl.col("row").cast(pl.Int64),
-            *extra,
+        return (
+            lf.with_row_index("row")
+            .select(
+                pl.col("AnonID").cast(pl.String).str.strip_chars().alias("user"),
+                (normalize_query(q) if self.normalize else q).alias("query"),
+                pl.col("QueryTime").cast(pl.String).alias("time"),
+                pl.when(pl.col("ClickURL").cast(pl.String) == "")
+                .then(None)
+                .otherwise(pl.col("ClickURL").cast(pl.String))
+                .alias("url"),
+                pl.col("ItemRank").cast(pl.String).alias("rank"),
+                pl.col("row").cast(pl.Int64),
+                *extra,
+            )
+            .with_columns(
+                # 64-bit keys of an event (query, time) and of a query, so that grouping and joins
+                # hash integers instead of strings; a collision would have to happen within one
+                # user's events (~1e-13 for thousands of events per user)
+                ev=pl.struct("query", "time").hash(seed=7),
+                qh=pl.col("query").hash(seed=11),
+            )
         )
 
     def with_sessions(self, table: pl.LazyFrame, gap_minutes: float = 30.0) -> pl.LazyFrame:
@@ -69,7 +79,7 @@ class PolarsEngine:
         return t.with_columns(session=new.cast(pl.Int64).cum_sum().over("user") - 1)
 
     def events(self, table: pl.LazyFrame) -> pl.LazyFrame:
-        return table.group_by(["user", "query", "time"]).agg(pl.col("row").min())
+        return table.group_by(["user", "ev"]).agg(pl.col("row").min(), pl.col("qh").first())
 
     def first_per_user(
         self,
@@ -81,7 +91,7 @@ class PolarsEngine:
     ) -> pl.LazyFrame:
         t = table
         if distinct_on:
-            t = t.group_by(["user", *distinct_on]).agg(pl.all().sort_by(order).first())
+            t = t.group_by(["user", *distinct_on]).agg(pl.col(order).min())
         return t.filter(pl.col(order).rank("ordinal").over("user") <= n)
 
     def semi_join(self, table: pl.LazyFrame, keys: pl.LazyFrame, on: list[str]) -> pl.LazyFrame:

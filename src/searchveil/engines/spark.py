@@ -81,7 +81,10 @@ class SparkEngine:
         ]
         if "SessionID" in df.columns:
             cols.append(F.col("SessionID").cast("string").alias("_session_raw"))
-        return df.select(*cols)
+        out = df.select(*cols)
+        return out.withColumn("ev", F.xxhash64("query", "time")).withColumn(
+            "qh", F.xxhash64("query")
+        )
 
     def with_sessions(self, table: Any, gap_minutes: float = 30.0) -> Any:
         from pyspark.sql import Window
@@ -107,7 +110,7 @@ class SparkEngine:
     def events(self, table: Any) -> Any:
         from pyspark.sql import functions as F
 
-        return table.groupBy("user", "query", "time").agg(F.min("row").alias("row"))
+        return table.groupBy("user", "ev").agg(F.min("row").alias("row"), F.first("qh").alias("qh"))
 
     def first_per_user(
         self, table: Any, n: int, *, order: str = "row", distinct_on: list[str] | None = None
@@ -117,8 +120,7 @@ class SparkEngine:
 
         t = table
         if distinct_on:
-            wd = Window.partitionBy("user", *distinct_on).orderBy(order)
-            t = t.withColumn("_d", F.row_number().over(wd)).filter(F.col("_d") == 1).drop("_d")
+            t = t.groupBy("user", *distinct_on).agg(F.min(order).alias(order))
         w = Window.partitionBy("user").orderBy(order)
         return t.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") <= n).drop("_r")
 
