@@ -1,0 +1,198 @@
+"""Engines vs PipelineDP on synthetic AOL-calibrated logs:
+``python benchmarks/engines_bench.py [--sizes 1,10] [--quick] [--no-spark]``.
+
+For each size (millions of rows; inputs from ``benchmarks/run.py``'s cache, generated on demand)
+and format (.tsv.gz, Parquet), each in its own process with the peak RSS of its whole process
+tree (the JVM included) sampled every 0.2 s:
+* ``zcat | wc -l`` (.gz only) — the decode limit;
+* searchveil Korolova (queries, d = 20, e^ε = 10, δ = 1e-5) and ZEALOUS (queries, m = 5,
+  ε = 1, δ = 1e-5 — the corrected Theorem 2) on the ``polars`` and ``spark`` (local[2]) engines;
+* PipelineDP 0.3.1 ``DPEngine.aggregate`` COUNT with partition selection, the same contribution
+  bound (20 partitions per user, 1 contribution per partition) and budget, on LocalBackend
+  (rows read with Polars, then Python tuples) and on Spark (SparkRDDBackend, local[2]).
+Results: benchmarks/results/engines.json and a Markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+EPS, DELTA, D = math.log(10), 1e-5, 20
+
+
+def _input(rows_m: int, suffix: str) -> Path:
+    sys.path.insert(0, str(HERE))
+    from run import _synthetic  # the foundation runner's cached generator
+
+    return _synthetic(rows_m * 1_000_000, suffix)
+
+
+class _Peak:
+    def __init__(self) -> None:
+        import psutil
+
+        self.proc = psutil.Process()
+        self.peak = 0
+        self.stop = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self.stop:
+            try:
+                total = self.proc.memory_info().rss + sum(
+                    c.memory_info().rss for c in self.proc.children(recursive=True)
+                )
+            except psutil.Error:
+                total = 0
+            self.peak = max(self.peak, total)
+            time.sleep(0.2)
+
+    def done(self) -> float:
+        self.stop = True
+        self.t.join()
+        return self.peak / 1e6
+
+
+def one(kind: str, path: str) -> dict[str, Any]:
+    peak = _Peak()
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {}
+    if kind == "zcat":
+        z = subprocess.Popen(["zcat", path], stdout=subprocess.PIPE)
+        wc = subprocess.run(["wc", "-l"], stdin=z.stdout, capture_output=True, text=True)
+        z.wait()
+        out["rows"] = int(wc.stdout.split()[0]) - 1
+    elif kind.startswith("searchveil"):
+        _, algo, engine = kind.split(":")
+        from searchveil import KorolovaParams, ZealousParams, make_rng
+        from searchveil.engines.plans import run_release
+
+        if algo == "korolova":
+            params: Any = KorolovaParams.from_budget(
+                epsilon=EPS, delta=DELTA, d=D, url_selection="none", split=(1.0, 1.0)
+            )
+        else:
+            params = ZealousParams.from_budget(
+                epsilon=1.0, delta=DELTA, m=5, item_type="queries",
+                guarantee="indistinguishability",
+            )  # fmt: skip
+        rel = run_release(engine, algo, Path(path), params, rng=make_rng(None),
+                          spark_master="local[2]")  # fmt: skip
+        out["rows"] = rel.ledger["inputs"][0]["rows"]
+        name = "queries" if algo == "korolova" else "items"
+        out["released"] = rel.tables[name].height
+    elif kind.startswith("pipelinedp"):
+        import pipeline_dp
+
+        backend_name = kind.split(":")[1]
+        if backend_name == "local":
+            import polars as pl
+
+            df = (
+                pl.read_parquet(path, columns=["AnonID", "Query"])
+                if path.endswith(".parquet")
+                else pl.read_csv(
+                    path,
+                    separator="\t",
+                    quote_char=None,
+                    infer_schema=False,
+                    columns=["AnonID", "Query"],
+                )  # fmt: skip
+            )
+            data: Any = zip(df["AnonID"].to_list(), df["Query"].to_list(), strict=True)
+            out["rows"] = df.height
+            backend: Any = pipeline_dp.LocalBackend()
+        else:
+            from searchveil.engines.spark import spark_session
+
+            spark = spark_session("local[2]")
+            sdf = (
+                spark.read.parquet(path)
+                if path.endswith(".parquet")
+                else spark.read.option("sep", "\t").option("header", True).csv(path)
+            )
+            data = sdf.select("AnonID", "Query").rdd.map(tuple)
+            backend = pipeline_dp.SparkRDDBackend(spark.sparkContext)
+        acc = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPS, total_delta=DELTA)
+        eng = pipeline_dp.DPEngine(acc, backend)
+        params = pipeline_dp.AggregateParams(
+            noise_kind=pipeline_dp.NoiseKind.LAPLACE, metrics=[pipeline_dp.Metrics.COUNT],
+            max_partitions_contributed=D, max_contributions_per_partition=1,
+        )  # fmt: skip
+        ex = pipeline_dp.DataExtractors(
+            privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1],
+            value_extractor=lambda r: 0,
+        )  # fmt: skip
+        res = eng.aggregate(data, params, ex)
+        acc.compute_budgets()
+        released = list(res) if backend_name == "local" else res.collect()
+        out["released"] = len(released)
+        if backend_name != "local":
+            out["rows"] = sdf.count()
+    out["seconds"] = time.perf_counter() - t0
+    out["peak_rss_mb"] = peak.done()
+    out["rows_per_s"] = out.get("rows", 0) / out["seconds"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", default="1,10")
+    ap.add_argument("--quick", action="store_true", help="1M rows only, no Spark")
+    ap.add_argument("--no-spark", action="store_true")
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(one(a.one[0], a.one[1])))
+        return
+    sizes = [1] if a.quick else [int(x) for x in a.sizes.split(",")]
+    spark = not (a.quick or a.no_spark)
+    kinds = ["searchveil:korolova:polars", "searchveil:zealous:polars", "pipelinedp:local"]
+    if spark:
+        kinds += ["searchveil:korolova:spark", "searchveil:zealous:spark", "pipelinedp:spark"]
+    results = []
+    for size in sizes:
+        for suffix in ("tsv.gz", "parquet"):
+            path = str(_input(size, suffix))
+            for kind in (["zcat"] if suffix == "tsv.gz" else []) + kinds:
+                env = dict(os.environ, PYTHONWARNINGS="ignore")
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--one", kind, path],
+                    capture_output=True, text=True, env=env,
+                )  # fmt: skip
+                if proc.returncode != 0:
+                    row = {"error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
+                else:
+                    row = json.loads(proc.stdout.strip().splitlines()[-1])
+                row.update(size_m=size, format=suffix, kind=kind)
+                print(json.dumps(row), flush=True)
+                results.append(row)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "engines.json").write_text(json.dumps(results, indent=2) + "\n")
+    print("\n| rows | format | what | rows/s | seconds | peak RSS | released |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        if "error" in r:
+            print(f"| {r['size_m']}M | {r['format']} | {r['kind']} | error: {r['error'][:60]} |")
+            continue
+        print(
+            f"| {r['size_m']}M | {r['format']} | {r['kind']} | {r['rows_per_s'] / 1e6:.2f} M | "
+            f"{r['seconds']:.1f} | {r['peak_rss_mb'] / 1e3:.1f} GB | {r.get('released', '')} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
