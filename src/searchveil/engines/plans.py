@@ -115,15 +115,25 @@ def run_release(
     release_kwargs: dict[str, Any] | None = None,
 ) -> HistogramRelease:
     """Bound on the engine, release in memory; the report and ledger name the engine."""
+    import threading
+
     from searchveil.release import release_kanon, release_korolova, release_zealous
 
+    digest: dict[str, str] = {}
+    hasher = threading.Thread(target=lambda: digest.update(sha=_sha256(Path(path))), daemon=True)
+    hasher.start()  # hashlib releases the GIL: the file hash overlaps the engine's work
     engine = make_engine(engine_name, spark_master=spark_master, normalize=normalize)
     table = engine.scan(str(path))
-    totals = engine.totals(table)
-    reduced = engine.collect(reduce_rows(engine, table, algorithm, params))
+    plan = reduce_rows(engine, table, algorithm, params)
+    if hasattr(engine, "collect_with_totals"):
+        reduced, totals = engine.collect_with_totals(plan, table)
+    else:
+        totals = engine.totals(table)
+        reduced = engine.collect(plan)
+    hasher.join()
     info = InputInfo(
         path=str(path),
-        sha256=_sha256(Path(path)),
+        sha256=digest["sha"],
         rows=totals["rows"],
         format="parquet" if str(path).lower().endswith(".parquet") else "aol",
     )

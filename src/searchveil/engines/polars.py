@@ -119,6 +119,17 @@ class PolarsEngine:
         except pl.exceptions.ComputeError as exc:
             raise InputFormatError("<input>", f"malformed input: {exc}") from None
 
+    def collect_with_totals(
+        self, plan: pl.LazyFrame, table: pl.LazyFrame
+    ) -> tuple[pl.DataFrame, dict[str, int]]:
+        """The reduced rows and the input totals from one scan (shared sub-plan)."""
+        tot = table.select(pl.len().alias("rows"), pl.col("user").n_unique())
+        try:
+            red, t = pl.collect_all([plan, tot], engine="streaming")
+        except pl.exceptions.ComputeError as exc:
+            raise InputFormatError("<input>", f"malformed input: {exc}") from None
+        return red, {"rows": int(t.item(0, "rows")), "users": int(t.item(0, "user"))}
+
     def totals(self, table: pl.LazyFrame) -> dict[str, int]:
         r = self.collect(table.select(pl.len().alias("rows"), pl.col("user").n_unique()))
         return {"rows": int(r.item(0, "rows")), "users": int(r.item(0, "user"))}
