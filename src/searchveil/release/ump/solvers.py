@@ -165,6 +165,28 @@ def local_search(
     return best, rounds
 
 
+def _max_count_mip(
+    m: sp.csr_matrix, b: float, *, upper: float, time_limit: float
+) -> tuple[npt.NDArray[np.int64], dict[str, Any], str]:
+    """max Σ x s.t. M x ≤ b, x integer in [0, upper] with HiGHS; (x, gap info, status)."""
+    n = m.shape[1]
+    res = milp(
+        -np.ones(n),
+        constraints=LinearConstraint(m, -np.inf, b),
+        integrality=np.ones(n),
+        bounds=Bounds(0, upper),
+        options={"time_limit": time_limit, "disp": False},
+    )
+    if res.x is None:
+        raise InternalError(f"HiGHS MIP found no solution: {res.message}")
+    x = repair(m, np.round(res.x).astype(np.int64), b)
+    info = {
+        "mip_gap": float(getattr(res, "mip_gap", np.nan)),
+        "dual_bound": float(-getattr(res, "mip_dual_bound", np.nan)),
+    }
+    return x, info, "optimal" if res.status == 0 else f"time limit ({res.message})"
+
+
 def _lp(
     m: sp.csr_matrix, b: float, c: npt.NDArray[np.float64], **kw: Any
 ) -> tuple[npt.NDArray[np.float64], Any]:
@@ -194,19 +216,8 @@ def solve_oump(
     n = m.shape[1]
     info: dict[str, Any] = {}
     if method == "mip":
-        res = milp(
-            -np.ones(n),
-            constraints=LinearConstraint(m, -np.inf, b),
-            integrality=np.ones(n),
-            bounds=Bounds(0, np.inf),
-            options={"time_limit": time_limit, "disp": False},
-        )
-        if res.x is None:
-            raise InternalError(f"HiGHS MIP found no solution: {res.message}")
-        x = repair(m, np.floor(res.x + 1e-9).astype(np.int64), b)
-        info["mip_gap"] = float(getattr(res, "mip_gap", np.nan))
-        info["dual_bound"] = float(-getattr(res, "mip_dual_bound", np.nan))
-        status = "optimal" if res.status == 0 else f"time limit ({res.message})"
+        x, mip_info, status = _max_count_mip(m, b, upper=np.inf, time_limit=time_limit)
+        info.update(mip_info)
     else:
         if lp_unit is not None:
             xs = b * lp_unit
@@ -343,19 +354,8 @@ def solve_dump(
     n = m.shape[1]
     info: dict[str, Any] = {}
     if method == "mip":
-        res = milp(
-            -np.ones(n),
-            constraints=LinearConstraint(m, -np.inf, b),
-            integrality=np.ones(n),
-            bounds=Bounds(0, 1),
-            options={"time_limit": time_limit, "disp": False},
-        )
-        if res.x is None:
-            raise InternalError(f"HiGHS MIP found no solution: {res.message}")
-        y = repair(m, np.round(res.x).astype(np.int64), b)
-        info["mip_gap"] = float(getattr(res, "mip_gap", np.nan))
-        info["dual_bound"] = float(-getattr(res, "mip_dual_bound", np.nan))
-        status = "optimal" if res.status == 0 else f"time limit ({res.message})"
+        y, mip_info, status = _max_count_mip(m, b, upper=1, time_limit=time_limit)
+        info.update(mip_info)
     else:
         y, steps = _spe_sweep(m, b, violated_only=method == "spe-violated")
         info["eliminated"] = int(steps)
