@@ -143,3 +143,15 @@ def test_release_select_and_cli(aol_top1000, tmp_path: Path, aol_215_path: Path)
                             "--epsilon", "2.3", "--delta", "1e-5", "--max-queries", "5",
                             "--selection", "gaussian", "--max-clicks", "1"])  # fmt: skip
     assert r.exit_code == 2 and not bad.exists()
+
+
+def test_compare_runs_a_selection_setting(aol_top1000) -> None:
+    from searchveil.evaluate.compare import default_settings, parse_setting, run_setting
+
+    s = parse_setting("select:strategy=policy-gaussian,d=5")
+    assert s.options == {"strategy": "policy-gaussian", "d": "5"}
+    rel = run_setting(aol_top1000, s, epsilon=EPS, delta=DELTA, rng=make_rng(2), max_users=None)
+    assert rel.ledger["epsilon"] <= EPS * (1 + 1e-9) and rel.ledger["delta"] <= DELTA
+    assert any(x.mechanism == "select" for x in default_settings(max_users=None))
+    with pytest.raises(InvalidParameterError, match="mechanisms"):
+        parse_setting("select:colour=red")

@@ -12,7 +12,10 @@ Each *setting* is ``MECHANISM[:key=value,...]``:
   Proposition 4), ``guarantee`` (``probabilistic`` | ``indistinguishability``, default
   probabilistic, which needs the public user bound ``--max-users``);
 * ``kanon`` — k-query anonymity (Adar), ``k`` (default 10): the baseline of Götz §7; it does
-  *not* use ε, δ and gives no differential privacy (marked so).
+  *not* use ε, δ and gives no differential privacy (marked so);
+* ``select`` — queries chosen by a modern selection strategy
+  (:mod:`searchveil.release.select`): ``strategy`` (``laplace`` | ``gaussian`` |
+  ``policy-gaussian``, default ``gaussian``), ``d`` (distinct queries per user, default 20).
 
 Every DP setting is solved for the *same* total (ε, δ) by the release modules' own
 ``from_budget`` solvers, so the comparison is at equal privacy. The releases are alternatives:
@@ -36,8 +39,9 @@ from searchveil.rng import RandomSource
 
 __all__ = ["Setting", "parse_setting", "default_settings", "run_setting", "compare_settings"]
 
-MECHANISMS = ("korolova", "zealous", "kanon")
+MECHANISMS = ("korolova", "zealous", "kanon", "select")
 _KEYS = {
+    "select": {"strategy", "d"},
     "korolova": {"d", "urls", "d_c", "split", "rule"},
     "zealous": {"m", "items", "tau", "guarantee"},
     "kanon": {"k"},
@@ -83,6 +87,7 @@ def default_settings(*, max_users: int | None) -> list[Setting]:
             Setting("zealous", {"m": "1", "items": "clicks"}),
             Setting("zealous", {"m": "1", "items": "query_pairs"}),
         ]
+    out.append(Setting("select", {"strategy": "gaussian", "d": "20"}))
     out.append(Setting("kanon", {"k": "10"}))
     return out
 
@@ -109,6 +114,12 @@ def run_setting(
     """Run one setting on ``log`` at the total (ε, δ); returns the release object
     (:class:`searchveil.release._histogram.HistogramRelease`)."""
     o = setting.options
+    if setting.mechanism == "select":
+        from searchveil.release.select import SelectParams, release_select
+
+        sp = SelectParams(strategy=o.get("strategy", "gaussian"), epsilon=epsilon, delta=delta,
+                          d=_int(setting, "d", 20))  # fmt: skip
+        return release_select(log, sp, rng=rng)
     if setting.mechanism == "korolova":
         from searchveil.release.korolova import KorolovaParams, release_korolova
 
