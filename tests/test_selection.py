@@ -155,3 +155,26 @@ def test_compare_runs_a_selection_setting(aol_top1000) -> None:
     assert any(x.mechanism == "select" for x in default_settings(max_users=None))
     with pytest.raises(InvalidParameterError, match="mechanisms"):
         parse_setting("select:colour=red")
+
+
+def test_zealous_keep_probabilities_on_neighbours() -> None:
+    """Exact n vs n−1 check for the existing ZEALOUS release (one query per user)."""
+    import math
+
+    from searchveil.mechanisms.noise import DiscreteLaplace
+    from searchveil.release.zealous import ZealousParams
+
+    p = ZealousParams.from_budget(epsilon=1.0, delta=1e-5, m=1, item_type="queries",
+                                  guarantee="indistinguishability")  # fmt: skip
+    pr = p.privacy("exact")
+    tp = math.floor(p.tau_prime) + 1
+    n = np.arange(1, 400)
+
+    def keep(c: np.ndarray) -> np.ndarray:
+        return np.where(c >= p.tau, DiscreteLaplace(p.lam).sf(tp - c), 0.0)
+
+    p1, p0, e = keep(n), keep(n - 1), math.exp(pr["epsilon"])
+    assert np.all(p1 <= e * p0 + pr["delta"] + 1e-15)
+    assert np.all(1 - p0 <= e * (1 - p1) + pr["delta"] + 1e-15)
+    assert np.all(p0 <= e * p1 + pr["delta"] + 1e-15)
+    assert np.max(p1 - e * p0) > pr["delta"] / 2  # the δ is nearly attained, not vacuous
