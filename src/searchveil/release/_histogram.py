@@ -18,7 +18,52 @@ from searchveil.io.ledger import ReleaseWriter
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
 
-__all__ = ["count_by", "noisy_counts", "noisy_threshold", "HistogramRelease", "write_release"]
+__all__ = [
+    "BoundedCounts",
+    "count_by",
+    "noisy_counts",
+    "noisy_threshold",
+    "HistogramRelease",
+    "write_release",
+]
+
+
+@dataclass
+class BoundedCounts:
+    """What a histogram release needs from the data: per-item counts *after* contribution
+    bounding, a few report figures, and the ledger's record of the input.
+
+    The in-memory path computes it from a :class:`~searchveil.model.SearchLog`
+    (:func:`searchveil.release.korolova.korolova_counts`,
+    :func:`searchveil.release.zealous.zealous_counts`); an engine computes it from a file too
+    large to hold (:mod:`searchveil.engines`). Either way the release function that consumes it
+    is the single definition of noise, thresholds, accounting and ledger. Bounding itself is part
+    of that contract: each engine's bounding is tested equal to
+    :func:`searchveil.bounding.bound_contributions` on real logs.
+
+    ``counts``: name → frame of key columns + ``count`` (Int64); the release sorts by the keys
+    before drawing noise, so the draw order depends only on the counts.
+    ``figures``: report figures (``users``, ``query_events``, ...). ``input``: the ledger's input
+    record (file, SHA-256, rows, users, ...).
+    """
+
+    counts: dict[str, pl.DataFrame]
+    figures: dict[str, int]
+    input: dict[str, Any]
+
+    @property
+    def users(self) -> int:
+        return int(self.figures["users"])
+
+    def table(self, name: str, keys: list[str]) -> pl.DataFrame:
+        """``counts[name]`` with ``keys`` + ``count``, sorted by the keys (empty if absent)."""
+        df = self.counts.get(name)
+        if df is None or df.height == 0:
+            schema = {k: pl.String for k in keys} | {"count": pl.Int64}
+            if df is not None:
+                schema = {k: df.schema.get(k, pl.String) for k in keys} | {"count": pl.Int64}
+            return pl.DataFrame(schema=schema)
+        return df.select(*keys, pl.col("count").cast(pl.Int64)).sort(keys)
 
 
 def count_by(df: pl.DataFrame, keys: list[str], *, distinct_users: bool = False) -> pl.DataFrame:

@@ -57,6 +57,7 @@ from searchveil.params import (
     korolova_solve_paper,
 )
 from searchveil.release._histogram import (
+    BoundedCounts,
     HistogramRelease,
     count_by,
     noisy_counts,
@@ -69,6 +70,8 @@ __all__ = [
     "KorolovaParams",
     "KorolovaRelease",
     "release_korolova",
+    "release_korolova_counts",
+    "korolova_counts",
     "read_serp",
     "write_release",
     "URL_SELECTIONS",
@@ -377,6 +380,34 @@ def read_serp(
     return df.unique(subset=["query", "url"], keep="first").sort(["query", "rank", "url"])
 
 
+def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:
+    """Limit-User-Activity (step 1) on an in-memory log: the bounded query counts and, with
+    URLs, the bounded (query, url) click counts (``rng`` only for ``strategy="random"``)."""
+    ev = items(log, "queries")
+    bounded = bound_contributions(
+        ev, max_per_user=params.d, strategy=params.strategy, rng=rng, distinct=params.distinct
+    )
+    counts = {
+        "queries": count_by(
+            bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct
+        )
+    }
+    figures = {
+        "users": log.n_users,
+        "query_events": ev.height,
+        "query_events_after_bounding": bounded.height,
+    }
+    if params.url_selection != "none":
+        assert params.d_c is not None
+        cl = items(log, "clicks")
+        bounded_c = bound_contributions(
+            cl, max_per_user=params.d_c, strategy=params.strategy, rng=rng
+        )
+        counts["clicks"] = count_by(bounded_c, ["query", "url"])
+        figures |= {"clicks": cl.height, "clicks_after_bounding": bounded_c.height}
+    return BoundedCounts(counts=counts, figures=figures, input=log.ledger_input())
+
+
 def release_korolova(
     log: SearchLog,
     params: KorolovaParams,
@@ -391,6 +422,15 @@ def release_korolova(
     ``serp``: the public SERP (from :func:`read_serp`) when ``url_selection="serp"``.
     ``budget``: optional (ε, δ) the release must not exceed (checked before any noise is drawn).
     """
+    _check_call(params, serp, budget)
+    return release_korolova_counts(
+        korolova_counts(log, params, rng=rng), params, rng=rng, serp=serp, budget=budget
+    )
+
+
+def _check_call(
+    params: Any, serp: pl.DataFrame | None, budget: tuple[float, float] | None
+) -> dict[str, Any]:
     if not isinstance(params, KorolovaParams):
         raise InvalidParameterError("params", params, "a KorolovaParams")
     if (serp is None) == (params.url_selection == "serp"):
@@ -400,20 +440,29 @@ def release_korolova(
             "a SERP table exactly when url_selection='serp'",
         )
     exact = params.privacy("exact")
-    paper = params.privacy("paper")
     if budget is not None:
         eps_b, dl_b = budget
         if exact["epsilon"] > eps_b * (1 + 1e-9):
             raise BudgetExceededError("epsilon", exact["epsilon"], eps_b)
         if exact["delta"] > dl_b * (1 + 1e-9):
             raise BudgetExceededError("delta", exact["delta"], dl_b)
+    return exact
 
-    # 1. Limit-User-Activity
-    ev = items(log, "queries")
-    bounded = bound_contributions(
-        ev, max_per_user=params.d, strategy=params.strategy, rng=rng, distinct=params.distinct
-    )
-    counts = count_by(bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct)
+
+def release_korolova_counts(
+    bounded: BoundedCounts,
+    params: KorolovaParams,
+    *,
+    rng: RandomSource,
+    serp: pl.DataFrame | None = None,
+    budget: tuple[float, float] | None = None,
+) -> KorolovaRelease:
+    """Steps 2–4 of Release-Data on counts already bounded by step 1 (from
+    :func:`korolova_counts` or an engine): the one definition of the noise, thresholds,
+    accounting and ledger."""
+    exact = _check_call(params, serp, budget)
+    paper = params.privacy("paper")
+    counts = bounded.table("queries", ["query"])
     # 2. Select-Queries
     selected = noisy_threshold(counts, threshold=params.K, scale=params.b, rng=rng)
     # 3. Get-Query-Counts (fresh noise)
@@ -421,11 +470,12 @@ def release_korolova(
     queries = selected.with_columns(noisy_count=pl.Series(qn, dtype=pl.Int64))
     if params.clamp_negative:
         queries = queries.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    fig = bounded.figures
     report: dict[str, Any] = {
         "mechanism": MECHANISM,
-        "users": log.n_users,
-        "query_events": ev.height,
-        "query_events_after_bounding": bounded.height,
+        "users": bounded.users,
+        "query_events": fig["query_events"],
+        "query_events_after_bounding": fig["query_events_after_bounding"],
         "distinct_queries": counts.height,
         "queries_released": queries.height,
         "queries_dropped": counts.height - queries.height,
@@ -437,11 +487,7 @@ def release_korolova(
     clicks_out: pl.DataFrame | None = None
     if params.url_selection != "none":
         assert params.d_c is not None and params.b_c is not None
-        cl = items(log, "clicks")
-        bounded_c = bound_contributions(
-            cl, max_per_user=params.d_c, strategy=params.strategy, rng=rng
-        )
-        pair_counts = count_by(bounded_c, ["query", "url"])
+        pair_counts = bounded.table("clicks", ["query", "url"])
         released = queries.select("query")
         pair_counts = pair_counts.join(released, on="query", how="semi")
         if params.url_selection == "serp":
@@ -461,8 +507,8 @@ def release_korolova(
             clicks_out = clicks_out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
         report.update(
             {
-                "clicks": cl.height,
-                "clicks_after_bounding": bounded_c.height,
+                "clicks": fig["clicks"],
+                "clicks_after_bounding": fig["clicks_after_bounding"],
                 "candidate_pairs": pair_counts.height
                 if params.url_selection == "private"
                 else cand.height,
@@ -511,7 +557,7 @@ def release_korolova(
         epsilon=exact["epsilon"],
         delta=exact["delta"],
         parameters=parameters,
-        inputs=[log.ledger_input()],
+        inputs=[bounded.input],
         rng=rng,
         events=exact["events"],
         extra={

@@ -46,10 +46,17 @@ from searchveil.params import (
     zealous_theorem3_delta,
     zealous_thesis_delta,
 )
-from searchveil.release._histogram import HistogramRelease, count_by, noisy_counts
+from searchveil.release._histogram import BoundedCounts, HistogramRelease, count_by, noisy_counts
 from searchveil.rng import RandomSource
 
-__all__ = ["ZealousParams", "release_zealous", "GUARANTEES", "PART_COLUMNS"]
+__all__ = [
+    "ZealousParams",
+    "release_zealous",
+    "release_zealous_counts",
+    "zealous_counts",
+    "GUARANTEES",
+    "PART_COLUMNS",
+]
 
 GUARANTEES = ("probabilistic", "indistinguishability")
 MECHANISM = "zealous"
@@ -214,6 +221,37 @@ class ZealousParams:
         return asdict(self)
 
 
+def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) -> BoundedCounts:
+    """Step 1–2 on an in-memory log: each user's m distinct items, counted in distinct users
+    (``rng`` only for ``strategy="random"``)."""
+    it = items(log, params.item_type)
+    bounded = bound_contributions(
+        it, max_per_user=params.m, strategy=params.strategy, rng=rng, distinct=True
+    )
+    parts = list(PART_COLUMNS.get(params.item_type, ()))
+    counts = count_by(bounded, ["item", *parts], distinct_users=True)
+    figures = {"users": log.n_users, "items": it.height, "items_after_bounding": bounded.height}
+    return BoundedCounts(counts={"items": counts}, figures=figures, input=log.ledger_input())
+
+
+def _check_call(params: Any, users: int, budget: tuple[float, float] | None) -> dict[str, Any]:
+    if not isinstance(params, ZealousParams):
+        raise InvalidParameterError("params", params, "a ZealousParams")
+    if params.users is not None and users > params.users:
+        raise InvalidParameterError(
+            "max_users",
+            params.users,
+            f">= the number of users in the input ({users}); U must bound the user count",
+        )
+    exact = params.privacy("exact")
+    if budget is not None:
+        if exact["epsilon"] > budget[0] * (1 + 1e-9):
+            raise BudgetExceededError("epsilon", exact["epsilon"], budget[0])
+        if exact["delta"] > budget[1] * (1 + 1e-9):
+            raise BudgetExceededError("delta", exact["delta"], budget[1])
+    return exact
+
+
 def release_zealous(
     log: SearchLog,
     params: ZealousParams,
@@ -223,27 +261,26 @@ def release_zealous(
 ) -> HistogramRelease:
     """Run ZEALOUS. Table ``items``: ``item, noisy_count`` (+ the two parts for clicks and
     query pairs, whose ``item`` joins them with " → ")."""
-    if not isinstance(params, ZealousParams):
-        raise InvalidParameterError("params", params, "a ZealousParams")
-    if params.users is not None and log.n_users > params.users:
-        raise InvalidParameterError(
-            "max_users",
-            params.users,
-            f">= the number of users in the input ({log.n_users}); U must bound the user count",
-        )
-    exact = params.privacy("exact")
-    paper = params.privacy("paper")
-    if budget is not None:
-        if exact["epsilon"] > budget[0] * (1 + 1e-9):
-            raise BudgetExceededError("epsilon", exact["epsilon"], budget[0])
-        if exact["delta"] > budget[1] * (1 + 1e-9):
-            raise BudgetExceededError("delta", exact["delta"], budget[1])
-    it = items(log, params.item_type)
-    bounded = bound_contributions(
-        it, max_per_user=params.m, strategy=params.strategy, rng=rng, distinct=True
+    _check_call(params, log.n_users, budget)
+    return release_zealous_counts(
+        zealous_counts(log, params, rng=rng), params, rng=rng, budget=budget
     )
+
+
+def release_zealous_counts(
+    bounded: BoundedCounts,
+    params: ZealousParams,
+    *,
+    rng: RandomSource,
+    budget: tuple[float, float] | None = None,
+) -> HistogramRelease:
+    """Steps 3–6 of ZEALOUS on distinct-user item counts already bounded by step 1 (from
+    :func:`zealous_counts` or an engine): the one definition of thresholds, noise, accounting
+    and ledger."""
+    exact = _check_call(params, bounded.users, budget)
+    paper = params.privacy("paper")
     parts = list(PART_COLUMNS.get(params.item_type, ()))
-    counts = count_by(bounded, ["item", *parts], distinct_users=True)
+    counts = bounded.table("items", ["item", *parts])
     above_tau = counts.filter(pl.col("count") >= params.tau)
     noisy = noisy_counts(above_tau.get_column("count"), scale=params.lam, rng=rng)
     out = above_tau.with_columns(noisy_count=pl.Series(noisy, dtype=pl.Int64)).filter(
@@ -257,9 +294,9 @@ def release_zealous(
     report = {
         "mechanism": MECHANISM,
         "item_type": params.item_type,
-        "users": log.n_users,
-        "items": it.height,
-        "items_after_bounding": bounded.height,
+        "users": bounded.users,
+        "items": bounded.figures["items"],
+        "items_after_bounding": bounded.figures["items_after_bounding"],
         "distinct_items": counts.height,
         "items_count_at_least_tau": above_tau.height,
         "items_released": table.height,
@@ -283,7 +320,7 @@ def release_zealous(
             if params.users is not None
             else None,
         },
-        inputs=[log.ledger_input()],
+        inputs=[bounded.input],
         rng=rng,
         events=exact["events"],
         extra={
