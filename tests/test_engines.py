@@ -48,8 +48,11 @@ def test_parquet_input_and_reduction_is_small(tmp_path: Path, aol_top1000) -> No
     ).sort("AnonID", maintain_order=True).write_parquet(pq)
     algo, params = CASES[0]
     eng = run_release("polars", algo, pq, params, rng=make_rng(2))
-    assert eng.report["rows_after_engine_bounding"] <= 1000 * (5 * 30 + 2)
-    assert eng.tables["queries"].height > 0
+    mem = release_korolova(aol_top1000, params, rng=make_rng(2))
+    assert eng.report["engine_plan"] == "ordered single pass"
+    assert eng.report["query_events_after_bounding"] <= 1000 * params.d
+    assert eng.report["clicks_after_bounding"] <= 1000 * params.d_c
+    assert same_tables(mem, eng) == []
 
 
 def test_unsupported_item_type_is_a_typed_error(aol_215_path: Path) -> None:

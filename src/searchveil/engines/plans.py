@@ -18,6 +18,7 @@ The ledger's input record is the full input's (file SHA-256 streamed, total rows
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import _parse_time
 from searchveil.model import InputInfo, SearchLog, add_sessions
-from searchveil.release._histogram import HistogramRelease
+from searchveil.release._histogram import BoundedCounts, HistogramRelease
 from searchveil.rng import RandomSource
 
 ENGINES = ("memory", "polars", "spark")
@@ -103,6 +104,72 @@ def to_search_log(reduced: pl.DataFrame, info: InputInfo) -> SearchLog:
     return SearchLog(df=df, info=info)
 
 
+def _input_record(path: Path, sha: str, rows: int, users: int, normalize: bool) -> dict[str, Any]:
+    info = InputInfo(
+        path=str(path),
+        sha256=sha,
+        rows=rows,
+        format="parquet" if str(path).lower().endswith(".parquet") else "aol",
+        normalized=normalize,
+    )
+    return info.to_dict(users=users)
+
+
+def check_plan(algorithm: str, params: Any, engine_name: str) -> None:
+    """What the engines cannot do raises a typed error before any data are read."""
+    if algorithm not in PLAN_ALGORITHMS:
+        raise InvalidParameterError("algorithm", algorithm, ", ".join(PLAN_ALGORITHMS))
+    if algorithm in ("korolova", "zealous") and getattr(params, "strategy", "first") != "first":
+        raise InvalidParameterError(
+            "bounding", params.strategy, f"first with --engine {engine_name} (random: memory)"
+        )
+    if algorithm == "zealous" and params.item_type not in ("queries", "clicks"):
+        raise InvalidParameterError(
+            "item-type", params.item_type, "queries | clicks with --engine polars|spark"
+        )
+
+
+def rows_plan_counts(
+    engine: Any, algorithm: str, path: Path, params: Any, *, normalize: bool
+) -> BoundedCounts:
+    """Bounded counts through the row plan (:func:`reduce_rows`): the engine keeps the rows
+    each user may contribute, and the in-memory bounding counts them (idempotent on them)."""
+    from searchveil.release.korolova import korolova_counts
+    from searchveil.release.zealous import zealous_counts
+
+    digest: dict[str, str] = {}
+    hasher = threading.Thread(target=lambda: digest.update(sha=_sha256(Path(path))), daemon=True)
+    hasher.start()  # hashlib releases the GIL: the file hash overlaps the engine's work
+    table = engine.scan(str(path))
+    plan = reduce_rows(engine, table, algorithm, params)
+    if hasattr(engine, "collect_with_totals"):
+        reduced, totals = engine.collect_with_totals(plan, table)
+    else:
+        totals = engine.totals(table)
+        reduced = engine.collect(plan)
+    hasher.join()
+    rec = _input_record(path, digest["sha"], totals["rows"], totals["users"], normalize)
+    info = InputInfo(path=str(path), sha256=digest["sha"], rows=totals["rows"])
+    log = to_search_log(reduced, info)
+    fn = korolova_counts if algorithm == "korolova" else zealous_counts
+    bounded: BoundedCounts = fn(log, params, rng=_NO_RNG)
+    bounded.figures["users"] = totals["users"]
+    bounded.figures["rows_after_engine_bounding"] = reduced.height
+    bounded.input = rec
+    bounded.plan = "rows"
+    return bounded
+
+
+class _NoRandomness:
+    """Bounding with strategy 'first' draws nothing; anything else is a bug."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"engine bounding must not draw randomness ({name})")
+
+
+_NO_RNG: Any = _NoRandomness()
+
+
 def run_release(
     engine_name: str,
     algorithm: str,
@@ -114,17 +181,41 @@ def run_release(
     normalize: bool = True,
     release_kwargs: dict[str, Any] | None = None,
 ) -> HistogramRelease:
-    """Bound on the engine, release in memory; the report and ledger name the engine."""
-    import threading
+    """Bound on the engine, release in memory; the report and ledger name the engine.
 
-    from searchveil.release import release_kanon, release_korolova, release_zealous
+    Korolova and ZEALOUS: the engine returns bounded counts (:class:`BoundedCounts`) and the
+    release runs from them; k-anonymity: the engine returns the rows of the queries with ≥ k
+    users and the in-memory release runs on them.
+    """
+    from searchveil.release.korolova import release_korolova_counts
+    from searchveil.release.zealous import release_zealous_counts
+
+    check_plan(algorithm, params, engine_name)
+    engine = make_engine(engine_name, spark_master=spark_master, normalize=normalize)
+    if algorithm == "kanon":
+        rel = _run_kanon(engine, path, params, rng=rng, normalize=normalize)
+    else:
+        bounded = engine.bounded_counts(Path(path), algorithm, params)
+        fn: Any = release_korolova_counts if algorithm == "korolova" else release_zealous_counts
+        rel = fn(bounded, params, rng=rng, **(release_kwargs or {}))
+        rel.report["engine_plan"] = bounded.plan
+        if "rows_after_engine_bounding" in bounded.figures:
+            rel.report["rows_after_engine_bounding"] = bounded.figures["rows_after_engine_bounding"]
+    rel.report["engine"] = engine.describe()
+    rel.ledger["engine"] = engine.describe()
+    return rel
+
+
+def _run_kanon(
+    engine: Any, path: Path, params: Any, *, rng: RandomSource, normalize: bool
+) -> HistogramRelease:
+    from searchveil.release import release_kanon
 
     digest: dict[str, str] = {}
     hasher = threading.Thread(target=lambda: digest.update(sha=_sha256(Path(path))), daemon=True)
-    hasher.start()  # hashlib releases the GIL: the file hash overlaps the engine's work
-    engine = make_engine(engine_name, spark_master=spark_master, normalize=normalize)
+    hasher.start()
     table = engine.scan(str(path))
-    plan = reduce_rows(engine, table, algorithm, params)
+    plan = reduce_rows(engine, table, "kanon", params)
     if hasattr(engine, "collect_with_totals"):
         reduced, totals = engine.collect_with_totals(plan, table)
     else:
@@ -136,18 +227,12 @@ def run_release(
         sha256=digest["sha"],
         rows=totals["rows"],
         format="parquet" if str(path).lower().endswith(".parquet") else "aol",
+        normalized=normalize,
     )
     log = to_search_log(reduced, info)
-    fn: dict[str, Any] = {
-        "korolova": release_korolova,
-        "zealous": release_zealous,
-        "kanon": release_kanon,
-    }
-    rel: HistogramRelease = fn[algorithm](log, params, rng=rng, **(release_kwargs or {}))
-    rel.report["engine"] = engine.describe()
+    rel: HistogramRelease = release_kanon(log, params, rng=rng)
     rel.report["rows_after_engine_bounding"] = reduced.height
     rel.report["users"] = totals["users"]
-    rel.ledger["engine"] = engine.describe()
     for inp in rel.ledger.get("inputs", []):
         inp["users"] = totals["users"]
         inp["rows"] = totals["rows"]

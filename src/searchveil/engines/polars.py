@@ -10,6 +10,7 @@ import polars as pl
 from searchveil.engines.base import AOL_COLUMNS
 from searchveil.errors import InputFormatError
 from searchveil.model import normalize_query
+from searchveil.release._histogram import BoundedCounts
 
 
 class PolarsEngine:
@@ -134,5 +135,26 @@ class PolarsEngine:
         r = self.collect(table.select(pl.len().alias("rows"), pl.col("user").n_unique()))
         return {"rows": int(r.item(0, "rows")), "users": int(r.item(0, "user"))}
 
+    def bounded_counts(self, path: Path, algorithm: str, params: Any) -> BoundedCounts:
+        """The ordered single pass when users' rows are contiguous (it checks), else the
+        hash-based row plan (:func:`searchveil.engines.plans.rows_plan_counts`)."""
+        from searchveil.engines.ordered import NotGrouped, ordered_counts
+        from searchveil.engines.plans import _input_record, rows_plan_counts
+
+        try:
+            counts, figures, rows, sha = ordered_counts(
+                path, algorithm, params, normalize=self.normalize
+            )
+        except NotGrouped:
+            self.plan = "hash (users not contiguous)"
+            b = rows_plan_counts(self, algorithm, path, params, normalize=self.normalize)
+            b.plan = self.plan
+            return b
+        self.plan = "ordered single pass"
+        rec = _input_record(path, sha, rows, figures["users"], self.normalize)
+        return BoundedCounts(counts=counts, figures=figures, input=rec, plan=self.plan)
+
     def describe(self) -> dict[str, Any]:
-        return {"engine": "polars", "version": pl.__version__, "mode": "lazy, streaming"}
+        d: dict[str, Any] = {"engine": "polars", "version": pl.__version__}
+        d["mode"] = getattr(self, "plan", "lazy, streaming")
+        return d

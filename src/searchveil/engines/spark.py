@@ -160,6 +160,11 @@ class SparkEngine:
         r = table.agg(F.count("*").alias("rows"), F.countDistinct("user").alias("users")).collect()
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
+    def bounded_counts(self, path: Any, algorithm: str, params: Any) -> Any:
+        from searchveil.engines.plans import rows_plan_counts
+
+        return rows_plan_counts(self, algorithm, path, params, normalize=self.normalize)
+
     def describe(self) -> dict[str, Any]:
         import pyspark
 

@@ -44,12 +44,13 @@ class BoundedCounts:
     ``counts``: name → frame of key columns + ``count`` (Int64); the release sorts by the keys
     before drawing noise, so the draw order depends only on the counts.
     ``figures``: report figures (``users``, ``query_events``, ...). ``input``: the ledger's input
-    record (file, SHA-256, rows, users, ...).
+    record (file, SHA-256, rows, users, ...). ``plan``: which engine plan computed them.
     """
 
     counts: dict[str, pl.DataFrame]
     figures: dict[str, int]
     input: dict[str, Any]
+    plan: str = "memory"  # how the counts were computed (reported, not used)
 
     @property
     def users(self) -> int:

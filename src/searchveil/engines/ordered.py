@@ -1,0 +1,550 @@
+"""The ordered single pass: contribution bounding of a log whose users' rows are contiguous.
+
+A search log is usually written user by user (the AOL release is sorted by ``AnonID``, each
+user's rows in time order). Then Limit-User-Activity needs no grouping of the log at all: a
+user's first d query events are found by comparing each row with the one before it (a new
+user? a new event?) and a running count that restarts at every user — a few vectorised passes
+over each chunk, with a small *carry* (the last row, the last user's event and click counts, its
+distinct items so far) handed from chunk to chunk. Only the kept items (≤ d per user) are ever
+normalised, hashed or grouped, so the cost is one scan plus work proportional to users × d.
+
+Inputs stream in chunks: a ``.gz`` file is inflated by ISA-L in a reader thread (it releases
+the GIL, and hashes the compressed bytes for the ledger as it reads them) while Polars parses
+and bounds the previous chunk; Parquet arrives as Polars batches. Memory is bounded by a few
+chunks plus the kept items, which are folded into counts every few million rows.
+
+Exactly the in-memory definitions (``searchveil.model``, ``searchveil.bounding``):
+
+* an *event* starts where the user, the time or the normalised query differ from the previous
+  row (a null time always starts one). Raw query text is compared first; only rows whose raw
+  text differs from the previous row's at the same user and time are normalised to decide, so
+  normalisation never runs on the whole log.
+* Korolova keeps each user's first ``d`` events (or first ``d`` distinct normalised queries with
+  ``distinct``) and first ``d_c`` click rows; ZEALOUS keeps the first occurrence of each user's
+  first ``m`` distinct queries or (query, url) pairs.
+* Users must be contiguous. The pass checks it (a user id that starts a second run raises
+  :class:`NotGrouped`) and the caller then falls back to the hash-based plan, so an unsorted
+  input is slower, never wrong.
+
+Users are compared as they are written (after stripping blanks); numeric ids are read as
+64-bit integers when every id parses, as the in-memory reader does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil.engines.base import AOL_COLUMNS
+from searchveil.errors import InputFormatError
+from searchveil.model import PAIR_SEP, normalize_query
+
+__all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
+
+BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
+FOLD_ROWS = 4_000_000  # kept items held before folding them into counts
+# a string that is not equal to its normalisation contains one of these (A-Z, any character
+# outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
+# row, or a space at either end); strings without them are left as they are
+_NEEDS_NORMALIZING = r"[^ !-@\[-~]|  |^ | $"
+
+
+class NotGrouped(Exception):
+    """The input's user rows are not contiguous; use the hash-based plan."""
+
+
+# ----------------------------------------------------------------------------------- reading
+
+
+class _HashingReader:
+    """A binary file that feeds every byte it reads into a SHA-256."""
+
+    def __init__(self, fh: Any, h: Any) -> None:
+        self.fh, self.h = fh, h
+
+    def read(self, n: int = -1) -> bytes:
+        b = self.fh.read(n)
+        self.h.update(b)
+        return b
+
+    def readinto(self, buf: Any) -> int:
+        n = self.fh.readinto(buf)
+        self.h.update(memoryview(buf)[:n])
+        return int(n)
+
+    def drain(self) -> None:
+        for b in iter(lambda: self.fh.read(1 << 22), b""):
+            self.h.update(b)
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+
+def _is_gzip(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+class TextBlocks:
+    """Blocks of whole lines of a (gzipped) text file, produced by a reader thread; the
+    header line separately; the file's SHA-256 once iteration has ended."""
+
+    def __init__(self, path: Path, block_bytes: int = BLOCK_BYTES) -> None:
+        self.path = path
+        self.block_bytes = block_bytes
+        self.hasher = hashlib.sha256()
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=2)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._produce, daemon=True)
+        self._t.start()
+        first = self._get()
+        if first is None:
+            raise InputFormatError(str(path), "empty input")
+        nl = first.find(b"\n")
+        if nl < 0:
+            self.header, self._first = first, b""
+        else:
+            self.header, self._first = first[:nl], first[nl + 1 :]
+        self.header = self.header.rstrip(b"\r")
+
+    def _produce(self) -> None:
+        try:
+            with self.path.open("rb") as raw:
+                hr = _HashingReader(raw, self.hasher)
+                if _is_gzip(self.path):
+                    from isal import igzip
+
+                    f: Any = igzip.GzipFile(fileobj=hr, mode="rb")
+                else:
+                    f = hr
+                rest = b""
+                while not self._stop.is_set():
+                    buf = f.read(self.block_bytes)
+                    if not buf:
+                        break
+                    if rest:
+                        buf = rest + buf
+                    cut = buf.rfind(b"\n") + 1
+                    if cut == 0:
+                        rest = buf
+                        continue
+                    rest = buf[cut:]
+                    self._q.put(buf[:cut] if cut < len(buf) else buf)
+                if rest:
+                    self._q.put(rest)
+                hr.drain()
+            self._q.put(None)
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer
+            self._q.put(exc)
+
+    def _get(self) -> bytes | None:
+        item = self._q.get()
+        if isinstance(item, Exception):
+            self._stop.set()
+            raise InputFormatError(str(self.path), f"cannot read: {item}") from None
+        return item  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self._first:
+            yield self._first
+        while True:
+            b = self._get()
+            if b is None:
+                return
+            yield b
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._t.is_alive():
+            try:
+                self._q.get_nowait()
+            except queue.Empty:
+                self._t.join(0.05)
+
+    def sha256(self) -> str:
+        self._t.join()
+        return self.hasher.hexdigest()
+
+
+@dataclass
+class _Source:
+    """Chunks with columns ``u, q, t`` (+ ``url``) in file order, and the file's SHA-256."""
+
+    chunks: Iterator[pl.DataFrame]
+    sha256: Any  # () -> str
+    close: Any  # () -> None
+
+
+def _canonical(df: pl.DataFrame, user_numeric: bool, with_url: bool) -> pl.DataFrame:
+    u = pl.col("AnonID")
+    cols = [
+        (u if user_numeric else u.cast(pl.String).str.strip_chars()).alias("u"),
+        pl.col("Query").cast(pl.String).fill_null("").alias("q"),
+        pl.col("QueryTime").cast(pl.String).alias("t"),
+    ]
+    if with_url:
+        url = pl.col("ClickURL").cast(pl.String).str.strip_chars()
+        cols.append(pl.when(url == "").then(None).otherwise(url).alias("url"))
+    return df.select(cols)
+
+
+def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
+    blocks = TextBlocks(path)
+    names = [h.strip() for h in blocks.header.decode("utf-8", "replace").split("\t")]
+    missing = [c for c in AOL_COLUMNS if c not in names]
+    if missing:
+        blocks.close()
+        raise InputFormatError(
+            str(path), f"the engines read the AOL layout; missing columns {missing}"
+        )
+    seen: set[str] = set()
+    unique = []
+    for i, n in enumerate(names):  # positional names for duplicates / blanks
+        unique.append(n if n and n not in seen else f"_col{i}")
+        seen.add(n)
+    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
+    idx = [names.index(c) for c in want]
+    schema = {n: pl.String for n in unique}
+    if user_numeric:
+        schema["AnonID"] = pl.Int64
+
+    def chunks() -> Iterator[pl.DataFrame]:
+        for b in blocks:
+            try:
+                df = pl.read_csv(
+                    b, has_header=False, separator="\t", quote_char=None, schema=schema,
+                    columns=idx,
+                )  # fmt: skip
+            except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as exc:
+                if user_numeric:  # text ids? (then the whole pass restarts reading text)
+                    try:
+                        pl.read_csv(
+                            b, has_header=False, separator="\t", quote_char=None,
+                            schema=schema | {"AnonID": pl.String}, columns=idx,
+                        )  # fmt: skip
+                    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError):
+                        pass
+                    else:
+                        raise _NotNumeric from None
+                raise InputFormatError(str(path), f"malformed input: {exc}") from None
+            yield _canonical(df, user_numeric, with_url)
+
+    return _Source(chunks(), blocks.sha256, blocks.close)
+
+
+def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:
+    lf = pl.scan_parquet(path)
+    try:
+        schema = lf.collect_schema()
+    except (pl.exceptions.ComputeError, OSError) as exc:
+        raise InputFormatError(str(path), f"cannot read: {exc}") from None
+    missing = [c for c in AOL_COLUMNS if c not in schema.names()]
+    if missing:
+        raise InputFormatError(
+            str(path), f"the engines read the AOL layout; missing columns {missing}"
+        )
+    numeric = schema["AnonID"].is_integer()
+    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
+    digest: dict[str, str] = {}
+
+    def _hash() -> None:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+        digest["sha"] = h.hexdigest()
+
+    hasher = threading.Thread(target=_hash, daemon=True)
+    hasher.start()
+
+    def chunks() -> Iterator[pl.DataFrame]:
+        try:
+            for df in lf.select(want).collect_batches(chunk_size=1 << 20):
+                yield _canonical(df, numeric, with_url)
+        except pl.exceptions.ComputeError as exc:
+            raise InputFormatError(str(path), f"malformed input: {exc}") from None
+
+    def sha() -> str:
+        hasher.join()
+        return digest["sha"]
+
+    return _Source(chunks(), sha, lambda: None), numeric
+
+
+class _NotNumeric(Exception):
+    """A user id that is not an integer: read the ids as text instead."""
+
+
+# ----------------------------------------------------------------------------------- bounding
+
+
+def _normalize(s: pl.Series, normalize: bool) -> pl.Series:
+    """``normalize_query`` applied only to the strings it would change."""
+    if not normalize or s.len() == 0:
+        return s
+    mask = s.str.contains(_NEEDS_NORMALIZING)
+    if not mask.any():
+        return s
+    idx = mask.arg_true()
+    fixed = pl.select(normalize_query(pl.lit(s.gather(idx)))).to_series()
+    return s.scatter(idx, fixed)
+
+
+def _rank(start: pl.Expr, counted: pl.Expr, carried: int) -> pl.Expr:
+    """1-based running count of ``counted`` rows within each user run (``start`` marks a user's
+    first row); the run open at the chunk's start continues from ``carried``."""
+    cs = counted.cast(pl.Int64).cum_sum()
+    base = (
+        pl.when(start)
+        .then(cs - counted.cast(pl.Int64))
+        .otherwise(None)
+        .forward_fill()
+        .fill_null(-carried)
+    )
+    return cs - base
+
+
+@dataclass
+class _Fold:
+    """Kept items, folded into (keys, count) every ``FOLD_ROWS`` rows."""
+
+    keys: list[str]
+    distinct_users: bool = False  # rows are already one per (user, item): a plain count
+    pending: list[pl.DataFrame] = field(default_factory=list)
+    pending_rows: int = 0
+    counts: pl.DataFrame | None = None
+
+    def add(self, df: pl.DataFrame) -> None:
+        if df.height:
+            self.pending.append(df.select(self.keys))
+            self.pending_rows += df.height
+            if self.pending_rows >= FOLD_ROWS:
+                self.fold()
+
+    def fold(self) -> None:
+        if not self.pending:
+            return
+        new = pl.concat(self.pending).group_by(self.keys).len("count")
+        self.pending, self.pending_rows = [], 0
+        if self.counts is not None:
+            new = pl.concat([self.counts, new.cast({"count": pl.Int64})])
+            new = new.group_by(self.keys).agg(pl.col("count").sum())
+        self.counts = new.cast({"count": pl.Int64})
+
+    def result(self) -> pl.DataFrame:
+        self.fold()
+        if self.counts is None:
+            return pl.DataFrame(schema={k: pl.String for k in self.keys} | {"count": pl.Int64})
+        return self.counts
+
+
+@dataclass
+class _Distinct:
+    """First occurrences of each user's first ``m`` distinct keys, across chunks."""
+
+    m: int
+    keys: list[str]
+    carry_user: Any = None
+    carry_keys: pl.DataFrame | None = None  # the open user's kept keys so far
+
+    def keep(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """``rows``: candidate rows (``u`` + keys) in order; returns the kept ones."""
+        if rows.height == 0:
+            return rows
+        n_carry = 0
+        if (
+            self.carry_keys is not None
+            and self.carry_keys.height
+            and (rows.item(0, "u") == self.carry_user)
+        ):
+            pre = self.carry_keys.select(
+                pl.lit(self.carry_user, rows.schema["u"]).alias("u"), *self.keys
+            )
+            rows = pl.concat([pre, rows.select("u", *self.keys)])
+            n_carry = pre.height
+        start = (pl.col("u") != pl.col("u").shift(1)).fill_null(True)
+        first = pl.struct("u", *self.keys).is_first_distinct()
+        marked = rows.with_columns(
+            _k=first & (_rank(start, first, 0) <= self.m),
+        )
+        kept_all = marked.filter(pl.col("_k")).drop("_k")
+        last_user = rows.item(rows.height - 1, "u")
+        self.carry_user = last_user
+        self.carry_keys = kept_all.filter(pl.col("u") == last_user).select(self.keys)
+        return kept_all.slice(n_carry) if n_carry else kept_all
+
+
+@dataclass
+class _State:
+    """What one chunk hands to the next."""
+
+    u: Any = None
+    q: str | None = None
+    t: str | None = None
+    events: int = 0  # events of the open user so far
+    clicks: int = 0  # click rows of the open user so far
+    seen_users: set[Any] = field(default_factory=set)
+    rows: int = 0
+    users: int = 0
+    query_events: int = 0
+    click_rows: int = 0
+
+
+def _event_starts(df: pl.DataFrame, st: _State, normalize: bool) -> pl.DataFrame:
+    """Add ``_us`` (first row of a user) and ``_es`` (first row of a query event)."""
+    dt = df.schema
+    pu = pl.col("u").shift(1, fill_value=pl.lit(st.u, dt["u"]))
+    pq = pl.col("q").shift(1, fill_value=pl.lit(st.q, pl.String))
+    pt = pl.col("t").shift(1, fill_value=pl.lit(st.t, pl.String))
+    out = df.with_columns(
+        _us=(pl.col("u") != pu).fill_null(True),
+        _same_ut=((pl.col("u") == pu) & (pl.col("t") == pt)).fill_null(False),
+        _same_q=(pl.col("q") == pq).fill_null(False),
+        _pq=pq,
+    )
+    # raw text differs at the same user and time: equal after normalisation is the same event
+    amb = out.get_column("_same_ut") & ~out.get_column("_same_q")
+    same_q = out.get_column("_same_q")
+    if normalize and amb.any():
+        idx = amb.arg_true()
+        a = _normalize(out.get_column("q").gather(idx), True)
+        b = _normalize(out.get_column("_pq").gather(idx), True)
+        same_q = same_q.scatter(idx, a == b)
+    return out.with_columns(_es=~(pl.col("_same_ut") & same_q)).drop("_same_ut", "_same_q", "_pq")
+
+
+def ordered_counts(
+    path: Path, algorithm: str, params: Any, *, normalize: bool
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
+    """Bounded counts of ``algorithm`` (``korolova`` or ``zealous`` with item type queries or
+    clicks) in one ordered pass. Returns (counts, figures, rows, sha256); raises
+    :class:`NotGrouped` when the users' rows are not contiguous."""
+    try:
+        return _ordered_counts(path, algorithm, params, normalize=normalize, user_numeric=True)
+    except _NotNumeric:
+        return _ordered_counts(path, algorithm, params, normalize=normalize, user_numeric=False)
+
+
+def _ordered_counts(
+    path: Path, algorithm: str, params: Any, *, normalize: bool, user_numeric: bool
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
+    korolova = algorithm == "korolova"
+    if korolova:
+        with_url = params.url_selection != "none"
+        item = "queries"
+    else:
+        item = params.item_type
+        with_url = item == "clicks"
+    if path.name.lower().endswith(".parquet"):
+        src, _ = _parquet_source(path, with_url)
+    else:
+        src = _tsv_source(path, with_url, user_numeric)
+    st = _State()
+    counts: dict[str, pl.DataFrame] = {}
+    figures: dict[str, int] = {}
+    try:
+        if korolova and not params.distinct:
+            q_fold = _Fold(["query"])
+            q_dist = None
+        else:
+            q_fold = _Fold(["query"] if item == "queries" else ["query", "url"])
+            m = params.d if korolova else params.m
+            q_dist = _Distinct(m, q_fold.keys)
+        c_fold = _Fold(["query", "url"]) if (korolova and with_url) else None
+        kept_events = kept_clicks = 0
+        for df in src.chunks:
+            if df.height == 0:
+                continue
+            df = _event_starts(df, st, normalize)
+            starts = df.filter(pl.col("_us")).get_column("u")
+            new_users = starts.to_list()
+            if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(new_users):
+                raise NotGrouped
+            st.seen_users.update(new_users)
+            carried_events, carried_clicks = st.events, st.clicks
+            marks: list[pl.Expr] = [
+                _rank(pl.col("_us"), pl.col("_es"), carried_events).alias("_er")
+            ]
+            if with_url:
+                marks.append(
+                    _rank(pl.col("_us"), pl.col("url").is_not_null(), carried_clicks).alias("_cr")
+                )
+            df = df.with_columns(marks)
+            last = df.row(df.height - 1, named=True)
+            st.u, st.q, st.t = last["u"], last["q"], last["t"]
+            st.events = int(last["_er"])
+            st.rows += df.height
+            st.users += len(new_users)
+            n_events = int(df.get_column("_es").sum())
+            st.query_events += n_events
+            if with_url:
+                st.clicks = int(last["_cr"])
+                st.click_rows += int(df.get_column("url").is_not_null().sum())
+            if q_dist is None:  # Korolova: first d events
+                kept = df.filter(pl.col("_es") & (pl.col("_er") <= params.d))
+                kept = kept.select(pl.col("q").alias("query"))
+                kept = kept.with_columns(query=_normalize(kept.get_column("query"), normalize))
+                q_fold.add(kept)
+                kept_events += kept.height
+            elif item == "queries":  # first m distinct queries (first occurrence)
+                ev = df.filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
+                ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
+                kept = q_dist.keep(ev)
+                q_fold.add(kept)
+                kept_events += kept.height
+            else:  # ZEALOUS clicks: first m distinct (query, url)
+                cl = df.filter(pl.col("url").is_not_null()).select(
+                    "u", pl.col("q").alias("query"), "url"
+                )
+                cl = cl.with_columns(query=_normalize(cl.get_column("query"), normalize))
+                kept = q_dist.keep(cl)
+                q_fold.add(kept)
+                kept_events += kept.height
+            if c_fold is not None:
+                kc = df.filter(pl.col("url").is_not_null() & (pl.col("_cr") <= params.d_c))
+                kc = kc.select(pl.col("q").alias("query"), "url")
+                kc = kc.with_columns(query=_normalize(kc.get_column("query"), normalize))
+                c_fold.add(kc)
+                kept_clicks += kc.height
+        if st.rows == 0:
+            raise InputFormatError(str(path), "no data rows left (empty input)")
+        sha = src.sha256()
+    finally:
+        src.close()
+    if korolova:
+        counts["queries"] = q_fold.result()
+        figures = {
+            "users": st.users,
+            "query_events": st.query_events,
+            "query_events_after_bounding": kept_events,
+        }
+        if c_fold is not None:
+            counts["clicks"] = c_fold.result()
+            figures |= {"clicks": st.click_rows, "clicks_after_bounding": kept_clicks}
+    else:
+        res = q_fold.result()
+        if item == "queries":
+            res = res.with_columns(item=pl.col("query"))
+        else:
+            res = res.with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))
+        counts["items"] = res
+        figures = {
+            "users": st.users,
+            "items": st.query_events if item == "queries" else st.click_rows,
+            "items_after_bounding": kept_events,
+        }
+    return counts, figures, st.rows, sha
