@@ -49,6 +49,7 @@ from searchveil.model import PAIR_SEP, normalize_query
 __all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
+PARQUET_BATCH_ROWS = 1 << 20
 FOLD_ROWS = 4_000_000  # kept items held before folding them into counts
 # a string that is not equal to its normalisation contains one of these (A-Z, any character
 # outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
@@ -103,9 +104,9 @@ class TextBlocks:
     """Blocks of whole lines of a (gzipped) text file, produced by a reader thread; the
     header line separately; the file's SHA-256 once iteration has ended."""
 
-    def __init__(self, path: Path, block_bytes: int = BLOCK_BYTES) -> None:
+    def __init__(self, path: Path, block_bytes: int | None = None) -> None:
         self.path = path
-        self.block_bytes = block_bytes
+        self.block_bytes = block_bytes or BLOCK_BYTES
         self.hasher = hashlib.sha256()
         self._q: queue.Queue[Any] = queue.Queue(maxsize=2)
         self._stop = threading.Event()
@@ -229,14 +230,14 @@ def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
                     b, has_header=False, separator="\t", quote_char=None, schema=schema,
                     columns=idx,
                 )  # fmt: skip
-            except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as exc:
+            except pl.exceptions.PolarsError as exc:
                 if user_numeric:  # text ids? (then the whole pass restarts reading text)
                     try:
                         pl.read_csv(
                             b, has_header=False, separator="\t", quote_char=None,
                             schema=schema | {"AnonID": pl.String}, columns=idx,
                         )  # fmt: skip
-                    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError):
+                    except pl.exceptions.PolarsError:
                         pass
                     else:
                         raise _NotNumeric from None
@@ -250,7 +251,7 @@ def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:
     lf = pl.scan_parquet(path)
     try:
         schema = lf.collect_schema()
-    except (pl.exceptions.ComputeError, OSError) as exc:
+    except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputFormatError(str(path), f"cannot read: {exc}") from None
     missing = [c for c in AOL_COLUMNS if c not in schema.names()]
     if missing:
@@ -273,9 +274,9 @@ def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
-            for df in lf.select(want).collect_batches(chunk_size=1 << 20):
+            for df in lf.select(want).collect_batches(chunk_size=PARQUET_BATCH_ROWS):
                 yield _canonical(df, numeric, with_url)
-        except pl.exceptions.ComputeError as exc:
+        except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), f"malformed input: {exc}") from None
 
     def sha() -> str:
