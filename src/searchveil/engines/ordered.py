@@ -378,11 +378,10 @@ class _Distinct:
             rows = pl.concat([pre, rows.select("u", *self.keys)])
             n_carry = pre.height
         start = (pl.col("u") != pl.col("u").shift(1)).fill_null(True)
-        first = pl.struct("u", *self.keys).is_first_distinct()
-        marked = rows.with_columns(
-            _k=first & (_rank(start, first, 0) <= self.m),
-        )
-        kept_all = marked.filter(pl.col("_k")).drop("_k")
+        key = pl.col(self.keys[0]) if len(self.keys) == 1 else pl.struct(*self.keys)
+        marked = rows.with_columns(_f=key.is_first_distinct().over("u"))
+        marked = marked.with_columns(_k=pl.col("_f") & (_rank(start, pl.col("_f"), 0) <= self.m))
+        kept_all = marked.filter(pl.col("_k")).drop("_k", "_f")
         last_user = rows.item(rows.height - 1, "u")
         self.carry_user = last_user
         self.carry_keys = kept_all.filter(pl.col("u") == last_user).select(self.keys)

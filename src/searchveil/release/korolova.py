@@ -462,7 +462,7 @@ def release_korolova_counts(
     accounting and ledger."""
     exact = _check_call(params, serp, budget)
     paper = params.privacy("paper")
-    counts = bounded.table("queries", ["query"])
+    counts = bounded.table("queries", ["query"], ordered=getattr(rng, "seeded", True))
     # 2. Select-Queries
     selected = noisy_threshold(counts, threshold=params.K, scale=params.b, rng=rng)
     # 3. Get-Query-Counts (fresh noise)
@@ -487,7 +487,9 @@ def release_korolova_counts(
     clicks_out: pl.DataFrame | None = None
     if params.url_selection != "none":
         assert params.d_c is not None and params.b_c is not None
-        pair_counts = bounded.table("clicks", ["query", "url"])
+        pair_counts = bounded.table(
+            "clicks", ["query", "url"], ordered=getattr(rng, "seeded", True)
+        )
         released = queries.select("query")
         pair_counts = pair_counts.join(released, on="query", how="semi")
         if params.url_selection == "serp":

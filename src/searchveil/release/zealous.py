@@ -280,7 +280,7 @@ def release_zealous_counts(
     exact = _check_call(params, bounded.users, budget)
     paper = params.privacy("paper")
     parts = list(PART_COLUMNS.get(params.item_type, ()))
-    counts = bounded.table("items", ["item", *parts])
+    counts = bounded.table("items", ["item", *parts], ordered=getattr(rng, "seeded", True))
     above_tau = counts.filter(pl.col("count") >= params.tau)
     noisy = noisy_counts(above_tau.get_column("count"), scale=params.lam, rng=rng)
     out = above_tau.with_columns(noisy_count=pl.Series(noisy, dtype=pl.Int64)).filter(
