@@ -4,7 +4,8 @@
 For each size (millions of rows; inputs from ``benchmarks/run.py``'s cache, generated on demand)
 and format (.tsv.gz, Parquet), each in its own process with the peak RSS of its whole process
 tree (the JVM included) sampled every 0.2 s:
-* ``zcat | wc -l`` (.gz only) — the decode limit;
+* ``zcat | wc -l`` (.gz only) — the decode limit with the system's gzip, and ``igzip`` — the
+  same with ISA-L (what the Polars engine's reader thread uses), in one process;
 * searchveil Korolova (queries, d = 20, e^ε = 10, δ = 1e-5) and ZEALOUS (queries, m = 5,
   ε = 1, δ = 1e-5 — the corrected Theorem 2) on the ``polars`` and ``spark`` (local[2]) engines;
 * PipelineDP 0.3.1 ``DPEngine.aggregate`` COUNT with partition selection, the same contribution
@@ -75,6 +76,14 @@ def one(kind: str, path: str) -> dict[str, Any]:
         wc = subprocess.run(["wc", "-l"], stdin=z.stdout, capture_output=True, text=True)
         z.wait()
         out["rows"] = int(wc.stdout.split()[0]) - 1
+    elif kind == "igzip":
+        from isal import igzip
+
+        n = 0
+        with igzip.open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 25), b""):
+                n += block.count(b"\n")
+        out["rows"] = n - 1
     elif kind.startswith("searchveil"):
         _, algo, engine = kind.split(":")
         from searchveil import KorolovaParams, ZealousParams, make_rng
@@ -94,6 +103,10 @@ def one(kind: str, path: str) -> dict[str, Any]:
         out["rows"] = rel.ledger["inputs"][0]["rows"]
         name = "queries" if algo == "korolova" else "items"
         out["released"] = rel.tables[name].height
+        out["plan"] = rel.report.get("engine_plan")
+        out["distinct_bounded_items"] = rel.report.get(
+            "distinct_queries", rel.report.get("distinct_items")
+        )
     elif kind.startswith("pipelinedp"):
         import pipeline_dp
 
@@ -154,20 +167,25 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,10")
     ap.add_argument("--quick", action="store_true", help="1M rows only, no Spark")
     ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--no-pipelinedp", action="store_true")
+    ap.add_argument("--formats", default="tsv.gz,parquet")
+    ap.add_argument("--out", default=str(HERE / "results" / "engines.json"))
     a = ap.parse_args()
     if a.one:
         print(json.dumps(one(a.one[0], a.one[1])))
         return
     sizes = [1] if a.quick else [int(x) for x in a.sizes.split(",")]
     spark = not (a.quick or a.no_spark)
-    kinds = ["searchveil:korolova:polars", "searchveil:zealous:polars", "pipelinedp:local"]
+    kinds = ["searchveil:korolova:polars", "searchveil:zealous:polars"]
+    kinds += [] if a.no_pipelinedp else ["pipelinedp:local"]
     if spark:
-        kinds += ["searchveil:korolova:spark", "searchveil:zealous:spark", "pipelinedp:spark"]
+        kinds += ["searchveil:korolova:spark", "searchveil:zealous:spark"]
+        kinds += [] if a.no_pipelinedp else ["pipelinedp:spark"]
     results = []
     for size in sizes:
-        for suffix in ("tsv.gz", "parquet"):
+        for suffix in a.formats.split(","):
             path = str(_input(size, suffix))
-            for kind in (["zcat"] if suffix == "tsv.gz" else []) + kinds:
+            for kind in (["zcat", "igzip"] if suffix == "tsv.gz" else []) + kinds:
                 env = dict(os.environ, PYTHONWARNINGS="ignore")
                 proc = subprocess.run(
                     [sys.executable, __file__, "--one", kind, path],
@@ -180,8 +198,8 @@ def main() -> None:
                 row.update(size_m=size, format=suffix, kind=kind)
                 print(json.dumps(row), flush=True)
                 results.append(row)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "engines.json").write_text(json.dumps(results, indent=2) + "\n")
+    Path(a.out).parent.mkdir(exist_ok=True, parents=True)
+    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
     print("\n| rows | format | what | rows/s | seconds | peak RSS | released |")
     print("|---|---|---|---|---|---|---|")
     for r in results:

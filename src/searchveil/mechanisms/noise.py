@@ -94,8 +94,7 @@ def _bernoulli_exp(
     idx = np.flatnonzero(whole > 0)
     i = 0
     while idx.size:
-        ones = np.ones(idx.size, dtype=np.uint64)
-        ok = _bernoulli_exp_unit(ones, ones, rng)
+        ok = _bernoulli_exp_minus_one(idx.size, rng)
         result[idx[~ok]] = False
         i += 1
         idx = idx[ok & (whole[idx] > i)]
@@ -105,13 +104,28 @@ def _bernoulli_exp(
     return result
 
 
+def _bernoulli_exp_minus_one(n: int, rng: RandomSource) -> npt.NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-1)): :func:`_bernoulli_exp_unit` with γ = 1, where each round's
+    Bernoulli(1/k) is one uniform integer below the scalar k."""
+    k_final = np.zeros(n, dtype=np.int64)
+    idx = np.arange(n)
+    k = 1
+    while idx.size:
+        a = rng.integers_below(k, idx.size) == 0  # Bernoulli(1/k)
+        k_final[idx[~a]] = k
+        idx = idx[a]
+        k += 1
+        if k > 250:  # pragma: no cover - probability < 1/250!
+            raise InternalError("Bernoulli(exp(-1)) sampler did not terminate")
+    return (k_final % 2) == 1
+
+
 def _geometric_exp_minus_one(n: int, rng: RandomSource) -> npt.NDArray[np.uint64]:
     """Number of successes of Bernoulli(exp(-1)) before the first failure."""
     v = np.zeros(n, dtype=np.uint64)
     idx = np.arange(n)
     while idx.size:
-        ones = np.ones(idx.size, dtype=np.uint64)
-        ok = _bernoulli_exp_unit(ones, ones, rng)
+        ok = _bernoulli_exp_minus_one(idx.size, rng)
         v[idx[ok]] += np.uint64(1)
         idx = idx[ok]
     return v
