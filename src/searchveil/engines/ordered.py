@@ -404,27 +404,40 @@ class _State:
     click_rows: int = 0
 
 
-def _event_starts(df: pl.DataFrame, st: _State, normalize: bool) -> pl.DataFrame:
-    """Add ``_us`` (first row of a user) and ``_es`` (first row of a query event)."""
+def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.DataFrame:
+    """Add ``_us`` (first row of a user), ``_es`` (first row of a query event), ``_er`` (the
+    user's event number of the row) and, with URLs, ``_cr`` (the user's click number): one
+    lazy query per chunk; rows whose raw query differs from the previous row's at the same user
+    and time (``_amb``, rare) are settled by comparing normalised text afterwards."""
     dt = df.schema
-    pu = pl.col("u").shift(1, fill_value=pl.lit(st.u, dt["u"]))
-    pq = pl.col("q").shift(1, fill_value=pl.lit(st.q, pl.String))
-    pt = pl.col("t").shift(1, fill_value=pl.lit(st.t, pl.String))
-    out = df.with_columns(
-        _us=(pl.col("u") != pu).fill_null(True),
-        _same_ut=((pl.col("u") == pu) & (pl.col("t") == pt)).fill_null(False),
-        _same_q=(pl.col("q") == pq).fill_null(False),
-        _pq=pq,
+    u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
+    pu = u.shift(1, fill_value=pl.lit(st.u, dt["u"]))
+    pq = q.shift(1, fill_value=pl.lit(st.q, pl.String))
+    pt = t.shift(1, fill_value=pl.lit(st.t, pl.String))
+    same_ut = ((u == pu) & (t == pt)).fill_null(False)
+    same_q = (q == pq).fill_null(False)
+    lf = df.lazy().with_columns(
+        _us=(u != pu).fill_null(True),
+        _es=~(same_ut & same_q),
+        _amb=same_ut & ~same_q,
     )
-    # raw text differs at the same user and time: equal after normalisation is the same event
-    amb = out.get_column("_same_ut") & ~out.get_column("_same_q")
-    same_q = out.get_column("_same_q")
+    ranks = [_rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")]
+    if with_url:
+        ranks.append(_rank(pl.col("_us"), pl.col("url").is_not_null(), st.clicks).alias("_cr"))
+    out = lf.with_columns(ranks).collect()
+    amb = out.get_column("_amb")
     if normalize and amb.any():
-        idx = amb.arg_true()
-        a = _normalize(out.get_column("q").gather(idx), True)
-        b = _normalize(out.get_column("_pq").gather(idx), True)
-        same_q = same_q.scatter(idx, a == b)
-    return out.with_columns(_es=~(pl.col("_same_ut") & same_q)).drop("_same_ut", "_same_q", "_pq")
+        idx = amb.arg_true().cast(pl.Int64)
+        qs = out.get_column("q")
+        prev = qs.gather((idx - 1).clip(lower_bound=0))
+        if idx[0] == 0:
+            prev = prev.scatter([0], st.q)
+        same = _normalize(qs.gather(idx), True) == _normalize(prev, True)
+        es = out.get_column("_es").scatter(idx, ~same)
+        out = out.with_columns(es.alias("_es")).with_columns(
+            _rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")
+        )
+    return out
 
 
 def ordered_counts(
@@ -469,21 +482,11 @@ def _ordered_counts(
         for df in src.chunks:
             if df.height == 0:
                 continue
-            df = _event_starts(df, st, normalize)
-            starts = df.filter(pl.col("_us")).get_column("u")
-            new_users = starts.to_list()
+            df = _mark(df, st, normalize, with_url)
+            new_users = df.filter(pl.col("_us")).get_column("u").to_list()
             if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(new_users):
                 raise NotGrouped
             st.seen_users.update(new_users)
-            carried_events, carried_clicks = st.events, st.clicks
-            marks: list[pl.Expr] = [
-                _rank(pl.col("_us"), pl.col("_es"), carried_events).alias("_er")
-            ]
-            if with_url:
-                marks.append(
-                    _rank(pl.col("_us"), pl.col("url").is_not_null(), carried_clicks).alias("_cr")
-                )
-            df = df.with_columns(marks)
             last = df.row(df.height - 1, named=True)
             st.u, st.q, st.t = last["u"], last["q"], last["t"]
             st.events = int(last["_er"])
