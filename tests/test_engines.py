@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from _engine_cases import CASES, same_tables
-from searchveil import ZealousParams, make_rng, read_log
+from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
 from searchveil.cli import app
 from searchveil.engines.plans import run_release
 from searchveil.errors import InvalidParameterError
@@ -74,3 +74,27 @@ def test_cli_engine_option(tmp_path: Path, aol_top1000_path: Path) -> None:
     for extra in (["--engine", "flink"], ["--engine", "polars", "--encoding", "latin-1"]):
         r = runner.invoke(app, [*base, "--out", str(bad), *extra])
         assert r.exit_code == 2 and not bad.exists(), r.output
+
+
+def test_engines_refuse_random_bounding(tmp_path: Path, aol_215_path: Path) -> None:
+    """The engines keep the first contributions; --bounding random is refused, not ignored."""
+    out = tmp_path / "r"
+    r = runner.invoke(app, ["release", "korolova", str(aol_215_path), "--out", str(out),
+                            "--epsilon", "2.3", "--delta", "1e-5", "--max-queries", "2",
+                            "--engine", "polars", "--bounding", "random"])  # fmt: skip
+    assert r.exit_code == 2 and "bounding" in r.output and not out.exists(), r.output
+    p = KorolovaParams(d=2, K=2, b=1.0, b_q=1.0, strategy="random")
+    with pytest.raises(InvalidParameterError, match="bounding"):
+        run_release("polars", "korolova", aol_215_path, p, rng=make_rng(1))
+
+
+def test_engine_ledger_and_report(tmp_path: Path, aol_top1000_path: Path) -> None:
+    out = tmp_path / "k"
+    r = runner.invoke(app, ["release", "korolova", str(aol_top1000_path), "--out", str(out),
+                            "--epsilon", "2.3", "--delta", "1e-5", "--max-queries", "5",
+                            "--engine", "polars", "--json", "--no-normalize"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    led = json.loads((out / "ledger.json").read_text())
+    assert led["engine"]["mode"] == "ordered single pass"
+    assert led["inputs"][0]["users"] == 1000 and led["inputs"][0]["queries_normalized"] is False
+    assert led["seeded"] is False

@@ -58,8 +58,9 @@ EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="memory (validates every line) | polars (lazy, streaming; big logs) | spark; "
-        "polars/spark read the AOL layout (TSV, .gz) or Parquet",
+        help="memory (validates every line) | polars (one ordered streaming pass when each "
+        "user's rows are contiguous, as in AOL; else a hash plan; big logs) | spark; "
+        "polars/spark read the AOL layout (TSV, .gz) or Parquet; --bounding first only",
     ),
 ]
 SparkMasterOpt = Annotated[
