@@ -53,3 +53,121 @@ def test_cli_spark(tmp_path: Path, spark_master: str, aol_215_path: Path) -> Non
     assert r.exit_code == 0, r.output
     led = json.loads((out / "ledger.json").read_text())
     assert led["engine"]["engine"] == "spark" and led["seeded"] is True
+
+
+FIGURES = {
+    "korolova": ("users", "query_events", "query_events_after_bounding", "clicks",
+                 "clicks_after_bounding", "distinct_queries", "bounded_query_volume"),
+    "zealous": ("users", "items", "items_after_bounding", "distinct_items"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", [i for i, (a, _) in enumerate(CASES) if a != "kanon"])
+def test_spark_window_plan_figures(case: int, spark_master: str, aol_215_path: Path,
+                                   aol_top1000_path: Path) -> None:  # fmt: skip
+    """The counts come from the Spark window plan, with the in-memory release's figures."""
+    algo, params = CASES[case]
+    for path in (aol_215_path, aol_top1000_path):
+        mem = FN[algo](read_log(path), params, rng=make_rng(7))
+        sp = run_release("spark", algo, path, params, rng=make_rng(7), spark_master=spark_master)
+        assert sp.report["engine_plan"] == "spark window plan"
+        for key in FIGURES[algo]:
+            assert (key in sp.report) == (key in mem.report), (key, path.name)
+            assert sp.report.get(key) == mem.report.get(key), (key, path.name)
+        assert sp.ledger["inputs"][0]["rows"] == mem.ledger["inputs"][0]["rows"]
+        assert sp.ledger["inputs"][0]["sha256"] == mem.ledger["inputs"][0]["sha256"]
+
+
+def test_spark_window_plan_distinct_korolova(spark_master: str, aol_215_path: Path) -> None:
+    """Korolova with distinct queries per user (each user's first d distinct queries)."""
+    from searchveil import KorolovaParams
+
+    params = KorolovaParams(d=3, K=2, b=0.5, b_q=1.0, url_selection="none", distinct=True)
+    mem = release_korolova(read_log(aol_215_path), params, rng=make_rng(3))
+    sp = run_release("spark", "korolova", aol_215_path, params, rng=make_rng(3),
+                     spark_master=spark_master)  # fmt: skip
+    assert sp.report["engine_plan"] == "spark window plan"
+    assert same_tables(mem, sp) == []
+    for key in FIGURES["korolova"]:
+        assert sp.report.get(key) == mem.report.get(key), key
+
+
+def test_spark_unreadable_input(tmp_path: Path, spark_master: str) -> None:
+    from searchveil import ZealousParams
+    from searchveil.errors import InputFormatError
+
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not a parquet file at all")
+    params = ZealousParams(m=2, tau=1, lam=1.0, tau_prime=3, item_type="queries",
+                           guarantee="indistinguishability")  # fmt: skip
+    with pytest.raises(InputFormatError):
+        run_release("spark", "zealous", bad, params, rng=make_rng(1), spark_master=spark_master)
+
+
+# Users interleaved in the file, raw text that differs only before normalisation at the same
+# time (one event), null times (never merge), a (user, query, time) that recurs after another
+# query (two events), empty queries and URLs, ids with spaces.
+TRICKY = """AnonID\tQuery\tQueryTime\tItemRank\tClickURL
+1\tFoo\t2006-03-01 10:00:00\t1\thttp://a
+2\tfoo\t2006-03-01 10:00:00\t\t
+1\tfoo \t2006-03-01 10:00:00\t2\thttp://b
+1\tfoo  bar\t2006-03-01 10:01:00\t\t
+ 2\tFOO\t2006-03-01 10:00:00\t1\thttp://a
+1\tFoo   Bar\t2006-03-01 10:01:00\t1\thttp://a
+1\tx\t\t\t
+1\tx\t\t1\thttp://c
+3\t\t2006-03-01 11:00:00\t\t
+1\tfoo\t2006-03-01 10:00:00\t1\thttp://a
+3\t\t2006-03-01 11:00:00\t1\t\x20
+2\tbar\t2006-03-01 10:05:00\t1\thttp://d
+1\tbar\t2006-03-01 10:06:00\t\t
+2\tfoo\t2006-03-01 10:06:00\t3\thttp://a
+1\tx\t2006-03-01 10:07:00\t1\thttp://c
+3\tz\t2006-03-01 11:01:00\t1\thttp://z
+1\tx\t2006-03-01 10:07:00\t2\thttp://e
+"""
+
+
+def _bounded_params() -> list[tuple[str, object]]:
+    from searchveil import KorolovaParams, ZealousParams
+
+    kor = dict(K=2, b=0.5, b_q=1.0)
+    zeal = dict(tau=1, lam=1.0, tau_prime=3, guarantee="indistinguishability")
+    out: list[tuple[str, object]] = [(a, p) for a, p in CASES if a != "kanon"]
+    for d in (1, 2, 3, 100):
+        out.append(("korolova", KorolovaParams(d=d, K=d, b=0.5, b_q=1.0, url_selection="none")))
+        out.append(("korolova", KorolovaParams(d=d, **kor, url_selection="none", distinct=True)))
+        out.append(("korolova", KorolovaParams(d=max(d, 2), K=max(d, 2), b=0.5, b_q=1.0,
+                                               url_selection="private", d_c=d, b_c=1.0,
+                                               url_K=d, url_b=1.0)))  # fmt: skip
+        for item in ("queries", "clicks"):
+            out.append(("zealous", ZealousParams(m=d, item_type=item, **zeal)))
+    return out
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, aol_215_path: Path,
+                                           normalize: bool) -> None:  # fmt: skip
+    """The window plan's counts and figures equal the in-memory bounding's, table by table."""
+    from searchveil.engines.plans import _NO_RNG
+    from searchveil.engines.spark import SparkEngine
+    from searchveil.release.korolova import korolova_counts
+    from searchveil.release.zealous import zealous_counts
+
+    tricky = tmp_path / "tricky.tsv"
+    tricky.write_text(TRICKY)
+    engine = SparkEngine(master=spark_master, normalize=normalize)
+    keys = {"queries": ["query"], "clicks": ["query", "url"]}
+    for path in (tricky, aol_215_path):
+        log = read_log(path, normalize=normalize)
+        for algo, params in _bounded_params():
+            fn = korolova_counts if algo == "korolova" else zealous_counts
+            mem = fn(log, params, rng=_NO_RNG)
+            sp = engine.bounded_counts(path, algo, params)
+            assert sp.plan == "spark window plan"
+            assert sp.figures == mem.figures, (path.name, algo, params)
+            assert sp.input == mem.input, (path.name, algo)
+            for name, df in mem.counts.items():
+                ks = keys.get(name, ["item", *([c for c in ("query", "url") if c in df.columns])])
+                assert sp.table(name, ks).equals(mem.table(name, ks)), (path.name, algo, name)
+            assert set(sp.counts) == set(mem.counts)

@@ -2,21 +2,28 @@
 
 ``--spark-master`` picks the cluster (default ``local[*]``). Row order is
 ``monotonically_increasing_id()`` of the scanned file, which follows the file order (partition
-index, then position). The reduced rows are brought to the driver with Arrow; noise is drawn
-there with the project's secure sampler (a search log has far fewer distinct items than rows,
-so the driver never holds the log itself).
+index, then position). Korolova and ZEALOUS: the bounded counts are computed on Spark with
+one shuffle of the rows by user (:func:`window_plan`) and only the counts come to the driver
+with Arrow; k-anonymity: the reduced rows are brought to the driver. Noise is drawn there with
+the project's secure sampler (the driver never holds the log itself).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from searchveil.engines.base import AOL_COLUMNS
-from searchveil.errors import InputFormatError
+from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.model import PAIR_SEP
+from searchveil.release._histogram import BoundedCounts
+
+PLAN_NAME = "spark window plan"
 
 _SESSIONS: dict[str, Any] = {}
 
@@ -85,6 +92,39 @@ class SparkEngine:
         return out.withColumn("ev", F.xxhash64("query", "time")).withColumn(
             "qh", F.xxhash64("query")
         )
+
+    def scan_narrow(self, path: str, *, url: bool) -> Any:
+        """``user, query, time, row`` (+ ``url``) for :func:`window_plan`: only the columns the
+        counts need, the query coalesced but *not* normalised, an integer user id kept as is
+        (trimming its text would change nothing)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import IntegralType
+
+        if path.lower().endswith(".parquet"):
+            df = self.spark.read.parquet(path)
+        else:
+            df = (
+                self.spark.read.option("sep", "\t")
+                .option("header", True)
+                .option("quote", "")
+                .option("mode", "FAILFAST")
+                .csv(path)
+            )
+        missing = [c for c in AOL_COLUMNS if c not in df.columns]
+        if missing:
+            raise InputFormatError(path, f"the engines read the AOL layout; missing {missing}")
+        user = F.col("AnonID")
+        if not isinstance(df.schema["AnonID"].dataType, IntegralType):
+            user = F.trim(user.cast("string"))
+        cols = [
+            user.alias("user"),
+            F.coalesce(F.col("Query").cast("string"), F.lit("")).alias("query"),
+            F.col("QueryTime").cast("string").alias("time"),
+        ]
+        if url:
+            u = F.trim(F.col("ClickURL").cast("string"))
+            cols.append(F.when(u == "", None).otherwise(u).alias("url"))
+        return df.select(*cols, F.monotonically_increasing_id().alias("row"))
 
     def with_sessions(self, table: Any, gap_minutes: float = 30.0) -> Any:
         from pyspark.sql import Window
@@ -160,12 +200,217 @@ class SparkEngine:
         r = table.agg(F.count("*").alias("rows"), F.countDistinct("user").alias("users")).collect()
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
-    def bounded_counts(self, path: Any, algorithm: str, params: Any) -> Any:
-        from searchveil.engines.plans import rows_plan_counts
+    def bounded_counts(self, path: Path, algorithm: str, params: Any) -> BoundedCounts:
+        """Bounded counts computed on Spark (see :func:`window_plan`); only the counts and
+        a few figures come to the driver. The file's SHA-256 is streamed in a thread meanwhile."""
+        from searchveil.engines.plans import _input_record, _sha256
 
-        return rows_plan_counts(self, algorithm, path, params, normalize=self.normalize)
+        digest: dict[str, str] = {}
+        hasher = threading.Thread(
+            target=lambda: digest.update(sha=_sha256(Path(path))), daemon=True
+        )
+        hasher.start()  # hashlib releases the GIL: the hash overlaps Spark's work
+        try:
+            with_url = (
+                params.url_selection != "none"
+                if algorithm == "korolova"
+                else params.item_type == "clicks"
+            )
+            table = self.scan_narrow(str(path), url=with_url)
+            plan, keys = window_plan(table, algorithm, params, normalize=self.normalize)
+            arrow = plan.toArrow()
+        except (InputFormatError, InvalidParameterError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
+            raise InputFormatError(str(path), f"Spark could not read the input: {exc}") from None
+        out = pl.DataFrame(pl.from_arrow(arrow))
+        counts, figures, rows = _split_plan_output(out, algorithm, params, keys)
+        if rows == 0:
+            raise InputFormatError(str(path), "no data rows left (empty input)")
+        hasher.join()
+        rec = _input_record(path, digest["sha"], rows, figures["users"], self.normalize)
+        return BoundedCounts(counts=counts, figures=figures, input=rec, plan=PLAN_NAME)
 
     def describe(self) -> dict[str, Any]:
         import pyspark
 
         return {"engine": "spark", "version": pyspark.__version__, "master": self.master}
+
+
+def window_plan(
+    table: Any, algorithm: str, params: Any, *, normalize: bool
+) -> tuple[Any, dict[str, list[str]]]:
+    """One Spark query whose (small) result holds the bounded counts and the figures.
+
+    ``table`` has ``user, query, time, row`` (+ ``url``) with the query *not yet normalised*
+    (:meth:`SparkEngine.scan_narrow`): normalisation, the costly part of the scan, is applied
+    after bounding, to the kept keys only (and, when two consecutive rows of one user have
+    the same time but different raw text, to decide whether they are one event).
+
+    Rows are shuffled once by user and ordered by ``row`` (window ``w``); a row starts a query
+    event (``es``) when it is the user's first row, its time or the previous row's time is
+    null, or the time or the (normalised) query differs from the previous row's — the
+    in-memory run definition (:func:`searchveil.model.query_events`).
+
+    * Korolova: kept events are event starts whose running event number is ≤ d, kept clicks
+      the click rows whose running click number is ≤ d_c.
+    * distinct items (Korolova ``distinct``, ZEALOUS): the first row of each (user, item)
+      (the first row of a user's query always starts an event, so only event starts are
+      grouped), ranked per user by that row; the first m are kept, each (user, item) once, so
+      a count is a count of distinct users. The grouping by (user, item) and the ranking reuse
+      the partitioning by user (no further shuffle of rows).
+
+    The result is grouped by the kept keys (null for rows or items not kept) with the figure
+    columns summed per group; the driver adds them up (:func:`_split_plan_output`).
+    Returns the plan and, per count table, the key columns of the result that name it.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    korolova = algorithm == "korolova"
+    if korolova:
+        item = "queries"
+        distinct = bool(params.distinct)
+        m = params.d
+    else:
+        item = params.item_type
+        distinct = True
+        m = params.m
+        if item not in ("queries", "clicks"):
+            raise InvalidParameterError(
+                "item-type", item, "queries | clicks with --engine polars|spark"
+            )
+
+    def norm(c: Any) -> Any:
+        return F.trim(F.regexp_replace(F.lower(c), r"\s+", " ")) if normalize else c
+
+    def flag(c: Any) -> Any:
+        return c.cast("int")
+
+    row, query, url, time = F.col("row"), F.col("query"), F.col("url"), F.col("time")
+    one = F.lit(1)
+
+    if item == "clicks":  # ZEALOUS clicks: no events needed, only click rows and users
+        click = url.isNotNull()
+        g = table.groupBy("user", F.when(click, query).alias("query"), "url").agg(
+            F.min("row").alias("row"), F.count(one).alias("n"), F.count("url").alias("c")
+        )
+        if normalize:  # the raw text's groups, merged by normalised text
+            g = g.groupBy("user", norm(query).alias("query"), "url").agg(
+                F.min("row").alias("row"), F.sum("n").alias("n"), F.sum("c").alias("c")
+            )
+        rn = F.row_number().over(Window.partitionBy("user").orderBy(url.isNull(), row))
+        keep = click & (rn <= m)
+        g = g.select(
+            F.when(keep, query).alias("k_query"),
+            F.when(keep, url).alias("k_url"),
+            "n",
+            "c",
+            flag(rn == 1).alias("us"),
+        )
+        out = g.groupBy("k_query", "k_url").agg(
+            F.count(one).alias("pairs"),
+            F.sum("n").alias("n"),
+            F.sum("us").alias("us"),
+            F.sum("c").alias("clicks"),
+        )
+        return out, {"items": ["k_query", "k_url"]}
+
+    w = Window.partitionBy("user").orderBy("row")
+    t = table.select("*", F.lag("query").over(w).alias("pq"), F.lag("time").over(w).alias("pt"))
+    pq, pt = F.col("pq"), F.col("pt")
+    same_q = (query == pq) | (norm(query) == norm(pq)) if normalize else query == pq
+    # cheap tests first: Spark evaluates AND / OR lazily, so normalisation runs only when one
+    # user's consecutive rows have the same time and different raw text
+    same = pq.isNotNull() & time.isNotNull() & pt.isNotNull() & (time == pt) & same_q
+    t = t.withColumn("us", flag(pq.isNull())).withColumn("es", flag(~same)).drop("pq", "pt")
+    if not distinct:
+        running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        kept_ev = (F.col("es") == 1) & (F.sum("es").over(running) <= m)
+        sel = [F.when(kept_ev, norm(query)).alias("k_query")]
+        aggs = [
+            F.count(one).alias("n"),
+            F.sum("us").alias("us"),
+            F.sum("es").alias("events"),
+            F.count("k_query").alias("kept"),
+        ]
+        keys = {"queries": ["k_query"]}
+        if params.url_selection != "none":
+            click = url.isNotNull()
+            kept_cl = click & (F.sum(flag(click)).over(running) <= params.d_c)
+            sel += [
+                F.when(kept_cl, norm(query)).alias("k_cquery"),
+                F.when(kept_cl, url).alias("k_url"),
+                flag(click).alias("c"),
+            ]
+            aggs += [F.sum("c").alias("clicks"), F.count("k_url").alias("kept_c")]
+            keys["clicks"] = ["k_cquery", "k_url"]
+        t = t.select(*sel, "us", "es")
+        return t.groupBy(*[k for ks in keys.values() for k in ks]).agg(*aggs), keys
+
+    # the first row of each (user, query) is an event start: group event starts by (user,
+    # query), the other rows by (user, null) (they carry only the figures)
+    sums = [F.sum("n").alias("n"), F.sum("us").alias("us"), F.sum("events").alias("events")]
+    g = t.groupBy("user", F.when(F.col("es") == 1, query).alias("query")).agg(
+        F.min("row").alias("row"),
+        F.count(one).alias("n"),
+        F.sum("us").alias("us"),
+        F.sum("es").alias("events"),
+    )
+    if normalize:
+        g = g.groupBy("user", norm(query).alias("query")).agg(F.min("row").alias("row"), *sums)
+    rn = F.row_number().over(Window.partitionBy("user").orderBy(query.isNull(), row))
+    g = g.select(F.when(query.isNotNull() & (rn <= m), query).alias("k_query"), "n", "us", "events")
+    out = g.groupBy("k_query").agg(F.count(one).alias("pairs"), *sums)
+    return out, {"queries" if korolova else "items": ["k_query"]}
+
+
+def _split_plan_output(
+    out: pl.DataFrame, algorithm: str, params: Any, keys: dict[str, list[str]]
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    """The counts, figures and row count from :func:`window_plan`'s result."""
+
+    all_keys = [k for ks in keys.values() for k in ks]
+
+    def total(col: str) -> int:
+        return int(out.get_column(col).sum() or 0)
+
+    def table(name: str, count: str) -> pl.DataFrame:
+        ks = keys[name]
+        kept = out.filter(pl.col(ks[-1]).is_not_null())
+        if ks == all_keys:  # Spark grouped by exactly these keys
+            res = kept.select(*ks, pl.col(count).cast(pl.Int64).alias("count"))
+        else:  # Korolova with clicks: the query and the click keys share the result
+            res = kept.group_by(ks).agg(pl.col(count).sum().cast(pl.Int64).alias("count"))
+            res = res.filter(pl.col("count") > 0)
+        names = ["query"] if len(ks) == 1 else ["query", "url"]
+        return res.rename(dict(zip(ks, names, strict=True))).select(*names, "count")
+
+    rows = total("n")
+    users = total("us")
+    if algorithm == "korolova" and not params.distinct:
+        counts = {"queries": table("queries", "kept")}
+        figures = {
+            "users": users,
+            "query_events": total("events"),
+            "query_events_after_bounding": total("kept"),
+        }
+        if "clicks" in keys:
+            counts["clicks"] = table("clicks", "kept_c")
+            figures |= {"clicks": total("clicks"), "clicks_after_bounding": total("kept_c")}
+        return counts, figures, rows
+    name = next(iter(keys))
+    res = table(name, "pairs")
+    kept = int(res.get_column("count").sum() or 0)
+    if algorithm == "korolova":  # distinct
+        figures = {"users": users, "query_events": total("events")}
+        figures["query_events_after_bounding"] = kept
+        return {"queries": res}, figures, rows
+    if params.item_type == "queries":
+        res = res.with_columns(item=pl.col("query")).select("item", "count")
+        n_items = total("events")
+    else:
+        res = res.with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))
+        res = res.select("item", "query", "url", "count")
+        n_items = total("clicks")
+    return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}, rows
