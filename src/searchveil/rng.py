@@ -143,7 +143,8 @@ def _chacha20_words(n: int) -> npt.NDArray[np.uint64]:
     nonce = bytes(4) + os.urandom(12)  # 32-bit little-endian block counter 0 + 96-bit nonce
     enc = Cipher(algorithms.ChaCha20(os.urandom(32), nonce), mode=None).encryptor()
     out = np.empty(8 * n + 64, dtype=np.uint8)
-    written = enc.update_into(np.zeros(8 * n, dtype=np.uint8), out)
+    zeros: Any = np.zeros(8 * n, dtype=np.uint8)  # numpy arrays are buffers (PEP 3118)
+    written = enc.update_into(zeros, out)  # type: ignore[arg-type,unused-ignore]
     if written != 8 * n:  # pragma: no cover - a stream cipher returns what it is given
         raise RuntimeError("ChaCha20 keystream is short")
     return out[: 8 * n].view(np.uint64)

@@ -157,7 +157,7 @@ class TextBlocks:
         if isinstance(item, Exception):
             self._stop.set()
             raise InputFormatError(str(self.path), f"cannot read: {item}") from None
-        return item  # type: ignore[no-any-return]
+        return item  # type: ignore[no-any-return,unused-ignore]
 
     def __iter__(self) -> Iterator[bytes]:
         if self._first:
@@ -219,7 +219,7 @@ def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
         seen.add(n)
     want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
     idx = [names.index(c) for c in want]
-    schema = {n: pl.String for n in unique}
+    schema: dict[str, Any] = {n: pl.String for n in unique}
     if user_numeric:
         schema["AnonID"] = pl.Int64
 

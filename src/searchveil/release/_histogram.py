@@ -67,7 +67,7 @@ class BoundedCounts:
         """
         df = self.counts.get(name)
         if df is None or df.height == 0:
-            schema = {k: pl.String for k in keys} | {"count": pl.Int64}
+            schema: dict[str, Any] = {k: pl.String for k in keys} | {"count": pl.Int64}
             if df is not None:
                 schema = {k: df.schema.get(k, pl.String) for k in keys} | {"count": pl.Int64}
             return pl.DataFrame(schema=schema)
