@@ -170,6 +170,7 @@ def main() -> None:
     ap.add_argument("--no-pipelinedp", action="store_true")
     ap.add_argument("--formats", default="tsv.gz,parquet")
     ap.add_argument("--out", default=str(HERE / "results" / "engines.json"))
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     a = ap.parse_args()
     if a.one:
         print(json.dumps(one(a.one[0], a.one[1])))
@@ -187,10 +188,17 @@ def main() -> None:
             path = str(_input(size, suffix))
             for kind in (["zcat", "igzip"] if suffix == "tsv.gz" else []) + kinds:
                 env = dict(os.environ, PYTHONWARNINGS="ignore")
-                proc = subprocess.run(
-                    [sys.executable, __file__, "--one", kind, path],
-                    capture_output=True, text=True, env=env,
-                )  # fmt: skip
+                try:
+                    proc = subprocess.run(
+                        [sys.executable, __file__, "--one", kind, path],
+                        capture_output=True, text=True, env=env, timeout=a.timeout,
+                    )  # fmt: skip
+                except subprocess.TimeoutExpired:
+                    row = {"error": f"did not finish in {a.timeout:.0f} s (killed)"}
+                    row.update(size_m=size, format=suffix, kind=kind)
+                    print(json.dumps(row), flush=True)
+                    results.append(row)
+                    continue
                 if proc.returncode != 0:
                     row = {"error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
                 else:
