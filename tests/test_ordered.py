@@ -22,7 +22,7 @@ from searchveil.release.korolova import korolova_counts, release_korolova
 from searchveil.release.zealous import zealous_counts
 
 # raw queries that normalise to the same text ("a b") or differ only in case / blanks
-QUERIES = ["a b", "A b", "a  b", " a b", "b", "B", "c d e", ""]
+QUERIES = ["a b", "A b", "a  b", " a b", "a\u00a0b", "b", "B", "c d e", ""]
 TIMES = ["2006-03-01 10:00:00", "2006-03-01 10:00:05", "2006-03-01 11:00:00", ""]
 URLS = ["", "", "http://x.com", "http://y.com", " http://x.com "]
 

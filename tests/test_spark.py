@@ -125,6 +125,8 @@ TRICKY = """AnonID\tQuery\tQueryTime\tItemRank\tClickURL
 1\tx\t2006-03-01 10:07:00\t1\thttp://c
 3\tz\t2006-03-01 11:01:00\t1\thttp://z
 1\tx\t2006-03-01 10:07:00\t2\thttp://e
+3\tZ\u00a0 Q\t2006-03-01 11:02:00\t\t
+3\tz q\t2006-03-01 11:02:00\t1\thttp://q
 """
 
 

@@ -181,6 +181,47 @@ class TextBlocks:
         return self.hasher.hexdigest()
 
 
+class _Prefetch:
+    """Run an iterator one step ahead in a thread: Polars parses the next block (releasing
+    the GIL) while the caller bounds the current one, and ISA-L inflates the one after."""
+
+    _END = object()
+
+    def __init__(self, it: Iterator[Any], depth: int = 1) -> None:
+        self._it = it
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        try:
+            for x in self._it:
+                if self._stop.is_set():
+                    return
+                self._q.put((None, x))
+            self._q.put((None, self._END))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+            self._q.put((exc, None))
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            exc, x = self._q.get()
+            if exc is not None:
+                raise exc
+            if x is self._END:
+                return
+            yield x
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._t.is_alive():
+            try:
+                self._q.get_nowait()
+            except queue.Empty:
+                self._t.join(0.05)
+
+
 @dataclass
 class _Source:
     """Chunks with columns ``u, q, t`` (+ ``url``) in file order, and the file's SHA-256."""
@@ -244,7 +285,8 @@ def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
                 raise InputFormatError(str(path), f"malformed input: {exc}") from None
             yield _canonical(df, user_numeric, with_url)
 
-    return _Source(chunks(), blocks.sha256, blocks.close)
+    ahead = _Prefetch(chunks())
+    return _Source(iter(ahead), blocks.sha256, lambda: (ahead.close(), blocks.close()))
 
 
 def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:
@@ -416,15 +458,15 @@ def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.D
     pt = t.shift(1, fill_value=pl.lit(st.t, pl.String))
     same_ut = ((u == pu) & (t == pt)).fill_null(False)
     same_q = (q == pq).fill_null(False)
-    lf = df.lazy().with_columns(
-        _us=(u != pu).fill_null(True),
-        _es=~(same_ut & same_q),
-        _amb=same_ut & ~same_q,
+    out = (
+        df.lazy()
+        .with_columns(
+            _us=(u != pu).fill_null(True),
+            _es=~(same_ut & same_q),
+            _amb=same_ut & ~same_q,
+        )
+        .collect()
     )
-    ranks = [_rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")]
-    if with_url:
-        ranks.append(_rank(pl.col("_us"), pl.col("url").is_not_null(), st.clicks).alias("_cr"))
-    out = lf.with_columns(ranks).collect()
     amb = out.get_column("_amb")
     if normalize and amb.any():
         idx = amb.arg_true().cast(pl.Int64)
@@ -433,10 +475,11 @@ def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.D
         if idx[0] == 0:
             prev = prev.scatter([0], st.q)
         same = _normalize(qs.gather(idx), True) == _normalize(prev, True)
-        es = out.get_column("_es").scatter(idx, ~same)
-        out = out.with_columns(es.alias("_es")).with_columns(
-            _rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")
-        )
+        out = out.with_columns(out.get_column("_es").scatter(idx, ~same).alias("_es"))
+    ranks = [_rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")]
+    if with_url:
+        ranks.append(_rank(pl.col("_us"), pl.col("url").is_not_null(), st.clicks).alias("_cr"))
+    out = out.with_columns(ranks)
     return out
 
 

@@ -24,6 +24,9 @@ from searchveil.model import PAIR_SEP
 from searchveil.release._histogram import BoundedCounts
 
 PLAN_NAME = "spark window plan"
+# Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
+# White_Space class of Polars' (Rust) \s, so normalisation agrees with the in-memory reader
+_WHITESPACE = r"(?U)\s+"
 
 _SESSIONS: dict[str, Any] = {}
 
@@ -76,7 +79,7 @@ class SparkEngine:
             raise InputFormatError(path, f"the engines read the AOL layout; missing {missing}")
         q = F.coalesce(F.col("Query").cast("string"), F.lit(""))
         if self.normalize:
-            q = F.trim(F.regexp_replace(F.lower(q), r"\s+", " "))
+            q = F.trim(F.regexp_replace(F.lower(q), _WHITESPACE, " "))
         url = F.trim(F.col("ClickURL").cast("string"))
         cols = [
             F.trim(F.col("AnonID").cast("string")).alias("user"),
@@ -282,7 +285,7 @@ def window_plan(
             )
 
     def norm(c: Any) -> Any:
-        return F.trim(F.regexp_replace(F.lower(c), r"\s+", " ")) if normalize else c
+        return F.trim(F.regexp_replace(F.lower(c), _WHITESPACE, " ")) if normalize else c
 
     def flag(c: Any) -> Any:
         return c.cast("int")
