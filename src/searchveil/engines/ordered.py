@@ -50,7 +50,8 @@ __all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
 PARQUET_BATCH_ROWS = 1 << 20
-FOLD_ROWS = 4_000_000  # kept items held before folding them into counts
+FOLD_ROWS = 4_000_000  # kept items held before counting them into a partial count
+MERGE_PARTIALS = 8  # partial counts held before merging them
 # a string that is not equal to its normalisation contains one of these (A-Z, any character
 # outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
 # row, or a space at either end); strings without them are left as they are
@@ -363,13 +364,14 @@ def _rank(start: pl.Expr, counted: pl.Expr, carried: int) -> pl.Expr:
 
 @dataclass
 class _Fold:
-    """Kept items, folded into (keys, count) every ``FOLD_ROWS`` rows."""
+    """Kept items, counted every ``FOLD_ROWS`` rows into a partial count; partials are merged
+    when ``MERGE_PARTIALS`` have gathered and at the end (so each kept item is grouped about
+    twice, instead of the whole running count being regrouped at every fold)."""
 
     keys: list[str]
-    distinct_users: bool = False  # rows are already one per (user, item): a plain count
     pending: list[pl.DataFrame] = field(default_factory=list)
     pending_rows: int = 0
-    counts: pl.DataFrame | None = None
+    partials: list[pl.DataFrame] = field(default_factory=list)
 
     def add(self, df: pl.DataFrame) -> None:
         if df.height:
@@ -379,20 +381,26 @@ class _Fold:
                 self.fold()
 
     def fold(self) -> None:
-        if not self.pending:
-            return
-        new = pl.concat(self.pending).group_by(self.keys).len("count")
-        self.pending, self.pending_rows = [], 0
-        if self.counts is not None:
-            new = pl.concat([self.counts, new.cast({"count": pl.Int64})])
-            new = new.group_by(self.keys).agg(pl.col("count").sum())
-        self.counts = new.cast({"count": pl.Int64})
+        if self.pending:
+            part = (  # Polars' streaming group-by is ~1.7x its in-memory one on strings here
+                pl.concat(self.pending).lazy().group_by(self.keys).len("count")
+            ).collect(engine="streaming")
+            self.partials.append(part.cast({"count": pl.Int64}))
+            self.pending, self.pending_rows = [], 0
+        if len(self.partials) >= MERGE_PARTIALS:
+            self.partials = [self._merge()]
+
+    def _merge(self) -> pl.DataFrame:
+        if len(self.partials) == 1:
+            return self.partials[0]
+        merged = pl.concat(self.partials).lazy().group_by(self.keys).agg(pl.col("count").sum())
+        return merged.collect(engine="streaming")
 
     def result(self) -> pl.DataFrame:
         self.fold()
-        if self.counts is None:
+        if not self.partials:
             return pl.DataFrame(schema={k: pl.String for k in self.keys} | {"count": pl.Int64})
-        return self.counts
+        return self._merge()
 
 
 @dataclass
