@@ -65,6 +65,17 @@ class NotGrouped(Exception):
 # ----------------------------------------------------------------------------------- reading
 
 
+def _stop_thread(stop: threading.Event, q: queue.Queue[Any], t: threading.Thread) -> None:
+    """Ask a producer thread to stop and drain its queue until it has (it may be blocked on
+    a full queue)."""
+    stop.set()
+    while t.is_alive():
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            t.join(0.05)
+
+
 class _HashingReader:
     """A binary file that feeds every byte it reads into a SHA-256."""
 
@@ -170,12 +181,7 @@ class TextBlocks:
             yield b
 
     def close(self) -> None:
-        self._stop.set()
-        while self._t.is_alive():
-            try:
-                self._q.get_nowait()
-            except queue.Empty:
-                self._t.join(0.05)
+        _stop_thread(self._stop, self._q, self._t)
 
     def sha256(self) -> str:
         self._t.join()
@@ -215,12 +221,7 @@ class _Prefetch:
             yield x
 
     def close(self) -> None:
-        self._stop.set()
-        while self._t.is_alive():
-            try:
-                self._q.get_nowait()
-            except queue.Empty:
-                self._t.join(0.05)
+        _stop_thread(self._stop, self._q, self._t)
 
 
 @dataclass
@@ -287,7 +288,12 @@ def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
             yield _canonical(df, user_numeric, with_url)
 
     ahead = _Prefetch(chunks())
-    return _Source(iter(ahead), blocks.sha256, lambda: (ahead.close(), blocks.close()))
+
+    def close() -> None:
+        ahead.close()
+        blocks.close()
+
+    return _Source(iter(ahead), blocks.sha256, close)
 
 
 def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:

@@ -129,17 +129,14 @@ def check_plan(algorithm: str, params: Any, engine_name: str) -> None:
         )
 
 
-def rows_plan_counts(
-    engine: Any, algorithm: str, path: Path, params: Any, *, normalize: bool
-) -> BoundedCounts:
-    """Bounded counts through the row plan (:func:`reduce_rows`): the engine keeps the rows
-    each user may contribute, and the in-memory bounding counts them (idempotent on them)."""
-    from searchveil.release.korolova import korolova_counts
-    from searchveil.release.zealous import zealous_counts
-
+def _reduced_rows(
+    engine: Any, path: Path, algorithm: str, params: Any
+) -> tuple[pl.DataFrame, dict[str, int], str]:
+    """The reduced rows of :func:`reduce_rows`, the input totals and the file's SHA-256
+    (hashed in a thread: hashlib releases the GIL, so it overlaps the engine's work)."""
     digest: dict[str, str] = {}
     hasher = threading.Thread(target=lambda: digest.update(sha=_sha256(Path(path))), daemon=True)
-    hasher.start()  # hashlib releases the GIL: the file hash overlaps the engine's work
+    hasher.start()
     table = engine.scan(str(path))
     plan = reduce_rows(engine, table, algorithm, params)
     if hasattr(engine, "collect_with_totals"):
@@ -148,8 +145,20 @@ def rows_plan_counts(
         totals = engine.totals(table)
         reduced = engine.collect(plan)
     hasher.join()
-    rec = _input_record(path, digest["sha"], totals["rows"], totals["users"], normalize)
-    info = InputInfo(path=str(path), sha256=digest["sha"], rows=totals["rows"])
+    return reduced, totals, digest["sha"]
+
+
+def rows_plan_counts(
+    engine: Any, algorithm: str, path: Path, params: Any, *, normalize: bool
+) -> BoundedCounts:
+    """Bounded counts through the row plan (:func:`reduce_rows`): the engine keeps the rows
+    each user may contribute, and the in-memory bounding counts them (idempotent on them)."""
+    from searchveil.release.korolova import korolova_counts
+    from searchveil.release.zealous import zealous_counts
+
+    reduced, totals, sha = _reduced_rows(engine, path, algorithm, params)
+    rec = _input_record(path, sha, totals["rows"], totals["users"], normalize)
+    info = InputInfo(path=str(path), sha256=sha, rows=totals["rows"])
     log = to_search_log(reduced, info)
     fn = korolova_counts if algorithm == "korolova" else zealous_counts
     bounded: BoundedCounts = fn(log, params, rng=_NO_RNG)
@@ -211,20 +220,10 @@ def _run_kanon(
 ) -> HistogramRelease:
     from searchveil.release import release_kanon
 
-    digest: dict[str, str] = {}
-    hasher = threading.Thread(target=lambda: digest.update(sha=_sha256(Path(path))), daemon=True)
-    hasher.start()
-    table = engine.scan(str(path))
-    plan = reduce_rows(engine, table, "kanon", params)
-    if hasattr(engine, "collect_with_totals"):
-        reduced, totals = engine.collect_with_totals(plan, table)
-    else:
-        totals = engine.totals(table)
-        reduced = engine.collect(plan)
-    hasher.join()
+    reduced, totals, sha = _reduced_rows(engine, path, "kanon", params)
     info = InputInfo(
         path=str(path),
-        sha256=digest["sha"],
+        sha256=sha,
         rows=totals["rows"],
         format="parquet" if str(path).lower().endswith(".parquet") else "aol",
         normalized=normalize,

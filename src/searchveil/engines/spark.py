@@ -61,9 +61,8 @@ class SparkEngine:
         self.normalize = normalize
         self.spark = spark_session(master)
 
-    def scan(self, path: str) -> Any:
-        from pyspark.sql import functions as F
-
+    def _read(self, path: str) -> Any:
+        """The input as a Spark DataFrame (Parquet, or AOL TSV/.gz with a header)."""
         if path.lower().endswith(".parquet"):
             df = self.spark.read.parquet(path)
         else:
@@ -77,6 +76,12 @@ class SparkEngine:
         missing = [c for c in AOL_COLUMNS if c not in df.columns]
         if missing:
             raise InputFormatError(path, f"the engines read the AOL layout; missing {missing}")
+        return df
+
+    def scan(self, path: str) -> Any:
+        from pyspark.sql import functions as F
+
+        df = self._read(path)
         q = F.coalesce(F.col("Query").cast("string"), F.lit(""))
         if self.normalize:
             q = F.trim(F.regexp_replace(F.lower(q), _WHITESPACE, " "))
@@ -103,19 +108,7 @@ class SparkEngine:
         from pyspark.sql import functions as F
         from pyspark.sql.types import IntegralType
 
-        if path.lower().endswith(".parquet"):
-            df = self.spark.read.parquet(path)
-        else:
-            df = (
-                self.spark.read.option("sep", "\t")
-                .option("header", True)
-                .option("quote", "")
-                .option("mode", "FAILFAST")
-                .csv(path)
-            )
-        missing = [c for c in AOL_COLUMNS if c not in df.columns]
-        if missing:
-            raise InputFormatError(path, f"the engines read the AOL layout; missing {missing}")
+        df = self._read(path)
         user = F.col("AnonID")
         if not isinstance(df.schema["AnonID"].dataType, IntegralType):
             user = F.trim(user.cast("string"))
