@@ -44,6 +44,7 @@ import polars as pl
 
 from searchveil.engines.base import AOL_COLUMNS
 from searchveil.errors import InputFormatError
+from searchveil.io.readers import _sha256
 from searchveil.model import PAIR_SEP, normalize_query
 
 __all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
@@ -296,7 +297,7 @@ def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
     return _Source(iter(ahead), blocks.sha256, close)
 
 
-def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:
+def _parquet_source(path: Path, with_url: bool) -> _Source:
     lf = pl.scan_parquet(path)
     try:
         schema = lf.collect_schema()
@@ -310,16 +311,8 @@ def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:
     numeric = schema["AnonID"].is_integer()
     want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
     digest: dict[str, str] = {}
-
-    def _hash() -> None:
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
-        digest["sha"] = h.hexdigest()
-
-    hasher = threading.Thread(target=_hash, daemon=True)
-    hasher.start()
+    hasher = threading.Thread(target=lambda: digest.update(sha=_sha256(path)), daemon=True)
+    hasher.start()  # hashlib releases the GIL: the hash overlaps the scan
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
@@ -332,7 +325,7 @@ def _parquet_source(path: Path, with_url: bool) -> tuple[_Source, bool]:
         hasher.join()
         return digest["sha"]
 
-    return _Source(chunks(), sha, lambda: None), numeric
+    return _Source(chunks(), sha, lambda: None)
 
 
 class _NotNumeric(Exception):
@@ -520,7 +513,7 @@ def _ordered_counts(
         item = params.item_type
         with_url = item == "clicks"
     if path.name.lower().endswith(".parquet"):
-        src, _ = _parquet_source(path, with_url)
+        src = _parquet_source(path, with_url)
     else:
         src = _tsv_source(path, with_url, user_numeric)
     st = _State()

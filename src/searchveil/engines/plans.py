@@ -17,7 +17,6 @@ The ledger's input record is the full input's (file SHA-256 streamed, total rows
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.io.readers import _parse_time
+from searchveil.io.readers import _parse_time, _sha256
 from searchveil.model import InputInfo, SearchLog, add_sessions
 from searchveil.release._histogram import BoundedCounts, HistogramRelease
 from searchveil.rng import RandomSource
@@ -75,14 +74,6 @@ def reduce_rows(engine: Any, table: Any, algorithm: str, params: Any) -> Any:
     raise InvalidParameterError("algorithm", algorithm, ", ".join(PLAN_ALGORITHMS))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def to_search_log(reduced: pl.DataFrame, info: InputInfo) -> SearchLog:
     user = reduced.get_column("user").str.strip_chars()
     numeric = user.len() > 0 and bool(user.str.contains(r"^-?\d{1,18}$").all())
@@ -104,15 +95,19 @@ def to_search_log(reduced: pl.DataFrame, info: InputInfo) -> SearchLog:
     return SearchLog(df=df, info=info)
 
 
-def _input_record(path: Path, sha: str, rows: int, users: int, normalize: bool) -> dict[str, Any]:
-    info = InputInfo(
+def _input_info(path: Path, sha: str, rows: int, normalize: bool) -> InputInfo:
+    return InputInfo(
         path=str(path),
         sha256=sha,
         rows=rows,
         format="parquet" if str(path).lower().endswith(".parquet") else "aol",
         normalized=normalize,
     )
-    return info.to_dict(users=users)
+
+
+def _input_record(path: Path, sha: str, rows: int, users: int, normalize: bool) -> dict[str, Any]:
+    """The ledger's input record of a file an engine read whole."""
+    return _input_info(path, sha, rows, normalize).to_dict(users=users)
 
 
 def check_plan(algorithm: str, params: Any, engine_name: str) -> None:
@@ -157,14 +152,13 @@ def rows_plan_counts(
     from searchveil.release.zealous import zealous_counts
 
     reduced, totals, sha = _reduced_rows(engine, path, algorithm, params)
-    rec = _input_record(path, sha, totals["rows"], totals["users"], normalize)
-    info = InputInfo(path=str(path), sha256=sha, rows=totals["rows"])
+    info = _input_info(path, sha, totals["rows"], normalize)
     log = to_search_log(reduced, info)
     fn = korolova_counts if algorithm == "korolova" else zealous_counts
     bounded: BoundedCounts = fn(log, params, rng=_NO_RNG)
     bounded.figures["users"] = totals["users"]
     bounded.figures["rows_after_engine_bounding"] = reduced.height
-    bounded.input = rec
+    bounded.input = info.to_dict(users=totals["users"])
     bounded.plan = "rows"
     return bounded
 
@@ -221,14 +215,7 @@ def _run_kanon(
     from searchveil.release import release_kanon
 
     reduced, totals, sha = _reduced_rows(engine, path, "kanon", params)
-    info = InputInfo(
-        path=str(path),
-        sha256=sha,
-        rows=totals["rows"],
-        format="parquet" if str(path).lower().endswith(".parquet") else "aol",
-        normalized=normalize,
-    )
-    log = to_search_log(reduced, info)
+    log = to_search_log(reduced, _input_info(path, sha, totals["rows"], normalize))
     rel: HistogramRelease = release_kanon(log, params, rng=rng)
     rel.report["rows_after_engine_bounding"] = reduced.height
     rel.report["users"] = totals["users"]

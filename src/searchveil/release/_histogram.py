@@ -41,8 +41,9 @@ class BoundedCounts:
     of that contract: each engine's bounding is tested equal to
     :func:`searchveil.bounding.bound_contributions` on real logs.
 
-    ``counts``: name → frame of key columns + ``count`` (Int64); the release sorts by the keys
-    before drawing noise, so the draw order depends only on the counts.
+    ``counts``: name → frame of key columns + ``count`` (Int64); with seeded randomness the
+    release sorts them by key before drawing noise, so a seeded draw order depends only on the
+    counts (see :meth:`table`).
     ``figures``: report figures (``users``, ``query_events``, ...). ``input``: the ledger's input
     record (file, SHA-256, rows, users, ...). ``plan``: which engine plan computed them.
     """
