@@ -1,24 +1,21 @@
 """Engines for large logs: the data-size-dependent work of a histogram release runs on an
 engine; the privacy-critical part (noise, thresholds, accounting, ledger) stays the single
-in-memory definition in :mod:`searchveil.release`.
+definition in :mod:`searchveil.release`.
 
-The narrow interface (:class:`searchveil.engines.base.Engine`) is four operations:
+Each engine offers ``bounded_counts(path, algorithm, params)`` → a
+:class:`~searchveil.release._histogram.BoundedCounts` (per-item counts after contribution
+bounding, report figures, the ledger's input record), which ``release_korolova_counts`` /
+``release_zealous_counts`` turn into a release (:func:`run_release`):
 
-* ``scan(path)`` — the log as an engine table with the canonical columns
-  (user, query [normalised], time [text], url, rank, row [file order]);
-* ``events(table)`` — one row per query event: ``(user, query, time)`` with the first row number
-  and the number of click rows; AOL writes the clicks of an event on consecutive rows, so an
-  event is a distinct (user, query, time);
-* ``first_per_user(table, n, order, distinct_on)`` — the first n rows per user (optionally of
-  distinct values of a column), by ``order``;
-* ``collect(table)`` — to a Polars frame (the reduced, bounded rows are small).
+* ``polars`` — one ordered streaming pass when each user's rows are contiguous
+  (:mod:`searchveil.engines.ordered`), else the hash-based row plan;
+* ``spark`` — one shuffle of the rows by user and a window per user (PySpark, local or a
+  cluster); only the counts reach the driver.
 
-:mod:`searchveil.engines.plans` states, once, which rows each algorithm needs after contribution
-bounding (Korolova: the user's first d events and first d_c clicks; ZEALOUS: the first
-occurrences of the user's first m distinct items; k-anonymity: the rows of queries with ≥ k
-users) in terms of those operations; the reduced log then goes through the ordinary release
-function, whose own bounding is idempotent on it. Engines: ``polars`` (lazy, streaming, one
-machine) and ``spark`` (PySpark DataFrames, local or a cluster).
+The row plan (:mod:`searchveil.engines.plans`: which rows each algorithm needs after bounding,
+over the small interface of :class:`searchveil.engines.base.Engine` — ``scan, events,
+first_per_user, semi_join, union_rows, filter_clicks, users_with_counts, collect``) serves
+k-anonymity on both engines and unsorted input on Polars.
 """
 
 from searchveil.engines.plans import ENGINES, PLAN_ALGORITHMS, run_release

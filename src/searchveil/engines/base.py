@@ -41,3 +41,6 @@ class Engine(Protocol):
 
     def totals(self, table: Any) -> dict[str, int]:
         """rows and users of the whole input."""
+
+    def bounded_counts(self, path: Any, algorithm: str, params: Any) -> Any:
+        """Korolova / ZEALOUS: a ``BoundedCounts`` of the file (counts after bounding)."""

@@ -8,11 +8,18 @@
   query-pair items need whole sessions; use the in-memory engine for them.
 * k-query anonymity: the rows of the queries posed by ≥ k distinct users.
 
-The reduced rows are collected into an ordinary :class:`~searchveil.model.SearchLog` and given to
-the in-memory release function — the one definition of the mechanism (noise, thresholds,
-accounting, ledger). Its own bounding is idempotent on the reduced log (first-d of a first-d
-selection is the same selection), which the equivalence tests check against the in-memory path.
-The ledger's input record is the full input's (file SHA-256 streamed, total rows and users).
+This *row plan* is the fallback of the Polars engine (input whose users' rows are not
+contiguous) and the plan of k-anonymity on both engines. The reduced rows are collected into an
+ordinary :class:`~searchveil.model.SearchLog`; for Korolova and ZEALOUS the in-memory bounding
+(idempotent on them: first-d of a first-d selection is the same selection) turns them into
+:class:`~searchveil.release._histogram.BoundedCounts` (:func:`rows_plan_counts`).
+
+:func:`run_release` is the entry point of every engine release: Korolova and ZEALOUS ask the
+engine for bounded counts (``engine.bounded_counts``: the Polars ordered pass of
+:mod:`searchveil.engines.ordered`, Spark's window plan, or this row plan) and hand them to
+``release_korolova_counts`` / ``release_zealous_counts`` — the one definition of the mechanism
+(noise, thresholds, accounting, ledger). The ledger's input record is the full input's (file
+SHA-256 streamed, total rows and users).
 """
 
 from __future__ import annotations
