@@ -9,11 +9,17 @@ SHARED = ROOT.parent / "shared" / "data"
 AOL_TOP1000 = SHARED / "aol" / "aol-top1000-users.tsv.gz"
 AOL_215 = SHARED / "aol" / "aol-gayo-avello-215-users.tsv"
 MSNBC = SHARED / "msnbc" / "msnbc990928-head10k.seq"
+ADULT_DIR = SHARED / "adult"
+WIKI_VOTE = SHARED / "graphs" / "wiki-Vote.txt"
+FACEBOOK = SHARED / "graphs" / "facebook_combined.txt"
 
 
 def _need(path: Path) -> Path:
     if not path.exists():
-        pytest.fail(f"shared data missing: {path} (tests expect ../shared/data beside the repo)")
+        pytest.skip(
+            f"shared data missing: {path} (these tests read ../shared/data beside the repository; "
+            "a plain clone has none)"
+        )
     return path
 
 
@@ -30,6 +36,21 @@ def aol_215_path() -> Path:
 @pytest.fixture(scope="session")
 def msnbc_path() -> Path:
     return _need(MSNBC)
+
+
+@pytest.fixture(scope="session")
+def adult_dir() -> Path:
+    return _need(ADULT_DIR)
+
+
+@pytest.fixture(scope="session")
+def wiki_vote_path() -> Path:
+    return _need(WIKI_VOTE)
+
+
+@pytest.fixture(scope="session")
+def facebook_path() -> Path:
+    return _need(FACEBOOK)
 
 
 @pytest.fixture(scope="session")

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from searchveil._validate import check_choice, check_int
 from searchveil.errors import InvalidParameterError
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice, check_int
 
 __all__ = ["bound_contributions", "Sensitivities"]
 

@@ -29,7 +29,7 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from searchveil._validate import check_choice
+from searchveil.validate import check_choice
 
 __all__ = [
     "InputInfo",

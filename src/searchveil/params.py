@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from searchveil._validate import check_int, check_positive, check_probability
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.validate import check_int, check_positive, check_probability
 
 __all__ = [
     "SelectionPrivacy",

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from searchveil._validate import check_int
+from searchveil.validate import check_int
 
 __all__ = ["RandomSource", "SecureRandom", "SeededRandom", "make_rng"]
 

@@ -57,10 +57,10 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil._validate import check_choice, check_int
 from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
 from searchveil.model import SearchLog, query_events
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice, check_int
 
 OUTPUT_FORMATS = ("tsv", "tsv.gz", "parquet")
 STRING_MODES = ("real", "opaque")

@@ -136,7 +136,7 @@ def register(app: typer.Typer) -> None:
 
             _check_report_path(report)
             sd = _seeds(seeds)
-            from searchveil._validate import check_choice, check_int
+            from searchveil.validate import check_choice, check_int
 
             check_choice("posting-proxy", posting_proxy, ("clicks", "zipf"))
             check_int("substitution-queries", substitution_queries, minimum=1)
@@ -212,12 +212,6 @@ def register(app: typer.Typer) -> None:
         not for publication, and nothing is released."""
 
         def body() -> None:
-            from searchveil._validate import (
-                check_choice,
-                check_int,
-                check_positive,
-                check_probability,
-            )
             from searchveil.evaluate.compare import (
                 compare_settings,
                 default_settings,
@@ -225,6 +219,12 @@ def register(app: typer.Typer) -> None:
             )
             from searchveil.report.html import comparison_report, write_report
             from searchveil.rng import make_rng
+            from searchveil.validate import (
+                check_choice,
+                check_int,
+                check_positive,
+                check_probability,
+            )
 
             if epsilon is None:
                 raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")

@@ -172,7 +172,6 @@ def zealous_advice(
     tau_primes: list[float] | None,
     guarantee: str,
 ) -> dict[str, Any]:
-    from searchveil._validate import check_choice
     from searchveil.params import (
         zealous_exact_privacy,
         zealous_exact_probabilistic,
@@ -182,6 +181,7 @@ def zealous_advice(
         zealous_theorem3_delta,
         zealous_thesis_delta,
     )
+    from searchveil.validate import check_choice
 
     check_choice("guarantee", guarantee, ("probabilistic", "indistinguishability"))
     rows: list[dict[str, Any]] = []

@@ -172,9 +172,9 @@ def _release_with(
     release_kwargs: dict[str, Any] | None = None,
 ) -> Any:
     """Read + release in memory, or bound on an engine and release the reduced log."""
-    from searchveil._validate import check_choice
     from searchveil.engines.plans import ENGINES, run_release
     from searchveil.release import release_kanon, release_korolova, release_zealous
+    from searchveil.validate import check_choice
 
     check_choice("engine", engine, ENGINES)
     if engine == "memory":
@@ -285,7 +285,6 @@ def _korolova(
     engine: str = "memory",
     spark_master: str = "local[*]",
 ) -> dict[str, Any]:
-    from searchveil._validate import check_choice, check_int
     from searchveil.io.ledger import ReleaseWriter
     from searchveil.release.korolova import (
         KorolovaParams,
@@ -293,6 +292,7 @@ def _korolova(
         write_release,
     )
     from searchveil.rng import make_rng
+    from searchveil.validate import check_choice, check_int
 
     if d is None:
         raise InvalidParameterError("max-queries", None, "an integer d >= 1 (no default)")

@@ -33,14 +33,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil._validate import (
+from searchveil.model import SearchLog
+from searchveil.validate import (
     check_choice,
     check_int,
     check_nonnegative,
     check_positive,
     check_probability,
 )
-from searchveil.model import SearchLog
 
 __all__ = [
     "DEFAULT_BUDGETS",

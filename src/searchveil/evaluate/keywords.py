@@ -37,9 +37,9 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from searchveil._validate import check_int, check_probability
 from searchveil.errors import InvalidParameterError
 from searchveil.evaluate._release import url_host
+from searchveil.validate import check_int, check_probability
 
 __all__ = [
     "DEFAULT_SEEDS",

@@ -48,8 +48,8 @@ from typing import Any
 
 import polars as pl
 
-from searchveil._validate import check_int, check_nonnegative
 from searchveil.model import PAIR_SEP
+from searchveil.validate import check_int, check_nonnegative
 
 __all__ = [
     "SubstitutionModel",

@@ -25,9 +25,9 @@ from typing import Any
 
 import polars as pl
 
-from searchveil._validate import check_choice
 from searchveil.errors import InternalError, OutputExistsError
 from searchveil.rng import RandomSource, secure_token
+from searchveil.validate import check_choice
 
 __all__ = ["ReleaseWriter", "build_ledger", "read_ledger", "write_json_atomic", "LEDGER_NAME"]
 

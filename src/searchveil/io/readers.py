@@ -26,9 +26,9 @@ from typing import Any
 
 import polars as pl
 
-from searchveil._validate import check_choice
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
+from searchveil.validate import check_choice
 
 __all__ = ["ColumnMapping", "read_log", "scan_log", "FORMATS", "AOL_COLUMNS", "MSNBC_CATEGORIES"]
 

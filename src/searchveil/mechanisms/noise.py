@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from searchveil._validate import check_positive
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.rng import RandomSource
+from searchveil.validate import check_positive
 
 __all__ = [
     "DiscreteLaplace",

@@ -42,10 +42,10 @@ import polars as pl
 from scipy import special, stats
 from scipy.signal import fftconvolve
 
-from searchveil._validate import check_choice, check_int, check_positive, check_probability
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
 STRATEGIES = ("laplace", "gaussian", "policy-gaussian")
 

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil._validate import check_int
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.model import InputInfo, SearchLog, items, query_events
 from searchveil.release._histogram import HistogramRelease, count_by
 from searchveil.rng import RandomSource
+from searchveil.validate import check_int
 
 __all__ = ["KAnonParams", "release_kanon"]
 

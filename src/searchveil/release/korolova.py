@@ -42,7 +42,6 @@ from typing import Any
 
 import polars as pl
 
-from searchveil._validate import check_choice, check_int, check_positive, check_probability
 from searchveil.bounding import bound_contributions
 from searchveil.errors import BudgetExceededError, InputFormatError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
@@ -65,6 +64,7 @@ from searchveil.release._histogram import (
     write_release,
 )
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
 __all__ = [
     "KorolovaParams",

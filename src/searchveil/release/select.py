@@ -19,7 +19,6 @@ from typing import Any
 
 import polars as pl
 
-from searchveil._validate import check_choice, check_int, check_positive, check_probability
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -27,6 +26,7 @@ from searchveil.mechanisms.selection import STRATEGIES, make_strategy, user_item
 from searchveil.model import SearchLog, items
 from searchveil.release._histogram import HistogramRelease
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
 MECHANISM = "query-release-selection"
 

@@ -31,7 +31,6 @@ from typing import Any
 
 import polars as pl
 
-from searchveil._validate import check_choice, check_int, check_positive, check_probability
 from searchveil.bounding import bound_contributions
 from searchveil.errors import BudgetExceededError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
@@ -48,6 +47,7 @@ from searchveil.params import (
 )
 from searchveil.release._histogram import BoundedCounts, HistogramRelease, count_by, noisy_counts
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
 __all__ = [
     "ZealousParams",

@@ -25,8 +25,8 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from searchveil._validate import check_positive, check_probability
 from searchveil.model import ClickHistogram
+from searchveil.validate import check_positive, check_probability
 
 
 def privacy_bound(epsilon: float, delta: float) -> float:

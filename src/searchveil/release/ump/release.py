@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil._validate import check_choice, check_int, check_positive, check_probability
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -49,6 +48,7 @@ from searchveil.release.ump.solvers import (
     solve_oump,
 )
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
 OBJECTIVES = ("size", "frequent", "diversity")
 NOTION = "(ε,δ)-probabilistic DP of the sampling given the counts (Hong et al. Thm 1)"

@@ -30,8 +30,8 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
-from searchveil._validate import check_choice, check_positive
 from searchveil.errors import InternalError
+from searchveil.validate import check_choice, check_positive
 
 O_METHODS = ("lp-greedy", "lp-floor", "mip")
 F_METHODS = ("lp", "mip")

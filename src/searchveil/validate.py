@@ -1,4 +1,5 @@
-"""Small parameter checks that raise :class:`InvalidParameterError` with the allowed range."""
+"""Parameter checks shared by every family: each raises :class:`InvalidParameterError` naming
+the parameter, its value and the allowed range."""
 
 from __future__ import annotations
 
