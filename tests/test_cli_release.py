@@ -213,3 +213,86 @@ def test_params_zealous_tables() -> None:
 def test_params_bad_input_exit_2(args: list[str]) -> None:
     r = _run(args)
     assert r.exit_code == 2, r.output
+
+
+def _without_time(led: dict) -> dict:
+    return {k: v for k, v in led.items() if k != "created_utc"}
+
+
+@pytest.mark.parametrize("urls", ["serp", "private"])
+def test_cli_ledger_equals_python_api_ledger(tmp_path: Path, aol_215_path: Path, urls) -> None:
+    """The CLI adds nothing to a ledger: the same seeded release from the Python API writes the
+    same ledger.json (split weights, threshold rule, budget, SERP provenance included)."""
+    from searchveil.io.ledger import read_ledger
+    from searchveil.io.readers import read_log
+    from searchveil.release import KorolovaParams, release_korolova, write_release
+    from searchveil.release.korolova import load_serp
+    from searchveil.rng import make_rng
+
+    serp = tmp_path / "serp.tsv"
+    serp.write_text("google\t1\thttp://www.google.com/\nyahoo\t1\thttp://www.yahoo.com/\n")
+    out = tmp_path / "cli"
+    args = ["release", "korolova", aol_215_path, "--out", out, "--epsilon", "4", "--delta",
+            "1e-4", "--max-queries", "2", "--max-clicks", "2", "--split", "2,1,1" + (
+                ",1" if urls == "private" else ""), "--threshold-rule", "paper",
+            "--seed", "7", "--json"]  # fmt: skip
+    if urls == "serp":
+        args += ["--serp", serp]
+    r = _run(args)
+    assert r.exit_code == 0, r.output
+
+    split = (2.0, 1.0, 1.0) + ((1.0,) if urls == "private" else ())
+    params = KorolovaParams.from_budget(
+        epsilon=4.0, delta=1e-4, d=2, url_selection=urls, d_c=2, split=split,
+        threshold_rule="paper",
+    )  # fmt: skip
+    rel = release_korolova(
+        read_log(aol_215_path), params, rng=make_rng(7), budget=(4.0, 1e-4),
+        serp=load_serp(serp) if urls == "serp" else None,
+    )  # fmt: skip
+    write_release(rel, tmp_path / "api")
+    cli_led, api_led = read_ledger(out), read_ledger(tmp_path / "api")
+    assert _without_time(cli_led) == _without_time(api_led)
+    assert api_led["parameters"]["epsilon_split_weights"] == list(split)
+    assert api_led["parameters"]["threshold_rule"] == "paper"
+    assert api_led["parameters"]["budget"] == {"epsilon": 4.0, "delta": 1e-4}
+    if urls == "serp":
+        assert api_led["public_inputs"]["serp"]["path"] == str(serp)
+        assert len(api_led["public_inputs"]["serp"]["sha256"]) == 64
+    else:
+        assert api_led["public_inputs"]["serp"] is None
+
+
+def test_cli_ledger_equals_python_api_ledger_zealous(tmp_path: Path, aol_215_path: Path) -> None:
+    from searchveil.io.ledger import read_ledger
+    from searchveil.io.readers import read_log
+    from searchveil.release import ZealousParams, release_zealous, write_release
+    from searchveil.rng import make_rng
+
+    out = tmp_path / "cli"
+    r = _run(
+        ["release", "zealous", aol_215_path, "--out", out, "--epsilon", "2", "--delta", "1e-4",
+         "--max-items", "2", "--max-users", "1000", "--seed", "5", "--json"]
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    params = ZealousParams.from_budget(
+        epsilon=2.0, delta=1e-4, m=2, item_type="queries", guarantee="probabilistic", users=1000
+    )
+    rel = release_zealous(read_log(aol_215_path), params, rng=make_rng(5), budget=(2.0, 1e-4))
+    write_release(rel, tmp_path / "api")
+    assert _without_time(read_ledger(out)) == _without_time(read_ledger(tmp_path / "api"))
+
+
+def test_python_api_serp_table_is_fingerprinted(aol_215_path: Path) -> None:
+    """A SERP given as a bare table is recorded by the SHA-256 of its rows, not as 'given'."""
+    import polars as pl
+
+    from searchveil.io.readers import read_log
+    from searchveil.release import KorolovaParams, release_korolova
+    from searchveil.rng import make_rng
+
+    serp = pl.DataFrame({"query": ["google"], "rank": [1], "url": ["http://www.google.com/"]})
+    p = KorolovaParams(d=2, K=3, b=0.5, b_q=1.0, url_selection="serp", d_c=2, b_c=1.0)
+    rel = release_korolova(read_log(aol_215_path), p, rng=make_rng(1), serp=serp)
+    rec = rel.ledger["public_inputs"]["serp"]
+    assert rec["rows"] == 1 and rec["path"] is None and len(rec["sha256_of_table"]) == 64

@@ -432,7 +432,7 @@ def test_evaluate_release_on_aol_sample(aol_215, tmp_path: Path) -> None:
 def test_evaluate_real_release_modules(aol_215, tmp_path: Path) -> None:
     """Tables written by the ZEALOUS and k-anonymity modules are read with the original's
     item keys (nothing 'released but not in the original')."""
-    from searchveil.release._histogram import write_release
+    from searchveil.release.histogram import write_release
     from searchveil.release.kanonymity import KAnonParams, release_kanon
     from searchveil.release.zealous import ZealousParams, release_zealous
     from searchveil.rng import make_rng

@@ -319,7 +319,7 @@ def test_neighbouring_logs_exact_hockey_stick() -> None:
 
     from searchveil.bounding import bound_contributions
     from searchveil.io.readers import read_log
-    from searchveil.release._histogram import count_by
+    from searchveil.release.counts import count_by
 
     root = Path(__file__).resolve().parents[1]
     log = read_log(root.parent / "shared" / "data" / "aol" / "aol-gayo-avello-215-users.tsv")

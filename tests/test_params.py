@@ -32,7 +32,7 @@ from searchveil.params import (
     zealous_theorem3_delta,
     zealous_thesis_delta,
 )
-from searchveil.release._histogram import noisy_threshold
+from searchveil.release.histogram import noisy_threshold
 from searchveil.rng import make_rng
 
 # ---------------------------------------------------------------------------------------------

@@ -5,9 +5,7 @@ The public API: read a log (:func:`read_log`), derive items and histograms
 mechanism from :mod:`searchveil.release`; randomness comes from :func:`make_rng`.
 """
 
-__version__ = "0.1.0"
-
-from searchveil.errors import (  # noqa: E402
+from searchveil.errors import (
     BudgetExceededError,
     InputFormatError,
     InternalError,
@@ -15,9 +13,9 @@ from searchveil.errors import (  # noqa: E402
     OutputExistsError,
     SearchveilError,
 )
-from searchveil.io.readers import ColumnMapping, read_log  # noqa: E402
-from searchveil.model import SearchLog  # noqa: E402
-from searchveil.release import (  # noqa: E402
+from searchveil.io.readers import ColumnMapping, read_log
+from searchveil.model import SearchLog
+from searchveil.release import (
     KAnonParams,
     KorolovaParams,
     ZealousParams,
@@ -26,7 +24,8 @@ from searchveil.release import (  # noqa: E402
     release_zealous,
     write_release,
 )
-from searchveil.rng import SecureRandom, SeededRandom, make_rng  # noqa: E402
+from searchveil.rng import SecureRandom, SeededRandom, make_rng
+from searchveil.version import __version__
 
 __all__ = [
     "__version__",

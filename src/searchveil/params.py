@@ -25,15 +25,23 @@ integer ``n + X`` this is ``X >= floor(K) + 1 - n``; the keep probability of an 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from searchveil.errors import InvalidParameterError
-from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.validate import check_int, check_positive, check_probability
+from searchveil.mechanisms.threshold import (
+    SelectionPrivacy,
+    discrete_sf,
+    effective_scale,
+    exact_threshold_privacy,
+    keep_probability,
+    keep_probability_curve,
+    korolova_alpha,
+    korolova_paper_selection,
+    korolova_solve_exact,
+    korolova_solve_improved,
+    korolova_solve_paper,
+)
+from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
 __all__ = [
     "SelectionPrivacy",
@@ -56,123 +64,17 @@ __all__ = [
     "zealous_exact_privacy",
     "zealous_exact_probabilistic",
     "effective_scale",
+    "korolova_advice",
+    "zealous_advice",
+    "ZEALOUS_GUARANTEES",
 ]
 
 
-# ----------------------------------------------------------------------------------------------
-# shared pieces
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SelectionPrivacy:
-    """(ε, δ) of one step, with how it was obtained."""
-
-    epsilon: float
-    delta: float
-    accounting: str
-    detail: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def effective_scale(scale: float) -> float:
-    """The scale the exact discrete-Laplace sampler really uses (>= ``scale``)."""
-    return DiscreteLaplace(scale=scale).effective_scale
-
-
-def _discrete_sf(k: npt.ArrayLike, b: float) -> npt.NDArray[np.float64]:
-    """P[X >= k] for the discrete Laplace of scale ``b`` (closed form, float64)."""
-    kk = np.asarray(k, dtype=np.float64)
-    p = math.exp(-1.0 / b)
-    pos = np.exp(np.maximum(kk, 1.0) * (-1.0 / b)) / (1.0 + p)
-    neg = 1.0 - np.exp(np.maximum(1.0 - kk, 1.0) * (-1.0 / b)) / (1.0 + p)
-    return np.where(kk >= 1, pos, neg)
-
-
-def keep_probability(
-    n: npt.ArrayLike, *, threshold: float, scale: float, noise: str = "discrete"
-) -> npt.NDArray[np.float64]:
-    """P[n + noise > threshold] for counts ``n``.
-
-    ``noise="continuous"``: Lap(b), the thesis' Fig 4.1; ``"discrete"``: discrete Laplace of
-    scale ``b`` (the scale as given; use :func:`effective_scale` for the sampled one).
-    """
-    nn = np.asarray(n, dtype=np.float64)
-    b = check_positive("scale", scale)
-    if noise == "continuous":
-        gap = threshold - nn
-        return np.where(gap >= 0, 0.5 * np.exp(-gap / b), 1.0 - 0.5 * np.exp(gap / b))
-    if noise == "discrete":
-        return _discrete_sf(math.floor(threshold) + 1 - nn, b)
-    raise InvalidParameterError("noise", noise, "'continuous' or 'discrete'")
-
-
-def keep_probability_curve(
-    *, threshold: float, scale: float, n_max: int, noise: str = "continuous"
-) -> list[dict[str, float]]:
-    """The data of the thesis' Fig 4.1: keep probability for frequencies 0..n_max."""
-    n = np.arange(0, check_int("n_max", n_max, minimum=1) + 1)
-    p = keep_probability(n, threshold=threshold, scale=scale, noise=noise)
-    return [{"frequency": int(a), "keep_probability": float(b)} for a, b in zip(n, p, strict=True)]
-
-
-def _knapsack_max(values: npt.NDArray[np.float64], total: int) -> float:
-    """max Σ values[c_i - 1] over multisets of parts 1 <= c_i <= len(values), Σ c_i <= total."""
-    cmax = values.size
-    g = np.zeros(total + 1, dtype=np.float64)
-    for s in range(1, total + 1):
-        k = min(s, cmax)
-        g[s] = max(g[s - 1], float(np.max(values[:k] + g[s - 1 :: -1][:k])))
-    return float(g[total])
-
+ZEALOUS_GUARANTEES = ("probabilistic", "indistinguishability")
 
 # ----------------------------------------------------------------------------------------------
-# Korolova Release-Data
+# Korolova Release-Data (the threshold step's map lives in searchveil.mechanisms.threshold)
 # ----------------------------------------------------------------------------------------------
-
-
-def korolova_alpha(K: float, b: float) -> float:
-    """α = max(e^{1/b}, 1 + 1/(2e^{(K-1)/b} - 1)) (Theorem 3)."""
-    x = (K - 1.0) / b
-    second = 1.0 + 1.0 / (2.0 * math.exp(x) - 1.0) if x < 700 else 1.0
-    return max(math.exp(1.0 / b), second)
-
-
-def _check_K(K: float, d: int, distinct: bool) -> float:
-    K = check_positive("K", K)
-    need = 1 if distinct else d
-    if K < need:
-        raise InvalidParameterError(
-            "K",
-            K,
-            f"K >= {need} (Theorem 3 needs K >= "
-            + ("1 when a user adds at most 1 per query)" if distinct else "d)"),
-        )
-    return K
-
-
-def korolova_paper_selection(
-    *, d: int, K: float, b: float, distinct: bool = False
-) -> dict[str, float]:
-    """Select-Queries under the paper's accounting (Lemma 1 and §4.8), continuous Lap(b).
-
-    ``distinct``: each user adds at most 1 to a query's count (distinct queries); the same
-    proof with M(y_i, D2) <= 1 gives δ = (d/2)e^{(1-K)/b} (needs K >= 1).
-    """
-    d = check_int("d", d, minimum=1)
-    b = check_positive("b", b)
-    K = _check_K(K, d, distinct)
-    alpha = korolova_alpha(K, b)
-    eps = d * math.log(alpha)
-    if distinct:
-        delta = 0.5 * d * math.exp((1.0 - K) / b)
-        improved = delta
-    else:
-        delta = 0.5 * d * math.exp((d - K) / b)
-        improved = 0.5 * math.exp(-K / b) * (math.exp(d / b) + d - 1)
-    return {"alpha": alpha, "epsilon": eps, "delta": delta, "delta_improved": improved}
 
 
 def korolova_paper_privacy(
@@ -201,111 +103,6 @@ def korolova_paper_privacy(
         "delta": sel["delta"],
         "delta_improved": sel["delta_improved"],
     }
-
-
-def korolova_solve_paper(*, epsilon: float, delta: float, d: int) -> dict[str, float]:
-    """§4.5 / Lemma 1 setting (Table 4.1): b = d/ε, K = d(1 - ln(2δ/d)/ε)."""
-    eps = check_positive("epsilon", epsilon)
-    dl = check_probability("delta", delta)
-    d = check_int("d", d, minimum=1)
-    b = d / eps
-    K = d * (1.0 - math.log(2.0 * dl / d) / eps)
-    return {"K": K, "b": b, "alpha_is_exp_1_over_b": korolova_alpha(K, b) <= math.exp(1 / b)}
-
-
-def korolova_solve_improved(*, epsilon: float, delta: float, d: int) -> dict[str, float]:
-    """§4.8: b = d/ε, K = (d/ε)(ln(e^ε + d - 1) - ln(2δ))."""
-    eps = check_positive("epsilon", epsilon)
-    dl = check_probability("delta", delta)
-    d = check_int("d", d, minimum=1)
-    b = d / eps
-    K = (d / eps) * (math.log(math.exp(eps) + d - 1) - math.log(2.0 * dl))
-    return {"K": K, "b": b}
-
-
-def exact_threshold_privacy(
-    *, d: int, K: float, b: float, distinct: bool = False, scale_is_effective: bool = False
-) -> SelectionPrivacy:
-    """Tight (ε, δ) of Select-Queries with discrete Laplace noise (add/remove one user).
-
-    A user adds counts c_q >= 1 (c_q <= 1 when ``distinct``) with Σ c_q <= d. With
-    T = floor(K) + 1 and π(c) = P[X >= T - c] (a query held by this user only, count c):
-
-    * removing the user: the worst output ratio is e^{ε1} with
-      ε1 = max over such (c_q) of Σ h(c_q),  h(c) = max(c/b, -ln(1 - π(c)))
-      (c/b: a query of huge count dropped; -ln(1-π(c)): a query only this user holds, dropped);
-    * adding the user: outputs releasing none of the user's private queries have ratio
-      <= e^{d/b} <= e^{ε1}; the rest has probability 1 - Π(1 - π(c_q)), so
-      δ = max over (c_q) of 1 - Π(1 - π(c_q)) — attained (it is a lower bound for every ε).
-
-    Both maxima are small knapsack problems solved exactly. ``b`` is the effective sampled scale
-    unless ``scale_is_effective`` is False, in which case it is converted first.
-    """
-    d = check_int("d", d, minimum=1)
-    b = check_positive("b", b)
-    K = _check_K(K, d, distinct)
-    if not scale_is_effective:
-        b = effective_scale(b)
-    T = math.floor(K) + 1
-    cmax = 1 if distinct else d
-    c = np.arange(1, cmax + 1, dtype=np.float64)
-    pi = _discrete_sf(T - c, b)
-    f = -np.log1p(-pi)
-    h = np.maximum(c / b, f)
-    if distinct:
-        eps = d * float(h[0])
-        big_f = d * float(f[0])
-    else:
-        eps = _knapsack_max(h, d)
-        big_f = _knapsack_max(f, d)
-    delta = float(-math.expm1(-big_f))
-    return SelectionPrivacy(
-        epsilon=eps,
-        delta=delta,
-        accounting="exact",
-        detail={
-            "noise": "discrete_laplace",
-            "effective_scale": b,
-            "integer_threshold_T": T,
-            "keep_prob_single_user_query": float(pi[-1]),
-            "distinct": distinct,
-        },
-    )
-
-
-def korolova_solve_exact(
-    *, epsilon: float, delta: float, d: int, distinct: bool = False
-) -> dict[str, Any]:
-    """The smallest integer K (b = d/ε, the effective scale) whose *exact* discrete (ε, δ) for
-    Select-Queries is within (epsilon, delta). Never larger than ceil of the paper's K."""
-    eps = check_positive("epsilon", epsilon)
-    dl = check_probability("delta", delta)
-    d = check_int("d", d, minimum=1)
-    b = d / eps
-    b_eff = effective_scale(b)
-
-    def ok(k: int) -> bool:
-        pr = exact_threshold_privacy(d=d, K=k, b=b_eff, distinct=distinct, scale_is_effective=True)
-        return pr.epsilon <= eps * (1 + 1e-12) and pr.delta <= dl
-
-    lo = 1 if distinct else d
-    hi = max(lo, math.ceil(korolova_solve_paper(epsilon=eps, delta=dl, d=d)["K"]))
-    grow = 0
-    while not ok(hi):
-        hi = hi * 2 + 1
-        grow += 1
-        if grow > 40:
-            raise InvalidParameterError(
-                "epsilon", epsilon, "a budget for which some threshold K works (try larger ε)"
-            )
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    pr = exact_threshold_privacy(d=d, K=hi, b=b_eff, distinct=distinct, scale_is_effective=True)
-    return {"K": hi, "b": b, "effective_scale": b_eff, "epsilon": pr.epsilon, "delta": pr.delta}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -367,7 +164,7 @@ def zealous_optimal_tau(*, epsilon: float, m: int) -> int:
 
 def _zealous_pi(tau: int, lam_eff: float, tau_prime: float) -> float:
     """P[τ + X > τ'] for the discrete Laplace (an item whose count is exactly τ)."""
-    return float(_discrete_sf(math.floor(tau_prime) + 1 - tau, lam_eff))
+    return float(discrete_sf(math.floor(tau_prime) + 1 - tau, lam_eff))
 
 
 def zealous_exact_privacy(
@@ -429,3 +226,176 @@ def zealous_exact_probabilistic(
             "neighbours": "one user's history replaced (Götz Thm 3)",
         },
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# The advisor (``searchveil params``): tables of solved parameters or reported (ε, δ)
+# ----------------------------------------------------------------------------------------------
+
+
+def korolova_advice(
+    *,
+    epsilon: float | None,
+    delta: float | None,
+    d_list: list[int],
+    K: float | None,
+    b: float | None,
+    b_q: float | None,
+    d_c: int | None,
+    b_c: float | None,
+    distinct: bool,
+    keep_curve: int | None,
+) -> dict[str, Any]:
+
+    rows: list[dict[str, Any]] = []
+    if K is None and b is None:
+        if epsilon is None or delta is None:
+            raise InvalidParameterError(
+                "epsilon/delta", (epsilon, delta), "both (solve mode) or give --K and --b"
+            )
+        for d in d_list:
+            paper = korolova_solve_paper(epsilon=epsilon, delta=delta, d=d)
+            imp = korolova_solve_improved(epsilon=epsilon, delta=delta, d=d)
+            ex = korolova_solve_exact(epsilon=epsilon, delta=delta, d=d, distinct=distinct)
+            rows.append(
+                {
+                    "d": d,
+                    "K_paper": round(paper["K"], 2),
+                    "b": round(paper["b"], 2),
+                    "K_improved_4_8": round(imp["K"], 2),
+                    "K_exact_discrete": ex["K"],
+                    "exact_epsilon": ex["epsilon"],
+                    "exact_delta": ex["delta"],
+                    "K_paper_unrounded": paper["K"],
+                    "b_unrounded": paper["b"],
+                }
+            )
+        res: dict[str, Any] = {
+            "mode": "solve",
+            "epsilon": epsilon,
+            "exp_epsilon": math.exp(epsilon),
+            "delta": delta,
+            "rows": rows,
+            "note": "K_paper, b: Lemma 1 setting K = d(1 - ln(2δ/d)/ε), b = d/ε (thesis Table "
+            "4.1); K_improved_4_8: §4.8; K_exact_discrete: smallest integer K whose exact "
+            "(ε, δ) for discrete Laplace noise of scale b is within the budget (selection step "
+            "only; the counts need their own ε).",
+        }
+    else:
+        if K is None or b is None:
+            raise InvalidParameterError("K/b", (K, b), "both --K and --b in report mode")
+        for d in d_list:
+            paper = korolova_paper_privacy(
+                d=d, K=K, b=b, b_q=b_q, d_c=d_c or 0, b_c=b_c, distinct=distinct
+            )
+            exs = exact_threshold_privacy(d=d, K=K, b=b, distinct=distinct)
+            extra = (0.0 if b_q is None else d / effective_scale(b_q)) + (
+                0.0 if b_c is None or d_c is None else d_c / effective_scale(b_c)
+            )
+            rows.append(
+                {
+                    "d": d,
+                    "K": K,
+                    "b": b,
+                    "paper_epsilon": paper["epsilon"],
+                    "paper_delta": paper["delta"],
+                    "paper_delta_improved_4_8": paper["delta_improved"],
+                    "exact_epsilon": exs.epsilon + extra,
+                    "exact_delta": exs.delta,
+                }
+            )
+        res = {"mode": "report", "rows": rows}
+    if keep_curve is not None:
+        if K is None or b is None:
+            raise InvalidParameterError("keep-curve", keep_curve, "only with --K and --b")
+        cont = keep_probability_curve(threshold=K, scale=b, n_max=keep_curve, noise="continuous")
+        disc = keep_probability_curve(threshold=K, scale=b, n_max=keep_curve, noise="discrete")
+        res["keep_curve"] = [
+            {
+                "frequency": c["frequency"],
+                "continuous": c["keep_probability"],
+                "discrete": x["keep_probability"],
+            }
+            for c, x in zip(cont, disc, strict=True)
+        ]
+    return res
+
+
+def zealous_advice(
+    *,
+    epsilon: float | None,
+    delta: float | None,
+    m: int,
+    taus: list[int] | None,
+    users: int | None,
+    lams: list[float] | None,
+    tau_primes: list[float] | None,
+    guarantee: str,
+) -> dict[str, Any]:
+
+    check_choice("guarantee", guarantee, ZEALOUS_GUARANTEES)
+    rows: list[dict[str, Any]] = []
+    if lams is None and tau_primes is None:
+        if epsilon is None or delta is None:
+            raise InvalidParameterError(
+                "epsilon/delta", (epsilon, delta), "both (solve mode) or --lambda/--tau-prime"
+            )
+        if guarantee == "indistinguishability":
+            tp = zealous_theorem2_tau_prime(epsilon_prime=epsilon, delta_prime=delta, m=m)
+            ex = zealous_exact_privacy(m=m, tau=1, lam=m / epsilon, tau_prime=math.ceil(tp))
+            rows.append(
+                {"tau": 1, "lambda": m / epsilon, "tau_prime": round(tp, 1),
+                 "tau_prime_used": math.ceil(tp), "exact_epsilon": ex.epsilon,
+                 "exact_delta": ex.delta, "tau_prime_unrounded": tp}
+            )  # fmt: skip
+            note = "Theorem 2 corrected: λ = m/ε' (see docs/privacy/zealous.md)"
+            return {"mode": "solve", "guarantee": guarantee, "m": m, "rows": rows, "note": note}
+        if users is None:
+            raise InvalidParameterError(
+                "max-users", None, "a public upper bound U on the number of users (Theorem 3)"
+            )
+        for tau in taus or [zealous_optimal_tau(epsilon=epsilon, m=m)]:
+            s = zealous_tau_prime(epsilon=epsilon, delta=delta, m=m, tau=tau, users=users)
+            ex = zealous_exact_probabilistic(
+                m=m, tau=tau, lam=s["lambda"], tau_prime=math.ceil(s["tau_prime"]), users=users
+            )
+            rows.append(
+                {"tau": tau, "lambda": s["lambda"], "tau_prime": round(s["tau_prime"], 1),
+                 "tau_prime_used": math.ceil(s["tau_prime"]), "exact_epsilon": ex.epsilon,
+                 "exact_delta": ex.delta, "tau_prime_unrounded": s["tau_prime"]}
+            )  # fmt: skip
+        return {
+            "mode": "solve",
+            "guarantee": guarantee,
+            "epsilon": epsilon,
+            "delta": delta,
+            "m": m,
+            "users": users,
+            "optimal_tau_prop4": zealous_optimal_tau(epsilon=epsilon, m=m),
+            "rows": rows,
+        }
+    if lams is None or tau_primes is None:
+        raise InvalidParameterError("lambda/tau-prime", (lams, tau_primes), "both in report mode")
+    for tau in taus or [1]:
+        for lam in lams:
+            for tp in tau_primes:
+                row: dict[str, Any] = {"tau": tau, "lambda": lam, "tau_prime": tp}
+                row["epsilon_thm3"] = 2 * m / lam
+                if users is not None:
+                    dl = zealous_theorem3_delta(m=m, tau=tau, lam=lam, tau_prime=tp, users=users)
+                    row["delta_thm3"] = dl
+                    row["delta_thm3_2sig"] = float(f"{dl:.1e}")
+                    exp = zealous_exact_probabilistic(
+                        m=m, tau=tau, lam=lam, tau_prime=tp, users=users
+                    )
+                    row["exact_probabilistic_epsilon"] = exp.epsilon
+                    row["exact_probabilistic_delta"] = exp.delta
+                dp = zealous_thesis_delta(m=m, tau_prime=tp, lam=lam)
+                row["epsilon_prime_printed_2m_over_lambda"] = 2 * m / lam
+                row["delta_prime_thesis"] = dp
+                row["delta_prime_2sig"] = float(f"{dp:.1e}")
+                ex = zealous_exact_privacy(m=m, tau=tau, lam=lam, tau_prime=tp)
+                row["exact_dp_epsilon"] = ex.epsilon
+                row["exact_dp_delta"] = ex.delta
+                rows.append(row)
+    return {"mode": "report", "m": m, "users": users, "rows": rows}

@@ -8,7 +8,7 @@ import importlib
 
 import typer
 
-from searchveil import __version__
+from searchveil.version import __version__
 
 app = typer.Typer(
     name="searchveil",

@@ -10,11 +10,16 @@ Korolova's budget split (``--split``): relative weights of ε for the steps, in 
 selection, query counts [, URL selection (private URLs only)] [, click counts] — default equal
 weights over the steps present. With private URL selection, δ is split equally between the
 two thresholding steps. The split actually used is printed and written to the ledger.
+
+This module parses: what a release spends, checks and records (budget, split, SERP provenance)
+is decided in :mod:`searchveil.release`, so the ledger of ``searchveil release korolova`` is
+the ledger of :func:`searchveil.release.release_korolova` for the same parameters.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,7 +51,30 @@ from searchveil.cli._common import (
     reader_kwargs,
     run,
 )  # fmt: skip
-from searchveil.errors import InvalidParameterError
+from searchveil.engines.plans import ENGINES, run_release
+from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.ledger import check_release_dir
+from searchveil.io.readers import read_log
+from searchveil.mechanisms.accounting import Budget, check_budget
+from searchveil.release import (
+    KAnonParams,
+    ZealousParams,
+    release_kanon,
+    release_korolova,
+    release_zealous,
+    write_release,
+)
+from searchveil.release.histogram import HistogramRelease
+from searchveil.release.korolova import (
+    KorolovaParams,
+    default_split,
+    load_serp,
+    resolve_url_selection,
+    split_parts,
+)
+from searchveil.release.select import SelectParams, release_select
+from searchveil.rng import make_rng
+from searchveil.validate import check_choice, check_int
 
 EpsOpt = Annotated[
     float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
@@ -71,9 +99,61 @@ BoundOpt = Annotated[
 ]
 
 
-def _parse_split(split: str | None, parts: int) -> tuple[float, ...]:
+_RELEASES: dict[str, Any] = {
+    "korolova": release_korolova,
+    "zealous": release_zealous,
+    "kanon": release_kanon,
+}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where a release command reads, runs and writes (the options every release shares)."""
+
+    input: Path
+    reader: dict[str, Any]
+    out: Path
+    out_fmt: str
+    overwrite: bool
+    seed: int | None
+    json_out: bool
+    engine: str = "memory"
+    spark_master: str = "local[*]"
+
+
+@dataclass(frozen=True)
+class KorolovaOptions:
+    """The mechanism options of ``release korolova`` (solved form or advanced form)."""
+
+    epsilon: float | None
+    delta: float | None
+    d: int | None
+    d_c: int | None = None
+    urls: str = "auto"
+    serp: Path | None = None
+    serp_depth: int | None = None
+    split: str | None = None
+    threshold_rule: str = "exact"
+    distinct: bool = False
+    bounding: str = "first"
+    clamp: bool = False
+    K: float | None = None
+    b: float | None = None
+    b_q: float | None = None
+    b_c: float | None = None
+    url_K: float | None = None
+    url_b: float | None = None
+
+    @property
+    def advanced(self) -> bool:
+        return any(v is not None for v in (self.K, self.b, self.b_q, self.b_c, self.url_K,
+                                           self.url_b))  # fmt: skip
+
+
+def _parse_split(split: str | None, parts: int) -> tuple[float, ...] | None:
+    """``--split`` as weights (``None`` when unset)."""
     if split is None:
-        return tuple([1.0] * parts)
+        return None
     try:
         vals = tuple(float(x) for x in split.replace(":", ",").split(","))
     except ValueError:
@@ -85,14 +165,74 @@ def _parse_split(split: str | None, parts: int) -> tuple[float, ...]:
     return vals
 
 
-def _read(input: Path, kw: dict[str, Any], json_out: bool) -> Any:
-    from searchveil.io.readers import read_log
+def _budget(epsilon: float | None, delta: float | None) -> Budget | None:
+    return Budget(epsilon, delta) if epsilon is not None and delta is not None else None
 
+
+def _need_budget(epsilon: float | None, delta: float | None) -> None:
+    if epsilon is None:
+        raise InvalidParameterError("epsilon", None, "a number > 0 (there is no default ε)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+
+
+def _read(input: Path, kw: dict[str, Any], json_out: bool) -> Any:
     with progress(not json_out) as step:
         done = step(f"reading {input.name}")
         log = read_log(input, **kw)
         done()
     return log
+
+
+def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
+    """The engines read the AOL layout (TSV, .gz) or Parquet with the default reader options."""
+    defaults = reader_kwargs()
+    for key in ("columns", "delimiter", "encoding", "on_bad_rows", "session_gap_minutes"):
+        if kw.get(key) != defaults.get(key):
+            raise InvalidParameterError(
+                key.replace("_", "-"), kw.get(key), f"the default with --engine {engine}"
+            )
+    if kw.get("fmt") not in ("auto", "aol", "parquet"):
+        raise InvalidParameterError(
+            "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
+        )
+    if not input.exists():
+        raise InputFormatError(str(input), "file not found")
+
+
+def _release_with(
+    algorithm: str, params: Any, run_opts: RunOptions, release_kwargs: dict[str, Any] | None = None
+) -> HistogramRelease:
+    """Read + release in memory, or bound on an engine and release the reduced log."""
+    o = run_opts
+    check_choice("engine", o.engine, ENGINES)
+    rng = make_rng(o.seed)
+    if o.engine == "memory":
+        log = _read(o.input, o.reader, o.json_out)
+        with progress(not o.json_out) as step:
+            done = step(algorithm)
+            rel: HistogramRelease = _RELEASES[algorithm](log, params, rng=rng,
+                                                         **(release_kwargs or {}))  # fmt: skip
+            done()
+        return rel
+    _check_engine_reader(o.engine, o.input, o.reader)
+    with progress(not o.json_out) as step:
+        done = step(f"{algorithm} on the {o.engine} engine")
+        rel = run_release(
+            o.engine, algorithm, o.input, params, rng=rng, spark_master=o.spark_master,
+            normalize=o.reader.get("normalize", True), release_kwargs=release_kwargs,
+        )  # fmt: skip
+        done()
+    return rel
+
+
+def _release_and_write(
+    algorithm: str, params: Any, run_opts: RunOptions, release_kwargs: dict[str, Any] | None = None
+) -> HistogramRelease:
+    check_release_dir(run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite)
+    rel = _release_with(algorithm, params, run_opts, release_kwargs)
+    write_release(rel, run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite)
+    return rel
 
 
 def _summary(release: Any, out: Path, split: Any = None) -> dict[str, Any]:
@@ -159,219 +299,376 @@ def _human(r: dict[str, Any]) -> None:
             out_console.print(tt)
 
 
-def _release_with(
-    engine: str,
-    spark_master: str,
-    algorithm: str,
-    input: Path,
-    kw: dict[str, Any],
-    params: Any,
-    *,
-    rng: Any,
-    json_out: bool,
-    release_kwargs: dict[str, Any] | None = None,
-) -> Any:
-    """Read + release in memory, or bound on an engine and release the reduced log."""
-    from searchveil.engines.plans import ENGINES, run_release
-    from searchveil.release import release_kanon, release_korolova, release_zealous
-    from searchveil.validate import check_choice
-
-    check_choice("engine", engine, ENGINES)
-    if engine == "memory":
-        log = _read(input, kw, json_out)
-        fn: dict[str, Any] = {
-            "korolova": release_korolova,
-            "zealous": release_zealous,
-            "kanon": release_kanon,
-        }
-        with progress(not json_out) as step:
-            done = step(algorithm)
-            rel = fn[algorithm](log, params, rng=rng, **(release_kwargs or {}))
-            done()
-        return rel
-    defaults = reader_kwargs()
-    for key in ("columns", "delimiter", "encoding", "on_bad_rows", "session_gap_minutes"):
-        if kw.get(key) != defaults.get(key):
-            raise InvalidParameterError(
-                key.replace("_", "-"), kw.get(key), f"the default with --engine {engine}"
-            )
-    if kw.get("fmt") not in ("auto", "aol", "parquet"):
-        raise InvalidParameterError(
-            "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
-        )
-    if not input.exists():
-        from searchveil.errors import InputFormatError
-
-        raise InputFormatError(str(input), "file not found")
-    with progress(not json_out) as step:
-        done = step(f"{algorithm} on the {engine} engine")
-        rel = run_release(
-            engine, algorithm, input, params, rng=rng, spark_master=spark_master,
-            normalize=kw.get("normalize", True), release_kwargs=release_kwargs,
-        )  # fmt: skip
-        done()
-    return rel
-
-
 def _selected(
-    input: Path,
-    kw: dict[str, Any],
+    run_opts: RunOptions,
     *,
-    out: Path,
     selection: str,
     epsilon: float | None,
     delta: float | None,
     d: int | None,
     split: str | None,
     clamp: bool,
-    seed: int | None,
-    out_fmt: str,
-    overwrite: bool,
-    json_out: bool,
 ) -> dict[str, Any]:
-    from searchveil.io.ledger import ReleaseWriter
-    from searchveil.release import write_release
-    from searchveil.release.select import SelectParams, release_select
-    from searchveil.rng import make_rng
-
-    if epsilon is None:
-        raise InvalidParameterError("epsilon", None, "a number > 0 (there is no default ε)")
-    if delta is None:
-        raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+    _need_budget(epsilon, delta)
+    assert epsilon is not None and delta is not None
     if d is None:
         raise InvalidParameterError("max-queries", None, "an integer d >= 1 (no default)")
-    w = _parse_split(split, 2)
+    w = _parse_split(split, 2) or (1.0, 1.0)
     params = SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=d,
                           split=(w[0], w[1]), clamp_negative=clamp)  # fmt: skip
-    ReleaseWriter(out, fmt=out_fmt, overwrite=overwrite)  # fail early if --out exists
-    log = _read(input, kw, json_out)
-    with progress(not json_out) as step:
+    o = run_opts
+    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite)
+    log = _read(o.input, o.reader, o.json_out)
+    with progress(not o.json_out) as step:
         done = step(f"selection ({selection}) and counts")
-        release = release_select(log, params, rng=make_rng(seed))
+        release = release_select(log, params, rng=make_rng(o.seed))
         done()
-    write_release(release, out, fmt=out_fmt, overwrite=overwrite)
-    res = _summary(release, out, list(w))
+    write_release(release, o.out, fmt=o.out_fmt, overwrite=o.overwrite)
+    res = _summary(release, o.out, list(w))
     res["top"] = {"queries": _top(release, "queries")}
     return res
 
 
-def _korolova(
-    input: Path,
-    kw: dict[str, Any],
+def korolova_params(o: KorolovaOptions) -> KorolovaParams:
+    """The parameters of ``release korolova``: solved from ``--epsilon``/``--delta`` (with the
+    split), or given directly (advanced form)."""
+    if o.d is None:
+        raise InvalidParameterError("max-queries", None, "an integer d >= 1 (no default)")
+    check_int("max-queries", o.d, minimum=1)
+    urls = resolve_url_selection(o.urls, d_c=o.d_c, serp_given=o.serp is not None)
+    if o.advanced:
+        if o.split is not None:
+            raise InvalidParameterError("split", o.split, "unset when K, b, ... are given directly")
+        if o.K is None or o.b is None or o.b_q is None:
+            raise InvalidParameterError(
+                "K/b/bq", (o.K, o.b, o.b_q), "all of --K, --b, --bq in the advanced form"
+            )
+        if (o.epsilon is None) != (o.delta is None):
+            raise InvalidParameterError(
+                "epsilon/delta", (o.epsilon, o.delta), "both or neither in the advanced form"
+            )
+        return KorolovaParams(
+            d=o.d, K=o.K, b=o.b, b_q=o.b_q, url_selection=urls, d_c=o.d_c, b_c=o.b_c,
+            url_K=o.url_K, url_b=o.url_b, distinct=o.distinct, strategy=o.bounding,
+            clamp_negative=o.clamp,
+        )  # fmt: skip
+    _need_budget(o.epsilon, o.delta)
+    assert o.epsilon is not None and o.delta is not None
+    split = _parse_split(o.split, split_parts(urls)) or default_split(urls)
+    return KorolovaParams.from_budget(
+        epsilon=o.epsilon, delta=o.delta, d=o.d, url_selection=urls, d_c=o.d_c, split=split,
+        threshold_rule=o.threshold_rule, distinct=o.distinct, strategy=o.bounding,
+        clamp_negative=o.clamp,
+    )  # fmt: skip
+
+
+def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
+    params = korolova_params(o)
+    budget = _budget(o.epsilon, o.delta)
+    check_budget(params.privacy("exact"), budget, what="release korolova")
+    serp = (
+        load_serp(o.serp, normalize=run_opts.reader.get("normalize", True), depth=o.serp_depth)
+        if o.serp is not None
+        else None
+    )
+    release = _release_and_write(
+        "korolova", params, run_opts, release_kwargs={"serp": serp, "budget": budget}
+    )
+    split = params.epsilon_split_weights
+    res = _summary(release, run_opts.out, list(split) if split else None)
+    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
+    return res
+
+
+def _zealous(
+    run_opts: RunOptions,
     *,
-    out: Path,
     epsilon: float | None,
     delta: float | None,
-    d: int | None,
-    d_c: int | None,
-    urls: str,
-    serp: Path | None,
-    serp_depth: int | None,
-    split: str | None,
-    threshold_rule: str,
-    distinct: bool,
+    m: int | None,
+    item_type: str,
+    guarantee: str,
+    users: int | None,
+    tau: int | None,
+    lam: float | None,
+    tau_prime: float | None,
     bounding: str,
-    clamp: bool,
-    K: float | None,
-    b: float | None,
-    b_q: float | None,
-    b_c: float | None,
-    url_K: float | None,
-    url_b: float | None,
-    seed: int | None,
-    out_fmt: str,
-    overwrite: bool,
-    json_out: bool,
-    engine: str = "memory",
-    spark_master: str = "local[*]",
 ) -> dict[str, Any]:
-    from searchveil.io.ledger import ReleaseWriter
-    from searchveil.release.korolova import (
-        KorolovaParams,
-        read_serp,
-        write_release,
-    )
-    from searchveil.rng import make_rng
-    from searchveil.validate import check_choice, check_int
-
-    if d is None:
-        raise InvalidParameterError("max-queries", None, "an integer d >= 1 (no default)")
-    check_int("max-queries", d, minimum=1)
-    check_choice("urls", urls, ("auto", "none", "serp", "private"))
-    if urls == "auto":
-        urls = "none" if d_c is None else ("serp" if serp is not None else "private")
-    if urls != "none" and d_c is None:
-        raise InvalidParameterError("max-clicks", None, f"an integer d_c >= 1 with --urls {urls}")
-    if urls == "serp" and serp is None:
-        raise InvalidParameterError("serp", None, "a SERP file with --urls serp")
-    if urls != "serp" and serp is not None:
-        raise InvalidParameterError("serp", str(serp), "only with --urls serp")
-    if urls == "none" and d_c is not None:
-        raise InvalidParameterError("max-clicks", d_c, "unset with --urls none")
-    advanced = any(v is not None for v in (K, b, b_q, b_c, url_K, url_b))
-    split_used: tuple[float, ...] | None = None
-    if advanced:
-        if split is not None:
-            raise InvalidParameterError("split", split, "unset when K, b, ... are given directly")
-        if K is None or b is None or b_q is None:
+    if m is None:
+        raise InvalidParameterError("max-items", None, "an integer m >= 1 (no default)")
+    if lam is not None or tau_prime is not None:
+        if lam is None or tau_prime is None:
             raise InvalidParameterError(
-                "K/b/bq", (K, b, b_q), "all of --K, --b, --bq in the advanced form"
+                "lambda/tau-prime", (lam, tau_prime), "both in the advanced form"
             )
         if (epsilon is None) != (delta is None):
             raise InvalidParameterError(
                 "epsilon/delta", (epsilon, delta), "both or neither in the advanced form"
             )
-        params = KorolovaParams(
-            d=d, K=K, b=b, b_q=b_q, url_selection=urls, d_c=d_c, b_c=b_c, url_K=url_K,
-            url_b=url_b, distinct=distinct, strategy=bounding, clamp_negative=clamp,
+        params = ZealousParams(
+            m=m, tau=tau if tau is not None else 1, lam=lam, tau_prime=tau_prime,
+            item_type=item_type, guarantee=guarantee, users=users, strategy=bounding,
         )  # fmt: skip
     else:
-        if epsilon is None:
-            raise InvalidParameterError("epsilon", None, "a number > 0 (there is no default ε)")
-        if delta is None:
-            raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
-        parts = {"none": 2, "serp": 3, "private": 4}[urls]
-        split_used = _parse_split(split, parts)
-        params = KorolovaParams.from_budget(
-            epsilon=epsilon, delta=delta, d=d, url_selection=urls, d_c=d_c, split=split_used,
-            threshold_rule=threshold_rule, distinct=distinct, strategy=bounding,
-            clamp_negative=clamp,
+        _need_budget(epsilon, delta)
+        assert epsilon is not None and delta is not None
+        params = ZealousParams.from_budget(
+            epsilon=epsilon, delta=delta, m=m, item_type=item_type, guarantee=guarantee,
+            tau=tau, users=users, strategy=bounding,
         )  # fmt: skip
-    budget = (epsilon, delta) if epsilon is not None and delta is not None else None
-    if budget is not None:
-        pr = params.privacy("exact")
-        if pr["epsilon"] > budget[0] * (1 + 1e-9) or pr["delta"] > budget[1] * (1 + 1e-9):
-            from searchveil.errors import BudgetExceededError
-
-            raise BudgetExceededError(
-                "release korolova (ε)" if pr["epsilon"] > budget[0] * (1 + 1e-9) else "(δ)",
-                pr["epsilon"] if pr["epsilon"] > budget[0] * (1 + 1e-9) else pr["delta"],
-                budget[0] if pr["epsilon"] > budget[0] * (1 + 1e-9) else budget[1],
-            )
-    serp_df = (
-        read_serp(serp, normalize=kw.get("normalize", True), depth=serp_depth) if serp else None
-    )
-    ReleaseWriter(out, fmt=out_fmt, overwrite=overwrite)  # fail early if --out exists
-    rng = make_rng(seed)
-    release = _release_with(
-        engine, spark_master, "korolova", input, kw, params, rng=rng, json_out=json_out,
-        release_kwargs={"serp": serp_df, "budget": budget},
-    )  # fmt: skip
-    if split_used is not None:
-        release.ledger["parameters"]["epsilon_split_weights"] = list(split_used)
-        release.ledger["parameters"]["threshold_rule"] = threshold_rule
-    if serp is not None:
-        import hashlib
-
-        release.ledger["public_inputs"]["serp"] = {
-            "path": str(serp),
-            "sha256": hashlib.sha256(serp.read_bytes()).hexdigest(),
-            "depth": serp_depth,
-        }
-    write_release(release, out, fmt=out_fmt, overwrite=overwrite)
-    res = _summary(release, out, list(split_used) if split_used else None)
-    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
+    budget = _budget(epsilon, delta)
+    check_budget(params.privacy("exact"), budget, what="release zealous")
+    release = _release_and_write("zealous", params, run_opts, release_kwargs={"budget": budget})
+    res = _summary(release, run_opts.out)
+    res["top"] = {"items": _top(release, "items")}
     return res
+
+
+def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
+    if k is None:
+        raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
+    release = _release_and_write("kanon", KAnonParams(k=k), run_opts)
+    res = _summary(release, run_opts.out)
+    res["top"] = {"queries": _top(release, "queries")}
+    return res
+
+
+# -- the commands (parsing only) --------------------------------------------------------------
+
+
+def korolova_command(
+    input: InputArg,
+    out: OutDirOpt,
+    epsilon: EpsOpt = None,
+    delta: DeltaOpt = None,
+    max_queries: Annotated[
+        int | None, typer.Option("--max-queries", help="d: query events kept per user")
+    ] = None,
+    max_clicks: Annotated[
+        int | None, typer.Option("--max-clicks", help="d_c: clicks kept per user")
+    ] = None,
+    urls: Annotated[
+        str,
+        typer.Option(
+            "--urls",
+            help="which URLs get click counts: none | serp (public SERP file) | private "
+            "(selected by thresholding, own budget) | auto (none without --max-clicks, "
+            "serp with --serp, else private)",
+        ),
+    ] = "auto",
+    serp: Annotated[
+        Path | None,
+        typer.Option("--serp", help="public SERP file: query<TAB>rank<TAB>url per line"),
+    ] = None,
+    serp_depth: Annotated[
+        int | None, typer.Option("--serp-depth", help="use the top N ranks of the SERP")
+    ] = None,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split",
+            help="ε weights: selection,query-counts[,url-selection][,click-counts]; default equal",
+        ),
+    ] = None,
+    threshold_rule: Annotated[
+        str,
+        typer.Option(
+            "--threshold-rule",
+            help="exact (smallest integer K for the discrete mechanism) | paper (Table 4.1) "
+            "| improved (§4.8)",
+        ),
+    ] = "exact",
+    distinct_users: Annotated[
+        bool,
+        typer.Option("--distinct-users", help="count distinct users per query (≤1 per user)"),
+    ] = False,
+    bounding: BoundOpt = "first",
+    clamp_negative: Annotated[
+        bool, typer.Option("--clamp-negative", help="publish negative noisy counts as 0")
+    ] = False,
+    selection: Annotated[
+        str | None,
+        typer.Option(
+            "--selection",
+            help="query selection on each user's first d DISTINCT queries: laplace | "
+            "gaussian | policy-gaussian (docs/selection-strategies.md); queries only, "
+            "--split = selection,counts. Unset: the thesis' Select-Queries",
+        ),
+    ] = None,
+    engine: EngineOpt = "memory",
+    spark_master: SparkMasterOpt = "local[*]",
+    K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
+    b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
+    b_q: Annotated[float | None, typer.Option("--bq", help="advanced: count noise b_q")] = None,
+    b_c: Annotated[float | None, typer.Option("--bc", help="advanced: click noise b_c")] = None,
+    url_K: Annotated[float | None, typer.Option("--url-K", help="advanced: URL threshold")] = None,
+    url_b: Annotated[
+        float | None, typer.Option("--url-b", help="advanced: URL selection noise")
+    ] = None,
+    seed: SeedOpt = None,
+    output_format: OutFmtOpt = "tsv",
+    overwrite: OverwriteOpt = False,
+    fmt: FormatOpt = "auto",
+    user_col: UserColOpt = None,
+    query_col: QueryColOpt = None,
+    time_col: TimeColOpt = None,
+    url_col: UrlColOpt = None,
+    rank_col: RankColOpt = None,
+    session_col: SessionColOpt = None,
+    delimiter: DelimOpt = None,
+    encoding: EncodingOpt = "utf-8",
+    on_bad_rows: BadRowsOpt = "error",
+    no_normalize: NoNormOpt = False,
+    session_gap: GapOpt = 30.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Korolova's Release-Data (thesis ch.4): private queries and clicks with noisy counts."""
+
+    def body() -> None:
+        kw = reader_kwargs(
+            fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+            delimiter, encoding, on_bad_rows, no_normalize, session_gap,
+        )  # fmt: skip
+        run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
+                              overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
+                              spark_master=spark_master)  # fmt: skip
+        if selection is not None:
+            others = {"--max-clicks": max_clicks, "--serp": serp, "--K": K, "--b": b,
+                      "--bq": b_q, "--bc": b_c, "--url-K": url_K, "--url-b": url_b}  # fmt: skip
+            for name, v in others.items():
+                if v is not None:
+                    raise InvalidParameterError(name, v, "unset with --selection")
+            if urls not in ("auto", "none"):
+                raise InvalidParameterError("urls", urls, "none with --selection")
+            res = _selected(
+                run_opts, selection=selection, epsilon=epsilon, delta=delta, d=max_queries,
+                split=split, clamp=clamp_negative,
+            )  # fmt: skip
+        else:
+            opts = KorolovaOptions(
+                epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
+                serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
+                distinct=distinct_users, bounding=bounding, clamp=clamp_negative, K=K, b=b,
+                b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b,
+            )  # fmt: skip
+            res = _korolova(opts, run_opts)
+        emit(res, json_out, _human)
+
+    run(body)
+
+
+def zealous_command(
+    input: InputArg,
+    out: OutDirOpt,
+    epsilon: EpsOpt = None,
+    delta: DeltaOpt = None,
+    max_items: Annotated[
+        int | None, typer.Option("--max-items", help="m: distinct items kept per user")
+    ] = None,
+    item_type: Annotated[
+        str, typer.Option("--item-type", help="keywords | queries | clicks | query_pairs")
+    ] = "queries",
+    guarantee: Annotated[
+        str,
+        typer.Option(
+            "--guarantee",
+            help="probabilistic (Götz Thm 3, needs --max-users) | indistinguishability "
+            "(Thm 2, corrected)",
+        ),
+    ] = "probabilistic",
+    max_users: Annotated[
+        int | None,
+        typer.Option(
+            "--max-users",
+            help="U: a public upper bound on the number of users (never read from the data)",
+        ),
+    ] = None,
+    tau: Annotated[
+        int | None,
+        typer.Option("--tau", help="first threshold τ (default: Prop. 4's ⌈2m/ε⌉; 1 for Thm 2)"),
+    ] = None,
+    lam: Annotated[float | None, typer.Option("--lambda", help="advanced: noise scale λ")] = None,
+    tau_prime: Annotated[
+        float | None, typer.Option("--tau-prime", help="advanced: second threshold τ'")
+    ] = None,
+    bounding: BoundOpt = "first",
+    engine: EngineOpt = "memory",
+    spark_master: SparkMasterOpt = "local[*]",
+    seed: SeedOpt = None,
+    output_format: OutFmtOpt = "tsv",
+    overwrite: OverwriteOpt = False,
+    fmt: FormatOpt = "auto",
+    user_col: UserColOpt = None,
+    query_col: QueryColOpt = None,
+    time_col: TimeColOpt = None,
+    url_col: UrlColOpt = None,
+    rank_col: RankColOpt = None,
+    session_col: SessionColOpt = None,
+    delimiter: DelimOpt = None,
+    encoding: EncodingOpt = "utf-8",
+    on_bad_rows: BadRowsOpt = "error",
+    no_normalize: NoNormOpt = False,
+    session_gap: GapOpt = 30.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """ZEALOUS (Götz et al. §4): frequent keywords / queries / clicks / query pairs."""
+
+    def body() -> None:
+        kw = reader_kwargs(
+            fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+            delimiter, encoding, on_bad_rows, no_normalize, session_gap,
+        )  # fmt: skip
+        run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
+                              overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
+                              spark_master=spark_master)  # fmt: skip
+        res = _zealous(
+            run_opts, epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
+            guarantee=guarantee, users=max_users, tau=tau, lam=lam, tau_prime=tau_prime,
+            bounding=bounding,
+        )  # fmt: skip
+        emit(res, json_out, _human)
+
+    run(body)
+
+
+def kanon_command(
+    input: InputArg,
+    out: OutDirOpt,
+    k: Annotated[
+        int | None, typer.Option("--k", help="minimum distinct users of a published query")
+    ] = None,
+    engine: EngineOpt = "memory",
+    spark_master: SparkMasterOpt = "local[*]",
+    seed: SeedOpt = None,
+    output_format: OutFmtOpt = "tsv",
+    overwrite: OverwriteOpt = False,
+    fmt: FormatOpt = "auto",
+    user_col: UserColOpt = None,
+    query_col: QueryColOpt = None,
+    time_col: TimeColOpt = None,
+    url_col: UrlColOpt = None,
+    rank_col: RankColOpt = None,
+    session_col: SessionColOpt = None,
+    delimiter: DelimOpt = None,
+    encoding: EncodingOpt = "utf-8",
+    on_bad_rows: BadRowsOpt = "error",
+    no_normalize: NoNormOpt = False,
+    session_gap: GapOpt = 30.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """k-query anonymity (Adar; the NON-differentially-private baseline of Götz §7)."""
+
+    def body() -> None:
+        kw = reader_kwargs(
+            fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
+            delimiter, encoding, on_bad_rows, no_normalize, session_gap,
+        )  # fmt: skip
+        run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
+                              overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
+                              spark_master=spark_master)  # fmt: skip
+        emit(_kanon(run_opts, k=k), json_out, _human)
+
+    run(body)
 
 
 def register(app: typer.Typer) -> None:
@@ -380,293 +677,6 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     app.add_typer(rel, name="release")
-
-    @rel.command("korolova")
-    def korolova(
-        input: InputArg,
-        out: OutDirOpt,
-        epsilon: EpsOpt = None,
-        delta: DeltaOpt = None,
-        max_queries: Annotated[
-            int | None, typer.Option("--max-queries", help="d: query events kept per user")
-        ] = None,
-        max_clicks: Annotated[
-            int | None, typer.Option("--max-clicks", help="d_c: clicks kept per user")
-        ] = None,
-        urls: Annotated[
-            str,
-            typer.Option(
-                "--urls",
-                help="which URLs get click counts: none | serp (public SERP file) | private "
-                "(selected by thresholding, own budget) | auto (none without --max-clicks, "
-                "serp with --serp, else private)",
-            ),
-        ] = "auto",
-        serp: Annotated[
-            Path | None,
-            typer.Option("--serp", help="public SERP file: query<TAB>rank<TAB>url per line"),
-        ] = None,
-        serp_depth: Annotated[
-            int | None, typer.Option("--serp-depth", help="use the top N ranks of the SERP")
-        ] = None,
-        split: Annotated[
-            str | None,
-            typer.Option(
-                "--split",
-                help="ε weights: selection,query-counts[,url-selection][,click-counts]; "
-                "default equal",
-            ),
-        ] = None,
-        threshold_rule: Annotated[
-            str,
-            typer.Option(
-                "--threshold-rule",
-                help="exact (smallest integer K for the discrete mechanism) | paper (Table 4.1) "
-                "| improved (§4.8)",
-            ),
-        ] = "exact",
-        distinct_users: Annotated[
-            bool,
-            typer.Option("--distinct-users", help="count distinct users per query (≤1 per user)"),
-        ] = False,
-        bounding: BoundOpt = "first",
-        clamp_negative: Annotated[
-            bool, typer.Option("--clamp-negative", help="publish negative noisy counts as 0")
-        ] = False,
-        selection: Annotated[
-            str | None,
-            typer.Option(
-                "--selection",
-                help="query selection on each user's first d DISTINCT queries: laplace | "
-                "gaussian | policy-gaussian (docs/selection-strategies.md); queries only, "
-                "--split = selection,counts. Unset: the thesis' Select-Queries",
-            ),
-        ] = None,
-        engine: EngineOpt = "memory",
-        spark_master: SparkMasterOpt = "local[*]",
-        K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
-        b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
-        b_q: Annotated[float | None, typer.Option("--bq", help="advanced: count noise b_q")] = None,
-        b_c: Annotated[float | None, typer.Option("--bc", help="advanced: click noise b_c")] = None,
-        url_K: Annotated[
-            float | None, typer.Option("--url-K", help="advanced: URL threshold")
-        ] = None,
-        url_b: Annotated[
-            float | None, typer.Option("--url-b", help="advanced: URL selection noise")
-        ] = None,
-        seed: SeedOpt = None,
-        output_format: OutFmtOpt = "tsv",
-        overwrite: OverwriteOpt = False,
-        fmt: FormatOpt = "auto",
-        user_col: UserColOpt = None,
-        query_col: QueryColOpt = None,
-        time_col: TimeColOpt = None,
-        url_col: UrlColOpt = None,
-        rank_col: RankColOpt = None,
-        session_col: SessionColOpt = None,
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Korolova's Release-Data (thesis ch.4): private queries and clicks with noisy counts."""
-
-        def body() -> None:
-            kw = reader_kwargs(
-                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-            )  # fmt: skip
-            if selection is not None:
-                others = {"--max-clicks": max_clicks, "--serp": serp, "--K": K, "--b": b,
-                          "--bq": b_q, "--bc": b_c, "--url-K": url_K, "--url-b": url_b}  # fmt: skip
-                for name, v in others.items():
-                    if v is not None:
-                        raise InvalidParameterError(name, v, "unset with --selection")
-                if urls not in ("auto", "none"):
-                    raise InvalidParameterError("urls", urls, "none with --selection")
-                res = _selected(
-                    input, kw, out=out, selection=selection, epsilon=epsilon, delta=delta,
-                    d=max_queries, split=split, clamp=clamp_negative, seed=seed,
-                    out_fmt=output_format, overwrite=overwrite, json_out=json_out,
-                )  # fmt: skip
-                emit(res, json_out, _human)
-                return
-            res = _korolova(
-                input, kw, out=out, epsilon=epsilon, delta=delta, d=max_queries,
-                d_c=max_clicks, urls=urls, serp=serp, serp_depth=serp_depth, split=split,
-                threshold_rule=threshold_rule, distinct=distinct_users, bounding=bounding,
-                clamp=clamp_negative, K=K, b=b, b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b,
-                seed=seed, out_fmt=output_format, overwrite=overwrite, json_out=json_out,
-                engine=engine, spark_master=spark_master,
-            )  # fmt: skip
-            emit(res, json_out, _human)
-
-        run(body)
-
-    @rel.command("zealous")
-    def zealous(
-        input: InputArg,
-        out: OutDirOpt,
-        epsilon: EpsOpt = None,
-        delta: DeltaOpt = None,
-        max_items: Annotated[
-            int | None, typer.Option("--max-items", help="m: distinct items kept per user")
-        ] = None,
-        item_type: Annotated[
-            str, typer.Option("--item-type", help="keywords | queries | clicks | query_pairs")
-        ] = "queries",
-        guarantee: Annotated[
-            str,
-            typer.Option(
-                "--guarantee",
-                help="probabilistic (Götz Thm 3, needs --max-users) | indistinguishability "
-                "(Thm 2, corrected)",
-            ),
-        ] = "probabilistic",
-        max_users: Annotated[
-            int | None,
-            typer.Option(
-                "--max-users",
-                help="U: a public upper bound on the number of users (never read from the data)",
-            ),
-        ] = None,
-        tau: Annotated[
-            int | None,
-            typer.Option(
-                "--tau", help="first threshold τ (default: Prop. 4's ⌈2m/ε⌉; 1 for Thm 2)"
-            ),
-        ] = None,
-        lam: Annotated[
-            float | None, typer.Option("--lambda", help="advanced: noise scale λ")
-        ] = None,
-        tau_prime: Annotated[
-            float | None, typer.Option("--tau-prime", help="advanced: second threshold τ'")
-        ] = None,
-        bounding: BoundOpt = "first",
-        engine: EngineOpt = "memory",
-        spark_master: SparkMasterOpt = "local[*]",
-        seed: SeedOpt = None,
-        output_format: OutFmtOpt = "tsv",
-        overwrite: OverwriteOpt = False,
-        fmt: FormatOpt = "auto",
-        user_col: UserColOpt = None,
-        query_col: QueryColOpt = None,
-        time_col: TimeColOpt = None,
-        url_col: UrlColOpt = None,
-        rank_col: RankColOpt = None,
-        session_col: SessionColOpt = None,
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """ZEALOUS (Götz et al. §4): frequent keywords / queries / clicks / query pairs."""
-
-        def body() -> None:
-            from searchveil.errors import BudgetExceededError
-            from searchveil.io.ledger import ReleaseWriter
-            from searchveil.release import ZealousParams, write_release
-            from searchveil.rng import make_rng
-
-            if max_items is None:
-                raise InvalidParameterError("max-items", None, "an integer m >= 1 (no default)")
-            kw = reader_kwargs(
-                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-            )  # fmt: skip
-            if lam is not None or tau_prime is not None:
-                if lam is None or tau_prime is None:
-                    raise InvalidParameterError(
-                        "lambda/tau-prime", (lam, tau_prime), "both in the advanced form"
-                    )
-                if (epsilon is None) != (delta is None):
-                    raise InvalidParameterError(
-                        "epsilon/delta", (epsilon, delta), "both or neither in the advanced form"
-                    )
-                t = tau if tau is not None else 1
-                params = ZealousParams(
-                    m=max_items, tau=t, lam=lam, tau_prime=tau_prime, item_type=item_type,
-                    guarantee=guarantee, users=max_users, strategy=bounding,
-                )  # fmt: skip
-            else:
-                if epsilon is None:
-                    raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-                if delta is None:
-                    raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
-                params = ZealousParams.from_budget(
-                    epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
-                    guarantee=guarantee, tau=tau, users=max_users, strategy=bounding,
-                )  # fmt: skip
-            budget = (epsilon, delta) if epsilon is not None and delta is not None else None
-            pr = params.privacy("exact")
-            if budget is not None and pr["epsilon"] > budget[0] * (1 + 1e-9):
-                raise BudgetExceededError("release zealous (ε)", pr["epsilon"], budget[0])
-            if budget is not None and pr["delta"] > budget[1] * (1 + 1e-9):
-                raise BudgetExceededError("release zealous (δ)", pr["delta"], budget[1])
-            ReleaseWriter(out, fmt=output_format, overwrite=overwrite)
-            release = _release_with(
-                engine, spark_master, "zealous", input, kw, params, rng=make_rng(seed),
-                json_out=json_out, release_kwargs={"budget": budget},
-            )  # fmt: skip
-            write_release(release, out, fmt=output_format, overwrite=overwrite)
-            res = _summary(release, out)
-            res["top"] = {"items": _top(release, "items")}
-            emit(res, json_out, _human)
-
-        run(body)
-
-    @rel.command("kanon")
-    def kanon(
-        input: InputArg,
-        out: OutDirOpt,
-        k: Annotated[
-            int | None, typer.Option("--k", help="minimum distinct users of a published query")
-        ] = None,
-        engine: EngineOpt = "memory",
-        spark_master: SparkMasterOpt = "local[*]",
-        seed: SeedOpt = None,
-        output_format: OutFmtOpt = "tsv",
-        overwrite: OverwriteOpt = False,
-        fmt: FormatOpt = "auto",
-        user_col: UserColOpt = None,
-        query_col: QueryColOpt = None,
-        time_col: TimeColOpt = None,
-        url_col: UrlColOpt = None,
-        rank_col: RankColOpt = None,
-        session_col: SessionColOpt = None,
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """k-query anonymity (Adar; the NON-differentially-private baseline of Götz §7)."""
-
-        def body() -> None:
-            from searchveil.io.ledger import ReleaseWriter
-            from searchveil.release import KAnonParams, write_release
-            from searchveil.rng import make_rng
-
-            if k is None:
-                raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
-            params = KAnonParams(k=k)
-            kw = reader_kwargs(
-                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-            )  # fmt: skip
-            ReleaseWriter(out, fmt=output_format, overwrite=overwrite)
-            release = _release_with(
-                engine, spark_master, "kanon", input, kw, params, rng=make_rng(seed),
-                json_out=json_out,
-            )  # fmt: skip
-            write_release(release, out, fmt=output_format, overwrite=overwrite)
-            res = _summary(release, out)
-            res["top"] = {"queries": _top(release, "queries")}
-            emit(res, json_out, _human)
-
-        run(body)
+    rel.command("korolova")(korolova_command)
+    rel.command("zealous")(zealous_command)
+    rel.command("kanon")(kanon_command)

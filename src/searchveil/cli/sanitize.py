@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
         (AnonID, Query, ClickURL, Count) and `counts` (query, url, x_ij) + ledger.json."""
 
         def body() -> None:
-            from searchveil.io.ledger import ReleaseWriter
+            from searchveil.io.ledger import check_release_dir
             from searchveil.io.readers import read_log
             from searchveil.release import write_release
             from searchveil.release.ump import UmpParams, release_ump
@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
                 fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
                 delimiter, encoding, on_bad_rows, no_normalize, session_gap,
             )  # fmt: skip
-            ReleaseWriter(out, fmt=output_format, overwrite=overwrite)  # fail early
+            check_release_dir(out, fmt=output_format, overwrite=overwrite)
             with progress(not json_out) as step:
                 done = step(f"reading {input.name}")
                 log = read_log(input, **kw)

@@ -3,7 +3,7 @@ engine; the privacy-critical part (noise, thresholds, accounting, ledger) stays 
 definition in :mod:`searchveil.release`.
 
 Each engine offers ``bounded_counts(path, algorithm, params)`` → a
-:class:`~searchveil.release._histogram.BoundedCounts` (per-item counts after contribution
+:class:`~searchveil.release.counts.BoundedCounts` (per-item counts after contribution
 bounding, report figures, the ledger's input record), which ``release_korolova_counts`` /
 ``release_zealous_counts`` turn into a release (:func:`run_release`):
 

@@ -12,7 +12,7 @@ This *row plan* is the fallback of the Polars engine (input whose users' rows ar
 contiguous) and the plan of k-anonymity on both engines. The reduced rows are collected into an
 ordinary :class:`~searchveil.model.SearchLog`; for Korolova and ZEALOUS the in-memory bounding
 (idempotent on them: first-d of a first-d selection is the same selection) turns them into
-:class:`~searchveil.release._histogram.BoundedCounts` (:func:`rows_plan_counts`).
+:class:`~searchveil.release.counts.BoundedCounts` (:func:`rows_plan_counts`).
 
 :func:`run_release` is the entry point of every engine release: Korolova and ZEALOUS ask the
 engine for bounded counts (``engine.bounded_counts``: the Polars ordered pass of
@@ -33,7 +33,8 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import _parse_time, _sha256
 from searchveil.model import InputInfo, SearchLog, add_sessions
-from searchveil.release._histogram import BoundedCounts, HistogramRelease
+from searchveil.release.counts import BoundedCounts
+from searchveil.release.histogram import HistogramRelease
 from searchveil.rng import RandomSource
 
 ENGINES = ("memory", "polars", "spark")

@@ -10,7 +10,7 @@ import polars as pl
 from searchveil.engines.base import AOL_COLUMNS
 from searchveil.errors import InputFormatError
 from searchveil.model import normalize_query
-from searchveil.release._histogram import BoundedCounts
+from searchveil.release.counts import BoundedCounts
 
 
 class PolarsEngine:

@@ -21,7 +21,7 @@ import polars as pl
 from searchveil.engines.base import AOL_COLUMNS
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.model import PAIR_SEP
-from searchveil.release._histogram import BoundedCounts
+from searchveil.release.counts import BoundedCounts
 
 PLAN_NAME = "spark window plan"
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode

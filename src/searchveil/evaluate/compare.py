@@ -112,7 +112,7 @@ def run_setting(
     max_users: int | None,
 ) -> Any:
     """Run one setting on ``log`` at the total (ε, δ); returns the release object
-    (:class:`searchveil.release._histogram.HistogramRelease`)."""
+    (:class:`searchveil.release.histogram.HistogramRelease`)."""
     o = setting.options
     if setting.mechanism == "select":
         from searchveil.release.select import SelectParams, release_select
@@ -176,7 +176,7 @@ def compare_settings(
 
     Each release is written to a private temporary directory (deleted afterwards) and read back
     through its ledger, so it is evaluated exactly as ``searchveil evaluate`` would."""
-    from searchveil.release._histogram import write_release
+    from searchveil.release.histogram import write_release
 
     original = original_histograms(log)
     runs: list[tuple[str, dict[str, Any]]] = []

@@ -25,19 +25,27 @@ from typing import Any
 
 import polars as pl
 
-from searchveil.errors import InternalError, OutputExistsError
+from searchveil.errors import (
+    InputFormatError,
+    InternalError,
+    InvalidParameterError,
+    OutputExistsError,
+)
 from searchveil.rng import RandomSource, secure_token
 from searchveil.validate import check_choice
+from searchveil.version import __version__
 
-__all__ = ["ReleaseWriter", "build_ledger", "read_ledger", "write_json_atomic", "LEDGER_NAME"]
+__all__ = [
+    "ReleaseWriter",
+    "build_ledger",
+    "read_ledger",
+    "write_json_atomic",
+    "write_text_atomic",
+    "check_release_dir",
+    "LEDGER_NAME",
+]
 
 LEDGER_NAME = "ledger.json"
-
-
-def _version() -> str:
-    from searchveil import __version__
-
-    return __version__
 
 
 def _jsonable(x: Any) -> Any:
@@ -70,7 +78,7 @@ def build_ledger(
     randomness = rng.describe() if rng is not None else {"source": None, "seeded": False}
     ledger: dict[str, Any] = {
         "tool": "searchveil",
-        "tool_version": _version(),
+        "tool_version": __version__,
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "mechanism": mechanism,
         "notion": notion,
@@ -91,8 +99,6 @@ def build_ledger(
 
 
 def read_ledger(release_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    from searchveil.errors import InputFormatError
-
     path = Path(release_dir) / LEDGER_NAME
     if not path.is_file():
         raise InputFormatError(str(path), "no ledger.json: not a searchveil release directory")
@@ -130,6 +136,14 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
             tmp.unlink()
 
 
+def check_release_dir(
+    out_dir: str | os.PathLike[str], *, fmt: str = "tsv", overwrite: bool = False
+) -> None:
+    """Fail early — before reading or computing anything — when :class:`ReleaseWriter` would
+    refuse ``out_dir`` (it exists and ``overwrite`` is off) or ``fmt``. Writes nothing."""
+    ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite)
+
+
 class ReleaseWriter:
     """Write a release directory atomically (see module docstring).
 
@@ -157,8 +171,6 @@ class ReleaseWriter:
     def __enter__(self) -> ReleaseWriter:
         parent = self.out_dir.parent
         if not parent.exists():
-            from searchveil.errors import InvalidParameterError
-
             raise InvalidParameterError(
                 "out", str(self.out_dir), "a path whose parent directory exists"
             )

@@ -44,6 +44,11 @@ from scipy.signal import fftconvolve
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from searchveil.mechanisms.threshold import (
+    exact_threshold_privacy,
+    keep_probability,
+    korolova_solve_exact,
+)
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
@@ -81,20 +86,14 @@ class LaplaceThreshold:
 
     @classmethod
     def for_budget(cls, *, epsilon: float, delta: float, d: int) -> LaplaceThreshold:
-        from searchveil.params import korolova_solve_exact
-
         r = korolova_solve_exact(epsilon=epsilon, delta=delta, d=d, distinct=True)
         return cls(d=d, K=int(r["K"]), b=float(r["b"]))
 
     def privacy(self) -> dict[str, float]:
-        from searchveil.params import exact_threshold_privacy
-
         pr = exact_threshold_privacy(d=self.d, K=self.K, b=self.b, distinct=True)
         return {"epsilon": pr.epsilon, "delta": pr.delta}
 
     def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        from searchveil.params import keep_probability
-
         return np.asarray(keep_probability(np.asarray(n), threshold=self.K, scale=self.b,
                                            noise="discrete"))  # fmt: skip
 

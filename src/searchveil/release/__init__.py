@@ -4,7 +4,7 @@ ZEALOUS (``zealous``) and k-query anonymity (``kanonymity``). Each returns a
 
 from __future__ import annotations
 
-from searchveil.release._histogram import HistogramRelease, write_release
+from searchveil.release.histogram import HistogramRelease, write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
 from searchveil.release.korolova import KorolovaParams, KorolovaRelease, read_serp, release_korolova
 from searchveil.release.zealous import ZealousParams, release_zealous

@@ -23,7 +23,8 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.model import InputInfo, SearchLog, items, query_events
-from searchveil.release._histogram import HistogramRelease, count_by
+from searchveil.release.counts import count_by
+from searchveil.release.histogram import HistogramRelease
 from searchveil.rng import RandomSource
 from searchveil.validate import check_int
 

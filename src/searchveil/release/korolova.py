@@ -35,16 +35,18 @@ Decisions (see ``docs/privacy/korolova.md``):
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from searchveil.bounding import bound_contributions
-from searchveil.errors import BudgetExceededError, InputFormatError, InvalidParameterError
+from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items, normalize_query
 from searchveil.params import (
@@ -55,10 +57,9 @@ from searchveil.params import (
     korolova_solve_improved,
     korolova_solve_paper,
 )
-from searchveil.release._histogram import (
-    BoundedCounts,
+from searchveil.release.counts import BoundedCounts, count_by
+from searchveil.release.histogram import (
     HistogramRelease,
-    count_by,
     noisy_counts,
     noisy_threshold,
     write_release,
@@ -73,6 +74,11 @@ __all__ = [
     "release_korolova_counts",
     "korolova_counts",
     "read_serp",
+    "load_serp",
+    "Serp",
+    "resolve_url_selection",
+    "default_split",
+    "split_parts",
     "write_release",
     "URL_SELECTIONS",
     "THRESHOLD_RULES",
@@ -83,6 +89,38 @@ THRESHOLD_RULES = ("exact", "paper", "improved")
 MECHANISM = "korolova-release-data"
 
 KorolovaRelease = HistogramRelease
+
+#: ε shares of the steps present, in this order: selection, query counts [, URL selection
+#: (private URLs only)] [, click counts]
+_SPLIT_PARTS = {"none": 2, "serp": 3, "private": 4}
+
+
+def split_parts(url_selection: str) -> int:
+    """How many ε weights ``from_budget``'s ``split`` takes for ``url_selection``."""
+    check_choice("url_selection", url_selection, URL_SELECTIONS)
+    return _SPLIT_PARTS[url_selection]
+
+
+def default_split(url_selection: str) -> tuple[float, ...]:
+    """Equal ε weights over the steps present (what the CLI uses without ``--split``)."""
+    return tuple([1.0] * split_parts(url_selection))
+
+
+def resolve_url_selection(urls: str, *, d_c: int | None, serp_given: bool) -> str:
+    """``urls="auto"`` → ``none`` without ``d_c``, ``serp`` with a SERP, else ``private``; the
+    combination of URL selection, ``d_c`` and a SERP is checked (typed errors)."""
+    check_choice("urls", urls, ("auto", *URL_SELECTIONS))
+    if urls == "auto":
+        urls = "none" if d_c is None else ("serp" if serp_given else "private")
+    if urls != "none" and d_c is None:
+        raise InvalidParameterError("max-clicks", None, f"an integer d_c >= 1 with --urls {urls}")
+    if urls == "serp" and not serp_given:
+        raise InvalidParameterError("serp", None, "a SERP file with --urls serp")
+    if urls != "serp" and serp_given:
+        raise InvalidParameterError("serp", "given", "only with --urls serp")
+    if urls == "none" and d_c is not None:
+        raise InvalidParameterError("max-clicks", d_c, "unset with --urls none")
+    return urls
 
 
 def _solve_threshold(
@@ -123,9 +161,14 @@ class KorolovaParams:
     distinct: bool = False
     strategy: str = "first"
     clamp_negative: bool = False
+    #: how the parameters were solved (set by :meth:`from_budget`; recorded in the ledger)
+    epsilon_split_weights: tuple[float, ...] | None = None
+    threshold_rule: str | None = None
 
     def __post_init__(self) -> None:
         check_int("d", self.d, minimum=1)
+        if self.threshold_rule is not None:
+            check_choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
         check_positive("b", self.b)
         check_positive("b_q", self.b_q)
         check_choice("url_selection", self.url_selection, URL_SELECTIONS)
@@ -194,7 +237,7 @@ class KorolovaParams:
         d = check_int("d", d, minimum=1)
         check_choice("url_selection", url_selection, URL_SELECTIONS)
         check_choice("threshold_rule", threshold_rule, THRESHOLD_RULES)
-        parts = {"none": 2, "serp": 3, "private": 4}[url_selection]
+        parts = split_parts(url_selection)
         if split is None or len(split) != parts:
             raise InvalidParameterError(
                 "split", split, f"{parts} positive weights for url_selection={url_selection!r}"
@@ -226,13 +269,15 @@ class KorolovaParams:
             distinct=distinct,
             strategy=strategy,
             clamp_negative=clamp_negative,
+            epsilon_split_weights=tuple(w),
+            threshold_rule=threshold_rule,
             **kw,
         )
         acc = "exact" if threshold_rule == "exact" else "paper"
         pr = params.privacy(acc)
         if threshold_rule == "improved":  # §4.8's δ is the one this rule solves for
             pr["delta"] = pr["delta_improved_4_8"]
-        if pr["epsilon"] > eps * (1 + 1e-9) or pr["delta"] > dl * (1 + 1e-9):
+        if not (within_budget(pr["epsilon"], eps) and within_budget(pr["delta"], dl)):
             raise InvalidParameterError(
                 "epsilon",
                 epsilon,
@@ -380,6 +425,43 @@ def read_serp(
     return df.unique(subset=["query", "url"], keep="first").sort(["query", "rank", "url"])
 
 
+@dataclass(frozen=True)
+class Serp:
+    """A public SERP table (``query, rank, url``) with its provenance for the ledger
+    (:func:`load_serp`)."""
+
+    table: pl.DataFrame
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+def load_serp(path: str | Path, *, normalize: bool = True, depth: int | None = None) -> Serp:
+    """:func:`read_serp` plus the record the ledger keeps of the file (path as given, SHA-256 of
+    its bytes, depth)."""
+    table = read_serp(path, normalize=normalize, depth=depth)
+    sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return Serp(table=table, source={"path": str(path), "sha256": sha, "depth": depth})
+
+
+def _serp_table(serp: Serp | pl.DataFrame | None) -> pl.DataFrame | None:
+    return serp.table if isinstance(serp, Serp) else serp
+
+
+def _serp_record(serp: Serp | pl.DataFrame | None) -> dict[str, Any] | None:
+    """The ledger's record of the public SERP: the file's for a :class:`Serp`; for a bare table,
+    the SHA-256 of its rows (``query<TAB>rank<TAB>url`` lines in the table's order)."""
+    if serp is None:
+        return None
+    if isinstance(serp, Serp):
+        return dict(serp.source) | {"rows": serp.table.height}
+    text = serp.select("query", "rank", "url").write_csv(separator="\t", include_header=False)
+    return {
+        "path": None,
+        "sha256_of_table": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "depth": None,
+        "rows": serp.height,
+    }
+
+
 def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:
     """Limit-User-Activity (step 1) on an in-memory log: the bounded query counts and, with
     URLs, the bounded (query, url) click counts (``rng`` only for ``strategy="random"``)."""
@@ -413,14 +495,17 @@ def release_korolova(
     params: KorolovaParams,
     *,
     rng: RandomSource,
-    serp: pl.DataFrame | None = None,
-    budget: tuple[float, float] | None = None,
+    serp: Serp | pl.DataFrame | None = None,
+    budget: Budget | tuple[float, float] | None = None,
 ) -> KorolovaRelease:
     """Run Release-Data on ``log``. Returns tables ``queries`` (query, noisy_count) and, with
     URLs, ``clicks`` (query, url, noisy_count); the report; the ledger.
 
-    ``serp``: the public SERP (from :func:`read_serp`) when ``url_selection="serp"``.
-    ``budget``: optional (ε, δ) the release must not exceed (checked before any noise is drawn).
+    ``serp``: the public SERP when ``url_selection="serp"`` — from :func:`load_serp` (the
+    ledger records the file's path and SHA-256) or a table from :func:`read_serp` (the ledger
+    records the SHA-256 of its rows).
+    ``budget``: optional (ε, δ) the release must not exceed (checked before any noise is drawn,
+    :func:`searchveil.mechanisms.accounting.check_budget`).
     """
     _check_call(params, serp, budget)
     return release_korolova_counts(
@@ -429,7 +514,7 @@ def release_korolova(
 
 
 def _check_call(
-    params: Any, serp: pl.DataFrame | None, budget: tuple[float, float] | None
+    params: Any, serp: Serp | pl.DataFrame | None, budget: Budget | tuple[float, float] | None
 ) -> dict[str, Any]:
     if not isinstance(params, KorolovaParams):
         raise InvalidParameterError("params", params, "a KorolovaParams")
@@ -440,12 +525,7 @@ def _check_call(
             "a SERP table exactly when url_selection='serp'",
         )
     exact = params.privacy("exact")
-    if budget is not None:
-        eps_b, dl_b = budget
-        if exact["epsilon"] > eps_b * (1 + 1e-9):
-            raise BudgetExceededError("epsilon", exact["epsilon"], eps_b)
-        if exact["delta"] > dl_b * (1 + 1e-9):
-            raise BudgetExceededError("delta", exact["delta"], dl_b)
+    check_budget(exact, budget)
     return exact
 
 
@@ -454,13 +534,15 @@ def release_korolova_counts(
     params: KorolovaParams,
     *,
     rng: RandomSource,
-    serp: pl.DataFrame | None = None,
-    budget: tuple[float, float] | None = None,
+    serp: Serp | pl.DataFrame | None = None,
+    budget: Budget | tuple[float, float] | None = None,
 ) -> KorolovaRelease:
     """Steps 2–4 of Release-Data on counts already bounded by step 1 (from
     :func:`korolova_counts` or an engine): the one definition of the noise, thresholds,
     accounting and ledger."""
     exact = _check_call(params, serp, budget)
+    budget = as_budget(budget)
+    serp_table = _serp_table(serp)
     paper = params.privacy("paper")
     counts = bounded.table("queries", ["query"], ordered=getattr(rng, "seeded", True))
     # 2. Select-Queries
@@ -493,8 +575,8 @@ def release_korolova_counts(
         released = queries.select("query")
         pair_counts = pair_counts.join(released, on="query", how="semi")
         if params.url_selection == "serp":
-            assert serp is not None
-            cand = serp.join(released, on="query", how="semi").select("query", "url")
+            assert serp_table is not None
+            cand = serp_table.join(released, on="query", how="semi").select("query", "url")
             cand = (
                 cand.join(pair_counts, on=["query", "url"], how="left")
                 .with_columns(pl.col("count").fill_null(0))
@@ -548,7 +630,7 @@ def release_korolova_counts(
             ),
         },
         "threshold_semantics": "released iff count + noise > K (integer noisy counts)",
-        "budget": None if budget is None else {"epsilon": budget[0], "delta": budget[1]},
+        "budget": None if budget is None else budget.to_dict(),
         "negative_counts": "clamped to 0 (post-processing)"
         if params.clamp_negative
         else "published as drawn",
@@ -567,7 +649,7 @@ def release_korolova_counts(
             "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
-            "public_inputs": {"serp": "given" if serp is not None else None},
+            "public_inputs": {"serp": _serp_record(serp)},
         },
     )
     return HistogramRelease(tables=tables, report=report, ledger=ledger)

@@ -24,7 +24,7 @@ from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import STRATEGIES, make_strategy, user_item_sets
 from searchveil.model import SearchLog, items
-from searchveil.release._histogram import HistogramRelease
+from searchveil.release.histogram import HistogramRelease
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 

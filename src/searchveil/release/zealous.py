@@ -32,11 +32,13 @@ from typing import Any
 import polars as pl
 
 from searchveil.bounding import bound_contributions
-from searchveil.errors import BudgetExceededError, InvalidParameterError
+from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, SearchLog, items
 from searchveil.params import (
+    ZEALOUS_GUARANTEES,
     zealous_exact_privacy,
     zealous_exact_probabilistic,
     zealous_optimal_tau,
@@ -45,7 +47,8 @@ from searchveil.params import (
     zealous_theorem3_delta,
     zealous_thesis_delta,
 )
-from searchveil.release._histogram import BoundedCounts, HistogramRelease, count_by, noisy_counts
+from searchveil.release.counts import BoundedCounts, count_by
+from searchveil.release.histogram import HistogramRelease, noisy_counts
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
@@ -58,7 +61,7 @@ __all__ = [
     "PART_COLUMNS",
 ]
 
-GUARANTEES = ("probabilistic", "indistinguishability")
+GUARANTEES = ZEALOUS_GUARANTEES
 MECHANISM = "zealous"
 # the two parts of an item key for clicks and query pairs (model.items uses a TAB inside the key)
 PART_COLUMNS = {"clicks": ("query", "url"), "query_pairs": ("query", "next_query")}
@@ -147,7 +150,7 @@ class ZealousParams:
             strategy=strategy,
         )
         pr = params.privacy("exact")
-        if pr["epsilon"] > eps * (1 + 1e-9) or pr["delta"] > dl * (1 + 1e-9):
+        if not (within_budget(pr["epsilon"], eps) and within_budget(pr["delta"], dl)):
             raise InvalidParameterError(
                 "epsilon",
                 epsilon,
@@ -234,7 +237,9 @@ def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) 
     return BoundedCounts(counts={"items": counts}, figures=figures, input=log.ledger_input())
 
 
-def _check_call(params: Any, users: int, budget: tuple[float, float] | None) -> dict[str, Any]:
+def _check_call(
+    params: Any, users: int, budget: Budget | tuple[float, float] | None
+) -> dict[str, Any]:
     if not isinstance(params, ZealousParams):
         raise InvalidParameterError("params", params, "a ZealousParams")
     if params.users is not None and users > params.users:
@@ -244,11 +249,7 @@ def _check_call(params: Any, users: int, budget: tuple[float, float] | None) -> 
             f">= the number of users in the input ({users}); U must bound the user count",
         )
     exact = params.privacy("exact")
-    if budget is not None:
-        if exact["epsilon"] > budget[0] * (1 + 1e-9):
-            raise BudgetExceededError("epsilon", exact["epsilon"], budget[0])
-        if exact["delta"] > budget[1] * (1 + 1e-9):
-            raise BudgetExceededError("delta", exact["delta"], budget[1])
+    check_budget(exact, budget)
     return exact
 
 
@@ -257,7 +258,7 @@ def release_zealous(
     params: ZealousParams,
     *,
     rng: RandomSource,
-    budget: tuple[float, float] | None = None,
+    budget: Budget | tuple[float, float] | None = None,
 ) -> HistogramRelease:
     """Run ZEALOUS. Table ``items``: ``item, noisy_count`` (+ the two parts for clicks and
     query pairs, whose ``item`` joins them with " → ")."""
@@ -272,12 +273,13 @@ def release_zealous_counts(
     params: ZealousParams,
     *,
     rng: RandomSource,
-    budget: tuple[float, float] | None = None,
+    budget: Budget | tuple[float, float] | None = None,
 ) -> HistogramRelease:
     """Steps 3–6 of ZEALOUS on distinct-user item counts already bounded by step 1 (from
     :func:`zealous_counts` or an engine): the one definition of thresholds, noise, accounting
     and ledger."""
     exact = _check_call(params, bounded.users, budget)
+    budget = as_budget(budget)
     paper = params.privacy("paper")
     parts = list(PART_COLUMNS.get(params.item_type, ()))
     counts = bounded.table("items", ["item", *parts], ordered=getattr(rng, "seeded", True))
@@ -319,6 +321,7 @@ def release_zealous_counts(
             "users_bound_source": "stated public upper bound (max_users)"
             if params.users is not None
             else None,
+            "budget": None if budget is None else budget.to_dict(),
         },
         inputs=[bounded.input],
         rng=rng,

@@ -28,7 +28,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, click_histogram
-from searchveil.release._histogram import HistogramRelease
+from searchveil.release.histogram import HistogramRelease
 from searchveil.release.ump.constraints import (
     constraint_matrix,
     is_feasible,
