@@ -151,7 +151,7 @@ def _bounded_params() -> list[tuple[str, object]]:
 def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, aol_215_path: Path,
                                            normalize: bool) -> None:  # fmt: skip
     """The window plan's counts and figures equal the in-memory bounding's, table by table."""
-    from searchveil.engines.plans import _NO_RNG
+    from searchveil.engines.rows import NO_RNG
     from searchveil.engines.spark import SparkEngine
     from searchveil.release.korolova import korolova_counts
     from searchveil.release.zealous import zealous_counts
@@ -164,7 +164,7 @@ def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, ao
         log = read_log(path, normalize=normalize)
         for algo, params in _bounded_params():
             fn = korolova_counts if algo == "korolova" else zealous_counts
-            mem = fn(log, params, rng=_NO_RNG)
+            mem = fn(log, params, rng=NO_RNG)
             sp = engine.bounded_counts(path, algo, params)
             assert sp.plan == "spark window plan"
             assert sp.figures == mem.figures, (path.name, algo, params)

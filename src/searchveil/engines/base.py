@@ -1,46 +1,93 @@
-"""The engine interface (see :mod:`searchveil.engines`)."""
+"""The engine interface (see :mod:`searchveil.engines`): the few dataframe operations the row
+plan needs (:mod:`searchveil.engines.rows`) and the bounded counts of the histogram releases.
+
+:class:`Engine` is an abstract base class: :class:`~searchveil.engines.polars.PolarsEngine` and
+:class:`~searchveil.engines.spark.SparkEngine` subclass it and the plans are typed against it.
+A *table* is the engine's own lazy frame (a Polars ``LazyFrame``, a Spark ``DataFrame``); the
+plans never look inside one, they only pass it back to the engine (hence ``Table = Any``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
+from searchveil.io.readers import AOL_COLUMNS
+from searchveil.release.counts import BoundedCounts
+from searchveil.release.kanonymity import KAnonParams
+from searchveil.release.korolova import KorolovaParams
+from searchveil.release.zealous import ZealousParams
+
+__all__ = ["AOL_COLUMNS", "Engine", "PlanParams", "HistogramParams", "Table"]
+
+#: an engine's lazy table (engine-specific; opaque to the plans)
+Table = Any
+#: the parameters of the releases whose bounding runs on an engine
+HistogramParams = KorolovaParams | ZealousParams
+PlanParams = KorolovaParams | ZealousParams | KAnonParams
 
 
-class Engine(Protocol):
-    name: str
+class Engine(ABC):
+    """A dataframe engine: the row plan's operations plus the bounded counts."""
 
-    def scan(self, path: str) -> Any:
+    name: str = ""
+
+    @abstractmethod
+    def scan(self, path: str) -> Table:
         """Canonical columns: user, query (normalised), time (text), url (null = no click),
         rank (text), row (file order, increasing)."""
 
-    def events(self, table: Any) -> Any:
+    @abstractmethod
+    def with_sessions(self, table: Table, gap_minutes: float = 30.0) -> Table:
+        """``session`` as in :func:`searchveil.model.add_sessions`, on the whole input."""
+
+    @abstractmethod
+    def events(self, table: Table) -> Table:
         """One row per distinct (user, query, time) with ``row`` = its first row."""
 
+    @abstractmethod
     def first_per_user(
-        self, table: Any, n: int, *, order: str = "row", distinct_on: list[str] | None = None
-    ) -> Any:
+        self, table: Table, n: int, *, order: str = "row", distinct_on: list[str] | None = None
+    ) -> Table:
         """The first ``n`` rows per user by ``order``; with ``distinct_on``, first the first
         row of each distinct value of those columns, then the first ``n`` of those."""
 
-    def semi_join(self, table: Any, keys: Any, on: list[str]) -> Any:
+    @abstractmethod
+    def semi_join(self, table: Table, keys: Table, on: list[str]) -> Table:
         """Rows of ``table`` whose ``on`` columns appear in ``keys``."""
 
-    def union_rows(self, a: Any, b: Any) -> Any:
+    @abstractmethod
+    def union_rows(self, a: Table, b: Table) -> Table:
         """Distinct union of two row selections of the same table (by ``row``)."""
 
-    def filter_clicks(self, table: Any) -> Any:
+    @abstractmethod
+    def filter_clicks(self, table: Table) -> Table:
         """Rows with a clicked URL."""
 
-    def users_with_counts(self, table: Any, key: str, minimum: int) -> Any:
+    @abstractmethod
+    def users_with_counts(self, table: Table, key: str, minimum: int) -> Table:
         """Values of ``key`` held by ≥ ``minimum`` distinct users (one column ``key``)."""
 
-    def collect(self, table: Any) -> pl.DataFrame: ...
+    @abstractmethod
+    def collect(self, table: Table) -> pl.DataFrame:
+        """The table's rows on the driver, as a Polars frame."""
 
-    def totals(self, table: Any) -> dict[str, int]:
-        """rows and users of the whole input."""
+    @abstractmethod
+    def totals(self, table: Table) -> dict[str, int]:
+        """``rows`` and ``users`` of the whole input."""
 
-    def bounded_counts(self, path: Any, algorithm: str, params: Any) -> Any:
-        """Korolova / ZEALOUS: a ``BoundedCounts`` of the file (counts after bounding)."""
+    def collect_with_totals(self, plan: Table, table: Table) -> tuple[pl.DataFrame, dict[str, int]]:
+        """The reduced rows of ``plan`` and the totals of ``table``; engines that can share
+        one scan for both override this (the default runs two queries)."""
+        return self.collect(plan), self.totals(table)
+
+    @abstractmethod
+    def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
+        """Korolova / ZEALOUS: the counts of the file after contribution bounding."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What the ledger records of the engine (name, version, plan)."""

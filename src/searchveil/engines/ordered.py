@@ -42,9 +42,9 @@ from typing import Any
 
 import polars as pl
 
-from searchveil.engines.base import AOL_COLUMNS
 from searchveil.errors import InputFormatError
-from searchveil.io.readers import _sha256
+from searchveil.io.files import BackgroundHash
+from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP, normalize_query
 
 __all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
@@ -310,9 +310,7 @@ def _parquet_source(path: Path, with_url: bool) -> _Source:
         )
     numeric = schema["AnonID"].is_integer()
     want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
-    digest: dict[str, str] = {}
-    hasher = threading.Thread(target=lambda: digest.update(sha=_sha256(path)), daemon=True)
-    hasher.start()  # hashlib releases the GIL: the hash overlaps the scan
+    sha = BackgroundHash(path)  # the hash overlaps the scan
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
@@ -321,11 +319,7 @@ def _parquet_source(path: Path, with_url: bool) -> _Source:
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), f"malformed input: {exc}") from None
 
-    def sha() -> str:
-        hasher.join()
-        return digest["sha"]
-
-    return _Source(chunks(), sha, lambda: None)
+    return _Source(chunks(), sha.result, lambda: None)
 
 
 class _NotNumeric(Exception):

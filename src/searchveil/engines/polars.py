@@ -7,13 +7,16 @@ from typing import Any
 
 import polars as pl
 
-from searchveil.engines.base import AOL_COLUMNS
+from searchveil.engines.base import Engine, HistogramParams
+from searchveil.engines.ordered import NotGrouped, ordered_counts
+from searchveil.engines.rows import input_record, rows_plan_counts
 from searchveil.errors import InputFormatError
+from searchveil.io.readers import AOL_COLUMNS, parse_time
 from searchveil.model import normalize_query
 from searchveil.release.counts import BoundedCounts
 
 
-class PolarsEngine:
+class PolarsEngine(Engine):
     name = "polars"
 
     def __init__(self, *, normalize: bool = True) -> None:
@@ -71,9 +74,7 @@ class PolarsEngine:
             raw = pl.col("_session_raw")
             new = (raw != raw.shift(1).over("user")).fill_null(True)
         else:
-            from searchveil.io.readers import _parse_time
-
-            tm = _parse_time(pl.col("time"))
+            tm = parse_time(pl.col("time"))
             prev = tm.shift(1).over("user")
             new = prev.is_null() | tm.is_null() | ((tm - prev) > pl.duration(
                 seconds=int(gap_minutes * 60)))  # fmt: skip
@@ -135,12 +136,9 @@ class PolarsEngine:
         r = self.collect(table.select(pl.len().alias("rows"), pl.col("user").n_unique()))
         return {"rows": int(r.item(0, "rows")), "users": int(r.item(0, "user"))}
 
-    def bounded_counts(self, path: Path, algorithm: str, params: Any) -> BoundedCounts:
+    def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
         """The ordered single pass when users' rows are contiguous (it checks), else the
         hash-based row plan (:func:`searchveil.engines.plans.rows_plan_counts`)."""
-        from searchveil.engines.ordered import NotGrouped, ordered_counts
-        from searchveil.engines.plans import _input_record, rows_plan_counts
-
         try:
             counts, figures, rows, sha = ordered_counts(
                 path, algorithm, params, normalize=self.normalize
@@ -151,7 +149,7 @@ class PolarsEngine:
             b.plan = self.plan
             return b
         self.plan = "ordered single pass"
-        rec = _input_record(path, sha, rows, figures["users"], self.normalize)
+        rec = input_record(path, sha, rows, figures["users"], self.normalize)
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=self.plan)
 
     def describe(self) -> dict[str, Any]:

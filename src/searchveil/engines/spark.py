@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyspark
+from pyspark.sql import SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegralType
 
-from searchveil.engines.base import AOL_COLUMNS
+from searchveil.engines.base import Engine, HistogramParams
+from searchveil.engines.rows import input_record
 from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.files import BackgroundHash
+from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
 from searchveil.release.counts import BoundedCounts
 
@@ -36,7 +42,6 @@ def spark_session(master: str = "local[*]") -> Any:
     if master in _SESSIONS:
         return _SESSIONS[master]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     spark = (
         SparkSession.builder.master(master)
@@ -53,7 +58,7 @@ def spark_session(master: str = "local[*]") -> Any:
     return spark
 
 
-class SparkEngine:
+class SparkEngine(Engine):
     name = "spark"
 
     def __init__(self, *, master: str = "local[*]", normalize: bool = True) -> None:
@@ -79,7 +84,6 @@ class SparkEngine:
         return df
 
     def scan(self, path: str) -> Any:
-        from pyspark.sql import functions as F
 
         df = self._read(path)
         q = F.coalesce(F.col("Query").cast("string"), F.lit(""))
@@ -105,8 +109,6 @@ class SparkEngine:
         """``user, query, time, row`` (+ ``url``) for :func:`window_plan`: only the columns the
         counts need, the query coalesced but *not* normalised, an integer user id kept as is
         (trimming its text would change nothing)."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import IntegralType
 
         df = self._read(path)
         user = F.col("AnonID")
@@ -123,8 +125,6 @@ class SparkEngine:
         return df.select(*cols, F.monotonically_increasing_id().alias("row"))
 
     def with_sessions(self, table: Any, gap_minutes: float = 30.0) -> Any:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
 
         w = Window.partitionBy("user").orderBy("row")
         if "_session_raw" in table.columns:
@@ -144,15 +144,12 @@ class SparkEngine:
         return out.drop("_new", "_ts")
 
     def events(self, table: Any) -> Any:
-        from pyspark.sql import functions as F
 
         return table.groupBy("user", "ev").agg(F.min("row").alias("row"), F.first("qh").alias("qh"))
 
     def first_per_user(
         self, table: Any, n: int, *, order: str = "row", distinct_on: list[str] | None = None
     ) -> Any:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
 
         t = table
         if distinct_on:
@@ -167,12 +164,10 @@ class SparkEngine:
         return a.unionByName(b).dropDuplicates(["row"])
 
     def filter_clicks(self, table: Any) -> Any:
-        from pyspark.sql import functions as F
 
         return table.filter(F.col("url").isNotNull())
 
     def users_with_counts(self, table: Any, key: str, minimum: int) -> Any:
-        from pyspark.sql import functions as F
 
         return (
             table.select("user", key)
@@ -191,21 +186,14 @@ class SparkEngine:
         return pl.DataFrame(pl.from_arrow(arrow))
 
     def totals(self, table: Any) -> dict[str, int]:
-        from pyspark.sql import functions as F
 
         r = table.agg(F.count("*").alias("rows"), F.countDistinct("user").alias("users")).collect()
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
-    def bounded_counts(self, path: Path, algorithm: str, params: Any) -> BoundedCounts:
+    def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
         """Bounded counts computed on Spark (see :func:`window_plan`); only the counts and
         a few figures come to the driver. The file's SHA-256 is streamed in a thread meanwhile."""
-        from searchveil.engines.plans import _input_record, _sha256
-
-        digest: dict[str, str] = {}
-        hasher = threading.Thread(
-            target=lambda: digest.update(sha=_sha256(Path(path))), daemon=True
-        )
-        hasher.start()  # hashlib releases the GIL: the hash overlaps Spark's work
+        sha = BackgroundHash(path)  # the hash overlaps Spark's work
         try:
             with_url = (
                 params.url_selection != "none"
@@ -223,12 +211,10 @@ class SparkEngine:
         counts, figures, rows = _split_plan_output(out, algorithm, params, keys)
         if rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
-        hasher.join()
-        rec = _input_record(path, digest["sha"], rows, figures["users"], self.normalize)
+        rec = input_record(path, sha.result(), rows, figures["users"], self.normalize)
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=PLAN_NAME)
 
     def describe(self) -> dict[str, Any]:
-        import pyspark
 
         return {"engine": "spark", "version": pyspark.__version__, "master": self.master}
 
@@ -260,8 +246,6 @@ def window_plan(
     columns summed per group; the driver adds them up (:func:`_split_plan_output`).
     Returns the plan and, per count table, the key columns of the result that name it.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
 
     korolova = algorithm == "korolova"
     if korolova:

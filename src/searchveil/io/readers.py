@@ -17,7 +17,6 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import gzip
-import hashlib
 import io
 import os
 from dataclasses import dataclass
@@ -27,10 +26,19 @@ from typing import Any
 import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.files import file_sha256
 from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
 from searchveil.validate import check_choice
 
-__all__ = ["ColumnMapping", "read_log", "scan_log", "FORMATS", "AOL_COLUMNS", "MSNBC_CATEGORIES"]
+__all__ = [
+    "ColumnMapping",
+    "read_log",
+    "scan_log",
+    "parse_time",
+    "FORMATS",
+    "AOL_COLUMNS",
+    "MSNBC_CATEGORIES",
+]
 
 FORMATS = ("auto", "aol", "csv", "parquet", "msnbc")
 AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
@@ -65,14 +73,6 @@ class ColumnMapping:
             "rank": self.rank,
             "session": self.session,
         }
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _is_gzip(path: Path) -> bool:
@@ -178,7 +178,9 @@ class _BadRows:
         return ~mask
 
 
-def _parse_time(col: pl.Expr) -> pl.Expr:
+def parse_time(col: pl.Expr) -> pl.Expr:
+    """Timestamps in any of the accepted formats (AOL's ``2006-03-01 07:17:12`` first) as a
+    Datetime; null where none parses."""
     parsed = [col.str.strptime(pl.Datetime("us"), f, strict=False) for f in _TIME_FORMATS]
     return pl.coalesce(parsed)
 
@@ -208,7 +210,7 @@ def _canonicalize(
     q = pl.col(mapping.query).fill_null("")
     exprs.append((normalize_query(q) if normalize else q).alias("query"))
     exprs.append(
-        _parse_time(pl.col(m["time"])).alias("time")
+        parse_time(pl.col(m["time"])).alias("time")
         if m["time"]
         else pl.lit(None, pl.Datetime("us")).alias("time")
     )
@@ -303,7 +305,7 @@ def read_log(
     if p.is_dir():
         raise InputFormatError(str(p), "is a directory, expected a file")
     kind = _sniff(p, fmt)
-    sha = _sha256(p)
+    sha = file_sha256(p)
     bad = _BadRows(p, on_bad_rows)
     if kind == "parquet":
         return _read_parquet(
@@ -514,7 +516,7 @@ def scan_log(
         pl.col(m.user).cast(pl.Int64, strict=False).alias("user"),
         (normalize_query(q) if normalize else q).alias("query"),
         (
-            _parse_time(pl.col(m.time).cast(pl.String))
+            parse_time(pl.col(m.time).cast(pl.String))
             if m.time
             else pl.lit(None, pl.Datetime("us"))
         ).alias("time"),
