@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from searchveil.release.ump.constraints import UmpInput, constraint_matrix, privacy_bound
-from searchveil.release.ump.solvers import _lp, solve_dump, solve_oump
+from searchveil.release.ump.solvers import lp_relaxation, solve_dump, solve_oump
 
 HERE = Path(__file__).resolve().parent
 
@@ -96,7 +96,7 @@ def main() -> None:
     ms = constraint_matrix(small)
     b = privacy_bound(math.log(2), 0.5)
     t = time.perf_counter()
-    _lp(ms, b, -np.ones(ms.shape[1]))
+    lp_relaxation(ms, b, -np.ones(ms.shape[1]))
     res["lp_1e5_vars"] = {"users": 20_000, "pairs": 100_000, "seconds": time.perf_counter() - t}
     print("O-UMP LP", res["lp_1e5_vars"], flush=True)
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from searchveil.errors import SearchveilError
+from searchveil.io.readers import ColumnMapping
 
 T = TypeVar("T")
 
@@ -92,7 +93,6 @@ def reader_kwargs(
     session_gap: float = 30.0,
 ) -> dict[str, Any]:
     """Translate CLI reader options into :func:`searchveil.io.readers.read_log` kwargs."""
-    from searchveil.io.readers import ColumnMapping
 
     mapping = None
     if any(v is not None for v in (user_col, query_col, time_col, url_col, rank_col, session_col)):

@@ -24,6 +24,13 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import JsonOpt, OverwriteOpt, SeedOpt, emit, out_console, progress, run
+from searchveil.errors import InvalidParameterError, OutputExistsError
+from searchveil.evaluate import evaluate_loaded, load_release
+from searchveil.io.readers import read_log
+from searchveil.release.korolova import KorolovaParams, release_korolova, write_release
+from searchveil.report.html import evaluation_report, write_report
+from searchveil.rng import make_rng, secure_token
+from searchveil.synth import fit, write_synthetic
 
 DEMO_EPSILON = math.log(10.0)
 DEMO_DELTA = 1e-4
@@ -38,11 +45,6 @@ def _release_and_report(
 ) -> dict[str, Any]:
     """Release into ``out/name`` (a temporary directory that becomes ``final``) and report."""
     import json
-
-    from searchveil.evaluate import evaluate_loaded, load_release
-    from searchveil.io.readers import read_log
-    from searchveil.release.korolova import KorolovaParams, release_korolova, write_release
-    from searchveil.report.html import evaluation_report, write_report
 
     if log is None:
         done = step(f"reading {log_path.name}")
@@ -140,10 +142,6 @@ def register(app: typer.Typer) -> None:
         synthetic log calibrated on it, each with an HTML utility report; prints the paths."""
 
         def body() -> None:
-            from searchveil.errors import InvalidParameterError, OutputExistsError
-            from searchveil.io.readers import read_log
-            from searchveil.rng import make_rng, secure_token
-            from searchveil.synth import fit, write_synthetic
 
             if synthetic_users < 0:
                 raise InvalidParameterError("--synthetic-users", synthetic_users, "an integer ≥ 0")

@@ -29,6 +29,19 @@ from searchveil.cli._common import (
     run,
 )
 from searchveil.errors import InvalidParameterError
+from searchveil.evaluate import evaluate_loaded, load_release
+from searchveil.evaluate.compare import compare_settings, default_settings, parse_setting
+from searchveil.evaluate.keywords import parse_seed_spec
+from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
+from searchveil.io.readers import read_log
+from searchveil.report.html import (
+    comparison_report,
+    evaluation_report,
+    reproduction_report,
+    write_report,
+)
+from searchveil.rng import make_rng
+from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
 ReportOpt = Annotated[
     Path | None, typer.Option("--report", help="write a self-contained HTML report here")
@@ -63,7 +76,6 @@ def _check_report_path(report: Path | None) -> None:
 def _seeds(specs: list[str] | None) -> dict[str, tuple[str, ...]] | None:
     if not specs:
         return None
-    from searchveil.evaluate.keywords import parse_seed_spec
 
     return dict(parse_seed_spec(s) for s in specs)
 
@@ -104,7 +116,6 @@ def _human_eval(r: dict[str, Any]) -> None:
 
 
 def _read(input: Path, kw: dict[str, Any]) -> Any:
-    from searchveil.io.readers import read_log
 
     return read_log(input, **kw)
 
@@ -131,12 +142,9 @@ def register(app: typer.Typer) -> None:
         for same-schema releases). Reads the private log: for the data holder."""
 
         def body() -> None:
-            from searchveil.evaluate import evaluate_loaded, load_release
-            from searchveil.report.html import evaluation_report, write_report
 
             _check_report_path(report)
             sd = _seeds(seeds)
-            from searchveil.validate import check_choice, check_int
 
             check_choice("posting-proxy", posting_proxy, ("clicks", "zipf"))
             check_int("substitution-queries", substitution_queries, minimum=1)
@@ -212,19 +220,6 @@ def register(app: typer.Typer) -> None:
         not for publication, and nothing is released."""
 
         def body() -> None:
-            from searchveil.evaluate.compare import (
-                compare_settings,
-                default_settings,
-                parse_setting,
-            )
-            from searchveil.report.html import comparison_report, write_report
-            from searchveil.rng import make_rng
-            from searchveil.validate import (
-                check_choice,
-                check_int,
-                check_positive,
-                check_probability,
-            )
 
             if epsilon is None:
                 raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
@@ -304,8 +299,6 @@ def register(app: typer.Typer) -> None:
         shared AOL data, each beside the printed values."""
 
         def body() -> None:
-            from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
-            from searchveil.report.html import reproduction_report, write_report
 
             if list_ids:
                 res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}

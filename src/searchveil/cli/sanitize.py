@@ -34,6 +34,11 @@ from searchveil.cli._common import (
     run,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
+from searchveil.io.ledger import check_release_dir
+from searchveil.io.readers import read_log
+from searchveil.release import write_release
+from searchveil.release.ump import UmpParams, release_ump
+from searchveil.rng import make_rng
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -147,11 +152,6 @@ def register(app: typer.Typer) -> None:
         (AnonID, Query, ClickURL, Count) and `counts` (query, url, x_ij) + ledger.json."""
 
         def body() -> None:
-            from searchveil.io.ledger import check_release_dir
-            from searchveil.io.readers import read_log
-            from searchveil.release import write_release
-            from searchveil.release.ump import UmpParams, release_ump
-            from searchveil.rng import make_rng
 
             if objective is None:
                 raise InvalidParameterError(

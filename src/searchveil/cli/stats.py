@@ -29,6 +29,8 @@ from searchveil.cli._common import (
     reader_kwargs,
     run,
 )  # fmt: skip
+from searchveil.io.readers import read_log
+from searchveil.model import log_stats
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -80,8 +82,6 @@ def register(app: typer.Typer) -> None:
         """Rows, users, query events, clicks, distinct items, sessions and per-user quantiles."""
 
         def body() -> None:
-            from searchveil.io.readers import read_log
-            from searchveil.model import log_stats
 
             kw = reader_kwargs(
                 fmt,

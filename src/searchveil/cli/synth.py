@@ -35,6 +35,11 @@ from searchveil.cli._common import (
     reader_kwargs,
     run,
 )  # fmt: skip
+from searchveil.errors import InvalidParameterError, OutputExistsError
+from searchveil.io.ledger import write_text_atomic
+from searchveil.io.readers import read_log
+from searchveil.rng import make_rng
+from searchveil.synth import fit, read_model, write_synthetic
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -113,11 +118,6 @@ def register(app: typer.Typer) -> None:
         clicks/query, URL spread and time gaps; writes atomically. Test data, not a release."""
 
         def body() -> None:
-            from searchveil.errors import InvalidParameterError
-            from searchveil.io.ledger import write_text_atomic
-            from searchveil.io.readers import read_log
-            from searchveil.rng import make_rng
-            from searchveil.synth import fit, read_model, write_synthetic
 
             if (like is None) == (model is None):
                 raise InvalidParameterError(
@@ -131,8 +131,6 @@ def register(app: typer.Typer) -> None:
             if n_workers < 1:
                 raise InvalidParameterError("--workers", n_workers, "an integer ≥ 1")
             if out.exists() and not overwrite:
-                from searchveil.errors import OutputExistsError
-
                 raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
             rng = make_rng(seed)
             if like is not None:

@@ -54,6 +54,7 @@ def reduce_rows(engine: Engine, table: Table, algorithm: str, params: PlanParams
         ev = engine.first_per_user(engine.events(table), params.d)
         rows = engine.semi_join(table, ev, ["user", "ev"])
         if params.url_selection != "none":
+            assert params.d_c is not None
             clicks = engine.first_per_user(engine.filter_clicks(table), params.d_c)
             rows = engine.union_rows(rows, clicks)
         return rows

@@ -28,6 +28,7 @@ from searchveil.io.files import BackgroundHash
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
 from searchveil.release.counts import BoundedCounts
+from searchveil.release.korolova import KorolovaParams
 
 PLAN_NAME = "spark window plan"
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
@@ -197,7 +198,7 @@ class SparkEngine(Engine):
         try:
             with_url = (
                 params.url_selection != "none"
-                if algorithm == "korolova"
+                if isinstance(params, KorolovaParams)
                 else params.item_type == "clicks"
             )
             table = self.scan_narrow(str(path), url=with_url)

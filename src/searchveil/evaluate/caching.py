@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from searchveil.errors import InvalidParameterError
 from searchveil.model import SearchLog
 from searchveil.validate import (
     check_choice,
@@ -133,8 +134,6 @@ def evaluate_caching(
     )
     if proxy == "clicks":
         if log is None:
-            from searchveil.errors import InvalidParameterError
-
             raise InvalidParameterError("log", None, "the original log (for the clicks proxy)")
         sizes = posting_sizes_from_clicks(log)
         description = (

@@ -35,6 +35,11 @@ from searchveil.errors import InvalidParameterError, SearchveilError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate._release import original_histograms
 from searchveil.model import SearchLog
+from searchveil.release.histogram import write_release
+from searchveil.release.kanonymity import KAnonParams, release_kanon
+from searchveil.release.korolova import KorolovaParams, release_korolova
+from searchveil.release.select import SelectParams, release_select
+from searchveil.release.zealous import ZealousParams, release_zealous
 from searchveil.rng import RandomSource
 
 __all__ = ["Setting", "parse_setting", "default_settings", "run_setting", "compare_settings"]
@@ -115,14 +120,10 @@ def run_setting(
     (:class:`searchveil.release.histogram.HistogramRelease`)."""
     o = setting.options
     if setting.mechanism == "select":
-        from searchveil.release.select import SelectParams, release_select
-
         sp = SelectParams(strategy=o.get("strategy", "gaussian"), epsilon=epsilon, delta=delta,
                           d=_int(setting, "d", 20))  # fmt: skip
         return release_select(log, sp, rng=rng)
     if setting.mechanism == "korolova":
-        from searchveil.release.korolova import KorolovaParams, release_korolova
-
         urls = o.get("urls", "private")
         if urls not in ("private", "none"):
             raise InvalidParameterError("urls", urls, "'private' or 'none'")
@@ -139,8 +140,6 @@ def run_setting(
         )
         return release_korolova(log, p, rng=rng, budget=(epsilon, delta))
     if setting.mechanism == "zealous":
-        from searchveil.release.zealous import ZealousParams, release_zealous
-
         guarantee = o.get("guarantee", "probabilistic")
         if guarantee == "probabilistic" and max_users is None:
             raise InvalidParameterError(
@@ -156,7 +155,6 @@ def run_setting(
             users=max_users,
         )
         return release_zealous(log, zp, rng=rng, budget=(epsilon, delta))
-    from searchveil.release.kanonymity import KAnonParams, release_kanon
 
     return release_kanon(log, KAnonParams(k=_int(setting, "k", 10)), rng=rng)
 
@@ -176,7 +174,6 @@ def compare_settings(
 
     Each release is written to a private temporary directory (deleted afterwards) and read back
     through its ledger, so it is evaluated exactly as ``searchveil evaluate`` would."""
-    from searchveil.release.histogram import write_release
 
     original = original_histograms(log)
     runs: list[tuple[str, dict[str, Any]]] = []

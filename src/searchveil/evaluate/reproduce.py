@@ -27,17 +27,27 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from searchveil.errors import InvalidParameterError, SearchveilError
+from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
+from searchveil.evaluate._release import original_histograms
+from searchveil.evaluate.distribution import compare_histograms
+from searchveil.io.datasets import default_log_path
+from searchveil.io.readers import read_log
+from searchveil.model import PAIR_SEP
+from searchveil.params import (
+    keep_probability,
+    korolova_solve_paper,
+    zealous_optimal_tau,
+    zealous_tau_prime,
+    zealous_theorem3_delta,
+    zealous_thesis_delta,
+)
+from searchveil.release.korolova import KorolovaParams, release_korolova
+from searchveil.release.zealous import PART_COLUMNS, ZealousParams, release_zealous
+from searchveil.rng import make_rng
 
 __all__ = ["EXPERIMENTS", "run_experiments", "default_log_path"]
 
 LN10 = math.log(10.0)
-
-
-def default_log_path() -> Path:
-    """The shared AOL sample (``../shared/data`` beside the project)."""
-    root = Path(__file__).resolve().parents[3]
-    return root.parent / "shared" / "data" / "aol" / "aol-top1000-users.tsv.gz"
 
 
 def _rel_diff(ours: float, paper: float) -> float:
@@ -46,7 +56,6 @@ def _rel_diff(ours: float, paper: float) -> float:
 
 # -- formula tables -------------------------------------------------------------------------------
 def korolova_table_4_1(_: Any) -> dict[str, Any]:
-    from searchveil.params import korolova_solve_paper
 
     printed = {
         1: (5.70, 0.43),
@@ -74,7 +83,6 @@ def korolova_table_4_1(_: Any) -> dict[str, Any]:
 
 
 def korolova_fig_4_1(_: Any) -> dict[str, Any]:
-    from searchveil.params import keep_probability
 
     freqs = list(range(80, 201, 10))
     cont = keep_probability(freqs, threshold=140, scale=8.69, noise="continuous")
@@ -101,7 +109,6 @@ def korolova_fig_4_1(_: Any) -> dict[str, Any]:
 
 
 def goetz_table_1(_: Any) -> dict[str, Any]:
-    from searchveil.params import zealous_theorem3_delta, zealous_thesis_delta
 
     printed = {
         (1.0, 100): (1.3e-37, 1.4e-41),
@@ -130,7 +137,6 @@ def goetz_table_1(_: Any) -> dict[str, Any]:
 
 
 def goetz_table_2(_: Any) -> dict[str, Any]:
-    from searchveil.params import zealous_tau_prime
 
     printed = {1: 81.1, 3: 78.7, 4: 78.6, 5: 78.7, 7: 79.3, 9: 80.3}
     rows = []
@@ -165,9 +171,6 @@ class _Ctx:
     """The log, original histograms and seeded rng shared by the experiment runs."""
 
     def __init__(self, log_path: Path, seed: int, step: Callable[[str], Callable[[], None]]):
-        from searchveil.evaluate._release import original_histograms
-        from searchveil.io.readers import read_log
-        from searchveil.rng import make_rng
 
         self.log = read_log(log_path)
         self.orig = original_histograms(self.log)
@@ -182,14 +185,9 @@ def _zealous_runs(ctx: _Ctx) -> dict[tuple[str, int], dict[str, Any]]:
     ε of Table 3 is not stated — we use §7.1's ε = 5 (there τ' ≈ 10 for m = 1)."""
     if "zealous" in ctx.cache:
         return dict(ctx.cache["zealous"])
-    from searchveil.evaluate.distribution import compare_histograms
-    from searchveil.params import zealous_optimal_tau, zealous_tau_prime
-    from searchveil.release.zealous import PART_COLUMNS, ZealousParams, release_zealous
 
     out: dict[tuple[str, int], dict[str, Any]] = {}
     import polars as pl
-
-    from searchveil.model import PAIR_SEP
 
     for kind in ("keywords", "queries", "clicks", "query_pairs"):
         for m in (1, 4, 8, 20, 40):
@@ -330,10 +328,6 @@ def goetz_fig_3(ctx: _Ctx) -> dict[str, Any]:
 def _korolova_run(ctx: _Ctx, *, epsilon: float, delta: float, d: int) -> dict[str, Any]:
     """Select-Queries at (ε, δ) with the thesis' §4.5 K and b; queries only."""
     import polars as pl
-
-    from searchveil.evaluate.distribution import compare_histograms
-    from searchveil.params import korolova_solve_paper
-    from searchveil.release.korolova import KorolovaParams, release_korolova
 
     s = korolova_solve_paper(epsilon=epsilon, delta=delta, d=d)
     p = KorolovaParams(d=d, K=math.ceil(s["K"]), b=s["b"], b_q=s["b"])
@@ -524,8 +518,6 @@ def run_experiments(
         if needs_data and ctx is None:
             path = log_path or default_log_path()
             if not path.exists():
-                from searchveil.errors import InputFormatError
-
                 raise InputFormatError(str(path), "shared AOL sample not found (use --log)")
             done = stepper(f"reading {path.name}")
             ctx = _Ctx(path, seed, stepper)

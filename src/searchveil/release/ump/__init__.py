@@ -5,9 +5,6 @@ objective/solver (:mod:`.solvers`) → counts → sampler (:mod:`.sampling`) →
 multi-party constraint blocks). Metrics in :mod:`.metrics`; the EDBT reproduction in
 :mod:`.reproduce`."""
 
-from typing import Any
-
-from searchveil.model import SearchLog
 from searchveil.release.ump.constraints import (
     UmpInput,
     constraint_block,
@@ -19,8 +16,15 @@ from searchveil.release.ump.constraints import (
 )
 from searchveil.release.ump.metrics import ump_metrics
 from searchveil.release.ump.release import UmpParams, release_ump
+from searchveil.release.ump.reproduce import reproduce_tables
 from searchveil.release.ump.sampling import sample_users, sampled_log
-from searchveil.release.ump.solvers import Solution, solve_dump, solve_fump, solve_oump
+from searchveil.release.ump.solvers import (
+    Solution,
+    lp_relaxation,
+    solve_dump,
+    solve_fump,
+    solve_oump,
+)
 
 __all__ = [
     "UmpInput",
@@ -36,15 +40,9 @@ __all__ = [
     "solve_dump",
     "solve_fump",
     "solve_oump",
+    "lp_relaxation",
     "stack_blocks",
     "ump_metrics",
     "user_loads",
     "reproduce_tables",
 ]
-
-
-def reproduce_tables(log: SearchLog | None = None, **kw: Any) -> dict[str, Any]:
-    """The EDBT §6 reproduction (see :mod:`searchveil.release.ump.reproduce`)."""
-    from searchveil.release.ump.reproduce import reproduce_tables as _run
-
-    return _run(log, **kw)

@@ -20,6 +20,9 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from searchveil.model import click_histogram
+from searchveil.release.ump.constraints import preprocess
+
 
 def frequent_pairs(
     c_ij: npt.NDArray[np.int64], x: npt.NDArray[np.int64], min_support: float
@@ -104,9 +107,6 @@ def evaluate_same_schema(
     """The metrics above for a released same-schema log (``AnonID, Query, ClickURL, Count``)
     against its original log (used by ``searchveil evaluate``)."""
     import polars as pl
-
-    from searchveil.model import click_histogram
-    from searchveil.release.ump.constraints import preprocess
 
     inp = preprocess(click_histogram(log))
     cnt = "Count" if "Count" in released.columns else "count"

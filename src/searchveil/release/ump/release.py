@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil.errors import InvalidParameterError
+from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, click_histogram
@@ -161,8 +161,6 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
         }
         x = x_noisy
     if x.size and not is_feasible(m, x, b, tol=0.0):
-        from searchveil.errors import InternalError
-
         raise InternalError("UMP counts violate a privacy constraint")
     triplets = sample_users(inp.c, x, rng=rng)
     out_log = sampled_log(inp.pairs, inp.users, triplets)

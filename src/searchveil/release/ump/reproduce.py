@@ -25,11 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from searchveil.io.datasets import default_log_path
+from searchveil.io.readers import read_log
 from searchveil.model import SearchLog, click_histogram
 from searchveil.release.ump.constraints import constraint_matrix, preprocess, privacy_bound
 from searchveil.release.ump.metrics import diff_ratio_histogram, frequent_pairs
 from searchveil.release.ump.sampling import sample_users
-from searchveil.release.ump.solvers import _lp, solve_dump, solve_fump, solve_oump
+from searchveil.release.ump.solvers import lp_relaxation, solve_dump, solve_fump, solve_oump
 from searchveil.rng import make_rng
 
 EXP_EPS = (1.001, 1.01, 1.1, 1.4, 1.7, 2.0, 2.3)
@@ -47,9 +49,6 @@ PAPER_D_UMP_SPE = "SPE retained 12.8%–30.6% of the distinct pairs (EDBT Table 
 
 
 def _default_log() -> SearchLog:
-    from searchveil.evaluate.reproduce import default_log_path
-    from searchveil.io.readers import read_log
-
     return read_log(Path(default_log_path()))
 
 
@@ -67,7 +66,7 @@ def reproduce_tables(
     rows: list[list[Any]] = []
     lam: dict[tuple[float, float], int] = {}
     # the LP is homogeneous in b (every right-hand side is b): solve once for b = 1, scale
-    lp_unit, _ = _lp(m, 1.0, -np.ones(m.shape[1]))
+    lp_unit, _ = lp_relaxation(m, 1.0, -np.ones(m.shape[1]))
     for ee in grid[0]:
         for dl in grid[1]:
             b = privacy_bound(math.log(ee), dl)

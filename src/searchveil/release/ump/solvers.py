@@ -30,7 +30,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
-from searchveil.errors import InternalError
+from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.validate import check_choice, check_positive
 
 O_METHODS = ("lp-greedy", "lp-floor", "mip")
@@ -187,9 +187,10 @@ def _max_count_mip(
     return x, info, "optimal" if res.status == 0 else f"time limit ({res.message})"
 
 
-def _lp(
+def lp_relaxation(
     m: sp.csr_matrix, b: float, c: npt.NDArray[np.float64], **kw: Any
 ) -> tuple[npt.NDArray[np.float64], Any]:
+    """The LP relaxation ``min c·x`` s.t. ``M x ≤ b``, ``x ≥ 0`` (HiGHS); returns (x, result)."""
     res = linprog(c, A_ub=m, b_ub=np.full(m.shape[0], b), bounds=(0, None), method="highs", **kw)
     if res.status != 0:
         raise InternalError(f"HiGHS LP failed: {res.message}")
@@ -223,7 +224,7 @@ def solve_oump(
             xs = b * lp_unit
             info["lp_optimum"] = float(xs.sum())
         else:
-            xs, res = _lp(m, b, -np.ones(n))
+            xs, res = lp_relaxation(m, b, -np.ones(n))
             info["lp_optimum"] = float(-res.fun)
         x = repair(m, np.floor(xs + 1e-9).astype(np.int64), b)
         info["lp_floor"] = int(x.sum())
@@ -253,8 +254,6 @@ def solve_fump(
     """F-UMP: min Σ over frequent pairs (c_ij/|D| ≥ s) of |x_ij/|O| − c_ij/|D|| with Σ x = |O|."""
     check_choice("method", method, F_METHODS)
     if output_size < 1:
-        from searchveil.errors import InvalidParameterError
-
         raise InvalidParameterError("output_size", output_size, "an integer ≥ 1")
     t0 = time.perf_counter()
     n = m.shape[1]
@@ -292,8 +291,6 @@ def solve_fump(
             cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_sum, b_eq=[o], bounds=(0, None), method="highs"
         )
         if res.status == 2:
-            from searchveil.errors import InvalidParameterError
-
             raise InvalidParameterError(
                 "output_size", output_size, "at most λ, the O-UMP optimum for this (ε, δ)"
             )
