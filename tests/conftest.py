@@ -12,6 +12,11 @@ MSNBC = SHARED / "msnbc" / "msnbc990928-head10k.seq"
 ADULT_DIR = SHARED / "adult"
 WIKI_VOTE = SHARED / "graphs" / "wiki-Vote.txt"
 FACEBOOK = SHARED / "graphs" / "facebook_combined.txt"
+# small real fixtures that ship with the repository, so the default suite keeps real coverage
+# without ../shared: the 215-user AOL sample is bundled in the package (the same file, same
+# SHA-256, as ../shared's), and 500 MSNBC sequences are in tests/data/msnbc/
+BUNDLED_AOL_215 = ROOT / "src" / "searchveil" / "data" / "aol-gayo-avello-215-users.tsv"
+MSNBC_500 = ROOT / "tests" / "data" / "msnbc" / "msnbc990928-head500.seq"
 
 
 def _need(path: Path) -> Path:
@@ -30,7 +35,12 @@ def aol_top1000_path() -> Path:
 
 @pytest.fixture(scope="session")
 def aol_215_path() -> Path:
-    return _need(AOL_215)
+    return AOL_215 if AOL_215.exists() else _need(BUNDLED_AOL_215)
+
+
+@pytest.fixture(scope="session")
+def msnbc_500_path() -> Path:
+    return _need(MSNBC_500)
 
 
 @pytest.fixture(scope="session")

@@ -58,6 +58,18 @@ def test_msnbc_reader(msnbc_path) -> None:
     assert log.df.get_column("url").null_count() == 0
 
 
+def test_msnbc_reader_on_the_bundled_slice(msnbc_500_path: Path) -> None:
+    log = read_log(msnbc_500_path)
+    assert log.n_users == 500 and log.info.format == "msnbc"
+    assert log.df.filter(pl.col("user") == 1).get_column("query").to_list() == [
+        "frontpage",
+        "frontpage",
+    ]
+    # line 3 of the file: "3 2 2 4 2 2 2 3 3" (3 = tech, 2 = news, 4 = local), in file order
+    third = log.df.filter(pl.col("user") == 3).get_column("query").to_list()
+    assert third == ["tech", "news", "news", "local", "news", "news", "news", "tech", "tech"]
+
+
 def test_gz_and_plain_agree(tmp_path: Path, aol_215_path: Path) -> None:
     gz = tmp_path / "x.tsv.gz"
     gz.write_bytes(gzip.compress(aol_215_path.read_bytes()))

@@ -109,6 +109,12 @@ def test_zealous_release_passes_the_audit() -> None:
 
     res = audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"], delta=pr["delta"])
     assert res.passed, res
+    # not vacuous: the audited event happened on both inputs, at the rates the exact map
+    # predicts, and the audit certifies a real part of the claimed ε
+    assert res.p_d * trials >= 30 and res.p_dprime * trials >= 30, res
+    assert abs(res.p_d - float(keep(np.array([n]))[0])) < 0.02, res
+    assert abs(res.p_dprime - float(keep(np.array([n - 1]))[0])) < 0.02, res
+    assert res.epsilon_lower_bound > 0.1 * res.epsilon_claimed, res
 
 
 def test_mutation_halved_noise_is_caught() -> None:
@@ -127,33 +133,65 @@ def test_mutation_halved_noise_is_caught() -> None:
     assert ok.passed and not bad.passed, (ok, bad)
 
 
-def test_mutation_skipped_bounding_is_caught() -> None:
-    """A Korolova release that forgets Limit-User-Activity: the removed user posed the query 3
-    times, so counts differ by 3 instead of ≤ d = 1."""
+def _repeat_log(replicates: int, n: int, repeats: int) -> SearchLog:
+    """R items (queries), each posed ``repeats`` times — as distinct query events, one minute
+    apart — by each of n users."""
+    users = np.repeat(np.arange(replicates * n), repeats)
+    q = np.repeat(np.arange(replicates), n * repeats).astype(str)
+    minute = np.tile(np.arange(repeats), replicates * n)
+    df = pl.DataFrame({"user": users, "query": q, "minute": minute}).with_columns(
+        pl.col("user").cast(pl.Int64),
+        time=pl.datetime(2006, 3, 1) + pl.duration(minutes=pl.col("minute")),
+    )
+    return SearchLog.from_frame(df.drop("minute"))
+
+
+def test_mutation_skipped_bounding_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Korolova's real release path with its bounding step (Limit-User-Activity) replaced by
+    the identity: each user posed the query 3 times, so neighbouring counts differ by 3 instead
+    of ≤ d = 1 — the audit must fail; with the real bounding it passes."""
+    import searchveil.release.korolova as korolova
+
     params = KorolovaParams.from_budget(epsilon=EPS, delta=DELTA, d=1, url_selection="none",
                                         split=(1.0, 1.0))  # fmt: skip
     pr = params.privacy("exact")
     rng = make_rng(5)
-    trials = 200_000
-    K, b = params.K, params.b
-    lap = DiscreteLaplace(b)
+    repeats = 3
 
-    def unbounded(total_count: int) -> Callable[[int], int]:
-        return lambda r: int((total_count + lap.sample(r, rng) > K).sum())
+    def keep(c: np.ndarray) -> np.ndarray:
+        return DiscreteLaplace(params.b).sf(math.floor(params.K) + 1 - c)
 
-    n = int(math.floor(K))
-    bad = audit_event(unbounded(n), unbounded(n - 3), trials=trials, epsilon=pr["epsilon"],
-                      delta=pr["delta"])  # fmt: skip
-    assert not bad.passed, bad
+    # the strongest event against the skipped bounding: counts 3n vs 3(n-1)
+    trials = 60_000
+    n = _best_n(lambda x: keep(repeats * x), 0.0, trials)
 
-    # the real code path bounds the repeats away and passes
-    def real(count: int) -> Callable[[int], int]:
-        return lambda r: release_korolova(_query_log(r, count, repeats=3), params,
-                                          rng=rng).tables["queries"].height  # fmt: skip
+    def run(count: int) -> Callable[[int], int]:
+        return lambda r: (
+            release_korolova(_repeat_log(r, count, repeats), params, rng=rng)
+            .tables["queries"]
+            .height
+        )
 
-    ok = audit_event(real(n), real(n - 1), trials=30_000, epsilon=pr["epsilon"],
-                     delta=pr["delta"])  # fmt: skip
+    # the real path: bounding keeps one event per user, counts differ by 1
+    seen: list[int] = []
+    real_bound = korolova.bound_contributions
+
+    def spy(df: pl.DataFrame, **kw: object) -> pl.DataFrame:
+        out = real_bound(df, **kw)  # type: ignore[arg-type]
+        seen.append(out.height)
+        return out
+
+    monkeypatch.setattr(korolova, "bound_contributions", spy)
+    ok = audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"], delta=pr["delta"])
+    assert seen == [trials * n, trials * (n - 1)]  # the patched name is the one the path calls
     assert ok.passed, ok
+
+    # the mutant: the same path without bounding
+    monkeypatch.setattr(korolova, "bound_contributions", lambda df, **kw: df)
+    bad = audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"],
+                      delta=pr["delta"])  # fmt: skip
+    assert bad.p_d * trials >= 30 and bad.p_dprime * trials >= 30, bad
+    assert not bad.passed, bad
 
 
 def test_auditor_bound_is_conservative() -> None:
