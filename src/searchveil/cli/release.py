@@ -51,11 +51,13 @@ from searchveil.cli._common import (
     reader_kwargs,
     run,
 )  # fmt: skip
+from searchveil.engines.base import PlanParams
 from searchveil.engines.plans import ENGINES, run_release
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.readers import read_log
 from searchveil.mechanisms.accounting import Budget, check_budget
+from searchveil.model import SearchLog
 from searchveil.release import (
     KAnonParams,
     ZealousParams,
@@ -176,7 +178,7 @@ def _need_budget(epsilon: float | None, delta: float | None) -> None:
         raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
 
 
-def _read(input: Path, kw: dict[str, Any], json_out: bool) -> Any:
+def _read(input: Path, kw: dict[str, Any], json_out: bool) -> SearchLog:
     with progress(not json_out) as step:
         done = step(f"reading {input.name}")
         log = read_log(input, **kw)
@@ -201,7 +203,10 @@ def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
 
 
 def _release_with(
-    algorithm: str, params: Any, run_opts: RunOptions, release_kwargs: dict[str, Any] | None = None
+    algorithm: str,
+    params: PlanParams,
+    run_opts: RunOptions,
+    release_kwargs: dict[str, Any] | None = None,
 ) -> HistogramRelease:
     """Read + release in memory, or bound on an engine and release the reduced log."""
     o = run_opts
@@ -227,7 +232,10 @@ def _release_with(
 
 
 def _release_and_write(
-    algorithm: str, params: Any, run_opts: RunOptions, release_kwargs: dict[str, Any] | None = None
+    algorithm: str,
+    params: PlanParams,
+    run_opts: RunOptions,
+    release_kwargs: dict[str, Any] | None = None,
 ) -> HistogramRelease:
     check_release_dir(run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite)
     rel = _release_with(algorithm, params, run_opts, release_kwargs)

@@ -10,6 +10,7 @@ plans never look inside one, they only pass it back to the engine (hence ``Table
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,37 @@ from searchveil.release.kanonymity import KAnonParams
 from searchveil.release.korolova import KorolovaParams
 from searchveil.release.zealous import ZealousParams
 
-__all__ = ["AOL_COLUMNS", "Engine", "PlanParams", "HistogramParams", "Table"]
+__all__ = ["AOL_COLUMNS", "Engine", "PlanParams", "HistogramParams", "BoundingPlan", "Table"]
 
 #: an engine's lazy table (engine-specific; opaque to the plans)
 Table = Any
 #: the parameters of the releases whose bounding runs on an engine
 HistogramParams = KorolovaParams | ZealousParams
 PlanParams = KorolovaParams | ZealousParams | KAnonParams
+
+
+@dataclass(frozen=True)
+class BoundingPlan:
+    """What an engine needs of a histogram release's parameters to bound contributions.
+
+    ``item``: the counted items (``queries``, or ``clicks`` for ZEALOUS click items);
+    ``per_user``: d (Korolova, query events) or m (ZEALOUS, distinct items); ``distinct``: the
+    first *distinct* items are kept (ZEALOUS; Korolova with distinct-user counts);
+    ``clicks_per_user``: Korolova's d_c when click counts are released, else ``None``.
+    """
+
+    algorithm: str
+    item: str
+    per_user: int
+    distinct: bool
+    clicks_per_user: int | None = None
+
+    @classmethod
+    def of(cls, params: HistogramParams) -> BoundingPlan:
+        if isinstance(params, KorolovaParams):
+            clicks = params.d_c if params.url_selection != "none" else None
+            return cls("korolova", "queries", params.d, params.distinct, clicks)
+        return cls("zealous", params.item_type, params.m, True)
 
 
 class Engine(ABC):

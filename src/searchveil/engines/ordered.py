@@ -42,6 +42,7 @@ from typing import Any
 
 import polars as pl
 
+from searchveil.engines.base import BoundingPlan, HistogramParams
 from searchveil.errors import InputFormatError
 from searchveil.io.files import BackgroundHash
 from searchveil.io.readers import AOL_COLUMNS
@@ -485,7 +486,7 @@ def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.D
 
 
 def ordered_counts(
-    path: Path, algorithm: str, params: Any, *, normalize: bool
+    path: Path, algorithm: str, params: HistogramParams, *, normalize: bool
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
     """Bounded counts of ``algorithm`` (``korolova`` or ``zealous`` with item type queries or
     clicks) in one ordered pass. Returns (counts, figures, rows, sha256); raises
@@ -497,15 +498,12 @@ def ordered_counts(
 
 
 def _ordered_counts(
-    path: Path, algorithm: str, params: Any, *, normalize: bool, user_numeric: bool
+    path: Path, algorithm: str, params: HistogramParams, *, normalize: bool, user_numeric: bool
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
-    korolova = algorithm == "korolova"
-    if korolova:
-        with_url = params.url_selection != "none"
-        item = "queries"
-    else:
-        item = params.item_type
-        with_url = item == "clicks"
+    bp = BoundingPlan.of(params)
+    korolova = bp.algorithm == "korolova"
+    item = bp.item
+    with_url = bp.clicks_per_user is not None if korolova else item == "clicks"
     if path.name.lower().endswith(".parquet"):
         src = _parquet_source(path, with_url)
     else:
@@ -514,13 +512,12 @@ def _ordered_counts(
     counts: dict[str, pl.DataFrame] = {}
     figures: dict[str, int] = {}
     try:
-        if korolova and not params.distinct:
+        if korolova and not bp.distinct:
             q_fold = _Fold(["query"])
             q_dist = None
         else:
             q_fold = _Fold(["query"] if item == "queries" else ["query", "url"])
-            m = params.d if korolova else params.m
-            q_dist = _Distinct(m, q_fold.keys)
+            q_dist = _Distinct(bp.per_user, q_fold.keys)
         c_fold = _Fold(["query", "url"]) if (korolova and with_url) else None
         kept_events = kept_clicks = 0
         for df in src.chunks:
@@ -542,7 +539,7 @@ def _ordered_counts(
                 st.clicks = int(last["_cr"])
                 st.click_rows += int(df.get_column("url").is_not_null().sum())
             if q_dist is None:  # Korolova: first d events
-                kept = df.filter(pl.col("_es") & (pl.col("_er") <= params.d))
+                kept = df.filter(pl.col("_es") & (pl.col("_er") <= bp.per_user))
                 kept = kept.select(pl.col("q").alias("query"))
                 kept = kept.with_columns(query=_normalize(kept.get_column("query"), normalize))
                 q_fold.add(kept)
@@ -562,7 +559,9 @@ def _ordered_counts(
                 q_fold.add(kept)
                 kept_events += kept.height
             if c_fold is not None:
-                kc = df.filter(pl.col("url").is_not_null() & (pl.col("_cr") <= params.d_c))
+                kc = df.filter(
+                    pl.col("url").is_not_null() & (pl.col("_cr") <= (bp.clicks_per_user or 0))
+                )
                 kc = kc.select(pl.col("q").alias("query"), "url")
                 kc = kc.with_columns(query=_normalize(kc.get_column("query"), normalize))
                 c_fold.add(kc)

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
-from searchveil.engines.base import Engine, HistogramParams
+from searchveil.engines.base import BoundingPlan, Engine, HistogramParams
 from searchveil.engines.rows import input_record
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import BackgroundHash
@@ -221,7 +221,7 @@ class SparkEngine(Engine):
 
 
 def window_plan(
-    table: Any, algorithm: str, params: Any, *, normalize: bool
+    table: Any, algorithm: str, params: HistogramParams, *, normalize: bool
 ) -> tuple[Any, dict[str, list[str]]]:
     """One Spark query whose (small) result holds the bounded counts and the figures.
 
@@ -248,15 +248,10 @@ def window_plan(
     Returns the plan and, per count table, the key columns of the result that name it.
     """
 
-    korolova = algorithm == "korolova"
-    if korolova:
-        item = "queries"
-        distinct = bool(params.distinct)
-        m = params.d
-    else:
-        item = params.item_type
-        distinct = True
-        m = params.m
+    bp = BoundingPlan.of(params)
+    korolova = bp.algorithm == "korolova"
+    item, distinct, m = bp.item, bp.distinct, bp.per_user
+    if not korolova:
         if item not in ("queries", "clicks"):
             raise InvalidParameterError(
                 "item-type", item, "queries | clicks with --engine polars|spark"
@@ -316,9 +311,9 @@ def window_plan(
             F.count("k_query").alias("kept"),
         ]
         keys = {"queries": ["k_query"]}
-        if params.url_selection != "none":
+        if bp.clicks_per_user is not None:
             click = url.isNotNull()
-            kept_cl = click & (F.sum(flag(click)).over(running) <= params.d_c)
+            kept_cl = click & (F.sum(flag(click)).over(running) <= bp.clicks_per_user)
             sel += [
                 F.when(kept_cl, norm(query)).alias("k_cquery"),
                 F.when(kept_cl, url).alias("k_url"),
@@ -347,7 +342,7 @@ def window_plan(
 
 
 def _split_plan_output(
-    out: pl.DataFrame, algorithm: str, params: Any, keys: dict[str, list[str]]
+    out: pl.DataFrame, algorithm: str, params: HistogramParams, keys: dict[str, list[str]]
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
     """The counts, figures and row count from :func:`window_plan`'s result."""
 
@@ -369,7 +364,8 @@ def _split_plan_output(
 
     rows = total("n")
     users = total("us")
-    if algorithm == "korolova" and not params.distinct:
+    bp = BoundingPlan.of(params)
+    if algorithm == "korolova" and not bp.distinct:
         counts = {"queries": table("queries", "kept")}
         figures = {
             "users": users,
@@ -387,7 +383,7 @@ def _split_plan_output(
         figures = {"users": users, "query_events": total("events")}
         figures["query_events_after_bounding"] = kept
         return {"queries": res}, figures, rows
-    if params.item_type == "queries":
+    if bp.item == "queries":
         res = res.with_columns(item=pl.col("query")).select("item", "count")
         n_items = total("events")
     else:

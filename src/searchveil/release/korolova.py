@@ -514,7 +514,7 @@ def release_korolova(
 
 
 def _check_call(
-    params: Any, serp: Serp | pl.DataFrame | None, budget: Budget | tuple[float, float] | None
+    params: object, serp: Serp | pl.DataFrame | None, budget: Budget | tuple[float, float] | None
 ) -> dict[str, Any]:
     if not isinstance(params, KorolovaParams):
         raise InvalidParameterError("params", params, "a KorolovaParams")

@@ -238,7 +238,7 @@ def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) 
 
 
 def _check_call(
-    params: Any, users: int, budget: Budget | tuple[float, float] | None
+    params: object, users: int, budget: Budget | tuple[float, float] | None
 ) -> dict[str, Any]:
     if not isinstance(params, ZealousParams):
         raise InvalidParameterError("params", params, "a ZealousParams")
