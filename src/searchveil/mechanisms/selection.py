@@ -39,8 +39,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from scipy import special, stats
-from scipy.signal import fftconvolve
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
@@ -112,6 +110,8 @@ class LaplaceThreshold:
 
 def _sum_pmf(sigma: float, d: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Support and pmf of the sum of d i.i.d. discrete Gaussians N_Z(0, σ²)."""
+    from scipy import signal  # imported when first used: it doubles the CLI start-up
+
     half = int(math.ceil(sigma * 14)) + 2
     k = np.arange(-half, half + 1, dtype=np.float64)
     w = np.exp(-(k**2) / (2 * sigma**2))
@@ -121,10 +121,10 @@ def _sum_pmf(sigma: float, d: int) -> tuple[npt.NDArray[np.float64], npt.NDArray
     n = d
     while n:
         if n & 1:
-            out = np.clip(fftconvolve(out, base), 0.0, None)
+            out = np.clip(signal.fftconvolve(out, base), 0.0, None)
         n >>= 1
         if n:
-            base = np.clip(fftconvolve(base, base), 0.0, None)
+            base = np.clip(signal.fftconvolve(base, base), 0.0, None)
     out /= out.sum()
     support = np.arange(out.size, dtype=np.float64) - half * d
     return support, out
@@ -208,6 +208,7 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float 
     """Smallest σ with Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ (Balle & Wang 2018, Thm 8)."""
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
+    from scipy import special  # imported when first used: it doubles the CLI start-up
 
     def dlt(s: float) -> float:
         a = sensitivity / (2 * s)
@@ -239,6 +240,8 @@ class PolicyGaussian:
     def for_budget(
         cls, *, epsilon: float, delta: float, d: int, cutoff_sigmas: float = 3.0
     ) -> PolicyGaussian:
+        from scipy import stats  # imported when first used: it doubles the CLI start-up
+
         eps = check_positive("epsilon", epsilon)
         dl = check_probability("delta", delta)
         d = check_int("d", d, minimum=1)
@@ -253,6 +256,8 @@ class PolicyGaussian:
 
     def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """For an item whose n users give it their whole unit budget (weight min(n, Γ))."""
+        from scipy import stats  # imported when first used: it doubles the CLI start-up
+
         w = np.minimum(np.asarray(n, dtype=np.float64), self.cutoff)
         return np.asarray(stats.norm.sf((self.rho - w) / self.sigma))
 

@@ -20,12 +20,12 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from searchveil.io.ledger import write_text_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "fig_to_data_uri",
@@ -112,8 +112,18 @@ def table(
     return "".join(out)
 
 
+def _figure(**kw: Any) -> Figure:
+    """A new matplotlib ``Figure`` (matplotlib is imported when the first plot is drawn:
+    importing it at module top slows every CLI command's start-up)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kw)
+
+
 def fig_to_data_uri(fig: Figure) -> str:
     """PNG of a matplotlib figure as a ``data:`` URI."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # see _figure
+
     FigureCanvasAgg(fig)
     for ax in fig.get_axes():
         ax.title.set_fontsize(10)
@@ -208,7 +218,7 @@ PRIVATE_BANNER = (
 
 # -- evaluation report ------------------------------------------------------------------------
 def _distribution_plot(kind: str, d: dict[str, Any]) -> Figure:
-    fig = Figure(figsize=(9.5, 6.6))
+    fig = _figure(figsize=(9.5, 6.6))
     axs = fig.subplots(2, 2)
     tj = d["top_j"]
     js = tj["j"]
@@ -252,7 +262,7 @@ def _distribution_plot(kind: str, d: dict[str, Any]) -> Figure:
 
 
 def _caching_plot(c: dict[str, Any]) -> Figure:
-    fig = Figure(figsize=(7, 3.8))
+    fig = _figure(figsize=(7, 3.8))
     ax = fig.subplots()
     b = c["budgets"]
     xs = [r["budget_fraction"] for r in b]
@@ -552,7 +562,7 @@ def evaluation_report(result: dict[str, Any]) -> str:
 
 # -- comparison report ------------------------------------------------------------------------
 def _compare_plot(kind: str, runs: list[tuple[str, dict[str, Any]]]) -> Figure:
-    fig = Figure(figsize=(11, 4.4))
+    fig = _figure(figsize=(11, 4.4))
     axs = fig.subplots(1, 3)
     for i, (label, r) in enumerate(runs):
         d = (r.get("distribution") or {}).get(kind)
@@ -682,7 +692,7 @@ def _series_plot(exp: dict[str, Any]) -> Figure | None:
     plot = exp.get("plot")
     if not plot:
         return None
-    fig = Figure(figsize=(8, 3.8))
+    fig = _figure(figsize=(8, 3.8))
     ax = fig.subplots()
     for i, s in enumerate(plot["series"]):
         x, y = _finite(s["x"], s["y"])

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.validate import check_choice, check_positive
@@ -59,6 +58,14 @@ class Solution:
             "distinct_pairs": int((self.x > 0).sum()),
             **self.info,
         }
+
+
+def _optimize() -> Any:
+    """``scipy.optimize`` (HiGHS), imported when a solver first runs: importing it at module top
+    doubles the start-up of every CLI command."""
+    from scipy import optimize
+
+    return optimize
 
 
 def _loads(m: sp.csr_matrix, x: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
@@ -170,11 +177,12 @@ def _max_count_mip(
 ) -> tuple[npt.NDArray[np.int64], dict[str, Any], str]:
     """max Σ x s.t. M x ≤ b, x integer in [0, upper] with HiGHS; (x, gap info, status)."""
     n = m.shape[1]
-    res = milp(
+    opt = _optimize()
+    res = opt.milp(
         -np.ones(n),
-        constraints=LinearConstraint(m, -np.inf, b),
+        constraints=opt.LinearConstraint(m, -np.inf, b),
         integrality=np.ones(n),
-        bounds=Bounds(0, upper),
+        bounds=opt.Bounds(0, upper),
         options={"time_limit": time_limit, "disp": False},
     )
     if res.x is None:
@@ -191,7 +199,9 @@ def lp_relaxation(
     m: sp.csr_matrix, b: float, c: npt.NDArray[np.float64], **kw: Any
 ) -> tuple[npt.NDArray[np.float64], Any]:
     """The LP relaxation ``min c·x`` s.t. ``M x ≤ b``, ``x ≥ 0`` (HiGHS); returns (x, result)."""
-    res = linprog(c, A_ub=m, b_ub=np.full(m.shape[0], b), bounds=(0, None), method="highs", **kw)
+    res = _optimize().linprog(
+        c, A_ub=m, b_ub=np.full(m.shape[0], b), bounds=(0, None), method="highs", **kw
+    )
     if res.status != 0:
         raise InternalError(f"HiGHS LP failed: {res.message}")
     return res.x, res
@@ -274,11 +284,15 @@ def solve_fump(
     b_ub = np.r_[np.full(m.shape[0], b), target[freq], -target[freq]]
     info: dict[str, Any] = {"frequent_pairs": int(nf), "requested_output_size": output_size}
     if method == "mip":
-        res = milp(
+        opt = _optimize()
+        res = opt.milp(
             cost,
-            constraints=[LinearConstraint(a_ub, -np.inf, b_ub), LinearConstraint(a_sum, o, o)],
+            constraints=[
+                opt.LinearConstraint(a_ub, -np.inf, b_ub),
+                opt.LinearConstraint(a_sum, o, o),
+            ],
             integrality=np.r_[np.ones(n), np.zeros(nf)],
-            bounds=Bounds(0, np.inf),
+            bounds=opt.Bounds(0, np.inf),
             options={"time_limit": time_limit, "disp": False},
         )
         if res.x is None:
@@ -287,7 +301,7 @@ def solve_fump(
         info["mip_gap"] = float(getattr(res, "mip_gap", np.nan))
         status = "optimal" if res.status == 0 else f"time limit ({res.message})"
     else:
-        res = linprog(
+        res = _optimize().linprog(
             cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_sum, b_eq=[o], bounds=(0, None), method="highs"
         )
         if res.status == 2:
