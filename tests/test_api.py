@@ -57,3 +57,58 @@ def test_version() -> None:
 def test_usage_errors_exit_2(args) -> None:
     r = runner.invoke(app, args)
     assert r.exit_code == 2
+
+
+# the public paths other packages code against (docs/architecture.md); moving one breaks them
+PUBLIC_PATHS = {
+    "searchveil.errors": ["SearchveilError", "InvalidParameterError", "InputFormatError",
+                          "BudgetExceededError", "OutputExistsError", "InternalError"],
+    "searchveil.validate": ["check_positive", "check_nonnegative", "check_probability",
+                            "check_int", "check_choice"],
+    "searchveil.rng": ["RandomSource", "make_rng", "SeededRandom", "SecureRandom"],
+    "searchveil.io.ledger": ["build_ledger", "ReleaseWriter", "write_json_atomic",
+                             "write_text_atomic", "read_ledger", "LEDGER_NAME",
+                             "check_release_dir"],
+    "searchveil.mechanisms.noise": ["DiscreteLaplace", "DiscreteGaussian", "discrete_laplace",
+                                    "discrete_gaussian"],
+    "searchveil.mechanisms.accounting": ["Budget", "check_budget", "BUDGET_TOLERANCE"],
+    "searchveil.report.html": ["page", "table", "img", "fig_to_data_uri", "write_report", "esc",
+                               "fmt", "pct"],
+    "searchveil.audit": ["clopper_pearson", "epsilon_lower_bound", "audit_event"],
+    "searchveil.cli._common": ["emit", "run", "progress", "JsonOpt", "SeedOpt", "OutDirOpt",
+                               "OverwriteOpt", "InputArg", "reader_kwargs"],
+    "searchveil.release.ump": ["UmpParams", "release_ump", "constraint_matrix", "solve_oump",
+                               "solve_fump", "solve_dump", "sample_users", "ump_metrics",
+                               "reproduce_tables", "lp_relaxation"],
+    "searchveil.release.counts": ["BoundedCounts", "count_by"],
+    "searchveil.release.histogram": ["HistogramRelease", "write_release", "noisy_counts",
+                                     "noisy_threshold"],
+    "searchveil.release._histogram": ["BoundedCounts", "HistogramRelease", "write_release"],
+    "searchveil.params": ["exact_threshold_privacy", "keep_probability", "korolova_solve_exact",
+                          "korolova_advice", "zealous_advice"],
+    "searchveil.cli.params": ["korolova_advice", "zealous_advice"],
+    "searchveil.engines": ["Engine", "make_engine", "run_release"],
+    "searchveil.evaluate.reproduce": ["default_log_path", "run_experiments"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_PATHS))
+def test_public_paths_stay_importable(module: str) -> None:
+    mod = importlib.import_module(module)
+    missing = [n for n in PUBLIC_PATHS[module] if not hasattr(mod, n)]
+    assert not missing, (module, missing)
+
+
+def test_the_version_is_written_once() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from searchveil.version import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert attr == "searchveil.version.__version__"
+    assert searchveil.__version__ == __version__
+    assert __version__.count(".") == 2
