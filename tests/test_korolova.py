@@ -311,7 +311,7 @@ def test_doc_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
         exec(compile(code, "korolova.md", "exec"), {})
 
 
-def test_neighbouring_logs_exact_hockey_stick() -> None:
+def test_neighbouring_logs_exact_hockey_stick(aol_215_path: Path) -> None:
     """On a real log and the same log minus its heaviest user, the exact output distributions of
     Select-Queries (computed from the bounded counts the release uses) satisfy the ledger's
     (ε, δ) in both directions."""
@@ -321,8 +321,7 @@ def test_neighbouring_logs_exact_hockey_stick() -> None:
     from searchveil.io.readers import read_log
     from searchveil.release.counts import count_by
 
-    root = Path(__file__).resolve().parents[1]
-    log = read_log(root.parent / "shared" / "data" / "aol" / "aol-gayo-avello-215-users.tsv")
+    log = read_log(aol_215_path)
     d = 4
     p = KorolovaParams.from_budget(epsilon=1.0, delta=1e-3, d=d, split=(1, 1))
     heavy = log.df.group_by("user").len().sort("len", descending=True).get_column("user")[0]

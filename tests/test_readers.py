@@ -39,9 +39,7 @@ def test_aol_215_sessions_from_column(aol_215) -> None:
     assert s["rows"] == 10_235 and s["users"] == 215
     # sessions come from the human-labelled SessionID column
     raw = pl.read_csv(
-        "../shared/data/aol/aol-gayo-avello-215-users.tsv"
-        if Path("../shared").exists()
-        else aol_215.info.path,
+        aol_215.info.path,
         separator="\t",
         quote_char=None,
         infer_schema=False,
