@@ -45,6 +45,7 @@ import polars as pl
 
 from searchveil.bounding import bound_contributions
 from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.files import file_sha256
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -438,8 +439,9 @@ def load_serp(path: str | Path, *, normalize: bool = True, depth: int | None = N
     """:func:`read_serp` plus the record the ledger keeps of the file (path as given, SHA-256 of
     its bytes, depth)."""
     table = read_serp(path, normalize=normalize, depth=depth)
-    sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return Serp(table=table, source={"path": str(path), "sha256": sha, "depth": depth})
+    return Serp(
+        table=table, source={"path": str(path), "sha256": file_sha256(path), "depth": depth}
+    )
 
 
 def _serp_table(serp: Serp | pl.DataFrame | None) -> pl.DataFrame | None:
