@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from searchveil.cli import app
@@ -18,6 +19,7 @@ def _run(args: list[object]):
     return runner.invoke(app, [str(a) for a in args])
 
 
+@pytest.mark.slow
 def test_demo_real_and_synthetic(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     r = _run(["demo", "--out", out, "--synthetic-users", 3000, "--seed", 5, "--json"])
@@ -39,6 +41,7 @@ def test_demo_real_and_synthetic(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
+@pytest.mark.slow
 def test_demo_secure_by_default_and_refuses_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     r = _run(["demo", "--out", out, "--synthetic-users", 0, "--json"])
@@ -57,6 +60,7 @@ def test_demo_secure_by_default_and_refuses_overwrite(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
+@pytest.mark.slow
 def test_demo_report_names_final_paths_and_renders(tmp_path: Path) -> None:
     """The report as a person sees it: rendered by headless Chromium (scripts/
     screenshot_report.sh), the screenshot shows tables and coloured plots, not a blank page."""

@@ -77,6 +77,7 @@ def _check(path: Path) -> None:
             assert _same_counts(table, counts[name]), (algo, params, name)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -91,6 +92,7 @@ def test_ordered_pass_equals_memory_bounding(
     _check(path)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

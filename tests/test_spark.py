@@ -43,6 +43,7 @@ def test_spark_equals_memory_and_polars(case: int, spark_master: str, aol_215_pa
                                        "master": spark_master}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cli_spark(tmp_path: Path, spark_master: str, aol_215_path: Path) -> None:
     out = tmp_path / "s"
     args = ["release", "zealous", str(aol_215_path), "--out", str(out), "--epsilon", "1",
@@ -147,6 +148,7 @@ def _bounded_params() -> list[tuple[str, object]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normalize", [True, False])
 def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, aol_215_path: Path,
                                            normalize: bool) -> None:  # fmt: skip
