@@ -281,6 +281,7 @@ def run_ads_experiment(
                         rounds=r,
                         mode="guess",
                         use_fakes=fakes,
+                        rng=rng,
                     )
                 )
             finally:
