@@ -270,6 +270,8 @@ class CampaignRun:
 class _Fakes:
     values: dict[str, npt.NDArray[Any]] = field(default_factory=dict)
     owner: list[str] = field(default_factory=list)
+    by_owner: dict[str, list[int]] = field(default_factory=dict)
+    active: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class AdPlatform:
@@ -313,6 +315,9 @@ class AdPlatform:
                 new = np.full(count, code, dtype=np.int64)
             self._fakes.values[a] = np.concatenate([col, new])
         self._fakes.owner.extend([owner] * count)
+        new_idx = list(range(start - self.population.size, start - self.population.size + count))
+        self._fakes.by_owner.setdefault(owner, []).extend(new_idx)
+        self._fakes.active = np.concatenate([self._fakes.active, np.asarray(new_idx, np.int64)])
         return list(range(start, start + count))
 
     def edit_fake_accounts(self, owner: str, ids: list[int], attribute: str, code: int) -> None:
@@ -323,9 +328,10 @@ class AdPlatform:
 
     def delete_fake_accounts(self, owner: str) -> None:
         """Retire every fake account of ``owner`` (they never match again)."""
-        idx = np.flatnonzero(np.asarray(self._fakes.owner, dtype=object) == owner)
+        idx = np.asarray(self._fakes.by_owner.pop(owner, []), dtype=np.int64)
         for a in ATTRIBUTES:
             self._fakes.values[a][idx] = 0
+        self._fakes.active = np.setdiff1d(self._fakes.active, idx)
 
     @property
     def fake_count(self) -> int:
@@ -360,14 +366,16 @@ class AdPlatform:
         return users
 
     def _match_fakes(self, targeting: Targeting) -> npt.NDArray[np.int64]:
-        n = self.fake_count
-        ok = np.ones(n, dtype=np.bool_)
+        act = self._fakes.active
+        ok = np.ones(act.size, dtype=np.bool_)
         for a, codes in targeting.criteria:
-            col = self._fakes.values[a]
+            if not act.size:
+                break
+            col = self._fakes.values[a][act]
             hit = np.isin(col, codes)
             ok &= hit.any(axis=1) if col.ndim == 2 else hit
         # fake profiles are made fully public by their owner, so every policy matches them
-        return np.flatnonzero(ok)
+        return act[ok]
 
     def estimated_reach(self, targeting: Targeting) -> int:
         """Matching profiles (fakes included) — used by :class:`MinReachPolicy`."""

@@ -303,7 +303,12 @@ class Population:
             parts.append(np.fromiter(dirty, dtype=np.int64))
         if not parts:
             return np.empty(0, dtype=np.int64)
-        return np.unique(np.concatenate(parts))
+        cat = np.concatenate(parts)
+        if cat.size > 4096:  # a marker array beats hashing/sorting for large audiences
+            mark = np.zeros(self.size, dtype=np.bool_)
+            mark[cat] = True
+            return np.flatnonzero(mark).astype(np.int64)
+        return np.unique(np.sort(cat))
 
     def set_value(
         self, user: int, attribute: str, code: int, visibility: int | None = None
