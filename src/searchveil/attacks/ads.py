@@ -335,7 +335,7 @@ def run_ads_experiment(
 
 # -- HTML ----------------------------------------------------------------------------------
 def _game_figure(result: dict[str, Any]) -> Figure:
-    fig = Figure(figsize=(7.5, 4.2))
+    fig = Figure(figsize=(10, 4.4))
     ax = fig.add_subplot(1, 1, 1)
     eps = [e for e in result["parameters"]["epsilons"]]
     grid = np.linspace(min(eps + [0.05]) * 0.8, max(eps) * 1.2, 200)
@@ -344,7 +344,8 @@ def _game_figure(result: dict[str, Any]) -> Figure:
     for att, m in markers.items():
         rows = [g for g in result["binary_game"] if g["attack"] == att and g["epsilon"]]
         if rows:
-            x = [g["epsilon"] for g in rows]
+            shift = 1.0 if m == "o" else 1.07  # side by side at the same ε
+            x = [g["epsilon"] * shift for g in rows]
             y = [g["accuracy"] for g in rows]
             err = [
                 [g["accuracy"] - g["ci95_low"] for g in rows],
@@ -361,11 +362,12 @@ def _game_figure(result: dict[str, Any]) -> Figure:
                     label=f"{g['policy']} — {att}",
                 )
     ax.set_xscale("log")
-    ax.set_ylim(0.4, 1.02)
+    ax.set_ylim(0.3, 1.02)
     ax.set_xlabel("advertiser budget ε (log)")
     ax.set_ylabel("attacker accuracy (fair coin)")
     ax.set_title("Binary game on neighbouring populations: accuracy vs the ε-DP bound")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.subplots_adjust(right=0.68)
     ax.grid(alpha=0.3)
     return fig
 
