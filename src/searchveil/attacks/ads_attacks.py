@@ -142,6 +142,8 @@ def inference_from_impressions(
     if dp:
         n_r, n_i, _ = platform.policy.noises(platform.delivery)  # type: ignore[union-attr]
         weights = (1.0 / n_r.scale, 1.0 / n_i.scale)
+    d = platform.delivery  # known to the attacker by experiment (§2.2.4.3)
+    m_imp = d.days * d.win_probability * (1 + (d.frequency_cap - 1) * d.extra_impressions)
 
     def finish(guess: int | None, why: str) -> AttackOutcome:
         platform.delete_fake_accounts(advertiser)
@@ -176,7 +178,11 @@ def inference_from_impressions(
             r = int(rep.reach or 0) - own_reach
             reach_sum[i] += r
             max_round_reach[i] = max(max_round_reach[i], r)
-            stat[i] += weights[0] * r + weights[1] * (int(rep.impressions or 0) - own_imps)
+            imps = int(rep.impressions or 0) - own_imps
+            if dp:  # Laplace likelihood ratio of "U is in this audience" vs not: clipped counts
+                stat[i] += weights[0] * min(max(r, 0), 1) + weights[1] * min(max(imps, 0), m_imp)
+            else:
+                stat[i] += r + imps
         if done:
             break
         if mode == "blueprint":
@@ -239,7 +245,8 @@ def inference_from_clicks(
         own_reach = int(run.observed["reached"].sum()) if fakes else 0
         reach = int(rep.reach or 0) - own_reach
         clicks = int(rep.unique_clicks or 0)  # fake accounts never click
-        clicks_sum += clicks
+        # clipped to [0, 1]: the Laplace likelihood-ratio statistic for "clicked or not"
+        clicks_sum += min(max(clicks, 0), 1)
         if mode == "blueprint":
             if reach == 1:
                 return finish(int(clicks >= 1), "reached one user")
