@@ -209,7 +209,7 @@ def run_ads_experiment(
         plat = AdPlatform(pop, pol, rng=rng, delivery=delivery)
         dp = isinstance(pol, DPReportingPolicy)
         r = max(rounds, dp_reports) if dp else rounds
-        budget = pol.advertiser_budget if dp else None
+        budget = pol.advertiser_budget if isinstance(pol, DPReportingPolicy) else None
         o1 = [
             inference_from_impressions(
                 plat,
@@ -289,7 +289,8 @@ def run_ads_experiment(
                 pop.topic[u] = old_t
         for att, outs in zip(GAME_ATTACKS, (g1, g2), strict=True):
             k = sum(o.outcome == "correct" for o in outs)
-            lo, hi = clopper_pearson(k, len(outs), 0.05)
+            ci_lo, ci_hi = clopper_pearson(k, len(outs), 0.05)
+            bound = dp_accuracy_bound(budget) if budget else None
             game.append(
                 {
                     "policy": name,
@@ -297,12 +298,12 @@ def run_ads_experiment(
                     "trials": len(outs),
                     "correct": k,
                     "accuracy": k / len(outs),
-                    "ci95_low": lo,
-                    "ci95_high": hi,
+                    "ci95_low": ci_lo,
+                    "ci95_high": ci_hi,
                     "epsilon": budget,
-                    "bound": dp_accuracy_bound(budget) if budget else None,
+                    "bound": bound,
                     "mean_epsilon_spent": float(np.mean([o.epsilon_spent for o in outs])),
-                    "within_bound": (lo <= dp_accuracy_bound(budget)) if budget else None,
+                    "within_bound": (ci_lo <= bound) if bound is not None else None,
                 }
             )
         if dp:

@@ -194,10 +194,9 @@ def inference_from_impressions(
     if mode == "blueprint":
         return finish(None, reason)
     best = np.flatnonzero(stat == stat.max())
-    if best.size > 1 and rng is None:
-        raise InvalidParameterError("rng", rng, "a RandomSource to break ties in guess mode")
-    pick = int(best[int(rng.integers_below(best.size, 1)[0])]) if best.size > 1 else int(best[0])
-    return finish(candidates[pick], "argmax of campaign statistics")
+    if best.size == 1:
+        return finish(candidates[int(best[0])], "argmax of campaign statistics")
+    return finish(_coin(rng, [candidates[int(i)] for i in best]), "argmax, tie broken at random")
 
 
 def inference_from_clicks(

@@ -308,6 +308,7 @@ class AdPlatform:
         for a in ATTRIBUTES:
             code = int(profile.get(a, 0))
             col = self._fakes.values[a]
+            new: npt.NDArray[np.int64]
             if a == "interests":
                 new = np.zeros((count, 3), dtype=np.int64)
                 new[:, 0] = code
@@ -476,12 +477,13 @@ class AdPlatform:
         """The privacy ledger of the DP reporting policy: ε spent per advertiser."""
         pol = self.policy
         dp = isinstance(pol, DPReportingPolicy)
+        budget = pol.advertiser_budget if isinstance(pol, DPReportingPolicy) else None
         return build_ledger(
             mechanism="ads-dp-campaign-reports" if dp else f"ads-{pol.name}",
             notion="pure ε-DP per advertiser (basic composition); privacy unit: one user's data"
             if dp
             else "none (not a DP policy)",
-            epsilon=pol.advertiser_budget if dp else None,
+            epsilon=budget,
             delta=0.0 if dp else None,
             parameters={
                 "policy": pol.describe(),
@@ -499,8 +501,7 @@ class AdPlatform:
             events=self.events,
             extra={
                 "advertisers": {
-                    a: {"spent": s, "budget": pol.advertiser_budget if dp else None}
-                    for a, s in sorted(self.spent.items())
+                    a: {"spent": s, "budget": budget} for a, s in sorted(self.spent.items())
                 }
             },
         )
