@@ -162,6 +162,26 @@ def test_reach_threshold_refuses_then_fake_accounts_bypass_it(pop_small) -> None
     assert plat.estimated_reach(Targeting.of(**profile)) < 20
 
 
+def test_broader_personalised_ad_bypasses_the_threshold_for_attack_2(pop_small) -> None:  # type: ignore[no-untyped-def]
+    g = np.random.Generator(np.random.PCG64(13))
+    users = [int(u) for u in g.choice(np.flatnonzero(pop_small.topic), 20, replace=False)]
+    users += [int(u) for u in g.choice(np.flatnonzero(~pop_small.topic), 20, replace=False)]
+    plat = AdPlatform(pop_small, MinReachPolicy(20), rng=make_rng(14))
+    outs = [
+        inference_from_clicks(plat, u, advertiser=f"p{u}", rounds=1, broaden=True) for u in users
+    ]
+    assert all(o.outcome != "inconclusive" for o in outs)
+    hits = sum(o.guess == 1 for o in outs[:20])
+    false = sum(o.guess == 1 for o in outs[20:])
+    assert hits > false  # better than chance: interested targets click more often
+    with pytest.raises(InvalidParameterError, match="named_user"):
+        plat.run_campaign("p", Targeting.of(gender=1), creative="personalized")
+    with pytest.raises(InvalidParameterError, match="broaden"):
+        inference_from_clicks(
+            plat, users[0], advertiser="q", rounds=1, broaden=True, use_fakes=True
+        )
+
+
 def test_public_only_reports_do_not_depend_on_hidden_attributes(pop_small) -> None:  # type: ignore[no-untyped-def]
     """Exact: for a target, every non-public attribute flipped → bit-identical reports for the
     same platform randomness, and identical exact report distributions."""
@@ -314,7 +334,7 @@ def test_dp_accuracy_bound() -> None:
 def test_experiment_table_and_sections() -> None:
     r = run_ads_experiment(epsilons=[0.5], rng=make_rng(21), population=20_000, targets=30)
     pols = {b["policy"] for b in r["blueprint"]}
-    assert len(pols) == 5 and len(r["blueprint"]) == 15 and len(r["binary_game"]) == 10
+    assert len(pols) == 6 and len(r["blueprint"]) == 16 and len(r["binary_game"]) == 11
     by = {(b["policy"], b["attack"]): b for b in r["blueprint"]}
     assert by[("a: 2010", "impressions: interested in")]["success_rate"] >= 0.6
     assert by[("b: min reach 20", "impressions: interested in")]["success_rate"] == 0.0
@@ -358,7 +378,7 @@ def test_cli_requires_epsilon_and_writes_report_and_ledger(tmp_path: Path) -> No
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["seeded"] is True and len(out["blueprint"]) == 15
+    assert out["seeded"] is True and len(out["blueprint"]) == 16
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     led = json.loads((tmp_path / "l.json").read_text())
     assert led["d: DP ε=1"]["mechanism"] == "ads-dp-campaign-reports"

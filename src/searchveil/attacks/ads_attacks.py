@@ -207,14 +207,37 @@ def inference_from_clicks(
     rounds: int,
     mode: Mode = "blueprint",
     use_fakes: bool = False,
+    broaden: bool = False,
     rng: RandomSource | None = None,
 ) -> AttackOutcome:
-    """Attack 2 (thesis §2.2.3.2): is ``user`` interested in the ad's topic?"""
+    """Attack 2 (thesis §2.2.3.2): is ``user`` interested in the ad's topic?
+
+    ``broaden``: §2.2.6.1's other bypass of a reach threshold — drop the most selective
+    criteria until the campaign is accepted and name the target in the ad, so that only the
+    target responds; "interested" iff the campaign gets a click (the attacker cannot tell
+    whether the target saw it) beyond what the others' stray clicks explain."""
     mode = check_choice("mode", mode, ("blueprint", "guess"))  # type: ignore[assignment]
     rounds = check_int("rounds", rounds, minimum=1)
+    if broaden and use_fakes:
+        raise InvalidParameterError("broaden", broaden, "one bypass at a time (not with fakes)")
     truth = int(bool(platform.population.topic[user]))
     base, profile = background_targeting(platform, user)
     fakes = _fakes(platform, advertiser, profile, use_fakes)
+    if broaden:
+        out = _clicks_broadened(platform, user, base, truth, advertiser=advertiser, rounds=rounds)
+        if mode == "guess" and out.guess is None:
+            g = _coin(rng, [0, 1])
+            return AttackOutcome(
+                user,
+                truth,
+                g,
+                "correct" if g == truth else "wrong",
+                f"guessed: {out.reason}",
+                out.campaigns,
+                0,
+                out.epsilon_spent,
+            )
+        return out
     campaigns = 0
     clicks_sum = 0
     reason = "no impressions"
@@ -254,3 +277,77 @@ def inference_from_clicks(
     if mode == "blueprint":
         return finish(None, reason)
     return finish(int(clicks_sum >= 0.4 * max(campaigns, 1)), "clicks above 0.4 per campaign")
+
+
+#: the order in which a broadening attacker drops criteria: least selective first, so the
+#: audience grows as little as possible at each step ("a slightly broader audience")
+BROADEN_ORDER = ("gender", "location", "college", "workplace", "interests")
+
+
+def _broadening_steps(base: Targeting) -> list[Targeting]:
+    """Ever broader targetings: widen the age window (±1, ±2, ±4, ±8 years), then drop the
+    other criteria, least selective first."""
+    crit = dict(base.criteria)
+    steps: list[Targeting] = []
+    widest = base
+    if "age" in crit:
+        a0 = crit["age"][0]
+        for w in (1, 2, 4, 8):
+            widest = base.with_criterion("age", range(max(1, a0 - w), a0 + w + 1))
+            steps.append(widest)
+    for a in BROADEN_ORDER:
+        if a in crit and a != "age":
+            widest = widest.without(a)
+            steps.append(widest)
+    return steps
+
+
+def _clicks_broadened(
+    platform: AdPlatform,
+    user: int,
+    base: Targeting,
+    truth: int,
+    *,
+    advertiser: str,
+    rounds: int,
+) -> AttackOutcome:
+    attempts = 0
+    targeting = base
+    clicks = 0
+    steps = _broadening_steps(base)
+    ran = 0
+    ctr_other = platform.delivery.personalized_ctr_other
+
+    def outcome(guess: int | None, why: str) -> AttackOutcome:
+        if guess is None:
+            out = "inconclusive"
+        else:
+            out = "correct" if guess == truth else "wrong"
+        return AttackOutcome(
+            user, truth, guess, out, why, attempts, 0, _spent(platform, advertiser)
+        )
+
+    while True:
+        try:
+            run = platform.run_campaign(
+                advertiser, targeting, creative="personalized", named_user=user
+            )
+        except BudgetExceededError:
+            break
+        attempts += 1
+        if run.report.accepted:
+            # stray clicks by the others ~ Poisson(impressions · their CTR), which the attacker
+            # knows by experiment (§2.2.4.3); with a click by the target if shown and
+            # interested, the likelihood ratio exceeds 1 iff clicks > that expectation
+            stray = max(int(run.report.impressions or 0), 0) * ctr_other
+            clicks = int(int(run.report.unique_clicks or 0) > stray)
+            ran += 1
+            if ran >= rounds or clicks:
+                break
+            continue
+        if not steps:
+            return outcome(None, "refused at every breadth")
+        targeting = steps.pop(0)
+    if not ran:
+        return outcome(None, "budget exhausted")
+    return outcome(int(clicks >= 1), "broadened audience, personalised ad")

@@ -80,7 +80,7 @@ __all__ = [
     "CREATIVES",
 ]
 
-CREATIVES = ("innocuous", "topic")
+CREATIVES = ("innocuous", "topic", "personalized")
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,8 @@ class Delivery:
     base_ctr: float = 0.001
     topic_ctr_interested: float = 0.15
     topic_ctr_other: float = 0.002
+    #: a topic ad that names the target (§2.2.6.1's alternative bypass): others ignore it
+    personalized_ctr_other: float = 0.0005
 
     def __post_init__(self) -> None:
         check_int("days", self.days, minimum=1, maximum=365)
@@ -140,9 +142,20 @@ class Delivery:
     def max_impressions_per_user(self) -> int:
         return self.days * self.frequency_cap
 
-    def ctr(self, creative: str, topic: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    def ctr(
+        self,
+        creative: str,
+        topic: npt.NDArray[np.bool_],
+        users: npt.NDArray[np.int64] | None = None,
+        named_user: int | None = None,
+    ) -> npt.NDArray[np.float64]:
+        """Per-impression click probability of each user in the audience."""
         if creative == "topic":
             return np.where(topic, self.topic_ctr_interested, self.topic_ctr_other)
+        if creative == "personalized":
+            named = (users == named_user) if users is not None else np.zeros(topic.shape, bool)
+            on_topic = np.where(topic, self.topic_ctr_interested, self.topic_ctr_other)
+            return np.where(named, on_topic, self.personalized_ctr_other)
         return np.full(topic.shape, self.base_ctr)
 
 
@@ -399,10 +412,16 @@ class AdPlatform:
         targeting: Targeting,
         *,
         creative: str = "innocuous",
+        named_user: int | None = None,
         observe: list[int] | None = None,
     ) -> CampaignRun:
-        """Create, run and report one campaign (module docstring)."""
+        """Create, run and report one campaign (module docstring). A ``personalized``
+        creative names ``named_user``: only that user responds to it as to a topic ad."""
         creative = check_choice("creative", creative, CREATIVES)
+        if (creative == "personalized") != (named_user is not None):
+            raise InvalidParameterError(
+                "named_user", named_user, "a user id exactly when creative='personalized'"
+            )
         self._campaigns += 1
         cid = self._campaigns
         real = self.match(targeting)
@@ -410,7 +429,8 @@ class AdPlatform:
         est = int(real.size + fakes.size)
         pol = self.policy
         if pol.min_reach and est < pol.min_reach:
-            rep = CampaignReport(advertiser, cid, False, f"estimated reach {est} < {pol.min_reach}")
+            # the refusal says only that the threshold was missed, not the count
+            rep = CampaignReport(advertiser, cid, False, f"estimated reach below {pol.min_reach}")
             return CampaignRun(rep, {}, 0, int(real.size))
         if isinstance(pol, DPReportingPolicy):  # account eagerly: before anything is drawn
             spent = self.spent.get(advertiser, 0.0)
@@ -423,7 +443,7 @@ class AdPlatform:
             self.spent[advertiser] = spent + pol.epsilon_per_report
         pop = self.population
         imps_r, clicks_r = self._deliver(
-            pop.login_p[real], self.delivery.ctr(creative, pop.topic[real])
+            pop.login_p[real], self.delivery.ctr(creative, pop.topic[real], real, named_user)
         )
         imps_f, _ = self._deliver(np.ones(fakes.size), np.zeros(fakes.size))
         imps = int(imps_r.sum() + imps_f.sum())
@@ -527,7 +547,12 @@ def user_delivery_pmf(login_p: float, ctr: float, delivery: Delivery) -> npt.NDA
 
 
 def true_report_pmf(
-    platform: AdPlatform, targeting: Targeting, *, creative: str = "innocuous", max_users: int = 12
+    platform: AdPlatform,
+    targeting: Targeting,
+    *,
+    creative: str = "innocuous",
+    named_user: int | None = None,
+    max_users: int = 12,
 ) -> npt.NDArray[np.float64]:
     """Exact pmf of the true (reach, impressions, unique clicks) of a campaign on the real
     profiles it matches (no fakes), by convolving per-user pmfs. Small audiences only."""
@@ -537,7 +562,7 @@ def true_report_pmf(
             "targeting", targeting.describe(), f"an audience of at most {max_users} profiles"
         )
     pop = platform.population
-    ctr = platform.delivery.ctr(creative, pop.topic[users])
+    ctr = platform.delivery.ctr(creative, pop.topic[users], users, named_user)
     total = np.ones((1, 1, 1))
     for u, c in zip(users, ctr, strict=True):
         p = user_delivery_pmf(float(pop.login_p[u]), float(c), platform.delivery)
