@@ -382,3 +382,23 @@ def test_cli_requires_epsilon_and_writes_report_and_ledger(tmp_path: Path) -> No
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     led = json.loads((tmp_path / "l.json").read_text())
     assert led["d: DP ε=1"]["mechanism"] == "ads-dp-campaign-reports"
+    res = runner.invoke(
+        app,
+        [
+            "attack",
+            "ads",
+            "--epsilon",
+            "2",
+            "--population",
+            "3000",
+            "--targets",
+            "4",
+            "--seed",
+            "5",
+            "--report",
+            str(tmp_path / "s.html"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    led = json.loads((tmp_path / "s.html.ledger.json").read_text())
+    assert led["d: DP ε=2"]["epsilon"] == 2.0 and led["d: DP ε=2"]["seeded"] is True

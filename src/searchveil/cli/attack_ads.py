@@ -86,7 +86,11 @@ def add_ads_commands(attack_app: typer.Typer) -> None:
         ] = None,
         ledger: Annotated[
             Path | None,
-            typer.Option("--ledger", help="write the DP policy's privacy ledger JSON here"),
+            typer.Option(
+                "--ledger",
+                help="write the DP policy's privacy ledgers (JSON) here "
+                "(default with --report: REPORT.ledger.json)",
+            ),
         ] = None,
         population: Annotated[
             int, typer.Option("--population", help="synthetic profiles (≥ 10^6 realistic)")
@@ -144,9 +148,12 @@ def add_ads_commands(attack_app: typer.Typer) -> None:
                 )
                 write_report(report, text)
                 result["report"] = str(report)
-            if ledger is not None:
-                write_json_atomic(ledger, result["ledgers"])
-                result["ledger"] = str(ledger)
+            led = ledger
+            if led is None and report is not None:  # every run with an output gets a ledger
+                led = report.with_name(report.name + ".ledger.json")
+            if led is not None:
+                write_json_atomic(led, result["ledgers"])
+                result["ledger"] = str(led)
             emit(result, json_out, _human)
 
         run(body)
