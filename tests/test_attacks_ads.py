@@ -339,6 +339,10 @@ def test_experiment_table_and_sections() -> None:
     assert by[("a: 2010", "impressions: interested in")]["success_rate"] >= 0.6
     assert by[("b: min reach 20", "impressions: interested in")]["success_rate"] == 0.0
     assert by[("b: min reach 20 + fakes", "impressions: interested in")]["success_rate"] >= 0.6
+    for v, rate in by[("c: public only", "impressions: interested in")][
+        "success_by_visibility"
+    ].items():
+        assert rate["success_rate"] <= 0.25, v  # (c) ~ 0.85 if it matched hidden attributes
     for g in r["binary_game"]:
         if g["epsilon"]:
             assert g["ci95_low"] <= g["bound"]

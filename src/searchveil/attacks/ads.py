@@ -48,6 +48,7 @@ from searchveil.attacks.ads_platform import (
 from searchveil.attacks.ads_population import (
     EVERYONE,
     ONLY_ME,
+    VISIBILITY_NAMES,
     Population,
     PopulationConfig,
     age_code,
@@ -119,8 +120,14 @@ def _policies(
 
 
 def _summary(
-    policy: str, attack: str, outs: list[AttackOutcome], epsilon: float | None
+    policy: str,
+    attack: str,
+    outs: list[AttackOutcome],
+    epsilon: float | None,
+    visibility: np.ndarray | None = None,
 ) -> dict[str, Any]:
+    """Rates and costs; with ``visibility`` (the targets' visibility of the attacked
+    attribute) also the success rate per visibility level."""
     n = len(outs)
     c = sum(o.outcome == "correct" for o in outs)
     w = sum(o.outcome == "wrong" for o in outs)
@@ -143,7 +150,20 @@ def _summary(
         "mean_fake_accounts": float(np.mean([o.fake_accounts for o in outs])) if n else None,
         "mean_epsilon_spent": float(np.mean([o.epsilon_spent for o in outs])) if n else None,
         "advertiser_budget": epsilon,
+        "success_by_visibility": _by_visibility(outs, visibility),
     }
+
+
+def _by_visibility(outs: list[AttackOutcome], vis: np.ndarray | None) -> dict[str, Any] | None:
+    if vis is None:
+        return None
+    out: dict[str, Any] = {}
+    for code, label in enumerate(VISIBILITY_NAMES):
+        sel = [o for o in outs if int(vis[o.target]) == code]
+        if sel:
+            ok = sum(o.outcome == "correct" for o in sel)
+            out[label] = {"targets": len(sel), "success_rate": ok / len(sel)}
+    return out
 
 
 def run_ads_experiment(
@@ -254,9 +274,10 @@ def run_ads_experiment(
             )
             for u in t_clk
         ]
-        for att, outs in zip(ATTACKS, (o1, o2, o3), strict=True):
+        vis = (pop.visibility["interested_in"], pop.visibility["age"], None)
+        for att, outs, v in zip(ATTACKS, (o1, o2, o3), vis, strict=True):
             if outs:
-                blueprint.append(_summary(name, att, outs, budget))
+                blueprint.append(_summary(name, att, outs, budget, v))
         # the binary game on neighbouring populations
         g1: list[AttackOutcome] = []
         for u in t1:
@@ -529,6 +550,20 @@ def ads_sections(result: dict[str, Any], *, plots: bool = True) -> list[str]:
             raw=True,
         )
     )
+    rows = []
+    for b in result["blueprint"]:
+        byv = b.get("success_by_visibility") or {}
+        if byv:
+            rows.append(
+                [b["policy"], b["attack"]]
+                + [
+                    f"{pct(byv[v]['success_rate'])} of {byv[v]['targets']}" if v in byv else "—"
+                    for v in ("friends", "only-me")
+                ]
+            )
+    if rows:
+        out.append("<h3>Attack 1 success by the attribute's visibility</h3>")
+        out.append(table(["policy", "attack", "friends only", "only me"], rows, left=2, raw=True))
     out.append("<h3>Binary game: the target's hidden bit set by a fair coin</h3>")
     rows = []
     for g in result["binary_game"]:
