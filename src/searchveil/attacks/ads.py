@@ -8,7 +8,8 @@
   :func:`ads_sections` (the HTML sections, house report style).
 
 Expected and measured (docs/attacks-ads.md): (a) 2010 and (b) minimum reach with fake accounts
-are broken by both attacks; (b) without fakes refuses every single-target campaign; (c)
+are broken by both attacks; (b) without fakes refuses every single-target campaign, and its
+other bypass (broader audience + an ad naming the target) partly restores Attack 2; (c)
 public-only matching stops Attack 1 for attributes that are not public (its reports do not
 depend on them) but not Attack 2; (d) DP reports bound every attack's accuracy by
 e^ε/(1+e^ε) for the advertiser's budget ε.
