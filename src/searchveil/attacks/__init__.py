@@ -1,0 +1,1 @@
+"""Attack simulators (Korolova thesis ch.2 and ch.6)."""

@@ -1,0 +1,168 @@
+"""``searchveil attack ads``: the ad-targeting inference attacks of Korolova's thesis §2.2.3-2.2.6
+run against a simulated microtargeting platform under four policies, with an HTML report
+(house style) and the DP policy's privacy ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from searchveil.cli._common import JsonOpt, SeedOpt, emit, out_console, progress, run
+from searchveil.errors import InvalidParameterError
+
+__all__ = ["add_ads_commands", "register", "parse_epsilons"]
+
+
+def parse_epsilons(text: str | None) -> list[float]:
+    """``"0.5,1,2"`` → ``[0.5, 1.0, 2.0]``; ε has no default."""
+    if text is None or not text.strip():
+        raise InvalidParameterError(
+            "--epsilon", text, "a comma-separated list of advertiser budgets ε > 0 (no default)"
+        )
+    out = []
+    for part in text.split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            raise InvalidParameterError("--epsilon", text, "numbers > 0, e.g. 0.5,1,2") from None
+        if not v > 0 or v == float("inf"):
+            raise InvalidParameterError("--epsilon", text, "numbers > 0, e.g. 0.5,1,2")
+        out.append(v)
+    return out
+
+
+def _human(r: dict[str, Any]) -> None:
+    t = Table(title=f"Ad-targeting inference — {r['population']['profiles']:,} profiles")
+    for c in ("policy", "attack", "success", "wrong", "inconclusive", "campaigns", "fakes"):
+        t.add_column(c, justify="left" if c in ("policy", "attack") else "right")
+    for b in r["blueprint"]:
+        t.add_row(
+            b["policy"],
+            b["attack"],
+            f"{b['success_rate']:.1%}",
+            f"{b['wrong_rate']:.1%}",
+            f"{b['inconclusive'] / b['targets']:.1%}",
+            f"{b['mean_campaigns']:.2f}",
+            f"{b['mean_fake_accounts']:.0f}",
+        )
+    out_console.print(t)
+    g = Table(title="Binary game (fair coin on the target's hidden bit)")
+    for c in ("policy", "attack", "accuracy", "95% CI", "ε", "bound"):
+        g.add_column(c, justify="left" if c in ("policy", "attack") else "right")
+    for x in r["binary_game"]:
+        g.add_row(
+            x["policy"],
+            x["attack"],
+            f"{x['accuracy']:.1%}",
+            f"{x['ci95_low']:.1%}–{x['ci95_high']:.1%}",
+            "—" if x["epsilon"] is None else f"{x['epsilon']:g}",
+            "—" if x["bound"] is None else f"{x['bound']:.1%}",
+        )
+    out_console.print(g)
+    if r["seeded"]:
+        out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
+    for k in ("report", "ledger"):
+        if r.get(k):
+            out_console.print(f"{k}: {r[k]}")
+
+
+def add_ads_commands(attack_app: typer.Typer) -> None:
+    """Add ``ads`` to an ``attack`` command group."""
+
+    @attack_app.command("ads")
+    def ads(
+        epsilon: Annotated[
+            str | None,
+            typer.Option(
+                "--epsilon",
+                help="advertiser budgets ε of the DP policy (d), comma-separated (no default)",
+            ),
+        ] = None,
+        report: Annotated[
+            Path | None, typer.Option("--report", help="write the HTML report here")
+        ] = None,
+        ledger: Annotated[
+            Path | None,
+            typer.Option(
+                "--ledger",
+                help="write the DP policy's privacy ledgers (JSON) here "
+                "(default with --report: REPORT.ledger.json)",
+            ),
+        ] = None,
+        population: Annotated[
+            int, typer.Option("--population", help="synthetic profiles (≥ 10^6 realistic)")
+        ] = 1_000_000,
+        targets: Annotated[int, typer.Option("--targets", help="random targets per attack")] = 200,
+        threshold: Annotated[
+            int, typer.Option("--threshold", help="minimum Estimated Reach of policy (b)")
+        ] = 20,
+        rounds: Annotated[
+            int, typer.Option("--rounds", help="campaign periods an attacker tries, (a)-(c)")
+        ] = 3,
+        dp_reports: Annotated[
+            int, typer.Option("--dp-reports", help="reports per advertiser budget under (d)")
+        ] = 8,
+        seed: SeedOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Korolova thesis §2.2.3-2.2.6: Inference from Impressions / from Clicks (with the
+        fake-account bypass) against (a) 2010, (b) min reach, (c) public-only matching and
+        (d) DP reports with a per-advertiser budget."""
+
+        def body() -> None:
+            from searchveil.attacks.ads import ads_sections, run_ads_experiment
+            from searchveil.io.ledger import write_json_atomic
+            from searchveil.report.html import page, write_report
+            from searchveil.rng import make_rng
+
+            eps = parse_epsilons(epsilon)
+            rng = make_rng(seed)
+            with progress(not json_out) as step:
+                state: dict[str, Any] = {}
+
+                def on_step(desc: str) -> None:
+                    if "done" in state:
+                        state["done"]()
+                    state["done"] = step(desc)
+
+                result = run_ads_experiment(
+                    epsilons=eps,
+                    rng=rng,
+                    population=population,
+                    targets=targets,
+                    threshold=threshold,
+                    rounds=rounds,
+                    dp_reports=dp_reports,
+                    on_step=on_step,
+                )
+                if "done" in state:
+                    state["done"]()
+            if report is not None:
+                text = page(
+                    "Ad-targeting inference attacks",
+                    "Korolova 2012 thesis, chapter 2 (§2.2.3–2.2.6), on a simulated platform",
+                    ads_sections(result),
+                )
+                write_report(report, text)
+                result["report"] = str(report)
+            led = ledger
+            if led is None and report is not None:  # every run with an output gets a ledger
+                led = report.with_name(report.name + ".ledger.json")
+            if led is not None:
+                write_json_atomic(led, result["ledgers"])
+                result["ledger"] = str(led)
+            emit(result, json_out, _human)
+
+        run(body)
+
+
+def register(app: typer.Typer) -> None:
+    """Branch-local registration (the lead merges ``ads`` into the shared ``attack`` group)."""
+    attack_app = typer.Typer(
+        help="Attack simulators (Korolova thesis ch. 2 and 6).", no_args_is_help=True
+    )
+    add_ads_commands(attack_app)
+    app.add_typer(attack_app, name="attack")
