@@ -1,0 +1,1 @@
+"""Private social recommendations (Korolova 2012 thesis, chapter 5)."""
