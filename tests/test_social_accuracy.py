@@ -119,9 +119,12 @@ def _star_tu(utility):
 
 def test_t_for_common_neighbours():
     tu = _star_tu(CommonNeighbours())
-    assert min_edges_to_top(tu, CommonNeighbours()) == 4  # u_max + 1 − u_min = 3 + 1 − 0
+    # tie with the best (mechanisms symmetric in equal utilities): u_max − u_min = 3
+    assert min_edges_to_top(tu, CommonNeighbours()) == 3
+    # strictly above the best: u_max + 1 − u_min = 4
+    assert min_edges_to_top(tu, CommonNeighbours(), strict=True) == 4
     b = node_bound(tu, CommonNeighbours(), 1.0)
-    assert 0 < b < 1
+    assert 0 < b < node_bound(tu, CommonNeighbours(), 1.0, strict=True) < 1
 
 
 def test_mechanisms_respect_node_bound_on_wiki_vote(wiki_vote_path):

@@ -9,9 +9,10 @@ vector) and Lemma 10 (Laplace, two candidates).
 * Permute-and-flip: exact law ``P(i) = q_i ∫_0^1 Π_{j≠i}(1 − q_j s) ds`` (coins view, see
   mechanisms.py), integrated by Gauss–Legendre on geometric panels in ``s``.
 * A_L (Definition 8, continuous Laplace of scale b = S/ε): ``P(win in level g) = m_g ∫ f(y−u_g)
-  Π_h F(y−u_h)^{m_h} / F(y−u_g) dy`` by Gauss–Legendre on panels of width b/2 over
-  ``[u_max − 40b, u_max + 40b]`` (levels below ``u_max − 80b`` are dropped: they change the
-  result by less than ``N e^{−40}``). The released sampler uses discrete Laplace of the same
+  Π_h F(y−u_h)^{m_h} / F(y−u_g) dy`` by Gauss–Legendre (8 nodes) on panels of width ≤ b (the
+  20 highest levels, where the integrand has kinks, are panel edges) over
+  ``[u_max − 25b, u_max + 25b]`` (levels below ``u_max − 60b`` are dropped; both truncations
+  change the result by less than ``N e^{−25}``). The released sampler uses discrete Laplace of the same
   scale on integer-scaled utilities; for the experiments' scales the two agree to Monte-Carlo
   precision (tests).
 * Corollary 1 per target: the bound is minimised over every admissible c (one per utility
@@ -40,6 +41,7 @@ from searchveil.validate import check_int, check_positive
 __all__ = [
     "corollary1",
     "node_bound",
+    "min_utility_candidate_degree",
     "min_edges_to_top",
     "exponential_accuracy",
     "permute_and_flip_accuracy",
@@ -74,13 +76,20 @@ def corollary1(*, n: float, c: float, k: float, t: float, epsilon: float) -> flo
     return 1.0 - c * frac
 
 
-def min_edges_to_top(tu: TargetUtilities, utility: UtilityFunction) -> float:
-    """Edges (not incident to the target) that turn a minimum-utility candidate into the unique
-    maximum-utility candidate, by the construction in docs/privacy/social.md; ``inf`` when the
-    construction cannot do it."""
+def min_edges_to_top(tu: TargetUtilities, utility: UtilityFunction, *, strict: bool = False) -> float:
+    """Edges (none incident to the target) that lift a minimum-utility candidate x to the top
+    utility level, by the construction in docs/privacy/social.md; ``inf`` when it cannot.
+
+    ``strict=False`` (default) lets x *tie* with the best candidates: enough for recommenders
+    that give equal-utility candidates equal probability (every mechanism here, and any that
+    "only use the utilities", §5.3.2.3). ``strict=True`` makes x the unique maximum, as
+    Lemma 8 needs for an arbitrary monotone algorithm.
+    """
     vals, _ = tu.levels()
     vmax, vmin = int(vals[0]), int(vals[-1])
     if isinstance(utility, CommonNeighbours):
+        if not strict:
+            return float(vmax - vmin)
         if vmax + 1 <= tu.degree:
             return float(vmax + 1 - vmin)
         # u_max = d_r: cut one edge from every top node to N(r), connect x to all of N(r)
@@ -94,19 +103,43 @@ def min_edges_to_top(tu: TargetUtilities, utility: UtilityFunction) -> float:
     j = np.arange(1, avail.size + 1, dtype=np.float64)
     gain = vmin + j * q + p * np.cumsum(avail.astype(np.float64))
     rival = vmax + p * j  # x's neighbours gain γ per added edge (conservative: the top node)
-    ok = np.flatnonzero(gain > rival)
+    ok = np.flatnonzero(gain > rival if strict else gain >= rival)
     return float(ok[0] + 1) if ok.size else math.inf
 
 
-def node_bound(tu: TargetUtilities, utility: UtilityFunction, epsilon: float) -> float:
-    """Node-specific Corollary 1 bound (§5.5), minimised over c."""
+def min_utility_candidate_degree(tu: TargetUtilities, degrees: IntArray, order: IntArray) -> int:
+    """Smallest degree of a minimum-utility candidate (``order``: nodes by ascending degree)."""
+    if tu.n_zero > 0:
+        excluded = np.concatenate([tu.neighbours, tu.nodes, [tu.target]])
+        head = order[: excluded.size + 1]
+        free = head[~np.isin(head, excluded)]
+        return int(degrees[free[0]])
+    members = tu.nodes[tu.values == tu.values.min()]
+    return int(degrees[members].min())
+
+
+def node_bound(
+    tu: TargetUtilities,
+    utility: UtilityFunction,
+    epsilon: float,
+    *,
+    x_degree: int = 0,
+    strict: bool = False,
+) -> float:
+    """Node-specific Corollary 1 bound (§5.5), minimised over c.
+
+    For weighted paths the lifted node's ``x_degree`` neighbours gain utility too and may join
+    the high group of the modified graph, so ``k + 1`` becomes ``k + 1 + x_degree`` in Lemma 8
+    (common neighbours: only x changes).
+    """
     eps = float(epsilon_fraction(epsilon))
     vals, counts = tu.levels()
     if vals.size < 2 or vals[0] <= 0:
         return 1.0
-    t = min_edges_to_top(tu, utility)
+    t = min_edges_to_top(tu, utility, strict=strict)
     if math.isinf(t):
         return 1.0
+    extra = 0 if isinstance(utility, CommonNeighbours) else int(x_degree)
     n = float(counts.sum())
     ks = np.cumsum(counts)[:-1].astype(np.float64)  # k for c just reaching the next level
     cs = 1.0 - vals[1:].astype(np.float64) / float(vals[0])
@@ -114,7 +147,10 @@ def node_bound(tu: TargetUtilities, utility: UtilityFunction, epsilon: float) ->
     for c, k in zip(cs.tolist(), ks.tolist(), strict=True):
         if c <= 0:
             continue
-        best = min(best, corollary1(n=n, c=c, k=k, t=t, epsilon=eps))
+        # Lemma 8 with the high group of G2 of size at most k + 1 + extra
+        r = math.log(k + 1 + extra) - math.log(n - k) + eps * t
+        frac = math.exp(-r) / (1.0 + math.exp(-r)) if r > 0 else 1.0 / (1.0 + math.exp(r))
+        best = min(best, 1.0 - c * frac)
     return best
 
 
@@ -139,7 +175,7 @@ def exponential_accuracy(
     return float(np.dot(w, v) / w.sum() / v.max())
 
 
-def _geom_panels(scale: float, n_panels: int = 48, order: int = 10) -> tuple[FloatArray, FloatArray]:
+def _geom_panels(scale: float, n_panels: int = 32, order: int = 8) -> tuple[FloatArray, FloatArray]:
     edges = np.concatenate([[0.0], np.geomspace(min(1e-3 / scale, 0.5), 1.0, n_panels)])
     xs, ws = np.polynomial.legendre.leggauss(order)
     lo, hi = edges[:-1, None], edges[1:, None]
@@ -162,28 +198,34 @@ def permute_and_flip_accuracy(
     return float(np.dot(probs, v) / probs.sum() / v.max())
 
 
-def _lap_logcdf(z: FloatArray, b: float) -> FloatArray:
-    return np.where(z < 0, z / b - math.log(2.0), np.log1p(-0.5 * np.exp(-np.abs(z) / b)))
-
-
 def laplace_accuracy(
     values: npt.ArrayLike, counts: npt.ArrayLike, *, epsilon: float, sensitivity: float
 ) -> float:
     """A_L with continuous Laplace noise of scale ``S/ε`` (Definition 8)."""
     v, c = _levels(values, counts)
     b = float(sensitivity) / float(epsilon_fraction(epsilon))
-    keep = v >= v.max() - 80 * b
+    order = np.argsort(-v)
+    v, c = v[order], c[order]
+    keep = v >= v.max() - 60 * b
     v, c = v[keep], c[keep]
-    edges = np.arange(v.max() - 40 * b, v.max() + 40 * b + b / 2, b / 2)
+    edges = np.linspace(v.max() - 25 * b, v.max() + 25 * b, 51)
+    # the integrand has kinks at the levels: make the (up to 20) highest ones panel edges
+    kinks = v[:20][v[:20] > edges[0]]
+    edges = np.unique(np.concatenate([edges, kinks]))
     xs, ws = np.polynomial.legendre.leggauss(8)
     lo, hi = edges[:-1, None], edges[1:, None]
     y = (lo + (hi - lo) * 0.5 * (xs[None, :] + 1.0)).ravel()
     wy = ((hi - lo) * 0.5 * ws[None, :]).ravel()
     z = y[:, None] - v[None, :]  # nodes × levels
-    lf = _lap_logcdf(z, b)
+    neg = z < 0
+    az = np.abs(z) / b
+    e = np.exp(-az)
+    lf_pos = np.log1p(-0.5 * e)
+    lf = np.where(neg, -az - math.log(2.0), lf_pos)
     total = lf @ c
-    logpdf = -np.abs(z) / b - math.log(2 * b)
-    probs = c * (wy @ np.exp(total[:, None] - lf + logpdf))
+    # log f(z) − log F(z): −log b for z < 0, else −|z|/b − log 2b − log F(z)
+    ratio = np.where(neg, -math.log(b), -az - math.log(2 * b) - lf_pos)
+    probs = c * (wy @ np.exp(total[:, None] + ratio))
     return float(np.dot(probs, v) / probs.sum() / v.max())
 
 
