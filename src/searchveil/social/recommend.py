@@ -26,7 +26,13 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph, read_edge_list
 from searchveil.io.ledger import ReleaseWriter, build_ledger
 from searchveil.rng import RandomSource
-from searchveil.social.mechanisms import Mechanism, make_mechanism
+from searchveil.social.mechanisms import (
+    Mechanism,
+    PermuteAndFlip,
+    SmoothedSampling,
+    epsilon_fraction,
+    make_mechanism,
+)
 from searchveil.social.utility import UtilityFunction, target_utilities
 
 __all__ = ["recommend", "release_recommendations", "resolve_targets"]
@@ -50,6 +56,15 @@ def resolve_targets(graph: Graph, targets: Sequence[int] | None) -> npt.NDArray[
     if missing.size:
         raise InvalidParameterError("target", int(missing[0]), "a node id present in the graph")
     return pos.astype(np.int64)
+
+
+def _epsilon_spent(mech: Mechanism, utility: UtilityFunction) -> float:
+    """The mechanism's privacy map at the utility's sensitivity (ℓ∞ for permute-and-flip)."""
+    if isinstance(mech, PermuteAndFlip):
+        return mech.privacy(utility.linf_sensitivity())
+    if isinstance(mech, SmoothedSampling):
+        return float(epsilon_fraction(mech.epsilon))  # x is chosen per target with ε(x) ≤ ε
+    return mech.privacy(utility.l1_sensitivity())
 
 
 def recommend(
@@ -108,9 +123,7 @@ def release_recommendations(
             "recommended": graph.node_ids[rec[ok]],
         }
     )
-    per_target = float(mech.privacy(utility.l1_sensitivity())) if mech.name != "smoothing" else (
-        float(mech.epsilon)
-    )
+    per_target = _epsilon_spent(mech, utility)
     ledger = build_ledger(
         mechanism=f"social-{mech.name}",
         notion=NOTION,
