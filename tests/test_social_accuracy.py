@@ -47,8 +47,9 @@ def test_corollary1_thesis_example():
 @pytest.mark.parametrize("u1,u2,eps", [(2, 1, 1.0), (5, 0, 0.3), (3, 3, 2.0)])
 def test_lemma10_two_node_laplace(u1, u2, eps):
     p = laplace_two_nodes(u1, u2, eps)
-    got = laplace_accuracy([u1, u2] if u1 != u2 else [u1], [1, 1] if u1 != u2 else [2],
-                           epsilon=eps, sensitivity=1)
+    got = laplace_accuracy(
+        [u1, u2] if u1 != u2 else [u1], [1, 1] if u1 != u2 else [2], epsilon=eps, sensitivity=1
+    )
     assert got == pytest.approx((u1 * p + u2 * (1 - p)) / u1, rel=1e-6)
 
 
@@ -71,8 +72,9 @@ def test_integrals_agree_with_monte_carlo(levels, eps):
         ("permute_and_flip", permute_and_flip_accuracy),
     ]:
         exact = f(v, c, epsilon=eps, sensitivity=1.0)
-        mc = monte_carlo_accuracy(v, c, mechanism=name, epsilon=eps, sensitivity=1.0,
-                                  trials=trials, gen=gen)
+        mc = monte_carlo_accuracy(
+            v, c, mechanism=name, epsilon=eps, sensitivity=1.0, trials=trials, gen=gen
+        )
         assert exact == pytest.approx(mc, abs=tol), name
 
 

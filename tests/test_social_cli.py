@@ -31,12 +31,37 @@ def small_graph(tmp_path):
 
 
 def test_accuracy_thesis_example():
-    r = _run("social", "accuracy", "--nodes", 400000000, "--c", 0.99, "--k", 100, "--t", 150,
-             "--epsilon", 0.1)
+    r = _run(
+        "social",
+        "accuracy",
+        "--nodes",
+        400000000,
+        "--c",
+        0.99,
+        "--k",
+        100,
+        "--t",
+        150,
+        "--epsilon",
+        0.1,
+    )
     assert r.exit_code == 0, r.output
     assert "0.46" in r.output
-    r = _run("social", "accuracy", "--nodes", 400000000, "--c", 0.99, "--k", 100, "--t", 150,
-             "--epsilon", 0.1, "--json")
+    r = _run(
+        "social",
+        "accuracy",
+        "--nodes",
+        400000000,
+        "--c",
+        0.99,
+        "--k",
+        100,
+        "--t",
+        150,
+        "--epsilon",
+        0.1,
+        "--json",
+    )
     d = json.loads(r.output)
     assert d["accuracy_upper_bound_2dp"] == "0.46"
     assert d["accuracy_upper_bound"] == pytest.approx(0.45766, abs=1e-5)
@@ -51,9 +76,28 @@ def test_accuracy_bad_parameter_exits_2():
 @pytest.mark.parametrize("mechanism", ["exponential", "laplace", "permute_and_flip", "smoothing"])
 def test_recommend_writes_release_and_ledger(small_graph, tmp_path, mechanism):
     out = tmp_path / f"rec-{mechanism}"
-    r = _run("social", "recommend", "--graph", small_graph, "--out", out, "--epsilon", 1,
-             "--mechanism", mechanism, "--utility", "wp", "--gamma", "0.05",
-             "--degree-bound", 30, "--all-targets", "--seed", 1, "--json")
+    r = _run(
+        "social",
+        "recommend",
+        "--graph",
+        small_graph,
+        "--out",
+        out,
+        "--epsilon",
+        1,
+        "--mechanism",
+        mechanism,
+        "--utility",
+        "wp",
+        "--gamma",
+        "0.05",
+        "--degree-bound",
+        30,
+        "--all-targets",
+        "--seed",
+        1,
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["targets"] == d["graph"]["nodes"]
@@ -65,8 +109,11 @@ def test_recommend_writes_release_and_ledger(small_graph, tmp_path, mechanism):
         1 + 0.05 * 57
     )
     # a recommendation is never the target itself nor one of its neighbours
-    edges = {tuple(sorted(map(int, ln.split()))) for ln in small_graph.read_text().splitlines()
-             if not ln.startswith("#")}
+    edges = {
+        tuple(sorted(map(int, ln.split())))
+        for ln in small_graph.read_text().splitlines()
+        if not ln.startswith("#")
+    }
     for ln in rows[1:]:
         t, rec = map(int, ln.split("\t"))
         assert t != rec and tuple(sorted((t, rec))) not in edges
@@ -74,24 +121,54 @@ def test_recommend_writes_release_and_ledger(small_graph, tmp_path, mechanism):
 
 def test_recommend_errors_write_nothing(small_graph, tmp_path):
     out = tmp_path / "rec"
-    base = ("social", "recommend", "--graph", small_graph, "--out", out, "--epsilon", 1,
-            "--mechanism", "exponential")
+    base = (
+        "social",
+        "recommend",
+        "--graph",
+        small_graph,
+        "--out",
+        out,
+        "--epsilon",
+        1,
+        "--mechanism",
+        "exponential",
+    )
     assert _run(*base, "--target", 99999).exit_code == 2
     assert _run(*base).exit_code == 2  # no target
-    assert _run(*base, "--target", 100, "--utility", "wp", "--gamma", "0.05",
-                "--degree-bound", 2).exit_code == 2  # graph exceeds the declared bound
+    assert (
+        _run(
+            *base, "--target", 100, "--utility", "wp", "--gamma", "0.05", "--degree-bound", 2
+        ).exit_code
+        == 2
+    )  # graph exceeds the declared bound
     assert _run(*base[:-2], "--mechanism", "magic", "--target", 100).exit_code == 2
-    assert _run(*base[:-4], "--epsilon", 0, "--mechanism", "exponential",
-                "--target", 100).exit_code == 2
+    assert (
+        _run(*base[:-4], "--epsilon", 0, "--mechanism", "exponential", "--target", 100).exit_code
+        == 2
+    )
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rec")]
 
 
 def test_reproduce_small_graph(small_graph, tmp_path):
     report = tmp_path / "social.html"
-    r = _run("social", "reproduce", "--graph", small_graph, "--report", report,
-             "--epsilons", "0.5,3", "--gammas", "0.05", "--target-fraction", 0.5,
-             "--seed", 3, "--json")
+    r = _run(
+        "social",
+        "reproduce",
+        "--graph",
+        small_graph,
+        "--report",
+        report,
+        "--epsilons",
+        "0.5,3",
+        "--gammas",
+        "0.05",
+        "--target-fraction",
+        0.5,
+        "--seed",
+        3,
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert {"nodes", "edges", "max_degree"} <= d.keys()

@@ -32,7 +32,9 @@ def _node_probs(mech, tu) -> dict[int, float]:
     p = mech.level_probabilities(vals, counts, tu.scale)
     cand, v = tu.dense()
     idx = {int(x): i for i, x in enumerate(vals.tolist())}
-    return {int(c): float(p[idx[int(u)]] / counts[idx[int(u)]]) for c, u in zip(cand, v, strict=True)}
+    return {
+        int(c): float(p[idx[int(u)]] / counts[idx[int(u)]]) for c, u in zip(cand, v, strict=True)
+    }
 
 
 def _graphs(seed: int, n: int = 6, count: int = 3) -> list[np.ndarray]:

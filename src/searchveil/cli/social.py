@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,7 +35,9 @@ def _human_recommend(r: dict[str, Any]) -> None:
     t.add_column("")
     t.add_column("", justify="right")
     g = r["graph"]
-    t.add_row("graph", f"{g['nodes']:,} nodes, {g['edges']:,} edges, max degree {g['max_degree']:,}")
+    t.add_row(
+        "graph", f"{g['nodes']:,} nodes, {g['edges']:,} edges, max degree {g['max_degree']:,}"
+    )
     t.add_row("utility", r["utility"]["utility"])
     t.add_row("ε per target (edges not incident to it)", f"{r['epsilon_per_target']:.6g}")
     t.add_row("targets / recommended", f"{r['targets']:,} / {r['recommended']:,}")
@@ -115,7 +116,9 @@ def register(app: typer.Typer) -> None:
 
         def body() -> dict[str, Any]:
             if not target and not all_targets:
-                raise InvalidParameterError("target", None, "--target ID (repeatable) or --all-targets")
+                raise InvalidParameterError(
+                    "target", None, "--target ID (repeatable) or --all-targets"
+                )
             if target and all_targets:
                 raise InvalidParameterError("target", target, "either --target or --all-targets")
             util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
@@ -187,7 +190,9 @@ def register(app: typer.Typer) -> None:
             try:
                 eps = tuple(float(x) for x in epsilons.split(",") if x.strip())
             except ValueError:
-                raise InvalidParameterError("epsilons", epsilons, "comma-separated numbers") from None
+                raise InvalidParameterError(
+                    "epsilons", epsilons, "comma-separated numbers"
+                ) from None
             gam = tuple(x.strip() for x in gammas.split(",") if x.strip())
             cfg = ExperimentConfig(epsilons=eps, gammas=gam, target_fraction=fraction)
             ledger_path = ledger or (
@@ -217,6 +222,3 @@ def register(app: typer.Typer) -> None:
             return out
 
         emit(run(body), json_out, _human_reproduce)
-
-
-

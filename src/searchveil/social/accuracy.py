@@ -12,9 +12,10 @@ vector) and Lemma 10 (Laplace, two candidates).
   Π_h F(y−u_h)^{m_h} / F(y−u_g) dy`` by Gauss–Legendre (8 nodes) on panels of width ≤ b (the
   20 highest levels, where the integrand has kinks, are panel edges) over
   ``[u_max − 25b, u_max + 25b]`` (levels below ``u_max − 60b`` are dropped; both truncations
-  change the result by less than ``N e^{−25}``). The released sampler uses discrete Laplace of the same
-  scale on integer-scaled utilities; for the experiments' scales the two agree to Monte-Carlo
-  precision (tests).
+  change the result by less than ``N e^{−25}``). The released sampler uses discrete Laplace of
+  the same scale on integer-scaled utilities; its exact law is
+  ``LaplaceArgmax.level_probabilities`` (within ≈1% of this one at scale 1/ε, closer as the
+  integer scale grows; docs/privacy/social.md).
 * Corollary 1 per target: the bound is minimised over every admissible c (one per utility
   level) with k = #{u_i > (1−c)u_max}, n = number of candidates and t from an explicit edge
   construction (common neighbours / weighted paths; docs/privacy/social.md). Our t is the
@@ -76,7 +77,9 @@ def corollary1(*, n: float, c: float, k: float, t: float, epsilon: float) -> flo
     return 1.0 - c * frac
 
 
-def min_edges_to_top(tu: TargetUtilities, utility: UtilityFunction, *, strict: bool = False) -> float:
+def min_edges_to_top(
+    tu: TargetUtilities, utility: UtilityFunction, *, strict: bool = False
+) -> float:
     """Edges (none incident to the target) that lift a minimum-utility candidate x to the top
     utility level, by the construction in docs/privacy/social.md; ``inf`` when it cannot.
 

@@ -20,7 +20,6 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
 from typing import Any
 
 import numpy as np
@@ -234,8 +233,16 @@ def _findings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return
         v = r["_per_target"][series]
         ours = float((v < x).mean()) if op == "<" else float((v > x).mean())
-        out.append({"claim": claim, "thesis": thesis, "ours": ours, "utility": utility,
-                    "epsilon": eps, "series": series})
+        out.append(
+            {
+                "claim": claim,
+                "thesis": thesis,
+                "ours": ours,
+                "utility": utility,
+                "epsilon": eps,
+                "series": series,
+            }
+        )
 
     cn = "common_neighbours"
     add("A_E accuracy < 0.1 (G_WV, CN, ε=0.5)", "60% of nodes", cn, 0.5, "exponential", "<", 0.1)
@@ -243,20 +250,46 @@ def _findings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     add("A_E accuracy < 0.6 (G_WV, CN, ε=1)", "60% of nodes", cn, 1.0, "exponential", "<", 0.6)
     add("A_E accuracy < 0.1 (G_WV, CN, ε=1)", "45% of nodes", cn, 1.0, "exponential", "<", 0.1)
     add("bound < 0.4 (G_WV, CN, ε=1)", "≥ 30% of nodes", cn, 1.0, "bound", "<", 0.4)
-    add("A_E accuracy < 0.3 (G_WV, WP γ=0.0005, ε=1)", "> 60% of nodes",
-        "weighted_paths γ=0.0005", 1.0, "exponential", "<", 0.3)
+    add(
+        "A_E accuracy < 0.3 (G_WV, WP γ=0.0005, ε=1)",
+        "> 60% of nodes",
+        "weighted_paths γ=0.0005",
+        1.0,
+        "exponential",
+        "<",
+        0.3,
+    )
     for g in ("0.05", "0.005", "0.0005"):
-        add(f"bound > 0.5 (WP γ={g}, ε=3)", "≤ 52% of nodes (on G_T, Twitter)",
-            f"weighted_paths γ={g}", 3.0, "bound", ">", 0.5)
-        add(f"bound > 0.9 (WP γ={g}, ε=3)", "≤ 24% of nodes (on G_T, Twitter)",
-            f"weighted_paths γ={g}", 3.0, "bound", ">", 0.9)
+        add(
+            f"bound > 0.5 (WP γ={g}, ε=3)",
+            "≤ 52% of nodes (on G_T, Twitter)",
+            f"weighted_paths γ={g}",
+            3.0,
+            "bound",
+            ">",
+            0.5,
+        )
+        add(
+            f"bound > 0.9 (WP γ={g}, ε=3)",
+            "≤ 24% of nodes (on G_T, Twitter)",
+            f"weighted_paths γ={g}",
+            3.0,
+            "bound",
+            ">",
+            0.9,
+        )
     for r in runs:
         d = np.abs(r["_per_target"]["laplace"] - r["_per_target"]["exponential"])
-        out.append({
-            "claim": f"|A_L − A_E| mean over targets ({r['utility']}, ε={r['epsilon']:g})",
-            "thesis": "“nearly identical”", "ours": float(d.mean()), "utility": r["utility"],
-            "epsilon": r["epsilon"], "series": "laplace-exponential",
-        })
+        out.append(
+            {
+                "claim": f"|A_L − A_E| mean over targets ({r['utility']}, ε={r['epsilon']:g})",
+                "thesis": "“nearly identical”",
+                "ours": float(d.mean()),
+                "utility": r["utility"],
+                "epsilon": r["epsilon"],
+                "series": "laplace-exponential",
+            }
+        )
     return out
 
 
@@ -288,8 +321,9 @@ def experiment_ledger(graph: Graph, rng: RandomSource, config: ExperimentConfig)
                 "common_neighbours": 1.0,
                 **{
                     f"weighted_paths γ={g}": float(
-                        WeightedPaths(parse_gamma(g), max(int(graph.degrees.max()), 2))
-                        .l1_sensitivity()
+                        WeightedPaths(
+                            parse_gamma(g), max(int(graph.degrees.max()), 2)
+                        ).l1_sensitivity()
                     )
                     for g in config.gammas
                 },
@@ -377,44 +411,85 @@ def social_report(result: dict[str, Any]) -> str:
     series = ("exponential", "laplace", "permute_and_flip", "bound")
     cn = [r for r in runs if r["utility"] == "common_neighbours"]
     if cn:
-        body += ["<h2>Common neighbours (cf. Fig 5.1)</h2>",
-                 img(_cdf_plot(cn, "common neighbours", series), "CDF common neighbours")]
+        body += [
+            "<h2>Common neighbours (cf. Fig 5.1)</h2>",
+            img(_cdf_plot(cn, "common neighbours", series), "CDF common neighbours"),
+        ]
     for eps in sorted({r["epsilon"] for r in runs}):
         wp = [r for r in runs if r["utility"].startswith("weighted") and r["epsilon"] == eps]
         if wp:
-            body += [f"<h2>Weighted paths, ε = {eps:g} (cf. Figs 5.2, 5.3)</h2>",
-                     img(_cdf_plot(wp, f"weighted paths, ε = {eps:g}", series), "CDF weighted")]
+            body += [
+                f"<h2>Weighted paths, ε = {eps:g} (cf. Figs 5.2, 5.3)</h2>",
+                img(_cdf_plot(wp, f"weighted paths, ε = {eps:g}", series), "CDF weighted"),
+            ]
     fig54 = _get(runs, "common_neighbours", 0.5) or (cn[0] if cn else runs[0])
     body += ["<h2>Accuracy vs degree (cf. Fig 5.4)</h2>", img(_degree_plot(fig54), "degree")]
     rows = []
     for r in runs:
         for s in SERIES:
             q = r["summary"][s]
-            rows.append([r["utility"], f"{r['epsilon']:g}", LABELS[s], q["mean"], q["p10"],
-                         q["p25"], q["p50"], q["p75"], q["p90"], pct(q["frac_gt_0.5"])])
+            rows.append(
+                [
+                    r["utility"],
+                    f"{r['epsilon']:g}",
+                    LABELS[s],
+                    q["mean"],
+                    q["p10"],
+                    q["p25"],
+                    q["p50"],
+                    q["p75"],
+                    q["p90"],
+                    pct(q["frac_gt_0.5"]),
+                ]
+            )
     body += [
         "<h2>Accuracy quantiles per mechanism</h2>",
-        table(["utility", "ε", "mechanism", "mean", "p10", "p25", "median", "p75", "p90",
-               "> 0.5"], rows, left=3),
+        table(
+            ["utility", "ε", "mechanism", "mean", "p10", "p25", "median", "p75", "p90", "> 0.5"],
+            rows,
+            left=3,
+        ),
         "<h2>Permute-and-flip vs the exponential mechanism</h2>",
         "<p>Permute-and-flip uses coins exp(ε(u − u*)/(2Δ∞)) (McKenna &amp; Sheldon); it is "
         "never worse than the exponential mechanism with the same exponent ε/(2Δ∞) "
         "(“EM at ε/(2Δ∞)”). The thesis's A_E uses ε/S with S the ℓ1 sensitivity, valid because "
         "these utilities are monotone, so it can beat both.</p>",
         table(
-            ["utility", "ε", "mean PF − A_E", "targets PF > A_E", "mean PF − EM(ε/2Δ∞)",
-             "min PF − EM(ε/2Δ∞)"],
-            [[r["utility"], f"{r['epsilon']:g}", r["permute_and_flip_gain"]["mean_pf_minus_ae"],
-              pct(r["permute_and_flip_gain"]["frac_targets_pf_better_than_ae"]),
-              r["permute_and_flip_gain"]["mean_pf_minus_em_same_base"],
-              r["permute_and_flip_gain"]["min_pf_minus_em_same_base"]] for r in runs],
-            left=2, raw=True,
+            [
+                "utility",
+                "ε",
+                "mean PF − A_E",
+                "targets PF > A_E",
+                "mean PF − EM(ε/2Δ∞)",
+                "min PF − EM(ε/2Δ∞)",
+            ],
+            [
+                [
+                    r["utility"],
+                    f"{r['epsilon']:g}",
+                    r["permute_and_flip_gain"]["mean_pf_minus_ae"],
+                    pct(r["permute_and_flip_gain"]["frac_targets_pf_better_than_ae"]),
+                    r["permute_and_flip_gain"]["mean_pf_minus_em_same_base"],
+                    r["permute_and_flip_gain"]["min_pf_minus_em_same_base"],
+                ]
+                for r in runs
+            ],
+            left=2,
+            raw=True,
         ),
         "<h2>The thesis's findings beside ours</h2>",
-        table(["claim", "thesis", "ours (this graph)"],
-              [[esc(f["claim"]), esc(f["thesis"]),
-                pct(f["ours"]) if f["series"] != "laplace-exponential" else fmt(f["ours"])]
-               for f in result["findings"]], raw=True),
+        table(
+            ["claim", "thesis", "ours (this graph)"],
+            [
+                [
+                    esc(f["claim"]),
+                    esc(f["thesis"]),
+                    pct(f["ours"]) if f["series"] != "laplace-exponential" else fmt(f["ours"]),
+                ]
+                for f in result["findings"]
+            ],
+            raw=True,
+        ),
     ]
     return page(
         "Private social recommendations — Korolova thesis §5.5",
@@ -425,6 +500,3 @@ def social_report(result: dict[str, Any]) -> str:
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:
     return read_edge_list(path, undirected=True)
-
-
-

@@ -36,6 +36,7 @@ Mechanisms and their exact samplers (details and proofs in docs/privacy/social.m
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -75,13 +76,17 @@ MECHANISM_NAMES = ("exponential", "laplace", "permute_and_flip", "smoothing")
 
 def epsilon_fraction(epsilon: float) -> Fraction:
     """ε as an exact rational no larger than the value given (denominator ≤ 10^6)."""
-    eps = check_positive("epsilon", epsilon)
+    return _epsilon_fraction(check_positive("epsilon", epsilon))
+
+
+@functools.lru_cache(maxsize=256)
+def _epsilon_fraction(eps: float) -> Fraction:
     exact = Fraction(repr(eps))
     approx = exact.limit_denominator(10**6)
     if approx > exact:
         approx = Fraction(math.floor(exact * 10**6), 10**6)
     if approx <= 0:
-        raise InvalidParameterError("epsilon", epsilon, "a number >= 1e-6")
+        raise InvalidParameterError("epsilon", eps, "a number >= 1e-6")
     return approx
 
 
@@ -159,7 +164,9 @@ class ExponentialMechanism:
             self.sensitivity
         )
 
-    def level_probabilities(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int) -> FloatArray:
+    def level_probabilities(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int
+    ) -> FloatArray:
         v, c = _check_levels(values, counts)
         a = float(epsilon_fraction(self.epsilon)) / (float(self.sensitivity) * scale)
         logw = np.log(c.astype(np.float64)) + a * (v - v.max()).astype(np.float64)
@@ -167,7 +174,9 @@ class ExponentialMechanism:
         w = np.exp(logw)
         return np.asarray(w / w.sum(), dtype=np.float64)
 
-    def sample_level(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource) -> int:
+    def sample_level(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource
+    ) -> int:
         """Index of a level drawn exactly ∝ ``m_g exp(ε u_g / S)`` (dyadic-envelope rejection)."""
         v, c = _check_levels(values, counts)
         nums, den = _rates(v, epsilon_fraction(self.epsilon), self.sensitivity * scale)
@@ -181,7 +190,9 @@ class ExponentialMechanism:
                 continue
             if ks[g] == 0 or bool(bernoulli_two_over_e(ks[g], rng).all()):
                 return g
-        raise InternalError("exponential-mechanism rejection sampler did not accept")  # pragma: no cover
+        raise InternalError(
+            "exponential-mechanism rejection sampler did not accept"
+        )  # pragma: no cover
 
     def recommend(self, tu: TargetUtilities, rng: RandomSource) -> int:
         v, c = _levels_of(tu)
@@ -220,7 +231,9 @@ class PermuteAndFlip:
         a = float(epsilon_fraction(self.epsilon)) / (2.0 * float(self.sensitivity) * scale)
         return np.asarray(np.exp(a * (v - v.max()).astype(np.float64)), dtype=np.float64)
 
-    def level_probabilities(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int) -> FloatArray:
+    def level_probabilities(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int
+    ) -> FloatArray:
         """Exact for tiny inputs: ``P(i) = q_i ∫_0^1 Π_{j≠i}(1 − q_j s) ds`` (polynomial,
         integrated exactly by Gauss–Legendre with enough nodes)."""
         v, c = _check_levels(values, counts)
@@ -237,7 +250,9 @@ class PermuteAndFlip:
             out[g] = c[g] * q[g] * float(np.dot(w, prod))
         return out
 
-    def sample_level(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource) -> int:
+    def sample_level(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource
+    ) -> int:
         v, c = _check_levels(values, counts)
         nums, den = _rates(v, epsilon_fraction(self.epsilon), 2 * self.sensitivity * scale)
         num_arr = np.repeat(np.asarray(nums, dtype=np.uint64), c)
@@ -277,13 +292,17 @@ class LaplaceArgmax:
 
     def noise(self, scale: int) -> DiscreteLaplace:
         """The discrete Laplace of scale ``S·scale/ε`` in integer utility units."""
-        return DiscreteLaplace(scale=float(self.sensitivity * scale / epsilon_fraction(self.epsilon)))
+        return DiscreteLaplace(
+            scale=float(self.sensitivity * scale / epsilon_fraction(self.epsilon))
+        )
 
     def privacy(self, sensitivity: Fraction | float, scale: int = 1) -> float:
         """ε spent on integer utilities of ℓ1 sensitivity ``sensitivity·scale``."""
         return self.noise(scale).epsilon(float(_check_sensitivity(sensitivity) * scale))
 
-    def level_probabilities(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int) -> FloatArray:
+    def level_probabilities(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int
+    ) -> FloatArray:
         """Exact output law for small inputs with the *effective* discrete-Laplace scale:
         ``P(i) = Σ_y P(X_i = y) ∫_0^1 Π_{j≠i} (F_j(y−1) + t·P(X_j = y)) dt`` (uniform ties)."""
         v, c = _check_levels(values, counts)
@@ -308,7 +327,9 @@ class LaplaceArgmax:
             out[g] = c[g] * float(np.dot(pmf[g], inner))
         return out
 
-    def sample_level(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource) -> int:
+    def sample_level(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource
+    ) -> int:
         v, c = _check_levels(values, counts)
         lap = self.noise(scale)
         noisy = np.repeat(v, c) + lap.sample(int(c.sum()), rng)
@@ -353,11 +374,14 @@ class SmoothedSampling:
         check_positive("epsilon", self.epsilon)
 
     def privacy(self, n_candidates: int) -> float:
-        """Theorem 7: ``ln(1 + n x/(1−x))`` for the x used with ``n`` candidates (any sensitivity)."""
+        """Theorem 7: ``ln(1 + n x/(1−x))`` for the x used with ``n`` candidates (any
+        sensitivity)."""
         x = float(smoothing_x(self.epsilon, n_candidates))
         return math.log1p(n_candidates * x / (1 - x))
 
-    def level_probabilities(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int) -> FloatArray:
+    def level_probabilities(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int
+    ) -> FloatArray:
         v, c = _check_levels(values, counts)
         n = int(c.sum())
         x = float(smoothing_x(self.epsilon, n))
@@ -365,7 +389,9 @@ class SmoothedSampling:
         p[int(np.argmax(v))] += x
         return np.asarray(p, dtype=np.float64)
 
-    def sample_level(self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource) -> int:
+    def sample_level(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource
+    ) -> int:
         v, c = _check_levels(values, counts)
         n = int(c.sum())
         x = smoothing_x(self.epsilon, n)

@@ -61,7 +61,9 @@ def parse_gamma(gamma: str | float | Fraction) -> Fraction:
     except (ValueError, ZeroDivisionError):
         raise InvalidParameterError("gamma", gamma, "a rational number in (0, 1)") from None
     if not (0 < g < 1) or g.denominator > 10**9:
-        raise InvalidParameterError("gamma", gamma, "a rational number in (0, 1), denominator ≤ 1e9")
+        raise InvalidParameterError(
+            "gamma", gamma, "a rational number in (0, 1), denominator ≤ 1e9"
+        )
     return g
 
 
@@ -290,7 +292,9 @@ def target_utilities(
     utility.check_graph(graph)
     t = np.asarray(targets, dtype=np.int64).ravel()
     if t.size and (t.min() < 0 or t.max() >= graph.n_nodes):
-        raise InvalidParameterError("targets", "out of range", f"node indices in [0, {graph.n_nodes})")
+        raise InvalidParameterError(
+            "targets", "out of range", f"node indices in [0, {graph.n_nodes})"
+        )
     if chunk < 1:
         raise InvalidParameterError("chunk", chunk, "an integer >= 1")
     adj = _int_adjacency(graph)
