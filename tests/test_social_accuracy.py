@@ -152,3 +152,19 @@ def test_weighted_paths_t_is_valid_construction():
     tu = _star_tu(wp)
     t = min_edges_to_top(tu, wp)
     assert 1 <= t <= tu.degree
+
+
+def test_discrete_laplace_law_approaches_definition_8():
+    """The released A_L (discrete Laplace on integer utilities) vs the continuous Definition 8:
+    about 1% apart at integer scale 1, within 1e-3 once utilities are scaled by 20."""
+    from searchveil.social.mechanisms import LaplaceArgmax
+
+    v, c = np.array([5, 3, 2, 1, 0]), np.array([1, 2, 3, 10, 20])
+    for eps in (0.5, 1.0, 3.0):
+        cont = laplace_accuracy(v, c, epsilon=eps, sensitivity=1)
+        m = LaplaceArgmax(epsilon=eps, sensitivity=Fraction(1))
+        coarse = float(m.level_probabilities(v, c, 1) @ v) / 5
+        assert abs(coarse - cont) < 0.02
+        if eps == 3.0:
+            fine = float(m.level_probabilities(v * 20, c, 20) @ (v * 20)) / 100
+            assert abs(fine - cont) < 1e-3
