@@ -161,6 +161,7 @@ def test_bernoulli_primitives_exact_rates():
     assert abs(got - math.exp(-7 / 3)) < 5 * math.sqrt(0.25 / n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["exponential", "permute_and_flip", "laplace", "smoothing"])
 def test_statistical_audit(name):
     """Empirical ε lower bound (Clopper–Pearson, α = 1e-6) on the most sensitive event of the
