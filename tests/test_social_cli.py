@@ -187,3 +187,19 @@ def test_reproduce_small_graph(small_graph, tmp_path):
 def test_reproduce_needs_an_output(small_graph):
     r = _run("social", "reproduce", "--graph", small_graph)
     assert r.exit_code == 2
+
+
+def test_public_api_and_doc_example(wiki_vote_path):
+    import searchveil.social as social
+    from searchveil.io.graphs import read_edge_list
+    from searchveil.rng import make_rng
+
+    for name in social.__all__:
+        assert getattr(social, name) is not None
+    # the Python example of docs/social.md
+    g = read_edge_list(wiki_vote_path, undirected=True)
+    cn = social.CommonNeighbours()
+    mech = social.ExponentialMechanism(epsilon=1.0, sensitivity=cn.l1_sensitivity())
+    for tu in social.target_utilities(g, cn, [0, 1, 2]):
+        rec = mech.recommend(tu, make_rng())
+        assert rec != tu.target and rec not in set(tu.neighbours.tolist())
