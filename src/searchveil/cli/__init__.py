@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "searchveil.cli.evaluate",
     "searchveil.cli.demo",
     "searchveil.cli.attack_ads",
+    "searchveil.cli.social",
 ]
 
 
