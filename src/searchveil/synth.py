@@ -60,13 +60,16 @@ import polars as pl
 from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
 from searchveil.model import SearchLog, query_events
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int
+from searchveil.validate import check_choice, check_int, check_probability
 
 OUTPUT_FORMATS = ("tsv", "tsv.gz", "parquet")
 STRING_MODES = ("real", "opaque")
 _MAX_URL_RANK = 10
 _MAX_CLICKS = 30
 _MAX_QUERY_LEN = 6
+_MAX_HEAD_VOCAB = 50_000_000
+HEAD_MASS_MAX = 0.9
+_MIN_TAIL_WORDS = 3
 _U64 = np.uint64
 
 
@@ -92,6 +95,10 @@ class SynthModel:
     word_probs: list[float]
     query_len_probs: list[float]
     head_queries: list[str] = field(default_factory=list)
+    head_probs: list[float] = field(default_factory=list)
+    head_alpha: float = 1.0
+    head_gamma: float = 1.0
+    head_mass_max: float = 0.9
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -113,6 +120,10 @@ class SynthModel:
             "head_zipf_s": self.head_zipf_s,
             "head_vocab": self.head_vocab,
             "heaps_beta": self.heaps_beta,
+            "pinned_head_queries": len(self.head_probs),
+            "pinned_head_mass": float(sum(self.head_probs)),
+            "head_alpha": self.head_alpha,
+            "head_gamma": self.head_gamma,
             "clicks_per_event_mean": float((np.arange(cpe.size) * cpe).sum()),
             "no_click_share": float(cpe[0]) if cpe.size else 0.0,
             "url_rank_probs": [round(p, 4) for p in self.url_rank_probs],
@@ -137,7 +148,85 @@ def _zipf_exponent(holders: npt.NDArray[np.int64]) -> float:
     return float(min(max(-slope, 0.3), 3.0))
 
 
-def fit(log: SearchLog, *, rng: RandomSource, max_words: int = 50_000) -> SynthModel:
+def hold_probability(
+    p: npt.ArrayLike, events: npt.ArrayLike, repeat_rate: float
+) -> npt.NDArray[np.float64]:
+    """P(a synthetic user with ``events`` query events ever issues a query whose per-draw
+    probability is ``p``), under the generator: the first event and each later event with
+    probability 1 − ``repeat_rate`` are fresh draws, so the user makes F = 1 + Bin(n−1, 1−r)
+    independent draws and P(hold) = 1 − E[(1−p)^F] = 1 − (1−p)(1 − (1−r)p)^(n−1).
+    Broadcasts ``p`` (…, 1) against ``events`` (n,)."""
+    pp = np.asarray(p, dtype=np.float64)
+    n = np.asarray(events, dtype=np.float64)
+    return -np.expm1(np.log1p(-pp) + (n - 1.0) * np.log1p(-(1.0 - repeat_rate) * pp))
+
+
+def exposure(events: npt.ArrayLike, repeat_rate: float, gamma: float) -> npt.NDArray[np.float64]:
+    """Per-user scale w = E^(γ−1) of the head probabilities, E = 1 + (n−1)(1−r) the expected
+    number of fresh draws of a user with n events (w = 1 for a one-event user)."""
+    n = np.asarray(events, dtype=np.float64)
+    return (1.0 + (np.maximum(n, 1.0) - 1.0) * (1.0 - repeat_rate)) ** (gamma - 1.0)
+
+
+def _match_head(
+    holders: npt.NDArray[np.float64],
+    events: npt.NDArray[np.int64],
+    repeat_rate: float,
+    gamma: float,
+) -> npt.NDArray[np.float64]:
+    """Per-draw probabilities p_k (for a one-event user) with Σ_u P(hold | n_u, w_u·p_k) =
+    holders_k: moment matching on the calibration users' own activity (vectorised bisection)."""
+    w = exposure(events, repeat_rate, gamma)[None, :]
+    lo = np.zeros(holders.size)
+    hi = np.ones(holders.size)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        q = np.minimum(mid[:, None] * w, 1.0 - 1e-12)
+        e = hold_probability(q, events[None, :], repeat_rate).sum(axis=1)
+        big = e > holders
+        hi = np.where(big, mid, hi)
+        lo = np.where(big, lo, mid)
+    return (lo + hi) / 2
+
+
+def _fit_gamma(
+    held: npt.NDArray[np.float64], events: npt.NDArray[np.int64], repeat_rate: float
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """Maximum-likelihood γ on a grid (0.2..1.0 by 0.02) for the user × pinned-query holding
+    matrix ``held``, with p_k moment-matched at each γ. Returns (γ, p)."""
+    h = held.sum(axis=1)
+    best: tuple[float, float, npt.NDArray[np.float64]] | None = None
+    for g in np.round(np.arange(0.2, 1.0001, 0.02), 2):
+        p = _match_head(h, events, repeat_rate, float(g))
+        q = np.minimum(p[:, None] * exposure(events, repeat_rate, float(g))[None, :], 1 - 1e-12)
+        pr = np.clip(hold_probability(q, events[None, :], repeat_rate), 1e-12, 1 - 1e-12)
+        ll = float((held * np.log(pr) + (1 - held) * np.log1p(-pr)).sum())
+        if best is None or ll > best[0]:
+            best = (ll, float(g), p)
+    assert best is not None
+    return best[1], best[2]
+
+
+def user_share_curve(events: pl.DataFrame, top: int = 100) -> npt.NDArray[np.float64]:
+    """The top-``top`` curve of users-per-query / users (most held first) of a frame of query
+    events with columns ``user`` and ``query`` (e.g. :func:`searchveil.model.query_events`)."""
+    n_users = events.get_column("user").n_unique()
+    h = (
+        events.select("user", "query").unique().group_by("query").len()
+        .get_column("len").sort(descending=True).head(top).to_numpy()
+    )  # fmt: skip
+    return h.astype(np.float64) / max(n_users, 1)
+
+
+def fit(
+    log: SearchLog,
+    *,
+    rng: RandomSource,
+    max_words: int = 50_000,
+    min_head_users: int = 3,
+    max_head_strings: int = 20_000,
+    head_mass_max: float = HEAD_MASS_MAX,
+) -> SynthModel:
     """Estimate a :class:`SynthModel` from a real log (``rng`` draws the Heaps subsamples)."""
     ev = query_events(log)
     if ev.height == 0:
@@ -157,6 +246,33 @@ def fit(log: SearchLog, *, rng: RandomSource, max_words: int = 50_000) -> SynthM
     tail_rate = 1.0 - int(shared.get_column("len").sum()) / max(uq.height, 1)
     s = _zipf_exponent(shared.get_column("len").to_numpy())
     head_vocab = max(shared.height, 1)
+    # The real head: per-draw probabilities of the queries held by >= min_head_users users,
+    # matched to their user counts at the sample's own activity; the spelling list is every
+    # real query of the sample, most users (then most events) first.
+    check_int("min_head_users", min_head_users, minimum=2)
+    ranked = (
+        ev.group_by("query")
+        .agg(pl.col("user").n_unique().alias("h"), pl.len().alias("e"))
+        .sort(["h", "e", "query"], descending=[True, True, False])
+    )
+    pinned_q = ranked.filter(pl.col("h") >= min_head_users).get_column("query")
+    per_user = ev.group_by("user").len().sort("user")
+    epu_arr = per_user.get_column("len").to_numpy().astype(np.int64)
+    gamma, head_probs = 1.0, np.zeros(0)
+    if pinned_q.len():
+        pairs = (
+            uq.filter(pl.col("query").is_in(pinned_q.implode()))
+            .join(per_user.with_row_index("ui").select("user", "ui"), on="user")
+            .join(pl.DataFrame({"query": pinned_q}).with_row_index("qi"), on="query")
+        )
+        held = np.zeros((pinned_q.len(), per_user.height))
+        held[pairs.get_column("qi").to_numpy(), pairs.get_column("ui").to_numpy()] = 1.0
+        gamma, head_probs = _fit_gamma(held, epu_arr, repeat_rate)
+    alpha = s
+    if head_probs.size >= 3:
+        r = np.arange(1, head_probs.size + 1, dtype=np.float64)
+        alpha = float(-np.polyfit(np.log(r), np.log(head_probs), 1)[0])
+    alpha = float(min(max(alpha, 0.5), 1.5))
 
     # Heaps: distinct shared queries in random user subsets (1/4, 1/2, all).
     gen = rng.numpy_generator()
@@ -241,7 +357,11 @@ def fit(log: SearchLog, *, rng: RandomSource, max_words: int = 50_000) -> SynthM
         words=words.get_column("w").to_list(),
         word_probs=(wp / wp.sum()).tolist(),
         query_len_probs=qlp.tolist(),
-        head_queries=shared.get_column("query").to_list(),
+        head_queries=ranked.get_column("query").head(max_head_strings).to_list(),
+        head_probs=[float(x) for x in head_probs],
+        head_alpha=alpha,
+        head_gamma=gamma,
+        head_mass_max=float(check_probability("head_mass_max", head_mass_max)),
     )
 
 
@@ -296,6 +416,9 @@ class _Speller:
             self.head = pl.Series("q", [], dtype=pl.String)
         self.head_vocab = head_size
         self.word_alias = _Alias(np.asarray(model.word_probs, dtype=float))
+        # words of synthetic (non-listed) queries: the word law tempered (p^½), so that
+        # millions of ≥3-word spellings stay distinct instead of colliding on frequent words
+        self.tail_word_alias = _Alias(np.sqrt(np.asarray(model.word_probs, dtype=float)))
         self.len_alias = _Alias(np.asarray(model.query_len_probs, dtype=float))
 
     def queries(self, keys: npt.NDArray[np.uint64]) -> pl.Series:
@@ -306,16 +429,17 @@ class _Speller:
 
         base = _mix(keys ^ _U64(0x51A7))
         length = self.len_alias.from_hash(base) + 1
-        # tail queries are meant to be unique: one-word spellings drawn from the word law would
-        # collide on frequent words ("in", "of") and invent a fake head, so the tail has ≥ 2
-        length = np.where(keys >= _U64(self.head_vocab), np.maximum(length, 2), length)
+        # keys without a real spelling are meant to be distinct queries: short spellings drawn
+        # from the word law would collide on frequent words ("in", "of", "county of") and
+        # invent a fake head, so they get >= 3 words from the tempered word law
+        length = np.maximum(length, _MIN_TAIL_WORDS)
         offsets = np.zeros(keys.size + 1, dtype=np.int64)
         np.cumsum(length, out=offsets[1:])
         flat_key = np.repeat(base, length)
         j = np.arange(offsets[-1], dtype=np.uint64) - np.repeat(offsets[:-1], length).astype(
             np.uint64
         )
-        widx = self.word_alias.from_hash(_mix(flat_key + j + _U64(1)))
+        widx = self.tail_word_alias.from_hash(_mix(flat_key + j + _U64(1)))
         values = self.words.gather(widx).to_arrow()
         lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
         spelled = pl.Series(pl.from_arrow(lists)).list.join(" ")
@@ -359,15 +483,33 @@ def _plan(model: SynthModel, users: int, rows: int | None) -> _Plan:
         expected = users * float(epu.mean()) * rows_per_event
         scale = rows / expected
     vocab = max(1, int(round(model.head_vocab * (users / model.sample_users) ** model.heaps_beta)))
-    vocab = min(vocab, 50_000_000)
-    ranks = np.arange(1, vocab + 1, dtype=float)
-    w = ranks ** (-model.head_zipf_s)
-    head_cum = np.cumsum(w)
-    head_cum /= head_cum[-1]
+    vocab = min(vocab, _MAX_HEAD_VOCAB)
+    head_cum = _head_law(model, vocab)
     cpe_cum = np.cumsum(cpe) / cpe.sum()
     url_cum = np.cumsum(np.asarray(model.url_rank_probs, dtype=float))
     url_cum /= url_cum[-1]
-    return _Plan(users, rows, scale, vocab, head_cum, cpe_cum, url_cum, epu)
+    return _Plan(users, rows, scale, head_cum.size, head_cum, cpe_cum, url_cum, epu)
+
+
+def _head_law(model: SynthModel, vocab: int) -> npt.NDArray[np.float64]:
+    """Cumulative per-draw probabilities of the head keys 0..V−1 (a fresh draw u ∈ [0, 1) is
+    head key ``searchsorted(cum, u, 'right')`` when u < cum[-1], else a unique tail query).
+
+    Pinned ranks 1..K keep the fitted probabilities at every population size, so the share of
+    users holding each of them does not shrink as users are added; ranks K+1..V continue the
+    pinned law, p_k = p_K·(k/K)^(−α), with V growing as the sample's shared vocabulary
+    (Heaps, β). The head mass is capped at ``model.head_mass_max`` (V is cut where it is reached)."""
+    pinned = np.asarray(model.head_probs, dtype=np.float64)
+    if pinned.size == 0:  # a model without a pinned head (older JSON): Zipf(s) at 1 − tail
+        w = np.arange(1, vocab + 1, dtype=np.float64) ** (-model.head_zipf_s)
+        return np.cumsum(w) / w.sum() * (1.0 - model.tail_rate)
+    k0 = pinned.size
+    n = max(vocab, k0)
+    ranks = np.arange(k0 + 1, n + 1, dtype=np.float64)
+    cont = pinned[-1] * (ranks / k0) ** (-model.head_alpha)
+    cum = np.cumsum(np.concatenate([pinned, cont]))
+    cut = int(np.searchsorted(cum, model.head_mass_max, side="right"))
+    return cum[: max(cut, 1)]
 
 
 def _chunk(
@@ -399,9 +541,12 @@ def _chunk(
             break
         ptr = nxt
 
-    tail = gen.random(total) < model.tail_rate
+    # a fresh draw u is head key searchsorted(cum, u / w) for the user's exposure w (so the
+    # user's head probabilities are w·p_k) and a unique tail query past the head mass
+    w_ev = np.repeat(exposure(n_ev, model.repeat_rate, model.head_gamma), n_ev)
+    keys = np.searchsorted(plan.head_cum, gen.random(total) / w_ev, side="right").astype(_U64)
+    tail = keys >= _U64(plan.head_vocab)
     n_tail = int(tail.sum())
-    keys = np.searchsorted(plan.head_cum, gen.random(total), side="right").astype(np.uint64)
     keys[tail] = _U64(plan.head_vocab + tail_offset) + np.arange(n_tail, dtype=np.uint64)
     keys = keys[ptr]
 
