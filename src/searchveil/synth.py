@@ -48,7 +48,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from queue import Queue
 from typing import Any
@@ -68,7 +68,7 @@ _MAX_URL_RANK = 10
 _MAX_CLICKS = 30
 _MAX_QUERY_LEN = 6
 _MAX_HEAD_VOCAB = 50_000_000
-HEAD_MASS_MAX = 0.9
+HEAD_MASS_MAX = 0.5
 _MIN_TAIL_WORDS = 3
 _U64 = np.uint64
 
@@ -98,6 +98,8 @@ class SynthModel:
     head_probs: list[float] = field(default_factory=list)
     head_alpha: float = 1.0
     head_gamma: float = 1.0
+    head_join: float = 0.0
+    head_join_exposure: float = 1.0
     head_mass_max: float = 0.9
 
     def to_json(self) -> str:
@@ -268,6 +270,10 @@ def fit(
         held = np.zeros((pinned_q.len(), per_user.height))
         held[pairs.get_column("qi").to_numpy(), pairs.get_column("ui").to_numpy()] = 1.0
         gamma, head_probs = _fit_gamma(held, epu_arr, repeat_rate)
+    # the sample's average exposure per fresh draw, where the continuation joins the pinned law
+    fresh = 1.0 + (epu_arr - 1.0) * (1.0 - repeat_rate)
+    w_bar = float((fresh * exposure(epu_arr, repeat_rate, gamma)).sum() / fresh.sum())
+    join = float(head_probs[-1]) * w_bar if head_probs.size else 0.0
     alpha = s
     if head_probs.size >= 3:
         r = np.arange(1, head_probs.size + 1, dtype=np.float64)
@@ -361,6 +367,8 @@ def fit(
         head_probs=[float(x) for x in head_probs],
         head_alpha=alpha,
         head_gamma=gamma,
+        head_join=join,
+        head_join_exposure=w_bar,
         head_mass_max=float(check_probability("head_mass_max", head_mass_max)),
     )
 
@@ -468,7 +476,8 @@ class _Plan:
     rows_target: int | None
     activity_scale: float
     head_vocab: int
-    head_cum: npt.NDArray[np.float64]
+    pin_cum: npt.NDArray[np.float64]
+    cont_cum: npt.NDArray[np.float64]
     cpe_cum: npt.NDArray[np.float64]
     url_cum: npt.NDArray[np.float64]
     epu: npt.NDArray[np.int64]
@@ -484,32 +493,40 @@ def _plan(model: SynthModel, users: int, rows: int | None) -> _Plan:
         scale = rows / expected
     vocab = max(1, int(round(model.head_vocab * (users / model.sample_users) ** model.heaps_beta)))
     vocab = min(vocab, _MAX_HEAD_VOCAB)
-    head_cum = _head_law(model, vocab)
+    pin_cum, cont_cum = _head_law(model, vocab)
     cpe_cum = np.cumsum(cpe) / cpe.sum()
     url_cum = np.cumsum(np.asarray(model.url_rank_probs, dtype=float))
     url_cum /= url_cum[-1]
-    return _Plan(users, rows, scale, head_cum.size, head_cum, cpe_cum, url_cum, epu)
+    return _Plan(
+        users, rows, scale, pin_cum.size + cont_cum.size, pin_cum, cont_cum, cpe_cum, url_cum, epu
+    )
 
 
-def _head_law(model: SynthModel, vocab: int) -> npt.NDArray[np.float64]:
-    """Cumulative per-draw probabilities of the head keys 0..V−1 (a fresh draw u ∈ [0, 1) is
-    head key ``searchsorted(cum, u, 'right')`` when u < cum[-1], else a unique tail query).
+def _head_law(
+    model: SynthModel, vocab: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Cumulative per-draw probabilities of the pinned head (ranks 1..K, for a one-event user;
+    a user draws them with probabilities w·p_k, w = :func:`exposure`) and of the continuation
+    (ranks K+1..V, the same for every user).
 
-    Pinned ranks 1..K keep the fitted probabilities at every population size, so the share of
-    users holding each of them does not shrink as users are added; ranks K+1..V continue the
-    pinned law, p_k = p_K·(k/K)^(−α), with V growing as the sample's shared vocabulary
-    (Heaps, β). The head mass is capped at ``model.head_mass_max`` (V is cut where it is reached)."""
+    Pinned ranks keep their fitted probabilities at every population size, so the share of
+    users holding each of them does not shrink as users are added. The continuation goes on
+    from the pinned law at the sample's average exposure, p_k = c0·(k/(K+1))^(−α), with V
+    growing as the sample's shared vocabulary (Heaps, β); its mass is capped at
+    ``head_mass_max`` − (average exposure)·(pinned mass) (V is cut where the cap is reached).
+    A model without a pinned head (older JSON) gets Zipf(s) at mass 1 − ``tail_rate``."""
     pinned = np.asarray(model.head_probs, dtype=np.float64)
-    if pinned.size == 0:  # a model without a pinned head (older JSON): Zipf(s) at 1 − tail
+    if pinned.size == 0:
         w = np.arange(1, vocab + 1, dtype=np.float64) ** (-model.head_zipf_s)
-        return np.cumsum(w) / w.sum() * (1.0 - model.tail_rate)
+        return np.zeros(0), np.cumsum(w) / w.sum() * (1.0 - model.tail_rate)
     k0 = pinned.size
-    n = max(vocab, k0)
-    ranks = np.arange(k0 + 1, n + 1, dtype=np.float64)
-    cont = pinned[-1] * (ranks / k0) ** (-model.head_alpha)
-    cum = np.cumsum(np.concatenate([pinned, cont]))
-    cut = int(np.searchsorted(cum, model.head_mass_max, side="right"))
-    return cum[: max(cut, 1)]
+    n = max(vocab - k0, 0)
+    ranks = np.arange(k0 + 1, k0 + n + 1, dtype=np.float64)
+    cont = model.head_join * (ranks / (k0 + 1)) ** (-model.head_alpha)
+    cum = np.cumsum(cont)
+    room = max(model.head_mass_max - model.head_join_exposure * float(pinned.sum()), 0.0)
+    cut = int(np.searchsorted(cum, room, side="right"))
+    return np.cumsum(pinned), cum[:cut]
 
 
 def _chunk(
@@ -544,7 +561,12 @@ def _chunk(
     # a fresh draw u is head key searchsorted(cum, u / w) for the user's exposure w (so the
     # user's head probabilities are w·p_k) and a unique tail query past the head mass
     w_ev = np.repeat(exposure(n_ev, model.repeat_rate, model.head_gamma), n_ev)
-    keys = np.searchsorted(plan.head_cum, gen.random(total) / w_ev, side="right").astype(_U64)
+    u = gen.random(total)
+    pin_mass = float(plan.pin_cum[-1]) if plan.pin_cum.size else 0.0
+    in_pin = u < w_ev * pin_mass
+    k_pin = np.searchsorted(plan.pin_cum, u / w_ev, side="right")
+    k_cont = plan.pin_cum.size + np.searchsorted(plan.cont_cum, u - w_ev * pin_mass, side="right")
+    keys = np.where(in_pin, k_pin, k_cont).astype(_U64)
     tail = keys >= _U64(plan.head_vocab)
     n_tail = int(tail.sum())
     keys[tail] = _U64(plan.head_vocab + tail_offset) + np.arange(n_tail, dtype=np.uint64)
@@ -699,6 +721,93 @@ def generate(
     ):  # fmt: skip
         assert isinstance(df, pl.DataFrame)
         yield df
+
+
+def synthetic_events(
+    model: SynthModel,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None = None,
+    strings: str = "real",
+    chunk_users: int = 100_000,
+    workers: int = 1,
+) -> pl.DataFrame:
+    """The query events (``user, query, pos``, as :func:`searchveil.model.query_events`
+    returns) of the synthetic log :func:`generate` yields for the same arguments, without
+    writing it: for in-memory experiments (e.g. :mod:`searchveil.evaluate.dcurve`) at scale.
+    A query event is a run of rows with the same (user, query, time)."""
+    parts = []
+    for df in generate(
+        model, users=users, rng=rng, rows=rows, strings=strings, chunk_users=chunk_users,
+        workers=workers,
+    ):  # fmt: skip
+        same = (
+            (pl.col("AnonID") == pl.col("AnonID").shift(1))
+            & (pl.col("Query") == pl.col("Query").shift(1))
+            & (pl.col("QueryTime").fill_null("") == pl.col("QueryTime").shift(1).fill_null(""))
+        ).fill_null(False)
+        parts.append(
+            df.filter(~same).select(
+                pl.col("AnonID").alias("user"),
+                pl.col("Query").alias("query"),
+                pl.int_range(pl.len()).over("AnonID").cast(pl.Int64).alias("pos"),
+            )
+        )
+    return pl.concat(parts)
+
+
+def heldout_head_check(
+    model: SynthModel,
+    heldout: pl.DataFrame,
+    *,
+    rng: RandomSource,
+    users: int = 5_000,
+    observed: str = "clicked",
+    top: int = 100,
+) -> dict[str, Any]:
+    """Compare the top-``top`` user-share curve of ``heldout`` (query events of a *different*
+    real sample: ``user, query, clicks``) with the model's at matched activity.
+
+    A held-out sample of heavy users would hold every query more often than an average one, so
+    the comparison is made at the held-out users' own activity: the synthetic users' event
+    counts are bootstrapped from the held-out users' instead of the calibration's (the fitted
+    query law, exposure γ, repeat and click rates are unchanged). ``observed="clicked"``: the
+    held-out sample shows only events with a click (as the shared top-1000 AOL extract), so a
+    held-out user with n visible events is matched by a synthetic user with n / (1 − P(no
+    click)) events, and the synthetic curve is counted over its clicked events only — the same
+    observation filter. ``observed="all"``: all events on both sides.
+
+    Returns both curves, the ratio synthetic / held-out per rank and its worst factor
+    (max(r, 1/r)) over the top 20 and the top ``top``."""
+    check_choice("observed", observed, ("all", "clicked"))
+    check_int("users", users, minimum=1)
+    target = user_share_curve(heldout, top)
+    n_obs = heldout.group_by("user").len().get_column("len").to_numpy().astype(np.float64)
+    if observed == "clicked":
+        n_obs = n_obs / max(1.0 - model.clicks_per_event[0], 1e-9)
+    epu = sorted(int(max(round(x), 1)) for x in n_obs)
+    matched = replace(model, events_per_user=epu)
+    parts = []
+    for df in generate(matched, users=users, rng=rng, strings="opaque"):
+        if observed == "clicked":
+            df = df.filter(pl.col("ClickURL").is_not_null())
+        parts.append(df.select(pl.col("AnonID").alias("user"), pl.col("Query").alias("query")))
+    synth_curve = user_share_curve(pl.concat(parts), top)
+    n = min(target.size, synth_curve.size)
+    ratio = synth_curve[:n] / np.maximum(target[:n], 1e-12)
+    worst = np.maximum(ratio, 1.0 / np.maximum(ratio, 1e-12))
+    return {
+        "observed": observed,
+        "synthetic_users": users,
+        "heldout_users": int(heldout.get_column("user").n_unique()),
+        "heldout_curve": target[:n].tolist(),
+        "synthetic_curve": synth_curve[:n].tolist(),
+        "ratio": ratio.tolist(),
+        "worst_factor_top20": float(worst[:20].max()),
+        "within_1_5_top20": int((worst[:20] <= 1.5).sum()),
+        "worst_factor_top": float(worst.max()),
+    }
 
 
 def _format_for(path: Path, fmt: str) -> str:
@@ -857,4 +966,10 @@ __all__ = [
     "write_synthetic",
     "read_model",
     "expected_rows",
+    "synthetic_events",
+    "heldout_head_check",
+    "user_share_curve",
+    "hold_probability",
+    "exposure",
+    "HEAD_MASS_MAX",
 ]
