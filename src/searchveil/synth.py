@@ -12,12 +12,28 @@ What :func:`fit` estimates from the calibration log (all stored in :class:`Synth
   optionally rescaled so that the output has about ``rows`` rows);
 * ``repeat_rate`` — P(a user's query event repeats one of *their own* earlier queries);
 * ``tail_rate`` — among a user's first occurrences of a query, the share of queries held by
-  that user only (the long tail: generated as fresh, globally unique queries);
-* ``head_zipf_s`` — the exponent of a Zipf law fitted (least squares on log-log rank/holders)
-  to the number of users holding each shared query; shared ("head") queries are drawn from
-  Zipf(s) over a vocabulary of ``head_vocab`` queries, which grows with the number of users as
-  ``head_vocab · (U / sample_users) ** heaps_beta``; ``heaps_beta`` is fitted by counting the
-  distinct shared queries in random halves and quarters of the sample's users;
+  that user only (reported; the generator's unique tail is what the head law leaves);
+* **the head** (issue 12: the share of users holding each top query must not shrink as users
+  are added, and head queries must be real ones). Each *fresh draw* of a user (the first event
+  and each later event that is not a repeat) picks query k with probability w·p_k, where
+
+  - ``head_probs`` p_1..p_K are *pinned* for the K queries held by ≥ ``min_head_users`` (3)
+    users of the sample, moment-matched so that Σ_users P(hold) = the sample's holders under
+    this very generator (P(hold) = 1 − (1 − wp)(1 − (1−r)wp)^(n−1), :func:`hold_probability`);
+  - ``head_gamma`` γ: a user's *exposure* w = E^(γ−1), E = 1 + (n−1)(1−r) their expected
+    fresh draws (:func:`exposure`). Heavy users hold popular queries less often than
+    independent draws predict; γ is the maximum-likelihood value (grid 0.2..1) for the sample's
+    user × pinned-query holding matrix (0.62 on the bundled sample; γ = 1 is rejected);
+  - ranks K+1..V continue the pinned law at the sample's average exposure ``head_join_exposure``:
+    p_k = ``head_join``·(k/(K+1))^(−α), α (``head_alpha``) the log-log slope of the pinned
+    p_k; V = ``head_vocab``·(U/``sample_users``)^``heaps_beta`` grows with the population
+    (Heaps; β from random quarters and halves of the sample, capped to [0.3, 1]) until the
+    continuation's mass reaches ``head_mass_max`` minus the average pinned mass;
+    ``head_mass_max`` (0.5) is the one constant chosen against a published figure (AOL's
+    10.15M distinct queries at 657k users; docs/synth.md);
+  - everything else is a globally unique tail query.
+
+  ``head_zipf_s`` (the old Zipf fit over shared queries) is kept for reports and older JSON.
 * ``clicks_per_event`` — the distribution of clicks per query event (0 = a row without URL);
 * ``url_rank_probs`` — the share of a query's clicks that go to its k-th most clicked URL
   (k = 1..10); each synthetic query has a deterministic list of URLs, so different users who
@@ -27,7 +43,11 @@ What :func:`fit` estimates from the calibration log (all stored in :class:`Synth
   sample's time span;
 * ``words`` / ``word_probs`` / ``query_len_probs`` — the keyword distribution and the number of
   words per query, used to spell queries and URLs;
-* ``head_queries`` — the real shared queries, most popular first (spelling of the head).
+* ``head_queries`` — the sample's own queries, most users (then most events) first: head key
+  k is spelled by the k-th (so ranks beyond the pinned ones are real queries of the sample too,
+  up to ``max_head_strings``); keys beyond them and the tail are spelled with ≥ 3 words drawn
+  from the tempered (p^½) word law, so millions of them stay distinct instead of colliding on
+  frequent words ("of", "in", "county of") into a fake head.
 
 Strings. With ``strings="real"`` (default) the output spells the head with the calibration log's
 own shared queries and words, so it *reads* like a search log. **That is verbatim data of the

@@ -58,34 +58,42 @@ DEFAULT_DS = (1, 2, 3, 5, 8, 10, 20, 40)
 MECHANISMS = ("korolova", "gaussian")
 
 
-def _encode(events: pl.DataFrame) -> dict[str, npt.NDArray[np.int64]]:
+def _encode(events: pl.DataFrame) -> dict[str, Any]:
     """Integer arrays: query id, rank of the event within its user (by ``pos``), and the
-    distinct rank of the user's first occurrence of each query (−1 for repeats)."""
+    distinct rank of the user's first occurrence of each query (−1 for repeats). Hash-based
+    ids (categorical codes), runs and cumulative sums in numpy: no string sort, no window."""
     for col in ("user", "query", "pos"):
         if col not in events.columns:
             raise InvalidParameterError(
                 "events", events.columns, "a frame with columns user, query, pos"
             )
-    ev = (
-        events.select("user", "query", "pos")
-        .sort(["user", "pos"])
-        .with_columns(
-            qid=pl.col("query").rank("dense").cast(pl.Int64) - 1,
-            rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
-            first=pl.col("query").is_first_distinct().over("user"),
-        )
-        .with_columns(
-            drank=pl.when(pl.col("first"))
-            .then(pl.col("first").cast(pl.Int64).cum_sum().over("user") - 1)
-            .otherwise(-1)
-        )
+    ev = events.select("user", "query", "pos")
+    ok = ev.get_column("user").is_sorted()
+    if ok and ev.height > 1:
+        u = ev.get_column("user").rle_id().to_numpy()
+        pos = ev.get_column("pos").to_numpy()
+        ok = bool(np.all((u[1:] != u[:-1]) | (pos[1:] > pos[:-1])))
+    if not ok:
+        ev = ev.sort(["user", "pos"])
+    codes = ev.select(
+        uid=pl.col("user").rle_id().cast(pl.Int64),
+        qid=pl.col("query").cast(pl.String).cast(pl.Categorical).to_physical().cast(pl.Int64),
     )
-    return {
-        "qid": ev.get_column("qid").to_numpy(),
-        "rank": ev.get_column("rank").to_numpy(),
-        "drank": ev.get_column("drank").to_numpy(),
-        "users": np.asarray([ev.get_column("user").n_unique()]),
-    }
+    uid = codes.get_column("uid").to_numpy()
+    raw = codes.get_column("qid").to_numpy()
+    # dense ids 0..nq-1 (categorical codes may be global and sparse)
+    present, qid = np.unique(raw, return_inverse=True)
+    nq = int(present.size)
+    n = uid.size
+    starts = np.flatnonzero(np.r_[True, uid[1:] != uid[:-1]])
+    start_of = np.repeat(starts, np.diff(np.r_[starts, n]))
+    rank = np.arange(n, dtype=np.int64) - start_of
+    first = pl.Series(uid * nq + qid).is_first_distinct().to_numpy()
+    cs = np.cumsum(first)
+    before = np.where(start_of > 0, cs[start_of - 1], 0)
+    drank = np.where(first, cs - before - 1, -1)
+    return {"qid": qid.astype(np.int64), "rank": rank, "drank": drank, "users": starts.size,
+            "nq": nq}  # fmt: skip
 
 
 def _expected(
@@ -129,8 +137,8 @@ def dcurve_from_events(
         raise InvalidParameterError("events", 0, "a log with at least one query event")
     enc = _encode(events)
     qid, rank, drank = enc["qid"], enc["rank"], enc["drank"]
-    n_users = int(enc["users"][0])
-    nq = int(qid.max()) + 1
+    n_users = int(enc["users"])
+    nq = int(enc["nq"])
     occ = np.bincount(qid, minlength=nq).astype(np.float64)
     holders = np.bincount(qid[drank >= 0], minlength=nq)
     single = holders == 1
