@@ -248,3 +248,16 @@ def test_heldout_head_check_against_top1000(heldout):
 )
 def test_heldout_head_target_factor_1_5(heldout):
     assert heldout["worst_factor_top20"] <= 1.5, heldout["ratio"][:20]
+
+
+def test_older_model_json_without_a_pinned_head_still_generates(model215):
+    old = json.loads(model215.to_json())
+    for key in ("head_probs", "head_alpha", "head_gamma", "head_join", "head_join_exposure",
+                "head_mass_max"):  # fmt: skip
+        old.pop(key)
+    m = SynthModel.from_json(json.dumps(old))
+    df = next(generate(m, users=500, rng=make_rng(1)))
+    assert df.get_column("AnonID").n_unique() == 500
+    # the old law: the head gets 1 − tail_rate of the fresh draws, so few queries are shared
+    shared = df.select("AnonID", "Query").unique().group_by("Query").len()
+    assert 0 < shared.filter(pl.col("len") >= 2).height < shared.height
