@@ -261,3 +261,17 @@ def test_older_model_json_without_a_pinned_head_still_generates(model215):
     # the old law: the head gets 1 − tail_rate of the fresh draws, so few queries are shared
     shared = df.select("AnonID", "Query").unique().group_by("Query").len()
     assert 0 < shared.filter(pl.col("len") >= 2).height < shared.height
+
+
+def test_synthetic_events_keys_match_the_spelled_log(bundled):
+    _, m = bundled
+    spelled = synthetic_events(m, users=3_000, rng=make_rng(8), chunk_users=1_000)
+    keys = synthetic_events(m, users=3_000, rng=make_rng(8), chunk_users=1_000, spell=False)
+    assert keys.schema["query"] == pl.UInt64 and keys.columns == ["user", "query", "pos"]
+    # same draws: same users, about the same events and distinct queries
+    assert keys.get_column("user").n_unique() == spelled.get_column("user").n_unique() == 3_000
+    assert keys.height == pytest.approx(spelled.height, rel=0.01)
+    assert keys.get_column("query").n_unique() == pytest.approx(
+        spelled.get_column("query").n_unique(), rel=0.01
+    )
+    np.testing.assert_allclose(user_share_curve(keys, 20), user_share_curve(spelled, 20), rtol=0.02)

@@ -557,8 +557,11 @@ def _chunk(
     first_user: int,
     n_users: int,
     tail_offset: int,
+    keys_only: bool = False,
 ) -> tuple[pl.DataFrame, int]:
-    """One chunk of users. Returns the AOL-layout frame and the number of tail keys used."""
+    """One chunk of users. Returns the AOL-layout frame and the number of tail keys used
+    (``keys_only``: the query events ``user, query (key), pos`` instead, before any draw of
+    clicks or times, so the keys are those of the full chunk)."""
     n_ev = plan.epu[gen.integers(0, plan.epu.size, n_users)]
     if plan.activity_scale != 1.0:
         x = n_ev * plan.activity_scale
@@ -591,6 +594,9 @@ def _chunk(
     n_tail = int(tail.sum())
     keys[tail] = _U64(plan.head_vocab + tail_offset) + np.arange(n_tail, dtype=np.uint64)
     keys = keys[ptr]
+    if keys_only:
+        uid = np.repeat(np.arange(first_user, first_user + n_users, dtype=np.int64) + 1, n_ev)
+        return pl.DataFrame({"user": uid, "query": keys, "pos": pos}), n_tail
 
     # clicks per event → rows per event
     clicks = np.searchsorted(plan.cpe_cum, gen.random(total), side="right")
@@ -667,7 +673,9 @@ def _chunk_task(
         _WORKER_CACHE[model_json + f"|{users}|{rows}|{strings}"] = cached
     plan, speller = cached
     gen = np.random.Generator(np.random.PCG64(seed))
-    df, _ = _chunk(model, plan, speller, gen, first_user, n_users, chunk_index << 36)
+    df, _ = _chunk(
+        model, plan, speller, gen, first_user, n_users, chunk_index << 36, encode == "keys"
+    )
     if encode == "tsv":
         return df.write_csv(
             separator="\t", include_header=chunk_index == 0, null_value="", quote_style="never"
@@ -752,11 +760,29 @@ def synthetic_events(
     strings: str = "real",
     chunk_users: int = 100_000,
     workers: int = 1,
+    spell: bool = True,
 ) -> pl.DataFrame:
     """The query events (``user, query, pos``, as :func:`searchveil.model.query_events`
     returns) of the synthetic log :func:`generate` yields for the same arguments, without
     writing it: for in-memory experiments (e.g. :mod:`searchveil.evaluate.dcurve`) at scale.
-    A query event is a run of rows with the same (user, query, time)."""
+    A query event is a run of rows with the same (user, query, time).
+
+    ``spell=False``: ``query`` is the synthetic query's integer key (UInt64) instead of its
+    string, and no clicks, times or strings are made (several times faster). The keys are the
+    same draws as the spelled log's; only spelling collisions (rare: ≥ 3-word spellings) and
+    consecutive repeats at the same second (merged into one event there) differ."""
+    if not spell:
+        check_choice("strings", strings, STRING_MODES)
+        return pl.concat(
+            [
+                d
+                for _, d in _chunks(
+                    model, users=users, rng=rng, rows=rows, strings=strings,
+                    chunk_users=chunk_users, workers=workers, encode="keys",
+                )
+                if isinstance(d, pl.DataFrame)
+            ]
+        )  # fmt: skip
     parts = []
     for df in generate(
         model, users=users, rng=rng, rows=rows, strings=strings, chunk_users=chunk_users,

@@ -75,10 +75,10 @@ def _encode(events: pl.DataFrame) -> dict[str, Any]:
         ok = bool(np.all((u[1:] != u[:-1]) | (pos[1:] > pos[:-1])))
     if not ok:
         ev = ev.sort(["user", "pos"])
-    codes = ev.select(
-        uid=pl.col("user").rle_id().cast(pl.Int64),
-        qid=pl.col("query").cast(pl.String).cast(pl.Categorical).to_physical().cast(pl.Int64),
-    )
+    qcol = pl.col("query")
+    if not ev.schema["query"].is_integer():  # strings: hash-based categorical codes
+        qcol = qcol.cast(pl.String).cast(pl.Categorical).to_physical()
+    codes = ev.select(uid=pl.col("user").rle_id().cast(pl.Int64), qid=qcol.cast(pl.Int64))
     uid = codes.get_column("uid").to_numpy()
     raw = codes.get_column("qid").to_numpy()
     # dense ids 0..nq-1 (categorical codes may be global and sparse)
@@ -124,7 +124,8 @@ def dcurve_from_events(
     mechanisms: Sequence[str] = MECHANISMS,
 ) -> dict[str, Any]:
     """The d-curve of a frame of query events (columns ``user, query, pos``, as
-    :func:`searchveil.model.query_events` returns). See the module docstring."""
+    :func:`searchveil.model.query_events` returns; ``query`` may be strings or integer ids,
+    e.g. ``searchveil.synth.synthetic_events(..., spell=False)``). See the module docstring."""
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
     d_list = [check_int("d", d, minimum=1) for d in ds]
