@@ -17,7 +17,20 @@ from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.io.readers import read_log
 from searchveil.model import log_stats, query_events
 from searchveil.rng import make_rng
-from searchveil.synth import SynthModel, expected_rows, fit, generate, write_synthetic
+from searchveil.synth import (
+    SynthModel,
+    expected_rows,
+    exposure,
+    fit,
+    generate,
+    heldout_head_check,
+    hold_probability,
+    synthetic_events,
+    user_share_curve,
+    write_synthetic,
+)
+
+BUNDLED = Path(__file__).resolve().parents[1] / "src/searchveil/data/aol-gayo-avello-215-users.tsv"
 
 runner = CliRunner()
 
@@ -36,12 +49,18 @@ def test_fit_matches_the_sample_exactly(aol_215, model215):
     assert sum(model215.url_rank_probs) == pytest.approx(1.0)
     assert 0 < model215.repeat_rate < 1 and 0 < model215.tail_rate < 1
     assert 0.3 <= model215.heaps_beta <= 1.0
-    # the head is the sample's shared queries, most users first
-    holders = ev.select("user", "query").unique().group_by("query").len().filter(pl.col("len") >= 2)
-    assert len(model215.head_queries) == holders.height == model215.head_vocab
+    # the head spellings are the sample's own queries, most users first
+    holders = ev.select("user", "query").unique().group_by("query").len()
+    assert holders.filter(pl.col("len") >= 2).height == model215.head_vocab
+    assert len(model215.head_queries) == holders.height
+    assert set(model215.head_queries) == set(holders.get_column("query").to_list())
     top = holders.sort("len", descending=True).get_column("len")[0]
     first = holders.filter(pl.col("query") == model215.head_queries[0]).get_column("len")[0]
     assert first == top
+    # pinned: one probability per query held by >= 3 users, decreasing
+    assert len(model215.head_probs) == holders.filter(pl.col("len") >= 3).height
+    assert np.all(np.diff(model215.head_probs) <= 0)
+    assert 0.2 <= model215.head_gamma <= 1.0 and 0.5 <= model215.head_alpha <= 1.5
     assert SynthModel.from_json(model215.to_json()) == model215
 
 
@@ -159,3 +178,100 @@ def test_cli_synth_json_and_errors(tmp_path: Path, aol_215_path: Path):
         assert "error" in r.output and not target.exists()
     r = runner.invoke(app, ["synth", "--users", "10", "--out", str(tmp_path / "n.tsv")])
     assert r.exit_code == 2 and "--like/--model" in r.output
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    log = read_log(BUNDLED)
+    return log, fit(log, rng=make_rng(11))
+
+
+def test_pinned_probabilities_reproduce_the_sample_holders(bundled):
+    log, m = bundled
+    ev = query_events(log)
+    n = ev.group_by("user").len().get_column("len").to_numpy()
+    p = np.asarray(m.head_probs)
+    w = exposure(n, m.repeat_rate, m.head_gamma)
+    expected = hold_probability(p[:, None] * w[None, :], n[None, :], m.repeat_rate).sum(axis=1)
+    held = (
+        ev.select("user", "query").unique().group_by("query").len()
+        .sort("len", descending=True).get_column("len").head(p.size).to_numpy()
+    )  # fmt: skip
+    np.testing.assert_allclose(expected, held, rtol=1e-6)
+
+
+def test_head_is_real_and_holds_as_population_grows(bundled):
+    """Issue 12 item 4, without shared data: calibrated on the bundled sample, the top query's
+    user share at 50,000 users is within a factor 1.5 of the sample's, the top 100 are real
+    queries of the sample (no invented one-word head), and shares do not shrink with U."""
+    log, m = bundled
+    sample = user_share_curve(query_events(log), 100)
+    big = synthetic_events(m, users=50_000, rng=make_rng(3))
+    curve = user_share_curve(big, 100)
+    assert 1 / 1.5 < curve[0] / sample[0] < 1.5
+    for k in range(10):
+        assert 1 / 1.5 < curve[k] / sample[k] < 1.5, k
+    top = (
+        big.select("user", "query").unique().group_by("query").len()
+        .sort("len", descending=True).get_column("query").head(100).to_list()
+    )  # fmt: skip
+    real = set(m.head_queries)
+    assert all(q in real for q in top[:40])
+    assert sum(q in real for q in top) >= 90
+    assert not {"of", "in", "the", "and", "for"} & set(top)
+    small = user_share_curve(synthetic_events(m, users=5_000, rng=make_rng(4)), 20)
+    np.testing.assert_allclose(small[:5], curve[:5], rtol=0.25)
+
+
+@pytest.fixture(scope="module")
+def heldout(bundled, aol_top1000):
+    _, m = bundled
+    return heldout_head_check(m, query_events(aol_top1000), rng=make_rng(5), users=4_000)
+
+
+def test_heldout_head_check_against_top1000(heldout):
+    """Held-out check (docs/synth.md): calibrated on the bundled 215 users, compared with the
+    1,000 most active AOL users at matched activity under the same click filter."""
+    res = heldout
+    assert res["heldout_users"] == 1000
+    # measured (docs/synth.md): every top-20 share within a factor 2.2, the synthetic above
+    # the held-out; the top 3 within 1.5
+    ratio = np.asarray(res["ratio"][:20])
+    assert res["worst_factor_top20"] < 2.4, ratio
+    assert (ratio > 1 / 1.5).all() and (ratio[:3] < 1.5).all(), ratio
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 12 target not met: heavy users' top-20 shares are "
+    "over-predicted up to ~2.1x (docs/synth.md, 'Held-out head check')",
+)
+def test_heldout_head_target_factor_1_5(heldout):
+    assert heldout["worst_factor_top20"] <= 1.5, heldout["ratio"][:20]
+
+
+def test_older_model_json_without_a_pinned_head_still_generates(model215):
+    old = json.loads(model215.to_json())
+    for key in ("head_probs", "head_alpha", "head_gamma", "head_join", "head_join_exposure",
+                "head_mass_max"):  # fmt: skip
+        old.pop(key)
+    m = SynthModel.from_json(json.dumps(old))
+    df = next(generate(m, users=500, rng=make_rng(1)))
+    assert df.get_column("AnonID").n_unique() == 500
+    # the old law: the head gets 1 − tail_rate of the fresh draws, so few queries are shared
+    shared = df.select("AnonID", "Query").unique().group_by("Query").len()
+    assert 0 < shared.filter(pl.col("len") >= 2).height < shared.height
+
+
+def test_synthetic_events_keys_match_the_spelled_log(bundled):
+    _, m = bundled
+    spelled = synthetic_events(m, users=3_000, rng=make_rng(8), chunk_users=1_000)
+    keys = synthetic_events(m, users=3_000, rng=make_rng(8), chunk_users=1_000, spell=False)
+    assert keys.schema["query"] == pl.UInt64 and keys.columns == ["user", "query", "pos"]
+    # same draws: same users, about the same events and distinct queries
+    assert keys.get_column("user").n_unique() == spelled.get_column("user").n_unique() == 3_000
+    assert keys.height == pytest.approx(spelled.height, rel=0.01)
+    assert keys.get_column("query").n_unique() == pytest.approx(
+        spelled.get_column("query").n_unique(), rel=0.01
+    )
+    np.testing.assert_allclose(user_share_curve(keys, 20), user_share_curve(spelled, 20), rtol=0.02)

@@ -12,12 +12,28 @@ What :func:`fit` estimates from the calibration log (all stored in :class:`Synth
   optionally rescaled so that the output has about ``rows`` rows);
 * ``repeat_rate`` — P(a user's query event repeats one of *their own* earlier queries);
 * ``tail_rate`` — among a user's first occurrences of a query, the share of queries held by
-  that user only (the long tail: generated as fresh, globally unique queries);
-* ``head_zipf_s`` — the exponent of a Zipf law fitted (least squares on log-log rank/holders)
-  to the number of users holding each shared query; shared ("head") queries are drawn from
-  Zipf(s) over a vocabulary of ``head_vocab`` queries, which grows with the number of users as
-  ``head_vocab · (U / sample_users) ** heaps_beta``; ``heaps_beta`` is fitted by counting the
-  distinct shared queries in random halves and quarters of the sample's users;
+  that user only (reported; the generator's unique tail is what the head law leaves);
+* **the head** (issue 12: the share of users holding each top query must not shrink as users
+  are added, and head queries must be real ones). Each *fresh draw* of a user (the first event
+  and each later event that is not a repeat) picks query k with probability w·p_k, where
+
+  - ``head_probs`` p_1..p_K are *pinned* for the K queries held by ≥ ``min_head_users`` (3)
+    users of the sample, moment-matched so that Σ_users P(hold) = the sample's holders under
+    this very generator (P(hold) = 1 − (1 − wp)(1 − (1−r)wp)^(n−1), :func:`hold_probability`);
+  - ``head_gamma`` γ: a user's *exposure* w = E^(γ−1), E = 1 + (n−1)(1−r) their expected
+    fresh draws (:func:`exposure`). Heavy users hold popular queries less often than
+    independent draws predict; γ is the maximum-likelihood value (grid 0.2..1) for the sample's
+    user × pinned-query holding matrix (0.62 on the bundled sample; γ = 1 is rejected);
+  - ranks K+1..V continue the pinned law at the sample's average exposure ``head_join_exposure``:
+    p_k = ``head_join``·(k/(K+1))^(−α), α (``head_alpha``) the log-log slope of the pinned
+    p_k; V = ``head_vocab``·(U/``sample_users``)^``heaps_beta`` grows with the population
+    (Heaps; β from random quarters and halves of the sample, capped to [0.3, 1]) until the
+    continuation's mass reaches ``head_mass_max`` minus the average pinned mass;
+    ``head_mass_max`` (0.5) is the one constant chosen against a published figure (AOL's
+    10.15M distinct queries at 657k users; docs/synth.md);
+  - everything else is a globally unique tail query.
+
+  ``head_zipf_s`` (the old Zipf fit over shared queries) is kept for reports and older JSON.
 * ``clicks_per_event`` — the distribution of clicks per query event (0 = a row without URL);
 * ``url_rank_probs`` — the share of a query's clicks that go to its k-th most clicked URL
   (k = 1..10); each synthetic query has a deterministic list of URLs, so different users who
@@ -27,7 +43,11 @@ What :func:`fit` estimates from the calibration log (all stored in :class:`Synth
   sample's time span;
 * ``words`` / ``word_probs`` / ``query_len_probs`` — the keyword distribution and the number of
   words per query, used to spell queries and URLs;
-* ``head_queries`` — the real shared queries, most popular first (spelling of the head).
+* ``head_queries`` — the sample's own queries, most users (then most events) first: head key
+  k is spelled by the k-th (so ranks beyond the pinned ones are real queries of the sample too,
+  up to ``max_head_strings``); keys beyond them and the tail are spelled with ≥ 3 words drawn
+  from the tempered (p^½) word law, so millions of them stay distinct instead of colliding on
+  frequent words ("of", "in", "county of") into a fake head.
 
 Strings. With ``strings="real"`` (default) the output spells the head with the calibration log's
 own shared queries and words, so it *reads* like a search log. **That is verbatim data of the
@@ -48,7 +68,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from queue import Queue
 from typing import Any
@@ -60,13 +80,16 @@ import polars as pl
 from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
 from searchveil.model import SearchLog, query_events
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int
+from searchveil.validate import check_choice, check_int, check_probability
 
 OUTPUT_FORMATS = ("tsv", "tsv.gz", "parquet")
 STRING_MODES = ("real", "opaque")
 _MAX_URL_RANK = 10
 _MAX_CLICKS = 30
 _MAX_QUERY_LEN = 6
+_MAX_HEAD_VOCAB = 50_000_000
+HEAD_MASS_MAX = 0.5
+_MIN_TAIL_WORDS = 3
 _U64 = np.uint64
 
 
@@ -92,6 +115,12 @@ class SynthModel:
     word_probs: list[float]
     query_len_probs: list[float]
     head_queries: list[str] = field(default_factory=list)
+    head_probs: list[float] = field(default_factory=list)
+    head_alpha: float = 1.0
+    head_gamma: float = 1.0
+    head_join: float = 0.0
+    head_join_exposure: float = 1.0
+    head_mass_max: float = 0.9
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -113,6 +142,10 @@ class SynthModel:
             "head_zipf_s": self.head_zipf_s,
             "head_vocab": self.head_vocab,
             "heaps_beta": self.heaps_beta,
+            "pinned_head_queries": len(self.head_probs),
+            "pinned_head_mass": float(sum(self.head_probs)),
+            "head_alpha": self.head_alpha,
+            "head_gamma": self.head_gamma,
             "clicks_per_event_mean": float((np.arange(cpe.size) * cpe).sum()),
             "no_click_share": float(cpe[0]) if cpe.size else 0.0,
             "url_rank_probs": [round(p, 4) for p in self.url_rank_probs],
@@ -137,7 +170,85 @@ def _zipf_exponent(holders: npt.NDArray[np.int64]) -> float:
     return float(min(max(-slope, 0.3), 3.0))
 
 
-def fit(log: SearchLog, *, rng: RandomSource, max_words: int = 50_000) -> SynthModel:
+def hold_probability(
+    p: npt.ArrayLike, events: npt.ArrayLike, repeat_rate: float
+) -> npt.NDArray[np.float64]:
+    """P(a synthetic user with ``events`` query events ever issues a query whose per-draw
+    probability is ``p``), under the generator: the first event and each later event with
+    probability 1 − ``repeat_rate`` are fresh draws, so the user makes F = 1 + Bin(n−1, 1−r)
+    independent draws and P(hold) = 1 − E[(1−p)^F] = 1 − (1−p)(1 − (1−r)p)^(n−1).
+    Broadcasts ``p`` (…, 1) against ``events`` (n,)."""
+    pp = np.asarray(p, dtype=np.float64)
+    n = np.asarray(events, dtype=np.float64)
+    return -np.expm1(np.log1p(-pp) + (n - 1.0) * np.log1p(-(1.0 - repeat_rate) * pp))
+
+
+def exposure(events: npt.ArrayLike, repeat_rate: float, gamma: float) -> npt.NDArray[np.float64]:
+    """Per-user scale w = E^(γ−1) of the head probabilities, E = 1 + (n−1)(1−r) the expected
+    number of fresh draws of a user with n events (w = 1 for a one-event user)."""
+    n = np.asarray(events, dtype=np.float64)
+    return (1.0 + (np.maximum(n, 1.0) - 1.0) * (1.0 - repeat_rate)) ** (gamma - 1.0)
+
+
+def _match_head(
+    holders: npt.NDArray[np.float64],
+    events: npt.NDArray[np.int64],
+    repeat_rate: float,
+    gamma: float,
+) -> npt.NDArray[np.float64]:
+    """Per-draw probabilities p_k (for a one-event user) with Σ_u P(hold | n_u, w_u·p_k) =
+    holders_k: moment matching on the calibration users' own activity (vectorised bisection)."""
+    w = exposure(events, repeat_rate, gamma)[None, :]
+    lo = np.zeros(holders.size)
+    hi = np.ones(holders.size)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        q = np.minimum(mid[:, None] * w, 1.0 - 1e-12)
+        e = hold_probability(q, events[None, :], repeat_rate).sum(axis=1)
+        big = e > holders
+        hi = np.where(big, mid, hi)
+        lo = np.where(big, lo, mid)
+    return (lo + hi) / 2
+
+
+def _fit_gamma(
+    held: npt.NDArray[np.float64], events: npt.NDArray[np.int64], repeat_rate: float
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """Maximum-likelihood γ on a grid (0.2..1.0 by 0.02) for the user × pinned-query holding
+    matrix ``held``, with p_k moment-matched at each γ. Returns (γ, p)."""
+    h = held.sum(axis=1)
+    best: tuple[float, float, npt.NDArray[np.float64]] | None = None
+    for g in np.round(np.arange(0.2, 1.0001, 0.02), 2):
+        p = _match_head(h, events, repeat_rate, float(g))
+        q = np.minimum(p[:, None] * exposure(events, repeat_rate, float(g))[None, :], 1 - 1e-12)
+        pr = np.clip(hold_probability(q, events[None, :], repeat_rate), 1e-12, 1 - 1e-12)
+        ll = float((held * np.log(pr) + (1 - held) * np.log1p(-pr)).sum())
+        if best is None or ll > best[0]:
+            best = (ll, float(g), p)
+    assert best is not None
+    return best[1], best[2]
+
+
+def user_share_curve(events: pl.DataFrame, top: int = 100) -> npt.NDArray[np.float64]:
+    """The top-``top`` curve of users-per-query / users (most held first) of a frame of query
+    events with columns ``user`` and ``query`` (e.g. :func:`searchveil.model.query_events`)."""
+    n_users = events.get_column("user").n_unique()
+    h = (
+        events.select("user", "query").unique().group_by("query").len()
+        .get_column("len").sort(descending=True).head(top).to_numpy()
+    )  # fmt: skip
+    return h.astype(np.float64) / max(n_users, 1)
+
+
+def fit(
+    log: SearchLog,
+    *,
+    rng: RandomSource,
+    max_words: int = 50_000,
+    min_head_users: int = 3,
+    max_head_strings: int = 20_000,
+    head_mass_max: float = HEAD_MASS_MAX,
+) -> SynthModel:
     """Estimate a :class:`SynthModel` from a real log (``rng`` draws the Heaps subsamples)."""
     ev = query_events(log)
     if ev.height == 0:
@@ -157,6 +268,37 @@ def fit(log: SearchLog, *, rng: RandomSource, max_words: int = 50_000) -> SynthM
     tail_rate = 1.0 - int(shared.get_column("len").sum()) / max(uq.height, 1)
     s = _zipf_exponent(shared.get_column("len").to_numpy())
     head_vocab = max(shared.height, 1)
+    # The real head: per-draw probabilities of the queries held by >= min_head_users users,
+    # matched to their user counts at the sample's own activity; the spelling list is every
+    # real query of the sample, most users (then most events) first.
+    check_int("min_head_users", min_head_users, minimum=2)
+    ranked = (
+        ev.group_by("query")
+        .agg(pl.col("user").n_unique().alias("h"), pl.len().alias("e"))
+        .sort(["h", "e", "query"], descending=[True, True, False])
+    )
+    pinned_q = ranked.filter(pl.col("h") >= min_head_users).get_column("query")
+    per_user = ev.group_by("user").len().sort("user")
+    epu_arr = per_user.get_column("len").to_numpy().astype(np.int64)
+    gamma, head_probs = 1.0, np.zeros(0)
+    if pinned_q.len():
+        pairs = (
+            uq.filter(pl.col("query").is_in(pinned_q.implode()))
+            .join(per_user.with_row_index("ui").select("user", "ui"), on="user")
+            .join(pl.DataFrame({"query": pinned_q}).with_row_index("qi"), on="query")
+        )
+        held = np.zeros((pinned_q.len(), per_user.height))
+        held[pairs.get_column("qi").to_numpy(), pairs.get_column("ui").to_numpy()] = 1.0
+        gamma, head_probs = _fit_gamma(held, epu_arr, repeat_rate)
+    # the sample's average exposure per fresh draw, where the continuation joins the pinned law
+    fresh = 1.0 + (epu_arr - 1.0) * (1.0 - repeat_rate)
+    w_bar = float((fresh * exposure(epu_arr, repeat_rate, gamma)).sum() / fresh.sum())
+    join = float(head_probs[-1]) * w_bar if head_probs.size else 0.0
+    alpha = s
+    if head_probs.size >= 3:
+        r = np.arange(1, head_probs.size + 1, dtype=np.float64)
+        alpha = float(-np.polyfit(np.log(r), np.log(head_probs), 1)[0])
+    alpha = float(min(max(alpha, 0.5), 1.5))
 
     # Heaps: distinct shared queries in random user subsets (1/4, 1/2, all).
     gen = rng.numpy_generator()
@@ -241,7 +383,13 @@ def fit(log: SearchLog, *, rng: RandomSource, max_words: int = 50_000) -> SynthM
         words=words.get_column("w").to_list(),
         word_probs=(wp / wp.sum()).tolist(),
         query_len_probs=qlp.tolist(),
-        head_queries=shared.get_column("query").to_list(),
+        head_queries=ranked.get_column("query").head(max_head_strings).to_list(),
+        head_probs=[float(x) for x in head_probs],
+        head_alpha=alpha,
+        head_gamma=gamma,
+        head_join=join,
+        head_join_exposure=w_bar,
+        head_mass_max=float(check_probability("head_mass_max", head_mass_max)),
     )
 
 
@@ -296,6 +444,9 @@ class _Speller:
             self.head = pl.Series("q", [], dtype=pl.String)
         self.head_vocab = head_size
         self.word_alias = _Alias(np.asarray(model.word_probs, dtype=float))
+        # words of synthetic (non-listed) queries: the word law tempered (p^½), so that
+        # millions of ≥3-word spellings stay distinct instead of colliding on frequent words
+        self.tail_word_alias = _Alias(np.sqrt(np.asarray(model.word_probs, dtype=float)))
         self.len_alias = _Alias(np.asarray(model.query_len_probs, dtype=float))
 
     def queries(self, keys: npt.NDArray[np.uint64]) -> pl.Series:
@@ -306,16 +457,17 @@ class _Speller:
 
         base = _mix(keys ^ _U64(0x51A7))
         length = self.len_alias.from_hash(base) + 1
-        # tail queries are meant to be unique: one-word spellings drawn from the word law would
-        # collide on frequent words ("in", "of") and invent a fake head, so the tail has ≥ 2
-        length = np.where(keys >= _U64(self.head_vocab), np.maximum(length, 2), length)
+        # keys without a real spelling are meant to be distinct queries: short spellings drawn
+        # from the word law would collide on frequent words ("in", "of", "county of") and
+        # invent a fake head, so they get >= 3 words from the tempered word law
+        length = np.maximum(length, _MIN_TAIL_WORDS)
         offsets = np.zeros(keys.size + 1, dtype=np.int64)
         np.cumsum(length, out=offsets[1:])
         flat_key = np.repeat(base, length)
         j = np.arange(offsets[-1], dtype=np.uint64) - np.repeat(offsets[:-1], length).astype(
             np.uint64
         )
-        widx = self.word_alias.from_hash(_mix(flat_key + j + _U64(1)))
+        widx = self.tail_word_alias.from_hash(_mix(flat_key + j + _U64(1)))
         values = self.words.gather(widx).to_arrow()
         lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
         spelled = pl.Series(pl.from_arrow(lists)).list.join(" ")
@@ -344,7 +496,8 @@ class _Plan:
     rows_target: int | None
     activity_scale: float
     head_vocab: int
-    head_cum: npt.NDArray[np.float64]
+    pin_cum: npt.NDArray[np.float64]
+    cont_cum: npt.NDArray[np.float64]
     cpe_cum: npt.NDArray[np.float64]
     url_cum: npt.NDArray[np.float64]
     epu: npt.NDArray[np.int64]
@@ -359,15 +512,41 @@ def _plan(model: SynthModel, users: int, rows: int | None) -> _Plan:
         expected = users * float(epu.mean()) * rows_per_event
         scale = rows / expected
     vocab = max(1, int(round(model.head_vocab * (users / model.sample_users) ** model.heaps_beta)))
-    vocab = min(vocab, 50_000_000)
-    ranks = np.arange(1, vocab + 1, dtype=float)
-    w = ranks ** (-model.head_zipf_s)
-    head_cum = np.cumsum(w)
-    head_cum /= head_cum[-1]
+    vocab = min(vocab, _MAX_HEAD_VOCAB)
+    pin_cum, cont_cum = _head_law(model, vocab)
     cpe_cum = np.cumsum(cpe) / cpe.sum()
     url_cum = np.cumsum(np.asarray(model.url_rank_probs, dtype=float))
     url_cum /= url_cum[-1]
-    return _Plan(users, rows, scale, vocab, head_cum, cpe_cum, url_cum, epu)
+    return _Plan(
+        users, rows, scale, pin_cum.size + cont_cum.size, pin_cum, cont_cum, cpe_cum, url_cum, epu
+    )
+
+
+def _head_law(
+    model: SynthModel, vocab: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Cumulative per-draw probabilities of the pinned head (ranks 1..K, for a one-event user;
+    a user draws them with probabilities w·p_k, w = :func:`exposure`) and of the continuation
+    (ranks K+1..V, the same for every user).
+
+    Pinned ranks keep their fitted probabilities at every population size, so the share of
+    users holding each of them does not shrink as users are added. The continuation goes on
+    from the pinned law at the sample's average exposure, p_k = c0·(k/(K+1))^(−α), with V
+    growing as the sample's shared vocabulary (Heaps, β); its mass is capped at
+    ``head_mass_max`` − (average exposure)·(pinned mass) (V is cut where the cap is reached).
+    A model without a pinned head (older JSON) gets Zipf(s) at mass 1 − ``tail_rate``."""
+    pinned = np.asarray(model.head_probs, dtype=np.float64)
+    if pinned.size == 0:
+        w = np.arange(1, vocab + 1, dtype=np.float64) ** (-model.head_zipf_s)
+        return np.zeros(0), np.cumsum(w) / w.sum() * (1.0 - model.tail_rate)
+    k0 = pinned.size
+    n = max(vocab - k0, 0)
+    ranks = np.arange(k0 + 1, k0 + n + 1, dtype=np.float64)
+    cont = model.head_join * (ranks / (k0 + 1)) ** (-model.head_alpha)
+    cum = np.cumsum(cont)
+    room = max(model.head_mass_max - model.head_join_exposure * float(pinned.sum()), 0.0)
+    cut = int(np.searchsorted(cum, room, side="right"))
+    return np.cumsum(pinned), cum[:cut]
 
 
 def _chunk(
@@ -378,8 +557,11 @@ def _chunk(
     first_user: int,
     n_users: int,
     tail_offset: int,
+    keys_only: bool = False,
 ) -> tuple[pl.DataFrame, int]:
-    """One chunk of users. Returns the AOL-layout frame and the number of tail keys used."""
+    """One chunk of users. Returns the AOL-layout frame and the number of tail keys used
+    (``keys_only``: the query events ``user, query (key), pos`` instead, before any draw of
+    clicks or times, so the keys are those of the full chunk)."""
     n_ev = plan.epu[gen.integers(0, plan.epu.size, n_users)]
     if plan.activity_scale != 1.0:
         x = n_ev * plan.activity_scale
@@ -399,11 +581,22 @@ def _chunk(
             break
         ptr = nxt
 
-    tail = gen.random(total) < model.tail_rate
+    # a fresh draw u is head key searchsorted(cum, u / w) for the user's exposure w (so the
+    # user's head probabilities are w·p_k) and a unique tail query past the head mass
+    w_ev = np.repeat(exposure(n_ev, model.repeat_rate, model.head_gamma), n_ev)
+    u = gen.random(total)
+    pin_mass = float(plan.pin_cum[-1]) if plan.pin_cum.size else 0.0
+    in_pin = u < w_ev * pin_mass
+    k_pin = np.searchsorted(plan.pin_cum, u / w_ev, side="right")
+    k_cont = plan.pin_cum.size + np.searchsorted(plan.cont_cum, u - w_ev * pin_mass, side="right")
+    keys = np.where(in_pin, k_pin, k_cont).astype(_U64)
+    tail = keys >= _U64(plan.head_vocab)
     n_tail = int(tail.sum())
-    keys = np.searchsorted(plan.head_cum, gen.random(total), side="right").astype(np.uint64)
     keys[tail] = _U64(plan.head_vocab + tail_offset) + np.arange(n_tail, dtype=np.uint64)
     keys = keys[ptr]
+    if keys_only:
+        uid = np.repeat(np.arange(first_user, first_user + n_users, dtype=np.int64) + 1, n_ev)
+        return pl.DataFrame({"user": uid, "query": keys, "pos": pos}), n_tail
 
     # clicks per event → rows per event
     clicks = np.searchsorted(plan.cpe_cum, gen.random(total), side="right")
@@ -480,7 +673,9 @@ def _chunk_task(
         _WORKER_CACHE[model_json + f"|{users}|{rows}|{strings}"] = cached
     plan, speller = cached
     gen = np.random.Generator(np.random.PCG64(seed))
-    df, _ = _chunk(model, plan, speller, gen, first_user, n_users, chunk_index << 36)
+    df, _ = _chunk(
+        model, plan, speller, gen, first_user, n_users, chunk_index << 36, encode == "keys"
+    )
     if encode == "tsv":
         return df.write_csv(
             separator="\t", include_header=chunk_index == 0, null_value="", quote_style="never"
@@ -554,6 +749,111 @@ def generate(
     ):  # fmt: skip
         assert isinstance(df, pl.DataFrame)
         yield df
+
+
+def synthetic_events(
+    model: SynthModel,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None = None,
+    strings: str = "real",
+    chunk_users: int = 100_000,
+    workers: int = 1,
+    spell: bool = True,
+) -> pl.DataFrame:
+    """The query events (``user, query, pos``, as :func:`searchveil.model.query_events`
+    returns) of the synthetic log :func:`generate` yields for the same arguments, without
+    writing it: for in-memory experiments (e.g. :mod:`searchveil.evaluate.dcurve`) at scale.
+    A query event is a run of rows with the same (user, query, time).
+
+    ``spell=False``: ``query`` is the synthetic query's integer key (UInt64) instead of its
+    string, and no clicks, times or strings are made (several times faster). The keys are the
+    same draws as the spelled log's; only spelling collisions (rare: ≥ 3-word spellings) and
+    consecutive repeats at the same second (merged into one event there) differ."""
+    if not spell:
+        check_choice("strings", strings, STRING_MODES)
+        return pl.concat(
+            [
+                d
+                for _, d in _chunks(
+                    model, users=users, rng=rng, rows=rows, strings=strings,
+                    chunk_users=chunk_users, workers=workers, encode="keys",
+                )
+                if isinstance(d, pl.DataFrame)
+            ]
+        )  # fmt: skip
+    parts = []
+    for df in generate(
+        model, users=users, rng=rng, rows=rows, strings=strings, chunk_users=chunk_users,
+        workers=workers,
+    ):  # fmt: skip
+        same = (
+            (pl.col("AnonID") == pl.col("AnonID").shift(1))
+            & (pl.col("Query") == pl.col("Query").shift(1))
+            & (pl.col("QueryTime").fill_null("") == pl.col("QueryTime").shift(1).fill_null(""))
+        ).fill_null(False)
+        parts.append(
+            df.filter(~same).select(
+                pl.col("AnonID").alias("user"),
+                pl.col("Query").alias("query"),
+                pl.int_range(pl.len()).over("AnonID").cast(pl.Int64).alias("pos"),
+            )
+        )
+    return pl.concat(parts)
+
+
+def heldout_head_check(
+    model: SynthModel,
+    heldout: pl.DataFrame,
+    *,
+    rng: RandomSource,
+    users: int = 5_000,
+    observed: str = "clicked",
+    top: int = 100,
+) -> dict[str, Any]:
+    """Compare the top-``top`` user-share curve of ``heldout`` (query events of a *different*
+    real sample: ``user, query, clicks``) with the model's at matched activity.
+
+    A held-out sample of heavy users would hold every query more often than an average one, so
+    the comparison is made at the held-out users' own activity: the synthetic users' event
+    counts are bootstrapped from the held-out users' instead of the calibration's (the fitted
+    query law, exposure γ, repeat and click rates are unchanged). ``observed="clicked"``: the
+    held-out sample shows only events with a click (as the shared top-1000 AOL extract), so a
+    held-out user with n visible events is matched by a synthetic user with n / (1 − P(no
+    click)) events, and the synthetic curve is counted over its clicked events only — the same
+    observation filter. ``observed="all"``: all events on both sides.
+
+    Returns both curves, the ratio synthetic / held-out per rank and its worst factor
+    (max(r, 1/r)) over the top 20 and the top ``top``."""
+    check_choice("observed", observed, ("all", "clicked"))
+    check_int("users", users, minimum=1)
+    target = user_share_curve(heldout, top)
+    n_obs = heldout.group_by("user").len().get_column("len").to_numpy().astype(np.float64)
+    if observed == "clicked":
+        n_obs = n_obs / max(1.0 - model.clicks_per_event[0], 1e-9)
+    epu = sorted(int(max(round(x), 1)) for x in n_obs)
+    matched = replace(model, events_per_user=epu)
+    parts = []
+    for df in generate(matched, users=users, rng=rng, strings="opaque"):
+        if observed == "clicked":
+            df = df.filter(pl.col("ClickURL").is_not_null())
+        parts.append(df.select(pl.col("AnonID").alias("user"), pl.col("Query").alias("query")))
+    synth_curve = user_share_curve(pl.concat(parts), top)
+    n = min(target.size, synth_curve.size)
+    ratio = synth_curve[:n] / np.maximum(target[:n], 1e-12)
+    worst = np.maximum(ratio, 1.0 / np.maximum(ratio, 1e-12))
+    return {
+        "observed": observed,
+        "synthetic_users": users,
+        "heldout_users": int(heldout.get_column("user").n_unique()),
+        "heldout_curve": target[:n].tolist(),
+        "synthetic_curve": synth_curve[:n].tolist(),
+        "ratio": ratio.tolist(),
+        "worst_factor_top20": float(worst[:20].max()),
+        "within_1_5_top20": int((worst[:20] <= 1.5).sum()),
+        "worst_factor_top": float(worst.max()),
+    }
 
 
 def _format_for(path: Path, fmt: str) -> str:
@@ -712,4 +1012,10 @@ __all__ = [
     "write_synthetic",
     "read_model",
     "expected_rows",
+    "synthetic_events",
+    "heldout_head_check",
+    "user_share_curve",
+    "hold_probability",
+    "exposure",
+    "HEAD_MASS_MAX",
 ]

@@ -1,0 +1,248 @@
+"""What a release keeps as a function of d: the thesis' Fig. 4.2 computed exactly.
+
+Korolova (PhD thesis 2012, §4.6.1.1, Fig. 4.2) plots, for e^ε = 10 and δ = 10⁻⁵, the percent of
+distinct queries and the percent of query impressions released by Release-Data (Algorithm 3) as
+a function of d, the number of queries kept per user. This module computes the *expected*
+values of those figures on a given log, with no sampling, for Release-Data and for Gaussian
+selection (:class:`searchveil.mechanisms.selection.GaussianThreshold`):
+
+* Release-Data (Limit-User-Activity + Select-Queries): each user's first ``d`` query events are
+  kept; query q with bounded occurrence count c_q is released with probability
+  P[c_q + DLap(b) > K] (:func:`searchveil.params.keep_probability` at the scale the exact
+  sampler uses), K and b the smallest integer threshold and noise solved by
+  :func:`searchveil.params.korolova_solve_exact` for the selection step's (ε, δ, d) — the
+  thesis' Table 4.1 choice (§4.5 solves K, b from (ε, δ, d) for Select-Queries; the count step's
+  own budget decides the noise on the published counts, not what is published).
+* Gaussian selection: each user's first ``d`` distinct queries; q with c_q distinct users is
+  kept with P[c_q + N_Z(0, σ²) ≥ τ], (σ, τ) from ``GaussianThreshold.for_budget(ε, δ, d)``.
+
+Queries absent from the bounded data are not candidates (probability 0). Everything is a sum
+over queries of a function of the bounded count, computed by grouping queries by their count
+(``np.bincount``), so the cost is one pass over the events per d.
+
+Figures (all expectations):
+
+``distinct_pct``      100 · E[#released] / #distinct queries of the log (thesis' right axis);
+``volume_pct``        100 · Σ_q P(release_q) · occurrences_q / #query events: the share of the
+                      log's query volume whose query is published (comparable across mechanisms);
+``impressions_pct``   Release-Data only: 100 · Σ_q P(release_q) · E[noisy count_q] / #query
+                      events, the thesis' "% of impressions released" (each released query counted
+                      as its noisy count, whose mean is the bounded count c_q);
+``single_user_released``  Σ over queries held by exactly one user of their release probability
+                      (issue 12: the expected number of queries only one person typed that get
+                      published). It uses the count of such queries, which is itself sensitive:
+                      a figure for the data holder, never for the release.
+
+This reads the original private log: the figures are for choosing d and the mechanism.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from searchveil.errors import InvalidParameterError
+from searchveil.mechanisms.selection import GaussianThreshold
+from searchveil.model import SearchLog, query_events
+from searchveil.params import effective_scale, keep_probability, korolova_solve_exact
+from searchveil.validate import check_int, check_positive, check_probability
+
+__all__ = ["DEFAULT_DS", "dcurve", "dcurve_from_events", "format_dcurve"]
+
+DEFAULT_DS = (1, 2, 3, 5, 8, 10, 20, 40)
+MECHANISMS = ("korolova", "gaussian")
+
+
+def _encode(events: pl.DataFrame) -> dict[str, Any]:
+    """Integer arrays: query id, rank of the event within its user (by ``pos``), and the
+    distinct rank of the user's first occurrence of each query (−1 for repeats). Hash-based
+    ids (categorical codes), runs and cumulative sums in numpy: no string sort, no window."""
+    for col in ("user", "query", "pos"):
+        if col not in events.columns:
+            raise InvalidParameterError(
+                "events", events.columns, "a frame with columns user, query, pos"
+            )
+    ev = events.select("user", "query", "pos")
+    ok = ev.get_column("user").is_sorted()
+    if ok and ev.height > 1:
+        u = ev.get_column("user").rle_id().to_numpy()
+        pos = ev.get_column("pos").to_numpy()
+        ok = bool(np.all((u[1:] != u[:-1]) | (pos[1:] > pos[:-1])))
+    if not ok:
+        ev = ev.sort(["user", "pos"])
+    qcol = pl.col("query")
+    if not ev.schema["query"].is_integer():  # strings: hash-based categorical codes
+        qcol = qcol.cast(pl.String).cast(pl.Categorical).to_physical()
+    codes = ev.select(uid=pl.col("user").rle_id().cast(pl.Int64), qid=qcol.cast(pl.Int64))
+    uid = codes.get_column("uid").to_numpy()
+    raw = codes.get_column("qid").to_numpy()
+    # dense ids 0..nq-1 (categorical codes may be global and sparse)
+    present, qid = np.unique(raw, return_inverse=True)
+    nq = int(present.size)
+    n = uid.size
+    starts = np.flatnonzero(np.r_[True, uid[1:] != uid[:-1]])
+    start_of = np.repeat(starts, np.diff(np.r_[starts, n]))
+    rank = np.arange(n, dtype=np.int64) - start_of
+    first = pl.Series(uid * nq + qid).is_first_distinct().to_numpy()
+    cs = np.cumsum(first)
+    before = np.where(start_of > 0, cs[start_of - 1], 0)
+    drank = np.where(first, cs - before - 1, -1)
+    return {"qid": qid.astype(np.int64), "rank": rank, "drank": drank, "users": starts.size,
+            "nq": nq}  # fmt: skip
+
+
+def _expected(
+    counts: npt.NDArray[np.int64],
+    keep: npt.NDArray[np.float64],
+    occ: npt.NDArray[np.float64],
+    single: npt.NDArray[np.bool_],
+) -> dict[str, float]:
+    """Σ over queries of keep[c_q] (· weights), grouped by bounded count c_q."""
+    m = int(counts.max()) if counts.size else 0
+    k = keep[: m + 1].copy()
+    k[0] = 0.0  # not in the bounded data: not a candidate
+    by_count = np.bincount(counts, minlength=m + 1).astype(np.float64)
+    return {
+        "released": float(by_count @ k),
+        "occurrences": float(np.bincount(counts, weights=occ, minlength=m + 1) @ k),
+        "bounded": float((np.arange(m + 1, dtype=np.float64) * by_count) @ k),
+        "single": float(np.bincount(counts[single], minlength=m + 1).astype(np.float64) @ k),
+    }
+
+
+def dcurve_from_events(
+    events: pl.DataFrame,
+    *,
+    epsilon: float,
+    delta: float,
+    ds: Sequence[int] = DEFAULT_DS,
+    mechanisms: Sequence[str] = MECHANISMS,
+) -> dict[str, Any]:
+    """The d-curve of a frame of query events (columns ``user, query, pos``, as
+    :func:`searchveil.model.query_events` returns; ``query`` may be strings or integer ids,
+    e.g. ``searchveil.synth.synthetic_events(..., spell=False)``). See the module docstring."""
+    eps = check_positive("epsilon", epsilon)
+    dl = check_probability("delta", delta)
+    d_list = [check_int("d", d, minimum=1) for d in ds]
+    if not d_list:
+        raise InvalidParameterError("ds", list(ds), "a non-empty list of integers >= 1")
+    for m in mechanisms:
+        if m not in MECHANISMS:
+            raise InvalidParameterError("mechanisms", list(mechanisms), f"a subset of {MECHANISMS}")
+    if events.height == 0:
+        raise InvalidParameterError("events", 0, "a log with at least one query event")
+    enc = _encode(events)
+    qid, rank, drank = enc["qid"], enc["rank"], enc["drank"]
+    n_users = int(enc["users"])
+    nq = int(enc["nq"])
+    occ = np.bincount(qid, minlength=nq).astype(np.float64)
+    holders = np.bincount(qid[drank >= 0], minlength=nq)
+    single = holders == 1
+    total = float(qid.size)
+    table: list[dict[str, Any]] = []
+    for d in d_list:
+        if "korolova" in mechanisms:
+            sol = korolova_solve_exact(epsilon=eps, delta=dl, d=d, distinct=False)
+            K, b = int(sol["K"]), float(sol["b"])
+            counts = np.bincount(qid[rank < d], minlength=nq)
+            grid = np.arange(int(counts.max()) + 1)
+            keep = keep_probability(grid, threshold=K, scale=effective_scale(b), noise="discrete")
+            e = _expected(counts, keep, occ, single)
+            table.append(
+                {
+                    "d": d,
+                    "mechanism": "korolova",
+                    "K": K,
+                    "b": b,
+                    "expected_released": e["released"],
+                    "distinct_pct": 100.0 * e["released"] / nq,
+                    "volume_pct": 100.0 * e["occurrences"] / total,
+                    "impressions_pct": 100.0 * e["bounded"] / total,
+                    "single_user_released": e["single"],
+                }
+            )
+        if "gaussian" in mechanisms:
+            g = GaussianThreshold.for_budget(epsilon=eps, delta=dl, d=d)
+            counts = np.bincount(qid[(drank >= 0) & (drank < d)], minlength=nq)
+            grid = np.arange(int(counts.max()) + 1)
+            keep = np.asarray(g.keep_probability(grid), dtype=np.float64)
+            e = _expected(counts, keep, occ, single)
+            table.append(
+                {
+                    "d": d,
+                    "mechanism": "gaussian",
+                    "sigma": g.sigma,
+                    "tau": g.tau,
+                    "expected_released": e["released"],
+                    "distinct_pct": 100.0 * e["released"] / nq,
+                    "volume_pct": 100.0 * e["occurrences"] / total,
+                    "single_user_released": e["single"],
+                }
+            )
+    best = {}
+    for m in mechanisms:
+        rows = [r for r in table if r["mechanism"] == m]
+        top = max(rows, key=lambda r: r["volume_pct"])
+        best[m] = {"d": top["d"], "volume_pct": top["volume_pct"],
+                   "distinct_pct": top["distinct_pct"]}  # fmt: skip
+    return {
+        "epsilon": eps,
+        "delta": dl,
+        "users": n_users,
+        "query_events": int(total),
+        "distinct_queries": nq,
+        "single_user_queries": int(single.sum()),
+        "delta_protects_everyone": dl < 1.0 / n_users,
+        "delta_max_recommended": 1.0 / (10.0 * n_users),
+        "table": table,
+        "best": best,
+        "note": "expectations over the mechanisms' noise, computed exactly from the keep "
+        "curves; figures about the private log, for the data holder only",
+    }
+
+
+def dcurve(
+    log: SearchLog,
+    *,
+    epsilon: float,
+    delta: float,
+    ds: Sequence[int] = DEFAULT_DS,
+    mechanisms: Sequence[str] = MECHANISMS,
+) -> dict[str, Any]:
+    """The d-curve of ``log`` (its query events; see :func:`dcurve_from_events`)."""
+    return dcurve_from_events(
+        query_events(log), epsilon=epsilon, delta=delta, ds=ds, mechanisms=mechanisms
+    )
+
+
+def format_dcurve(result: dict[str, Any]) -> str:
+    """A Markdown table of a :func:`dcurve` result (one row per d)."""
+    by_d: dict[int, dict[str, dict[str, Any]]] = {}
+    for r in result["table"]:
+        by_d.setdefault(r["d"], {})[r["mechanism"]] = r
+    lines = [
+        "| d | K | Release-Data % distinct | % volume | % impressions | single-user "
+        "| τ | Gaussian % distinct | % volume | single-user |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def f(r: dict[str, Any] | None, key: str, digits: int = 3) -> str:
+        if r is None:
+            return "–"
+        v = r[key]
+        return f"{v:.{digits}g}" if isinstance(v, float) and not math.isnan(v) else str(v)
+
+    for d in sorted(by_d):
+        k, g = by_d[d].get("korolova"), by_d[d].get("gaussian")
+        lines.append(
+            f"| {d} | {f(k, 'K')} | {f(k, 'distinct_pct')} | {f(k, 'volume_pct')} "
+            f"| {f(k, 'impressions_pct')} | {f(k, 'single_user_released', 2)} | {f(g, 'tau')} "
+            f"| {f(g, 'distinct_pct')} | {f(g, 'volume_pct')} "
+            f"| {f(g, 'single_user_released', 2)} |"
+        )
+    return "\n".join(lines)
