@@ -10,8 +10,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from searchveil.attacks.ads import ads_sections, run_ads_experiment
 from searchveil.cli._common import JsonOpt, SeedOpt, emit, out_console, progress, run
 from searchveil.errors import InvalidParameterError
+from searchveil.io.ledger import write_json_atomic
+from searchveil.report.html import page, write_report
+from searchveil.rng import make_rng
 
 __all__ = ["add_ads_commands", "register", "parse_epsilons"]
 
@@ -113,11 +117,6 @@ def add_ads_commands(attack_app: typer.Typer) -> None:
         (d) DP reports with a per-advertiser budget."""
 
         def body() -> None:
-            from searchveil.attacks.ads import ads_sections, run_ads_experiment
-            from searchveil.io.ledger import write_json_atomic
-            from searchveil.report.html import page, write_report
-            from searchveil.rng import make_rng
-
             eps = parse_epsilons(epsilon)
             rng = make_rng(seed)
             with progress(not json_out) as step:
