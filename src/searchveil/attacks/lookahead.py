@@ -189,6 +189,15 @@ def _gather(indptr: IntArray, indices: npt.NDArray[np.int32], nodes: IntArray) -
     return indices[offs].astype(np.int64)
 
 
+def _dedupe(nodes: IntArray, scratch: IntArray) -> IntArray:
+    """Distinct values of ``nodes`` without sorting (``scratch``: an int64 array of size n)."""
+    if nodes.size <= 1:
+        return nodes
+    pos = np.arange(nodes.size, dtype=np.int64)
+    scratch[nodes] = pos
+    return nodes[scratch[nodes] == pos]
+
+
 class _State:
     """``dist[u] = min(dist(u, B), ℓ + 2)`` with incremental updates."""
 
@@ -199,6 +208,7 @@ class _State:
         self.inf = lookahead + 2
         self.dist = np.full(self.n, self.inf, dtype=np.int16)
         self.n_covered = 0
+        self.scratch = np.zeros(self.n, dtype=np.int64)
 
     def bribe(self, b: int) -> tuple[IntArray, IntArray]:
         """Bribe ``b``; returns (newly covered nodes, newly seen nodes)."""
@@ -220,7 +230,7 @@ class _State:
             nb = nb[dist[nb] > j]
             if nb.size == 0:
                 break
-            nb = np.unique(nb)
+            nb = _dedupe(nb, self.scratch)
             prev = dist[nb]
             dist[nb] = j
             if j <= ell:
@@ -448,7 +458,7 @@ class _BenchmarkPicker:
             nb = nb[mark[nb] != stamp]
             if nb.size == 0:
                 break
-            nb = np.unique(nb)
+            nb = _dedupe(nb, st.scratch)
             mark[nb] = stamp
             d = dist[nb]
             count += int(np.count_nonzero(d > ell))

@@ -53,6 +53,7 @@ __all__ = [
     "TABLE_6_1_LEVELS",
     "NOT_A_RELEASE",
     "graph_fingerprint",
+    "describe_graph",
     "run_on_graph",
     "run_lookahead_experiments",
     "lookahead_sections",
@@ -90,7 +91,7 @@ def graph_fingerprint(graph: Graph) -> str:
     return h.hexdigest()
 
 
-def _describe(graph: Graph) -> dict[str, Any]:
+def describe_graph(graph: Graph) -> dict[str, Any]:
     d = graph.describe()
     d["fingerprint_sha256"] = graph_fingerprint(graph)
     d["mean_degree"] = float(graph.degrees.mean()) if graph.n_nodes else 0.0
@@ -109,7 +110,7 @@ def run_on_graph(
 ) -> dict[str, Any]:
     """Every strategy × lookahead on one graph, to the highest coverage level."""
     target = max(levels)
-    out: dict[str, Any] = {"graph": _describe(graph), "runs": {}}
+    out: dict[str, Any] = {"graph": describe_graph(graph), "runs": {}}
     for s in strategies:
         for ell in lookaheads:
             if progress:
