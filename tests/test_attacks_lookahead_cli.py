@@ -37,7 +37,12 @@ def _run(args: list[object]):
 @pytest.fixture(scope="module")
 def small_result() -> dict:
     return run_lookahead_experiments(
-        rng=make_rng(3), n=600, dmin=3, real_graphs={"tiny": TINY}, lookaheads=(1, 2, 3)
+        rng=make_rng(3),
+        n=600,
+        dmin=3,
+        real_graphs={"tiny": TINY},
+        lookaheads=(1, 2, 3),
+        table_6_1_nodes=None,
     )
 
 
@@ -77,13 +82,27 @@ def test_sections_and_record(small_result: dict) -> None:
 
 
 def test_seeded_experiments_repeat() -> None:
-    a = run_lookahead_experiments(rng=make_rng(8), n=300, dmin=2, strategies=("random",))
-    b = run_lookahead_experiments(rng=make_rng(8), n=300, dmin=2, strategies=("random",))
+    kw = {"n": 300, "dmin": 2, "strategies": ("random",), "table_6_1_nodes": None}
+    a = run_lookahead_experiments(rng=make_rng(8), **kw)
+    b = run_lookahead_experiments(rng=make_rng(8), **kw)
     assert a["synthetic"]["runs"] == b["synthetic"]["runs"]
     assert (
         a["synthetic"]["graphs"][0]["fingerprint_sha256"]
         == (b["synthetic"]["graphs"][0]["fingerprint_sha256"])
     )
+
+
+def test_table_6_1_on_its_own_graphs() -> None:
+    r = run_lookahead_experiments(
+        rng=make_rng(5), n=300, dmin=2, strategies=("highest",), table_6_1_nodes=3000
+    )
+    assert [g["nodes"] for g in r["table_6_1_graphs"]] == [3000]
+    for row in r["table_6_1"]:
+        assert row["nodes"] == 3000
+        assert row["bribes"][0] == pytest.approx(row["f1"] * 3000)
+        assert row["f1_f2_main"] is not None  # the main graphs' factors are kept too
+    rec = run_record(r, make_rng(5), command="reproduce")
+    assert [i["name"] for i in rec["inputs"]] == ["synthetic-1", "table-6.1-1"]
 
 
 def test_experiment_parameter_errors() -> None:
@@ -129,7 +148,8 @@ def test_cli_reproduce_writes_report_and_record(tmp_path: Path) -> None:
     report = tmp_path / "attacks.html"
     r = _run(
         ["attack", "reproduce", "--report", report, "--nodes", 400, "--dmin", 3, "--seed", 1,
-         "--real-graph", f"tiny={TINY}", "--strategies", "highest,random,crawler", "--json"]
+         "--real-graph", f"tiny={TINY}", "--strategies", "highest,random,crawler", "--json",
+         "--table61-nodes", 0]
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
@@ -138,8 +158,8 @@ def test_cli_reproduce_writes_report_and_record(tmp_path: Path) -> None:
     rec = json.loads((tmp_path / "attacks.run.json").read_text())
     assert rec["seeded"] is True and rec["parameters"]["n"] == 400
     assert [i["name"] for i in rec["inputs"]] == ["synthetic-1", "tiny"]
-    human = _run(["attack", "reproduce", "--nodes", 300, "--dmin", 2, "--seed", 2,
-                  "--strategies", "highest", "--lookaheads", "1,2,3"])  # fmt: skip
+    human = _run(["attack", "reproduce", "--nodes", 300, "--dmin", 2, "--seed", 2, "--strategies",
+                  "highest", "--lookaheads", "1,2,3", "--table61-nodes", 1000])  # fmt: skip
     assert human.exit_code == 0, human.output
     assert "Table 6.1" in human.stdout and "112.3" in human.stdout
 

@@ -98,7 +98,8 @@ def _human_lookahead(r: dict[str, Any]) -> None:
 
 
 def _human_reproduce(r: dict[str, Any]) -> None:
-    t = Table(title="Table 6.1: Highest, factors of improvement with lookahead")
+    n61 = r["table_6_1"][0]["nodes"] if r["table_6_1"] else r["parameters"]["n"]
+    t = Table(title=f"Table 6.1: Highest, factors of improvement with lookahead (n = {n61:,})")
     for c in ("1 − ε", "f1/f2 ours", "f1/f2 thesis", "f2/f3 ours", "f2/f3 thesis"):
         t.add_column(c, justify="right")
 
@@ -260,6 +261,13 @@ def reproduce_cmd(
         str, typer.Option("--strategies", help="comma-separated strategies")
     ] = "benchmark,greedy,highest,random,crawler",
     lookaheads: Annotated[str, typer.Option("--lookaheads", help="comma-separated ℓ")] = "1,2,3",
+    table61_nodes: Annotated[
+        int,
+        typer.Option(
+            "--table61-nodes",
+            help="nodes of the Table 6.1 graphs (Highest only; 0 = use the --nodes graphs)",
+        ),
+    ] = 800_000,
     real_graph: Annotated[
         list[str] | None,
         typer.Option(
@@ -291,6 +299,7 @@ def reproduce_cmd(
             strategies=strats,
             lookaheads=ells,
             real_graphs=real,
+            table_6_1_nodes=table61_nodes or None,
             progress=_say(json_out),
         )
         record = run_record(result, rng, command="reproduce")
