@@ -253,3 +253,16 @@ def test_benchmark_beats_highest_at_thesis_size() -> None:
         kb, kh = b.bribes_needed(c), h.bribes_needed(c)
         assert kb is not None and kh is not None and kb <= kh
     assert h.bribes_needed(0.8) <= 1.3 * b.bribes_needed(0.8)
+
+
+def test_common_random_numbers_make_lookahead_monotone() -> None:
+    """Each strategy reuses its randomness across lookaheads: more lookahead never needs more
+    bribes for the fixed-order strategies (Random, Highest): the same order, larger balls."""
+    r = run_lookahead_experiments(
+        rng=make_rng(12), n=800, dmin=2, strategies=("random", "highest"), table_6_1_nodes=None
+    )
+    for s in ("random", "highest"):
+        runs = r["synthetic"]["runs"][s]
+        for c in range(len(runs["1"]["curve"])):
+            k = [runs[e]["curve"][c]["bribes"] for e in ("1", "2", "3")]
+            assert k[0] >= k[1] >= k[2], (s, k)

@@ -49,7 +49,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph, read_edge_list
 from searchveil.io.ledger import build_ledger
 from searchveil.report.html import esc, fmt, img, page, table
-from searchveil.rng import RandomSource
+from searchveil.rng import RandomSource, make_rng
 from searchveil.validate import check_int, check_positive
 
 __all__ = [
@@ -112,15 +112,27 @@ def run_on_graph(
     progress: Progress | None = None,
     label: str = "graph",
 ) -> dict[str, Any]:
-    """Every strategy × lookahead on one graph, to the highest coverage level."""
+    """Every strategy × lookahead on one graph, to the highest coverage level.
+
+    Common random numbers: each strategy gets one seed drawn from ``rng`` and reuses it for
+    every lookahead, so Random bribes the same permutation (Highest the same tie order,
+    Crawler the same start) at ℓ = 1, 2, 3 and the curves differ only by the lookahead.
+    """
     target = max(levels)
     out: dict[str, Any] = {"graph": describe_graph(graph), "runs": {}}
     for s in strategies:
+        sub_seed = int(rng.integers_below(2**62, 1)[0])
         for ell in lookaheads:
             if progress:
                 progress(f"{label}: {STRATEGY_NAMES[s]}, lookahead {ell}")
             t0 = time.perf_counter()
-            r = run_attack(graph, strategy=s, lookahead=ell, rng=rng, target_coverage=target)
+            r = run_attack(
+                graph,
+                strategy=s,
+                lookahead=ell,
+                rng=make_rng(sub_seed),
+                target_coverage=target,
+            )
             secs = time.perf_counter() - t0
             out["runs"].setdefault(s, {})[str(ell)] = _run_summary(r, levels, secs)
     return out
