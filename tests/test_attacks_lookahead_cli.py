@@ -266,3 +266,12 @@ def test_common_random_numbers_make_lookahead_monotone() -> None:
         for c in range(len(runs["1"]["curve"])):
             k = [runs[e]["curve"][c]["bribes"] for e in ("1", "2", "3")]
             assert k[0] >= k[1] >= k[2], (s, k)
+
+
+def test_docs_python_example_runs() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "attacks.md").read_text(encoding="utf-8")
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(code, "docs/attacks.md", "exec"), scope)  # noqa: S102 - our own doc example
+    assert scope["run"].bribes_needed(0.8) is not None
+    assert any("Table 6.1" in part for part in scope["parts"])
