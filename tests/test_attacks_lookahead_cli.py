@@ -85,7 +85,9 @@ def test_seeded_experiments_repeat() -> None:
     kw = {"n": 300, "dmin": 2, "strategies": ("random",), "table_6_1_nodes": None}
     a = run_lookahead_experiments(rng=make_rng(8), **kw)
     b = run_lookahead_experiments(rng=make_rng(8), **kw)
-    assert a["synthetic"]["runs"] == b["synthetic"]["runs"]
+    for ell in ("1", "2", "3"):  # everything but the timings
+        ra, rb = a["synthetic"]["runs"]["random"][ell], b["synthetic"]["runs"]["random"][ell]
+        assert ra["curve"] == rb["curve"]
     assert (
         a["synthetic"]["graphs"][0]["fingerprint_sha256"]
         == (b["synthetic"]["graphs"][0]["fingerprint_sha256"])

@@ -306,9 +306,9 @@ def run_lookahead_experiments(
     return result
 
 
-def _highest_fs(runs: dict[str, Any], c: float) -> dict[int, float | None]:
+def _highest_fs(runs: dict[str, Any], c: float, key: str = "fraction") -> dict[int, float | None]:
     high = runs.get("highest", {})
-    return {e: _at(high[str(e)]["curve"], c) if str(e) in high else None for e in (1, 2, 3)}
+    return {e: _at(high[str(e)]["curve"], c, key) if str(e) in high else None for e in (1, 2, 3)}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -319,6 +319,7 @@ def _table_6_1(runs: dict[str, Any], main: dict[str, Any], n61: int) -> list[dic
     rows: list[dict[str, Any]] = []
     for c in TABLE_6_1_LEVELS:
         f = _highest_fs(runs, c)
+        k = _highest_fs(runs, c, "bribes")
         fm = _highest_fs(main, c)
         paper = THESIS_TABLE_6_1[c]
         rows.append(
@@ -328,7 +329,7 @@ def _table_6_1(runs: dict[str, Any], main: dict[str, Any], n61: int) -> list[dic
                 "f1": f[1],
                 "f2": f[2],
                 "f3": f[3],
-                "bribes": [None if f[e] is None else round(f[e] * n61, 1) for e in (1, 2, 3)],
+                "bribes": [k[1], k[2], k[3]],
                 "f1_f2": _ratio(f[1], f[2]),
                 "f2_f3": _ratio(f[2], f[3]),
                 "thesis_f1_f2": paper[0],
@@ -387,7 +388,7 @@ def _strategies_figure(runs: dict[str, Any], title: str) -> Figure:
 def _lookahead_figure(runs: dict[str, Any], title: str) -> Figure:
     """Fig 6.3/6.5 style: bribes needed vs coverage for each lookahead, one panel per
     strategy (Highest, Crawler, Random where run), log y."""
-    strats = [s for s in ("highest", "crawler", "random") if s in runs] or list(runs)
+    strats: list[str] = [s for s in ("highest", "crawler", "random") if s in runs] or list(runs)
     fig = Figure(figsize=(4.2 * len(strats), 3.6))
     axes = fig.subplots(1, len(strats), squeeze=False)[0]
     for ax, s in zip(axes, strats, strict=True):
