@@ -204,3 +204,15 @@ def test_all_strategies_on_a_power_law_graph() -> None:
         for ell in (1, 2):
             r = run_attack(g, strategy=strat, lookahead=ell, rng=make_rng(4), target_coverage=0.9)
             check_run(g, r)
+
+
+def test_benchmark_ball_matrix_counts_do_not_wrap() -> None:
+    """Hub 255 has 255 leaves: its (hub, hub) entry of (A + I)² is 256, which an 8-bit type
+    wraps to 0 (and scipy drops), making its gain 255 — a tie with the other star's centre 0
+    (254 leaves, gain 255), which the lower index would win. Gains must stay exact."""
+    src = [0] * 254 + [255] * 255
+    dst = list(range(1, 255)) + list(range(256, 511))
+    g = graph_from_edges(src, dst, undirected=True, n_nodes=511)
+    r = run_attack(g, strategy="benchmark", lookahead=2, rng=make_rng(0), target_coverage=1.0)
+    assert r.bribed.tolist() == [255, 0] and r.covered.tolist() == [256, 511]
+    check_run(g, r)

@@ -45,9 +45,13 @@ Ties among equal keys (Benchmark, Greedy, Crawler) go to the lowest node index.
 BFS from ``b`` that only continues through nodes whose distance strictly decreases, so each
 node's distance is lowered at most ``ℓ + 2`` times and the whole attack costs ``O(ℓ m)`` for the
 coverage updates (no rescans). Greedy/Crawler keep each node's number of uncovered
-neighbours, updated from the newly covered nodes; Benchmark's gain is computed on demand by a
-BFS that does not continue through a node ``w`` reached at depth ``j`` with ``dist[w] <= j``
-(everything beyond it is covered). All three use lazy-greedy priority queues: keys only
+neighbours, updated from the newly covered nodes. Benchmark's gain ``|ball_ℓ(v) \\ covered|``
+is maintained exactly for ℓ <= 2 from the sparse ball matrix (``A + I``, or ``(A + I)²`` when
+``Σ deg²`` is at most 4·10⁷): the relation is symmetric, so a newly covered ``u`` lowers the
+gain of exactly the nodes of ``ball_ℓ(u)``; for ℓ >= 3 it is computed on demand by a BFS that
+does not continue through a node ``w`` reached at depth ``j`` with ``dist[w] <= j``
+(everything beyond it is covered), with upper-bound keys (exact ``|ball_2|`` then union
+bounds, or walk counts). All three use lazy-greedy priority queues: keys only
 decrease, so a popped entry whose recomputed key is still >= the best remaining stale key is
 a true maximum. Highest and Random have fixed orders, so their whole coverage curve is
 computed at once: the first bribe that covers ``u`` is ``min`` over ``ball_ℓ(u)`` of the
@@ -419,21 +423,17 @@ class _BenchmarkPicker:
     def __init__(self, st: _State, stats: dict[str, Any]) -> None:
         self.st = st
         self.stats = stats
-        n, ell = st.n, st.ell
-        if ell == 1:
-            # exact gains maintained incrementally: [v uncovered] + uncovered neighbours
-            self.gain: IntArray | None = st.deg + 1
+        n = st.n
+        # Exact gains maintained incrementally when the ℓ-balls fit in memory (ℓ <= 2): the
+        # ball relation is symmetric, so a newly covered node u lowers the gain of exactly the
+        # nodes in ball_ℓ(u), one each. Otherwise: BFS evaluations with upper-bound keys.
+        self.ball = _ball_matrix(st)
+        self.gain: IntArray | None = None
+        if self.ball is not None:
+            self.gain = np.diff(self.ball.indptr).astype(np.int64)
             keys = self.gain.copy()
         else:
-            self.gain = None
-            # walks of length <= ℓ bound the ball size; capped at n
-            ub = np.ones(n, dtype=np.float64)
-            w = np.ones(n, dtype=np.float64)
-            a = _adjacency_float(st)
-            for _ in range(ell):
-                w = np.minimum(a @ w, float(n))
-                ub += w
-            keys = np.minimum(ub, float(n)).astype(np.int64)
+            keys = _ball_size_bounds(st)
         self.heap = list(zip((-keys).tolist(), range(n), strict=True))
         heapq.heapify(self.heap)
         self.mark = np.zeros(n, dtype=np.int64)
@@ -478,12 +478,59 @@ class _BenchmarkPicker:
         return None
 
     def update(self, b: int, newly: IntArray, seen: IntArray) -> None:
-        if self.gain is not None and newly.size:
-            st = self.st
-            self.gain[newly] -= 1
-            nb = _gather(st.indptr, st.indices, newly)
-            if nb.size:
-                np.subtract.at(self.gain, nb, 1)
+        if self.gain is not None and self.ball is not None and newly.size:
+            idx = _gather(np.asarray(self.ball.indptr, dtype=np.int64), self.ball.indices, newly)
+            if idx.size:
+                np.subtract.at(self.gain, idx, 1)
+
+
+_EXACT_BALL2_BUDGET = 40_000_000  # max Σ deg² for the exact |ball_2| product (memory)
+
+
+def _ball_matrix(st: _State) -> sp.csr_matrix | None:
+    """The 0/1 matrix of ``dist(u, v) <= ℓ`` (CSR, int32 indices) for ℓ <= 2 when it fits
+    (``Σ deg² <= _EXACT_BALL2_BUDGET`` for ℓ = 2), else None."""
+    n, ell = st.n, st.ell
+    eye = sp.identity(n, format="csr", dtype=np.int8)
+    if ell == 0:
+        return eye
+    if ell > 2:
+        return None
+    a = sp.csr_matrix(
+        (np.ones(st.indices.size, dtype=np.int8), st.indices, st.indptr), shape=(n, n)
+    )
+    b = (a + eye).tocsr()
+    if ell == 2:
+        if float(np.sum(st.deg.astype(np.float64) ** 2)) > _EXACT_BALL2_BUDGET:
+            return None
+        # int32 counts: scipy drops entries whose sum is 0, so narrow types could wrap to 0
+        b = b.astype(np.int32)
+        b.data[:] = 1
+        b = (b @ b).tocsr()
+    b.sort_indices()
+    return b
+
+
+def _ball_size_bounds(st: _State) -> IntArray:
+    """Upper bounds on ``|ball_ℓ(v)|`` for every node (ℓ >= 2), capped at n: exact
+    ``|ball_2|`` from the sparse product ``(A + I)²`` when ``Σ deg²`` is small enough, then
+    ``|ball_{j+1}(v)| <= Σ_{u ∈ N[v]} |ball_j(u)|`` (union bound) for each further level;
+    otherwise walk counts (``Σ_{j<=ℓ} A^j 1``)."""
+    n, ell = st.n, st.ell
+    a = _adjacency_float(st)
+    if float(np.sum(st.deg.astype(np.float64) ** 2)) <= _EXACT_BALL2_BUDGET:
+        b = (a + sp.identity(n, format="csr", dtype=np.float64)).tocsr()
+        b.data[:] = 1.0
+        ub = np.diff((b @ b).indptr).astype(np.float64)
+        for _ in range(ell - 2):
+            ub = np.minimum(b @ ub, float(n))
+        return np.minimum(ub, float(n)).astype(np.int64)
+    ub = np.ones(n, dtype=np.float64)
+    w = np.ones(n, dtype=np.float64)
+    for _ in range(ell):
+        w = np.minimum(a @ w, float(n))
+        ub += w
+    return np.minimum(ub, float(n)).astype(np.int64)
 
 
 def _adjacency_float(st: _State) -> sp.csr_matrix:
