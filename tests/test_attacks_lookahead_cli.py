@@ -225,6 +225,7 @@ def test_cli_lookahead(tmp_path: Path) -> None:
             1.5,
         ],  # fmt: skip
         ["attack", "reproduce", "--nodes", 50],
+        ["attack", "lookahead", "--nodes", 10**10, "--lookahead", 1, "--strategy", "random"],
         ["attack", "reproduce", "--nodes", 300, "--real-graph", "nofile"],
         ["attack", "reproduce", "--nodes", 300, "--lookaheads", "1,x"],
     ],

@@ -54,6 +54,7 @@ from searchveil.validate import check_int, check_positive
 
 __all__ = [
     "COVERAGE_LEVELS",
+    "MAX_NODES",
     "TABLE_6_1_LEVELS",
     "NOT_A_RELEASE",
     "graph_fingerprint",
@@ -69,6 +70,7 @@ COVERAGE_LEVELS: tuple[float, ...] = (
     0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99,
 )  # fmt: skip
 TABLE_6_1_LEVELS: tuple[float, ...] = (0.7, 0.8, 0.9, 0.95, 0.99)
+MAX_NODES = 50_000_000  # a generated graph of this size needs ~10 GB; refuse larger
 TABLE_6_2_EPSILONS: tuple[float, ...] = (0.4, 0.2, 0.1)
 NOT_A_RELEASE = (
     "Attack simulation, not a differentially private release: nothing here is published, no "
@@ -201,7 +203,7 @@ def run_lookahead_experiments(
     ``real_graphs`` maps a display name to a SNAP edge-list file (read as undirected).
     ``table_6_1_nodes`` = None or ``n`` measures Table 6.1 on the main graphs only.
     """
-    n = check_int("nodes", n, minimum=100)
+    n = check_int("nodes", n, minimum=100, maximum=MAX_NODES)
     alpha = check_positive("alpha", alpha)
     dmin = check_int("dmin", dmin, minimum=1)
     graphs = check_int("graphs", graphs, minimum=1, maximum=100)
@@ -241,7 +243,7 @@ def run_lookahead_experiments(
     t61_runs, t61_graphs = synth_runs, []
     n61 = n
     if table_6_1_nodes is not None and table_6_1_nodes != n:
-        n61 = check_int("table_6_1_nodes", table_6_1_nodes, minimum=100)
+        n61 = check_int("table_6_1_nodes", table_6_1_nodes, minimum=100, maximum=MAX_NODES)
         if default_dmax(n61) < dmin:
             raise InvalidParameterError("table_6_1_nodes", n61, f"n with ⌊√n⌋ >= dmin ({dmin})")
         per61 = []

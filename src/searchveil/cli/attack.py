@@ -25,6 +25,7 @@ from searchveil.attacks.graphs import power_law_graph
 from searchveil.attacks.lookahead import STRATEGY_NAMES, normalize_strategy, run_attack
 from searchveil.attacks.reproduce import (
     COVERAGE_LEVELS,
+    MAX_NODES,
     NOT_A_RELEASE,
     TABLE_6_1_LEVELS,
     describe_graph,
@@ -214,7 +215,7 @@ def lookahead_cmd(
         if graph is not None:
             g = read_edge_list(graph, undirected=True)
         else:
-            n = check_int("nodes", nodes, minimum=2)
+            n = check_int("nodes", nodes, minimum=2, maximum=MAX_NODES)
             g = power_law_graph(n, alpha, dmin, rng)
         t0 = time.perf_counter()
         r = run_attack(g, strategy=s, lookahead=lookahead, rng=rng, target_coverage=coverage)
