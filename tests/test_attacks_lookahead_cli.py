@@ -151,17 +151,27 @@ def test_cli_reproduce_writes_report_and_record(tmp_path: Path) -> None:
     r = _run(
         ["attack", "reproduce", "--report", report, "--nodes", 400, "--dmin", 3, "--seed", 1,
          "--real-graph", f"tiny={TINY}", "--strategies", "highest,random,crawler", "--json",
-         "--table61-nodes", 0]
+         "--table61-nodes", 0, "--fig62-nodes", "400,1600"]
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert {"f1_f2", "f2_f3"} <= set(res["table_6_1"][0])
+    assert [row["nodes"] for row in res["fig_6_2"]] == [400, 1600]
+    k = [row["bribes"]["0.9"] for row in res["fig_6_2"]]
+    assert 0 < k[0] <= k[1]  # more nodes, more bribes (linear in n, §6.3.1.3)
     assert report.exists() and "Table 6.1" in report.read_text()
     rec = json.loads((tmp_path / "attacks.run.json").read_text())
     assert rec["seeded"] is True and rec["parameters"]["n"] == 400
-    assert [i["name"] for i in rec["inputs"]] == ["synthetic-1", "tiny"]
+    assert [i["name"] for i in rec["inputs"]] == [
+        "synthetic-1",
+        "fig-6.2-n400",
+        "fig-6.2-n1600",
+        "tiny",
+    ]
+    assert "Fig 6.2" in report.read_text()
     human = _run(["attack", "reproduce", "--nodes", 300, "--dmin", 2, "--seed", 2, "--strategies",
-                  "highest", "--lookaheads", "1,2,3", "--table61-nodes", 1000])  # fmt: skip
+                  "highest", "--lookaheads", "1,2,3", "--table61-nodes", 1000,
+                  "--fig62-nodes", ""])  # fmt: skip
     assert human.exit_code == 0, human.output
     assert "Table 6.1" in human.stdout and "112.3" in human.stdout
 
@@ -228,6 +238,7 @@ def test_cli_lookahead(tmp_path: Path) -> None:
         ["attack", "lookahead", "--nodes", 10**10, "--lookahead", 1, "--strategy", "random"],
         ["attack", "reproduce", "--nodes", 300, "--real-graph", "nofile"],
         ["attack", "reproduce", "--nodes", 300, "--lookaheads", "1,x"],
+        ["attack", "reproduce", "--nodes", 300, "--fig62-nodes", "10"],
     ],
 )
 def test_cli_errors_exit_2_and_write_nothing(tmp_path: Path, args: list[object]) -> None:

@@ -15,7 +15,8 @@ wiki-Vote and Facebook graphs in its place), and returns a JSON-able dict with
   n = 100,000 ours are about half the printed ones while at 800,000 they match them (see
   docs/attacks.md). The factors on the main graphs are kept as ``f1_f2_main``/``f2_f3_main``;
 * ``table_6_2``: the formula columns (computed by :mod:`searchveil.attacks.theory`) and our
-  simulated ``f_s`` for Random and Highest at lookahead 1, beside the thesis's.
+  simulated ``f_s`` for Random and Highest at lookahead 1, beside the thesis's;
+* ``fig_6_2``: bribes Highest needs at lookahead 2 for several graph sizes (Fig 6.2).
 
 :func:`lookahead_sections` turns the result into HTML body parts (house style,
 :mod:`searchveil.report.html`), so that one report can hold these and other attack sections;
@@ -196,12 +197,15 @@ def run_lookahead_experiments(
     real_graphs: Mapping[str, str | Path] | None = None,
     levels: Sequence[float] = COVERAGE_LEVELS,
     table_6_1_nodes: int | None = 800_000,
+    fig_6_2_nodes: Sequence[int] = (),
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Chapter 6's experiments; see the module docstring for the result's layout.
 
     ``real_graphs`` maps a display name to a SNAP edge-list file (read as undirected).
     ``table_6_1_nodes`` = None or ``n`` measures Table 6.1 on the main graphs only.
+    ``fig_6_2_nodes``: graph sizes for Fig 6.2 (Highest, lookahead 2, bribes for coverage
+    0.8 / 0.9 / 0.99 against n; one graph per size); empty = skip.
     """
     n = check_int("nodes", n, minimum=100, maximum=MAX_NODES)
     alpha = check_positive("alpha", alpha)
@@ -304,6 +308,7 @@ def run_lookahead_experiments(
             progress=progress,
             label=name,
         )
+    result["fig_6_2"] = _fig_6_2(fig_6_2_nodes, alpha=alpha, dmin=dmin, rng=rng, progress=progress)
     result["seconds"] = round(time.perf_counter() - t_start, 2)
     return result
 
@@ -315,6 +320,53 @@ def _highest_fs(runs: dict[str, Any], c: float, key: str = "fraction") -> dict[i
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
+
+
+FIG_6_2_LEVELS: tuple[float, ...] = (0.8, 0.9, 0.99)
+
+
+def _fig_6_2(
+    sizes: Sequence[int],
+    *,
+    alpha: float,
+    dmin: int,
+    rng: RandomSource,
+    progress: Progress | None,
+) -> list[dict[str, Any]]:
+    """Fig 6.2: bribes Highest needs at lookahead 2 against n (linear in n, §6.3.1.3)."""
+    rows = []
+    for size in sorted(
+        {check_int("fig_6_2_nodes", x, minimum=100, maximum=MAX_NODES) for x in sizes}
+    ):
+        if default_dmax(size) < dmin:
+            raise InvalidParameterError("fig_6_2_nodes", size, f"n with ⌊√n⌋ >= dmin ({dmin})")
+        if progress:
+            progress(f"Fig 6.2: Highest-Degree, lookahead 2, n = {size:,}")
+        g = power_law_graph(size, alpha, dmin, rng)
+        r = run_attack(g, strategy="highest", lookahead=2, rng=rng, target_coverage=0.99)
+        rows.append(
+            {
+                "nodes": size,
+                "fingerprint_sha256": graph_fingerprint(g),
+                "bribes": {str(c): r.bribes_needed(c) for c in FIG_6_2_LEVELS},
+            }
+        )
+    return rows
+
+
+def _fig_6_2_figure(rows: list[dict[str, Any]]) -> Figure:
+    fig = Figure(figsize=(5.5, 3.6))
+    ax = fig.subplots()
+    xs = [r["nodes"] for r in rows]
+    for c in FIG_6_2_LEVELS:
+        ax.plot(xs, [r["bribes"][str(c)] for r in rows], "o-", ms=4, label=f"coverage {c}")
+    ax.set_xlabel("nodes n")
+    ax.set_ylabel("nodes bribed k")
+    ax.set_title("Fig 6.2: Highest-Degree, lookahead 2")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def _table_6_1(runs: dict[str, Any], main: dict[str, Any], n61: int) -> list[dict[str, Any]]:
@@ -526,6 +578,27 @@ def lookahead_sections(result: dict[str, Any]) -> list[str]:
         "(Highest: 36,614 / 348 / 7 bribes for 0.8 coverage at ℓ = 1 / 2 / 3), and at that size "
         "our factors match the printed ones; f₃ is a handful of nodes, so f₂/f₃ is coarse.</p>"
     )
+    f62 = result.get("fig_6_2") or []
+    if f62:
+        body.append("<h3>Fig 6.2: bribes needed grow linearly with n (Highest, ℓ = 2)</h3>")
+        body.append(img(_fig_6_2_figure(f62), "bribes vs n"))
+        body.append(
+            table(
+                ["n"]
+                + [f"k at {c}" for c in FIG_6_2_LEVELS]
+                + [f"k/n at {c}" for c in FIG_6_2_LEVELS],
+                [
+                    [r["nodes"]]
+                    + [r["bribes"][str(c)] for c in FIG_6_2_LEVELS]
+                    + [
+                        None if r["bribes"][str(c)] is None else r["bribes"][str(c)] / r["nodes"]
+                        for c in FIG_6_2_LEVELS
+                    ]
+                    for r in f62
+                ],
+                left=0,
+            )
+        )
     body.append("<h3>Table 6.2: Theorem 8 / Corollaries 2–3 vs simulation (lookahead 1)</h3>")
     rows = []
     for r in result["table_6_2"]:
@@ -597,6 +670,14 @@ def run_record(
             inputs.append(
                 {"name": f"synthetic-{i + 1}", "generated": True, "sha256": g["fingerprint_sha256"]}
             )
+    for row in result.get("fig_6_2") or []:
+        inputs.append(
+            {
+                "name": f"fig-6.2-n{row['nodes']}",
+                "generated": True,
+                "sha256": row["fingerprint_sha256"],
+            }
+        )
     for i, g in enumerate(result.get("table_6_1_graphs") or []):
         inputs.append(
             {"name": f"table-6.1-{i + 1}", "generated": True, "sha256": g["fingerprint_sha256"]}

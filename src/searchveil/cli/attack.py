@@ -269,6 +269,13 @@ def reproduce_cmd(
             help="nodes of the Table 6.1 graphs (Highest only; 0 = use the --nodes graphs)",
         ),
     ] = 800_000,
+    fig62_nodes: Annotated[
+        str,
+        typer.Option(
+            "--fig62-nodes",
+            help="comma-separated graph sizes for Fig 6.2 (Highest, ℓ = 2, bribes vs n); '' = skip",
+        ),
+    ] = "10000,30000,100000,300000",
     real_graph: Annotated[
         list[str] | None,
         typer.Option(
@@ -290,6 +297,7 @@ def reproduce_cmd(
         strats = [normalize_strategy(s) for s in strategies.split(",") if s.strip()]
         ells = _int_list("lookaheads", lookaheads, 0, 20)
         real = _parse_real(real_graph)
+        f62 = _int_list("fig62-nodes", fig62_nodes, 100, MAX_NODES) if fig62_nodes.strip() else []
         rng = make_rng(seed)
         result = run_lookahead_experiments(
             rng=rng,
@@ -301,6 +309,7 @@ def reproduce_cmd(
             lookaheads=ells,
             real_graphs=real,
             table_6_1_nodes=table61_nodes or None,
+            fig_6_2_nodes=f62,
             progress=_say(json_out),
         )
         record = run_record(result, rng, command="reproduce")
