@@ -459,6 +459,11 @@ def _lookahead_figure(runs: dict[str, Any], title: str) -> Figure:
     return fig
 
 
+def _fix3(x: Any) -> str:
+    """Three decimals, as Table 6.2 prints them."""
+    return f"{float(x):.3f}" if isinstance(x, int | float) else "—"
+
+
 def _num(x: Any, digits: int = 4) -> str:
     return fmt(float(x), digits) if isinstance(x, int | float) else "—"
 
@@ -606,13 +611,13 @@ def lookahead_sections(result: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 _num(r["epsilon"]),
-                f"{r['epsilon0']:.3f} ({_num(t.get('epsilon0'))})",
-                f"{r['random_fp']:.3f} ({_num(t.get('random_fp'))})",
-                f"{_num(r['random_fs'])} ({_num(t.get('random_fs'))})",
-                f"{r['random_refined']:.3f} ({_num(t.get('random_refined'))})",
+                f"{r['epsilon0']:.3f} ({_fix3(t.get('epsilon0'))})",
+                f"{r['random_fp']:.3f} ({_fix3(t.get('random_fp'))})",
+                f"{_fix3(r['random_fs'])} ({_fix3(t.get('random_fs'))})",
+                f"{r['random_refined']:.3f} ({_fix3(t.get('random_refined'))})",
                 f"{r['random_independent']:.3f}",
-                f"{r['highest_fp']:.3f} ({_num(t.get('highest_fp'))})",
-                f"{_num(r['highest_fs'])} ({_num(t.get('highest_fs'))})",
+                f"{r['highest_fp']:.3f} ({_fix3(t.get('highest_fp'))})",
+                f"{_fix3(r['highest_fs'])} ({_fix3(t.get('highest_fs'))})",
             ]
         )
     body.append(

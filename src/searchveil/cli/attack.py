@@ -123,12 +123,12 @@ def _human_reproduce(r: dict[str, Any]) -> None:
         th = row.get("thesis") or {}
         t2.add_row(
             f"{row['epsilon']}",
-            f"{row['epsilon0']:.3f} ({th.get('epsilon0', '—')})",
-            f"{row['random_fp']:.3f} ({th.get('random_fp', '—')})",
-            f"{f(row['random_fs'], 3)} ({th.get('random_fs', '—')})",
-            f"{row['random_refined']:.3f} ({th.get('random_refined', '—')})",
-            f"{row['highest_fp']:.3f} ({th.get('highest_fp', '—')})",
-            f"{f(row['highest_fs'], 3)} ({th.get('highest_fs', '—')})",
+            f"{row['epsilon0']:.3f} ({f(th.get('epsilon0'), 3)})",
+            f"{row['random_fp']:.3f} ({f(th.get('random_fp'), 3)})",
+            f"{f(row['random_fs'], 3)} ({f(th.get('random_fs'), 3)})",
+            f"{row['random_refined']:.3f} ({f(th.get('random_refined'), 3)})",
+            f"{row['highest_fp']:.3f} ({f(th.get('highest_fp'), 3)})",
+            f"{f(row['highest_fs'], 3)} ({f(th.get('highest_fs'), 3)})",
         )
     out_console.print(t2)
     for name, real in r.get("real", {}).items():
