@@ -27,8 +27,8 @@ COMMAND_MODULES = [
     "searchveil.cli.sanitize",
     "searchveil.cli.evaluate",
     "searchveil.cli.demo",
-    "searchveil.cli.attack_ads",
     "searchveil.cli.social",
+    "searchveil.cli.attack",
 ]
 
 

@@ -17,7 +17,7 @@ from searchveil.io.ledger import write_json_atomic
 from searchveil.report.html import page, write_report
 from searchveil.rng import make_rng
 
-__all__ = ["add_ads_commands", "register", "parse_epsilons"]
+__all__ = ["add_ads_commands", "parse_epsilons", "human_ads"]
 
 
 def parse_epsilons(text: str | None) -> list[float]:
@@ -38,7 +38,7 @@ def parse_epsilons(text: str | None) -> list[float]:
     return out
 
 
-def _human(r: dict[str, Any]) -> None:
+def human_ads(r: dict[str, Any]) -> None:
     t = Table(title=f"Ad-targeting inference — {r['population']['profiles']:,} profiles")
     for c in ("policy", "attack", "success", "wrong", "inconclusive", "campaigns", "fakes"):
         t.add_column(c, justify="left" if c in ("policy", "attack") else "right")
@@ -153,15 +153,6 @@ def add_ads_commands(attack_app: typer.Typer) -> None:
             if led is not None:
                 write_json_atomic(led, result["ledgers"])
                 result["ledger"] = str(led)
-            emit(result, json_out, _human)
+            emit(result, json_out, human_ads)
 
         run(body)
-
-
-def register(app: typer.Typer) -> None:
-    """Branch-local registration (the lead merges ``ads`` into the shared ``attack`` group)."""
-    attack_app = typer.Typer(
-        help="Attack simulators (Korolova thesis ch. 2 and 6).", no_args_is_help=True
-    )
-    add_ads_commands(attack_app)
-    app.add_typer(attack_app, name="attack")
