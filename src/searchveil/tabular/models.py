@@ -47,6 +47,7 @@ __all__ = [
     "Solution",
     "aggregate_exact",
     "threshold_exact",
+    "frequent_exact",
     "record_rho",
     "aggregate_polynomial",
     "aggregate_enumerate_record",
@@ -175,6 +176,24 @@ def threshold_exact(problem: Problem, c: float) -> Solution:
         ok = r <= c
         better = ok & ((u > bu) | ((u == bu) & (r < br)))
         best[better], bu[better], br[better], brho[better] = idx, u[better], r[better], rho[better]
+
+    sweep(problem, visit)
+    return _solution(problem, best, bu.copy(), bu, br, brho)
+
+
+def frequent_exact(problem: Problem, t: float) -> Solution:
+    """``max u(x)`` over the ``t``-frequent part of ``a^+`` (``|ρ(x, Θ)| ≥ t``), the paper's
+    ``L_t`` restriction with a utility objective; ``⊥`` when nothing else is ``t``-frequent."""
+    m = problem.m
+    best = np.full(m, problem.lattice.size - 1, np.int64)
+    bu = np.full(m, -np.inf)
+    br, brho = np.zeros(m), np.zeros(m, np.int64)
+
+    def visit(idx: int, lv: npt.NDArray[np.int64], rho: npt.NDArray[np.int64],
+              u: npt.NDArray[np.float64], phi: npt.NDArray[np.float64]) -> None:
+        better = (rho >= t) & (u > bu)
+        best[better], bu[better], brho[better] = idx, u[better], rho[better]
+        br[better] = phi[better] / np.maximum(rho[better], 1)
 
     sweep(problem, visit)
     return _solution(problem, best, bu.copy(), bu, br, brho)

@@ -18,7 +18,13 @@ from searchveil.rng import RandomSource
 from searchveil.tabular.dp import DPPlan, bernoulli_sample, dp_generalize, plan_dp
 from searchveil.tabular.hierarchy import EncodedTable
 from searchveil.tabular.measures import Measures
-from searchveil.tabular.models import Problem, aggregate_exact, make_problem, threshold_exact
+from searchveil.tabular.models import (
+    Problem,
+    aggregate_exact,
+    frequent_exact,
+    make_problem,
+    threshold_exact,
+)
 
 __all__ = [
     "TabularRelease",
@@ -97,7 +103,16 @@ def anonymize_dp(
     )
     keep = bernoulli_sample(table.n, plan.keep_probability, rng)
     sampled = np.flatnonzero(keep).astype(np.int64)
-    idx = dp_generalize(problem, plan, sampled, rng, utility_sharpness=utility_sharpness)
+    t_theta = None
+    if side_table is not None:
+        # Θ is public: each record deterministically takes its most useful generalization
+        # that is frequent enough in Θ to expect ≥ 1.5·k sampled records of D (the paper's
+        # L_t restriction evaluated on Θ; no privacy cost)
+        t_theta = 1.5 * plan.k * side_table.n / (plan.keep_probability * max(plan.n_hat, 1))
+        sol = frequent_exact(problem, t_theta)
+        idx = sol.index[problem.inverse[sampled]]
+    else:
+        idx = dp_generalize(problem, plan, sampled, rng, utility_sharpness=utility_sharpness)
     levels = problem.lattice.levels()[idx]
     frame = generalized_frame(table, sampled, levels)
     ok = suppress_small(frame, plan.k)
@@ -120,7 +135,7 @@ def anonymize_dp(
         "(add/remove one record)", plan.epsilon, plan.delta,
         parameters={**plan.as_dict(), "lambda": measures.lam, "kappa": measures.kappa,
                     "phi0": measures.phi0, "utility": measures.utility,
-                    "utility_sharpness": utility_sharpness},
+                    "utility_sharpness": utility_sharpness, "t_side_table": t_theta},
         events=events,
         info={"sampled": int(sampled.size), "suppressed": int((~ok).sum()),
               "released": int(rows.size), "k": plan.k, "t": plan.t,
