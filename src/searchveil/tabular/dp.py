@@ -101,12 +101,15 @@ def _delta_for_sizes(ns: npt.NDArray[np.int64], k: int, p: float, eps: float) ->
     return np.maximum(np.maximum(up, down), 0.0)
 
 
-def sampling_delta(k: int, p: float, eps: float, *, target: float = 1e-12) -> float:
+def sampling_delta(
+    k: int, p: float, eps: float, *, target: float = 1e-12, stop_above: float | None = None
+) -> float:
     """Exact δ of "keep each record with probability ``p``, suppress output values occurring
     fewer than ``k`` times" at ``ε`` (Li, Qardaji & Su's strongly-safe k-anonymization under
     sampling; their Theorem uses ``ε ≥ −ln(1−p)``, here any ``ε > 0``). The sup over the
     affected class size is evaluated exactly up to a size beyond which a Chernoff bound on
-    both tails is below ``target``·(current sup); that bound is added."""
+    both tails is below ``target``·(current sup); that bound is added. With ``stop_above``
+    the search returns as soon as the sup exceeds it (a lower bound then)."""
     k = check_int("k", k, minimum=1)
     p = check_probability("p", p)
     eps = check_positive("eps", eps)
@@ -121,12 +124,15 @@ def sampling_delta(k: int, p: float, eps: float, *, target: float = 1e-12) -> fl
     while True:
         ns = np.arange(lo, lo + chunk, dtype=np.int64)
         best = max(best, float(_delta_for_sizes(ns, k, p, eps).max()))
+        if stop_above is not None and best > stop_above:
+            return best
         lo += chunk
+        chunk = lo  # doubling: O(log) rounds
         n_end = float(lo)
         tail = math.exp(-n_end * kl) if kl > 0 else 1.0
-        if n_end * p > 2 * k and tail <= target * max(best, 1e-300) / n_end:
+        if n_end * p > 2 * k and (tail <= target * max(best, 1e-300) / n_end or lo >= 4_000_000):
             # beyond n_end every class size contributes < tail (the bucket term is below the
-            # lower tail as n·p > 2k); add it as a bound
+            # lower tail as n·p > 2k); add it as a bound (conservative when capped)
             return min(1.0, best + tail)
         if lo > 50_000_000:
             return 1.0
@@ -135,14 +141,14 @@ def sampling_delta(k: int, p: float, eps: float, *, target: float = 1e-12) -> fl
 def k_for_delta(eps: float, delta: float, p: float) -> int:
     """Smallest ``k`` with ``sampling_delta(k, p, eps) ≤ delta``."""
     lo, hi = 1, 1
-    while sampling_delta(hi, p, eps) > delta:
+    while sampling_delta(hi, p, eps, stop_above=delta) > delta:
         lo = hi + 1
         hi *= 2
         if hi > 10_000_000:
             raise InvalidParameterError("delta", delta, "a δ reachable with k ≤ 10^7")
     while lo < hi:
         mid = (lo + hi) // 2
-        if sampling_delta(mid, p, eps) <= delta:
+        if sampling_delta(mid, p, eps, stop_above=delta) <= delta:
             hi = mid
         else:
             lo = mid + 1
@@ -152,12 +158,12 @@ def k_for_delta(eps: float, delta: float, p: float) -> int:
 def min_epsilon_for(k: int, p: float, delta: float, *, eps_max: float = 20.0) -> float | None:
     """Smallest ``ε`` (to 1e-4 relative, rounded up) with ``sampling_delta(k, p, ε) ≤ δ``;
     None if even ``eps_max`` does not suffice."""
-    if sampling_delta(k, p, eps_max) > delta:
+    if sampling_delta(k, p, eps_max, stop_above=delta) > delta:
         return None
     lo, hi = 0.0, eps_max
     while hi - lo > 1e-4 * hi:
         mid = 0.5 * (lo + hi)
-        if mid > 0 and sampling_delta(k, p, mid) <= delta:
+        if mid > 0 and sampling_delta(k, p, mid, stop_above=delta) <= delta:
             hi = mid
         else:
             lo = mid
