@@ -11,6 +11,7 @@ import pytest
 
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.rng import make_rng
+from searchveil.tabular.dp import modular_grid
 from searchveil.tabular.hierarchy import (
     encode_table,
     hierarchy_from_rows,
@@ -26,7 +27,6 @@ from searchveil.tabular.lattice import (
     join,
     meet,
 )
-from searchveil.tabular.dp import modular_grid
 from searchveil.tabular.measures import make_measures, sensitivity_table, utility_table
 from searchveil.tabular.models import (
     aggregate_enumerate_record,
@@ -39,8 +39,16 @@ from searchveil.tabular.models import (
 )
 
 DATA = Path(__file__).parent / "data" / "tabular"
-QI = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass",
-      "occupation"]
+QI = [
+    "sex",
+    "age",
+    "race",
+    "marital-status",
+    "education",
+    "native-country",
+    "workclass",
+    "occupation",
+]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +64,7 @@ def random_instance(seed: int, k: int = 3, n: int = 40):
     for a in range(k):
         height = int(g.integers(1, 4))
         nodes = [["r"]]
-        for lv in range(height):
+        for _lv in range(height):
             nxt = []
             for parent in nodes[-1]:
                 nxt += [f"{parent}.{j}" for j in range(int(g.integers(1, 4)))]
@@ -68,10 +76,12 @@ def random_instance(seed: int, k: int = 3, n: int = 40):
                 chain.append(chain[-1].rsplit(".", 1)[0])
             rows.append(chain)
         hs.append(hierarchy_from_rows(f"a{a}", rows))
-    frame = pl.DataFrame({
-        h.attribute: [list(h.leaf_index)[int(g.integers(h.n_leaves))] for _ in range(n)]
-        for h in hs
-    })
+    frame = pl.DataFrame(
+        {
+            h.attribute: [list(h.leaf_index)[int(g.integers(h.n_leaves))] for _ in range(n)]
+            for h in hs
+        }
+    )
     return encode_table(frame, hs)
 
 
@@ -85,7 +95,12 @@ def test_reads_arx_table_and_hierarchies(slice_table) -> None:
     assert age.labels[-1] == ("*",)
     leaf = age.leaf_index["39"]
     assert [age.labels[lv][age.codes[leaf, lv]] for lv in range(5)] == [
-        "39", "35-39", "30-39", "20-39", "*"]
+        "39",
+        "35-39",
+        "30-39",
+        "20-39",
+        "*",
+    ]
 
 
 def test_hierarchy_errors_name_file_and_line(tmp_path: Path) -> None:
@@ -176,8 +191,12 @@ def test_modified_harmonic_mean_weights() -> None:
 def test_f_and_rho_are_supermodular_on_chain_products(seed: int) -> None:
     t = random_instance(10 + seed, k=3, n=30)
     g = np.random.default_rng(seed)
-    meas = make_measures(t.hierarchies, utility=["depth", "inverse", "log"][seed % 3],
-                         lam=float(g.uniform(0.1, 5)), kappa=1 + seed % 3)
+    meas = make_measures(
+        t.hierarchies,
+        utility=["depth", "inverse", "log"][seed % 3],
+        lam=float(g.uniform(0.1, 5)),
+        kappa=1 + seed % 3,
+    )
     p = make_problem(t, meas)
     shape = tuple(h + 1 for h in p.lattice.heights)
     pts = list(itertools.product(*[range(s) for s in shape]))
@@ -193,7 +212,8 @@ def test_f_and_rho_are_supermodular_on_chain_products(seed: int) -> None:
 def supermodular_violations(f: np.ndarray) -> int:
     pts = list(itertools.product(*[range(n) for n in f.shape]))
     return sum(
-        1 for x, y in itertools.combinations(pts, 2)
+        1
+        for x, y in itertools.combinations(pts, 2)
         if f[tuple(meet(x, y))] + f[tuple(join(x, y))] < f[x] + f[y] - 1e-9
     )
 
@@ -209,8 +229,12 @@ def test_a_non_supermodular_function_is_detected() -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_polynomial_aggregate_agrees_with_enumeration(seed: int) -> None:
     t = random_instance(100 + seed, k=3, n=40)
-    meas = make_measures(t.hierarchies, lam=[0.3, 1.0, 3.0, 10.0][seed % 4], kappa=1 + seed % 2,
-                         phi0=[0.05, 0.5][seed % 2])
+    meas = make_measures(
+        t.hierarchies,
+        lam=[0.3, 1.0, 3.0, 10.0][seed % 4],
+        kappa=1 + seed % 2,
+        phi0=[0.05, 0.5][seed % 2],
+    )
     p = make_problem(t, meas)
     exact = aggregate_exact(p)
     for j in range(p.m):

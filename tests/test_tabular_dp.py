@@ -46,8 +46,9 @@ def brute_delta(k: int, p: float, eps: float, n_max: int) -> float:
     return float(best)
 
 
-@pytest.mark.parametrize(("k", "p", "eps"), [(3, 0.3, 0.5), (5, 0.5, 1.0), (8, 0.9, 1.2),
-                                              (2, 0.1, 0.2), (10, 0.7, 0.4)])
+@pytest.mark.parametrize(
+    ("k", "p", "eps"), [(3, 0.3, 0.5), (5, 0.5, 1.0), (8, 0.9, 1.2), (2, 0.1, 0.2), (10, 0.7, 0.4)]
+)
 def test_sampling_delta_matches_brute_force(k: int, p: float, eps: float) -> None:
     exact = brute_delta(k, p, eps, 800)
     got = sampling_delta(k, p, eps)
@@ -115,8 +116,10 @@ def output_law(table, meas, *, N: float, eps_prime: float, k: int, p: float) -> 
 def hockey(P: dict, Q: dict, eps: float) -> float:
     e = math.exp(eps)
     keys = set(P) | set(Q)
-    return max(sum(max(0.0, P.get(o, 0) - e * Q.get(o, 0)) for o in keys),
-               sum(max(0.0, Q.get(o, 0) - e * P.get(o, 0)) for o in keys))
+    return max(
+        sum(max(0.0, P.get(o, 0) - e * Q.get(o, 0)) for o in keys),
+        sum(max(0.0, Q.get(o, 0) - e * P.get(o, 0)) for o in keys),
+    )
 
 
 def test_exact_neighbour_check_on_tiny_tables() -> None:
@@ -166,8 +169,17 @@ def test_bernoulli_sample_rate() -> None:
 
 
 def test_plan_rejects_bad_parameters() -> None:
-    kw = dict(n=1000, delta=1e-5, beta=0.5, theta0=0.05, rng=make_rng(0), lam=1.0, phi0=0.5,
-              lattice_size=100, side_table=False)
+    kw = dict(
+        n=1000,
+        delta=1e-5,
+        beta=0.5,
+        theta0=0.05,
+        rng=make_rng(0),
+        lam=1.0,
+        phi0=0.5,
+        lattice_size=100,
+        side_table=False,
+    )
     with pytest.raises(InvalidParameterError, match="epsilon"):
         plan_dp(epsilon=0.0, **kw)
     with pytest.raises(InvalidParameterError, match="delta"):
@@ -188,10 +200,29 @@ def test_statistical_audit_of_the_core_mechanism() -> None:
     big, small = tiny_table(4), tiny_table(3)
     meas = make_measures(big.hierarchies, lam=1.0, phi0=0.5)
     eps_em, eps_anon, k, p = 0.3, 0.7, 2, 0.5
-    plan = DPPlan(epsilon=1.0, delta=1e-3, beta=0.5, keep_probability=p, theta0=0.1,
-                  theta1=0.2, theta=0.1, n_hat=4, n_upper=4, t=0.4, k=k, eps_count=0.0,
-                  eps_anon=eps_anon, eps_em=eps_em, eps_prime=eps_em * 0.5, delta_anon=0.0,
-                  eta_count=0.0, eta_fp=0.0, delta_total=0.0, side_table=False, lattice_size=4)
+    plan = DPPlan(
+        epsilon=1.0,
+        delta=1e-3,
+        beta=0.5,
+        keep_probability=p,
+        theta0=0.1,
+        theta1=0.2,
+        theta=0.1,
+        n_hat=4,
+        n_upper=4,
+        t=0.4,
+        k=k,
+        eps_count=0.0,
+        eps_anon=eps_anon,
+        eps_em=eps_em,
+        eps_prime=eps_em * 0.5,
+        delta_anon=0.0,
+        eta_count=0.0,
+        eta_fp=0.0,
+        delta_total=0.0,
+        side_table=False,
+        lattice_size=4,
+    )
 
     def sampler(table):
         prob = make_problem(table, meas)
@@ -210,6 +241,11 @@ def test_statistical_audit_of_the_core_mechanism() -> None:
 
         return run
 
-    res = audit_event(sampler(big), sampler(small), trials=3000, epsilon=eps_anon + eps_em,
-                      delta=sampling_delta(k, p, eps_anon))
+    res = audit_event(
+        sampler(big),
+        sampler(small),
+        trials=3000,
+        epsilon=eps_anon + eps_em,
+        delta=sampling_delta(k, p, eps_anon),
+    )
     assert res.passed, res

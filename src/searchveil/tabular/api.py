@@ -37,11 +37,11 @@ def load(path: str | Path, hierarchies: str | Path, qi: list[str] | None = None)
     d = Path(hierarchies)
     if qi is None:
         cols = frame.columns[:-1] if len(frame.columns) > 1 else frame.columns
-        qi = [c for c in cols
-              if (d / f"{c}.csv").is_file() or any(d.glob(f"*hierarchy_{c}.csv"))]
+        qi = [c for c in cols if (d / f"{c}.csv").is_file() or any(d.glob(f"*hierarchy_{c}.csv"))]
         if not qi:
-            raise InvalidParameterError("hierarchies", str(d),
-                                        "a directory with a hierarchy CSV for some column")
+            raise InvalidParameterError(
+                "hierarchies", str(d), "a directory with a hierarchy CSV for some column"
+            )
     hs = load_hierarchies(d, qi)
     return encode_table(frame, hs, source=str(path))
 
@@ -53,9 +53,14 @@ def table_stats(t: EncodedTable) -> dict[str, Any]:
         "rows": t.n,
         "columns": t.frame.columns,
         "quasi_identifiers": [
-            {"attribute": h.attribute, "height": h.height, "leaves": h.n_leaves,
-             "distinct_in_table": int(len(set(t.leaves[:, i].tolist()))),
-             "hierarchy": h.source, "sha256": h.sha256}
+            {
+                "attribute": h.attribute,
+                "height": h.height,
+                "leaves": h.n_leaves,
+                "distinct_in_table": int(len(set(t.leaves[:, i].tolist()))),
+                "hierarchy": h.source,
+                "sha256": h.sha256,
+            }
             for i, h in enumerate(t.hierarchies)
         ],
         "lattice_size": lat.size,
@@ -91,17 +96,27 @@ def _need(name: str, v: Any, model: str) -> Any:
 
 
 def run_model(
-    t: EncodedTable, model: str, p: ModelParams, *, rng: RandomSource,
+    t: EncodedTable,
+    model: str,
+    p: ModelParams,
+    *,
+    rng: RandomSource,
     side_table: EncodedTable | None = None,
 ) -> tuple[TabularRelease, Measures]:
     model = check_choice("model", model, MODELS)
     meas = make_measures(t.hierarchies, utility=p.utility, lam=p.lam, kappa=p.kappa, phi0=p.phi0)
     if model == "dp":
         rel = anonymize_dp(
-            t, meas, epsilon=_need("epsilon", p.epsilon, model),
-            delta=_need("delta", p.delta, model), beta=_need("beta", p.beta, model),
-            theta0=_need("theta0", p.theta0, model), theta1=p.theta1, rng=rng,
-            side_table=side_table, utility_sharpness=p.utility_sharpness,
+            t,
+            meas,
+            epsilon=_need("epsilon", p.epsilon, model),
+            delta=_need("delta", p.delta, model),
+            beta=_need("beta", p.beta, model),
+            theta0=_need("theta0", p.theta0, model),
+            theta1=p.theta1,
+            rng=rng,
+            side_table=side_table,
+            utility_sharpness=p.utility_sharpness,
         )
     elif model == "aggregate":
         rel = anonymize_aggregate(t, meas, side_table=side_table)
@@ -110,28 +125,52 @@ def run_model(
     elif model == "kanon":
         rel = kanonymize(t, k=_need("k", p.k, model), max_suppression=p.max_suppression)
     else:
-        rel = safepub(t, epsilon=_need("epsilon", p.epsilon, model),
-                      delta=_need("delta", p.delta, model), rng=rng,
-                      search_share=p.search_share, steps=p.steps)
+        rel = safepub(
+            t,
+            epsilon=_need("epsilon", p.epsilon, model),
+            delta=_need("delta", p.delta, model),
+            rng=rng,
+            search_share=p.search_share,
+            steps=p.steps,
+        )
     return rel, meas
 
 
 def write_release(
-    out: str | Path, rel: TabularRelease, meas: Measures, *, rng: RandomSource,
-    overwrite: bool = False, fmt: str = "tsv", side_table: EncodedTable | None = None,
+    out: str | Path,
+    rel: TabularRelease,
+    meas: Measures,
+    *,
+    rng: RandomSource,
+    overwrite: bool = False,
+    fmt: str = "tsv",
+    side_table: EncodedTable | None = None,
 ) -> dict[str, Any]:
     """Write ``table`` + ``ledger.json`` atomically; returns the ledger."""
     t = rel.table
     inputs = [{"file": str(t.source), "sha256": file_sha256(t.source), "rows": t.n}]
     if side_table is not None:
-        inputs.append({"file": str(side_table.source), "role": "public side table Θ",
-                       "sha256": file_sha256(side_table.source), "rows": side_table.n})
-    hier = [{"attribute": h.attribute, "file": h.source, "sha256": h.sha256,
-             "height": h.height} for h in t.hierarchies]
+        inputs.append(
+            {
+                "file": str(side_table.source),
+                "role": "public side table Θ",
+                "sha256": file_sha256(side_table.source),
+                "rows": side_table.n,
+            }
+        )
+    hier = [
+        {"attribute": h.attribute, "file": h.source, "sha256": h.sha256, "height": h.height}
+        for h in t.hierarchies
+    ]
     metrics = release_metrics(rel, meas)
     ledger = build_ledger(
-        mechanism=rel.mechanism, notion=rel.notion, epsilon=rel.epsilon, delta=rel.delta,
-        parameters={**rel.parameters, "quasi_identifiers": list(t.qi)}, inputs=inputs, rng=rng,
+        mechanism=rel.mechanism,
+        notion=rel.notion,
+        epsilon=rel.epsilon,
+        delta=rel.delta,
+        parameters={**rel.parameters, "quasi_identifiers": list(t.qi)},
+        inputs=inputs,
+        rng=rng,
         events=rel.events,
         extra={"hierarchies": hier, "summary": rel.info, "metrics": metrics},
     )

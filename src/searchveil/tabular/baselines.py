@@ -55,8 +55,13 @@ def full_row_keys(table: EncodedTable) -> tuple[npt.NDArray[np.int32], list[Hier
     for c in extra_cols:
         s = table.frame.get_column(c).fill_null("")
         cats, codes = np.unique(s.to_numpy().astype(str), return_inverse=True)
-        hs.append(Hierarchy(c, (tuple(str(v) for v in cats),),
-                            np.arange(len(cats), dtype=np.int32).reshape(-1, 1)))
+        hs.append(
+            Hierarchy(
+                c,
+                (tuple(str(v) for v in cats),),
+                np.arange(len(cats), dtype=np.int32).reshape(-1, 1),
+            )
+        )
         cols.append(codes.reshape(-1, 1).astype(np.int32))
     return np.concatenate(cols, axis=1), hs
 
@@ -69,8 +74,10 @@ def lattice_scores(
     number of suppressed rows."""
     leaves, hs = full_row_keys(table)
     d = distinct_records(leaves[rows])
-    G = [np.ascontiguousarray(granularity_table(h)[d.leaves[:, i]].T)  # (levels, m) rows
-         for i, h in enumerate(table.hierarchies)]
+    G = [
+        np.ascontiguousarray(granularity_table(h)[d.leaves[:, i]].T)  # (levels, m) rows
+        for i, h in enumerate(table.hierarchies)
+    ]
     kq = len(G)
     lat = Lattice(tuple(h.height for h in table.hierarchies))
     levels = lat.levels()
@@ -91,8 +98,9 @@ def lattice_scores(
     return loss, supp
 
 
-def _release(table: EncodedTable, rows: npt.NDArray[np.int64], level: npt.NDArray[np.int64],
-             k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], pl.DataFrame, int]:
+def _release(
+    table: EncodedTable, rows: npt.NDArray[np.int64], level: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], pl.DataFrame, int]:
     levels = np.repeat(level[None, :], rows.size, axis=0)
     frame = generalized_frame(table, rows, levels)
     ok = suppress_small(frame, k)
@@ -114,16 +122,32 @@ def kanonymize(table: EncodedTable, *, k: int, max_suppression: float = 0.0) -> 
     level = Lattice(tuple(h.height for h in table.hierarchies)).levels()[best]
     r, lv, frame, n_sup = _release(table, rows, level, k)
     return TabularRelease(
-        table, r, lv, frame, "full-domain-k-anonymity", f"{k}-anonymity (not differentially "
-        "private)", None, None, parameters={"k": k, "max_suppression": max_suppression},
-        info={"level": level.tolist(), "suppressed": n_sup, "released": int(r.size),
-              "granularity_loss": float(loss[best]) / max(table.n, 1)},
+        table,
+        r,
+        lv,
+        frame,
+        "full-domain-k-anonymity",
+        f"{k}-anonymity (not differentially private)",
+        None,
+        None,
+        parameters={"k": k, "max_suppression": max_suppression},
+        info={
+            "level": level.tolist(),
+            "suppressed": n_sup,
+            "released": int(r.size),
+            "granularity_loss": float(loss[best]) / max(table.n, 1),
+        },
     )
 
 
 def safepub(
-    table: EncodedTable, *, epsilon: float, delta: float, rng: RandomSource,
-    search_share: float = 0.1, steps: int = 100,
+    table: EncodedTable,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: RandomSource,
+    search_share: float = 0.1,
+    steps: int = 100,
 ) -> TabularRelease:
     """SafePub as read from Bild, Kuhn & Prasser 2018 (module docstring)."""
     epsilon = check_positive("epsilon", epsilon)
@@ -153,8 +177,10 @@ def safepub(
     visited = [current]
     seen = {current}
     for _ in range(steps):
-        nb = [int(lat.index(np.array(v))) for v in
-              lat.up_neighbours(levels[current]) + lat.down_neighbours(levels[current])]
+        nb = [
+            int(lat.index(np.array(v)))
+            for v in lat.up_neighbours(levels[current]) + lat.down_neighbours(levels[current])
+        ]
         cands = [c for c in nb if c not in seen]
         if not cands:
             break
@@ -165,18 +191,39 @@ def safepub(
     level = levels[chosen]
     r, lv, frame, n_sup = _release(table, sampled, level, k)
     params: dict[str, Any] = {
-        "epsilon_anon": eps_anon, "epsilon_search": eps_search, "sampling_probability": p,
-        "k": k, "steps": steps, "score": "granularity", "score_sensitivity": sens,
+        "epsilon_anon": eps_anon,
+        "epsilon_search": eps_search,
+        "sampling_probability": p,
+        "k": k,
+        "steps": steps,
+        "score": "granularity",
+        "score_sensitivity": sens,
     }
     return TabularRelease(
-        table, r, lv, frame, "safepub (Bild, Kuhn & Prasser 2018; our implementation)",
-        "(ε, δ)-differential privacy (add/remove one record)", epsilon,
-        sampling_delta(k, p, eps_anon), parameters=params,
+        table,
+        r,
+        lv,
+        frame,
+        "safepub (Bild, Kuhn & Prasser 2018; our implementation)",
+        "(ε, δ)-differential privacy (add/remove one record)",
+        epsilon,
+        sampling_delta(k, p, eps_anon),
+        parameters=params,
         events=[
             {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
-            {"event": "sampling + k-suppression", "epsilon": eps_anon,
-             "delta": sampling_delta(k, p, eps_anon), "k": k},
+            {
+                "event": "sampling + k-suppression",
+                "epsilon": eps_anon,
+                "delta": sampling_delta(k, p, eps_anon),
+                "k": k,
+            },
         ],
-        info={"level": level.tolist(), "sampled": int(sampled.size), "suppressed": n_sup,
-              "released": int(r.size), "k": k, "visited": len(visited)},
+        info={
+            "level": level.tolist(),
+            "sampled": int(sampled.size),
+            "suppressed": n_sup,
+            "released": int(r.size),
+            "k": k,
+            "visited": len(visited),
+        },
     )

@@ -76,7 +76,9 @@ def _kl(a: float, b: float) -> float:
     return a * math.log(a / b) + (1 - a) * math.log((1 - a) / (1 - b))
 
 
-def _delta_for_sizes(ns: npt.NDArray[np.int64], k: int, p: float, eps: float) -> npt.NDArray[np.float64]:
+def _delta_for_sizes(
+    ns: npt.NDArray[np.int64], k: int, p: float, eps: float
+) -> npt.NDArray[np.float64]:
     """Hockey-stick divergences (max of both directions) for affected-class sizes ``ns``
     (records of the class in the smaller table)."""
     e = math.exp(eps)
@@ -181,15 +183,18 @@ def bernoulli_sample(n: int, p: float, rng: RandomSource) -> npt.NDArray[np.bool
     return rng.integers_below(2**53, n) < np.uint64(num)
 
 
-def _weights(scores: npt.NDArray[np.float64], top: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
+def _weights(
+    scores: npt.NDArray[np.float64], top: npt.NDArray[np.float64]
+) -> npt.NDArray[np.uint64]:
     w = scores - top[:, None]
     np.exp(w, out=w)
     w *= 2.0**FP_BITS  # exact scaling by a power of two
     return w.astype(np.uint64)  # truncation toward zero = floor for w >= 0
 
 
-def exact_choice(scores: npt.NDArray[np.float64], reps: npt.NDArray[np.int64],
-                 rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def exact_choice(
+    scores: npt.NDArray[np.float64], reps: npt.NDArray[np.int64], rng: RandomSource
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Exponential mechanism draws: row ``i`` of ``scores`` (log-weights) is sampled ``reps[i]``
     times from the integer weights ``⌊2^51·exp(s − max s)⌋`` with exact uniform integers
     (``integers_below(ΣW)`` by rejection, then the first column whose cumulative weight
@@ -234,9 +239,20 @@ class DPPlan:
 
 
 def plan_dp(
-    *, n: int, epsilon: float, delta: float, beta: float, theta0: float, rng: RandomSource,
-    lam: float, phi0: float, lattice_size: int, side_table: bool, theta1: float = 1.0,
-    count_share: float = 0.05, side_table_size: int | None = None,
+    *,
+    n: int,
+    epsilon: float,
+    delta: float,
+    beta: float,
+    theta0: float,
+    rng: RandomSource,
+    lam: float,
+    phi0: float,
+    lattice_size: int,
+    side_table: bool,
+    theta1: float = 1.0,
+    count_share: float = 0.05,
+    side_table_size: int | None = None,
 ) -> DPPlan:
     """Split ``(ε, δ)`` and draw the public quantities ``n̂`` and ``θ`` (steps 1-2)."""
     epsilon = check_positive("epsilon", epsilon)
@@ -248,7 +264,9 @@ def plan_dp(
         raise InvalidParameterError("theta1", theta1, f"> theta0 = {theta0}")
     count_share = check_probability("count_share", count_share)
     if delta >= 1.0 / max(n, 1):
-        raise InvalidParameterError("delta", delta, f"< 1/n = {1.0 / max(n, 1):.3g} (protect everyone)")
+        raise InvalidParameterError(
+            "delta", delta, f"< 1/n = {1.0 / max(n, 1):.3g} (protect everyone)"
+        )
     if lattice_size >= 8192:
         raise InvalidParameterError("lattice", lattice_size, "< 8192 level vectors (exact sampler)")
     _, p = _p53(1.0 - beta)
@@ -276,11 +294,14 @@ def plan_dp(
     eta_fp = n_up * (lattice_size + 1) * 2.0**-50
     delta_anon = delta - (1.0 + e_total) * (eta + eta_fp)
     if delta_anon <= 0:
-        raise InvalidParameterError("delta", delta, "large enough to cover the sampler's accounting")
+        raise InvalidParameterError(
+            "delta", delta, "large enough to cover the sampler's accounting"
+        )
     eps_anon = min_epsilon_for(k, p, delta_anon, eps_max=epsilon - eps_n)
     if eps_anon is None:
         raise InvalidParameterError(
-            "epsilon", epsilon,
+            "epsilon",
+            epsilon,
             f"enough for sampling p={p:.4g} with k={k} at δ={delta_anon:.3g} (the needed "
             "ε_anon exceeds ε; raise --beta (sample fewer records), --theta0, ε or δ)",
         )
@@ -288,7 +309,9 @@ def plan_dp(
     eps_em = epsilon - eps_n - eps_anon if data_scores else 0.0
     if data_scores and eps_em <= 1e-9:
         raise InvalidParameterError(
-            "epsilon", epsilon, f"> ε_count + ε_anon = {eps_n + eps_anon:.4g} to leave a budget "
+            "epsilon",
+            epsilon,
+            f"> ε_count + ε_anon = {eps_n + eps_anon:.4g} to leave a budget "
             "for the exponential mechanism",
         )
     # ε' : per-record sensitivity of f is λ/(N φ₀); with Θ public there is no privacy cost and
@@ -296,18 +319,38 @@ def plan_dp(
     sharp = eps_em if data_scores else max(epsilon - eps_n - eps_anon, 1e-9)
     eps_prime = sharp * phi0 / lam if lam > 0 else 0.0
     return DPPlan(
-        epsilon=epsilon, delta=delta, beta=beta, keep_probability=p, theta0=theta0,
-        theta1=theta1, theta=theta, n_hat=n_hat, n_upper=n_up, t=t, k=k, eps_count=eps_n,
-        eps_anon=eps_anon, eps_em=eps_em, eps_prime=eps_prime, delta_anon=delta_anon,
-        eta_count=eta, eta_fp=eta_fp,
+        epsilon=epsilon,
+        delta=delta,
+        beta=beta,
+        keep_probability=p,
+        theta0=theta0,
+        theta1=theta1,
+        theta=theta,
+        n_hat=n_hat,
+        n_upper=n_up,
+        t=t,
+        k=k,
+        eps_count=eps_n,
+        eps_anon=eps_anon,
+        eps_em=eps_em,
+        eps_prime=eps_prime,
+        delta_anon=delta_anon,
+        eta_count=eta,
+        eta_fp=eta_fp,
         delta_total=sampling_delta(k, p, eps_anon) + (1 + e_total) * (eta + eta_fp),
-        side_table=side_table, lattice_size=lattice_size,
+        side_table=side_table,
+        lattice_size=lattice_size,
     )
 
 
 def dp_generalize(
-    problem: Problem, plan: DPPlan, sampled_rows: npt.NDArray[np.int64], rng: RandomSource,
-    *, block: int = 1024, utility_sharpness: float = 0.0,
+    problem: Problem,
+    plan: DPPlan,
+    sampled_rows: npt.NDArray[np.int64],
+    rng: RandomSource,
+    *,
+    block: int = 1024,
+    utility_sharpness: float = 0.0,
 ) -> npt.NDArray[np.int64]:
     """Step 5-7 for the sampled rows: one exponential-mechanism draw per row over its chain
     product (level-vector index), scores ``ε'·f`` with ``|ρ|`` over Θ and the public
@@ -320,8 +363,9 @@ def dp_generalize(
     norm = float(problem.theta_size if problem.side_table else plan.n_upper)
     dtype = np.uint16 if problem.theta_size < 65535 else np.uint32
     rho_t = np.empty((L, uniq.size), dtype=dtype)  # row per level vector: contiguous writes
-    for idx, sizes in iter_class_sizes(problem.theta_leaves, problem.theta_weights,
-                                       problem.table.hierarchies):
+    for idx, sizes in iter_class_sizes(
+        problem.theta_leaves, problem.theta_weights, problem.table.hierarchies
+    ):
         rho_t[idx] = sizes[uniq]
     meas = problem.measures
     draws_row: list[npt.NDArray[np.int64]] = []

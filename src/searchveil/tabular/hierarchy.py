@@ -72,7 +72,11 @@ class Hierarchy:
 
 
 def hierarchy_from_rows(
-    attribute: str, rows: list[list[str]], *, source: str = "", sha256: str = "",
+    attribute: str,
+    rows: list[list[str]],
+    *,
+    source: str = "",
+    sha256: str = "",
     line_numbers: list[int] | None = None,
 ) -> Hierarchy:
     """Build and validate a hierarchy from rows ``[leaf, level1, ..., root]``."""
@@ -90,7 +94,9 @@ def hierarchy_from_rows(
             raise InputFormatError(where, "empty label in hierarchy row", line=ln)
     roots = {r[-1] for r in rows}
     if len(roots) != 1:
-        raise InputFormatError(where, f"hierarchy has {len(roots)} roots {sorted(roots)[:5]}; need 1")
+        raise InputFormatError(
+            where, f"hierarchy has {len(roots)} roots {sorted(roots)[:5]}; need 1"
+        )
     leaf_index: dict[str, int] = {}
     for i, (r, ln) in enumerate(zip(rows, lines, strict=True)):
         if r[0] in leaf_index:
@@ -147,7 +153,10 @@ def read_hierarchy(path: str | Path, attribute: str | None = None) -> Hierarchy:
         raise InputFormatError(str(p), "a hierarchy row needs a value and at least the root", 1)
     name = attribute or p.stem.removeprefix("adult_hierarchy_")
     return hierarchy_from_rows(
-        name, rows, source=str(p), sha256=hashlib.sha256(raw).hexdigest(),
+        name,
+        rows,
+        source=str(p),
+        sha256=hashlib.sha256(raw).hexdigest(),
         line_numbers=[ln for ln, _ in lines],
     )
 
@@ -172,11 +181,16 @@ def read_table(path: str | Path, *, separator: str | None = None) -> pl.DataFram
             raise InputFormatError(str(p), "cannot find a field separator in the header", 1)
     try:
         df = pl.read_csv(
-            p, separator=separator, infer_schema_length=0, encoding="utf8",
+            p,
+            separator=separator,
+            infer_schema_length=0,
+            encoding="utf8",
             truncate_ragged_lines=False,
         )
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputFormatError(str(p), f"cannot parse as {separator!r}-separated text: {exc}") from None
+        raise InputFormatError(
+            str(p), f"cannot parse as {separator!r}-separated text: {exc}"
+        ) from None
     df = df.rename({c: c.strip() for c in df.columns})
     return df.select(pl.all().str.strip_chars())
 
@@ -249,4 +263,6 @@ def encode_table(
             )
         cols.append(leaf.to_numpy().astype(np.int32))
     leaves = np.stack(cols, axis=1) if cols else np.empty((frame.height, 0), np.int32)
-    return EncodedTable(leaves, tuple(hierarchies), frame, tuple(h.attribute for h in hierarchies), source)
+    return EncodedTable(
+        leaves, tuple(hierarchies), frame, tuple(h.attribute for h in hierarchies), source
+    )

@@ -103,7 +103,9 @@ def distinct_records(leaves: npt.NDArray[np.int32]) -> DistinctRecords:
     if leaves.shape[0] == 0:
         return DistinctRecords(leaves, np.zeros(0, np.int64), np.zeros(0, np.int64))
     u, inv, cnt = np.unique(leaves, axis=0, return_inverse=True, return_counts=True)
-    return DistinctRecords(u.astype(np.int32), cnt.astype(np.int64), inv.reshape(-1).astype(np.int64))
+    return DistinctRecords(
+        u.astype(np.int32), cnt.astype(np.int64), inv.reshape(-1).astype(np.int64)
+    )
 
 
 def _refine(
@@ -166,8 +168,9 @@ def class_sizes_at(
     m = leaves.shape[0]
     pid, n_pid = np.zeros(m, np.int64), 1
     for i, h in enumerate(hierarchies):
-        pid, n_pid = _refine(pid, n_pid, h.codes[leaves[:, i], lv[i]].astype(np.int64),
-                             len(h.labels[lv[i]]))
+        pid, n_pid = _refine(
+            pid, n_pid, h.codes[leaves[:, i], lv[i]].astype(np.int64), len(h.labels[lv[i]])
+        )
     return np.bincount(pid, weights=np.asarray(weights, np.float64))[pid].round().astype(np.int64)
 
 

@@ -57,8 +57,9 @@ def sensitivity_table(h: Hierarchy, leaf_weight: float = 1.0) -> npt.NDArray[np.
         child = h.codes[:, lvl - 1].astype(np.int64)
         parent = h.codes[:, lvl].astype(np.int64)
         pairs = np.unique(np.stack([parent, child], axis=1), axis=0)  # distinct children
-        inv_sum = np.bincount(pairs[:, 0], weights=1.0 / node_w[pairs[:, 1]],
-                              minlength=len(h.labels[lvl]))
+        inv_sum = np.bincount(
+            pairs[:, 0], weights=1.0 / node_w[pairs[:, 1]], minlength=len(h.labels[lvl])
+        )
         node_w = 1.0 / inv_sum
         out[:, lvl] = node_w[parent]
     out[:, h.height] = 0.0  # the root: suppressed data carries no sensitivity
@@ -90,7 +91,10 @@ class Measures:
         return float(sum(t.max() for t in self.d))
 
     def f(
-        self, rho: npt.NDArray[np.float64], theta_size: float, u: npt.NDArray[np.float64],
+        self,
+        rho: npt.NDArray[np.float64],
+        theta_size: float,
+        u: npt.NDArray[np.float64],
         phi: npt.NDArray[np.float64],
     ) -> npt.NDArray[np.float64]:
         """Eq. (2): ``λ (|ρ|/|Θ|)/(Φ + φ₀) + u^κ``."""

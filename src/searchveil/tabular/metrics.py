@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 
 from searchveil.tabular.baselines import granularity_table
@@ -35,8 +34,11 @@ def release_metrics(rel: TabularRelease, measures: Measures | None = None) -> di
     n = t.n
     k = len(t.hierarchies)
     rows, lv = rel.rows, rel.levels
-    out: dict[str, Any] = {"records": n, "released": int(rows.size),
-                           "released_fraction": rows.size / n if n else 0.0}
+    out: dict[str, Any] = {
+        "records": n,
+        "released": int(rows.size),
+        "released_fraction": rows.size / n if n else 0.0,
+    }
     gran = np.zeros(rows.size)
     nue = np.zeros(rows.size)
     nue_max = np.zeros(n)
@@ -61,7 +63,9 @@ def release_metrics(rel: TabularRelease, measures: Measures | None = None) -> di
     if rows.size:
         sizes = (
             rel.frame.with_columns(pl.len().over(rel.frame.columns).alias("__n"))
-            .get_column("__n").to_numpy().astype(np.float64)
+            .get_column("__n")
+            .to_numpy()
+            .astype(np.float64)
         )
         n_classes = int(rel.frame.n_unique())
         out["discernibility"] = (float((sizes).sum()) + (n - rows.size) * n) / (n * n)
@@ -70,8 +74,13 @@ def release_metrics(rel: TabularRelease, measures: Measures | None = None) -> di
         out["prosecutor_risk_max"] = float((1.0 / sizes).max())
         out["prosecutor_risk_mean"] = float((1.0 / sizes).mean())
     else:
-        out.update(discernibility=1.0, classes=0, avg_class_size=0.0, prosecutor_risk_max=0.0,
-                   prosecutor_risk_mean=0.0)
+        out.update(
+            discernibility=1.0,
+            classes=0,
+            avg_class_size=0.0,
+            prosecutor_risk_max=0.0,
+            prosecutor_risk_mean=0.0,
+        )
     if measures is not None and rows.size:
         u = np.zeros(rows.size)
         phi = np.zeros(rows.size)

@@ -55,8 +55,16 @@ __all__ = [
     "min_norm_point_sfm",
 ]
 
-Visitor = Callable[[int, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64],
-                    npt.NDArray[np.float64]], None]
+Visitor = Callable[
+    [
+        int,
+        npt.NDArray[np.int64],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+    ],
+    None,
+]
 
 
 @dataclass(frozen=True)
@@ -94,8 +102,9 @@ def make_problem(
     if size < 1:
         raise InvalidParameterError("table", "empty", "at least one record")
     lat = Lattice(tuple(h.height for h in table.hierarchies))
-    return Problem(table, d.leaves, d.count, d.inverse, tl, tw, size, measures, lat,
-                   theta is not None)
+    return Problem(
+        table, d.leaves, d.count, d.inverse, tl, tw, size, measures, lat, theta is not None
+    )
 
 
 def sweep(problem: Problem, visit: Visitor) -> None:
@@ -133,9 +142,14 @@ class Solution:
         return self.levels[inverse]
 
 
-def _solution(problem: Problem, best: npt.NDArray[np.int64], obj: npt.NDArray[np.float64],
-              u: npt.NDArray[np.float64], r: npt.NDArray[np.float64],
-              rho: npt.NDArray[np.int64]) -> Solution:
+def _solution(
+    problem: Problem,
+    best: npt.NDArray[np.int64],
+    obj: npt.NDArray[np.float64],
+    u: npt.NDArray[np.float64],
+    r: npt.NDArray[np.float64],
+    rho: npt.NDArray[np.int64],
+) -> Solution:
     return Solution(best, problem.lattice.levels()[best], obj, u, r, rho)
 
 
@@ -148,8 +162,13 @@ def aggregate_exact(problem: Problem) -> Solution:
     bu, br, brho = np.zeros(m), np.zeros(m), np.zeros(m, np.int64)
     meas, size = problem.measures, float(problem.theta_size)
 
-    def visit(idx: int, lv: npt.NDArray[np.int64], rho: npt.NDArray[np.int64],
-              u: npt.NDArray[np.float64], phi: npt.NDArray[np.float64]) -> None:
+    def visit(
+        idx: int,
+        lv: npt.NDArray[np.int64],
+        rho: npt.NDArray[np.int64],
+        u: npt.NDArray[np.float64],
+        phi: npt.NDArray[np.float64],
+    ) -> None:
         f = meas.f(rho.astype(np.float64), size, u, phi)
         better = f > bf
         best[better], bf[better], bu[better] = idx, f[better], u[better]
@@ -170,8 +189,13 @@ def threshold_exact(problem: Problem, c: float) -> Solution:
     bu = np.full(m, -np.inf)
     br, brho = np.full(m, np.inf), np.zeros(m, np.int64)
 
-    def visit(idx: int, lv: npt.NDArray[np.int64], rho: npt.NDArray[np.int64],
-              u: npt.NDArray[np.float64], phi: npt.NDArray[np.float64]) -> None:
+    def visit(
+        idx: int,
+        lv: npt.NDArray[np.int64],
+        rho: npt.NDArray[np.int64],
+        u: npt.NDArray[np.float64],
+        phi: npt.NDArray[np.float64],
+    ) -> None:
         r = np.where(rho > 0, phi / np.maximum(rho, 1), np.where(phi > 0, np.inf, 0.0))
         ok = r <= c
         better = ok & ((u > bu) | ((u == bu) & (r < br)))
@@ -189,8 +213,13 @@ def frequent_exact(problem: Problem, t: float) -> Solution:
     bu = np.full(m, -np.inf)
     br, brho = np.zeros(m), np.zeros(m, np.int64)
 
-    def visit(idx: int, lv: npt.NDArray[np.int64], rho: npt.NDArray[np.int64],
-              u: npt.NDArray[np.float64], phi: npt.NDArray[np.float64]) -> None:
+    def visit(
+        idx: int,
+        lv: npt.NDArray[np.int64],
+        rho: npt.NDArray[np.int64],
+        u: npt.NDArray[np.float64],
+        phi: npt.NDArray[np.float64],
+    ) -> None:
         better = (rho >= t) & (u > bu)
         best[better], bu[better], brho[better] = idx, u[better], rho[better]
         br[better] = phi[better] / np.maximum(rho[better], 1)
@@ -236,13 +265,18 @@ def aggregate_enumerate_record(problem: Problem, j: int) -> tuple[tuple[int, ...
 
 # -- Fujishige–Wolfe minimum-norm point for submodular minimisation --------------------------
 def min_norm_point_sfm(
-    h: Callable[[npt.NDArray[np.bool_]], float], n: int, *, max_iter: int = 10_000,
+    h: Callable[[npt.NDArray[np.bool_]], float],
+    n: int,
+    *,
+    max_iter: int = 10_000,
     tol: float = 1e-10,
 ) -> npt.NDArray[np.bool_]:
     """Minimise a submodular ``h`` (``h(∅)=0``) over ``2^[n]`` (Fujishige–Wolfe); returns the
     best set among the level sets of the min-norm point, each evaluated exactly."""
 
-    def greedy(wt: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    def greedy(
+        wt: npt.NDArray[np.float64],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
         order = np.argsort(wt, kind="stable")
         q = np.zeros(n)
         s = np.zeros(n, bool)
@@ -341,8 +375,9 @@ def aggregate_polynomial(problem: Problem, j: int) -> tuple[tuple[int, ...], flo
 
 
 # -- Algorithm 1 (Theorem 2) -----------------------------------------------------------------
-def _chain_cut(x: npt.NDArray[np.float64], T: npt.NDArray[np.float64],
-               attr: npt.NDArray[np.int64], k: int) -> tuple[npt.NDArray[np.float64], float]:
+def _chain_cut(
+    x: npt.NDArray[np.float64], T: npt.NDArray[np.float64], attr: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.float64], float]:
     """The linear function of the maximal chain consistent with ``x`` (sorted decreasingly;
     ties by attribute then level so the chain stays in the ring family): ``T̂(x) = T(0) + y·x``."""
     order = sorted(range(len(x)), key=lambda e: (-x[e], e))
@@ -358,8 +393,15 @@ def _chain_cut(x: npt.NDArray[np.float64], T: npt.NDArray[np.float64],
 
 
 def approx_threshold(
-    problem: Problem, j: int, c: float, *, eps: float = 0.5, sigma1: float = 0.5,
-    sigma2: float = 2.0, rng: RandomSource, max_rounds: int = 200,
+    problem: Problem,
+    j: int,
+    c: float,
+    *,
+    eps: float = 0.5,
+    sigma1: float = 0.5,
+    sigma2: float = 2.0,
+    rng: RandomSource,
+    max_rounds: int = 200,
 ) -> tuple[tuple[int, ...], dict[str, float]]:
     """Algorithm 1 Approx(a, ε, θ, σ1, σ2) for distinct record ``j`` and risk threshold ``c``.
 
@@ -417,8 +459,9 @@ def approx_threshold(
         for _ in range(200):
             A = [*mono, cphi, *[-cc for cc in cuts]]
             b = [0.0] * len(mono) + [tau - phi_0] + [-(r) for r in rhs_cuts]
-            res = linprog(-cu, A_ub=np.array(A), b_ub=np.array(b), bounds=[(0, 1)] * n,
-                          method="highs")
+            res = linprog(
+                -cu, A_ub=np.array(A), b_ub=np.array(b), bounds=[(0, 1)] * n, method="highs"
+            )
             if res.status != 0:
                 x = None
                 break

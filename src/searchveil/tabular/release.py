@@ -89,17 +89,35 @@ def suppress_small(frame: pl.DataFrame, k: int) -> npt.NDArray[np.bool_]:
 
 
 def anonymize_dp(
-    table: EncodedTable, measures: Measures, *, epsilon: float, delta: float, beta: float,
-    theta0: float, rng: RandomSource, theta1: float = 1.0, side_table: EncodedTable | None = None,
-    count_share: float = 0.05, utility_sharpness: float = 0.0,
+    table: EncodedTable,
+    measures: Measures,
+    *,
+    epsilon: float,
+    delta: float,
+    beta: float,
+    theta0: float,
+    rng: RandomSource,
+    theta1: float = 1.0,
+    side_table: EncodedTable | None = None,
+    count_share: float = 0.05,
+    utility_sharpness: float = 0.0,
 ) -> TabularRelease:
     """Algorithm 2 (see :mod:`searchveil.tabular.dp`): ``(ε, δ)``-DP for adding/removing one
     record of ``table``."""
     problem: Problem = make_problem(table, measures, side_table)
     plan: DPPlan = plan_dp(
-        n=table.n, epsilon=epsilon, delta=delta, beta=beta, theta0=theta0, rng=rng,
-        lam=measures.lam, phi0=measures.phi0, lattice_size=problem.lattice.size,
-        side_table=side_table is not None, theta1=theta1, count_share=count_share,
+        n=table.n,
+        epsilon=epsilon,
+        delta=delta,
+        beta=beta,
+        theta0=theta0,
+        rng=rng,
+        lam=measures.lam,
+        phi0=measures.phi0,
+        lattice_size=problem.lattice.size,
+        side_table=side_table is not None,
+        theta1=theta1,
+        count_share=count_share,
     )
     keep = bernoulli_sample(table.n, plan.keep_probability, rng)
     sampled = np.flatnonzero(keep).astype(np.int64)
@@ -118,66 +136,132 @@ def anonymize_dp(
     ok = suppress_small(frame, plan.k)
     rows, levels, frame = sampled[ok], levels[ok], frame.filter(pl.Series(ok))
     events = [
-        {"event": "record count", "mechanism": "discrete Laplace", "epsilon": plan.eps_count,
-         "delta": 0.0, "n_hat": plan.n_hat},
-        {"event": "exponential mechanism per record (Θ = D)" if not plan.side_table else
-         "exponential mechanism per record (public side table: no privacy cost)",
-         "epsilon": plan.eps_em, "delta": 0.0, "eps_prime": plan.eps_prime},
-        {"event": "Bernoulli sampling + k-suppression (Li, Qardaji & Su)",
-         "epsilon": plan.eps_anon, "delta": plan.delta_anon, "k": plan.k,
-         "keep_probability": plan.keep_probability},
-        {"event": "accounting slack", "delta": (1 + math.exp(plan.epsilon)) * (plan.eta_count +
-                                                                               plan.eta_fp),
-         "eta_count": plan.eta_count, "eta_fp": plan.eta_fp},
+        {
+            "event": "record count",
+            "mechanism": "discrete Laplace",
+            "epsilon": plan.eps_count,
+            "delta": 0.0,
+            "n_hat": plan.n_hat,
+        },
+        {
+            "event": "exponential mechanism per record (Θ = D)"
+            if not plan.side_table
+            else "exponential mechanism per record (public side table: no privacy cost)",
+            "epsilon": plan.eps_em,
+            "delta": 0.0,
+            "eps_prime": plan.eps_prime,
+        },
+        {
+            "event": "Bernoulli sampling + k-suppression (Li, Qardaji & Su)",
+            "epsilon": plan.eps_anon,
+            "delta": plan.delta_anon,
+            "k": plan.k,
+            "keep_probability": plan.keep_probability,
+        },
+        {
+            "event": "accounting slack",
+            "delta": (1 + math.exp(plan.epsilon)) * (plan.eta_count + plan.eta_fp),
+            "eta_count": plan.eta_count,
+            "eta_fp": plan.eta_fp,
+        },
     ]
     return TabularRelease(
-        table, rows, levels, frame, "fouad2014-dp-sampler", "(ε, δ)-differential privacy "
-        "(add/remove one record)", plan.epsilon, plan.delta,
-        parameters={**plan.as_dict(), "lambda": measures.lam, "kappa": measures.kappa,
-                    "phi0": measures.phi0, "utility": measures.utility,
-                    "utility_sharpness": utility_sharpness, "t_side_table": t_theta},
+        table,
+        rows,
+        levels,
+        frame,
+        "fouad2014-dp-sampler",
+        "(ε, δ)-differential privacy (add/remove one record)",
+        plan.epsilon,
+        plan.delta,
+        parameters={
+            **plan.as_dict(),
+            "lambda": measures.lam,
+            "kappa": measures.kappa,
+            "phi0": measures.phi0,
+            "utility": measures.utility,
+            "utility_sharpness": utility_sharpness,
+            "t_side_table": t_theta,
+        },
         events=events,
-        info={"sampled": int(sampled.size), "suppressed": int((~ok).sum()),
-              "released": int(rows.size), "k": plan.k, "t": plan.t,
-              "delta_used": plan.delta_total},
+        info={
+            "sampled": int(sampled.size),
+            "suppressed": int((~ok).sum()),
+            "released": int(rows.size),
+            "k": plan.k,
+            "t": plan.t,
+            "delta_used": plan.delta_total,
+        },
     )
 
 
-def _deterministic(table: EncodedTable, problem: Problem, sol_levels: npt.NDArray[np.int64],
-                   mech: str, params: dict[str, Any], info: dict[str, Any]) -> TabularRelease:
+def _deterministic(
+    table: EncodedTable,
+    problem: Problem,
+    sol_levels: npt.NDArray[np.int64],
+    mech: str,
+    params: dict[str, Any],
+    info: dict[str, Any],
+) -> TabularRelease:
     rows = np.arange(table.n, dtype=np.int64)
     levels = sol_levels[problem.inverse]
     frame = generalized_frame(table, rows, levels)
-    return TabularRelease(table, rows, levels, frame, mech,
-                          "none (not differentially private; §II risk–utility model)", None,
-                          None, parameters=params, info=info)
+    return TabularRelease(
+        table,
+        rows,
+        levels,
+        frame,
+        mech,
+        "none (not differentially private; §II risk–utility model)",
+        None,
+        None,
+        parameters=params,
+        info=info,
+    )
 
 
-def anonymize_aggregate(table: EncodedTable, measures: Measures, *,
-                        side_table: EncodedTable | None = None) -> TabularRelease:
+def anonymize_aggregate(
+    table: EncodedTable, measures: Measures, *, side_table: EncodedTable | None = None
+) -> TabularRelease:
     """Every record at its exact aggregate-model optimum ``argmax_{x ∈ a^+} f^a(x)``."""
     problem = make_problem(table, measures, side_table)
     sol = aggregate_exact(problem)
     w = problem.count
     return _deterministic(
-        table, problem, sol.levels, "fouad2014-aggregate",
-        {"lambda": measures.lam, "kappa": measures.kappa, "phi0": measures.phi0,
-         "utility": measures.utility, "side_table": side_table is not None},
-        {"mean_f": float(np.average(sol.objective, weights=w)),
-         "mean_u": float(np.average(sol.u, weights=w)),
-         "mean_risk": float(np.average(sol.risk, weights=w))},
+        table,
+        problem,
+        sol.levels,
+        "fouad2014-aggregate",
+        {
+            "lambda": measures.lam,
+            "kappa": measures.kappa,
+            "phi0": measures.phi0,
+            "utility": measures.utility,
+            "side_table": side_table is not None,
+        },
+        {
+            "mean_f": float(np.average(sol.objective, weights=w)),
+            "mean_u": float(np.average(sol.u, weights=w)),
+            "mean_risk": float(np.average(sol.risk, weights=w)),
+        },
     )
 
 
-def anonymize_threshold(table: EncodedTable, measures: Measures, *, c: float,
-                        side_table: EncodedTable | None = None) -> TabularRelease:
+def anonymize_threshold(
+    table: EncodedTable, measures: Measures, *, c: float, side_table: EncodedTable | None = None
+) -> TabularRelease:
     """Every record at its exact threshold-model optimum (max u s.t. r ≤ c)."""
     problem = make_problem(table, measures, side_table)
     sol = threshold_exact(problem, c)
     w = problem.count
     return _deterministic(
-        table, problem, sol.levels, "fouad2014-threshold",
+        table,
+        problem,
+        sol.levels,
+        "fouad2014-threshold",
         {"c": c, "utility": measures.utility, "side_table": side_table is not None},
-        {"mean_u": float(np.average(sol.u, weights=w)),
-         "mean_risk": float(np.average(sol.risk, weights=w))},
+        {
+            "mean_u": float(np.average(sol.u, weights=w)),
+            "mean_risk": float(np.average(sol.risk, weights=w)),
+        },
     )
