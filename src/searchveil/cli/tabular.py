@@ -223,7 +223,7 @@ def register(app: typer.Typer) -> None:
         def body() -> None:
             with progress(not json_out) as step:
                 done = step("experiments")
-                res = reproduce(data, report=report, quick=quick, seed=seed)
+                res = reproduce(data, report=report, quick=quick, seed=seed or 0)
                 done()
 
             def human(r: dict[str, Any]) -> None:

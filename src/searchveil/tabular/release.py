@@ -135,7 +135,7 @@ def anonymize_dp(
     frame = generalized_frame(table, sampled, levels)
     ok = suppress_small(frame, plan.k)
     rows, levels, frame = sampled[ok], levels[ok], frame.filter(pl.Series(ok))
-    events = [
+    events: list[dict[str, Any]] = [
         {
             "event": "record count",
             "mechanism": "discrete Laplace",

@@ -211,12 +211,13 @@ def comparison(
             except SearchveilError as exc:
                 row["error"] = str(exc)
             out.append(row)
-    for name, model, p in [
+    baselines: list[tuple[str, str | None, ModelParams | None]] = [
         ("k-anonymity k=5 (not DP)", "kanon", ModelParams(k=5, max_suppression=0.05)),
         ("original (no anonymization)", None, None),
-    ]:
-        row = {"method": name, "epsilon": None, "delta": None}
-        if model is None:
+    ]
+    for bname, bmodel, p0 in baselines:
+        row = {"method": bname, "epsilon": None, "delta": None}
+        if bmodel is None:
             rel = TabularRelease(
                 train,
                 np.arange(train.n),
@@ -229,7 +230,7 @@ def comparison(
             )
             meas = make_measures(train.hierarchies)
         else:
-            rel, meas = run_model(train, model, p, rng=make_rng(seed))
+            rel, meas = run_model(train, bmodel, p0 or ModelParams(), rng=make_rng(seed))
         row.update(release_metrics(rel, meas))
         row["accuracy"] = naive_bayes_accuracy(rel, test, TARGET)
         out.append(row)
