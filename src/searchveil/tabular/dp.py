@@ -121,7 +121,7 @@ def sampling_delta(
     kl_down = _kl(c, p) if c > 0 else math.inf
     kl = min(kl_up, kl_down)
     best = 0.0
-    lo = 0
+    lo = max(0, k - 2)  # classes with fewer than k-1 other records are always suppressed
     chunk = 20_000
     while True:
         ns = np.arange(lo, lo + chunk, dtype=np.int64)
@@ -129,7 +129,7 @@ def sampling_delta(
         if stop_above is not None and best > stop_above:
             return best
         lo += chunk
-        chunk = lo  # doubling: O(log) rounds
+        chunk = max(chunk, lo)  # doubling: O(log) rounds
         n_end = float(lo)
         tail = math.exp(-n_end * kl) if kl > 0 else 1.0
         if n_end * p > 2 * k and (tail <= target * max(best, 1e-300) / n_end or lo >= 4_000_000):
@@ -158,12 +158,12 @@ def k_for_delta(eps: float, delta: float, p: float) -> int:
 
 
 def min_epsilon_for(k: int, p: float, delta: float, *, eps_max: float = 20.0) -> float | None:
-    """Smallest ``ε`` (to 1e-4 relative, rounded up) with ``sampling_delta(k, p, ε) ≤ δ``;
+    """Smallest ``ε`` (to 1e-3 relative, rounded up) with ``sampling_delta(k, p, ε) ≤ δ``;
     None if even ``eps_max`` does not suffice."""
     if sampling_delta(k, p, eps_max, stop_above=delta) > delta:
         return None
     lo, hi = 0.0, eps_max
-    while hi - lo > 1e-4 * hi:
+    while hi - lo > 1e-3 * hi:
         mid = 0.5 * (lo + hi)
         if mid > 0 and sampling_delta(k, p, mid, stop_above=delta) <= delta:
             hi = mid
