@@ -42,6 +42,7 @@ from searchveil.tabular.release import TabularRelease
 __all__ = ["reproduce"]
 
 TARGET = "salary-class"
+LAM_FIG4 = 0.5  # λ < 1: the aggregate optimum is full detail (λ ≥ 1: full suppression)
 
 
 def _restrict(t: EncodedTable, k: int) -> EncodedTable:
@@ -131,7 +132,7 @@ def _mean_u_all(rel: TabularRelease, meas: Any) -> float:
 
 
 def fig4(train: EncodedTable, side: EncodedTable, *, quick: bool, seed: int) -> dict[str, Any]:
-    meas = make_measures(train.hierarchies)
+    meas = make_measures(train.hierarchies, lam=LAM_FIG4)
     opt = aggregate_exact(make_problem(train, meas))
     opt_u = float(np.average(opt.u, weights=make_problem(train, meas).count))
     variants = [
@@ -160,7 +161,7 @@ def _dp_point(
     seed: int,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    p = ModelParams(epsilon=eps, delta=_delta(train), beta=beta, theta0=0.01, **extra)
+    p = ModelParams(epsilon=eps, delta=_delta(train), beta=beta, theta0=0.01, lam=LAM_FIG4, **extra)
     try:
         rel, meas = run_model(train, "dp", p, rng=make_rng(seed), side_table=side)
     except SearchveilError as exc:
@@ -196,6 +197,12 @@ def comparison(
                 "ours (public Θ)",
                 "dp",
                 ModelParams(epsilon=eps, delta=delta, beta=0.5, theta0=0.01, theta1=0.02),
+                test,
+            ),
+            (
+                "ours (public Θ, θ₀=0.002)",
+                "dp",
+                ModelParams(epsilon=eps, delta=delta, beta=0.5, theta0=0.002, theta1=0.00202),
                 test,
             ),
         ]
