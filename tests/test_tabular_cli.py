@@ -111,6 +111,7 @@ def test_dp_release_writes_table_and_ledger(tmp_path: Path) -> None:
 
 
 def test_side_table_release_has_theta0_rows(tmp_path: Path) -> None:
+    # mechanics only: a real Θ must be public and independent of the input (not a copy)
     src = read_table(DATA / "adult.csv")
     side = tmp_path / "side.csv"
     src.write_csv(side, separator=";")

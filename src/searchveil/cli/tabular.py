@@ -126,7 +126,11 @@ def register(app: typer.Typer) -> None:
         steps: Annotated[int, typer.Option("--steps", help="safepub: search steps")] = 100,
         side_table: Annotated[
             Path | None,
-            typer.Option("--side-table", help="public side table Θ (default Θ = the input)"),
+            typer.Option(
+                "--side-table",
+                help="PUBLIC side table Θ, independent of the input (default Θ = the input); "
+                "a Θ derived from the input voids the DP guarantee",
+            ),
         ] = None,
         qi: QiOpt = None,
         output_format: Annotated[

@@ -153,7 +153,7 @@ def write_release(
         inputs.append(
             {
                 "file": str(side_table.source),
-                "role": "public side table Θ",
+                "role": "public side table Θ (must be independent of the input)",
                 "sha256": file_sha256(side_table.source),
                 "rows": side_table.n,
             }
