@@ -53,7 +53,7 @@ def check_theta0(table_path: Path, hier: Path, out: Path, theta0: float) -> int:
         checked += 1
         if checked >= 50:
             break
-    assert led["parameters"]["k"] >= theta0 * n_in
+    assert led["summary"]["k_used"] >= theta0 * n_in
     return checked
 
 
@@ -101,6 +101,7 @@ def test_dp_release_writes_table_and_ledger(tmp_path: Path) -> None:
     for key in ("beta", "theta0", "t", "k", "eps_anon", "eps_em", "eps_count", "delta_total"):
         assert key in p
     assert p["delta_total"] <= 1e-3
+    assert led["summary"]["k_used"] >= 0.05 * 300
     assert p["eps_anon"] + p["eps_em"] + p["eps_count"] == pytest.approx(3.0)
     assert len(led["hierarchies"]) == 8 and all(len(h["sha256"]) == 64 for h in led["hierarchies"])
     assert led["inputs"][0]["sha256"]

@@ -133,7 +133,10 @@ def anonymize_dp(
         idx = dp_generalize(problem, plan, sampled, rng, utility_sharpness=utility_sharpness)
     levels = problem.lattice.levels()[idx]
     frame = generalized_frame(table, sampled, levels)
-    ok = suppress_small(frame, plan.k)
+    # k ≥ θ₀·N ≥ θ₀·n unless N < n (probability ≤ η, charged to δ as (1+e^ε)η): then raise k
+    # so that every output row generalizes ≥ θ₀·|D| input records in every case
+    k_used = max(plan.k, math.ceil(plan.theta0 * table.n))
+    ok = suppress_small(frame, k_used)
     rows, levels, frame = sampled[ok], levels[ok], frame.filter(pl.Series(ok))
     events: list[dict[str, Any]] = [
         {
@@ -189,6 +192,7 @@ def anonymize_dp(
             "suppressed": int((~ok).sum()),
             "released": int(rows.size),
             "k": plan.k,
+            "k_used": k_used,
             "t": plan.t,
             "delta_used": plan.delta_total,
         },
