@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "searchveil.cli.demo",
     "searchveil.cli.social",
     "searchveil.cli.attack",
+    "searchveil.cli.tabular",
 ]
 
 

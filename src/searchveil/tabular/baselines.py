@@ -1,0 +1,229 @@
+"""Baselines: full-domain k-anonymity (ARX's classic output) and SafePub (Bild, Kuhn & Prasser,
+"SafePub: A Truthful Data Anonymization Algorithm With Strong Privacy Guarantees", PoPETs
+2018(1)), implemented here from our reading of that paper since ARX (Java) cannot run in this
+stack. Our reading (docs/tabular.md, "SafePub as implemented"):
+
+1. ``ε = ε_anon + ε_search``; records are sampled with probability ``β = 1 − e^{−ε_anon}``.
+2. ``k`` is the smallest integer with ``δ(k, β, ε_anon) ≤ δ`` — Li, Qardaji & Su's bound for
+   strongly-safe k-anonymization under sampling (we use the exact version,
+   :func:`searchveil.tabular.dp.sampling_delta`).
+3. A full-domain transformation (one level vector for the whole table) is chosen by a
+   differentially private search: starting at the most general transformation, ``steps``
+   times the exponential mechanism picks one of the not yet visited direct predecessors or
+   successors of the current transformation, and a final exponential mechanism picks the output
+   among all visited ones; each of the ``steps + 1`` selections spends ``ε_search/(steps+1)``.
+   The score is the negated granularity loss of the k-suppressed sample (per record the mean
+   over attributes of ``(n(x)−1)/(n(⊥)−1)``, a suppressed record counts 1), whose sensitivity is
+   ``max(1, k−1)`` (one record can complete or break a class of size ``k``).
+4. The chosen transformation is applied to the sample and every class (whole output row)
+   smaller than ``k`` is suppressed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from searchveil.errors import InvalidParameterError
+from searchveil.rng import RandomSource
+from searchveil.tabular.dp import bernoulli_sample, exact_choice, k_for_delta, sampling_delta
+from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
+from searchveil.tabular.lattice import Lattice, distinct_records, iter_class_sizes
+from searchveil.tabular.release import TabularRelease, generalized_frame, suppress_small
+from searchveil.validate import check_int, check_positive, check_probability
+
+__all__ = ["full_row_keys", "granularity_table", "lattice_scores", "kanonymize", "safepub"]
+
+
+def granularity_table(h: Hierarchy) -> npt.NDArray[np.float64]:
+    """Per leaf and level: ``(n(x)−1)/(n(⊥)−1)`` (0 for a leaf, 1 for the root)."""
+    n = h.leaf_counts().astype(np.float64)
+    den = max(n[0, -1] - 1.0, 1.0)
+    return (n - 1.0) / den
+
+
+def full_row_keys(table: EncodedTable) -> tuple[npt.NDArray[np.int32], list[Hierarchy]]:
+    """Leaves of the quasi-identifiers plus every other column as a height-0 "hierarchy", so
+    class sizes count whole output rows (suppression is by whole row)."""
+    extra_cols = [c for c in table.frame.columns if c not in table.qi]
+    cols = [table.leaves]
+    hs = list(table.hierarchies)
+    for c in extra_cols:
+        s = table.frame.get_column(c).fill_null("")
+        cats, codes = np.unique(s.to_numpy().astype(str), return_inverse=True)
+        hs.append(
+            Hierarchy(
+                c,
+                (tuple(str(v) for v in cats),),
+                np.arange(len(cats), dtype=np.int32).reshape(-1, 1),
+            )
+        )
+        cols.append(codes.reshape(-1, 1).astype(np.int32))
+    return np.concatenate(cols, axis=1), hs
+
+
+def lattice_scores(
+    table: EncodedTable, rows: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """For every full-domain level vector (of the QIs): the total granularity loss of
+    ``rows`` after suppressing classes smaller than ``k`` (suppressed rows count 1) and the
+    number of suppressed rows."""
+    leaves, hs = full_row_keys(table)
+    d = distinct_records(leaves[rows])
+    G = [
+        np.ascontiguousarray(granularity_table(h)[d.leaves[:, i]].T)  # (levels, m) rows
+        for i, h in enumerate(table.hierarchies)
+    ]
+    kq = len(G)
+    lat = Lattice(tuple(h.height for h in table.hierarchies))
+    levels = lat.levels()
+    cnt = d.count.astype(np.float64)
+    loss = np.zeros(lat.size)
+    supp = np.zeros(lat.size, np.int64)
+    for idx, sizes in iter_class_sizes(d.leaves, d.count, hs):
+        lv = levels[idx]
+        g = np.zeros(d.m)
+        for i in range(kq):
+            g += G[i][lv[i]]
+        small = sizes < k
+        g /= max(kq, 1)
+        g[small] = 1.0
+        g *= cnt  # elementwise (np.dot goes through BLAS threads: slow for small vectors)
+        loss[idx] = float(g.sum())
+        supp[idx] = int(d.count[small].sum())
+    return loss, supp
+
+
+def _release(
+    table: EncodedTable, rows: npt.NDArray[np.int64], level: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], pl.DataFrame, int]:
+    levels = np.repeat(level[None, :], rows.size, axis=0)
+    frame = generalized_frame(table, rows, levels)
+    ok = suppress_small(frame, k)
+    return rows[ok], levels[ok], frame.filter(pl.Series(ok)), int((~ok).sum())
+
+
+def kanonymize(table: EncodedTable, *, k: int, max_suppression: float = 0.0) -> TabularRelease:
+    """Optimal full-domain k-anonymity: the level vector of least granularity loss whose
+    classes smaller than ``k`` hold at most ``max_suppression·n`` records (those are
+    suppressed). Not differentially private."""
+    k = check_int("k", k, minimum=1)
+    if not 0.0 <= max_suppression < 1.0:
+        raise InvalidParameterError("max_suppression", max_suppression, "a number in [0, 1)")
+    rows = np.arange(table.n, dtype=np.int64)
+    loss, supp = lattice_scores(table, rows, k)
+    ok = supp <= max_suppression * table.n
+    ok[-1] = ok[-1] or True  # the root is always a (degenerate) solution
+    best = int(np.flatnonzero(ok)[np.argmin(loss[ok])])
+    level = Lattice(tuple(h.height for h in table.hierarchies)).levels()[best]
+    r, lv, frame, n_sup = _release(table, rows, level, k)
+    return TabularRelease(
+        table,
+        r,
+        lv,
+        frame,
+        "full-domain-k-anonymity",
+        f"{k}-anonymity (not differentially private)",
+        None,
+        None,
+        parameters={"k": k, "max_suppression": max_suppression},
+        info={
+            "level": level.tolist(),
+            "suppressed": n_sup,
+            "released": int(r.size),
+            "granularity_loss": float(loss[best]) / max(table.n, 1),
+        },
+    )
+
+
+def safepub(
+    table: EncodedTable,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: RandomSource,
+    search_share: float = 0.1,
+    steps: int = 100,
+) -> TabularRelease:
+    """SafePub as read from Bild, Kuhn & Prasser 2018 (module docstring)."""
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_probability("delta", delta)
+    if delta >= 1.0 / max(table.n, 1):
+        raise InvalidParameterError("delta", delta, f"< 1/n = {1.0 / max(table.n, 1):.3g}")
+    search_share = check_probability("search_share", search_share)
+    steps = check_int("steps", steps, minimum=0)
+    eps_search = search_share * epsilon
+    eps_anon = epsilon - eps_search
+    p = 1.0 - math.exp(-eps_anon)
+    k = k_for_delta(eps_anon, delta, p)
+    keep = bernoulli_sample(table.n, p, rng)
+    sampled = np.flatnonzero(keep).astype(np.int64)
+    loss, _ = lattice_scores(table, sampled, k)
+    lat = Lattice(tuple(h.height for h in table.hierarchies))
+    levels = lat.levels()
+    sens = float(max(1, k - 1))
+    eps_step = eps_search / (steps + 1)
+
+    def pick(cands: list[int]) -> int:
+        s = -loss[np.array(cands)] * (eps_step / (2.0 * sens))
+        _, col = exact_choice(s[None, :], np.array([1]), rng)
+        return cands[int(col[0])]
+
+    current = lat.size - 1  # the most general transformation
+    visited = [current]
+    seen = {current}
+    for _ in range(steps):
+        nb = [
+            int(lat.index(np.array(v)))
+            for v in lat.up_neighbours(levels[current]) + lat.down_neighbours(levels[current])
+        ]
+        cands = [c for c in nb if c not in seen]
+        if not cands:
+            break
+        current = pick(cands)
+        visited.append(current)
+        seen.add(current)
+    chosen = pick(visited)
+    level = levels[chosen]
+    r, lv, frame, n_sup = _release(table, sampled, level, k)
+    params: dict[str, Any] = {
+        "epsilon_anon": eps_anon,
+        "epsilon_search": eps_search,
+        "sampling_probability": p,
+        "k": k,
+        "steps": steps,
+        "score": "granularity",
+        "score_sensitivity": sens,
+    }
+    return TabularRelease(
+        table,
+        r,
+        lv,
+        frame,
+        "safepub (Bild, Kuhn & Prasser 2018; our implementation)",
+        "(ε, δ)-differential privacy (add/remove one record)",
+        epsilon,
+        sampling_delta(k, p, eps_anon),
+        parameters=params,
+        events=[
+            {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
+            {
+                "event": "sampling + k-suppression",
+                "epsilon": eps_anon,
+                "delta": sampling_delta(k, p, eps_anon),
+                "k": k,
+            },
+        ],
+        info={
+            "level": level.tolist(),
+            "sampled": int(sampled.size),
+            "suppressed": n_sup,
+            "released": int(r.size),
+            "k": k,
+            "visited": len(visited),
+        },
+    )
