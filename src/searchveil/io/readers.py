@@ -144,8 +144,12 @@ class ReaderOptions:
     def from_dict(cls, d: dict[str, Any]) -> ReaderOptions:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
-        if values.get("columns") is not None:
-            values["columns"] = ColumnMapping(**values["columns"])
+        cols = values.get("columns")
+        if isinstance(cols, dict):
+            col_keys = {f.name for f in dataclasses.fields(ColumnMapping)}
+            values["columns"] = ColumnMapping(**{k: v for k, v in cols.items() if k in col_keys})
+        elif cols is not None:
+            raise InvalidParameterError("reader.columns", cols, "a column mapping object")
         return cls(**values)
 
 
