@@ -175,6 +175,14 @@ def _read(input: Path, kw: dict[str, Any], json_out: bool) -> SearchLog:
     return log
 
 
+_ENGINE_FLAGS = {
+    "columns": "--user-col/--query-col/... (column mapping)",
+    "has_header": "--no-header",
+    "normalize": "--no-normalize",
+    "session_gap_minutes": "--session-gap",
+}
+
+
 def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
     """The engines read the AOL layout (TSV, .gz) or Parquet with the default reader options:
     any other reader option (a profile, positional columns, another encoding or time format)
@@ -184,8 +192,9 @@ def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
         if key in ("fmt", "profile"):
             continue
         if kw.get(key, default) != default:
+            flag = _ENGINE_FLAGS.get(key, "--" + key.replace("_", "-"))
             raise InvalidParameterError(
-                key.replace("_", "-"), kw.get(key), f"the default with --engine {engine}"
+                flag, kw.get(key), f"the default with --engine {engine} (or --engine memory)"
             )
     if kw.get("profile") not in (None, "aol"):
         raise InvalidParameterError(

@@ -552,8 +552,17 @@ def read_log(
         lines, line_numbers = lines[1:], line_numbers[1:]
     elif o.columns is None:
         header = list(AOL_COLUMNS)[: lines[0].count(sep) + 1]
-    else:  # positional names, 1-based as cut counts
+    else:  # positional names, 1-based as cut counts; unmapped optional columns are absent
         header = [str(i) for i in range(1, lines[0].count(sep) + 2)]
+        aol = ColumnMapping()
+        mapping = dataclasses.replace(
+            mapping,
+            **{
+                k: None
+                for k in ("time", "url", "rank")
+                if getattr(mapping, k) == getattr(aol, k) and getattr(aol, k) not in header
+            },
+        )
     if mapping.session is None:
         auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
         if auto:
