@@ -552,17 +552,10 @@ def read_log(
         lines, line_numbers = lines[1:], line_numbers[1:]
     elif o.columns is None:
         header = list(AOL_COLUMNS)[: lines[0].count(sep) + 1]
-    else:  # positional names, 1-based as cut counts; unmapped optional columns are absent
+    else:  # positional names, 1-based as cut counts
         header = [str(i) for i in range(1, lines[0].count(sep) + 2)]
-        aol = ColumnMapping()
-        mapping = dataclasses.replace(
-            mapping,
-            **{
-                k: None
-                for k in ("time", "url", "rank")
-                if getattr(mapping, k) == getattr(aol, k) and getattr(aol, k) not in header
-            },
-        )
+    if o.columns is not None:
+        mapping = _drop_absent_defaults(mapping, header)
     if mapping.session is None:
         auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
         if auto:
@@ -598,6 +591,19 @@ def read_log(
         reader=o.to_dict(),
     )
     return _finish(df, p, info, o.session_gap_minutes)
+
+
+def _drop_absent_defaults(mapping: ColumnMapping, header: list[str]) -> ColumnMapping:
+    """With a user-given mapping, an optional column left at its AOL default name
+    (``QueryTime``, ``ClickURL``, ``ItemRank``) that the input does not have is absent rather
+    than an error: ``--user-col 2 --query-col 3`` needs no ``--url-col ''``."""
+    aol = ColumnMapping()
+    drop = {
+        k: None
+        for k in ("time", "url", "rank")
+        if getattr(mapping, k) == getattr(aol, k) and getattr(aol, k) not in header
+    }
+    return dataclasses.replace(mapping, **drop) if drop else mapping
 
 
 def _dedupe(names: list[str]) -> list[str]:
@@ -652,6 +658,8 @@ def _read_parquet(p: Path, sha: str, o: ReaderOptions, bad: _BadRows) -> SearchL
         raw = pl.read_parquet(p)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputFormatError(str(p), f"cannot read as Parquet: {exc}") from None
+    if o.columns is not None:
+        mapping = _drop_absent_defaults(mapping, raw.columns)
     _check_header(p, raw.columns, mapping, "parquet")
     if raw.height == 0:
         raise InputFormatError(str(p), "Parquet file has no rows")
