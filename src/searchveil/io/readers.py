@@ -69,6 +69,11 @@ class ColumnMapping:
     session: str | None = None
     rank_click: str | None = None  # one column "rank click" (SogouQ): split into rank, click order
 
+    def __post_init__(self) -> None:
+        for name in ("time", "url", "rank", "session", "rank_click"):
+            if getattr(self, name) == "":  # '' = no such column, as on the command line
+                object.__setattr__(self, name, None)
+
     def required(self) -> list[str]:
         return [self.user, self.query]
 
