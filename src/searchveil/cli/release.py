@@ -178,7 +178,6 @@ def _read(input: Path, kw: dict[str, Any], json_out: bool) -> SearchLog:
 _ENGINE_FLAGS = {
     "columns": "--user-col/--query-col/... (column mapping)",
     "has_header": "--no-header",
-    "normalize": "--no-normalize",
     "session_gap_minutes": "--session-gap",
 }
 
@@ -189,7 +188,7 @@ def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
     is refused, naming the option, rather than silently read differently."""
     defaults = ReaderOptions().kwargs()
     for key, default in defaults.items():
-        if key in ("fmt", "profile"):
+        if key in ("fmt", "profile", "normalize"):  # the engines normalise (or not) alike
             continue
         if kw.get(key, default) != default:
             flag = _ENGINE_FLAGS.get(key, "--" + key.replace("_", "-"))
