@@ -271,3 +271,23 @@ def test_parquet_keeps_working_with_a_mapping(tmp_path: Path) -> None:
     pl.DataFrame({"who": [1, 2], "q": ["a", "b"], "time": ["x", "y"]}).write_parquet(p)
     log = read_log(p, columns=ColumnMapping(user="who", query="q", time=""))
     assert log.df.get_column("input_time").to_list() == ["x", "y"]
+
+
+def test_read_log_profile_keyword_applies_the_profile() -> None:
+    log = read_log(SOGOU, profile="sogouq", date="2008-06-01")
+    assert log.df.height == 36 and log.info.encoding == "gb18030"
+    assert set(log.df.get_column("time").dt.year().unique().to_list()) == {2008}
+    with pytest.raises(InputFormatError, match="not valid utf-8"):
+        read_log(SOGOU, profile="sogouq", encoding="utf-8")  # a keyword overrides the profile
+
+
+def test_explicit_column_beats_profile_through_release(tmp_path: Path) -> None:
+    # column 5 (the URL) as the user id: 8 distinct "users"
+    r = cli("release", "kanon", SOGOU, "--profile", "sogouq", "--user-col", "5", "--k", "2",
+            "--out", tmp_path / "k")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    rec = json.loads((tmp_path / "k" / "ledger.json").read_text(encoding="utf-8"))["inputs"][0]
+    assert rec["reader"]["columns"]["user"] == "5" and rec["reader"]["columns"]["query"] == "3"
+    assert rec["users"] == 8
+    o = ReaderOptions.from_profile("sogouq")
+    assert read_log(SOGOU, **o.kwargs()).info.reader == o.to_dict()

@@ -124,15 +124,21 @@ class ReaderOptions:
         """The options of a named profile (see :mod:`searchveil.io.profiles`), with
         ``overrides`` (field names of this class, or column keys ``user``, ``query``, ``time``,
         ``url``, ``rank``, ``session``, ``rank_click``) taking precedence."""
-        values: dict[str, Any] = {}
+        prof: dict[str, Any] = {}
         if profile is not None:
             check_choice("profile", profile, PROFILE_NAMES)
-            values.update(PROFILES[profile])
-        values.update(overrides)
-        cols = {k: values.pop(k) for k in _COLUMN_KEYS if k in values}
-        if cols:
-            base = values.get("columns") or ColumnMapping()
-            values["columns"] = dataclasses.replace(base, **cols)
+            prof = dict(PROFILES[profile])
+        prof_cols = {k: prof.pop(k) for k in _COLUMN_KEYS if k in prof}
+        values = {**prof, **{k: v for k, v in overrides.items() if k not in _COLUMN_KEYS}}
+        base: ColumnMapping | None = None
+        if overrides.get("columns") is not None:  # a whole mapping replaces the profile's
+            base = overrides["columns"]
+        elif prof_cols:
+            base = dataclasses.replace(ColumnMapping(), **prof_cols)
+        over_cols = {k: overrides[k] for k in _COLUMN_KEYS if k in overrides}
+        if over_cols:
+            base = dataclasses.replace(base or ColumnMapping(), **over_cols)
+        values["columns"] = base
         return cls(profile=profile, **values)
 
     def kwargs(self) -> dict[str, Any]:
@@ -494,30 +500,34 @@ def read_log(
     path: str | os.PathLike[str],
     options: ReaderOptions | None = None,
     *,
-    fmt: str = "auto",
+    fmt: str | None = None,
     columns: ColumnMapping | None = None,
     delimiter: str | None = None,
-    encoding: str = "utf-8",
-    on_bad_rows: str = "error",
-    normalize: bool = True,
-    session_gap_minutes: float = 30.0,
-    has_header: bool = True,
+    encoding: str | None = None,
+    on_bad_rows: str | None = None,
+    normalize: bool | None = None,
+    session_gap_minutes: float | None = None,
+    has_header: bool | None = None,
     time_format: str | None = None,
     date: str | None = None,
-    strip_brackets: bool = False,
+    strip_brackets: bool | None = None,
     profile: str | None = None,
 ) -> SearchLog:
     """Read a raw search log into a :class:`SearchLog` (see module docstring).
 
-    Either pass a :class:`ReaderOptions` (``options``) or the same settings as keywords; the
-    settings used are recorded in ``log.info.reader``."""
+    Either pass a :class:`ReaderOptions` (``options``) or the same settings as keywords (None =
+    the default, or the profile's setting: ``profile`` applies a named profile and every
+    keyword given overrides it). The settings used are recorded in ``log.info.reader``."""
     if options is None:
-        options = ReaderOptions(
+        given = dict(
             fmt=fmt, columns=columns, delimiter=delimiter, encoding=encoding,
             on_bad_rows=on_bad_rows, normalize=normalize,
             session_gap_minutes=session_gap_minutes, has_header=has_header,
-            time_format=time_format, date=date, strip_brackets=strip_brackets, profile=profile,
+            time_format=time_format, date=date, strip_brackets=strip_brackets,
         )  # fmt: skip
+        options = ReaderOptions.from_profile(
+            profile, **{k: v for k, v in given.items() if v is not None}
+        )
     o = options
     p = Path(path)
     check_choice("format", o.fmt, FORMATS)
