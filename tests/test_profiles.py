@@ -291,3 +291,17 @@ def test_explicit_column_beats_profile_through_release(tmp_path: Path) -> None:
     assert rec["users"] == 8
     o = ReaderOptions.from_profile("sogouq")
     assert read_log(SOGOU, **o.kwargs()).info.reader == o.to_dict()
+
+
+def test_compare_and_synth_take_the_mapping(tmp_path: Path) -> None:
+    r = cli("compare", HEADERLESS, *POSITIONAL, "--epsilon", "1", "--delta", "0.0005",
+            "--seed", "1", "--mechanisms", "kanon:k=2", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["input"]["rows"] == 30
+    r = cli("compare", HEADERLESS, "--epsilon", "1", "--delta", "0.0005", "--seed", "1",
+            "--mechanisms", "kanon:k=2")  # fmt: skip
+    assert r.exit_code == 2  # without the mapping the headerless file is not AOL
+    r = cli("synth", "--like", SOGOU, "--profile", "sogouq", "--users", "5", "--seed", "1",
+            "--out", tmp_path / "s.tsv", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["users"] == 5
