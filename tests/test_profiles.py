@@ -305,3 +305,12 @@ def test_compare_and_synth_take_the_mapping(tmp_path: Path) -> None:
             "--out", tmp_path / "s.tsv", "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["users"] == 5
+
+
+def test_bad_reader_options_exit_2_naming_the_option() -> None:
+    r = cli("stats", HEADERLESS, "--profile", "foo")
+    assert r.exit_code == 2 and "profile" in r.output and "sogouq" in r.output
+    r = cli("stats", HEADERLESS, "--user-col", "")
+    assert r.exit_code == 2 and "user-col" in r.output
+    r = cli("stats", TREC, "--json")  # .xml is read as TREC Session Track without a profile
+    assert r.exit_code == 0 and json.loads(r.stdout)["input"]["format"] == "trec-session"
