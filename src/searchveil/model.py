@@ -61,6 +61,8 @@ class InputInfo:
     bad_row_examples: tuple[dict[str, Any], ...] = ()
     columns: dict[str, str | None] = field(default_factory=dict)
     normalized: bool = True
+    # the reader options used (ReaderOptions.to_dict()): lets `evaluate` re-read the original
+    reader: dict[str, Any] | None = None
 
     def to_dict(self, users: int | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -77,6 +79,8 @@ class InputInfo:
             d["users"] = users
         if self.bad_row_examples:
             d["bad_row_examples"] = list(self.bad_row_examples)
+        if self.reader is not None:
+            d["reader"] = self.reader
         return d
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
 import traceback
@@ -14,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from searchveil.errors import SearchveilError
-from searchveil.io.readers import ColumnMapping
+from searchveil.errors import InvalidParameterError, SearchveilError
+from searchveil.io.readers import ReaderOptions
 
 T = TypeVar("T")
 
@@ -26,9 +28,23 @@ out_console = Console()
 InputArg = Annotated[
     Path, typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq")
 ]
-FormatOpt = Annotated[str, typer.Option("--format", help="auto | aol | csv | parquet | msnbc")]
-UserColOpt = Annotated[str | None, typer.Option("--user-col", help="column holding the user id")]
-QueryColOpt = Annotated[str | None, typer.Option("--query-col", help="column holding the query")]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="named input layout: aol | sogouq | msnbc | trec-session (options you give win)",
+    ),
+]
+FormatOpt = Annotated[
+    str | None, typer.Option("--format", help="auto | aol | csv | parquet | msnbc | trec-session")
+]
+_POS = " (a header name, or its 1-based position with --no-header)"
+UserColOpt = Annotated[
+    str | None, typer.Option("--user-col", help="column holding the user id" + _POS)
+]
+QueryColOpt = Annotated[
+    str | None, typer.Option("--query-col", help="column holding the query" + _POS)
+]
 TimeColOpt = Annotated[
     str | None, typer.Option("--time-col", help="column holding the time ('' = none)")
 ]
@@ -38,8 +54,41 @@ UrlColOpt = Annotated[
 RankColOpt = Annotated[
     str | None, typer.Option("--rank-col", help="column holding the item rank ('' = none)")
 ]
+RankClickColOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rank-click-col",
+        help="one column holding 'RANK CLICK' (SogouQ), split into rank and click order",
+    ),
+]
 SessionColOpt = Annotated[
     str | None, typer.Option("--session-col", help="column holding a session id")
+]
+HeaderOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--header/--no-header",
+        help="first line is a header (default); --no-header names columns 1, 2, ... as cut does",
+    ),
+]
+TimeFormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--time-format",
+        help="iso | epoch | epoch-ms | a strftime pattern such as '%d/%m/%Y %H:%M' or a time "
+        "of day '%H:%M:%S' (default: YYYY-MM-DD HH:MM[:SS])",
+    ),
+]
+DateOpt = Annotated[
+    str | None,
+    typer.Option("--date", help="YYYY-MM-DD of a file whose times are times of day only"),
+]
+BracketsOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--strip-brackets/--keep-brackets",
+        help="remove the square brackets around queries (SogouQ)",
+    ),
 ]
 DelimOpt = Annotated[
     str | None,
@@ -49,10 +98,14 @@ DelimOpt = Annotated[
     ),
 ]
 EncodingOpt = Annotated[
-    str, typer.Option("--encoding", help="text encoding, e.g. utf-8, gb18030, latin-1")
+    str | None,
+    typer.Option("--encoding", help="text encoding, e.g. utf-8 (default), gb18030, latin-1"),
 ]
 BadRowsOpt = Annotated[
-    str, typer.Option("--on-bad-rows", help="error | skip (skipped rows are counted in the ledger)")
+    str | None,
+    typer.Option(
+        "--on-bad-rows", help="error (default) | skip (skipped rows are counted in the ledger)"
+    ),
 ]
 NoNormOpt = Annotated[
     bool,
@@ -61,7 +114,10 @@ NoNormOpt = Annotated[
     ),
 ]
 GapOpt = Annotated[
-    float, typer.Option("--session-gap", help="minutes of inactivity that start a new session")
+    float | None,
+    typer.Option(
+        "--session-gap", help="minutes of inactivity that start a new session (default 30)"
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
 SeedOpt = Annotated[
@@ -78,46 +134,117 @@ OverwriteOpt = Annotated[
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
 
 
-def reader_kwargs(
-    fmt: str = "auto",
+# The one list of reader options every command takes: (parameter name, annotation, default).
+READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
+    ("profile", ProfileOpt, None),
+    ("fmt", FormatOpt, None),
+    ("header", HeaderOpt, None),
+    ("user_col", UserColOpt, None),
+    ("query_col", QueryColOpt, None),
+    ("time_col", TimeColOpt, None),
+    ("url_col", UrlColOpt, None),
+    ("rank_col", RankColOpt, None),
+    ("rank_click_col", RankClickColOpt, None),
+    ("session_col", SessionColOpt, None),
+    ("time_format", TimeFormatOpt, None),
+    ("date", DateOpt, None),
+    ("strip_brackets", BracketsOpt, None),
+    ("delimiter", DelimOpt, None),
+    ("encoding", EncodingOpt, None),
+    ("on_bad_rows", BadRowsOpt, None),
+    ("no_normalize", NoNormOpt, False),
+    ("session_gap", GapOpt, None),
+)
+# the default of a command's ``reader`` parameter (replaced by with_reader_options)
+READER_DEFAULT = ReaderOptions()
+READER_PARAM_NAMES = tuple(name for name, _, _ in READER_PARAMS)
+
+
+def build_reader_options(
+    *,
+    profile: str | None = None,
+    fmt: str | None = None,
+    header: bool | None = None,
     user_col: str | None = None,
     query_col: str | None = None,
     time_col: str | None = None,
     url_col: str | None = None,
     rank_col: str | None = None,
+    rank_click_col: str | None = None,
     session_col: str | None = None,
+    time_format: str | None = None,
+    date: str | None = None,
+    strip_brackets: bool | None = None,
     delimiter: str | None = None,
-    encoding: str = "utf-8",
-    on_bad_rows: str = "error",
+    encoding: str | None = None,
+    on_bad_rows: str | None = None,
     no_normalize: bool = False,
-    session_gap: float = 30.0,
-) -> dict[str, Any]:
-    """Translate CLI reader options into :func:`searchveil.io.readers.read_log` kwargs."""
-
-    mapping = None
-    if any(v is not None for v in (user_col, query_col, time_col, url_col, rank_col, session_col)):
-        base = ColumnMapping()
-        mapping = ColumnMapping(
-            user=user_col or base.user,
-            query=query_col or base.query,
-            time=(time_col or None) if time_col is not None else base.time,
-            url=(url_col or None) if url_col is not None else base.url,
-            rank=(rank_col or None) if rank_col is not None else base.rank,
-            session=session_col or None,
-        )
-        if fmt == "auto":
-            fmt = "csv"
+    session_gap: float | None = None,
+) -> ReaderOptions:
+    """The :class:`ReaderOptions` of the shared CLI reader options: the profile's settings,
+    overridden by every option given. A column option given as ``''`` means "no such column"
+    (optional columns only). Giving any column with ``--format auto`` reads a delimited file
+    with the delimiter sniffed (``csv``)."""
+    over: dict[str, Any] = {}
+    cols = {"user": user_col, "query": query_col, "time": time_col, "url": url_col,
+            "rank": rank_col, "rank_click": rank_click_col, "session": session_col}  # fmt: skip
+    for key, val in cols.items():
+        if val is None:
+            continue
+        if key in ("user", "query"):
+            if not val:
+                raise InvalidParameterError(f"{key}-col", val, "a column name or position")
+            over[key] = val
+        else:
+            over[key] = val or None
+    if rank_click_col:
+        over.setdefault("rank", None)
+    if fmt is not None:
+        over["fmt"] = fmt
+    elif over and profile is None:
+        over["fmt"] = "csv"
     if delimiter in ("tab", "\\t"):
         delimiter = "\t"
-    return {
-        "fmt": fmt,
-        "columns": mapping,
-        "delimiter": delimiter,
-        "encoding": encoding,
-        "on_bad_rows": on_bad_rows,
-        "normalize": not no_normalize,
-        "session_gap_minutes": session_gap,
-    }
+    settings = {"has_header": header, "time_format": time_format, "date": date,
+                "strip_brackets": strip_brackets, "delimiter": delimiter, "encoding": encoding,
+                "on_bad_rows": on_bad_rows, "session_gap_minutes": session_gap}  # fmt: skip
+    over.update({k: v for k, v in settings.items() if v is not None})
+    if no_normalize:
+        over["normalize"] = False
+    return ReaderOptions.from_profile(profile, **over)
+
+
+def reader_kwargs(**options: Any) -> dict[str, Any]:
+    """:func:`searchveil.io.readers.read_log` keyword arguments of the CLI reader options
+    (see :func:`build_reader_options`)."""
+    return build_reader_options(**options).kwargs()
+
+
+def with_reader_options(fn: Callable[..., T]) -> Callable[..., T]:
+    """Give a command the shared reader options: ``fn``'s parameter ``reader: ReaderOptions``
+    is replaced by the options of :data:`READER_PARAMS` (placed before ``--json``), and ``fn``
+    receives the built :class:`ReaderOptions`. Apply below ``@app.command``."""
+    sig = inspect.signature(fn, eval_str=True)
+    if "reader" not in sig.parameters:
+        raise TypeError(f"{fn.__name__} has no 'reader' parameter")
+    own = [p for p in sig.parameters.values() if p.name != "reader"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=ann)
+        for name, ann, d in READER_PARAMS
+    ]
+    tail = [p for p in own if p.name == "json_out"]
+    head = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p.name != "json_out"]
+    params = head + added + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in tail]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs: Any) -> T:
+        opts = {k: kwargs.pop(k) for k in READER_PARAM_NAMES}
+        return fn(reader=run(lambda: build_reader_options(**opts)), **kwargs)
+
+    del wrapper.__wrapped__  # typer must see the new signature, not fn's
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
 
 
 def emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], None]) -> None:

@@ -14,26 +14,22 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
-    BadRowsOpt,
-    DelimOpt,
-    EncodingOpt,
-    FormatOpt,
-    GapOpt,
+    READER_DEFAULT,
     InputArg,
     JsonOpt,
-    NoNormOpt,
     emit,
     out_console,
     progress,
-    reader_kwargs,
     run,
+    with_reader_options,
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.compare import compare_settings, default_settings, parse_setting
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
-from searchveil.io.readers import read_log
+from searchveil.io.ledger import read_ledger
+from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.report.html import (
     comparison_report,
     evaluation_report,
@@ -120,8 +116,24 @@ def _read(input: Path, kw: dict[str, Any]) -> Any:
     return read_log(input, **kw)
 
 
+def ledger_reader_options(release_dir: Path, given: ReaderOptions) -> ReaderOptions:
+    """The reader options to read a release's original with: those given on the command line,
+    or (when none is given) those recorded in the release ledger's input record, so the
+    original is read with the same mapping as the release was."""
+    if given != ReaderOptions():
+        return given
+    inputs = read_ledger(release_dir).get("inputs") or []
+    first = inputs[0] if inputs and isinstance(inputs[0], dict) else {}
+    if isinstance(first.get("reader"), dict):
+        return ReaderOptions.from_dict(first["reader"])
+    if first.get("queries_normalized") is False:
+        return ReaderOptions(normalize=False)
+    return given
+
+
 def register(app: typer.Typer) -> None:
     @app.command("evaluate")
+    @with_reader_options
     def evaluate(
         original: InputArg,
         release_dir: Annotated[Path, typer.Argument(help="release directory (with ledger.json)")],
@@ -129,12 +141,7 @@ def register(app: typer.Typer) -> None:
         seeds: SeedsOpt = None,
         posting_proxy: ProxyOpt = "clicks",
         substitution_queries: SubstQOpt = 1000,
-        fmt: FormatOpt = "auto",
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
+        reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
         """Utility of a release against its original log: distribution statistics, index
@@ -148,10 +155,7 @@ def register(app: typer.Typer) -> None:
 
             check_choice("posting-proxy", posting_proxy, ("clicks", "zipf"))
             check_int("substitution-queries", substitution_queries, minimum=1)
-            kw = reader_kwargs(
-                fmt, None, None, None, None, None, None, delimiter, encoding, on_bad_rows,
-                no_normalize, session_gap,
-            )  # fmt: skip
+            kw = ledger_reader_options(release_dir, reader).kwargs()
             with progress(not json_out) as step:
                 done = step("reading the release")
                 rel = load_release(release_dir)
@@ -178,6 +182,7 @@ def register(app: typer.Typer) -> None:
         run(body)
 
     @app.command("compare")
+    @with_reader_options
     def compare(
         input: InputArg,
         epsilon: Annotated[
@@ -207,12 +212,7 @@ def register(app: typer.Typer) -> None:
         seeds: SeedsOpt = None,
         posting_proxy: ProxyOpt = "clicks",
         substitution_queries: SubstQOpt = 1000,
-        fmt: FormatOpt = "auto",
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
+        reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
         """Run several mechanisms/settings at the same (ε, δ) on one input and show their
@@ -238,10 +238,7 @@ def register(app: typer.Typer) -> None:
                 if mechanisms
                 else default_settings(max_users=max_users)
             )
-            kw = reader_kwargs(
-                fmt, None, None, None, None, None, None, delimiter, encoding, on_bad_rows,
-                no_normalize, session_gap,
-            )  # fmt: skip
+            kw = reader.kwargs()
             with progress(not json_out) as step:
                 done = step(f"reading {input.name}")
                 log = _read(input, kw)

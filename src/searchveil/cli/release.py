@@ -27,35 +27,24 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
-    BadRowsOpt,
-    DelimOpt,
-    EncodingOpt,
-    FormatOpt,
-    GapOpt,
+    READER_DEFAULT,
     InputArg,
     JsonOpt,
-    NoNormOpt,
     OutDirOpt,
     OutFmtOpt,
     OverwriteOpt,
-    QueryColOpt,
-    RankColOpt,
     SeedOpt,
-    SessionColOpt,
-    TimeColOpt,
-    UrlColOpt,
-    UserColOpt,
     emit,
     out_console,
     progress,
-    reader_kwargs,
     run,
+    with_reader_options,
 )  # fmt: skip
 from searchveil.engines.base import PlanParams
 from searchveil.engines.plans import ENGINES, run_release
-from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir
-from searchveil.io.readers import read_log
+from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.model import SearchLog
 from searchveil.release import (
@@ -186,20 +175,34 @@ def _read(input: Path, kw: dict[str, Any], json_out: bool) -> SearchLog:
     return log
 
 
+_ENGINE_FLAGS = {
+    "columns": "--user-col/--query-col/... (column mapping)",
+    "has_header": "--no-header",
+    "session_gap_minutes": "--session-gap",
+}
+
+
 def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
-    """The engines read the AOL layout (TSV, .gz) or Parquet with the default reader options."""
-    defaults = reader_kwargs()
-    for key in ("columns", "delimiter", "encoding", "on_bad_rows", "session_gap_minutes"):
-        if kw.get(key) != defaults.get(key):
+    """The engines read the AOL layout (TSV, .gz) or Parquet with the default reader options:
+    any other reader option (a profile, positional columns, another encoding or time format)
+    is refused, naming the option, rather than silently read differently."""
+    defaults = ReaderOptions().kwargs()
+    for key, default in defaults.items():
+        if key in ("fmt", "profile", "normalize"):  # the engines normalise (or not) alike
+            continue
+        if kw.get(key, default) != default:
+            flag = _ENGINE_FLAGS.get(key, "--" + key.replace("_", "-"))
             raise InvalidParameterError(
-                key.replace("_", "-"), kw.get(key), f"the default with --engine {engine}"
+                flag, kw.get(key), f"the default with --engine {engine} (or --engine memory)"
             )
+    if kw.get("profile") not in (None, "aol"):
+        raise InvalidParameterError(
+            "profile", kw.get("profile"), f"aol (or none) with --engine {engine}"
+        )
     if kw.get("fmt") not in ("auto", "aol", "parquet"):
         raise InvalidParameterError(
             "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
         )
-    if not input.exists():
-        raise InputFormatError(str(input), "file not found")
 
 
 def _release_with(
@@ -444,6 +447,7 @@ def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
 # -- the commands (parsing only) --------------------------------------------------------------
 
 
+@with_reader_options
 def korolova_command(
     input: InputArg,
     out: OutDirOpt,
@@ -516,27 +520,13 @@ def korolova_command(
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
-    fmt: FormatOpt = "auto",
-    user_col: UserColOpt = None,
-    query_col: QueryColOpt = None,
-    time_col: TimeColOpt = None,
-    url_col: UrlColOpt = None,
-    rank_col: RankColOpt = None,
-    session_col: SessionColOpt = None,
-    delimiter: DelimOpt = None,
-    encoding: EncodingOpt = "utf-8",
-    on_bad_rows: BadRowsOpt = "error",
-    no_normalize: NoNormOpt = False,
-    session_gap: GapOpt = 30.0,
+    reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
     """Korolova's Release-Data (thesis ch.4): private queries and clicks with noisy counts."""
 
     def body() -> None:
-        kw = reader_kwargs(
-            fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-            delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-        )  # fmt: skip
+        kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master)  # fmt: skip
@@ -565,6 +555,7 @@ def korolova_command(
     run(body)
 
 
+@with_reader_options
 def zealous_command(
     input: InputArg,
     out: OutDirOpt,
@@ -605,27 +596,13 @@ def zealous_command(
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
-    fmt: FormatOpt = "auto",
-    user_col: UserColOpt = None,
-    query_col: QueryColOpt = None,
-    time_col: TimeColOpt = None,
-    url_col: UrlColOpt = None,
-    rank_col: RankColOpt = None,
-    session_col: SessionColOpt = None,
-    delimiter: DelimOpt = None,
-    encoding: EncodingOpt = "utf-8",
-    on_bad_rows: BadRowsOpt = "error",
-    no_normalize: NoNormOpt = False,
-    session_gap: GapOpt = 30.0,
+    reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
     """ZEALOUS (Götz et al. §4): frequent keywords / queries / clicks / query pairs."""
 
     def body() -> None:
-        kw = reader_kwargs(
-            fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-            delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-        )  # fmt: skip
+        kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master)  # fmt: skip
@@ -639,6 +616,7 @@ def zealous_command(
     run(body)
 
 
+@with_reader_options
 def kanon_command(
     input: InputArg,
     out: OutDirOpt,
@@ -650,27 +628,13 @@ def kanon_command(
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
-    fmt: FormatOpt = "auto",
-    user_col: UserColOpt = None,
-    query_col: QueryColOpt = None,
-    time_col: TimeColOpt = None,
-    url_col: UrlColOpt = None,
-    rank_col: RankColOpt = None,
-    session_col: SessionColOpt = None,
-    delimiter: DelimOpt = None,
-    encoding: EncodingOpt = "utf-8",
-    on_bad_rows: BadRowsOpt = "error",
-    no_normalize: NoNormOpt = False,
-    session_gap: GapOpt = 30.0,
+    reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
     """k-query anonymity (Adar; the NON-differentially-private baseline of Götz §7)."""
 
     def body() -> None:
-        kw = reader_kwargs(
-            fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-            delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-        )  # fmt: skip
+        kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master)  # fmt: skip

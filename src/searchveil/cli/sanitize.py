@@ -9,33 +9,22 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
-    BadRowsOpt,
-    DelimOpt,
-    EncodingOpt,
-    FormatOpt,
-    GapOpt,
+    READER_DEFAULT,
     InputArg,
     JsonOpt,
-    NoNormOpt,
     OutDirOpt,
     OutFmtOpt,
     OverwriteOpt,
-    QueryColOpt,
-    RankColOpt,
     SeedOpt,
-    SessionColOpt,
-    TimeColOpt,
-    UrlColOpt,
-    UserColOpt,
     emit,
     out_console,
     progress,
-    reader_kwargs,
     run,
+    with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir
-from searchveil.io.readers import read_log
+from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.release import write_release
 from searchveil.release.ump import UmpParams, release_ump
 from searchveil.rng import make_rng
@@ -86,6 +75,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(san, name="sanitize")
 
     @san.command("ump")
+    @with_reader_options
     def ump(
         input: InputArg,
         out: OutDirOpt,
@@ -133,18 +123,7 @@ def register(app: typer.Typer) -> None:
         seed: SeedOpt = None,
         output_format: OutFmtOpt = "tsv",
         overwrite: OverwriteOpt = False,
-        fmt: FormatOpt = "auto",
-        user_col: UserColOpt = None,
-        query_col: QueryColOpt = None,
-        time_col: TimeColOpt = None,
-        url_col: UrlColOpt = None,
-        rank_col: RankColOpt = None,
-        session_col: SessionColOpt = None,
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
+        reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
         """Hong et al. EDBT 2012: optimal output counts per (query, url) pair under the
@@ -170,10 +149,7 @@ def register(app: typer.Typer) -> None:
                 search_seconds=search_seconds, count_epsilon=count_epsilon,
                 sensitivity=sensitivity,
             )  # fmt: skip
-            kw = reader_kwargs(
-                fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-                delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-            )  # fmt: skip
+            kw = reader.kwargs()
             check_release_dir(out, fmt=output_format, overwrite=overwrite)
             with progress(not json_out) as step:
                 done = step(f"reading {input.name}")

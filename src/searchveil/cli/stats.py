@@ -9,27 +9,16 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
-    BadRowsOpt,
-    DelimOpt,
-    EncodingOpt,
-    FormatOpt,
-    GapOpt,
+    READER_DEFAULT,
     InputArg,
     JsonOpt,
-    NoNormOpt,
-    QueryColOpt,
-    RankColOpt,
-    SessionColOpt,
-    TimeColOpt,
-    UrlColOpt,
-    UserColOpt,
     emit,
     out_console,
     progress,
-    reader_kwargs,
     run,
+    with_reader_options,
 )  # fmt: skip
-from searchveil.io.readers import read_log
+from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import log_stats
 
 
@@ -63,43 +52,19 @@ def _human(r: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("stats")
+    @with_reader_options
     def stats(
         input: InputArg,
-        fmt: FormatOpt = "auto",
-        user_col: UserColOpt = None,
-        query_col: QueryColOpt = None,
-        time_col: TimeColOpt = None,
-        url_col: UrlColOpt = None,
-        rank_col: RankColOpt = None,
-        session_col: SessionColOpt = None,
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
+        reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
         """Rows, users, query events, clicks, distinct items, sessions and per-user quantiles."""
 
         def body() -> None:
 
-            kw = reader_kwargs(
-                fmt,
-                user_col,
-                query_col,
-                time_col,
-                url_col,
-                rank_col,
-                session_col,
-                delimiter,
-                encoding,
-                on_bad_rows,
-                no_normalize,
-                session_gap,
-            )
             with progress(not json_out) as step:
                 done = step(f"reading {input.name}")
-                log = read_log(input, **kw)
+                log = read_log(input, reader)
                 done()
                 done = step("computing statistics")
                 result = log_stats(log)

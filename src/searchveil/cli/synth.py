@@ -14,30 +14,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from searchveil.cli._common import (
-    BadRowsOpt,
-    DelimOpt,
-    EncodingOpt,
-    FormatOpt,
-    GapOpt,
+    READER_DEFAULT,
     JsonOpt,
-    NoNormOpt,
     OverwriteOpt,
-    QueryColOpt,
-    RankColOpt,
     SeedOpt,
-    SessionColOpt,
-    TimeColOpt,
-    UrlColOpt,
-    UserColOpt,
     emit,
     err_console,
     out_console,
-    reader_kwargs,
     run,
+    with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.io.ledger import write_text_atomic
-from searchveil.io.readers import read_log
+from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.rng import make_rng
 from searchveil.synth import fit, read_model, write_synthetic
 
@@ -69,6 +58,7 @@ def _human(r: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("synth")
+    @with_reader_options
     def synth(
         out: Annotated[Path, typer.Option("--out", help="output file (.tsv, .tsv.gz, .parquet)")],
         users: Annotated[int, typer.Option("--users", help="number of synthetic users")],
@@ -99,18 +89,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         seed: SeedOpt = None,
         overwrite: OverwriteOpt = False,
-        fmt: FormatOpt = "auto",
-        user_col: UserColOpt = None,
-        query_col: QueryColOpt = None,
-        time_col: TimeColOpt = None,
-        url_col: UrlColOpt = None,
-        rank_col: RankColOpt = None,
-        session_col: SessionColOpt = None,
-        delimiter: DelimOpt = None,
-        encoding: EncodingOpt = "utf-8",
-        on_bad_rows: BadRowsOpt = "error",
-        no_normalize: NoNormOpt = False,
-        session_gap: GapOpt = 30.0,
+        reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
         """Generate a synthetic AOL-layout log calibrated on a real sample (--like) or a saved
@@ -134,10 +113,7 @@ def register(app: typer.Typer) -> None:
                 raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
             rng = make_rng(seed)
             if like is not None:
-                kw = reader_kwargs(
-                    fmt, user_col, query_col, time_col, url_col, rank_col, session_col,
-                    delimiter, encoding, on_bad_rows, no_normalize, session_gap,
-                )  # fmt: skip
+                kw = reader.kwargs()
                 m = fit(read_log(like, **kw), rng=rng)
             else:
                 assert model is not None

@@ -27,11 +27,15 @@ import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import file_sha256
+from searchveil.io.profiles import PROFILE_NAMES, PROFILES
+from searchveil.io.trec import read_trec_session
 from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
 from searchveil.validate import check_choice
 
 __all__ = [
     "ColumnMapping",
+    "ReaderOptions",
+    "INTERNAL_COLUMNS",
     "read_log",
     "scan_log",
     "parse_time",
@@ -40,7 +44,10 @@ __all__ = [
     "MSNBC_CATEGORIES",
 ]
 
-FORMATS = ("auto", "aol", "csv", "parquet", "msnbc")
+FORMATS = ("auto", "aol", "csv", "parquet", "msnbc", "trec-session")
+TIME_FORMATS = ("auto", "iso", "epoch", "epoch-ms", "STRFTIME-PATTERN")
+# names the reader creates; input columns with these names are kept as ``input_<name>``
+INTERNAL_COLUMNS = ("user", "query", "time", "rank", "url", "session", "row", "click_order")
 AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
 MSNBC_CATEGORIES = (
     "frontpage", "news", "tech", "local", "opinion", "on-air", "misc", "weather", "msn-news",
@@ -60,6 +67,12 @@ class ColumnMapping:
     url: str | None = "ClickURL"
     rank: str | None = "ItemRank"
     session: str | None = None
+    rank_click: str | None = None  # one column "rank click" (SogouQ): split into rank, click order
+
+    def __post_init__(self) -> None:
+        for name in ("time", "url", "rank", "session", "rank_click"):
+            if getattr(self, name) == "":  # '' = no such column, as on the command line
+                object.__setattr__(self, name, None)
 
     def required(self) -> list[str]:
         return [self.user, self.query]
@@ -72,7 +85,83 @@ class ColumnMapping:
             "url": self.url,
             "rank": self.rank,
             "session": self.session,
+            "rank_click": self.rank_click,
         }
+
+
+_COLUMN_KEYS = ("user", "query", "time", "url", "rank", "session", "rank_click")
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """Every reader setting, shared by all commands (the CLI builds it once, in
+    ``cli/_common.py``) and recorded in the ledger's input record so that ``evaluate`` can read
+    the original with the same mapping as the release.
+
+    ``columns`` None means the default layout (AOL header, or AOL column order without a
+    header). Without a header (``has_header=False``) and with a mapping, columns are named by
+    their 1-based position (``"2"`` is the second field, as ``cut -f2`` counts).
+    ``time_format``: None (AOL ``YYYY-MM-DD HH:MM[:SS]``), ``"iso"``, ``"epoch"``,
+    ``"epoch-ms"`` or a strftime pattern; a pattern without a date (e.g. ``%H:%M:%S``) is a time
+    of day on ``date`` (``YYYY-MM-DD``, default 1970-01-01).
+    """
+
+    fmt: str = "auto"
+    columns: ColumnMapping | None = None
+    delimiter: str | None = None
+    encoding: str = "utf-8"
+    on_bad_rows: str = "error"
+    normalize: bool = True
+    session_gap_minutes: float = 30.0
+    has_header: bool = True
+    time_format: str | None = None
+    date: str | None = None
+    strip_brackets: bool = False
+    profile: str | None = None
+
+    @classmethod
+    def from_profile(cls, profile: str | None, **overrides: Any) -> ReaderOptions:
+        """The options of a named profile (see :mod:`searchveil.io.profiles`), with
+        ``overrides`` (field names of this class, or column keys ``user``, ``query``, ``time``,
+        ``url``, ``rank``, ``session``, ``rank_click``) taking precedence."""
+        prof: dict[str, Any] = {}
+        if profile is not None:
+            check_choice("profile", profile, PROFILE_NAMES)
+            prof = dict(PROFILES[profile])
+        prof_cols = {k: prof.pop(k) for k in _COLUMN_KEYS if k in prof}
+        values = {**prof, **{k: v for k, v in overrides.items() if k not in _COLUMN_KEYS}}
+        base: ColumnMapping | None = None
+        if overrides.get("columns") is not None:  # a whole mapping replaces the profile's
+            base = overrides["columns"]
+        elif prof_cols:
+            base = dataclasses.replace(ColumnMapping(), **prof_cols)
+        over_cols = {k: overrides[k] for k in _COLUMN_KEYS if k in overrides}
+        if over_cols:
+            base = dataclasses.replace(base or ColumnMapping(), **over_cols)
+        values["columns"] = base
+        return cls(profile=profile, **values)
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`read_log`."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the ledger's ``input.reader``); inverse of :meth:`from_dict`."""
+        d = self.kwargs()
+        d["columns"] = self.columns.as_dict() if self.columns is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ReaderOptions:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        cols = values.get("columns")
+        if isinstance(cols, dict):
+            col_keys = {f.name for f in dataclasses.fields(ColumnMapping)}
+            values["columns"] = ColumnMapping(**{k: v for k, v in cols.items() if k in col_keys})
+        elif cols is not None:
+            raise InvalidParameterError("reader.columns", cols, "a column mapping object")
+        return cls(**values)
 
 
 def _is_gzip(path: Path) -> bool:
@@ -185,6 +274,74 @@ def parse_time(col: pl.Expr) -> pl.Expr:
     return pl.coalesce(parsed)
 
 
+_DATE_DIRECTIVES = ("%Y", "%y", "%m", "%d", "%F", "%D", "%j", "%b", "%B", "%s", "%G", "%U")
+_ISO_FORMATS = (
+    "%Y-%m-%dT%H:%M:%S%.f",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%dT%H:%M",
+    "%Y-%m-%d %H:%M:%S%.f",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%d",
+)
+
+
+def _check_time_options(time_format: str | None, date: str | None) -> None:
+    if time_format is not None and time_format not in ("auto", "iso", "epoch", "epoch-ms"):
+        if "%" not in time_format:
+            raise InvalidParameterError(
+                "time-format", time_format, "iso | epoch | epoch-ms | a strftime pattern"
+            )
+    if date is not None:
+        ok = pl.Series([date]).str.strptime(pl.Date, "%Y-%m-%d", strict=False)[0]
+        if ok is None:
+            raise InvalidParameterError("date", date, "a date YYYY-MM-DD")
+        if time_format is None or "%" not in time_format or _has_date(time_format):
+            raise InvalidParameterError(
+                "date", date, "only with a time-of-day --time-format such as %H:%M:%S"
+            )
+
+
+def _has_date(pattern: str) -> bool:
+    return any(d in pattern for d in _DATE_DIRECTIVES)
+
+
+def time_expr(col: pl.Expr, time_format: str | None, date: str | None = None) -> pl.Expr:
+    """Parse ``col`` (strings) with a ``--time-format`` (see :class:`ReaderOptions`) into a
+    Datetime; null where the value does not parse."""
+    s = col.str.strip_chars()
+    if time_format in (None, "auto"):
+        return parse_time(s)
+    if time_format == "iso":
+        s = s.str.strip_suffix("Z")
+        return pl.coalesce(
+            [s.str.strptime(pl.Datetime("us"), f, strict=False) for f in _ISO_FORMATS]
+        )
+    if time_format in ("epoch", "epoch-ms"):
+        unit = "s" if time_format == "epoch" else "ms"
+        n = s.cast(pl.Float64, strict=False)
+        scale = 1_000_000 if unit == "s" else 1_000
+        us = (n * scale).round(0).cast(pl.Int64, strict=False)
+        return pl.from_epoch(us, time_unit="us")
+    if _has_date(time_format):
+        return s.str.strptime(pl.Datetime("us"), time_format, strict=False)
+    day = date or "1970-01-01"
+    return (pl.lit(day + " ") + s).str.strptime(
+        pl.Datetime("us"), "%Y-%m-%d " + time_format, strict=False
+    )
+
+
+def _time_problem(column: str, time_format: str | None) -> str:
+    want = {
+        None: "'YYYY-MM-DD HH:MM[:SS]' (set --time-format for other layouts)",
+        "auto": "'YYYY-MM-DD HH:MM[:SS]' (set --time-format for other layouts)",
+        "iso": "an ISO 8601 date-time",
+        "epoch": "seconds since 1970 (--time-format epoch)",
+        "epoch-ms": "milliseconds since 1970 (--time-format epoch-ms)",
+    }.get(time_format, f"in --time-format {time_format!r}")
+    return f"time in column {column!r} is not {want}"
+
+
 def _canonicalize(
     raw: pl.DataFrame,
     line_numbers: pl.Series,
@@ -193,44 +350,93 @@ def _canonicalize(
     *,
     normalize: bool,
     user_numeric: bool | None,
+    time_format: str | None = None,
+    date: str | None = None,
+    strip_brackets: bool = False,
 ) -> pl.DataFrame:
-    """Turn string columns (named as in the header) into the canonical columns."""
+    """Turn string columns (named as in the header) into the canonical columns.
+
+    The input columns are first renamed to private positional names, so no input name (a
+    column called ``time``, ``row`` or ``_line``) can clash with the names created here;
+    unmapped input columns are kept under their lower-cased name, or ``input_<name>`` when
+    that is one of :data:`INTERNAL_COLUMNS`.
+    """
     cols = raw.columns
+    private = {c: f"__c{i}" for i, c in enumerate(cols)}
+    raw = raw.rename(private)
     m = mapping.as_dict()
-    user = pl.col(mapping.user).str.strip_chars()
+
+    def c(name: str) -> pl.Expr:
+        return pl.col(private[name])
+
+    def rc(name: str) -> pl.Series:
+        return raw.get_column(private[name])
+
+    user = c(mapping.user).str.strip_chars()
     exprs: list[pl.Expr] = []
     if user_numeric is None:
-        nonempty = raw.get_column(mapping.user).drop_nulls()
+        nonempty = rc(mapping.user).drop_nulls()
         user_numeric = nonempty.len() > 0 and bool(
             nonempty.str.strip_chars().str.contains(r"^-?\d{1,18}$").all()
         )
     exprs.append(
         user.cast(pl.Int64, strict=False).alias("user") if user_numeric else user.alias("user")
     )
-    q = pl.col(mapping.query).fill_null("")
+    q = c(mapping.query).fill_null("")
+    if strip_brackets:
+        q = q.str.strip_chars().str.replace(r"^\[(.*)\]$", "${1}")
     exprs.append((normalize_query(q) if normalize else q).alias("query"))
     exprs.append(
-        parse_time(pl.col(m["time"])).alias("time")
+        time_expr(c(m["time"]), time_format, date).alias("time")
         if m["time"]
         else pl.lit(None, pl.Datetime("us")).alias("time")
     )
+    rank_src: pl.Expr | None = None
+    if m["rank_click"]:
+        parts = c(m["rank_click"]).str.strip_chars().str.split_exact(" ", 1)
+        rank_src = parts.struct.field("field_0")
+        exprs.append(
+            parts.struct.field("field_1")
+            .str.strip_chars()
+            .cast(pl.Int64, strict=False)
+            .alias("click_order")
+        )
+    elif m["rank"]:
+        rank_src = c(m["rank"]).str.strip_chars()
     exprs.append(
-        pl.col(m["rank"]).str.strip_chars().cast(pl.Int64, strict=False).alias("rank")
-        if m["rank"]
+        rank_src.cast(pl.Int64, strict=False).alias("rank")
+        if rank_src is not None
         else pl.lit(None, pl.Int64).alias("rank")
     )
     exprs.append(
-        pl.col(m["url"]).str.strip_chars().replace("", None).alias("url")
+        c(m["url"]).str.strip_chars().replace("", None).alias("url")
         if m["url"]
         else pl.lit(None, pl.String).alias("url")
     )
-    used = {v for v in m.values() if v}
-    extras = [pl.col(c).alias(c.lower()) for c in cols if c not in used]
+    used = {v for k, v in m.items() if v and k != "session"} | (
+        {m["session"]} if m["session"] else set()
+    )
+    taken = {"user", "query", "time", "rank", "url"} | (
+        {"click_order"} if m["rank_click"] else set()
+    )
+    extras = []
+    for name in cols:
+        if name in used:
+            continue
+        out = name.lower()
+        if out in INTERNAL_COLUMNS or out.startswith("_"):
+            out = f"input_{out}"
+        while out in taken:
+            out = f"{out}_"
+        taken.add(out)
+        extras.append(c(name).alias(out))
     if m["session"]:
-        extras.append(pl.col(m["session"]).alias("_session_raw"))
-    df = raw.with_columns(_line=line_numbers).select([*exprs, *extras, pl.col("_line")])
+        extras.append(c(m["session"]).alias("_session_raw"))
+    df = raw.with_columns(line_numbers.alias("__line")).select(
+        [*exprs, *extras, pl.col("__line").alias("_line")]
+    )
 
-    raw_user = raw.get_column(mapping.user)
+    raw_user = rc(mapping.user)
     bad_user = df.get_column("user").is_null() | (raw_user.str.strip_chars().fill_null("") == "")
     keep = bad.handle(
         bad_user,
@@ -239,15 +445,23 @@ def _canonicalize(
         + (" or not an integer" if user_numeric else ""),
     )
     if m["time"]:
-        raw_time = raw.get_column(m["time"]).str.strip_chars().fill_null("")
+        raw_time = rc(m["time"]).str.strip_chars().fill_null("")
         bad_time = df.get_column("time").is_null() & (raw_time != "")
         keep = keep & bad.handle(
-            bad_time & keep,
-            df.get_column("_line"),
-            f"time in column {m['time']!r} is not 'YYYY-MM-DD HH:MM[:SS]'",
+            bad_time & keep, df.get_column("_line"), _time_problem(m["time"], time_format)
         )
-    if m["rank"]:
-        raw_rank = raw.get_column(m["rank"]).str.strip_chars().fill_null("")
+    if m["rank_click"]:
+        raw_rc = rc(m["rank_click"]).str.strip_chars().fill_null("")
+        bad_rc = (raw_rc != "") & (
+            df.get_column("rank").is_null() | df.get_column("click_order").is_null()
+        )
+        keep = keep & bad.handle(
+            bad_rc & keep,
+            df.get_column("_line"),
+            f"column {m['rank_click']!r} is not 'RANK CLICK' (two integers)",
+        )
+    elif m["rank"]:
+        raw_rank = rc(m["rank"]).str.strip_chars().fill_null("")
         bad_rank = df.get_column("rank").is_null() & (raw_rank != "")
         keep = keep & bad.handle(
             bad_rank & keep,
@@ -275,6 +489,8 @@ def _sniff(path: Path, fmt: str) -> str:
     name = path.name.lower().removesuffix(".gz")
     if name.endswith(".seq"):
         return "msnbc"
+    if name.endswith(".xml"):
+        return "trec-session"
     if name.endswith((".csv", ".tsv", ".txt")) and not name.endswith(".tsv"):
         return "csv"
     return "aol"
@@ -282,52 +498,79 @@ def _sniff(path: Path, fmt: str) -> str:
 
 def read_log(
     path: str | os.PathLike[str],
+    options: ReaderOptions | None = None,
     *,
-    fmt: str = "auto",
+    fmt: str | None = None,
     columns: ColumnMapping | None = None,
     delimiter: str | None = None,
-    encoding: str = "utf-8",
-    on_bad_rows: str = "error",
-    normalize: bool = True,
-    session_gap_minutes: float = 30.0,
-    has_header: bool = True,
+    encoding: str | None = None,
+    on_bad_rows: str | None = None,
+    normalize: bool | None = None,
+    session_gap_minutes: float | None = None,
+    has_header: bool | None = None,
+    time_format: str | None = None,
+    date: str | None = None,
+    strip_brackets: bool | None = None,
+    profile: str | None = None,
 ) -> SearchLog:
-    """Read a raw search log into a :class:`SearchLog` (see module docstring)."""
+    """Read a raw search log into a :class:`SearchLog` (see module docstring).
+
+    Either pass a :class:`ReaderOptions` (``options``) or the same settings as keywords (None =
+    the default, or the profile's setting: ``profile`` applies a named profile and every
+    keyword given overrides it). The settings used are recorded in ``log.info.reader``."""
+    if options is None:
+        given = dict(
+            fmt=fmt, columns=columns, delimiter=delimiter, encoding=encoding,
+            on_bad_rows=on_bad_rows, normalize=normalize,
+            session_gap_minutes=session_gap_minutes, has_header=has_header,
+            time_format=time_format, date=date, strip_brackets=strip_brackets,
+        )  # fmt: skip
+        options = ReaderOptions.from_profile(
+            profile, **{k: v for k, v in given.items() if v is not None}
+        )
+    o = options
     p = Path(path)
-    check_choice("format", fmt, FORMATS)
-    check_choice("on_bad_rows", on_bad_rows, ("error", "skip"))
-    if session_gap_minutes <= 0:
-        raise InvalidParameterError("session_gap_minutes", session_gap_minutes, "a number > 0")
-    if delimiter is not None and len(delimiter) != 1:
-        raise InvalidParameterError("delimiter", delimiter, "a single character, e.g. ',' or '\\t'")
+    check_choice("format", o.fmt, FORMATS)
+    check_choice("on_bad_rows", o.on_bad_rows, ("error", "skip"))
+    if o.session_gap_minutes <= 0:
+        raise InvalidParameterError("session_gap_minutes", o.session_gap_minutes, "a number > 0")
+    if o.delimiter is not None and len(o.delimiter) != 1:
+        raise InvalidParameterError(
+            "delimiter", o.delimiter, "a single character, e.g. ',' or '\\t'"
+        )
+    _check_time_options(o.time_format, o.date)
     if not p.exists():
         raise InputFormatError(str(p), "no such file")
     if p.is_dir():
         raise InputFormatError(str(p), "is a directory, expected a file")
-    kind = _sniff(p, fmt)
+    kind = _sniff(p, o.fmt)
     sha = file_sha256(p)
-    bad = _BadRows(p, on_bad_rows)
+    bad = _BadRows(p, o.on_bad_rows)
     if kind == "parquet":
-        return _read_parquet(
-            p, sha, columns or ColumnMapping(), bad, normalize, session_gap_minutes
-        )
-    data = _decode_check(p, _raw_bytes(p), encoding)
+        return _read_parquet(p, sha, o, bad)
+    data = _decode_check(p, _raw_bytes(p), o.encoding)
     if not data.strip():
         raise InputFormatError(str(p), "empty file")
     if kind == "msnbc":
-        return _read_msnbc(p, data, sha, encoding, session_gap_minutes)
+        return _read_msnbc(p, data, sha, o)
+    if kind == "trec-session":
+        return _read_trec(p, data, sha, o)
     lines = _read_lines(p, data)
     line_numbers = pl.Series("_line", range(1, lines.len() + 1), dtype=pl.Int64)
     # drop blank lines (keeping the physical numbering)
     nonblank = lines.str.strip_chars() != ""
     lines, line_numbers = lines.filter(nonblank), line_numbers.filter(nonblank)
-    sep = delimiter or ("\t" if kind == "aol" else _guess_delimiter(lines[0]))
-    mapping = columns or ColumnMapping()
-    if has_header:
+    sep = o.delimiter or ("\t" if kind == "aol" else _guess_delimiter(lines[0]))
+    mapping = o.columns or ColumnMapping()
+    if o.has_header:
         header = [h.strip() for h in lines[0].split(sep)]
         lines, line_numbers = lines[1:], line_numbers[1:]
-    else:
+    elif o.columns is None:
         header = list(AOL_COLUMNS)[: lines[0].count(sep) + 1]
+    else:  # positional names, 1-based as cut counts
+        header = [str(i) for i in range(1, lines[0].count(sep) + 2)]
+    if o.columns is not None:
+        mapping = _drop_absent_defaults(mapping, header)
     if mapping.session is None:
         auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
         if auto:
@@ -340,24 +583,42 @@ def read_log(
     keep = bad.handle(
         counts != n - 1,
         line_numbers,
-        f"ragged row: expected {n} fields separated by {sep!r} as in the header",
+        f"ragged row: expected {n} fields separated by {sep!r} as in the "
+        + ("header" if o.has_header else "first line"),
     )
     lines, line_numbers = lines.filter(keep), line_numbers.filter(keep)
     raw = _split_fields(lines, sep, n)
     raw.columns = _dedupe(header)
-    df = _canonicalize(raw, line_numbers, mapping, bad, normalize=normalize, user_numeric=None)
+    df = _canonicalize(
+        raw, line_numbers, mapping, bad, normalize=o.normalize, user_numeric=None,
+        time_format=o.time_format, date=o.date, strip_brackets=o.strip_brackets,
+    )  # fmt: skip
     info = InputInfo(
         path=str(p),
         sha256=sha,
         rows=df.height,
         bad_rows=bad.count,
         format=kind,
-        encoding=encoding,
+        encoding=o.encoding,
         bad_row_examples=tuple(bad.examples),
         columns=mapping.as_dict(),
-        normalized=normalize,
+        normalized=o.normalize,
+        reader=o.to_dict(),
     )
-    return _finish(df, p, info, session_gap_minutes)
+    return _finish(df, p, info, o.session_gap_minutes)
+
+
+def _drop_absent_defaults(mapping: ColumnMapping, header: list[str]) -> ColumnMapping:
+    """With a user-given mapping, an optional column left at its AOL default name
+    (``QueryTime``, ``ClickURL``, ``ItemRank``) that the input does not have is absent rather
+    than an error: ``--user-col 2 --query-col 3`` needs no ``--url-col ''``."""
+    aol = ColumnMapping()
+    drop = {
+        k: None
+        for k in ("time", "url", "rank")
+        if getattr(mapping, k) == getattr(aol, k) and getattr(aol, k) not in header
+    }
+    return dataclasses.replace(mapping, **drop) if drop else mapping
 
 
 def _dedupe(names: list[str]) -> list[str]:
@@ -406,24 +667,28 @@ def _check_header(path: Path, header: list[str], mapping: ColumnMapping, kind: s
         )
 
 
-def _read_parquet(
-    p: Path, sha: str, mapping: ColumnMapping, bad: _BadRows, normalize: bool, gap: float
-) -> SearchLog:
+def _read_parquet(p: Path, sha: str, o: ReaderOptions, bad: _BadRows) -> SearchLog:
+    mapping = o.columns or ColumnMapping()
     try:
         raw = pl.read_parquet(p)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputFormatError(str(p), f"cannot read as Parquet: {exc}") from None
+    if o.columns is not None:
+        mapping = _drop_absent_defaults(mapping, raw.columns)
     _check_header(p, raw.columns, mapping, "parquet")
     if raw.height == 0:
         raise InputFormatError(str(p), "Parquet file has no rows")
     user_numeric = raw.schema[mapping.user].is_integer()
+    time_native = mapping.time is not None and raw.schema[mapping.time].is_temporal()
     raw = raw.with_columns(pl.all().cast(pl.String))
-    if mapping.time and mapping.time in raw.columns:
+    if mapping.time and (time_native or o.time_format is None):
         raw = raw.with_columns(pl.col(mapping.time).str.slice(0, 19))
     line_numbers = pl.Series("_line", range(1, raw.height + 1), dtype=pl.Int64)
     df = _canonicalize(
-        raw, line_numbers, mapping, bad, normalize=normalize, user_numeric=user_numeric
-    )
+        raw, line_numbers, mapping, bad, normalize=o.normalize, user_numeric=user_numeric,
+        time_format=None if time_native else o.time_format, date=o.date,
+        strip_brackets=o.strip_brackets,
+    )  # fmt: skip
     info = InputInfo(
         path=str(p),
         sha256=sha,
@@ -433,12 +698,40 @@ def _read_parquet(
         encoding=None,
         bad_row_examples=tuple(bad.examples),
         columns=mapping.as_dict(),
-        normalized=normalize,
+        normalized=o.normalize,
+        reader=o.to_dict(),
     )
-    return _finish(df, p, info, gap)
+    return _finish(df, p, info, o.session_gap_minutes)
 
 
-def _read_msnbc(p: Path, data: bytes, sha: str, encoding: str, gap: float) -> SearchLog:
+def _read_trec(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
+    """TREC Session Track XML (see :mod:`searchveil.io.trec`)."""
+    rows = read_trec_session(p, data)
+    q = pl.col("query")
+    out = rows.select(
+        pl.col("user"),
+        (normalize_query(q) if o.normalize else q).alias("query"),
+        pl.lit(None, pl.Datetime("us")).alias("time"),
+        pl.col("rank"),
+        pl.col("url"),
+        pl.col("session_id").alias("_session_raw"),
+    )
+    info = InputInfo(
+        path=str(p),
+        sha256=sha,
+        rows=out.height,
+        bad_rows=0,
+        format="trec-session",
+        encoding=o.encoding,
+        bad_row_examples=(),
+        columns={},
+        normalized=o.normalize,
+        reader=o.to_dict(),
+    )
+    return _finish(out, p, info, o.session_gap_minutes)
+
+
+def _read_msnbc(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
     """MSNBC sequences: line i is user i; each integer 1..17 is one visit of that page category.
 
     Following CELS §6, each category is one query-url pair: query = category name, url =
@@ -475,12 +768,13 @@ def _read_msnbc(p: Path, data: bytes, sha: str, encoding: str, gap: float) -> Se
         rows=out.height,
         bad_rows=0,
         format="msnbc",
-        encoding=encoding,
+        encoding=o.encoding,
         bad_row_examples=(),
         columns={},
         normalized=False,
+        reader=o.to_dict(),
     )
-    return _finish(out, p, info, gap)
+    return _finish(out, p, info, o.session_gap_minutes)
 
 
 def scan_log(
