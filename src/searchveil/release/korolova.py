@@ -52,11 +52,13 @@ from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items, normalize_query
 from searchveil.params import (
     exact_threshold_privacy,
+    keep_probability,
     korolova_paper_privacy,
     korolova_paper_selection,
     korolova_solve_exact,
     korolova_solve_improved,
     korolova_solve_paper,
+    single_user_exposure,
 )
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.histogram import (
@@ -74,6 +76,8 @@ __all__ = [
     "release_korolova",
     "release_korolova_counts",
     "korolova_counts",
+    "single_user_counts",
+    "exposure_from_counts",
     "read_serp",
     "load_serp",
     "Serp",
@@ -464,6 +468,55 @@ def _serp_record(serp: Serp | pl.DataFrame | None) -> dict[str, Any] | None:
     }
 
 
+def single_user_counts(events: pl.DataFrame, counts: pl.DataFrame, key: str) -> pl.DataFrame:
+    """The rows of ``counts`` (bounded counts keyed by ``key``) whose item is held by exactly one
+    user of ``events`` (columns ``user, item``): the items a release must not publish, for the
+    single-user exposure (issue 12, ``docs/privacy/delta.md``). Never published."""
+    single = (
+        events.group_by("item")
+        .agg(pl.col("user").n_unique().alias("holders"))
+        .filter(pl.col("holders") == 1)
+        .select(pl.col("item").alias(key))
+    )
+    return counts.join(single, on=key, how="semi")
+
+
+def exposure_from_counts(
+    bounded: BoundedCounts,
+    name: str,
+    *,
+    key: str,
+    keep: Any,
+    max_single_count: int,
+    delta: float,
+    users: int,
+) -> dict[str, Any]:
+    """The single-user exposure of a threshold release: Σ over items held by one user of their
+    exact release probability ``keep(count)``. Exact when the counts carry the single-user table
+    ``<name>_single_user`` (the in-memory path); otherwise (an engine that did not count
+    holders) an upper bound: the sum over every item whose bounded count is ≤
+    ``max_single_count`` (a single-user item cannot have more), marked ``"exact": False``."""
+    single = bounded.counts.get(f"{name}_single_user")
+    if single is not None:
+        c = single.get_column("count").to_numpy()
+        n = int(bounded.figures.get(f"{name}_single_user_items", c.size))
+        exact = True
+    else:
+        allc = bounded.table(name, [key], ordered=False).get_column("count").to_numpy()
+        c = allc[allc <= max_single_count]
+        n = int(c.size)
+        exact = False
+    out = single_user_exposure(keep(c) if c.size else [], delta=delta, users=users,
+                               single_user_items=n)  # fmt: skip
+    out["exact"] = exact
+    if not exact:
+        out["note"] += (
+            "; upper bound: this engine did not count holders, so every item with a bounded "
+            f"count ≤ {max_single_count} is counted as single-user"
+        )
+    return out
+
+
 def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:
     """Limit-User-Activity (step 1) on an in-memory log: the bounded query counts and, with
     URLs, the bounded (query, url) click counts (``rng`` only for ``strategy="random"``)."""
@@ -471,16 +524,17 @@ def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource
     bounded = bound_contributions(
         ev, max_per_user=params.d, strategy=params.strategy, rng=rng, distinct=params.distinct
     )
-    counts = {
-        "queries": count_by(
-            bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct
-        )
-    }
+    qc = count_by(bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct)
+    counts = {"queries": qc, "queries_single_user": single_user_counts(ev, qc, "query")}
     figures = {
         "users": log.n_users,
         "query_events": ev.height,
         "query_events_after_bounding": bounded.height,
-    }
+        "queries_single_user_items": int(
+            ev.group_by("item").agg(pl.col("user").n_unique().alias("h"))
+            .get_column("h").eq(1).sum()
+        ),
+    }  # fmt: skip
     if params.url_selection != "none":
         assert params.d_c is not None
         cl = items(log, "clicks")
@@ -604,6 +658,12 @@ def release_korolova_counts(
     report["parameters"] = params.to_dict()
     report["epsilon"] = exact["epsilon"]
     report["delta"] = exact["delta"]
+    b_eff = DiscreteLaplace(scale=params.b).effective_scale
+    report["single_user"] = exposure_from_counts(
+        bounded, "queries", key="query", delta=exact["delta"], users=max(1, bounded.users),
+        keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
+        max_single_count=1 if params.distinct else params.d,
+    )  # fmt: skip
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 
@@ -652,6 +712,9 @@ def release_korolova_counts(
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
             "public_inputs": {"serp": _serp_record(serp)},
+            "single_user_check": report["single_user"]["delta_check"]
+            | {"published_here": "only the δ < 1/U check; the count of single-user items "
+               "and the expected number published are for the data holder (report)"},
         },
-    )
+    )  # fmt: skip
     return HistogramRelease(tables=tables, report=report, ledger=ledger)

@@ -29,6 +29,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.bounding import bound_contributions
@@ -39,6 +40,7 @@ from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, SearchLog, items
 from searchveil.params import (
     ZEALOUS_GUARANTEES,
+    keep_probability,
     zealous_exact_privacy,
     zealous_exact_probabilistic,
     zealous_optimal_tau,
@@ -49,6 +51,7 @@ from searchveil.params import (
 )
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.histogram import HistogramRelease, noisy_counts
+from searchveil.release.korolova import exposure_from_counts, single_user_counts
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
@@ -233,8 +236,13 @@ def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) 
     )
     parts = list(PART_COLUMNS.get(params.item_type, ()))
     counts = count_by(bounded, ["item", *parts], distinct_users=True)
-    figures = {"users": log.n_users, "items": it.height, "items_after_bounding": bounded.height}
-    return BoundedCounts(counts={"items": counts}, figures=figures, input=log.ledger_input())
+    holders = it.group_by("item").agg(pl.col("user").n_unique().alias("h")).get_column("h")
+    figures = {"users": log.n_users, "items": it.height, "items_after_bounding": bounded.height,
+               "items_single_user_items": int(holders.eq(1).sum())}  # fmt: skip
+    return BoundedCounts(
+        counts={"items": counts, "items_single_user": single_user_counts(it, counts, "item")},
+        figures=figures, input=log.ledger_input(),
+    )  # fmt: skip
 
 
 def _check_call(
@@ -309,6 +317,16 @@ def release_zealous_counts(
         "paper_delta": paper["delta"],
         "notion": exact["notion"],
     }
+    lam_eff = DiscreteLaplace(scale=params.lam).effective_scale
+
+    def keep(c: Any) -> Any:
+        p = keep_probability(c, threshold=params.tau_prime, scale=lam_eff, noise="discrete")
+        return np.where(np.asarray(c) >= params.tau, p, 0.0)
+
+    report["single_user"] = exposure_from_counts(
+        bounded, "items", key="item", keep=keep, max_single_count=1, delta=exact["delta"],
+        users=max(1, params.users if params.users is not None else bounded.users),
+    )  # fmt: skip
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion=exact["notion"],
@@ -331,6 +349,9 @@ def release_zealous_counts(
             "(docs/privacy/zealous.md); the paper's formulas under paper_accounting",
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Götz et al., IEEE TKDE 2012, §4, Theorems 2-3, Proposition 4",
+            "single_user_check": report["single_user"]["delta_check"]
+            | {"published_here": "only the δ < 1/U check; the count of single-user items "
+               "and the expected number published are for the data holder (report)"},
         },
     )
     return HistogramRelease(tables={"items": table}, report=report, ledger=ledger)
