@@ -185,14 +185,49 @@ def test_params_cli(tmp_path: Path) -> None:
 
 
 def test_release_cli_warns_when_delta_does_not_protect_everyone(tmp_path: Path) -> None:
-    r = _run(["release", "korolova", SAMPLE, "--out", tmp_path / "r", "--epsilon", 2.3,
-              "--delta", 0.01, "--max-queries", 1, "--urls", "none", "--seed", 1, "--json"])
+    r = _run(
+        [
+            "release",
+            "korolova",
+            SAMPLE,
+            "--out",
+            tmp_path / "r",
+            "--epsilon",
+            2.3,
+            "--delta",
+            0.01,
+            "--max-queries",
+            1,
+            "--urls",
+            "none",
+            "--seed",
+            1,
+            "--json",
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert "warning" in r.output and "1/U" in r.output
     led = json.loads((tmp_path / "r" / "ledger.json").read_text())
     assert led["single_user_check"]["ok"] is False
-    r = _run(["release", "korolova", SAMPLE, "--out", tmp_path / "r2", "--epsilon", 2.3,
-              "--delta", 1e-6, "--max-queries", 1, "--urls", "none", "--seed", 1])
+    r = _run(
+        [
+            "release",
+            "korolova",
+            SAMPLE,
+            "--out",
+            tmp_path / "r2",
+            "--epsilon",
+            2.3,
+            "--delta",
+            1e-6,
+            "--max-queries",
+            1,
+            "--urls",
+            "none",
+            "--seed",
+            1,
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert "warning" not in r.output and "single-user items published" in r.output
 

@@ -115,8 +115,10 @@ def single_user_exposure(
     bounded by ``single_user_items · δ`` whatever the mechanism; both figures are returned.
     """
     arr = np.asarray(keep, dtype=np.float64).ravel()
-    n = int(arr.size) if single_user_items is None else check_int(
-        "single_user_items", single_user_items, minimum=0
+    n = (
+        int(arr.size)
+        if single_user_items is None
+        else check_int("single_user_items", single_user_items, minimum=0)
     )
     chk = single_user_check(delta, users)
     expected = float(arr.sum())
@@ -175,6 +177,7 @@ def solve_delta_single_user(
         "delta": delta,
         "expected_single_user_published_at_most": n * delta,
     }
+
 
 # ----------------------------------------------------------------------------------------------
 # Korolova Release-Data (the threshold step's map lives in searchveil.mechanisms.threshold)

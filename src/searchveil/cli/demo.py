@@ -393,6 +393,12 @@ def _result(
             f"--max-clicks {DEMO_DC} --urls private --split 1,1,1,1",
             f"searchveil evaluate {SAMPLE} real --report real-report.html",
         ]
-        + ([f"searchveil synth --like {SAMPLE} --users {synthetic_users} "
-            "--out synthetic-log.tsv.gz"] if synthetic_users else []),  # fmt: skip
+        + (
+            [
+                f"searchveil synth --like {SAMPLE} --users {synthetic_users} "
+                "--out synthetic-log.tsv.gz"
+            ]
+            if synthetic_users
+            else []
+        ),  # fmt: skip
     }

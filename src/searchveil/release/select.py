@@ -112,9 +112,7 @@ def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -
     # single-user exposure (issue 12): an item held by one user has distinct-user count 1 if the
     # user kept it among their first d, else it is not a candidate; for policy Gaussian,
     # keep_probability(1) is an upper bound (the user may give it less than the full weight)
-    single = (
-        q.group_by("item").agg(pl.col("user").n_unique().alias("h")).filter(pl.col("h") == 1)
-    )
+    single = q.group_by("item").agg(pl.col("user").n_unique().alias("h")).filter(pl.col("h") == 1)
     cand = sets.join(single.select("item"), on="item", how="semi").height
     p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
     report["single_user"] = single_user_exposure(
@@ -132,8 +130,10 @@ def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -
             "composition": "basic: selection (ε₁, δ) + counts ε₂ (discrete Laplace)",
             "count_noise": lap.describe(),
             "single_user_check": report["single_user"]["delta_check"]
-            | {"published_here": "only the δ < 1/U check; the count of single-user items "
-               "and the expected number published are for the data holder (report)"},
+            | {
+                "published_here": "only the δ < 1/U check; the count of single-user items "
+                "and the expected number published are for the data holder (report)"
+            },
         },  # fmt: skip
     )
     return HistogramRelease(tables={"queries": queries}, report=report, ledger=ledger)

@@ -350,8 +350,10 @@ def release_zealous_counts(
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Götz et al., IEEE TKDE 2012, §4, Theorems 2-3, Proposition 4",
             "single_user_check": report["single_user"]["delta_check"]
-            | {"published_here": "only the δ < 1/U check; the count of single-user items "
-               "and the expected number published are for the data holder (report)"},
+            | {
+                "published_here": "only the δ < 1/U check; the count of single-user items "
+                "and the expected number published are for the data holder (report)"
+            },
         },
     )
     return HistogramRelease(tables={"items": table}, report=report, ledger=ledger)

@@ -654,9 +654,17 @@ def dcurve_section(result: dict[str, Any], *, title: str, plots: bool = True) ->
         ])  # fmt: skip
     body.append(
         table(
-            ["mechanism", "d", "threshold (K or τ)", "% distinct released", "% volume released",
-             "single-user queries published (expected)"],
-            rows, left=1, raw=True,
+            [
+                "mechanism",
+                "d",
+                "threshold (K or τ)",
+                "% distinct released",
+                "% volume released",
+                "single-user queries published (expected)",
+            ],
+            rows,
+            left=1,
+            raw=True,
         )  # fmt: skip
     )
     return body
@@ -676,10 +684,20 @@ def demo_report(result: dict[str, Any], *, plots: bool = True) -> str:
         body.append(
             table(
                 ["figure", "value"],
-                [[esc(k.replace("_", " ")), fmt(x.get(k))] for k in
-                 ("users", "distinct_queries", "queries_released", "released_query_volume",
-                  "epsilon", "delta") if x.get(k) is not None],
-                left=1, raw=True,
+                [
+                    [esc(k.replace("_", " ")), fmt(x.get(k))]
+                    for k in (
+                        "users",
+                        "distinct_queries",
+                        "queries_released",
+                        "released_query_volume",
+                        "epsilon",
+                        "delta",
+                    )
+                    if x.get(k) is not None
+                ],
+                left=1,
+                raw=True,
             )  # fmt: skip
         )
         if x.get("report"):
