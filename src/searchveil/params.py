@@ -88,8 +88,9 @@ SINGLE_USER_TARGET = 0.01
 
 def single_user_check(delta: float, users: int) -> dict[str, Any]:
     """The δ-vs-1/U check, the only part of the single-user analysis that goes in the ledger
-    (it reveals nothing beyond the public bound U): ``ok`` is δ < 1/U."""
-    dl = check_probability("delta", delta)
+    (it reveals nothing beyond the public bound U): ``ok`` is δ < 1/U. δ may be 0 or 1 (the
+    exact δ of a release with extreme parameters)."""
+    dl = check_probability("delta", delta, open_low=False, open_high=False)
     u = check_int("users", users, minimum=1)
     return {
         "rule": "delta < 1/U (U = users, or --max-users)",
