@@ -256,8 +256,8 @@ def test_engine_auto_same_tables_as_memory(tmp_path: Path, args: list[object]) -
         assert (tmp_path / "memory" / f).read_bytes() == (tmp_path / "auto" / f).read_bytes()
     la = json.loads((tmp_path / "auto" / "ledger.json").read_text())
     lm = json.loads((tmp_path / "memory" / "ledger.json").read_text())
-    for k in ("epsilon", "delta", "parameters", "single_user_check"):
-        assert la[k] == lm[k], k
+    la.pop("created_utc"), lm.pop("created_utc")
+    assert la == lm  # the ledger does not depend on the engine auto chose
 
 
 def test_engine_auto_falls_back_to_memory(tmp_path: Path) -> None:

@@ -146,11 +146,9 @@ def _synthetic_run(
     kept = ev.filter(pl.int_range(pl.len()).over("user") < DEMO_D)
     counts = kept.group_by("query").agg(pl.len().cast(pl.Int64).alias("count"))
     bounded = BoundedCounts(
-        counts={"queries": counts,
-                "queries_single_user": counts.join(single, on="query", how="semi")},
+        counts={"queries": counts},
         figures={"users": users, "query_events": ev.height,
-                 "query_events_after_bounding": kept.height,
-                 "queries_single_user_items": n_single},
+                 "query_events_after_bounding": kept.height},
         input={"file": f"synthetic-{users}-users (in memory, query keys)", "sha256": None,
                "rows": ev.height, "users": users, "synthetic": True},
     )  # fmt: skip
@@ -158,7 +156,10 @@ def _synthetic_run(
         epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="none",
         split=(1.0, 1.0), threshold_rule="exact",
     )  # fmt: skip
-    rel = release_korolova_counts(bounded, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]))
+    rel = release_korolova_counts(
+        bounded, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
+        single_user=(counts.join(single, on="query", how="semi"), n_single),
+    )  # fmt: skip
     write_release(rel, out / "synthetic")
     done()
     published = rel.tables["queries"].select("query")

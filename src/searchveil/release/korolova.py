@@ -468,17 +468,21 @@ def _serp_record(serp: Serp | pl.DataFrame | None) -> dict[str, Any] | None:
     }
 
 
-def single_user_counts(events: pl.DataFrame, counts: pl.DataFrame, key: str) -> pl.DataFrame:
+def single_user_counts(
+    events: pl.DataFrame, counts: pl.DataFrame, key: str
+) -> tuple[pl.DataFrame, int]:
     """The rows of ``counts`` (bounded counts keyed by ``key``) whose item is held by exactly one
-    user of ``events`` (columns ``user, item``): the items a release must not publish, for the
-    single-user exposure (issue 12, ``docs/privacy/delta.md``). Never published."""
+    user of ``events`` (columns ``user, item``), and the number of such items in ``events``:
+    what the single-user exposure needs (issue 12, ``docs/privacy/delta.md``). Private figures
+    for the data holder, never published. Kept out of :class:`BoundedCounts` (which every engine
+    produces identically) and passed to the release as ``single_user``."""
     single = (
         events.group_by("item")
         .agg(pl.col("user").n_unique().alias("holders"))
         .filter(pl.col("holders") == 1)
         .select(pl.col("item").alias(key))
     )
-    return counts.join(single, on=key, how="semi")
+    return counts.join(single, on=key, how="semi"), single.height
 
 
 def exposure_from_counts(
@@ -490,29 +494,30 @@ def exposure_from_counts(
     max_single_count: int,
     delta: float,
     users: int,
+    single_user: tuple[pl.DataFrame, int] | None = None,
 ) -> dict[str, Any]:
     """The single-user exposure of a threshold release: Σ over items held by one user of their
-    exact release probability ``keep(count)``. Exact when the counts carry the single-user table
-    ``<name>_single_user`` (the in-memory path); otherwise (an engine that did not count
-    holders) an upper bound: the sum over every item whose bounded count is ≤
-    ``max_single_count`` (a single-user item cannot have more), marked ``"exact": False``."""
-    single = bounded.counts.get(f"{name}_single_user")
-    if single is not None:
-        c = single.get_column("count").to_numpy()
-        n = int(bounded.figures.get(f"{name}_single_user_items", c.size))
+    exact release probability ``keep(count)``. Exact when ``single_user`` (from
+    :func:`single_user_counts`; the in-memory path) is given; otherwise (counts from an engine,
+    which does not count holders) an upper bound: the sum over every item whose bounded count is
+    ≤ ``max_single_count`` (a single-user item cannot have more), marked ``"exact": False``."""
+    if single_user is not None:
+        c = single_user[0].get_column("count").to_numpy()
+        n = int(single_user[1])
         exact = True
     else:
         allc = bounded.table(name, [key], ordered=False).get_column("count").to_numpy()
         c = allc[allc <= max_single_count]
         n = int(c.size)
         exact = False
-    out = single_user_exposure(keep(c) if c.size else [], delta=delta, users=users,
-                               single_user_items=n)  # fmt: skip
+    out = single_user_exposure(
+        keep(c) if c.size else [], delta=delta, users=users, single_user_items=n
+    )
     out["exact"] = exact
     if not exact:
         out["note"] += (
-            "; upper bound: this engine did not count holders, so every item with a bounded "
-            f"count ≤ {max_single_count} is counted as single-user"
+            "; upper bound: the engine did not count holders, so every item with a bounded "
+            f"count ≤ {max_single_count} is counted as single-user (single_user_items too)"
         )
     return out
 
@@ -524,17 +529,16 @@ def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource
     bounded = bound_contributions(
         ev, max_per_user=params.d, strategy=params.strategy, rng=rng, distinct=params.distinct
     )
-    qc = count_by(bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct)
-    counts = {"queries": qc, "queries_single_user": single_user_counts(ev, qc, "query")}
+    counts = {
+        "queries": count_by(
+            bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct
+        )
+    }
     figures = {
         "users": log.n_users,
         "query_events": ev.height,
         "query_events_after_bounding": bounded.height,
-        "queries_single_user_items": int(
-            ev.group_by("item").agg(pl.col("user").n_unique().alias("h"))
-            .get_column("h").eq(1).sum()
-        ),
-    }  # fmt: skip
+    }
     if params.url_selection != "none":
         assert params.d_c is not None
         cl = items(log, "clicks")
@@ -564,8 +568,12 @@ def release_korolova(
     :func:`searchveil.mechanisms.accounting.check_budget`).
     """
     _check_call(params, serp, budget)
+    bounded = korolova_counts(log, params, rng=rng)
+    single = single_user_counts(
+        items(log, "queries"), bounded.table("queries", ["query"], ordered=False), "query"
+    )
     return release_korolova_counts(
-        korolova_counts(log, params, rng=rng), params, rng=rng, serp=serp, budget=budget
+        bounded, params, rng=rng, serp=serp, budget=budget, single_user=single
     )
 
 
@@ -592,10 +600,12 @@ def release_korolova_counts(
     rng: RandomSource,
     serp: Serp | pl.DataFrame | None = None,
     budget: Budget | tuple[float, float] | None = None,
+    single_user: tuple[pl.DataFrame, int] | None = None,
 ) -> KorolovaRelease:
     """Steps 2–4 of Release-Data on counts already bounded by step 1 (from
     :func:`korolova_counts` or an engine): the one definition of the noise, thresholds,
-    accounting and ledger."""
+    accounting and ledger. ``single_user``: :func:`single_user_counts` of the log, for the exact
+    single-user exposure in the report (without it, an upper bound)."""
     exact = _check_call(params, serp, budget)
     budget = as_budget(budget)
     serp_table = _serp_table(serp)
@@ -662,7 +672,7 @@ def release_korolova_counts(
     report["single_user"] = exposure_from_counts(
         bounded, "queries", key="query", delta=exact["delta"], users=max(1, bounded.users),
         keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
-        max_single_count=1 if params.distinct else params.d,
+        max_single_count=1 if params.distinct else params.d, single_user=single_user,
     )  # fmt: skip
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]

@@ -236,13 +236,8 @@ def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) 
     )
     parts = list(PART_COLUMNS.get(params.item_type, ()))
     counts = count_by(bounded, ["item", *parts], distinct_users=True)
-    holders = it.group_by("item").agg(pl.col("user").n_unique().alias("h")).get_column("h")
-    figures = {"users": log.n_users, "items": it.height, "items_after_bounding": bounded.height,
-               "items_single_user_items": int(holders.eq(1).sum())}  # fmt: skip
-    return BoundedCounts(
-        counts={"items": counts, "items_single_user": single_user_counts(it, counts, "item")},
-        figures=figures, input=log.ledger_input(),
-    )  # fmt: skip
+    figures = {"users": log.n_users, "items": it.height, "items_after_bounding": bounded.height}
+    return BoundedCounts(counts={"items": counts}, figures=figures, input=log.ledger_input())
 
 
 def _check_call(
@@ -271,9 +266,13 @@ def release_zealous(
     """Run ZEALOUS. Table ``items``: ``item, noisy_count`` (+ the two parts for clicks and
     query pairs, whose ``item`` joins them with " → ")."""
     _check_call(params, log.n_users, budget)
-    return release_zealous_counts(
-        zealous_counts(log, params, rng=rng), params, rng=rng, budget=budget
-    )
+    bounded = zealous_counts(log, params, rng=rng)
+    parts = list(PART_COLUMNS.get(params.item_type, ()))
+    single = single_user_counts(
+        items(log, params.item_type), bounded.table("items", ["item", *parts], ordered=False),
+        "item",
+    )  # fmt: skip
+    return release_zealous_counts(bounded, params, rng=rng, budget=budget, single_user=single)
 
 
 def release_zealous_counts(
@@ -282,8 +281,12 @@ def release_zealous_counts(
     *,
     rng: RandomSource,
     budget: Budget | tuple[float, float] | None = None,
+    single_user: tuple[pl.DataFrame, int] | None = None,
 ) -> HistogramRelease:
-    """Steps 3–6 of ZEALOUS on distinct-user item counts already bounded by step 1 (from
+    """``single_user``: :func:`searchveil.release.korolova.single_user_counts` of the log, for
+    the exact single-user exposure in the report (without it, an upper bound).
+
+    Steps 3–6 of ZEALOUS on distinct-user item counts already bounded by step 1 (from
     :func:`zealous_counts` or an engine): the one definition of thresholds, noise, accounting
     and ledger."""
     exact = _check_call(params, bounded.users, budget)
@@ -326,6 +329,7 @@ def release_zealous_counts(
     report["single_user"] = exposure_from_counts(
         bounded, "items", key="item", keep=keep, max_single_count=1, delta=exact["delta"],
         users=max(1, params.users if params.users is not None else bounded.users),
+        single_user=single_user,
     )  # fmt: skip
     ledger = build_ledger(
         mechanism=MECHANISM,
