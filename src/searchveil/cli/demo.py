@@ -364,7 +364,9 @@ def _result(
         note += (
             "The synthetic log (calibrated on the sample; test data, not a release) shows what "
             "a population of thesis-like size releases: a tiny share of distinct queries that "
-            "covers a large share of the query volume."
+            "covers a large share of the query volume. The d-curve gives the whole ε to the "
+            "selection step (as the thesis' Fig. 4.2); the synthetic release splits ε between "
+            "selection and counts, so it keeps a little less."
         )
     return {
         "out": str(final),

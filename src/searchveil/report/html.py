@@ -621,6 +621,9 @@ def dcurve_figure(result: dict[str, Any]) -> Figure:
     for ax, lab in zip(axes, ("% of distinct queries released", "% of query volume released"),
                        strict=True):  # fmt: skip
         ax.set_xscale("log")
+        ds_all = sorted({r["d"] for r in result["table"]})
+        ax.set_xticks(ds_all, [str(d) for d in ds_all])
+        ax.minorticks_off()
         ax.set_xlabel("d (queries kept per user)")
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
