@@ -1,5 +1,7 @@
 """``searchveil demo`` (the README's main job): releases with ledgers and HTML reports for the
-bundled real sample and a synthetic log calibrated on it; atomic; refuses to overwrite."""
+bundled real sample and a synthetic log calibrated on it, δ solved so that no query held by a
+single user is expected to be published (issue 12), and the d-curve of thesis Fig. 4.2;
+atomic; refuses to overwrite."""
 
 from __future__ import annotations
 
@@ -7,52 +9,114 @@ import json
 import math
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from searchveil.cli import app
+from searchveil.io.readers import read_log
+from searchveil.model import items
 
 runner = CliRunner()
+SAMPLE = Path(__file__).resolve().parents[1] / "src/searchveil/data/aol-gayo-avello-215-users.tsv"
 
 
 def _run(args: list[object]):
     return runner.invoke(app, [str(a) for a in args])
 
 
-@pytest.mark.slow
-def test_demo_real_and_synthetic(tmp_path: Path) -> None:
+def _single_user_queries() -> set[str]:
+    q = items(read_log(SAMPLE), "queries")
+    h = q.group_by("item").agg(pl.col("user").n_unique().alias("h")).filter(pl.col("h") == 1)
+    return set(h.get_column("item").to_list())
+
+
+def _check_run(res: dict, out: Path, single: set[str]) -> None:
+    for name, run in res["runs"].items():
+        led = json.loads((out / name / "ledger.json").read_text())
+        assert led["epsilon"] <= math.log(10) * (1 + 1e-12)
+        # δ protects everyone: below 1/(10·U) and the ledger records only the check
+        assert led["delta"] <= 1 / (10 * run["users"])
+        assert led["single_user_check"]["ok"] is True
+        assert "single_user_items" not in json.dumps(led)
+        su = run["single_user"]
+        assert su["expected_single_user_published"] <= 0.01
+        assert su["single_user_items"] > 0 and su["delta_check"]["ok"]
+        assert run["single_user_published"] == 0
+    # independent check on the real release: no published query is held by one user
+    published = pl.read_csv(out / "real" / "queries.tsv", separator="\t")
+    if published.height:
+        assert not set(published.get_column("query").to_list()) & single
+
+
+def test_demo_dcurve_and_no_single_user_query(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    r = _run(["demo", "--out", out, "--synthetic-users", 3000, "--seed", 5, "--json"])
+    r = _run(["demo", "--out", out, "--synthetic-users", 100_000, "--seed", 5, "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert set(res["runs"]) == {"real", "synthetic"} and res["seeded"] is True
-    for name, run in res["runs"].items():
-        led = json.loads((out / name / "ledger.json").read_text())
-        assert led["epsilon"] <= math.log(10) * (1 + 1e-12) and led["delta"] <= 1e-4
-        assert led["seeded"] is True
-        html = Path(run["report"]).read_text()
-        assert html.startswith("<!DOCTYPE html>") or "<html" in html[:200]
-        assert run["report"] == str((out / f"{name}-report.html").resolve())
+    _check_run(res, out, _single_user_queries())
     assert res["runs"]["real"]["users"] == 215
-    assert res["runs"]["synthetic"]["users"] == 3000
+    assert res["runs"]["synthetic"]["users"] == 100_000
+    # the synthetic Release-Data selection publishes queries (keys) covering real volume
+    assert res["runs"]["synthetic"]["queries_released"] > 0
+    curve = res["dcurve"]
+    assert {r["mechanism"] for r in curve["table"]} == {"korolova", "gaussian"}
+    assert curve["best"]["korolova"]["volume_pct"] >= 10.0
+    assert curve["best"]["gaussian"]["volume_pct"] >= 10.0
+    assert all(r["single_user_released"] <= 0.01 for r in curve["table"])
+    html = (out / "report.html").read_text()
+    assert "d-curve" in html and "δ that protects everyone" in html and "data:image/png" in html
+    real_html = (out / "real-report.html").read_text()
+    assert "expected items held by a single user" in real_html
     led = json.loads((out / "real" / "ledger.json").read_text())
     assert led["inputs"][0]["file"] == "aol-gayo-avello-215-users.tsv"
-    # no temporary directories left beside the output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
+def test_demo_prints_the_dcurve_table(tmp_path: Path) -> None:
+    r = _run(["demo", "--out", tmp_path / "d", "--synthetic-users", 3000, "--seed", 1])
+    assert r.exit_code == 0, r.output
+    for s in ("RD %vol", "G %vol", "single-user queries in the log", "expected published",
+              "best d:", "few or no queries"):  # fmt: skip
+        assert s in r.output, s
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("seed", [11, 12, 13, 14, 15])
+def test_demo_never_publishes_a_single_user_query(tmp_path: Path, seed: int) -> None:
+    out = tmp_path / "demo"
+    r = _run(["demo", "--out", out, "--synthetic-users", 20_000, "--seed", seed, "--json"])
+    assert r.exit_code == 0, r.output
+    _check_run(json.loads(r.stdout), out, _single_user_queries())
+
+
+@pytest.mark.slow
+def test_demo_full_size(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    r = _run(["demo", "--out", out, "--seed", 3, "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["runs"]["synthetic"]["users"] == 500_000
+    _check_run(res, out, _single_user_queries())
+    assert res["dcurve"]["best"]["korolova"]["volume_pct"] >= 15.0
+    assert res["dcurve"]["best"]["gaussian"]["volume_pct"] >= 15.0
+
+
 def test_demo_secure_by_default_and_refuses_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     r = _run(["demo", "--out", out, "--synthetic-users", 0, "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads((out / "real" / "ledger.json").read_text())["seeded"] is False
     before = sorted(p.name for p in out.iterdir())
-    assert before == ["real", "real-report.html"]
+    assert before == ["real", "real-report.html", "report.html"]
     r = _run(["demo", "--out", out, "--synthetic-users", 0])
     assert r.exit_code == 2 and "exists" in r.output
     r = _run(["demo", "--out", out, "--synthetic-users", -1, "--overwrite"])
     assert r.exit_code == 2 and "synthetic-users" in r.output
+    r = _run(["demo", "--out", out, "--synthetic-users", 0, "--overwrite",
+              "--max-single-user-items", 0])  # fmt: skip
+    assert r.exit_code == 2 and "max-single-user-items" in r.output
     assert sorted(p.name for p in out.iterdir()) == before
     r = _run(["demo", "--out", out, "--synthetic-users", 0, "--overwrite", "--seed", 1])
     assert r.exit_code == 0, r.output
@@ -61,26 +125,25 @@ def test_demo_secure_by_default_and_refuses_overwrite(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_demo_report_names_final_paths_and_renders(tmp_path: Path) -> None:
+def test_demo_report_renders(tmp_path: Path) -> None:
     """The report as a person sees it: rendered by headless Chromium (scripts/
     screenshot_report.sh), the screenshot shows tables and coloured plots, not a blank page."""
     import shutil
     import subprocess
 
     import numpy as np
-    import pytest
 
     out = tmp_path / "demo"
     r = _run(["demo", "--out", out, "--synthetic-users", 3000, "--seed", 2, "--json"])
     assert r.exit_code == 0, r.output
-    html = (out / "synthetic-report.html").read_text()
-    assert ".tmp-" not in html and str(out.resolve() / "synthetic") in html
+    html = (out / "report.html").read_text()
+    assert ".tmp-" not in html
     if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
         pytest.skip("chromium is not installed (Debian package `chromium`)")
     png = tmp_path / "shot.png"
     script = Path(__file__).resolve().parents[1] / "scripts" / "screenshot_report.sh"
     subprocess.run(
-        ["bash", str(script), str(out / "synthetic-report.html"), str(png), "1280x2000"],
+        ["bash", str(script), str(out / "report.html"), str(png), "1280x2000"],
         check=True,
         capture_output=True,
         timeout=120,
@@ -91,6 +154,6 @@ def test_demo_report_names_final_paths_and_renders(tmp_path: Path) -> None:
     assert img.shape[:2] == (2000, 1280)
     non_white = (img.min(axis=2) < 0.9).mean()
     assert non_white > 0.05  # text, tables and plots, not an empty page
-    # matplotlib's default blue (#1f77b4) of the coverage/count plots is on the page
+    # matplotlib's default blue (#1f77b4) of the d-curve plot is on the page
     blue = (np.abs(img - np.array([0x1F, 0x77, 0xB4]) / 255).max(axis=2) < 0.08).sum()
     assert blue > 500

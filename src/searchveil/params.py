@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.threshold import (
     SelectionPrivacy,
@@ -67,10 +69,116 @@ __all__ = [
     "korolova_advice",
     "zealous_advice",
     "ZEALOUS_GUARANTEES",
+    "SINGLE_USER_TARGET",
+    "single_user_check",
+    "single_user_exposure",
+    "solve_delta_single_user",
 ]
 
 
 ZEALOUS_GUARANTEES = ("probabilistic", "indistinguishability")
+
+# ----------------------------------------------------------------------------------------------
+# δ that protects everyone (issue 12; docs/privacy/delta.md)
+# ----------------------------------------------------------------------------------------------
+
+#: the default target of ``searchveil demo``: expected single-user items published ≤ 0.01
+SINGLE_USER_TARGET = 0.01
+
+
+def single_user_check(delta: float, users: int) -> dict[str, Any]:
+    """The δ-vs-1/U check, the only part of the single-user analysis that goes in the ledger
+    (it reveals nothing beyond the public bound U): ``ok`` is δ < 1/U. δ may be 0 or 1 (the
+    exact δ of a release with extreme parameters)."""
+    dl = check_probability("delta", delta, open_low=False, open_high=False)
+    u = check_int("users", users, minimum=1)
+    return {
+        "rule": "delta < 1/U (U = users, or --max-users)",
+        "users_bound": u,
+        "delta": dl,
+        "one_over_users": 1.0 / u,
+        "recommended_max_delta": 1.0 / (10.0 * u),
+        "ok": dl < 1.0 / u,
+    }
+
+
+def single_user_exposure(
+    keep: Any, *, delta: float, users: int, single_user_items: int | None = None
+) -> dict[str, Any]:
+    """Expected number of items held by exactly one user that a release publishes.
+
+    ``keep``: the release probabilities of the items held by exactly one user (from the exact
+    keep curve at each item's bounded count; an array, possibly empty). The result holds the
+    count of such items, which is itself a statistic of the private data: it is for the data
+    holder (command output, report), never for the released tables or the ledger (which gets
+    only :func:`single_user_check`). Any (ε, δ)-DP release publishes an item only one user holds
+    with probability ≤ δ (without that user it has probability 0), so the expectation is also
+    bounded by ``single_user_items · δ`` whatever the mechanism; both figures are returned.
+    """
+    arr = np.asarray(keep, dtype=np.float64).ravel()
+    n = (
+        int(arr.size)
+        if single_user_items is None
+        else check_int("single_user_items", single_user_items, minimum=0)
+    )
+    chk = single_user_check(delta, users)
+    expected = float(arr.sum())
+    return {
+        "single_user_items": n,
+        "expected_single_user_published": expected,
+        "bound_items_times_delta": n * chk["delta"],
+        "delta_check": chk,
+        "warning": None
+        if chk["ok"]
+        else (
+            f"δ = {chk['delta']:.3g} ≥ 1/U = {chk['one_over_users']:.3g}: (ε, δ)-DP at this δ "
+            "allows publishing items that only one user holds; use δ ≤ 1/(10·U) = "
+            f"{chk['recommended_max_delta']:.3g} (docs/privacy/delta.md)"
+        ),
+        "note": "single_user_items is a statistic of the private data: for the data holder, "
+        "never published; the ledger records only the δ < 1/U check",
+    }
+
+
+def solve_delta_single_user(
+    *,
+    target: float,
+    single_user_items: int | None = None,
+    users: int | None = None,
+    items_per_user: int = 1,
+    round_down: bool = True,
+) -> dict[str, Any]:
+    """The δ for which an (ε, δ)-DP release publishes at most ``target`` items held by one user
+    in expectation: δ = target / N, N = ``single_user_items`` when the data holder knows it,
+    else the data-independent bound N ≤ U·(items per user) from a public bound U on the users.
+    Also δ ≤ 1/(10·U) when U is given. ``round_down``: to a power of ten, so that a published δ
+    reveals at most the order of magnitude of N (N is a statistic of the private data)."""
+    t = check_positive("target", target)
+    k = check_int("items_per_user", items_per_user, minimum=1)
+    if single_user_items is None and users is None:
+        raise InvalidParameterError(
+            "single-user-items/max-users", None, "the count of single-user items or a bound U"
+        )
+    if single_user_items is not None:
+        n = check_int("single_user_items", single_user_items, minimum=0)
+        source = "count of single-user items (data holder)"
+    else:
+        n = check_int("users", users, minimum=1) * k
+        source = "bound U × items per user (data-independent)"
+    cands = [t / n if n > 0 else 1.0]
+    if users is not None:
+        cands.append(1.0 / (10.0 * check_int("users", users, minimum=1)))
+    raw = min(min(cands), 0.1)
+    delta = 10.0 ** math.floor(math.log10(raw) + 1e-9) if round_down else raw
+    return {
+        "target": t,
+        "single_user_items_bound": n,
+        "source": source,
+        "delta_unrounded": raw,
+        "delta": delta,
+        "expected_single_user_published_at_most": n * delta,
+    }
+
 
 # ----------------------------------------------------------------------------------------------
 # Korolova Release-Data (the threshold step's map lives in searchveil.mechanisms.threshold)
@@ -245,9 +353,27 @@ def korolova_advice(
     b_c: float | None,
     distinct: bool,
     keep_curve: int | None,
+    users: int | None = None,
+    single_user_items: int | None = None,
+    max_single_user_items: float | None = None,
 ) -> dict[str, Any]:
-
+    """``searchveil params korolova``. Besides K and b, every row shows the expected number of
+    single-user queries published for ``single_user_items`` such queries (each kept with the
+    exact probability of a query one user posed ``d`` times, the worst case), and the δ < 1/U
+    check when ``users`` (a public bound U) is given. ``max_single_user_items``: solve δ
+    (:func:`solve_delta_single_user`) instead of taking ``delta``."""
     rows: list[dict[str, Any]] = []
+    solved: dict[str, Any] | None = None
+    if max_single_user_items is not None:
+        if delta is not None:
+            raise InvalidParameterError(
+                "delta", delta, "unset when --max-single-user-items is given (δ is solved)"
+            )
+        solved = solve_delta_single_user(
+            target=max_single_user_items, single_user_items=single_user_items, users=users,
+            items_per_user=max(d_list),
+        )  # fmt: skip
+        delta = solved["delta"]
     if K is None and b is None:
         if epsilon is None or delta is None:
             raise InvalidParameterError(
@@ -270,6 +396,8 @@ def korolova_advice(
                     "b_unrounded": paper["b"],
                 }
             )
+            _single_user_columns(rows[-1], d=d, K=ex["K"], b=ex["b"], distinct=distinct,
+                                 single_user_items=single_user_items, users=users)  # fmt: skip
         res: dict[str, Any] = {
             "mode": "solve",
             "epsilon": epsilon,
@@ -304,7 +432,18 @@ def korolova_advice(
                     "exact_delta": exs.delta,
                 }
             )
+            _single_user_columns(rows[-1], d=d, K=K, b=b, distinct=distinct,
+                                 single_user_items=single_user_items, users=users)  # fmt: skip
         res = {"mode": "report", "rows": rows}
+    if solved is not None:
+        res["delta_solved"] = solved
+    bad = [r["d"] for r in rows if r.get("delta_lt_1_over_U") is False]
+    if bad:
+        res["warnings"] = [
+            f"d = {','.join(map(str, bad))}: δ ≥ 1/U = {1.0 / (users or 1):.3g}: (ε, δ)-DP at "
+            "this δ allows publishing queries only one user posed; use δ ≤ 1/(10·U) "
+            "(docs/privacy/delta.md)"
+        ]
     if keep_curve is not None:
         if K is None or b is None:
             raise InvalidParameterError("keep-curve", keep_curve, "only with --K and --b")
@@ -319,6 +458,28 @@ def korolova_advice(
             for c, x in zip(cont, disc, strict=True)
         ]
     return res
+
+
+def _single_user_columns(
+    row: dict[str, Any],
+    *,
+    d: int,
+    K: float,
+    b: float,
+    distinct: bool,
+    single_user_items: int | None,
+    users: int | None,
+) -> None:
+    """Add the single-user figures to an advisor row (in place)."""
+    pr = exact_threshold_privacy(d=d, K=K, b=b, distinct=distinct)
+    pi = float(pr.detail["keep_prob_single_user_query"])
+    row["keep_prob_single_user_query"] = pi
+    if single_user_items is not None:
+        n = check_int("single_user_items", single_user_items, minimum=0)
+        row["expected_single_user_published"] = n * pi
+    if users is not None:
+        chk = single_user_check(pr.delta, users)
+        row["delta_lt_1_over_U"] = chk["ok"]
 
 
 def zealous_advice(

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, emit, out_console, run
+from searchveil.cli._common import JsonOpt, emit, err_console, out_console, run
 from searchveil.errors import InvalidParameterError
 from searchveil.params import korolova_advice, zealous_advice
 
@@ -93,6 +93,24 @@ def register(app: typer.Typer) -> None:
         keep_curve: Annotated[
             int | None, typer.Option("--keep-curve", help="keep probability for counts 0..N")
         ] = None,
+        max_users: Annotated[
+            int | None,
+            typer.Option("--max-users", help="U: public bound on users (δ < 1/U check)"),
+        ] = None,
+        single_user_items: Annotated[
+            int | None,
+            typer.Option(
+                "--single-user-items",
+                help="queries held by exactly one user (private: for the data holder)",
+            ),
+        ] = None,
+        max_single_user_items: Annotated[
+            float | None,
+            typer.Option(
+                "--max-single-user-items",
+                help="solve δ so that the expected single-user queries published ≤ this",
+            ),
+        ] = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Korolova Release-Data: K and b from (ε, δ, d), or (ε, δ) from (K, b, d)."""
@@ -104,9 +122,20 @@ def register(app: typer.Typer) -> None:
             res = korolova_advice(
                 epsilon=_epsilon(epsilon, exp_epsilon), delta=delta, d_list=d_list, K=K, b=b,
                 b_q=b_q, d_c=max_clicks, b_c=b_c, distinct=distinct_users, keep_curve=keep_curve,
+                users=max_users, single_user_items=single_user_items,
+                max_single_user_items=max_single_user_items,
             )  # fmt: skip
+            for w in res.get("warnings", []):
+                err_console.print(f"[bold red]warning[/]: {w}")
 
             def human(r: dict[str, Any]) -> None:
+                if "delta_solved" in r:
+                    s = r["delta_solved"]
+                    out_console.print(
+                        f"δ = {s['delta']:.3g} (expected single-user queries published ≤ "
+                        f"{s['target']:g} for N ≤ {s['single_user_items_bound']:,}: "
+                        f"{s['source']}; rounded down to a power of ten)"
+                    )
                 _table(r["rows"], f"Korolova Release-Data ({r['mode']})")
                 if "note" in r:
                     out_console.print(r["note"])

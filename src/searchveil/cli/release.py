@@ -18,11 +18,13 @@ the ledger of :func:`searchveil.release.release_korolova` for the same parameter
 
 from __future__ import annotations
 
+import gzip
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
+import polars as pl
 import typer
 from rich.table import Table
 
@@ -35,16 +37,17 @@ from searchveil.cli._common import (
     OverwriteOpt,
     SeedOpt,
     emit,
+    err_console,
     out_console,
     progress,
     run,
     with_reader_options,
 )  # fmt: skip
 from searchveil.engines.base import PlanParams
-from searchveil.engines.plans import ENGINES, run_release
+from searchveil.engines.plans import ENGINES, PLAN_ALGORITHMS, check_plan, run_release
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir
-from searchveil.io.readers import ReaderOptions, read_log
+from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
 from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.model import SearchLog
 from searchveil.release import (
@@ -77,8 +80,9 @@ EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="memory (validates every line) | polars (one ordered streaming pass when each "
-        "user's rows are contiguous, as in AOL; else a hash plan; big logs) | spark; "
+        help="auto (default: polars whenever the input and options allow it, else memory; "
+        "same output) | memory (validates every line) | polars (one ordered streaming pass "
+        "when each user's rows are contiguous, as in AOL; else a hash plan; big logs) | spark; "
         "polars/spark read the AOL layout (TSV, .gz) or Parquet; --bounding first only",
     ),
 ]
@@ -108,7 +112,7 @@ class RunOptions:
     overwrite: bool
     seed: int | None
     json_out: bool
-    engine: str = "memory"
+    engine: str = "auto"
     spark_master: str = "local[*]"
 
 
@@ -205,6 +209,39 @@ def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
         )
 
 
+def _aol_header(path: Path) -> bool:
+    """Whether ``path`` is a Parquet file or a TSV (optionally .gz) whose header has the AOL
+    columns: the layout the fast engine reads."""
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            cols = pl.read_parquet_schema(path).keys()
+        else:
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rb") as fh:
+                cols = fh.readline(1 << 16).decode("utf-8", "replace").rstrip("\r\n").split("\t")
+    except (OSError, EOFError, pl.exceptions.PolarsError, gzip.BadGzipFile):
+        return False
+    return all(c in cols for c in AOL_COLUMNS)
+
+
+def _auto_engine(algorithm: str, params: PlanParams, o: RunOptions) -> str:
+    """``--engine auto``: the polars engine when the algorithm has an engine plan, the bounding
+    is ``first``, every reader option is the default and the input is in the AOL layout (TSV,
+    .gz, Parquet); memory otherwise. Both give the same tables under a seed (tested)."""
+    if algorithm not in PLAN_ALGORITHMS or not o.input.is_file():
+        return "memory"
+    try:
+        check_plan(algorithm, params, "polars")
+    except InvalidParameterError:
+        return "memory"
+    defaults = {k: v for k, v in ReaderOptions().kwargs().items() if k != "fmt"}
+    given = {k: v for k, v in o.reader.items() if k != "fmt"}
+    if given != defaults or o.reader.get("fmt") != "auto":
+        return "memory"  # (an explicit --format is honoured by the memory reader, recorded alike)
+    return "polars" if _aol_header(o.input) else "memory"
+
+
 def _release_with(
     algorithm: str,
     params: PlanParams,
@@ -213,7 +250,10 @@ def _release_with(
 ) -> HistogramRelease:
     """Read + release in memory, or bound on an engine and release the reduced log."""
     o = run_opts
-    check_choice("engine", o.engine, ENGINES)
+    check_choice("engine", o.engine, ("auto", *ENGINES))
+    auto = o.engine == "auto"
+    if auto:
+        o = replace(o, engine=_auto_engine(algorithm, params, o))
     rng = make_rng(o.seed)
     if o.engine == "memory":
         log = _read(o.input, o.reader, o.json_out)
@@ -231,6 +271,11 @@ def _release_with(
             normalize=o.reader.get("normalize", True), release_kwargs=release_kwargs,
         )  # fmt: skip
         done()
+    if auto:
+        # same bytes out as memory: the ledger does not depend on which engine auto chose
+        # (the command's output and report say it)
+        rel.ledger.pop("engine", None)
+        rel.report["engine"] = rel.report.get("engine", {}) | {"selected_by": "--engine auto"}
     return rel
 
 
@@ -243,6 +288,9 @@ def _release_and_write(
     check_release_dir(run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite)
     rel = _release_with(algorithm, params, run_opts, release_kwargs)
     write_release(rel, run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite)
+    warn = (rel.report.get("single_user") or {}).get("warning")
+    if warn:
+        err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
     return rel
 
 
@@ -285,6 +333,15 @@ def _human(r: dict[str, Any]) -> None:
         t.add_row("guarantee", r["notion"])
     if "split" in r:
         t.add_row("ε split (weights)", str(r["split"]))
+    su = r["report"].get("single_user")
+    if su:
+        t.add_row(
+            "single-user items published (expected)",
+            f"{su['expected_single_user_published']:.3g} of {su['single_user_items']:,} "
+            + ("(exact; private figure: not in the release)" if su.get("exact")
+               else "(upper bound; private figure: not in the release)"),
+        )  # fmt: skip
+        t.add_row("δ < 1/U", "yes" if su["delta_check"]["ok"] else "NO — see warning")
     for k, v in r["report"].items():
         if k in ("parameters", "mechanism", "notion", "epsilon", "delta"):
             continue
@@ -507,7 +564,7 @@ def korolova_command(
             "--split = selection,counts. Unset: the thesis' Select-Queries",
         ),
     ] = None,
-    engine: EngineOpt = "memory",
+    engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
     K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
     b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
@@ -591,7 +648,7 @@ def zealous_command(
         float | None, typer.Option("--tau-prime", help="advanced: second threshold τ'")
     ] = None,
     bounding: BoundOpt = "first",
-    engine: EngineOpt = "memory",
+    engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
@@ -623,7 +680,7 @@ def kanon_command(
     k: Annotated[
         int | None, typer.Option("--k", help="minimum distinct users of a published query")
     ] = None,
-    engine: EngineOpt = "memory",
+    engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",

@@ -27,7 +27,7 @@ import polars as pl
 from searchveil.engines.base import Engine, HistogramParams, PlanParams, Table
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import BackgroundHash
-from searchveil.io.readers import parse_time
+from searchveil.io.readers import ReaderOptions, parse_time
 from searchveil.model import InputInfo, SearchLog, add_sessions
 from searchveil.release.counts import BoundedCounts
 from searchveil.release.korolova import KorolovaParams, korolova_counts
@@ -108,6 +108,8 @@ def input_info(path: Path, sha: str, rows: int, normalize: bool) -> InputInfo:
         rows=rows,
         format="parquet" if str(path).lower().endswith(".parquet") else "aol",
         normalized=normalize,
+        # the engines read with the default reader options (the CLI refuses any other)
+        reader=ReaderOptions(normalize=normalize).to_dict(),
     )
 
 

@@ -52,11 +52,13 @@ from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items, normalize_query
 from searchveil.params import (
     exact_threshold_privacy,
+    keep_probability,
     korolova_paper_privacy,
     korolova_paper_selection,
     korolova_solve_exact,
     korolova_solve_improved,
     korolova_solve_paper,
+    single_user_exposure,
 )
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.histogram import (
@@ -74,6 +76,8 @@ __all__ = [
     "release_korolova",
     "release_korolova_counts",
     "korolova_counts",
+    "single_user_counts",
+    "exposure_from_counts",
     "read_serp",
     "load_serp",
     "Serp",
@@ -464,6 +468,60 @@ def _serp_record(serp: Serp | pl.DataFrame | None) -> dict[str, Any] | None:
     }
 
 
+def single_user_counts(
+    events: pl.DataFrame, counts: pl.DataFrame, key: str
+) -> tuple[pl.DataFrame, int]:
+    """The rows of ``counts`` (bounded counts keyed by ``key``) whose item is held by exactly one
+    user of ``events`` (columns ``user, item``), and the number of such items in ``events``:
+    what the single-user exposure needs (issue 12, ``docs/privacy/delta.md``). Private figures
+    for the data holder, never published. Kept out of :class:`BoundedCounts` (which every engine
+    produces identically) and passed to the release as ``single_user``."""
+    single = (
+        events.group_by("item")
+        .agg(pl.col("user").n_unique().alias("holders"))
+        .filter(pl.col("holders") == 1)
+        .select(pl.col("item").alias(key))
+    )
+    return counts.join(single, on=key, how="semi"), single.height
+
+
+def exposure_from_counts(
+    bounded: BoundedCounts,
+    name: str,
+    *,
+    key: str,
+    keep: Any,
+    max_single_count: int,
+    delta: float,
+    users: int,
+    single_user: tuple[pl.DataFrame, int] | None = None,
+) -> dict[str, Any]:
+    """The single-user exposure of a threshold release: Σ over items held by one user of their
+    exact release probability ``keep(count)``. Exact when ``single_user`` (from
+    :func:`single_user_counts`; the in-memory path) is given; otherwise (counts from an engine,
+    which does not count holders) an upper bound: the sum over every item whose bounded count is
+    ≤ ``max_single_count`` (a single-user item cannot have more), marked ``"exact": False``."""
+    if single_user is not None:
+        c = single_user[0].get_column("count").to_numpy()
+        n = int(single_user[1])
+        exact = True
+    else:
+        allc = bounded.table(name, [key], ordered=False).get_column("count").to_numpy()
+        c = allc[allc <= max_single_count]
+        n = int(c.size)
+        exact = False
+    out = single_user_exposure(
+        keep(c) if c.size else [], delta=delta, users=users, single_user_items=n
+    )
+    out["exact"] = exact
+    if not exact:
+        out["note"] += (
+            "; upper bound: the engine did not count holders, so every item with a bounded "
+            f"count ≤ {max_single_count} is counted as single-user (single_user_items too)"
+        )
+    return out
+
+
 def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:
     """Limit-User-Activity (step 1) on an in-memory log: the bounded query counts and, with
     URLs, the bounded (query, url) click counts (``rng`` only for ``strategy="random"``)."""
@@ -510,8 +568,12 @@ def release_korolova(
     :func:`searchveil.mechanisms.accounting.check_budget`).
     """
     _check_call(params, serp, budget)
+    bounded = korolova_counts(log, params, rng=rng)
+    single = single_user_counts(
+        items(log, "queries"), bounded.table("queries", ["query"], ordered=False), "query"
+    )
     return release_korolova_counts(
-        korolova_counts(log, params, rng=rng), params, rng=rng, serp=serp, budget=budget
+        bounded, params, rng=rng, serp=serp, budget=budget, single_user=single
     )
 
 
@@ -538,10 +600,12 @@ def release_korolova_counts(
     rng: RandomSource,
     serp: Serp | pl.DataFrame | None = None,
     budget: Budget | tuple[float, float] | None = None,
+    single_user: tuple[pl.DataFrame, int] | None = None,
 ) -> KorolovaRelease:
     """Steps 2–4 of Release-Data on counts already bounded by step 1 (from
     :func:`korolova_counts` or an engine): the one definition of the noise, thresholds,
-    accounting and ledger."""
+    accounting and ledger. ``single_user``: :func:`single_user_counts` of the log, for the exact
+    single-user exposure in the report (without it, an upper bound)."""
     exact = _check_call(params, serp, budget)
     budget = as_budget(budget)
     serp_table = _serp_table(serp)
@@ -604,6 +668,12 @@ def release_korolova_counts(
     report["parameters"] = params.to_dict()
     report["epsilon"] = exact["epsilon"]
     report["delta"] = exact["delta"]
+    b_eff = DiscreteLaplace(scale=params.b).effective_scale
+    report["single_user"] = exposure_from_counts(
+        bounded, "queries", key="query", delta=exact["delta"], users=max(1, bounded.users),
+        keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
+        max_single_count=1 if params.distinct else params.d, single_user=single_user,
+    )  # fmt: skip
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 
@@ -652,6 +722,9 @@ def release_korolova_counts(
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
             "public_inputs": {"serp": _serp_record(serp)},
+            "single_user_check": report["single_user"]["delta_check"]
+            | {"published_here": "only the δ < 1/U check; the count of single-user items "
+               "and the expected number published are for the data holder (report)"},
         },
-    )
+    )  # fmt: skip
     return HistogramRelease(tables=tables, report=report, ledger=ledger)

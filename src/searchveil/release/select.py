@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
@@ -24,6 +25,7 @@ from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import STRATEGIES, make_strategy, user_item_sets
 from searchveil.model import SearchLog, items
+from searchveil.params import single_user_exposure
 from searchveil.release.histogram import HistogramRelease
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
@@ -107,6 +109,15 @@ def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -
         "delta": delta,
         "parameters": params.to_dict(),
     }
+    # single-user exposure (issue 12): an item held by one user has distinct-user count 1 if the
+    # user kept it among their first d, else it is not a candidate; for policy Gaussian,
+    # keep_probability(1) is an upper bound (the user may give it less than the full weight)
+    single = q.group_by("item").agg(pl.col("user").n_unique().alias("h")).filter(pl.col("h") == 1)
+    cand = sets.join(single.select("item"), on="item", how="semi").height
+    p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
+    report["single_user"] = single_user_exposure(
+        np.full(cand, p1), delta=delta, users=max(1, log.n_users), single_user_items=single.height
+    ) | {"exact": params.strategy != "policy-gaussian"}
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion="(ε,δ)-DP, add/remove one user's log",
@@ -118,6 +129,11 @@ def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -
         extra={
             "composition": "basic: selection (ε₁, δ) + counts ε₂ (discrete Laplace)",
             "count_noise": lap.describe(),
+            "single_user_check": report["single_user"]["delta_check"]
+            | {
+                "published_here": "only the δ < 1/U check; the count of single-user items "
+                "and the expected number published are for the data holder (report)"
+            },
         },  # fmt: skip
     )
     return HistogramRelease(tables={"queries": queries}, report=report, ledger=ledger)

@@ -29,6 +29,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.bounding import bound_contributions
@@ -39,6 +40,7 @@ from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, SearchLog, items
 from searchveil.params import (
     ZEALOUS_GUARANTEES,
+    keep_probability,
     zealous_exact_privacy,
     zealous_exact_probabilistic,
     zealous_optimal_tau,
@@ -49,6 +51,7 @@ from searchveil.params import (
 )
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.histogram import HistogramRelease, noisy_counts
+from searchveil.release.korolova import exposure_from_counts, single_user_counts
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
@@ -263,9 +266,13 @@ def release_zealous(
     """Run ZEALOUS. Table ``items``: ``item, noisy_count`` (+ the two parts for clicks and
     query pairs, whose ``item`` joins them with " → ")."""
     _check_call(params, log.n_users, budget)
-    return release_zealous_counts(
-        zealous_counts(log, params, rng=rng), params, rng=rng, budget=budget
-    )
+    bounded = zealous_counts(log, params, rng=rng)
+    parts = list(PART_COLUMNS.get(params.item_type, ()))
+    single = single_user_counts(
+        items(log, params.item_type), bounded.table("items", ["item", *parts], ordered=False),
+        "item",
+    )  # fmt: skip
+    return release_zealous_counts(bounded, params, rng=rng, budget=budget, single_user=single)
 
 
 def release_zealous_counts(
@@ -274,8 +281,12 @@ def release_zealous_counts(
     *,
     rng: RandomSource,
     budget: Budget | tuple[float, float] | None = None,
+    single_user: tuple[pl.DataFrame, int] | None = None,
 ) -> HistogramRelease:
-    """Steps 3–6 of ZEALOUS on distinct-user item counts already bounded by step 1 (from
+    """``single_user``: :func:`searchveil.release.korolova.single_user_counts` of the log, for
+    the exact single-user exposure in the report (without it, an upper bound).
+
+    Steps 3–6 of ZEALOUS on distinct-user item counts already bounded by step 1 (from
     :func:`zealous_counts` or an engine): the one definition of thresholds, noise, accounting
     and ledger."""
     exact = _check_call(params, bounded.users, budget)
@@ -309,6 +320,17 @@ def release_zealous_counts(
         "paper_delta": paper["delta"],
         "notion": exact["notion"],
     }
+    lam_eff = DiscreteLaplace(scale=params.lam).effective_scale
+
+    def keep(c: Any) -> Any:
+        p = keep_probability(c, threshold=params.tau_prime, scale=lam_eff, noise="discrete")
+        return np.where(np.asarray(c) >= params.tau, p, 0.0)
+
+    report["single_user"] = exposure_from_counts(
+        bounded, "items", key="item", keep=keep, max_single_count=1, delta=exact["delta"],
+        users=max(1, params.users if params.users is not None else bounded.users),
+        single_user=single_user,
+    )  # fmt: skip
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion=exact["notion"],
@@ -331,6 +353,11 @@ def release_zealous_counts(
             "(docs/privacy/zealous.md); the paper's formulas under paper_accounting",
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Götz et al., IEEE TKDE 2012, §4, Theorems 2-3, Proposition 4",
+            "single_user_check": report["single_user"]["delta_check"]
+            | {
+                "published_here": "only the δ < 1/U check; the count of single-user items "
+                "and the expected number published are for the data holder (report)"
+            },
         },
     )
     return HistogramRelease(tables={"items": table}, report=report, ledger=ledger)

@@ -33,6 +33,10 @@ __all__ = [
     "comparison_report",
     "reproduction_report",
     "write_report",
+    "single_user_banner",
+    "dcurve_figure",
+    "dcurve_section",
+    "demo_report",
 ]
 
 CSS = """
@@ -554,10 +558,161 @@ def evaluation_report(result: dict[str, Any]) -> str:
         f"<code>{esc(orig.get('file'))}</code> ({fmt(orig.get('rows'))} rows, "
         f"{fmt(orig.get('users'))} users)."
     )
-    body = [guarantee_banner(rel), PRIVATE_BANNER]
+    body = [guarantee_banner(rel)]
+    su = rel.get("single_user") or result.get("single_user")
+    if su or (rel.get("delta") is not None and orig.get("users")):
+        body.append(single_user_banner(su, delta=rel.get("delta"), users=orig.get("users")))
+    body.append(PRIVATE_BANNER)
     body += evaluation_sections(result)
     body += _ledger_section(rel)
     return page("searchveil evaluation report", sub, body)
+
+
+# -- δ that protects everyone (issue 12; docs/privacy/delta.md) -------------------------------
+def single_user_banner(
+    single_user: dict[str, Any] | None, *, delta: Any = None, users: Any = None
+) -> str:
+    """The δ-vs-1/U banner (red when δ ≥ 1/U) with, when known, the expected number of items
+    held by a single user that the release publishes (a private figure: for the data holder)."""
+    chk = (single_user or {}).get("delta_check") or {}
+    dl = chk.get("delta", delta)
+    u = chk.get("users_bound", users)
+    if dl is None or not u:
+        return ""
+    ok = float(dl) < 1.0 / float(u)
+    parts = [
+        f"δ = <b>{fmt(dl)}</b> {'&lt;' if ok else '≥'} 1/U = {fmt(1.0 / float(u))} "
+        f"(U = {fmt(u)} users)"
+    ]
+    if single_user:
+        parts.append(
+            "expected items held by a single user that are published: "
+            f"<b>{fmt(single_user.get('expected_single_user_published'))}</b> "
+            f"(of {fmt(single_user.get('single_user_items'))} single-user items"
+            + ("" if single_user.get("exact", True) else ", upper bound")
+            + "; a private figure, not in the release)"
+        )
+    if ok:
+        return f'<div class="guarantee">{" · ".join(parts)}</div>'
+    parts.append(
+        "<b>δ does not protect everyone</b>: (ε, δ)-DP at this δ allows publishing items that "
+        f"only one user holds; use δ ≤ 1/(10·U) = {fmt(0.1 / float(u))} "
+        "(docs/privacy/delta.md)"
+    )
+    return f'<div class="warn">{" · ".join(parts)}</div>'
+
+
+DCURVE_LABELS = {"korolova": "Release-Data (Korolova)", "gaussian": "Gaussian selection"}
+
+
+def dcurve_figure(result: dict[str, Any]) -> Figure:
+    """The thesis' Fig. 4.2 for a :func:`searchveil.evaluate.dcurve.dcurve` result: % of distinct
+    queries and % of query volume released (expected) against d, one line per mechanism."""
+    fig = _figure(figsize=(10, 3.8))
+    axes = fig.subplots(1, 2)
+    for i, mech in enumerate(DCURVE_LABELS):
+        rows = [r for r in result["table"] if r["mechanism"] == mech]
+        if not rows:
+            continue
+        ds = [r["d"] for r in rows]
+        for ax, key in zip(axes, ("distinct_pct", "volume_pct"), strict=True):
+            ax.plot(ds, [r[key] for r in rows], "o-", color=COLORS[i], ms=4,
+                    label=DCURVE_LABELS[mech])  # fmt: skip
+    for ax, lab in zip(axes, ("% of distinct queries released", "% of query volume released"),
+                       strict=True):  # fmt: skip
+        ax.set_xscale("log")
+        ds_all = sorted({r["d"] for r in result["table"]})
+        ax.set_xticks(ds_all, [str(d) for d in ds_all])
+        ax.minorticks_off()
+        ax.set_xlabel("d (queries kept per user)")
+        ax.set_ylabel(lab)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(
+        f"e^ε = {math.exp(result['epsilon']):.3g}, δ = {result['delta']:.3g}, "
+        f"{result['users']:,} users (expected values)", fontsize=10,
+    )  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def dcurve_section(result: dict[str, Any], *, title: str, plots: bool = True) -> list[str]:
+    """Heading, plot and table of a d-curve (thesis Fig. 4.2)."""
+    body = [f"<h2>{esc(title)}</h2>"]
+    body.append(
+        f"<p>{fmt(result['users'])} users, {fmt(result['query_events'])} query events, "
+        f"{fmt(result['distinct_queries'])} distinct queries; e^ε = "
+        f"{fmt(math.exp(result['epsilon']))}, δ = {fmt(result['delta'])}. Expected values over "
+        "the mechanisms' noise, computed exactly from the keep curves (thesis §4.6.1.1, "
+        "Fig. 4.2).</p>"
+    )
+    if plots:
+        body.append(img(dcurve_figure(result), "d-curve"))
+    rows = []
+    for r in result["table"]:
+        rows.append([
+            DCURVE_LABELS.get(r["mechanism"], r["mechanism"]), r["d"],
+            r.get("K", r.get("tau")), pct(r["distinct_pct"] / 100.0),
+            pct(r["volume_pct"] / 100.0), fmt(r["single_user_released"]),
+        ])  # fmt: skip
+    body.append(
+        table(
+            [
+                "mechanism",
+                "d",
+                "threshold (K or τ)",
+                "% distinct released",
+                "% volume released",
+                "single-user queries published (expected)",
+            ],
+            rows,
+            left=1,
+            raw=True,
+        )  # fmt: skip
+    )
+    return body
+
+
+def demo_report(result: dict[str, Any], *, plots: bool = True) -> str:
+    """The HTML of ``searchveil demo``: the choice of δ, each run's single-user exposure, and the
+    d-curve of the synthetic log."""
+    body = [PRIVATE_BANNER]
+    dc = result.get("delta_choice") or {}
+    if dc:
+        body.append("<h2>δ that protects everyone</h2>")
+        body.append(f'<p class="note">{esc(dc.get("explanation", ""))}</p>')
+    for name, x in (result.get("runs") or {}).items():
+        body.append(f"<h2>Release of the {esc(name)} log</h2>")
+        body.append(single_user_banner(x.get("single_user")))
+        body.append(
+            table(
+                ["figure", "value"],
+                [
+                    [esc(k.replace("_", " ")), fmt(x.get(k))]
+                    for k in (
+                        "users",
+                        "distinct_queries",
+                        "queries_released",
+                        "released_query_volume",
+                        "epsilon",
+                        "delta",
+                    )
+                    if x.get(k) is not None
+                ],
+                left=1,
+                raw=True,
+            )  # fmt: skip
+        )
+        if x.get("report"):
+            body.append(f"<p>Utility report: <code>{esc(x['report'])}</code></p>")
+    if result.get("dcurve"):
+        body += dcurve_section(
+            result["dcurve"], title="What a release keeps as a function of d (synthetic log)",
+            plots=plots,
+        )  # fmt: skip
+    sub = "The main job: Korolova's Release-Data on a real sample and the d-curve of a "
+    sub += "synthetic log of thesis-like size."
+    return page("searchveil demo", esc(sub), body)
 
 
 # -- comparison report ------------------------------------------------------------------------
