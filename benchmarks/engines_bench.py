@@ -111,7 +111,9 @@ def profile_korolova(path: str) -> dict[str, Any]:
     from searchveil.engines import ordered
     from searchveil.engines.plans import run_release
     from searchveil.io.files import file_sha256
+    from searchveil.release.counts import BoundedCounts
     from searchveil.release.histogram import write_release
+    from searchveil.release.korolova import release_korolova_counts
 
     st: dict[str, float] = {"import": time.perf_counter() - t}
     p = Path(path)
@@ -124,8 +126,10 @@ def profile_korolova(path: str) -> dict[str, Any]:
     lap("hash (whole-file SHA-256)", t)
     t = time.perf_counter()
     batches = []
-    for df in pl.scan_parquet(p).select("AnonID", "Query", "QueryTime").collect_batches(
-        chunk_size=ordered.PARQUET_BATCH_ROWS
+    for df in (
+        pl.scan_parquet(p)
+        .select("AnonID", "Query", "QueryTime")
+        .collect_batches(chunk_size=ordered.PARQUET_BATCH_ROWS)
     ):
         batches.append(ordered._canonical(df, True, False))
     lap("read (3 columns, batches)", t)
@@ -160,9 +164,6 @@ def profile_korolova(path: str) -> dict[str, Any]:
     rel = run_release("polars", "korolova", p, params, rng=make_rng(None))
     lap("engine pass + noise, as run (overlapped)", t)
     t = time.perf_counter()
-    from searchveil.release.korolova import release_korolova_counts
-    from searchveil.release.counts import BoundedCounts
-
     b = BoundedCounts(counts={"queries": counts}, figures={"users": 1, "query_events": 1,
                       "query_events_after_bounding": 1}, input=rel.ledger["inputs"][0])  # fmt: skip
     release_korolova_counts(b, params, rng=make_rng(None))
