@@ -1,5 +1,6 @@
 """Engines vs PipelineDP on synthetic AOL-calibrated logs:
-``python benchmarks/engines_bench.py [--sizes 1,10] [--quick] [--no-spark]``.
+``python benchmarks/engines_bench.py [--sizes 1,10] [--quick] [--no-spark]``; the stage-by-stage
+profile of the Parquet path: ``python benchmarks/engines_bench.py --one profile:korolova FILE``.
 
 For each size (millions of rows; inputs from ``benchmarks/run.py``'s cache, generated on demand)
 and format (.tsv.gz, Parquet), each in its own process with the peak RSS of its whole process
@@ -9,7 +10,8 @@ tree (the JVM included) sampled every 0.2 s:
   grouping, no hash, no noise), so every figure is also a ratio measured in the same run;
 * ``zcat | wc -l`` (.gz only) — the decode limit with the system's gzip, and ``igzip`` — the
   same with ISA-L (what the Polars engine's reader thread uses), in one process;
-* searchveil Korolova (queries, d = 20, e^ε = 10, δ = 1e-5) and ZEALOUS (queries, m = 5,
+* searchveil Korolova (queries, d = 20, e^ε = 10, δ = 1e-5; on Parquet also with
+  ``--fingerprint fast``) and ZEALOUS (queries, m = 5,
   ε = 1, δ = 1e-5 — the corrected Theorem 2) on the ``polars`` and ``spark`` (local[2]) engines;
 * PipelineDP 0.3.1 ``DPEngine.aggregate`` COUNT with partition selection, the same contribution
   bound (20 partitions per user, 1 contribution per partition) and budget, on LocalBackend
@@ -161,6 +163,13 @@ def profile_korolova(path: str) -> dict[str, Any]:
         epsilon=EPS, delta=DELTA, d=D, url_selection="none", split=(1.0, 1.0)
     )
     t = time.perf_counter()
+    plain_pipeline(path)
+    lap("REFERENCE: plain Polars pipeline, same process", t)
+    for fp in ("full", "fast"):
+        t = time.perf_counter()
+        ordered.ordered_counts(p, "korolova", params, normalize=True, fingerprint=fp)
+        lap(f"ordered pass alone, fingerprint {fp}", t)
+    t = time.perf_counter()
     rel = run_release("polars", "korolova", p, params, rng=make_rng(None))
     lap("engine pass + noise, as run (overlapped)", t)
     t = time.perf_counter()
@@ -198,7 +207,8 @@ def one(kind: str, path: str) -> dict[str, Any]:
     elif kind == "profile:korolova":
         out.update(profile_korolova(path))
     elif kind.startswith("searchveil"):
-        _, algo, engine = kind.split(":")
+        _, algo, engine, *rest = kind.split(":")  # searchveil:ALGO:ENGINE[:fast]
+        fingerprint = rest[0] if rest else "full"
         from searchveil import KorolovaParams, ZealousParams, make_rng
         from searchveil.engines.plans import run_release
 
@@ -212,7 +222,7 @@ def one(kind: str, path: str) -> dict[str, Any]:
                 guarantee="indistinguishability",
             )  # fmt: skip
         rel = run_release(engine, algo, Path(path), params, rng=make_rng(None),
-                          spark_master="local[2]")  # fmt: skip
+                          spark_master="local[2]", fingerprint=fingerprint)  # fmt: skip
         out["rows"] = rel.ledger["inputs"][0]["rows"]
         name = "queries" if algo == "korolova" else "items"
         out["released"] = rel.tables[name].height
@@ -299,7 +309,8 @@ def main() -> None:
     for size in sizes:
         for suffix in a.formats.split(","):
             path = str(_input(size, suffix))
-            for kind in (["zcat", "igzip"] if suffix == "tsv.gz" else []) + kinds:
+            pq_only = ["searchveil:korolova:polars:fast"] if suffix == "parquet" else []
+            for kind in (["zcat", "igzip"] if suffix == "tsv.gz" else []) + kinds + pq_only:
                 env = dict(os.environ, PYTHONWARNINGS="ignore")
                 try:
                     proc = subprocess.run(
