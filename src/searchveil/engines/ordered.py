@@ -571,8 +571,9 @@ def _ordered_counts(
                 q_fold.add(kept)
                 kept_events += kept.height
             elif item == "queries":  # first m distinct queries (first occurrence)
-                ev = df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
-                ev = ev.collect()
+                ev = (
+                    df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
+                ).collect()
                 ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
                 kept = q_dist.keep(ev)
                 q_fold.add(kept)
