@@ -163,3 +163,23 @@ def test_cli_fingerprint_option(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     r = runner.invoke(app, [*base, "--out", str(bad), "--fingerprint", "fast"])  # memory engine
     assert r.exit_code == 2 and "fingerprint" in r.output and not bad.exists(), r.output
+
+
+def test_release_command_starts_without_the_plotting_and_spark_stacks() -> None:
+    """Start-up (issue 17): ``searchveil release ...`` imports only its own command module."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from searchveil.cli import main\n"
+        "sys.argv = ['searchveil', 'release', 'korolova', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('matplotlib', 'scipy.stats', 'pyspark', 'searchveil.cli.attack_ads')"
+        " if m in sys.modules]\n"
+        "print('HEAVY', heavy,)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "--fingerprint" in r.stdout  # the command's help was printed
+    assert "HEAVY []" in r.stdout, r.stdout[-500:]
