@@ -1,12 +1,17 @@
 """Engines vs PipelineDP on synthetic AOL-calibrated logs:
-``python benchmarks/engines_bench.py [--sizes 1,10] [--quick] [--no-spark]``.
+``python benchmarks/engines_bench.py [--sizes 1,10] [--quick] [--no-spark]``; the stage-by-stage
+profile of the Parquet path: ``python benchmarks/engines_bench.py --one profile:korolova FILE``.
 
 For each size (millions of rows; inputs from ``benchmarks/run.py``'s cache, generated on demand)
 and format (.tsv.gz, Parquet), each in its own process with the peak RSS of its whole process
 tree (the JVM included) sampled every 0.2 s:
+* ``plain:polars`` — the reference: a plain Polars lazy pipeline over the same file (first d rows
+  per user by ``int_range().over(user)``, normalise, count, threshold; no clicks, no event
+  grouping, no hash, no noise), so every figure is also a ratio measured in the same run;
 * ``zcat | wc -l`` (.gz only) — the decode limit with the system's gzip, and ``igzip`` — the
   same with ISA-L (what the Polars engine's reader thread uses), in one process;
-* searchveil Korolova (queries, d = 20, e^ε = 10, δ = 1e-5) and ZEALOUS (queries, m = 5,
+* searchveil Korolova (queries, d = 20, e^ε = 10, δ = 1e-5; on Parquet also with
+  ``--fingerprint fast``) and ZEALOUS (queries, m = 5,
   ε = 1, δ = 1e-5 — the corrected Theorem 2) on the ``polars`` and ``spark`` (local[2]) engines;
 * PipelineDP 0.3.1 ``DPEngine.aggregate`` COUNT with partition selection, the same contribution
   bound (20 partitions per user, 1 contribution per partition) and budget, on LocalBackend
@@ -67,6 +72,119 @@ class _Peak:
         return self.peak / 1e6
 
 
+def plain_pipeline(path: str, d: int = D, threshold: int = 10) -> dict[str, Any]:
+    """The reference row: what Polars does with the same file and no privacy machinery."""
+    import polars as pl
+
+    if path.endswith(".parquet"):
+        lf = pl.scan_parquet(path)
+    else:
+        lf = pl.scan_csv(path, separator="\t", quote_char=None, infer_schema=False)
+    q = pl.col("Query").cast(pl.String).fill_null("")
+    norm = q.str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+    res = (
+        lf.select("AnonID", "Query")
+        .filter(pl.int_range(pl.len()).over("AnonID") < d)
+        .select(norm.alias("query"))
+        .group_by("query")
+        .len()
+        .filter(pl.col("len") >= threshold)
+        .collect(engine="streaming")
+    )
+    rows = pl.scan_parquet(path).select(pl.len()).collect().item() if path.endswith(
+        ".parquet") else 0  # fmt: skip
+    return {"rows": rows, "released": res.height, "plan": "plain Polars lazy pipeline"}
+
+
+def profile_korolova(path: str) -> dict[str, Any]:
+    """Stage by stage, in one process: each stage timed alone (Parquet input, Korolova d = 20).
+
+    Stages run one after the other (not overlapped as in the engine, where the hash runs in a
+    thread beside the scan): import, hash, read (the three needed columns), bounding (the
+    row-by-row marks and the first-d filter), normalisation (of the kept rows), counting, the
+    engine's whole pass (overlapped), noise + thresholds, writing.
+    """
+    import tempfile
+
+    t = time.perf_counter()
+    import polars as pl
+
+    from searchveil import KorolovaParams, make_rng
+    from searchveil.engines import ordered
+    from searchveil.engines.plans import run_release
+    from searchveil.io.files import file_sha256
+    from searchveil.release.counts import BoundedCounts
+    from searchveil.release.histogram import write_release
+    from searchveil.release.korolova import release_korolova_counts
+
+    st: dict[str, float] = {"import": time.perf_counter() - t}
+    p = Path(path)
+
+    def lap(name: str, t0: float) -> None:
+        st[name] = time.perf_counter() - t0
+
+    t = time.perf_counter()
+    file_sha256(p)
+    lap("hash (whole-file SHA-256)", t)
+    t = time.perf_counter()
+    batches = []
+    for df in (
+        pl.scan_parquet(p)
+        .select("AnonID", "Query", "QueryTime")
+        .collect_batches(chunk_size=ordered.PARQUET_BATCH_ROWS)
+    ):
+        batches.append(ordered._canonical(df, True, False))
+    lap("read (3 columns, batches)", t)
+    t = time.perf_counter()
+    state = ordered._State()
+    kept_all = []
+    for df in batches:
+        m = ordered._mark(df, state, True, False)
+        last = m.row(m.height - 1, named=True)
+        state.u, state.q, state.t, state.events = last["u"], last["q"], last["t"], last["_er"]
+        new_users = m.filter(pl.col("_us")).get_column("u").to_list()
+        state.seen_users.update(new_users)
+        kept_all.append(
+            m.filter(pl.col("_es") & (pl.col("_er") <= D)).select(pl.col("q").alias("query"))
+        )
+    lap("bounding (marks, ranks, first d, contiguity)", t)
+    t = time.perf_counter()
+    normed = [k.with_columns(query=ordered._normalize(k.get_column("query"), True))
+              for k in kept_all]  # fmt: skip
+    lap("normalisation (kept rows only)", t)
+    t = time.perf_counter()
+    fold = ordered._Fold(["query"])
+    for k in normed:
+        fold.add(k)
+    counts = fold.result()
+    lap("counting (group-by of kept rows)", t)
+    del batches, kept_all, normed
+    params = KorolovaParams.from_budget(
+        epsilon=EPS, delta=DELTA, d=D, url_selection="none", split=(1.0, 1.0)
+    )
+    t = time.perf_counter()
+    plain_pipeline(path)
+    lap("REFERENCE: plain Polars pipeline, same process", t)
+    for fp in ("full", "fast"):
+        t = time.perf_counter()
+        ordered.ordered_counts(p, "korolova", params, normalize=True, fingerprint=fp)
+        lap(f"ordered pass alone, fingerprint {fp}", t)
+    t = time.perf_counter()
+    rel = run_release("polars", "korolova", p, params, rng=make_rng(None))
+    lap("engine pass + noise, as run (overlapped)", t)
+    t = time.perf_counter()
+    b = BoundedCounts(counts={"queries": counts}, figures={"users": 1, "query_events": 1,
+                      "query_events_after_bounding": 1}, input=rel.ledger["inputs"][0])  # fmt: skip
+    release_korolova_counts(b, params, rng=make_rng(None))
+    lap("noise + thresholds (release_korolova_counts)", t)
+    t = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_release(rel, Path(tmp) / "out", fmt="tsv", overwrite=False)
+    lap("writing (tables + ledger)", t)
+    return {"stages": st, "rows": rel.ledger["inputs"][0]["rows"],
+            "distinct_bounded": counts.height}  # fmt: skip
+
+
 def one(kind: str, path: str) -> dict[str, Any]:
     peak = _Peak()
     t0 = time.perf_counter()
@@ -84,8 +202,13 @@ def one(kind: str, path: str) -> dict[str, Any]:
             for block in iter(lambda: fh.read(1 << 25), b""):
                 n += block.count(b"\n")
         out["rows"] = n - 1
+    elif kind == "plain:polars":
+        out.update(plain_pipeline(path))
+    elif kind == "profile:korolova":
+        out.update(profile_korolova(path))
     elif kind.startswith("searchveil"):
-        _, algo, engine = kind.split(":")
+        _, algo, engine, *rest = kind.split(":")  # searchveil:ALGO:ENGINE[:fast]
+        fingerprint = rest[0] if rest else "full"
         from searchveil import KorolovaParams, ZealousParams, make_rng
         from searchveil.engines.plans import run_release
 
@@ -99,7 +222,7 @@ def one(kind: str, path: str) -> dict[str, Any]:
                 guarantee="indistinguishability",
             )  # fmt: skip
         rel = run_release(engine, algo, Path(path), params, rng=make_rng(None),
-                          spark_master="local[2]")  # fmt: skip
+                          spark_master="local[2]", fingerprint=fingerprint)  # fmt: skip
         out["rows"] = rel.ledger["inputs"][0]["rows"]
         name = "queries" if algo == "korolova" else "items"
         out["released"] = rel.tables[name].height
@@ -177,7 +300,7 @@ def main() -> None:
         return
     sizes = [1] if a.quick else [int(x) for x in a.sizes.split(",")]
     spark = not (a.quick or a.no_spark)
-    kinds = ["searchveil:korolova:polars", "searchveil:zealous:polars"]
+    kinds = ["plain:polars", "searchveil:korolova:polars", "searchveil:zealous:polars"]
     kinds += [] if a.no_pipelinedp else ["pipelinedp:local"]
     if spark:
         kinds += ["searchveil:korolova:spark", "searchveil:zealous:spark"]
@@ -186,7 +309,8 @@ def main() -> None:
     for size in sizes:
         for suffix in a.formats.split(","):
             path = str(_input(size, suffix))
-            for kind in (["zcat", "igzip"] if suffix == "tsv.gz" else []) + kinds:
+            pq_only = ["searchveil:korolova:polars:fast"] if suffix == "parquet" else []
+            for kind in (["zcat", "igzip"] if suffix == "tsv.gz" else []) + kinds + pq_only:
                 env = dict(os.environ, PYTHONWARNINGS="ignore")
                 try:
                     proc = subprocess.run(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -13,7 +14,9 @@ from _engine_cases import CASES, same_tables
 from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
 from searchveil.cli import app
 from searchveil.engines.plans import run_release
-from searchveil.errors import InvalidParameterError
+from searchveil.engines.rows import parquet_footer_sha256
+from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.files import file_sha256
 from searchveil.release import release_kanon, release_korolova, release_zealous
 
 FN = {"korolova": release_korolova, "zealous": release_zealous, "kanon": release_kanon}
@@ -98,3 +101,85 @@ def test_engine_ledger_and_report(tmp_path: Path, aol_top1000_path: Path) -> Non
     assert led["engine"]["mode"] == "ordered single pass"
     assert led["inputs"][0]["users"] == 1000 and led["inputs"][0]["queries_normalized"] is False
     assert led["seeded"] is False
+
+
+def _tiny_parquet(path: Path, shift: int = 0, first_user: int = 1) -> Path:
+    """A small user-sorted AOL-layout Parquet file (no shared data needed)."""
+    users = [u for u in range(first_user, first_user + 40) for _ in range(6)]
+    pl.DataFrame(
+        {
+            "AnonID": users,
+            "Query": [f"Query {(u * 7 + i + shift) % 9}" for i, u in enumerate(users)],
+            "QueryTime": [f"2006-03-01 00:{i % 60:02d}:00" for i in range(len(users))],
+            "ItemRank": [None] * len(users),
+            "ClickURL": [None] * len(users),
+        },
+        schema_overrides={"ItemRank": pl.Int64, "ClickURL": pl.String},
+    ).write_parquet(path, row_group_size=100)
+    return path
+
+
+def test_fast_fingerprint_hashes_the_footer_and_the_ledger_says_so(tmp_path: Path) -> None:
+    pq = _tiny_parquet(tmp_path / "log.parquet")
+    params = KorolovaParams(d=3, K=3, b=0.5, b_q=1.0, url_selection="none")
+    full = run_release("polars", "korolova", pq, params, rng=make_rng(5))
+    fast = run_release("polars", "korolova", pq, params, rng=make_rng(5), fingerprint="fast")
+    assert full.ledger["inputs"][0]["fingerprint"] == "full"
+    assert full.ledger["inputs"][0]["sha256"] == file_sha256(pq)
+    assert fast.ledger["inputs"][0]["fingerprint"] == "fast"
+    assert fast.ledger["inputs"][0]["sha256"] == parquet_footer_sha256(pq) != file_sha256(pq)
+    assert full.tables["queries"].height > 0
+    assert fast.tables["queries"].equals(full.tables["queries"])  # same release, same seed
+    # other data -> other footer statistics -> another fast fingerprint
+    other = _tiny_parquet(tmp_path / "other.parquet", first_user=2)
+    assert parquet_footer_sha256(other) != parquet_footer_sha256(pq)
+    # the documented limit: data pages with the same sizes and statistics (here the queries
+    # permuted within their range) are not seen by the footer hash, only by the full one
+    same_footer = _tiny_parquet(tmp_path / "permuted.parquet", shift=1)
+    assert parquet_footer_sha256(same_footer) == parquet_footer_sha256(pq)
+    assert file_sha256(same_footer) != file_sha256(pq)
+    # fast is Parquet only; unknown modes and non-Parquet bytes are typed errors
+    tsv = tmp_path / "log.tsv"
+    tsv.write_text("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\ta\t2006-03-01 00:00:00\t\t\n")
+    with pytest.raises(InvalidParameterError, match="fingerprint"):
+        run_release("polars", "korolova", tsv, params, rng=make_rng(5), fingerprint="fast")
+    with pytest.raises(InvalidParameterError, match="fingerprint"):
+        run_release("polars", "korolova", pq, params, rng=make_rng(5), fingerprint="medium")
+    fake = tmp_path / "fake.parquet"
+    fake.write_bytes(b"not parquet at all, just text")
+    with pytest.raises(InputFormatError, match="Parquet"):
+        parquet_footer_sha256(fake)
+
+
+def test_cli_fingerprint_option(tmp_path: Path) -> None:
+    pq = _tiny_parquet(tmp_path / "log.parquet")
+    base = ["release", "korolova", str(pq), "--epsilon", "2.3", "--delta", "1e-3",
+            "--max-queries", "3", "--seed", "1", "--json"]  # fmt: skip
+    r = runner.invoke(app, [*base, "--out", str(tmp_path / "f"), "--engine", "polars",
+                            "--fingerprint", "fast"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    led = json.loads((tmp_path / "f" / "ledger.json").read_text())
+    assert led["inputs"][0]["fingerprint"] == "fast"
+    bad = tmp_path / "bad"
+    r = runner.invoke(app, [*base, "--out", str(bad), "--fingerprint", "fast", "--engine", "memory"])
+    assert r.exit_code == 2 and "fingerprint" in r.output and not bad.exists(), r.output
+
+
+def test_release_command_starts_without_the_plotting_and_spark_stacks() -> None:
+    """Start-up (issue 17): ``searchveil release ...`` imports only its own command module."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from searchveil.cli import main\n"
+        "sys.argv = ['searchveil', 'release', 'korolova', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('matplotlib', 'scipy.stats', 'pyspark', 'searchveil.cli.attack_ads')"
+        " if m in sys.modules]\n"
+        "print('HEAVY', heavy,)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "--fingerprint" in r.stdout  # the command's help was printed
+    assert "HEAVY []" in r.stdout, r.stdout[-500:]

@@ -63,6 +63,8 @@ class InputInfo:
     normalized: bool = True
     # the reader options used (ReaderOptions.to_dict()): lets `evaluate` re-read the original
     reader: dict[str, Any] | None = None
+    # how ``sha256`` was computed: ``full`` (every byte) | ``fast`` (Parquet footer + size)
+    fingerprint: str = "full"
 
     def to_dict(self, users: int | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -74,6 +76,7 @@ class InputInfo:
             "format": self.format,
             "encoding": self.encoding,
             "queries_normalized": self.normalized,
+            "fingerprint": self.fingerprint,
         }
         if users is not None:
             d["users"] = users

@@ -5,18 +5,11 @@ stderr, nothing written), 1 internal bug."""
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
 
 from searchveil.version import __version__
-
-app = typer.Typer(
-    name="searchveil",
-    help="Publish web search logs with differential-privacy guarantees.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
 # Modules that add commands: each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES = [
@@ -31,6 +24,10 @@ COMMAND_MODULES = [
     "searchveil.cli.attack",
     "searchveil.cli.tabular",
 ]
+# top-level command -> its module, where the name is not the module's last part (start-up:
+# ``main`` imports only the module of the command it runs, so ``searchveil release ...`` does
+# not load matplotlib, scipy.stats or Spark; help and unknown commands load every module)
+_OWNER = {"compare": "searchveil.cli.evaluate", "reproduce": "searchveil.cli.evaluate"}
 
 
 def _version_callback(value: bool) -> None:
@@ -39,7 +36,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="print the version"
@@ -48,12 +44,45 @@ def _root(
     """searchveil: private releases of search logs (Korolova, ZEALOUS, Hong et al.)."""
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(app)
+def build_app(modules: list[str] | None = None) -> typer.Typer:
+    """The CLI with the commands of ``modules`` (default: every module)."""
+    a = typer.Typer(
+        name="searchveil",
+        help="Publish web search logs with differential-privacy guarantees.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    a.callback()(_root)
+    for name in COMMAND_MODULES if modules is None else modules:
+        importlib.import_module(name).register(a)
+    return a
+
+
+def _modules_for(argv: list[str]) -> list[str] | None:
+    """The one module that defines the command in ``argv`` (None: all of them)."""
+    first = next((x for x in argv if not x.startswith("-")), None)
+    if first is None:
+        return None
+    owner = _OWNER.get(first, f"searchveil.cli.{first}")
+    return [owner] if owner in COMMAND_MODULES else None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole CLI, built on first use (``from searchveil.cli import app``)."""
+    if name == "app":
+        full = build_app()
+        globals()["app"] = full
+        return full
+    raise AttributeError(name)
 
 
 def main() -> None:
-    app()
+    argv = sys.argv[1:]
+    if argv == ["--version"]:
+        typer.echo(f"searchveil {__version__}")  # what the eager --version option prints
+        return
+    build_app(_modules_for(argv))()
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "build_app", "main"]

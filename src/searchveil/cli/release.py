@@ -44,7 +44,13 @@ from searchveil.cli._common import (
     with_reader_options,
 )  # fmt: skip
 from searchveil.engines.base import PlanParams
-from searchveil.engines.plans import ENGINES, PLAN_ALGORITHMS, check_plan, run_release
+from searchveil.engines.plans import (
+    ENGINES,
+    PLAN_ALGORITHMS,
+    check_fingerprint,
+    check_plan,
+    run_release,
+)
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
@@ -89,6 +95,14 @@ EngineOpt = Annotated[
 SparkMasterOpt = Annotated[
     str, typer.Option("--spark-master", help="Spark master URL for --engine spark")
 ]
+FingerprintOpt = Annotated[
+    str,
+    typer.Option(
+        "--fingerprint",
+        help="the ledger's input hash with --engine polars|spark: full (SHA-256 of the file) | "
+        "fast (Parquet only: SHA-256 of the footer's row-group metadata and the file size)",
+    ),
+]
 BoundOpt = Annotated[
     str, typer.Option("--bounding", help="which contributions a user keeps: first | random")
 ]
@@ -114,6 +128,7 @@ class RunOptions:
     json_out: bool
     engine: str = "auto"
     spark_master: str = "local[*]"
+    fingerprint: str = "full"
 
 
 @dataclass(frozen=True)
@@ -255,6 +270,9 @@ def _release_with(
     if auto:
         o = replace(o, engine=_auto_engine(algorithm, params, o))
     rng = make_rng(o.seed)
+    check_fingerprint(o.fingerprint, o.input if o.engine != "memory" else None)
+    if o.engine == "memory" and o.fingerprint != "full":
+        raise InvalidParameterError("fingerprint", o.fingerprint, "full with --engine memory")
     if o.engine == "memory":
         log = _read(o.input, o.reader, o.json_out)
         with progress(not o.json_out) as step:
@@ -269,6 +287,7 @@ def _release_with(
         rel = run_release(
             o.engine, algorithm, o.input, params, rng=rng, spark_master=o.spark_master,
             normalize=o.reader.get("normalize", True), release_kwargs=release_kwargs,
+            fingerprint=o.fingerprint,
         )  # fmt: skip
         done()
     if auto:
@@ -566,6 +585,7 @@ def korolova_command(
     ] = None,
     engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
+    fingerprint: FingerprintOpt = "full",
     K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
     b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
     b_q: Annotated[float | None, typer.Option("--bq", help="advanced: count noise b_q")] = None,
@@ -586,7 +606,7 @@ def korolova_command(
         kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
-                              spark_master=spark_master)  # fmt: skip
+                              spark_master=spark_master, fingerprint=fingerprint)  # fmt: skip
         if selection is not None:
             others = {"--max-clicks": max_clicks, "--serp": serp, "--K": K, "--b": b,
                       "--bq": b_q, "--bc": b_c, "--url-K": url_K, "--url-b": url_b}  # fmt: skip
@@ -650,6 +670,7 @@ def zealous_command(
     bounding: BoundOpt = "first",
     engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
+    fingerprint: FingerprintOpt = "full",
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
@@ -662,7 +683,7 @@ def zealous_command(
         kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
-                              spark_master=spark_master)  # fmt: skip
+                              spark_master=spark_master, fingerprint=fingerprint)  # fmt: skip
         res = _zealous(
             run_opts, epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
             guarantee=guarantee, users=max_users, tau=tau, lam=lam, tau_prime=tau_prime,
@@ -682,6 +703,7 @@ def kanon_command(
     ] = None,
     engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
+    fingerprint: FingerprintOpt = "full",
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
@@ -694,7 +716,7 @@ def kanon_command(
         kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
-                              spark_master=spark_master)  # fmt: skip
+                              spark_master=spark_master, fingerprint=fingerprint)  # fmt: skip
         emit(_kanon(run_opts, k=k), json_out, _human)
 
     run(body)

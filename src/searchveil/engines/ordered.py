@@ -43,8 +43,8 @@ from typing import Any
 import polars as pl
 
 from searchveil.engines.base import BoundingPlan, HistogramParams
-from searchveil.errors import InputFormatError
-from searchveil.io.files import BackgroundHash
+from searchveil.engines.rows import start_fingerprint
+from searchveil.errors import InputFormatError, InternalError, InvalidParameterError
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP, normalize_query
 
@@ -235,7 +235,8 @@ class _Source:
     close: Any  # () -> None
 
 
-def _canonical(df: pl.DataFrame, user_numeric: bool, with_url: bool) -> pl.DataFrame:
+def _canonical(df: Any, user_numeric: bool, with_url: bool) -> Any:
+    """The pass's columns ``u, q, t`` (+ ``url``) of a DataFrame or LazyFrame of AOL columns."""
     u = pl.col("AnonID")
     cols = [
         (u if user_numeric else u.cast(pl.String).str.strip_chars()).alias("u"),
@@ -298,7 +299,7 @@ def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
     return _Source(iter(ahead), blocks.sha256, close)
 
 
-def _parquet_source(path: Path, with_url: bool) -> _Source:
+def _parquet_source(path: Path, with_url: bool, fingerprint: str) -> _Source:
     lf = pl.scan_parquet(path)
     try:
         schema = lf.collect_schema()
@@ -311,12 +312,12 @@ def _parquet_source(path: Path, with_url: bool) -> _Source:
         )
     numeric = schema["AnonID"].is_integer()
     want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
-    sha = BackgroundHash(path)  # the hash overlaps the scan
+    sha = start_fingerprint(path, fingerprint)  # a full hash overlaps the scan
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
-            for df in lf.select(want).collect_batches(chunk_size=PARQUET_BATCH_ROWS):
-                yield _canonical(df, numeric, with_url)
+            plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
+            yield from plan.collect_batches(chunk_size=PARQUET_BATCH_ROWS)
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), f"malformed input: {exc}") from None
 
@@ -486,27 +487,48 @@ def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.D
 
 
 def ordered_counts(
-    path: Path, algorithm: str, params: HistogramParams, *, normalize: bool
+    path: Path,
+    algorithm: str,
+    params: HistogramParams,
+    *,
+    normalize: bool,
+    fingerprint: str = "full",
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
     """Bounded counts of ``algorithm`` (``korolova`` or ``zealous`` with item type queries or
     clicks) in one ordered pass. Returns (counts, figures, rows, sha256); raises
-    :class:`NotGrouped` when the users' rows are not contiguous."""
-    try:
-        return _ordered_counts(path, algorithm, params, normalize=normalize, user_numeric=True)
-    except _NotNumeric:
-        return _ordered_counts(path, algorithm, params, normalize=normalize, user_numeric=False)
+    :class:`NotGrouped` when the users' rows are not contiguous. ``fingerprint``: ``full``
+    (whole-file SHA-256) or ``fast`` (Parquet footer + size, :func:`start_fingerprint`)."""
+    for user_numeric in (True, False):
+        try:
+            return _ordered_counts(
+                path, algorithm, params, normalize=normalize, user_numeric=user_numeric,
+                fingerprint=fingerprint,
+            )  # fmt: skip
+        except _NotNumeric:
+            continue
+    raise InternalError("user ids were neither numeric nor text")
 
 
 def _ordered_counts(
-    path: Path, algorithm: str, params: HistogramParams, *, normalize: bool, user_numeric: bool
+    path: Path,
+    algorithm: str,
+    params: HistogramParams,
+    *,
+    normalize: bool,
+    user_numeric: bool,
+    fingerprint: str,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
     bp = BoundingPlan.of(params)
     korolova = bp.algorithm == "korolova"
     item = bp.item
     with_url = bp.clicks_per_user is not None if korolova else item == "clicks"
     if path.name.lower().endswith(".parquet"):
-        src = _parquet_source(path, with_url)
+        src = _parquet_source(path, with_url, fingerprint)
     else:
+        if fingerprint != "full":
+            raise InvalidParameterError(
+                "fingerprint", fingerprint, "full, or fast with a Parquet file input"
+            )
         src = _tsv_source(path, with_url, user_numeric)
     st = _State()
     counts: dict[str, pl.DataFrame] = {}
@@ -524,7 +546,7 @@ def _ordered_counts(
             if df.height == 0:
                 continue
             df = _mark(df, st, normalize, with_url)
-            new_users = df.filter(pl.col("_us")).get_column("u").to_list()
+            new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
             if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(new_users):
                 raise NotGrouped
             st.seen_users.update(new_users)
@@ -539,30 +561,43 @@ def _ordered_counts(
                 st.clicks = int(last["_cr"])
                 st.click_rows += int(df.get_column("url").is_not_null().sum())
             if q_dist is None:  # Korolova: first d events
-                kept = df.filter(pl.col("_es") & (pl.col("_er") <= bp.per_user))
-                kept = kept.select(pl.col("q").alias("query"))
+                kept = (  # lazy: only the query column is filtered (projection first)
+                    df.lazy()
+                    .filter(pl.col("_es") & (pl.col("_er") <= bp.per_user))
+                    .select(pl.col("q").alias("query"))
+                    .collect()
+                )
                 kept = kept.with_columns(query=_normalize(kept.get_column("query"), normalize))
                 q_fold.add(kept)
                 kept_events += kept.height
             elif item == "queries":  # first m distinct queries (first occurrence)
-                ev = df.filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
+                ev = (
+                    df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
+                ).collect()
                 ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
                 kept = q_dist.keep(ev)
                 q_fold.add(kept)
                 kept_events += kept.height
             else:  # ZEALOUS clicks: first m distinct (query, url)
-                cl = df.filter(pl.col("url").is_not_null()).select(
-                    "u", pl.col("q").alias("query"), "url"
+                cl = (
+                    df.lazy()
+                    .filter(pl.col("url").is_not_null())
+                    .select("u", pl.col("q").alias("query"), "url")
+                    .collect()
                 )
                 cl = cl.with_columns(query=_normalize(cl.get_column("query"), normalize))
                 kept = q_dist.keep(cl)
                 q_fold.add(kept)
                 kept_events += kept.height
             if c_fold is not None:
-                kc = df.filter(
-                    pl.col("url").is_not_null() & (pl.col("_cr") <= (bp.clicks_per_user or 0))
+                kc = (
+                    df.lazy()
+                    .filter(
+                        pl.col("url").is_not_null() & (pl.col("_cr") <= (bp.clicks_per_user or 0))
+                    )
+                    .select(pl.col("q").alias("query"), "url")
+                    .collect()
                 )
-                kc = kc.select(pl.col("q").alias("query"), "url")
                 kc = kc.with_columns(query=_normalize(kc.get_column("query"), normalize))
                 c_fold.add(kc)
                 kept_clicks += kc.height

@@ -17,7 +17,14 @@ from typing import Any
 
 from searchveil.engines.base import Engine, PlanParams
 from searchveil.engines.polars import PolarsEngine
-from searchveil.engines.rows import PLAN_ALGORITHMS, input_info, reduced_rows, to_search_log
+from searchveil.engines.rows import (
+    FINGERPRINTS,
+    PLAN_ALGORITHMS,
+    check_fingerprint,
+    input_info,
+    reduced_rows,
+    to_search_log,
+)
 from searchveil.errors import InvalidParameterError
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.kanonymity import KAnonParams, release_kanon
@@ -25,14 +32,25 @@ from searchveil.release.korolova import KorolovaParams, release_korolova_counts
 from searchveil.release.zealous import ZealousParams, release_zealous_counts
 from searchveil.rng import RandomSource
 
-__all__ = ["ENGINES", "PLAN_ALGORITHMS", "make_engine", "check_plan", "run_release"]
+__all__ = [
+    "ENGINES",
+    "FINGERPRINTS",
+    "PLAN_ALGORITHMS",
+    "check_fingerprint",
+    "make_engine",
+    "check_plan",
+    "run_release",
+]
 
 ENGINES = ("memory", "polars", "spark")
 
 
-def make_engine(name: str, *, spark_master: str = "local[*]", normalize: bool = True) -> Engine:
+def make_engine(
+    name: str, *, spark_master: str = "local[*]", normalize: bool = True, fingerprint: str = "full"
+) -> Engine:
+    check_fingerprint(fingerprint)
     if name == "polars":
-        return PolarsEngine(normalize=normalize)
+        return PolarsEngine(normalize=normalize, fingerprint=fingerprint)
     if name == "spark":
         try:
             # the one import of the optional engine (pyspark is imported by that module)
@@ -41,7 +59,7 @@ def make_engine(name: str, *, spark_master: str = "local[*]", normalize: bool = 
             raise InvalidParameterError(
                 "engine", name, f"polars | memory (PySpark is not installed: {exc})"
             ) from None
-        return SparkEngine(master=spark_master, normalize=normalize)
+        return SparkEngine(master=spark_master, normalize=normalize, fingerprint=fingerprint)
     raise InvalidParameterError("engine", name, "polars | spark (memory runs without an engine)")
 
 
@@ -72,17 +90,23 @@ def run_release(
     spark_master: str = "local[*]",
     normalize: bool = True,
     release_kwargs: dict[str, Any] | None = None,
+    fingerprint: str = "full",
 ) -> HistogramRelease:
     """Bound on the engine, release in memory; the report and ledger name the engine.
 
     Korolova and ZEALOUS: the engine returns bounded counts (:class:`BoundedCounts`) and the
     release runs from them; k-anonymity: the engine returns the rows of the queries with ≥ k
-    users and the in-memory release runs on them.
+    users and the in-memory release runs on them. ``fingerprint``: the ledger's input hash,
+    ``full`` (SHA-256 of the file) or ``fast`` (Parquet only: SHA-256 of its footer and size;
+    see :mod:`searchveil.engines.rows`); the ledger's input record says which.
     """
     check_plan(algorithm, params, engine_name)
-    engine = make_engine(engine_name, spark_master=spark_master, normalize=normalize)
+    check_fingerprint(fingerprint, Path(path))
+    engine = make_engine(
+        engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint
+    )
     if isinstance(params, KAnonParams):
-        rel = _run_kanon(engine, path, params, rng=rng, normalize=normalize)
+        rel = _run_kanon(engine, path, params, rng=rng, normalize=normalize, fp=fingerprint)
     else:
         bounded = engine.bounded_counts(Path(path), algorithm, params)
         kw: dict[str, Any] = release_kwargs or {}
@@ -99,9 +123,9 @@ def run_release(
 
 
 def _run_kanon(
-    engine: Engine, path: Path, params: KAnonParams, *, rng: RandomSource, normalize: bool
+    engine: Engine, path: Path, params: KAnonParams, *, rng: RandomSource, normalize: bool, fp: str
 ) -> HistogramRelease:
-    reduced, totals, sha = reduced_rows(engine, path, "kanon", params)
+    reduced, totals, sha = reduced_rows(engine, path, "kanon", params, fingerprint=fp)
     log = to_search_log(reduced, input_info(path, sha, totals["rows"], normalize))
     rel: HistogramRelease = release_kanon(log, params, rng=rng)
     rel.report["rows_after_engine_bounding"] = reduced.height
@@ -109,4 +133,5 @@ def _run_kanon(
     for inp in rel.ledger.get("inputs", []):
         inp["users"] = totals["users"]
         inp["rows"] = totals["rows"]
+        inp["fingerprint"] = fp
     return rel

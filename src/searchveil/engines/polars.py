@@ -19,8 +19,9 @@ from searchveil.release.counts import BoundedCounts
 class PolarsEngine(Engine):
     name = "polars"
 
-    def __init__(self, *, normalize: bool = True) -> None:
+    def __init__(self, *, normalize: bool = True, fingerprint: str = "full") -> None:
         self.normalize = normalize
+        self.fingerprint = fingerprint
 
     def scan(self, path: str) -> pl.LazyFrame:
         p = Path(path)
@@ -141,15 +142,18 @@ class PolarsEngine(Engine):
         hash-based row plan (:func:`searchveil.engines.plans.rows_plan_counts`)."""
         try:
             counts, figures, rows, sha = ordered_counts(
-                path, algorithm, params, normalize=self.normalize
+                path, algorithm, params, normalize=self.normalize, fingerprint=self.fingerprint
             )
         except NotGrouped:
             self.plan = "hash (users not contiguous)"
-            b = rows_plan_counts(self, algorithm, path, params, normalize=self.normalize)
+            b = rows_plan_counts(
+                self, algorithm, path, params, normalize=self.normalize,
+                fingerprint=self.fingerprint,
+            )  # fmt: skip
             b.plan = self.plan
             return b
         self.plan = "ordered single pass"
-        rec = input_record(path, sha, rows, figures["users"], self.normalize)
+        rec = input_record(path, sha, rows, figures["users"], self.normalize, self.fingerprint)
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=self.plan)
 
     def describe(self) -> dict[str, Any]:

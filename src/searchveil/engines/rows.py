@@ -15,17 +15,27 @@ plan of k-anonymity on both engines. The reduced rows are collected into an ordi
 (idempotent on them: first-d of a first-d selection is the same selection) turns them into
 :class:`~searchveil.release.counts.BoundedCounts` (:func:`rows_plan_counts`). The ledger's input
 record is the full input's (file SHA-256 streamed in a thread, total rows and users).
+
+Input fingerprints (``fingerprint``): ``full`` — the SHA-256 of the file's bytes, hashed in a
+thread while the engine reads; ``fast`` (Parquet only) — the SHA-256 of the file size and the
+Parquet footer (schema, every row group's offsets, sizes, row counts and column statistics),
+which reads a few KB instead of the whole file. ``fast`` identifies the file as written by its
+writer, not byte for byte: two files with equal footers and sizes but different data pages get
+the same fingerprint (a rewrite by any Parquet writer changes offsets or statistics, but a
+deliberate in-place edit of page bytes need not). The ledger's input record says which
+(``fingerprint``: ``full`` | ``fast``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from searchveil.engines.base import Engine, HistogramParams, PlanParams, Table
-from searchveil.errors import InvalidParameterError
+from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import BackgroundHash
 from searchveil.io.readers import ReaderOptions, parse_time
 from searchveil.model import InputInfo, SearchLog, add_sessions
@@ -34,6 +44,10 @@ from searchveil.release.korolova import KorolovaParams, korolova_counts
 from searchveil.release.zealous import ZealousParams, zealous_counts
 
 __all__ = [
+    "FINGERPRINTS",
+    "check_fingerprint",
+    "parquet_footer_sha256",
+    "start_fingerprint",
     "PLAN_ALGORITHMS",
     "reduce_rows",
     "reduced_rows",
@@ -101,6 +115,67 @@ def to_search_log(reduced: pl.DataFrame, info: InputInfo) -> SearchLog:
     return SearchLog(df=df, info=info)
 
 
+FINGERPRINTS = ("full", "fast")
+_FAST_TAG = b"searchveil parquet footer fingerprint v1\0"
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.name.lower().endswith(".parquet") and path.is_file()
+
+
+def check_fingerprint(fingerprint: str, path: Path | None = None) -> None:
+    """``full`` always; ``fast`` only for a Parquet file (a typed error otherwise)."""
+    if fingerprint not in FINGERPRINTS:
+        raise InvalidParameterError("fingerprint", fingerprint, " | ".join(FINGERPRINTS))
+    if fingerprint == "fast" and path is not None and not _is_parquet(Path(path)):
+        raise InvalidParameterError(
+            "fingerprint", fingerprint, "full, or fast with a Parquet file input"
+        )
+
+
+def parquet_footer_sha256(path: Path) -> str:
+    """SHA-256 of a tag, the file size (8 bytes, little-endian), the Parquet footer (its
+    Thrift metadata) and the 8-byte trailer; reads only the end of the file."""
+    p = Path(path)
+    size = p.stat().st_size
+    with p.open("rb") as f:
+        if size < 12:
+            raise InputFormatError(str(p), "not a Parquet file (too short)")
+        f.seek(size - 8)
+        tail = f.read(8)
+        if tail[4:] != b"PAR1":
+            raise InputFormatError(str(p), "not a Parquet file (no PAR1 trailer)")
+        n = int.from_bytes(tail[:4], "little")
+        if n + 12 > size:
+            raise InputFormatError(str(p), "not a Parquet file (footer longer than the file)")
+        f.seek(size - 8 - n)
+        footer = f.read(n)
+    h = hashlib.sha256(_FAST_TAG)
+    h.update(size.to_bytes(8, "little"))
+    h.update(footer)
+    h.update(tail)
+    return h.hexdigest()
+
+
+class _Ready:
+    """A fingerprint already computed (the ``fast`` one), with BackgroundHash's interface."""
+
+    def __init__(self, digest: str) -> None:
+        self._digest = digest
+
+    def result(self) -> str:
+        return self._digest
+
+
+def start_fingerprint(path: Path, fingerprint: str = "full") -> Any:
+    """An object whose ``result()`` is the input's fingerprint: the whole-file SHA-256 hashed
+    in a thread (``full``) or the Parquet footer hash (``fast``, computed now)."""
+    check_fingerprint(fingerprint, path)
+    if fingerprint == "fast":
+        return _Ready(parquet_footer_sha256(path))
+    return BackgroundHash(path)
+
+
 def input_info(path: Path, sha: str, rows: int, normalize: bool) -> InputInfo:
     return InputInfo(
         path=str(path),
@@ -113,17 +188,22 @@ def input_info(path: Path, sha: str, rows: int, normalize: bool) -> InputInfo:
     )
 
 
-def input_record(path: Path, sha: str, rows: int, users: int, normalize: bool) -> dict[str, Any]:
-    """The ledger's input record of a file an engine read whole."""
-    return input_info(path, sha, rows, normalize).to_dict(users=users)
+def input_record(
+    path: Path, sha: str, rows: int, users: int, normalize: bool, fingerprint: str = "full"
+) -> dict[str, Any]:
+    """The ledger's input record of a file an engine read whole (``fingerprint`` says how
+    ``sha256`` was computed: ``full`` | ``fast``)."""
+    return input_info(path, sha, rows, normalize).to_dict(users=users) | {
+        "fingerprint": fingerprint
+    }
 
 
 def reduced_rows(
-    engine: Engine, path: Path, algorithm: str, params: PlanParams
+    engine: Engine, path: Path, algorithm: str, params: PlanParams, *, fingerprint: str = "full"
 ) -> tuple[pl.DataFrame, dict[str, int], str]:
-    """The reduced rows of :func:`reduce_rows`, the input totals and the file's SHA-256
-    (hashed in a thread meanwhile, :class:`~searchveil.io.files.BackgroundHash`)."""
-    sha = BackgroundHash(path)
+    """The reduced rows of :func:`reduce_rows`, the input totals and the file's fingerprint
+    (:func:`start_fingerprint`: with ``full``, hashed in a thread meanwhile)."""
+    sha = start_fingerprint(path, fingerprint)
     table = engine.scan(str(path))
     plan = reduce_rows(engine, table, algorithm, params)
     reduced, totals = engine.collect_with_totals(plan, table)
@@ -131,11 +211,17 @@ def reduced_rows(
 
 
 def rows_plan_counts(
-    engine: Engine, algorithm: str, path: Path, params: HistogramParams, *, normalize: bool
+    engine: Engine,
+    algorithm: str,
+    path: Path,
+    params: HistogramParams,
+    *,
+    normalize: bool,
+    fingerprint: str = "full",
 ) -> BoundedCounts:
     """Bounded counts through the row plan (:func:`reduce_rows`): the engine keeps the rows
     each user may contribute, and the in-memory bounding counts them (idempotent on them)."""
-    reduced, totals, sha = reduced_rows(engine, path, algorithm, params)
+    reduced, totals, sha = reduced_rows(engine, path, algorithm, params, fingerprint=fingerprint)
     info = input_info(path, sha, totals["rows"], normalize)
     log = to_search_log(reduced, info)
     if isinstance(params, KorolovaParams):
@@ -144,7 +230,7 @@ def rows_plan_counts(
         bounded = zealous_counts(log, params, rng=NO_RNG)
     bounded.figures["users"] = totals["users"]
     bounded.figures["rows_after_engine_bounding"] = reduced.height
-    bounded.input = info.to_dict(users=totals["users"])
+    bounded.input = info.to_dict(users=totals["users"]) | {"fingerprint": fingerprint}
     bounded.plan = "rows"
     return bounded
 

@@ -22,9 +22,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
 from searchveil.engines.base import BoundingPlan, Engine, HistogramParams
-from searchveil.engines.rows import input_record
+from searchveil.engines.rows import input_record, start_fingerprint
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.files import BackgroundHash
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
 from searchveil.release.counts import BoundedCounts
@@ -62,9 +61,12 @@ def spark_session(master: str = "local[*]") -> Any:
 class SparkEngine(Engine):
     name = "spark"
 
-    def __init__(self, *, master: str = "local[*]", normalize: bool = True) -> None:
+    def __init__(
+        self, *, master: str = "local[*]", normalize: bool = True, fingerprint: str = "full"
+    ) -> None:
         self.master = master
         self.normalize = normalize
+        self.fingerprint = fingerprint
         self.spark = spark_session(master)
 
     def _read(self, path: str) -> Any:
@@ -194,7 +196,7 @@ class SparkEngine(Engine):
     def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
         """Bounded counts computed on Spark (see :func:`window_plan`); only the counts and
         a few figures come to the driver. The file's SHA-256 is streamed in a thread meanwhile."""
-        sha = BackgroundHash(path)  # the hash overlaps Spark's work
+        sha = start_fingerprint(path, self.fingerprint)  # a full hash overlaps Spark's work
         try:
             with_url = (
                 params.url_selection != "none"
@@ -212,7 +214,9 @@ class SparkEngine(Engine):
         counts, figures, rows = _split_plan_output(out, algorithm, params, keys)
         if rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
-        rec = input_record(path, sha.result(), rows, figures["users"], self.normalize)
+        rec = input_record(
+            path, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
+        )
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=PLAN_NAME)
 
     def describe(self) -> dict[str, Any]:
