@@ -161,7 +161,9 @@ def test_cli_fingerprint_option(tmp_path: Path) -> None:
     led = json.loads((tmp_path / "f" / "ledger.json").read_text())
     assert led["inputs"][0]["fingerprint"] == "fast"
     bad = tmp_path / "bad"
-    r = runner.invoke(app, [*base, "--out", str(bad), "--fingerprint", "fast", "--engine", "memory"])
+    r = runner.invoke(
+        app, [*base, "--out", str(bad), "--fingerprint", "fast", "--engine", "memory"]
+    )
     assert r.exit_code == 2 and "fingerprint" in r.output and not bad.exists(), r.output
 
 
