@@ -42,7 +42,7 @@ def _human(r: dict[str, Any]) -> None:
     t.add_column("", justify="right")
     t.add_row("guarantee", r["notion"])
     t.add_row("ε, δ (sampling)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
-    t.add_row("b = min(ε, ln 1/(1−δ))", f"{r['b']:.6g}")
+    t.add_row("b (privacy bound of every user)", f"{r['b']:.6g}")
     s = r["solver"]
     t.add_row("solver", f"{s['method']} — {s['status']} ({s['seconds']:.2f} s)")
     for k in ("lp_optimum", "lp_floor", "mip_gap", "actual_output_size", "added_back"):
@@ -88,7 +88,8 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--objective",
-                help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP)",
+                help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS eq. 2, "
+                "needs --output-size; b = min(ε/2, ln 1/(1−δ)))",
             ),
         ] = None,
         epsilon: Annotated[
@@ -98,7 +99,7 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option("--delta", help="δ of the sampling (no default)")
         ] = None,
         output_size: Annotated[
-            int | None, typer.Option("--output-size", help="|O| for --objective frequent")
+            int | None, typer.Option("--output-size", help="|O| for --objective frequent | kl")
         ] = None,
         min_support: Annotated[
             float | None, typer.Option("--min-support", help="s for --objective frequent")
@@ -155,7 +156,7 @@ def register(app: typer.Typer) -> None:
 
             if objective is None:
                 raise InvalidParameterError(
-                    "objective", None, "size | frequent | diversity (no default)"
+                    "objective", None, "size | frequent | diversity | kl (no default)"
                 )
             if epsilon is None:
                 raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
