@@ -13,10 +13,10 @@ slopes (ln(a_{s+1}+1) − ln(a_s+1)) / (a_{s+1} − a_s) — which for a concave
 same optimum (the slopes decrease, so an optimal LP solution fills segments in order) with
 n(K−1) variables and no convexity rows; :func:`solve_kl_lambda` is the paper's λ-form, kept to
 test the equivalence. Breakpoints: ``geometric`` (ours, default: a_s + 1 geometric from 1 to
-|O| + 1, i.e. equal steps of ln(x + 1) — most x_i are small, where ln is most curved) or ``uniform`` (equally spaced, the
-paper's Fig. 7). HiGHS (scipy.optimize.linprog) solves the LP; :func:`solve_kl_exact` solves
-the concave programme itself (scipy trust-constr, small instances) to measure the
-approximation gap (:func:`kl_gap_table`).
+|O| + 1, i.e. equal steps of ln(x + 1) — most x_i are small, where ln is most curved) or
+``uniform`` (equally spaced, the paper's Fig. 7). HiGHS (scipy.optimize.linprog) solves the
+LP; :func:`solve_kl_exact` solves the concave programme itself (scipy trust-constr, small
+instances) to measure the approximation gap (:func:`kl_gap_table`).
 
 Rounding (the paper floors, Appendix B.2): ⌊x⌋, an exact repair of any constraint the LP's
 feasibility tolerance left marginally violated, then a greedy fill — largest marginal gain
