@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "searchveil.cli.sanitize",
     "searchveil.cli.evaluate",
     "searchveil.cli.demo",
+    "searchveil.cli.cels",
 ]
 
 
