@@ -17,7 +17,8 @@ from searchveil.errors import InvalidParameterError
 
 EpsOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
 DeltaOpt = Annotated[
-    float | None, typer.Option("--delta", help="δ (no default; protects everyone only if < 1/users)")
+    float | None,
+    typer.Option("--delta", help="δ (no default; protects everyone only if < 1/users)"),
 ]
 ObjOpt = Annotated[str | None, typer.Option("--objective", help="kl | size (no default)")]
 KeyOpt = Annotated[
@@ -136,9 +137,7 @@ def register(app: typer.Typer) -> None:
 
     @cels.command("run")
     def run_cmd(
-        share: Annotated[
-            list[Path], typer.Option("--share", help="one log per data party (≥ 2)")
-        ],
+        share: Annotated[list[Path], typer.Option("--share", help="one log per data party (≥ 2)")],
         out: Annotated[Path, typer.Option("--out", help="release directory to create")],
         epsilon: EpsOpt = None,
         delta: DeltaOpt = None,
@@ -203,9 +202,7 @@ def register(app: typer.Typer) -> None:
             from searchveil.io.ledger import ReleaseWriter
             from searchveil.rng import make_rng
 
-            params = _params(
-                epsilon, delta, objective, 3072, output_share, breakpoints, min_count
-            )
+            params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
             ReleaseWriter(out, overwrite=overwrite)
             shares = [Share.read(s) for s in share]
             res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)

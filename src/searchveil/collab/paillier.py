@@ -4,7 +4,9 @@ CELS Algorithms 1–2 use (Hong et al., TKDE 2015, §4.2.1).
 A small implementation on gmpy2 (LGPL-3.0-or-later). We do not use python-paillier (``phe``):
 it is GPLv3, incompatible with searchveil's Apache-2.0. The primes come from a vetted
 generator — an RSA key from ``cryptography`` (``rsa.generate_private_key(65537, bits)``; its
-``private_numbers()`` give p, q of equal size, so gcd(pq, (p−1)(q−1)) = 1) — and g = n + 1, so
+``private_numbers()`` give p, q of equal size, so gcd(pq, (p−1)(q−1)) = 1); ``cryptography``
+refuses RSA below 1024 bits, so the insecure 512-bit comparison keys use gmpy2's
+``next_prime`` from a CSPRNG start instead — and g = n + 1, so
 g^m = 1 + m·n (mod n²) needs no exponentiation. Decryption uses the CRT (mod p² and q²).
 
 * ``Enc(m) = (1 + m n) · ρ^n mod n²`` with ρ uniform in Z*_n from the OS CSPRNG (``secrets``);
@@ -136,13 +138,28 @@ def generate_keypair(bits: int = DEFAULT_KEY_BITS) -> PrivateKey:
     """A Paillier key pair with n = pq from an RSA key of ``bits`` bits (``cryptography``)."""
     if bits not in ALLOWED_KEY_BITS:
         raise InvalidParameterError("key_bits", bits, f"one of {ALLOWED_KEY_BITS}")
-    key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
-    nums = key.private_numbers()
-    p, q = nums.p, nums.q
+    if bits >= 1024:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
+        nums = key.private_numbers()
+        p, q = nums.p, nums.q
+    else:  # 512-bit paper-comparison keys: cryptography refuses RSA < 1024 bits
+        p, q = _prime(bits // 2), _prime(bits // 2)
+        while p == q or (p * q).bit_length() != bits:
+            p, q = _prime(bits // 2), _prime(bits // 2)
     n = p * q
     if math.gcd(n, (p - 1) * (q - 1)) != 1:  # pragma: no cover - equal-size primes guarantee it
         raise InvalidParameterError("key_bits", bits, "a key with gcd(n, φ(n)) = 1")
     return PrivateKey(PublicKey(n), p, q)
+
+
+def _prime(bits: int) -> int:
+    """A random ``bits``-bit prime (top two bits set) — only for the 512-bit comparison keys:
+    gmpy2.next_prime from a CSPRNG start, confirmed by 50 Miller–Rabin rounds."""
+    while True:
+        start = secrets.randbits(bits) | (3 << (bits - 2)) | 1
+        p = gmpy2.next_prime(start)
+        if p.bit_length() == bits and gmpy2.is_prime(p, 50):
+            return int(p)
 
 
 @dataclass(frozen=True)

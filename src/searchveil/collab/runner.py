@@ -152,16 +152,20 @@ def run_local(
             except subprocess.TimeoutExpired:
                 p.kill()
                 so, se = p.communicate()
-            outs.append((p.returncode, so.decode("utf-8", "replace"), se.decode("utf-8", "replace")))
+            outs.append(
+                (p.returncode, so.decode("utf-8", "replace"), se.decode("utf-8", "replace"))
+            )
         failed = [(k, o) for k, o in enumerate(outs) if o[0] != 0]
         if failed:
             msgs = []
             for k, (rc, _so, se) in failed:
-                last = [ln for ln in se.strip().splitlines() if ln.strip()]
+                lines = [ln.strip() for ln in se.strip().splitlines() if ln.strip()]
+                errs = [ln for ln in lines if ln.startswith(("error:", "internal error"))]
+                last = errs or lines
                 msgs.append(f"P{k} (exit {rc}): {last[-1] if last else 'no message'}")
-            for k in range(n):
-                if (tmpd / f"P{k}").exists():
-                    raise ProtocolError(f"P{k} wrote output although the run failed")  # pragma: no cover
+            written = [k for k in range(n) if (tmpd / f"P{k}").exists()]
+            if written:  # a party committed although another failed after the commit round
+                msgs.append(f"parties {written} had committed; their outputs are discarded")
             raise ProtocolError("CELS run failed, nothing written — " + "; ".join(msgs))
         ref = tmpd / "P0"
         for k in range(1, n):

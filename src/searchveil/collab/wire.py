@@ -241,6 +241,7 @@ class Mesh:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- TLS contexts -------------------------------------------------------------------
     def _ctx(self, server: bool) -> ssl.SSLContext:
@@ -329,7 +330,7 @@ class Mesh:
                 raise ProtocolError(f"party {j} presented another party's certificate")
             self._writers[j] = w
             await self._write(j, "hello", {"id": self.me, "session": self.config.session}, b"")
-            self._loop.create_task(self._reader(j, r))
+            self._tasks.append(self._loop.create_task(self._reader(j, r)))
         pending = set(higher)
         while pending:
             item = await asyncio.wait_for(accepted.get(), max(0.1, deadline - time.monotonic()))
@@ -340,7 +341,7 @@ class Mesh:
                 raise ProtocolError(f"party {j} connected twice")
             pending.discard(j)
             self._writers[j] = w
-            self._loop.create_task(self._reader(j, r))
+            self._tasks.append(self._loop.create_task(self._reader(j, r)))
 
     def _check_hello(self, f: Frame, j: int) -> None:
         if f.type != "hello" or f.body != {"id": j, "session": self.config.session}:
@@ -463,6 +464,9 @@ class Mesh:
                     w.close()
                 if self._server is not None:
                     self._server.close()
+                for t in self._tasks:
+                    t.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
 
             try:
                 asyncio.run_coroutine_threadsafe(shut(), self._loop).result(timeout=5)
