@@ -145,13 +145,19 @@ def run_local(
                 )
             )
         outs: list[tuple[int, str, str]] = []
-        deadline = time.monotonic() + 4 * timeout + 60
+        # no overall limit while every party is alive (each one has its own liveness timeout);
+        # once one fails, the others get timeout + 30 s to stop, then are killed
+        deadline: float | None = None
+        while any(p.poll() is None for p in procs):
+            if deadline is None and any(p.returncode not in (None, 0) for p in procs):
+                deadline = time.monotonic() + timeout + 30
+            if deadline is not None and time.monotonic() > deadline:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            time.sleep(0.2)
         for p in procs:
-            try:
-                so, se = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                so, se = p.communicate()
+            so, se = p.communicate()
             outs.append(
                 (p.returncode, so.decode("utf-8", "replace"), se.decode("utf-8", "replace"))
             )

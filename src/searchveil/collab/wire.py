@@ -59,7 +59,7 @@ PHASES = (
 TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
     "rows", "nlp_af", "nlp_sum", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
-    "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit",
+    "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
 )  # fmt: skip
 
 
@@ -195,6 +195,7 @@ class Traffic:
 
     sent: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     received: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    heartbeat_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -202,6 +203,7 @@ class Traffic:
             "received": dict(sorted(self.received.items())),
             "sent_total": sum(self.sent.values()),
             "received_total": sum(self.received.values()),
+            "heartbeat_bytes": self.heartbeat_bytes,
         }
 
 
@@ -242,6 +244,7 @@ class Mesh:
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._last_seen: dict[int, float] = {}
 
     # -- TLS contexts -------------------------------------------------------------------
     def _ctx(self, server: bool) -> ssl.SSLContext:
@@ -283,7 +286,27 @@ class Mesh:
         except BaseException:
             self.close()
             raise
+        self._loop.call_soon_threadsafe(
+            lambda: self._tasks.append(self._loop.create_task(self._heartbeat()))
+        )
         return self
+
+    async def _heartbeat(self) -> None:
+        """Liveness: a ``ping`` to every peer every min(5 s, timeout/4), so a long computation
+        on one party does not look like a dead peer; a crashed or cut-off party stops pinging
+        (and its connection closes) and its peers time out."""
+        period = min(5.0, self.timeout / 4)
+        head = HEADER.pack(MAGIC, VERSION, 0, TYPES.index("ping"), 2, 0) + b"{}"
+        while True:
+            await asyncio.sleep(period)
+            for w in list(self._writers.values()):
+                if w.is_closing():
+                    continue
+                try:
+                    w.write(head)
+                    self.traffic.heartbeat_bytes += len(head)
+                except (ConnectionError, OSError, RuntimeError):
+                    continue
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -358,7 +381,11 @@ class Mesh:
         js = await r.readexactly(jl)
         blob = await r.readexactly(bl)
         phase = PHASES[ph]
-        self.traffic.received[phase] += HEADER.size + jl + bl
+        self._last_seen[j] = time.monotonic()
+        if TYPES[ty] == "ping":
+            self.traffic.heartbeat_bytes += HEADER.size + jl + bl
+        else:
+            self.traffic.received[phase] += HEADER.size + jl + bl
         if self._transcript is not None:
             self._transcript.write(head)
             self._transcript.write(js)
@@ -388,6 +415,8 @@ class Mesh:
                 self._aborted = self._aborted or f"party {j} aborted: {reason}"
                 q.put(_Closed(j, f"party {j} aborted: {reason}"))
                 return
+            if f.type == "ping":
+                continue
             q.put(f)
             if f.type == "bye":
                 return
@@ -424,8 +453,9 @@ class Mesh:
         asyncio.run_coroutine_threadsafe(w(), self._loop).result(timeout=self.timeout)
 
     def recv(self, j: int, type_: str) -> Frame:
-        """The next frame from party ``j``; it must be of type ``type_``."""
-        deadline = time.monotonic() + self.timeout
+        """The next frame from party ``j``; it must be of type ``type_``. Times out when ``j``
+        has sent nothing (not even a heartbeat) for ``timeout`` seconds."""
+        start = time.monotonic()
         q = self._queues[j]
         while True:
             if self._aborted:
@@ -434,9 +464,10 @@ class Mesh:
                 item = q.get(timeout=0.2)
                 break
             except queue.Empty:
-                if time.monotonic() > deadline:
+                seen = max(start, self._last_seen.get(j, start))
+                if time.monotonic() - seen > self.timeout:
                     raise ProtocolError(
-                        f"timed out after {self.timeout:g} s waiting for {type_!r} from party {j}"
+                        f"party {j} silent for {self.timeout:g} s (waiting for {type_!r})"
                     ) from None
         if isinstance(item, _Closed):
             raise ProtocolError(item.reason)
