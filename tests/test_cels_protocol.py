@@ -218,3 +218,54 @@ def test_prune_dominated() -> None:
     full = (r @ x.T).max(axis=0)
     kept = (r[keep] @ x.T).max(axis=0)
     assert np.allclose(full, kept)
+
+
+def test_cost_model_matches_measured_bytes(shares, joint) -> None:
+    from searchveil.collab.costs import predict_bytes, protocol_sizes
+
+    led = joint["res"]["ledger"]
+    sent: dict[str, int] = {}
+    for p in led["parties"]:
+        for k, v in p["traffic"]["sent"].items():
+            sent[k] = sent.get(k, 0) + v
+    hists = [click_histogram(read_log(s)) for s in shares]
+    sizes = protocol_sizes(hists, records=led["output_rows"])
+    pred = predict_bytes(sizes, TEST_KEY_BITS)
+    for phase in ("union", "sum", "nlp"):  # the phases that carry ciphertexts
+        assert pred[phase] == pytest.approx(sent[phase], rel=0.02), phase
+    assert sum(pred.values()) == pytest.approx(sum(sent.values()), rel=0.05)
+    assert sizes.ell == led["parties"][0]["extra"]["solver"]["transformed_rows"]
+
+
+def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from searchveil.cli import app
+
+    args = ["cels", "local", *sum((["--share", str(s)] for s in shares), [])]
+    res = CliRunner().invoke(
+        app, [*args, "--out", str(tmp_path / "ls"), "--epsilon", "2", "--delta", "0.3",
+              "--objective", "kl", "--seed", "1", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["utility"]["kl_loss"] > 0
+    led = json.loads((tmp_path / "ls" / "ledger.json").read_text())
+    assert led["mechanism"] == "cels-local-sanitization"
+    assert led["b"] == pytest.approx(cels_bound(2, 0.3))
+    for bad in (
+        ["--epsilon", "2", "--objective", "kl"],  # no δ
+        ["--epsilon", "2", "--delta", "0.3"],  # no objective
+        ["--epsilon", "2", "--delta", "0.3", "--objective", "kl", "--key-bits", "1000"],
+    ):
+        out = tmp_path / "bad"
+        res = CliRunner().invoke(
+            app, ["cels", "run", "--share", str(shares[0]), "--share", str(shares[1]),
+                  "--out", str(out), *bad],
+        )  # fmt: skip
+        assert res.exit_code == 2 and not out.exists(), res.output
+    res = CliRunner().invoke(
+        app, ["cels", "run", "--share", str(shares[0]), "--out", str(tmp_path / "one"),
+              "--epsilon", "2", "--delta", "0.3", "--objective", "kl"],
+    )  # fmt: skip
+    assert res.exit_code == 2 and "at least two" in res.output
