@@ -71,6 +71,21 @@ def _human_ledger(title: str, led: dict[str, Any]) -> None:
         out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
 
 
+def _watch_parent(pid: int) -> None:
+    """Started by ``cels run``: exit at once if the runner goes away (the peers then see the
+    connection close and stop too), so no orphaned party keeps computing."""
+    import os
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def register(app: typer.Typer) -> None:
     cels = typer.Typer(
         help="CELS: several parties jointly sanitize their search logs (Hong et al. TKDE 2015).",
@@ -99,6 +114,10 @@ def register(app: typer.Typer) -> None:
         inject_fault: Annotated[
             str | None, typer.Option("--inject-fault", hidden=True, help="tests: PHASE:KIND")
         ] = None,
+        parent_pid: Annotated[
+            int | None,
+            typer.Option("--parent-pid", hidden=True, help="cels run: stop if the runner dies"),
+        ] = None,
         seed: SeedOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
@@ -112,6 +131,8 @@ def register(app: typer.Typer) -> None:
             params = _params(
                 epsilon, delta, objective, key_bits, output_share, breakpoints, min_count
             )
+            if parent_pid is not None:
+                _watch_parent(parent_pid)
             cfg = load_config(config)
             sh = Share.read(share) if share is not None else None
 

@@ -262,12 +262,13 @@ def reproduce(
         )
     say("measured runs")
     meas = []
+    small_synth = synthetic_log(300, seed=0)
     for r in (2, 3) if quick else (2, 3, 4):
-        meas.append(measured_run(synth, r, key_bits=key_bits, eps=0.2, dl=0.5))
+        meas.append(measured_run(small_synth, r, key_bits=key_bits, eps=0.2, dl=0.5))
     res["measured"] = meas
     size_runs = []
     if not quick:
-        for users in (250, 500, 1000):
+        for users in (150, 300, 600):
             size_runs.append(
                 measured_run(synthetic_log(users, seed=1), 3, key_bits=key_bits, eps=0.2, dl=0.5)
                 | {"users": users}

@@ -92,7 +92,7 @@ def party_command(
         cmd += ["--seed", str(seed + k)]
     if fault is not None:
         cmd += ["--inject-fault", fault]
-    return cmd
+    return [*cmd, "--parent-pid", str(os.getpid())]
 
 
 def run_local(
