@@ -269,3 +269,24 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
               "--epsilon", "2", "--delta", "0.3", "--objective", "kl"],
     )  # fmt: skip
     assert res.exit_code == 2 and "at least two" in res.output
+
+
+def test_config_validation(tmp_path) -> None:
+    from searchveil.collab.runner import write_config
+    from searchveil.collab.wire import load_config
+    from searchveil.errors import InputFormatError
+
+    cfg = write_config(tmp_path / "tls", 3, timeout=5)
+    c = load_config(cfg)
+    assert c.ids == [0, 1, 2] and c.timeout == 5 and all(p.key for p in c.parties.values())
+    text = cfg.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("id = 2", "id = 1"))  # duplicate id
+    with pytest.raises(InputFormatError):
+        load_config(bad)
+    bad.write_text(text.split("[[party]]")[0] + "[[party]]" + text.split("[[party]]")[1])
+    with pytest.raises(InputFormatError):  # fewer than 3 parties (P0 + 2)
+        load_config(bad)
+    bad.write_text("not = [toml")
+    with pytest.raises(InputFormatError):
+        load_config(bad)
