@@ -290,3 +290,30 @@ def test_config_validation(tmp_path) -> None:
     bad.write_text("not = [toml")
     with pytest.raises(InputFormatError):
         load_config(bad)
+
+
+@pytest.mark.slow
+def test_three_shares_of_a_real_aol_block(aol_215_path, tmp_path) -> None:
+    """Done-when: three shares of a real AOL block; every user's constraint holds exactly."""
+    log = read_log(aol_215_path)
+    users = log.df.get_column("user").unique().sort().to_list()
+    part = {u: i % 3 for i, u in enumerate(users)}
+    raw = pl.read_csv(aol_215_path, separator="\t", quote_char=None, infer_schema=False)
+    paths = []
+    for k in range(3):
+        p = tmp_path / f"aol{k + 1}.tsv"
+        raw.filter(
+            pl.col("AnonID").map_elements(lambda u: part.get(u, -1), return_dtype=pl.Int64) == k
+        ).write_csv(p, separator="\t")
+        paths.append(p)
+    eps, delta = 20.0, 0.3  # large δ so the output is not empty (δ < 1/215 gives |𝕆| < 1)
+    params = CelsParams(epsilon=eps, delta=delta, objective="kl", key_bits=TEST_KEY_BITS)
+    res = run_local(paths, params, tmp_path / "out", seed=5, timeout=120)
+    out = pl.read_csv(tmp_path / "out" / "log.tsv", separator="\t", infer_schema=False)
+    out = out.with_columns(pl.col("Count").cast(pl.Int64))
+    inp = preprocess(click_histogram(log))
+    m = constraint_matrix(inp)
+    x = _x_of(inp, out)
+    b = cels_bound(eps, delta)
+    assert x.sum() == res["ledger"]["output_size"] > 0
+    assert (m @ x <= b).all()

@@ -148,32 +148,36 @@ def _shuffle(xs: list[int]) -> list[int]:
     return [xs[i] for i in _perm(len(xs))]
 
 
-def prune_dominated(t: sp.csr_matrix) -> npt.NDArray[np.int64]:
+def prune_dominated(t: sp.csr_matrix, *, max_candidates: int = 4096) -> npt.NDArray[np.int64]:
     """Rows of ``t`` (non-negative) not dominated by another row: row a is dropped if some
     row c ≠ a has t[c, j] ≥ t[a, j] for every j (then t_c x ≤ b implies t_a x ≤ b for x ≥ 0);
     among equal rows the first is kept. Candidates for dominating a are the rows holding a's
-    rarest pair, so the cost is Σ_a (holders of a's rarest pair)."""
+    rarest pair (at most ``max_candidates`` of them, those with the largest row sums: keeping
+    a dominated row is always safe), compared in one vectorised block per row."""
     t = sp.csr_matrix(t)
     t.sort_indices()
-    m = t.shape[0]
     csc = t.tocsc()
     holders = np.diff(csc.indptr)
-    keep = np.ones(m, dtype=bool)
     nnz = np.diff(t.indptr)
+    rowsum = np.asarray(t.sum(axis=1)).ravel()
+    keep = nnz > 0
     for a in np.argsort(nnz, kind="stable"):
         lo, hi = t.indptr[a], t.indptr[a + 1]
         if lo == hi:
-            keep[a] = False
             continue
         cols, vals = t.indices[lo:hi], t.data[lo:hi]
         rare = cols[np.argmin(holders[cols])]
-        for c in csc.indices[csc.indptr[rare] : csc.indptr[rare + 1]]:
-            if c == a or not keep[c] or nnz[c] < hi - lo:
-                continue
-            row = t[c, cols].toarray().ravel()
-            if (row >= vals).all() and ((row > vals).any() or nnz[c] > hi - lo or c < a):
-                keep[a] = False
-                break
+        cand = csc.indices[csc.indptr[rare] : csc.indptr[rare + 1]]
+        cand = cand[(cand != a) & keep[cand] & (nnz[cand] >= hi - lo)]
+        if cand.size == 0:
+            continue
+        if cand.size > max_candidates:
+            cand = cand[np.argsort(-rowsum[cand], kind="stable")[:max_candidates]]
+        sub = t[cand][:, cols].toarray()
+        ge = (sub >= vals[None, :]).all(axis=1)
+        strict = (sub > vals[None, :]).any(axis=1) | (nnz[cand] > hi - lo) | (cand < a)
+        if (ge & strict).any():
+            keep[a] = False
     return np.flatnonzero(keep)
 
 
