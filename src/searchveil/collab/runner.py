@@ -166,9 +166,10 @@ def run_local(
             msgs = []
             for k, (rc, _so, se) in failed:
                 lines = [ln.strip() for ln in se.strip().splitlines() if ln.strip()]
-                errs = [ln for ln in lines if ln.startswith(("error:", "internal error"))]
-                last = errs or lines
-                msgs.append(f"P{k} (exit {rc}): {last[-1] if last else 'no message'}")
+                starts = [i for i, ln in enumerate(lines) if ln.startswith(("error:", "internal"))]
+                # the CLI wraps long messages: keep the last error block, joined
+                text = " ".join(lines[starts[-1] :]) if starts else (lines[-1] if lines else "")
+                msgs.append(f"P{k} (exit {rc}): {text or 'no message'}")
             written = [k for k in range(n) if (tmpd / f"P{k}").exists()]
             if written:  # a party committed although another failed after the commit round
                 msgs.append(f"parties {written} had committed; their outputs are discarded")
