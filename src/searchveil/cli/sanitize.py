@@ -36,7 +36,7 @@ def _human(r: dict[str, Any]) -> None:
     t.add_column("", justify="right")
     t.add_row("guarantee", r["notion"])
     t.add_row("ε, δ (sampling)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
-    t.add_row("b = min(ε, ln 1/(1−δ))", f"{r['b']:.6g}")
+    t.add_row("b (privacy bound of every user)", f"{r['b']:.6g}")
     s = r["solver"]
     t.add_row("solver", f"{s['method']} — {s['status']} ({s['seconds']:.2f} s)")
     for k in ("lp_optimum", "lp_floor", "mip_gap", "actual_output_size", "added_back"):
@@ -83,7 +83,8 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--objective",
-                help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP)",
+                help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS eq. 2, "
+                "needs --output-size; b = min(ε/2, ln 1/(1−δ)))",
             ),
         ] = None,
         epsilon: Annotated[
@@ -93,7 +94,7 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option("--delta", help="δ of the sampling (no default)")
         ] = None,
         output_size: Annotated[
-            int | None, typer.Option("--output-size", help="|O| for --objective frequent")
+            int | None, typer.Option("--output-size", help="|O| for --objective frequent | kl")
         ] = None,
         min_support: Annotated[
             float | None, typer.Option("--min-support", help="s for --objective frequent")
@@ -134,7 +135,7 @@ def register(app: typer.Typer) -> None:
 
             if objective is None:
                 raise InvalidParameterError(
-                    "objective", None, "size | frequent | diversity (no default)"
+                    "objective", None, "size | frequent | diversity | kl (no default)"
                 )
             if epsilon is None:
                 raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")

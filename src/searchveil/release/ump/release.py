@@ -35,6 +35,7 @@ from searchveil.release.ump.constraints import (
     preprocess,
     privacy_bound,
 )
+from searchveil.release.ump.kl import KL_METHODS, cels_bound, solve_kl
 from searchveil.release.ump.metrics import ump_metrics
 from searchveil.release.ump.sampling import sample_users, sampled_log
 from searchveil.release.ump.solvers import (
@@ -50,7 +51,7 @@ from searchveil.release.ump.solvers import (
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
-OBJECTIVES = ("size", "frequent", "diversity")
+OBJECTIVES = ("size", "frequent", "diversity", "kl")
 NOTION = "(ε,δ)-probabilistic DP of the sampling given the counts (Hong et al. Thm 1)"
 
 
@@ -75,7 +76,9 @@ class UmpParams:
         check_choice("objective", self.objective, OBJECTIVES)
         check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
-        allowed = {"size": O_METHODS, "frequent": F_METHODS, "diversity": D_METHODS}
+        allowed = {
+            "size": O_METHODS, "frequent": F_METHODS, "diversity": D_METHODS, "kl": KL_METHODS
+        }  # fmt: skip
         if self.solver is not None:
             check_choice("solver", self.solver, allowed[self.objective])
         if self.objective == "frequent":
@@ -88,6 +91,12 @@ class UmpParams:
                 raise InvalidParameterError(
                     "min_support", self.min_support, "a support s in (0, 1] for 'frequent'"
                 )
+        elif self.objective == "kl":  # CELS §2.2: |O| fixed, KL loss minimised
+            if self.output_size is None or self.min_support is not None:
+                raise InvalidParameterError(
+                    "output_size", self.output_size, "an integer |O| ≥ 1 for objective 'kl'"
+                )
+            check_int("output_size", self.output_size, minimum=1)
         elif self.output_size is not None or self.min_support is not None:
             raise InvalidParameterError(
                 "output_size/min_support",
@@ -110,11 +119,15 @@ class UmpParams:
 
     @property
     def method(self) -> str:
-        default = {"size": "lp-greedy", "frequent": "lp", "diversity": "spe-violated"}
+        default = {
+            "size": "lp-greedy", "frequent": "lp", "diversity": "spe-violated", "kl": "pwl-lp"
+        }  # fmt: skip
         return self.solver or default[self.objective]
 
     @property
     def b(self) -> float:
+        if self.objective == "kl":  # CELS Thm 2: min(ε/2, ln 1/(1−δ)), docs/privacy/cels.md
+            return cels_bound(self.epsilon, self.delta)
         return privacy_bound(self.epsilon, self.delta)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,6 +154,8 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
             m, b, inp.c_ij, output_size=params.output_size, min_support=params.min_support,
             method=params.method, time_limit=params.time_limit,
         )  # fmt: skip
+    elif params.objective == "kl":
+        sol = solve_kl(m, b, inp.c_ij, output_size=params.output_size)
     else:
         sol = solve_dump(m, b, method=params.method, time_limit=params.time_limit)
     x = sol.x

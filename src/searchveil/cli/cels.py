@@ -1,0 +1,253 @@
+"""``searchveil cels``: collaborative search-log sanitization (Hong et al., TKDE 2015).
+
+``cels party`` runs one party (P0 = solver, P1…Pr = data holders) from a ``parties.toml``;
+``cels run`` starts all of them as local processes over loopback mutual TLS; ``cels local`` is
+the paper's local-sanitization baseline (LS); ``cels reproduce`` the §6 experiments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_console, run
+from searchveil.collab.local import local_sanitize
+from searchveil.collab.protocol import CelsParams, Share, run_party
+from searchveil.collab.reproduce import reproduce
+from searchveil.collab.runner import run_local
+from searchveil.collab.wire import load_config
+from searchveil.errors import InvalidParameterError
+from searchveil.io.ledger import ReleaseWriter
+from searchveil.rng import make_rng
+
+EpsOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
+DeltaOpt = Annotated[
+    float | None,
+    typer.Option("--delta", help="δ (no default; protects everyone only if < 1/users)"),
+]
+ObjOpt = Annotated[str | None, typer.Option("--objective", help="kl | size (no default)")]
+KeyOpt = Annotated[
+    int,
+    typer.Option(
+        "--key-bits", help="Paillier key size (3072; 512/1024 = paper-comparison keys, insecure)"
+    ),
+]
+ShareOpt = Annotated[float, typer.Option("--output-share", help="kl: |O| as a share of |𝕆|")]
+KOpt = Annotated[int, typer.Option("--breakpoints", help="kl: K breakpoints (Appendix B)")]
+MinCountOpt = Annotated[
+    int, typer.Option("--min-count", help="drop pairs with total count below this (paper: 20)")
+]
+
+
+def _params(
+    epsilon: float | None, delta: float | None, objective: str | None, key_bits: int,
+    output_share: float, breakpoints: int, min_count: int,
+) -> Any:  # fmt: skip
+
+    if epsilon is None:
+        raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+    if objective is None:
+        raise InvalidParameterError("objective", None, "kl | size (no default)")
+    return CelsParams(
+        epsilon=epsilon, delta=delta, objective=objective, key_bits=key_bits,
+        output_share=output_share, breakpoints=breakpoints, min_count=min_count,
+    )  # fmt: skip
+
+
+def _human_ledger(title: str, led: dict[str, Any]) -> None:
+    t = Table(title=title, show_header=True)
+    for c in ("party", "sent", "received", "seconds"):
+        t.add_column(c, justify="right")
+    for p in led.get("parties", []):
+        tr = p["traffic"]
+        t.add_row(
+            f"P{p['party']}", f"{tr['sent_total']:,}", f"{tr['received_total']:,}",
+            f"{sum(p['seconds'].values()):.1f}",
+        )  # fmt: skip
+    out_console.print(t)
+    out_console.print(
+        f"ε = {led['epsilon']}, δ = {led['delta']}, b = {led['b']:.6g}; "
+        f"output rows {led['output_rows']:,}, |O| = {led['output_size']:,}"
+    )
+    if led.get("seeded"):
+        out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
+
+
+def _watch_parent(pid: int) -> None:
+    """Started by ``cels run``: exit at once if the runner goes away (the peers then see the
+    connection close and stop too), so no orphaned party keeps computing."""
+    import os
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def register(app: typer.Typer) -> None:
+    cels = typer.Typer(
+        help="CELS: several parties jointly sanitize their search logs (Hong et al. TKDE 2015).",
+        no_args_is_help=True,
+    )
+    app.add_typer(cels, name="cels")
+
+    @cels.command("party")
+    def party(
+        config: Annotated[Path, typer.Option("--config", help="parties.toml")],
+        id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
+        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
+        share: Annotated[
+            Path | None, typer.Option("--share", help="this party's log (P1…Pr)")
+        ] = None,
+        epsilon: EpsOpt = None,
+        delta: DeltaOpt = None,
+        objective: ObjOpt = None,
+        key_bits: KeyOpt = 3072,
+        output_share: ShareOpt = 0.5,
+        breakpoints: KOpt = 33,
+        min_count: MinCountOpt = 1,
+        transcript: Annotated[
+            Path | None, typer.Option("--transcript", help="save every byte received here")
+        ] = None,
+        inject_fault: Annotated[
+            str | None, typer.Option("--inject-fault", hidden=True, help="tests: PHASE:KIND")
+        ] = None,
+        parent_pid: Annotated[
+            int | None,
+            typer.Option("--parent-pid", hidden=True, help="cels run: stop if the runner dies"),
+        ] = None,
+        seed: SeedOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Run one CELS party; writes --out only if every party ends with the same output."""
+
+        def body() -> None:
+
+            params = _params(
+                epsilon, delta, objective, key_bits, output_share, breakpoints, min_count
+            )
+            if parent_pid is not None:
+                _watch_parent(parent_pid)
+            cfg = load_config(config)
+            sh = Share.read(share) if share is not None else None
+
+            def prog(phase: str) -> None:
+                if not json_out:
+                    err_console.print(f"P{id}: {phase}")
+
+            res = run_party(
+                cfg, id, params, share=sh, out=out, rng=make_rng(seed), transcript=transcript,
+                progress=prog, fault=inject_fault,
+            )  # fmt: skip
+            summary = {
+                "party": id,
+                "out": str(out),
+                "digest": res.digest,
+                "output_rows": res.output.height,
+                "traffic": res.stats["traffic"],
+                "seconds": res.stats["seconds"],
+            }
+            emit(summary, json_out, lambda r: _human_ledger(f"CELS party P{id}", res.ledger))
+
+        run(body)
+
+    @cels.command("run")
+    def run_cmd(
+        share: Annotated[list[Path], typer.Option("--share", help="one log per data party (≥ 2)")],
+        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
+        epsilon: EpsOpt = None,
+        delta: DeltaOpt = None,
+        objective: ObjOpt = None,
+        key_bits: KeyOpt = 3072,
+        output_share: ShareOpt = 0.5,
+        breakpoints: KOpt = 33,
+        min_count: MinCountOpt = 1,
+        transcripts: Annotated[
+            Path | None,
+            typer.Option("--transcripts", help="directory for P0.bin, P1.bin, … (bytes received)"),
+        ] = None,
+        timeout: Annotated[
+            float, typer.Option("--timeout", help="seconds any party waits for a message")
+        ] = 600.0,
+        seed: SeedOpt = None,
+        overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Start P0…Pr as local processes (loopback, throw-away certificates) and run CELS."""
+
+        def body() -> None:
+
+            params = _params(
+                epsilon, delta, objective, key_bits, output_share, breakpoints, min_count
+            )
+            if not json_out:
+                err_console.print(f"starting {len(share) + 1} parties (P0 = solver) …")
+            res = run_local(
+                share, params, out, transcripts=transcripts, seed=seed, timeout=timeout,
+                overwrite=overwrite,
+            )  # fmt: skip
+            emit(res, json_out, lambda r: _human_ledger(f"CELS → {out}", r["ledger"]))
+
+        run(body)
+
+    @cels.command("local")
+    def local_cmd(
+        share: Annotated[list[Path], typer.Option("--share", help="one log per party (≥ 2)")],
+        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
+        epsilon: EpsOpt = None,
+        delta: DeltaOpt = None,
+        objective: ObjOpt = None,
+        output_share: ShareOpt = 0.5,
+        breakpoints: KOpt = 33,
+        min_count: MinCountOpt = 1,
+        output_size: Annotated[
+            int | None,
+            typer.Option("--output-size", help="kl: total |O| to split by input size (optional)"),
+        ] = None,
+        seed: SeedOpt = None,
+        overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """The LS baseline: every party sanitizes alone (same b, its share of |O|); the outputs
+        are unioned."""
+
+        def body() -> None:
+
+            params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
+            ReleaseWriter(out, overwrite=overwrite)
+            shares = [Share.read(s) for s in share]
+            res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
+            with ReleaseWriter(out, overwrite=overwrite) as w:
+                w.write_table("log", res["log"])
+                w.write_ledger(res["ledger"])
+            summary = {k: v for k, v in res.items() if k not in ("log", "ledger")}
+            summary["out"] = str(out)
+            emit(summary, json_out, lambda r: out_console.print(r))
+
+        run(body)
+
+    @cels.command("reproduce")
+    def reproduce_cmd(
+        report: Annotated[Path, typer.Option("--report", help="HTML report to write")],
+        key_bits: KeyOpt = 512,
+        parties: Annotated[str, typer.Option("--parties", help="r values, e.g. 2,4,8")] = "2,4,8",
+        quick: Annotated[bool, typer.Option("--quick", help="small inputs only")] = False,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """CELS vs LS utility (Fig. 5), bandwidth (Table 5 layout), runtime vs r."""
+
+        def body() -> None:
+
+            rs = tuple(int(v) for v in parties.split(",") if v.strip())
+            res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
+            emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
+
+        run(body)

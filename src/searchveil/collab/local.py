@@ -1,0 +1,121 @@
+"""Local sanitization (LS), the baseline of CELS §6.4 (Hong et al., TKDE 2015, Fig. 5): every
+party sanitizes its own log alone — Condition 1 and the constraints computed from its *own*
+counts, the same b = min(ε/2, ln 1/(1−δ)), and its share of |O| — and the outputs are unioned.
+
+Share of |O| (objective ``kl``): with ``output_size`` (e.g. the CELS run's |O|) party k asks
+for ⌊|O| · |D_k| / |D|⌋ draws, capped at its own LP maximum; without it, each party uses
+``output_share`` of its own |𝕆_k| (the same rule CELS applies globally). Objective ``size``:
+each party maximises its own output. Utility is measured against the *global* input (CELS
+eq. 2 over the pairs that pass the global Condition 1), exactly as for the CELS output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from searchveil.collab.protocol import CelsParams, Share
+from searchveil.io.ledger import build_ledger
+from searchveil.model import ClickHistogram
+from searchveil.release.ump import (
+    constraint_matrix,
+    preprocess,
+    sample_users,
+    sampled_log,
+    solve_oump,
+)
+from searchveil.release.ump.kl import kl_loss, max_output_size, solve_kl
+from searchveil.rng import RandomSource
+
+NOTION = "(ε,δ)-DP of each party's multinomial sampling given its counts (CELS Thm 2)"
+
+
+def global_counts(hists: list[ClickHistogram]) -> pl.DataFrame:
+    """(query, url, count, holders) over all parties, after the global Condition 1."""
+    frames = [h.pairs.select("query", "url", "count", "holders") for h in hists]
+    allp = (
+        pl.concat(frames)
+        .group_by(["query", "url"])
+        .agg(pl.col("count").sum(), pl.col("holders").sum())
+    )
+    return allp.filter(pl.col("holders") >= 2).sort(["query", "url"])
+
+
+def utility(global_pairs: pl.DataFrame, log: pl.DataFrame) -> dict[str, Any]:
+    """KL loss (eq. 2) and diversity of a released log against the global input."""
+    x = pair_counts(global_pairs, log)
+    c = global_pairs.get_column("count").to_numpy().astype(np.float64)
+    return {
+        "kl_loss": kl_loss(c, x) if c.size else None,
+        "output_size": int(x.sum()),
+        "output_pairs": int((x > 0).sum()),
+        "diversity": float((x > 0).mean()) if x.size else 0.0,
+    }
+
+
+def pair_counts(global_pairs: pl.DataFrame, log: pl.DataFrame) -> npt.NDArray[np.int64]:
+    agg = log.group_by(["Query", "ClickURL"]).agg(pl.col("Count").sum().alias("x"))
+    j = global_pairs.select("query", "url").join(
+        agg.rename({"Query": "query", "ClickURL": "url"}), on=["query", "url"], how="left"
+    )
+    return j.get_column("x").fill_null(0).to_numpy().astype(np.int64)
+
+
+def local_sanitize(
+    shares: list[Share],
+    params: CelsParams,
+    *,
+    rng: RandomSource,
+    output_size: int | None = None,
+) -> dict[str, Any]:
+    """Run LS; returns the unioned ``log``, its ``ledger``, per-party details and utility."""
+    b = params.b
+    sizes = [int(s.hist.pairs.get_column("count").sum()) for s in shares]
+    total = sum(sizes)
+    logs, parties = [], []
+    for k, sh in enumerate(shares, start=1):
+        inp = preprocess(sh.hist)
+        info: dict[str, Any] = {"party": k, "pairs_after_condition_1": inp.n_pairs}
+        if inp.n_pairs == 0:
+            x = np.zeros(0, dtype=np.int64)
+        else:
+            m = constraint_matrix(inp)
+            if params.objective == "size":
+                sol = solve_oump(m, b, method="lp-greedy", search_seconds=0.0)
+            else:
+                lam = max_output_size(m, b)
+                if output_size is not None:
+                    want = min(math.floor(output_size * sizes[k - 1] / total), math.floor(lam))
+                else:
+                    want = math.floor(params.output_share * lam)
+                info["requested_output_size"] = want
+                sol = solve_kl(m, b, inp.c_ij, output_size=want, k=params.breakpoints)
+            x = sol.x
+            info["solver"] = sol.summary()
+        info["output_size"] = int(x.sum())
+        trip = sample_users(inp.c, x, rng=rng) if x.size else None
+        if trip is not None and trip[0].size:
+            logs.append(sampled_log(inp.pairs, inp.users, trip))
+        parties.append(info)
+    schema = {"AnonID": pl.String, "Query": pl.String, "ClickURL": pl.String, "Count": pl.Int64}
+    log = (
+        pl.concat([lg.cast(schema) for lg in logs]) if logs else pl.DataFrame(schema=schema)
+    ).sort(["AnonID", "Query", "ClickURL"])
+    gp = global_counts([s.hist for s in shares])
+    gp = gp.filter(pl.col("count") >= params.min_count)
+    util = utility(gp, log)
+    ledger = build_ledger(
+        mechanism="cels-local-sanitization",
+        notion=NOTION,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        parameters=params.to_dict() | {"parties": len(shares), "output_size": output_size},
+        inputs=[s.info for s in shares],
+        rng=rng,
+        extra={"b": b, "counts_are_private": False, "parties_detail": parties, "utility": util},
+    )
+    return {"log": log, "ledger": ledger, "parties": parties, "utility": util}

@@ -1,0 +1,319 @@
+"""CELS protocol end to end: P0…P3 as separate OS processes over loopback mutual TLS.
+
+Keys here are 512-bit TEST KEYS (paper-comparison size, marked insecure in the ledger) so the
+runs stay fast; the default is 3072. Every network wait is bounded (``timeout``).
+
+* the joint output satisfies every user's constraint exactly with b = min(ε/2, ln 1/(1−δ));
+* P0's LP optimum equals a centralized solve on the union (fixed-point precision), and the
+  joint counts reach the centralized KL objective;
+* transcript scan: no party received another party's query/URL strings that are not in the
+  joint output, nor its plaintext count vector;
+* fault injection: a crash, garbage bytes, a schema violation, a certificate from another CA
+  → every party stops, nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import scipy.sparse as sp
+
+from searchveil.collab.local import global_counts, local_sanitize, pair_counts, utility
+from searchveil.collab.protocol import CelsParams, Share, prune_dominated
+from searchveil.collab.runner import run_local
+from searchveil.collab.wire import ProtocolError, make_certificates
+from searchveil.io.readers import read_log
+from searchveil.model import click_histogram
+from searchveil.release.ump import constraint_matrix, preprocess
+from searchveil.release.ump.kl import cels_bound, kl_objective, max_output_size, solve_kl
+from searchveil.rng import make_rng
+
+TEST_KEY_BITS = 512  # TEST KEY (insecure, fast); never a default
+EPS, DELTA = 2.0, 0.3  # δ large on purpose: with δ < 1/users the output is empty (see docs)
+
+
+def _write_shares(d: Path, seed: int = 1, users: int = 90) -> list[Path]:
+    gen = np.random.Generator(np.random.PCG64(seed))
+    rows = []
+    for u in range(users):
+        for _ in range(int(gen.integers(3, 12))):
+            p = int(min(gen.zipf(1.6), 30))
+            rows.append(
+                (str(1000 + u), f"query {p}", "2006-03-01 10:00:00", "1", f"http://s{p}.com")
+            )
+        rows.append(
+            (str(1000 + u), f"secret of {u}", "2006-03-01 10:00:00", "1", f"http://x{u}.org")
+        )
+    df = pl.DataFrame(rows, schema=["AnonID", "Query", "QueryTime", "ItemRank", "ClickURL"],
+                      orient="row")  # fmt: skip
+    paths = []
+    for k in range(3):
+        p = d / f"share{k + 1}.tsv"
+        df.filter(pl.col("AnonID").cast(pl.Int64) % 3 == k).write_csv(p, separator="\t")
+        paths.append(p)
+    df.write_csv(d / "all.tsv", separator="\t")
+    return paths
+
+
+@pytest.fixture(scope="module")
+def shares(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return _write_shares(tmp_path_factory.mktemp("cels"))
+
+
+@pytest.fixture(scope="module")
+def joint(shares: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    d = tmp_path_factory.mktemp("run")
+    params = CelsParams(epsilon=EPS, delta=DELTA, objective="kl", key_bits=TEST_KEY_BITS)
+    res = run_local(shares, params, d / "out", transcripts=d / "tr", seed=7, timeout=60)
+    return {"res": res, "dir": d, "params": params}
+
+
+def _x_of(inp, log: pl.DataFrame) -> np.ndarray:
+    gp = inp.pairs.select("query", "url")
+    return pair_counts(gp, log).astype(np.float64)
+
+
+def test_joint_output_exact_constraints_and_central_equality(shares, joint) -> None:
+    d = joint["dir"]
+    led = json.loads((d / "out" / "ledger.json").read_text())
+    assert led["mechanism"] == "cels" and led["parameters"]["parties"] == 3
+    b = cels_bound(EPS, DELTA)
+    assert led["b"] == pytest.approx(b) and b == pytest.approx(min(EPS / 2, -np.log1p(-DELTA)))
+    assert "NOT secure" in led["key_sizes"]["paillier"]
+    assert led["seeded"] is True and led["for_release"] is False
+    phases = {"union", "sum", "rows", "nlp", "unpermute", "verify", "sample", "output"}
+    for p in led["parties"][1:]:
+        assert phases - {"sample"} <= set(p["traffic"]["sent"]) and phases <= set(p["seconds"])
+    log = pl.read_csv(d / "out" / "log.tsv", separator="\t", schema_overrides={"AnonID": pl.String})
+    assert log.height > 0
+    inp = preprocess(click_histogram(read_log(shares[0].parent / "all.tsv")))
+    m = constraint_matrix(inp)
+    x = _x_of(inp, log)
+    assert x.sum() == led["output_size"]
+    assert (m @ x <= b).all()  # exact: no tolerance
+    # every user in the output holds the pair in the input (the sampling picks holders)
+    dense = inp.c.toarray()
+    uidx = {str(u): i for i, u in enumerate(inp.users)}
+    pidx = {(q, u): i for i, q, u in inp.pairs.select("pair_id", "query", "url").iter_rows()}
+    for user, q, u, n in log.iter_rows():
+        assert dense[pidx[(q, u)], uidx[user]] > 0 and n >= 1
+    # P0 solved the same LP as a centralized solver on the union (fixed point ≈ 1e-12)
+    solver = led["parties"][0]["extra"]["solver"]
+    lam = max_output_size(m, b * (1 - 1e-6))
+    assert solver["max_output_size_lp"] == pytest.approx(lam, rel=1e-7)
+    central = solve_kl(m, b * (1 - 1e-6), inp.c_ij, output_share=0.5)
+    assert int(x.sum()) == int(central.x.sum())
+    assert kl_objective(inp.c_ij, x) == pytest.approx(central.objective, rel=1e-9)
+
+
+def test_transcripts_hold_no_foreign_plaintext(shares, joint) -> None:
+    tr = joint["dir"] / "tr"
+    out_text = (joint["dir"] / "out" / "log.tsv").read_text()
+    hists = [click_histogram(read_log(s)) for s in shares]
+    blobs = {k: (tr / f"P{k}.bin").read_bytes() for k in range(4)}
+    assert all(len(b) > 0 for b in blobs.values())
+    checked = 0
+    for k, h in enumerate(hists, start=1):
+        for q, u in h.pairs.select("query", "url").iter_rows():
+            for s in (q, u):
+                if s in out_text:
+                    continue
+                needle = s.encode("utf-8")
+                for j, blob in blobs.items():
+                    if j != k:
+                        assert needle not in blob, (s, k, j)
+                checked += 1
+        # its count vector (as the int64 blob Algorithm 1 would carry in the clear)
+        cnt = h.pairs.get_column("count").to_numpy().astype(">i8").tobytes()
+        for j, blob in blobs.items():
+            if j != k:
+                assert cnt not in blob
+    assert checked > 100  # the 'secret of u' pairs are never in the output
+
+
+@pytest.mark.slow
+def test_size_objective_and_local_baseline(shares, tmp_path) -> None:
+    params = CelsParams(epsilon=EPS, delta=DELTA, objective="size", key_bits=TEST_KEY_BITS)
+    res = run_local(shares, params, tmp_path / "o", seed=3, timeout=60)
+    led = res["ledger"]
+    inp = preprocess(click_histogram(read_log(shares[0].parent / "all.tsv")))
+    m = constraint_matrix(inp)
+    lp = led["parties"][0]["extra"]["solver"]["lp_optimum"]
+    assert lp == pytest.approx(max_output_size(m, cels_bound(EPS, DELTA)) * (1 - 1e-6), rel=1e-7)
+    log = pl.read_csv(
+        tmp_path / "o" / "log.tsv", separator="\t", schema_overrides={"AnonID": pl.String}
+    )
+    x = _x_of(inp, log)
+    assert (m @ x <= cels_bound(EPS, DELTA)).all()
+    ls = local_sanitize([Share.read(s) for s in shares], params, rng=make_rng(1))
+    gp = global_counts([click_histogram(read_log(s)) for s in shares])
+    assert utility(gp, log)["output_size"] >= ls["utility"]["output_size"]
+
+
+def _assert_failed(tmp: Path, shares, params, *, faults=None, hook=None, timeout=20.0) -> str:
+    out = tmp / "o"
+    t0 = time.monotonic()
+    with pytest.raises(ProtocolError) as ei:
+        run_local(shares, params, out, timeout=timeout, faults=faults, config_hook=hook)
+    assert not out.exists()
+    assert not list(tmp.glob(".o.tmp-*"))
+    assert time.monotonic() - t0 < 4 * timeout + 60
+    return str(ei.value)
+
+
+PARAMS_FAST = CelsParams(epsilon=EPS, delta=DELTA, objective="kl", key_bits=TEST_KEY_BITS)
+
+
+def test_fault_crash_mid_protocol(shares, tmp_path) -> None:
+    msg = _assert_failed(tmp_path, shares, PARAMS_FAST, faults={2: "nlp:crash"})
+    assert "P2 (exit 17)" in msg and "nothing written" in msg
+
+
+@pytest.mark.slow
+def test_fault_garbage_and_schema(shares, tmp_path) -> None:
+    msg = _assert_failed(tmp_path, shares, PARAMS_FAST, faults={3: "sum:garbage"})
+    assert "malformed" in msg
+    shutil.rmtree(tmp_path / "o", ignore_errors=True)
+    msg = _assert_failed(tmp_path, shares, PARAMS_FAST, faults={1: "verify:schema"})
+    assert "expected" in msg or "malformed" in msg
+
+
+@pytest.mark.slow
+def test_fault_wrong_certificate(shares, tmp_path) -> None:
+    def swap(tls: Path) -> None:
+        other = tmp_path / "otherca"
+        make_certificates(other, 4)
+        for ext in ("pem", "key"):
+            shutil.copy(other / f"p2.{ext}", tls / f"p2.{ext}")
+
+    msg = _assert_failed(tmp_path, shares, PARAMS_FAST, hook=swap, timeout=8.0)
+    assert "P2" in msg
+
+
+def test_prune_dominated() -> None:
+    t = sp.csr_matrix(
+        np.array(
+            [
+                [0.1, 0.0, 0.0],  # dominated by row 2
+                [0.5, 0.5, 0.0],
+                [0.2, 0.0, 0.3],
+                [0.2, 0.0, 0.3],  # duplicate of row 2: one is kept
+                [0.0, 0.0, 0.0],  # empty
+                [0.0, 0.7, 0.0],  # not dominated (0.7 > 0.5)
+            ]
+        )
+    )
+    assert prune_dominated(t).tolist() == [1, 2, 5]
+    gen = np.random.Generator(np.random.PCG64(0))
+    r = sp.random(60, 15, density=0.15, random_state=np.random.RandomState(1), format="csr")
+    keep = prune_dominated(r)
+    x = gen.uniform(0, 1, size=(200, 15))
+    # the kept rows imply every dropped row for x ≥ 0: max over kept ≥ each row's load
+    full = (r @ x.T).max(axis=0)
+    kept = (r[keep] @ x.T).max(axis=0)
+    assert np.allclose(full, kept)
+
+
+def test_cost_model_matches_measured_bytes(shares, joint) -> None:
+    from searchveil.collab.costs import predict_bytes, protocol_sizes
+
+    led = joint["res"]["ledger"]
+    sent: dict[str, int] = {}
+    for p in led["parties"]:
+        for k, v in p["traffic"]["sent"].items():
+            sent[k] = sent.get(k, 0) + v
+    hists = [click_histogram(read_log(s)) for s in shares]
+    sizes = protocol_sizes(hists, records=led["output_rows"])
+    pred = predict_bytes(sizes, TEST_KEY_BITS)
+    for phase in ("union", "sum", "nlp"):  # the phases that carry ciphertexts
+        assert pred[phase] == pytest.approx(sent[phase], rel=0.02), phase
+    assert sum(pred.values()) == pytest.approx(sum(sent.values()), rel=0.05)
+    assert sizes.ell == led["parties"][0]["extra"]["solver"]["transformed_rows"]
+
+
+def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from searchveil.cli import app
+
+    args = ["cels", "local", *sum((["--share", str(s)] for s in shares), [])]
+    res = CliRunner().invoke(
+        app, [*args, "--out", str(tmp_path / "ls"), "--epsilon", "2", "--delta", "0.3",
+              "--objective", "kl", "--seed", "1", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["utility"]["kl_loss"] > 0
+    led = json.loads((tmp_path / "ls" / "ledger.json").read_text())
+    assert led["mechanism"] == "cels-local-sanitization"
+    assert led["b"] == pytest.approx(cels_bound(2, 0.3))
+    for bad in (
+        ["--epsilon", "2", "--objective", "kl"],  # no δ
+        ["--epsilon", "2", "--delta", "0.3"],  # no objective
+        ["--epsilon", "2", "--delta", "0.3", "--objective", "kl", "--key-bits", "1000"],
+    ):
+        out = tmp_path / "bad"
+        res = CliRunner().invoke(
+            app, ["cels", "run", "--share", str(shares[0]), "--share", str(shares[1]),
+                  "--out", str(out), *bad],
+        )  # fmt: skip
+        assert res.exit_code == 2 and not out.exists(), res.output
+    res = CliRunner().invoke(
+        app, ["cels", "run", "--share", str(shares[0]), "--out", str(tmp_path / "one"),
+              "--epsilon", "2", "--delta", "0.3", "--objective", "kl"],
+    )  # fmt: skip
+    assert res.exit_code == 2 and "at least two" in res.output
+
+
+def test_config_validation(tmp_path) -> None:
+    from searchveil.collab.runner import write_config
+    from searchveil.collab.wire import load_config
+    from searchveil.errors import InputFormatError
+
+    cfg = write_config(tmp_path / "tls", 3, timeout=5)
+    c = load_config(cfg)
+    assert c.ids == [0, 1, 2] and c.timeout == 5 and all(p.key for p in c.parties.values())
+    text = cfg.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("id = 2", "id = 1"))  # duplicate id
+    with pytest.raises(InputFormatError):
+        load_config(bad)
+    bad.write_text(text.split("[[party]]")[0] + "[[party]]" + text.split("[[party]]")[1])
+    with pytest.raises(InputFormatError):  # fewer than 3 parties (P0 + 2)
+        load_config(bad)
+    bad.write_text("not = [toml")
+    with pytest.raises(InputFormatError):
+        load_config(bad)
+
+
+@pytest.mark.slow
+def test_three_shares_of_a_real_aol_block(aol_215_path, tmp_path) -> None:
+    """Done-when: three shares of a real AOL block; every user's constraint holds exactly."""
+    log = read_log(aol_215_path)
+    raw = pl.read_csv(aol_215_path, separator="\t", quote_char=None, infer_schema=False)
+    users = raw.get_column("AnonID").unique().sort()
+    part = pl.DataFrame({"AnonID": users, "_k": [i % 3 for i in range(users.len())]})
+    raw = raw.join(part, on="AnonID")
+    paths = []
+    for k in range(3):
+        p = tmp_path / f"aol{k + 1}.tsv"
+        sub = raw.filter(pl.col("_k") == k).drop("_k")
+        sub.write_csv(p, separator="\t", quote_style="never")
+        paths.append(p)
+    eps, delta = 20.0, 0.3  # large δ so the output is not empty (δ < 1/215 gives |𝕆| < 1)
+    params = CelsParams(epsilon=eps, delta=delta, objective="kl", key_bits=TEST_KEY_BITS)
+    res = run_local(paths, params, tmp_path / "out", seed=5, timeout=120)
+    out = pl.read_csv(tmp_path / "out" / "log.tsv", separator="\t", infer_schema=False)
+    out = out.with_columns(pl.col("Count").cast(pl.Int64))
+    inp = preprocess(click_histogram(log))
+    m = constraint_matrix(inp)
+    x = _x_of(inp, out)
+    b = cels_bound(eps, delta)
+    assert x.sum() == res["ledger"]["output_size"] > 0
+    assert (m @ x <= b).all()
