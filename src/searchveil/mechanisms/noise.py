@@ -37,6 +37,7 @@ from searchveil.rng import RandomSource
 from searchveil.validate import check_positive
 
 __all__ = [
+    "bernoulli_exp",
     "DiscreteLaplace",
     "DiscreteGaussian",
     "discrete_laplace",
@@ -102,6 +103,19 @@ def _bernoulli_exp(
     if idx.size:
         result[idx] = _bernoulli_exp_unit(frac[idx], den[idx], rng)
     return result
+
+
+def bernoulli_exp(
+    num: npt.ArrayLike, den: npt.ArrayLike, rng: RandomSource
+) -> npt.NDArray[np.bool_]:
+    """Independent exact Bernoulli(exp(−num_i/den_i)) draws (``num >= 0``, ``den >= 1``
+    integers; Canonne–Kamath–Steinke Algorithm 1) — the sampler under the discrete Laplace and
+    Gaussian noise here, public for the exact exponential-mechanism samplers of other families."""
+    nu = np.asarray(num, dtype=np.uint64).ravel()
+    de = np.broadcast_to(np.asarray(den, dtype=np.uint64), nu.shape).copy()
+    if de.size and int(de.max()) >= 2**56:
+        raise InternalError("Bernoulli(exp(-x)) denominator too large for exact uint64 arithmetic")
+    return _bernoulli_exp(nu, de, rng)
 
 
 def _bernoulli_exp_minus_one(n: int, rng: RandomSource) -> npt.NDArray[np.bool_]:

@@ -4,7 +4,8 @@ Only uniform integers from a :class:`~searchveil.rng.RandomSource` and integer a
 used, so every probability below is exactly the stated one:
 
 * :func:`bernoulli_exp` — Bernoulli(exp(−num/den)) by Canonne–Kamath–Steinke (NeurIPS 2020)
-  Algorithm 1 (the same algorithm as ``searchveil.mechanisms.noise``, whose helpers are private).
+  Algorithm 1, re-exported from :mod:`searchveil.mechanisms.noise` (the sampler under the
+  project's discrete Laplace and Gaussian noise).
 * :func:`bernoulli_two_over_e` — Bernoulli(2/e): ``2/e = 1 − (1/3)(1 − (1/4)(1 − (1/5)(…)))``,
   so with ``K = 3, 4, …`` drawn Bernoulli(1/K) until the first failure, the number of successes
   ``j`` is even with probability ``Σ_{j even} 2(j+2)/(j+3)! = 2/e``.
@@ -21,62 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 from searchveil.errors import InternalError
+from searchveil.mechanisms.noise import bernoulli_exp as bernoulli_exp  # re-exported
 from searchveil.rng import RandomSource
 
 U64 = npt.NDArray[np.uint64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-def _bernoulli_exp_unit(num: U64, den: U64, rng: RandomSource) -> BoolArray:
-    """Bernoulli(exp(−num/den)) for ``0 <= num <= den``."""
-    n = num.size
-    k_final = np.zeros(n, dtype=np.int64)
-    idx = np.arange(n)
-    k = 1
-    while idx.size:
-        a = rng.bernoulli_ratio(num[idx], den[idx] * np.uint64(k), idx.size)
-        k_final[idx[~a]] = k
-        idx = idx[a]
-        k += 1
-        if k > 250:  # pragma: no cover - probability < 1/250!
-            raise InternalError("Bernoulli(exp(-x)) sampler did not terminate")
-    return (k_final % 2) == 1
-
-
-def _bernoulli_exp_minus_one(n: int, rng: RandomSource) -> BoolArray:
-    k_final = np.zeros(n, dtype=np.int64)
-    idx = np.arange(n)
-    k = 1
-    while idx.size:
-        a = rng.integers_below(k, idx.size) == 0
-        k_final[idx[~a]] = k
-        idx = idx[a]
-        k += 1
-        if k > 250:  # pragma: no cover
-            raise InternalError("Bernoulli(exp(-1)) sampler did not terminate")
-    return (k_final % 2) == 1
-
-
-def bernoulli_exp(num: npt.ArrayLike, den: npt.ArrayLike, rng: RandomSource) -> BoolArray:
-    """Independent exact Bernoulli(exp(−num_i/den_i)) draws (``num >= 0``, ``den >= 1``)."""
-    nu = np.asarray(num, dtype=np.uint64).ravel()
-    de = np.broadcast_to(np.asarray(den, dtype=np.uint64), nu.shape).copy()
-    if de.size and int(de.max()) >= 2**56:
-        raise InternalError("Bernoulli(exp(-x)) denominator too large for exact uint64 arithmetic")
-    whole = (nu // de).astype(np.int64)
-    frac = nu % de
-    result = np.ones(nu.size, dtype=np.bool_)
-    idx = np.flatnonzero(whole > 0)
-    i = 0
-    while idx.size:
-        ok = _bernoulli_exp_minus_one(idx.size, rng)
-        result[idx[~ok]] = False
-        i += 1
-        idx = idx[ok & (whole[idx] > i)]
-    idx = np.flatnonzero(result)
-    if idx.size:
-        result[idx] = _bernoulli_exp_unit(frac[idx], de[idx], rng)
-    return result
 
 
 def bernoulli_two_over_e(n: int, rng: RandomSource) -> BoolArray:
