@@ -24,7 +24,6 @@ Decisions:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,17 +35,9 @@ import polars as pl
 import scipy.sparse as sp
 
 from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.files import file_sha256
 
-__all__ = ["Graph", "read_edge_list", "graph_from_edges", "file_sha256"]
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of a file's bytes, hex (the graph fingerprint recorded in ledgers)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+__all__ = ["Graph", "read_edge_list", "graph_from_edges"]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from searchveil.errors import InvalidParameterError
-from searchveil.io.graphs import file_sha256
+from searchveil.io.files import file_sha256
 from searchveil.io.ledger import ReleaseWriter, build_ledger
 from searchveil.rng import RandomSource
 from searchveil.tabular.baselines import kanonymize, safepub
