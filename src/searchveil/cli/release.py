@@ -230,7 +230,7 @@ def _aol_header(path: Path) -> bool:
     name = path.name.lower()
     try:
         if name.endswith(".parquet"):
-            cols = pl.read_parquet_schema(path).keys()
+            cols = list(pl.read_parquet_schema(path).keys())
         else:
             opener = gzip.open if name.endswith(".gz") else open
             with opener(path, "rb") as fh:

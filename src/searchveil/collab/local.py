@@ -101,7 +101,9 @@ def local_sanitize(
         if trip is not None and trip[0].size:
             logs.append(sampled_log(inp.pairs, inp.users, trip))
         parties.append(info)
-    schema = {"AnonID": pl.String, "Query": pl.String, "ClickURL": pl.String, "Count": pl.Int64}
+    schema = pl.Schema(
+        {"AnonID": pl.String, "Query": pl.String, "ClickURL": pl.String, "Count": pl.Int64}
+    )
     log = (
         pl.concat([lg.cast(schema) for lg in logs]) if logs else pl.DataFrame(schema=schema)
     ).sort(["AnonID", "Query", "ClickURL"])

@@ -665,10 +665,10 @@ class Party:
             if totals.setdefault(rid, tot) != tot:
                 raise ProtocolError("a decrypted record is malformed")
         out = []
-        for rid, ch in parts.items():
-            if sorted(ch) != list(range(totals[rid])):
+        for rid, by_index in parts.items():
+            if sorted(by_index) != list(range(totals[rid])):
                 raise ProtocolError("a record lost a chunk in the union")
-            out.append(b"".join(ch[i] for i in range(totals[rid])).decode("utf-8"))
+            out.append(b"".join(by_index[i] for i in range(totals[rid])).decode("utf-8"))
         out.sort()
         blob = "\n".join(out).encode("utf-8")
         for j in [0, *self.data[:-1]]:

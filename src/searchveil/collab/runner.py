@@ -164,8 +164,8 @@ def run_local(
         failed = [(k, o) for k, o in enumerate(outs) if o[0] != 0]
         if failed:
             msgs = []
-            for k, (rc, _so, se) in failed:
-                lines = [ln.strip() for ln in se.strip().splitlines() if ln.strip()]
+            for k, (rc, _so, err_text) in failed:
+                lines = [ln.strip() for ln in err_text.strip().splitlines() if ln.strip()]
                 starts = [i for i, ln in enumerate(lines) if ln.startswith(("error:", "internal"))]
                 # the CLI wraps long messages: keep the last error block, joined
                 text = " ".join(lines[starts[-1] :]) if starts else (lines[-1] if lines else "")

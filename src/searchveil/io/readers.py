@@ -618,7 +618,8 @@ def _drop_absent_defaults(mapping: ColumnMapping, header: list[str]) -> ColumnMa
         for k in ("time", "url", "rank")
         if getattr(mapping, k) == getattr(aol, k) and getattr(aol, k) not in header
     }
-    return dataclasses.replace(mapping, **drop) if drop else mapping
+    # None marks an optional column as absent (ColumnMapping's fields are typed as present)
+    return dataclasses.replace(mapping, **drop) if drop else mapping  # type: ignore[arg-type]
 
 
 def _dedupe(names: list[str]) -> list[str]:

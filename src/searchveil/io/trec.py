@@ -86,8 +86,8 @@ def read_trec_session(path: Path, data: bytes) -> pl.DataFrame:
             )
             if not clicked:
                 add(q, None, None)
-            for r in clicked:
-                add(q, r, by_rank.get(r))
+            for rank_no in clicked:
+                add(q, rank_no, by_rank.get(rank_no))
         cur = sess.find("currentquery")
         if cur is not None:
             add(_text(cur.find("query")), None, None)
