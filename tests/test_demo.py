@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from searchveil.cli import app
-from searchveil.io.readers import read_log
+from searchveil.io.readers import ColumnMapping, read_log
 from searchveil.model import items
 
 runner = CliRunner()
@@ -157,3 +157,55 @@ def test_demo_report_renders(tmp_path: Path) -> None:
     # matplotlib's default blue (#1f77b4) of the d-curve plot is on the page
     blue = (np.abs(img - np.array([0x1F, 0x77, 0xB4]) / 255).max(axis=2) < 0.08).sum()
     assert blue > 500
+
+
+READERS = Path(__file__).resolve().parent / "data" / "readers"
+
+
+def test_demo_runs_on_a_user_log_with_the_shared_reader_options(tmp_path: Path) -> None:
+    """Issue 12: `demo` takes a log and the same reader options as every command; the ledger
+    records them and the printed equivalent release command reads the log the same way."""
+    import shlex
+
+    log = READERS / "sogouq_sample.txt"
+    out = tmp_path / "demo"
+    r = _run(["demo", log, "--profile", "sogouq", "--out", out, "--synthetic-users", 500,
+              "--seed", 4, "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    users = read_log(log, profile="sogouq").n_users
+    assert res["sample"] == str(log) and res["runs"]["real"]["users"] == users
+    assert res["reader"]["encoding"] == "gb18030" and res["reader"]["has_header"] is False
+    led = json.loads((out / "real" / "ledger.json").read_text())
+    assert led["inputs"][0]["reader"] == res["reader"]
+    assert led["delta"] <= 1 / (10 * users)
+    # the equivalent release command, as printed, rebuilds the same reader options
+    cmd = next(c for c in res["equivalent_commands"] if c.startswith("searchveil release"))
+    args = shlex.split(cmd)[1:]
+    args[args.index("--out") + 1] = str(tmp_path / "again")
+    r2 = _run([*args, "--seed", 4, "--json"])
+    assert r2.exit_code == 0, r2.output
+    led2 = json.loads((tmp_path / "again" / "ledger.json").read_text())
+    reader2 = led2["inputs"][0]["reader"]
+    assert reader2 == {**res["reader"], "profile": None}
+    assert led2["inputs"][0]["sha256"] == led["inputs"][0]["sha256"]
+
+
+def test_demo_headerless_positional_columns_and_bad_options(tmp_path: Path) -> None:
+    log = READERS / "headerless.csv"
+    out = tmp_path / "demo"
+    opts = ["--no-header", "--user-col", "2", "--query-col", "3", "--time-col", "1",
+            "--time-format", "epoch", "--url-col", "4", "--rank-col", "5"]  # fmt: skip
+    r = _run(["demo", log, *opts, "--out", out, "--synthetic-users", 0, "--seed", 1, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["runs"]["real"]["users"] == read_log(
+        log, fmt="csv", has_header=False, time_format="epoch",
+        columns=ColumnMapping(user="2", query="3", time="1", url="4", rank="5"),
+    ).n_users  # fmt: skip
+    # a bad reader option: exit 2 naming it, nothing written
+    bad = ["--no-header", "--user-col", "2", "--query-col", "3", "--time-format", "epoch",
+           "--encoding", "no-such-codec"]  # fmt: skip
+    r = _run(["demo", log, *bad, "--out", tmp_path / "x"])
+    assert r.exit_code == 2 and "encoding" in r.output
+    assert not (tmp_path / "x").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import shlex
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -218,6 +219,37 @@ def reader_kwargs(**options: Any) -> dict[str, Any]:
     """:func:`searchveil.io.readers.read_log` keyword arguments of the CLI reader options
     (see :func:`build_reader_options`)."""
     return build_reader_options(**options).kwargs()
+
+
+def reader_cli_args(options: ReaderOptions) -> list[str]:
+    """The reader options of the command line that rebuild ``options`` (every setting that
+    differs from the default layout, written out explicitly rather than as a ``--profile``), so
+    a printed equivalent command reads the input exactly as the command that printed it."""
+    d = ReaderOptions()
+    args: list[str] = []
+    if options.fmt != d.fmt or options.columns is not None:
+        args += ["--format", options.fmt]
+    if options.has_header != d.has_header:
+        args.append("--header" if options.has_header else "--no-header")
+    if options.columns is not None:
+        for key, value in options.columns.as_dict().items():
+            if value is not None or key in ("time", "url", "rank"):
+                args += [f"--{key.replace('_', '-')}-col", value or ""]
+    scalar = (("time_format", "--time-format"), ("date", "--date"),
+              ("encoding", "--encoding"), ("on_bad_rows", "--on-bad-rows"))  # fmt: skip
+    for name, flag in scalar:
+        value = getattr(options, name)
+        if value != getattr(d, name):
+            args += [flag, str(value)]
+    if options.delimiter != d.delimiter:
+        args += ["--delimiter", "tab" if options.delimiter == "\t" else str(options.delimiter)]
+    if options.strip_brackets != d.strip_brackets:
+        args.append("--strip-brackets" if options.strip_brackets else "--keep-brackets")
+    if options.normalize != d.normalize:
+        args.append("--no-normalize")
+    if options.session_gap_minutes != d.session_gap_minutes:
+        args += ["--session-gap", repr(options.session_gap_minutes)]
+    return [shlex.quote(a) for a in args]
 
 
 def with_reader_options(fn: Callable[..., T]) -> Callable[..., T]:

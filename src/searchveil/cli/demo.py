@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -41,11 +42,22 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, OverwriteOpt, SeedOpt, emit, out_console, progress, run
+from searchveil.cli._common import (
+    READER_DEFAULT,
+    JsonOpt,
+    OverwriteOpt,
+    SeedOpt,
+    emit,
+    out_console,
+    progress,
+    reader_cli_args,
+    run,
+    with_reader_options,
+)  # fmt: skip
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.dcurve import dcurve_from_events
-from searchveil.io.readers import read_log
+from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import SearchLog, items
 from searchveil.params import SINGLE_USER_TARGET, solve_delta_single_user
 from searchveil.release.counts import BoundedCounts
@@ -267,7 +279,18 @@ def _human(r: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("demo")
+    @with_reader_options
     def demo(
+        log: Annotated[
+            Path | None,
+            typer.Argument(
+                help="a search log to run the demo on (default: the bundled 215-user AOL "
+                "sample); read with the reader options below, as every command",
+                exists=True,
+                dir_okay=False,
+                readable=True,
+            ),
+        ] = None,
         out: Annotated[Path, typer.Option("--out", help="directory to create")] = Path(
             "searchveil-demo"
         ),
@@ -287,11 +310,13 @@ def register(app: typer.Typer) -> None:
         ] = SINGLE_USER_TARGET,
         overwrite: OverwriteOpt = False,
         seed: SeedOpt = None,
+        reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
-        """The main job: a Korolova release of the bundled 215-user AOL sample with its utility
-        report, and the d-curve (thesis Fig. 4.2) of a synthetic log of 500,000 users, with δ
-        chosen so that no query held by a single user is expected to be published."""
+        """The main job: a Korolova release of the bundled 215-user AOL sample (or of LOG)
+        with its utility report, and the d-curve (thesis Fig. 4.2) of a synthetic log of
+        500,000 users calibrated on it, with δ chosen so that no query held by a single user
+        is expected to be published."""
 
         def body() -> None:
             if synthetic_users < 0:
@@ -309,9 +334,10 @@ def register(app: typer.Typer) -> None:
             try:
                 runs: dict[str, Any] = {}
                 ref = resources.files("searchveil") / "data" / SAMPLE
-                with resources.as_file(ref) as sample, progress(not json_out) as step:
-                    done = step(f"reading {SAMPLE}")
-                    real = read_log(sample)
+                name = SAMPLE if log is None else str(log)
+                with resources.as_file(ref) as bundled, progress(not json_out) as step:
+                    done = step(f"reading {name}")
+                    real = read_log(bundled, reader) if log is None else read_log(log, reader)
                     done()
                     runs["real"] = _real_run(real, tmp, target=target, rng=rng, step=step,
                                              final=final)  # fmt: skip
@@ -325,7 +351,8 @@ def register(app: typer.Typer) -> None:
                         if k in x:
                             x[k] = str(final / Path(x[k]).name)
                 res = _result(runs, curve, target=target, seeded=seed is not None,
-                              final=final, synthetic_users=synthetic_users)  # fmt: skip
+                              final=final, synthetic_users=synthetic_users, sample=name,
+                              reader=reader)  # fmt: skip
                 write_report(tmp / "report.html", demo_report(res))
                 if out.exists():
                     trash = out.resolve().parent / f".{out.name}.old-{secure_token()}"
@@ -344,9 +371,11 @@ def register(app: typer.Typer) -> None:
 
 def _result(
     runs: dict[str, Any], curve: dict[str, Any] | None, *, target: float, seeded: bool,
-    final: Path, synthetic_users: int,
+    final: Path, synthetic_users: int, sample: str, reader: ReaderOptions,
 ) -> dict[str, Any]:  # fmt: skip
     real = runs["real"]
+    opts = "".join(f" {a}" for a in reader_cli_args(reader))
+    quoted = shlex.quote(sample)
     explanation = (
         f"δ is solved per log so that the expected number of queries held by a single user that "
         f"get published is ≤ {target:g}: any (ε, δ)-DP release publishes such a query with "
@@ -371,7 +400,8 @@ def _result(
     return {
         "out": str(final),
         "report": str(final / "report.html"),
-        "sample": SAMPLE,
+        "sample": sample,
+        "reader": reader.to_dict(),
         "seeded": seeded,
         "parameters": {
             "epsilon": DEMO_EPSILON,
@@ -391,15 +421,15 @@ def _result(
             f"--max-single-user-items {target:g} "
             f"--single-user-items {real['single_user']['single_user_items']} "
             f"--max-users {real['users']}",
-            f"searchveil release korolova {SAMPLE} --out real --epsilon {DEMO_EPSILON!r} "
+            f"searchveil release korolova {quoted} --out real --epsilon {DEMO_EPSILON!r} "
             f"--delta {real['delta_solved']['delta']:g} --max-queries {DEMO_D} "
-            f"--max-clicks {DEMO_DC} --urls private --split 1,1,1,1",
-            f"searchveil evaluate {SAMPLE} real --report real-report.html",
+            f"--max-clicks {DEMO_DC} --urls private --split 1,1,1,1{opts}",
+            f"searchveil evaluate {quoted} real --report real-report.html",
         ]
         + (
             [
-                f"searchveil synth --like {SAMPLE} --users {synthetic_users} "
-                "--out synthetic-log.tsv.gz"
+                f"searchveil synth --like {quoted} --users {synthetic_users} "
+                f"--out synthetic-log.tsv.gz{opts}"
             ]
             if synthetic_users
             else []
