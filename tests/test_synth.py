@@ -24,9 +24,11 @@ from searchveil.synth import (
     fit,
     generate,
     heldout_head_check,
+    heldout_window_check,
     hold_probability,
     synthetic_events,
     user_share_curve,
+    window_share_curve,
     write_synthetic,
 )
 
@@ -243,8 +245,10 @@ def test_heldout_head_check_against_top1000(heldout):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 12 target not met: heavy users' top-20 shares are "
-    "over-predicted up to ~2.1x (docs/synth.md, 'Held-out head check')",
+    reason="issue 12 target not met: heavy users' top-20 shares are over-predicted up to "
+    "~2.1x; the real calibration sample itself is further than 1.5x from the held-out sample "
+    "at the same activity and size (test_the_two_real_samples_differ_at_the_same_activity; "
+    "docs/synth.md, 'Held-out head check')",
 )
 def test_heldout_head_target_factor_1_5(heldout):
     assert heldout["worst_factor_top20"] <= 1.5, heldout["ratio"][:20]
@@ -275,3 +279,52 @@ def test_synthetic_events_keys_match_the_spelled_log(bundled):
         spelled.get_column("query").n_unique(), rel=0.01
     )
     np.testing.assert_allclose(user_share_curve(keys, 20), user_share_curve(spelled, 20), rtol=0.02)
+
+
+def test_window_share_curve_exact_on_a_hand_made_log():
+    ev = pl.DataFrame({"user": [1, 1, 1, 2, 2, 3], "query": ["a", "b", "a", "a", "c", "b"]})
+    # windows at least as long as every user: the plain curve (a: 2 users, b: 2, c: 1)
+    full = window_share_curve(ev, [5], rng=make_rng(1), replicas=7)
+    np.testing.assert_allclose(full, user_share_curve(ev))
+    # zero-length windows hold nothing but count in the denominator
+    assert window_share_curve(ev, [0], rng=make_rng(1), replicas=3).size == 0
+    half = window_share_curve(ev, [0, 5], rng=make_rng(2), replicas=4_000)
+    np.testing.assert_allclose(half, user_share_curve(ev) / 2, atol=0.02)
+    # one-event windows: each pseudo-user holds exactly one query; user 1's window starts at
+    # 0, 1 or 2 (a, b, a): P(a) = (2/3 + 1/2 + 0) / 3, P(b) = (1/3 + 0 + 1) / 3, P(c) = 1/6
+    one = window_share_curve(ev, [1], rng=make_rng(3), replicas=6_000)
+    assert one.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(one, [4 / 9, 7 / 18, 1 / 6], atol=0.01)
+    with pytest.raises(InvalidParameterError, match="lengths"):
+        window_share_curve(ev, [-1], rng=make_rng(1))
+
+
+def test_the_two_real_samples_differ_at_the_same_activity(aol_215, aol_top1000):
+    """Why the factor-1.5 held-out target is not met (docs/synth.md): cut the 1,000 heavy AOL
+    users down to the calibration sample's activity (random windows of the calibration users'
+    clicked-event counts) and to its size (215 users), and the *real* calibration sample is
+    still further than 1.5x from them at most top-20 ranks, and its top-20 mass is above every
+    one of 300 same-size, same-activity subsamples — a different population, not a model
+    error. Fails if a future sample (or reading) makes the two agree."""
+    res = heldout_window_check(query_events(aol_215), query_events(aol_top1000),
+                               rng=make_rng(5), subsamples=300)  # fmt: skip
+    assert res["calibration_users"] == 215 and res["heldout_users"] == 1000
+    assert res["calibration_vs_matched_within_1_5_top20"] <= 12
+    assert res["calibration_vs_matched_worst_factor_top20"] > 1.8
+    assert res["top20_mass"]["share_at_least_calibration"] < 0.01
+    # and without the size correction the gap is larger still
+    assert res["calibration_worst_factor_top20"] > res["calibration_vs_matched_worst_factor_top20"]
+
+
+def test_synth_check_cli(aol_215_path, aol_top1000_path):
+    r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--heldout",
+                            str(aol_top1000_path), "--users", "2000", "--subsamples", "20",
+                            "--seed", "3", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    up, down = res["matched_activity"], res["calibration_activity"]
+    assert up["heldout_users"] == 1000 and len(up["ratio"]) == 100
+    assert down["calibration_users"] == 215 and len(down["calibration_vs_matched_ratio"]) == 100
+    r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--heldout",
+                            str(aol_top1000_path), "--top", "5"])  # fmt: skip
+    assert r.exit_code == 2 and "--top" in r.output

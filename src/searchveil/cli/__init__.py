@@ -28,7 +28,11 @@ COMMAND_MODULES = [
 # top-level command -> its module, where the name is not the module's last part (start-up:
 # ``main`` imports only the module of the command it runs, so ``searchveil release ...`` does
 # not load matplotlib, scipy.stats or Spark; help and unknown commands load every module)
-_OWNER = {"compare": "searchveil.cli.evaluate", "reproduce": "searchveil.cli.evaluate"}
+_OWNER = {
+    "compare": "searchveil.cli.evaluate",
+    "reproduce": "searchveil.cli.evaluate",
+    "synth-check": "searchveil.cli.synth",
+}
 
 
 def _version_callback(value: bool) -> None:

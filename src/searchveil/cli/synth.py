@@ -27,8 +27,16 @@ from searchveil.cli._common import (
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.io.ledger import write_text_atomic
 from searchveil.io.readers import ReaderOptions, read_log
+from searchveil.model import query_events
 from searchveil.rng import make_rng
-from searchveil.synth import fit, read_model, write_synthetic
+from searchveil.synth import (
+    fit,
+    heldout_head_check,
+    heldout_window_check,
+    read_model,
+    write_synthetic,
+)
+from searchveil.validate import check_int
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -153,3 +161,88 @@ def register(app: typer.Typer) -> None:
             emit(res, json_out, _human)
 
         run(body)
+
+    @app.command("synth-check")
+    @with_reader_options
+    def synth_check(
+        like: Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")],
+        heldout: Annotated[
+            Path, typer.Option("--heldout", help="a DIFFERENT real log to compare the head with")
+        ],
+        users: Annotated[
+            int, typer.Option("--users", help="synthetic users at matched activity")
+        ] = 20_000,
+        heldout_clicked_only: Annotated[
+            bool,
+            typer.Option(
+                "--heldout-clicked-only/--heldout-all-events",
+                help="the held-out log shows only events with a click (the shared top-1000 AOL "
+                "extract): compare clicked events on both sides",
+            ),
+        ] = True,
+        subsamples: Annotated[
+            int, typer.Option("--subsamples", help="same-size held-out subsamples (real vs real)")
+        ] = 300,
+        top: Annotated[int, typer.Option("--top", help="ranks of the user-share curve")] = 100,
+        seed: SeedOpt = None,
+        reader: ReaderOptions = READER_DEFAULT,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Held-out check of the synthetic head (docs/synth.md): the top-N user-share curve of
+        a model calibrated on --like against a different real log, (1) at the held-out users'
+        activity (model extrapolated) and (2) with the held-out users cut down to the
+        calibration's activity and size (real vs real, model-free). Prints both, with the
+        worst factor over the top 20. Reads both logs with the same reader options."""
+
+        def body() -> None:
+            check_int("--users", users, minimum=1)
+            check_int("--subsamples", subsamples, minimum=1)
+            check_int("--top", top, minimum=20)
+            rng = make_rng(seed)
+            kw = reader.kwargs()
+            cal = read_log(like, **kw)
+            held = query_events(read_log(heldout, **kw))
+            m = fit(cal, rng=rng)
+            observed = "clicked" if heldout_clicked_only else "all"
+            up = heldout_head_check(m, held, rng=rng, users=users, observed=observed, top=top)
+            down = heldout_window_check(
+                query_events(cal), held, rng=rng, model=m, synthetic_users=users,
+                subsamples=subsamples, top=top,
+            )  # fmt: skip
+            res = {"calibration": str(like), "heldout": str(heldout), "seed": seed,
+                   "model": {"source": m.source, "fitted": m.summary()},
+                   "matched_activity": up, "calibration_activity": down}  # fmt: skip
+            emit(res, json_out, _human_check)
+
+        run(body)
+
+
+def _human_check(r: dict[str, Any]) -> None:
+    up, down = r["matched_activity"], r["calibration_activity"]
+    t = Table(title=f"top-20 user shares: {r['calibration']} (calibration) vs {r['heldout']}")
+    for c in ("rank", "held-out", "synthetic @ held-out activity", "ratio",
+              "held-out @ calib. activity & size", "calibration (real)", "ratio"):  # fmt: skip
+        t.add_column(c, justify="right")
+    for i in range(min(20, len(up["ratio"]))):
+        matched = down.get("heldout_matched_curve", [float("nan")] * 20)
+        ratio2 = down.get("calibration_vs_matched_ratio", [float("nan")] * 20)
+        t.add_row(
+            str(i + 1), f"{100 * up['heldout_curve'][i]:.2f}%",
+            f"{100 * up['synthetic_curve'][i]:.2f}%", f"{up['ratio'][i]:.2f}",
+            f"{100 * matched[i]:.2f}%", f"{100 * down['calibration_curve'][i]:.2f}%",
+            f"{ratio2[i]:.2f}",
+        )  # fmt: skip
+    out_console.print(t)
+    out_console.print(
+        f"model at the held-out activity: worst top-20 factor {up['worst_factor_top20']:.2f} "
+        f"({up['within_1_5_top20']}/20 within 1.5)"
+    )
+    if "calibration_vs_matched_worst_factor_top20" in down:
+        mass = down["top20_mass"]
+        out_console.print(
+            "real vs real at the calibration's activity and size: worst top-20 factor "
+            f"{down['calibration_vs_matched_worst_factor_top20']:.2f} "
+            f"({down['calibration_vs_matched_within_1_5_top20']}/20 within 1.5); top-20 mass "
+            f"{mass['calibration']:.3f} vs held-out subsamples mean "
+            f"{mass['heldout_subsamples_mean']:.3f} (max {mass['heldout_subsamples_max']:.3f})"
+        )
