@@ -51,6 +51,7 @@ from searchveil.model import PAIR_SEP, normalize_query
 __all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
+FIRST_BLOCK_BYTES = 1 << 21  # the first chunk: 2 MiB, doubling up to BLOCK_BYTES
 PARQUET_BATCH_ROWS = 1 << 20
 FOLD_ROWS = 4_000_000  # kept items held before counting them into a partial count
 MERGE_PARTIALS = 8  # partial counts held before merging them
@@ -147,8 +148,12 @@ class TextBlocks:
                 else:
                     f = hr
                 rest = b""
+                # the first blocks are small, so that parsing and bounding start after a few
+                # milliseconds of inflating instead of a whole block's; then they double
+                size = min(self.block_bytes, FIRST_BLOCK_BYTES)
                 while not self._stop.is_set():
-                    buf = f.read(self.block_bytes)
+                    buf = f.read(size)
+                    size = min(self.block_bytes, 2 * size)
                     if not buf:
                         break
                     if rest:
