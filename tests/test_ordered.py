@@ -165,3 +165,26 @@ def test_bad_input_is_a_typed_error(tmp_path: Path, content: bytes, problem: str
     path.write_bytes(content)
     with pytest.raises(InputFormatError, match=problem):
         ordered_counts(path, "korolova", PARAMS[0][1], normalize=True)
+
+
+def test_extraction_thread_keeps_order_and_raises() -> None:
+    """The pass hands each marked chunk to one extraction thread: calls run in submission
+    order, and an error in one surfaces in the caller (not lost in the thread)."""
+    seen: list[int] = []
+    with ordered._InOrder() as worker:
+        for i in range(20):
+            worker.submit(seen.append, i)
+        worker.finish()
+    assert seen == list(range(20))
+
+    def boom(i: int) -> None:
+        if i == 3:
+            raise InputFormatError("x", "bad chunk")
+        seen.append(i)
+
+    seen.clear()
+    with pytest.raises(InputFormatError), ordered._InOrder() as worker:
+        for i in range(10):
+            worker.submit(boom, i)
+        worker.finish()
+    assert seen == [0, 1, 2]

@@ -35,7 +35,9 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -438,6 +440,36 @@ class _Distinct:
         return kept_all.slice(n_carry) if n_carry else kept_all
 
 
+class _InOrder:
+    """One worker thread that runs submitted calls in order, at most ``depth`` waiting: the
+    extraction of chunk i (filter, normalise, fold — Polars work that releases the GIL) runs
+    while the caller marks chunk i+1 (``depth`` 0: one chunk in extraction, one being marked — a
+chunk more in memory than a serial pass). Errors surface at the next :meth:`submit` or at
+    :meth:`finish`; leaving the ``with`` block cancels what has not started."""
+
+    def __init__(self, depth: int = 0) -> None:
+        self._ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="searchveil-extract")
+        self._pending: deque[Future[None]] = deque()
+        self._depth = depth
+
+    def submit(self, fn: Any, *args: Any) -> None:
+        while len(self._pending) > self._depth:
+            self._pending.popleft().result()
+        while self._pending and self._pending[0].done():
+            self._pending.popleft().result()
+        self._pending.append(self._ex.submit(fn, *args))
+
+    def finish(self) -> None:
+        while self._pending:
+            self._pending.popleft().result()
+
+    def __enter__(self) -> _InOrder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ex.shutdown(wait=True, cancel_futures=True)
+
+
 @dataclass
 class _State:
     """What one chunk hands to the next."""
@@ -546,25 +578,10 @@ def _ordered_counts(
             q_fold = _Fold(["query"] if item == "queries" else ["query", "url"])
             q_dist = _Distinct(bp.per_user, q_fold.keys)
         c_fold = _Fold(["query", "url"]) if (korolova and with_url) else None
-        kept_events = kept_clicks = 0
-        for df in src.chunks:
-            if df.height == 0:
-                continue
-            df = _mark(df, st, normalize, with_url)
-            new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
-            if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(new_users):
-                raise NotGrouped
-            st.seen_users.update(new_users)
-            last = df.row(df.height - 1, named=True)
-            st.u, st.q, st.t = last["u"], last["q"], last["t"]
-            st.events = int(last["_er"])
-            st.rows += df.height
-            st.users += len(new_users)
-            n_events = int(df.get_column("_es").sum())
-            st.query_events += n_events
-            if with_url:
-                st.clicks = int(last["_cr"])
-                st.click_rows += int(df.get_column("url").is_not_null().sum())
+        tally = {"events": 0, "clicks": 0}  # kept rows; updated by the extraction thread only
+
+        def extract(df: pl.DataFrame) -> None:
+            """Chunk i's kept items into the folds (in the extraction thread, in order)."""
             if q_dist is None:  # Korolova: first d events
                 kept = (  # lazy: only the query column is filtered (projection first)
                     df.lazy()
@@ -574,7 +591,7 @@ def _ordered_counts(
                 )
                 kept = kept.with_columns(query=_normalize(kept.get_column("query"), normalize))
                 q_fold.add(kept)
-                kept_events += kept.height
+                tally["events"] += kept.height
             elif item == "queries":  # first m distinct queries (first occurrence)
                 ev = (
                     df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
@@ -582,7 +599,7 @@ def _ordered_counts(
                 ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
                 kept = q_dist.keep(ev)
                 q_fold.add(kept)
-                kept_events += kept.height
+                tally["events"] += kept.height
             else:  # ZEALOUS clicks: first m distinct (query, url)
                 cl = (
                     df.lazy()
@@ -593,7 +610,7 @@ def _ordered_counts(
                 cl = cl.with_columns(query=_normalize(cl.get_column("query"), normalize))
                 kept = q_dist.keep(cl)
                 q_fold.add(kept)
-                kept_events += kept.height
+                tally["events"] += kept.height
             if c_fold is not None:
                 kc = (
                     df.lazy()
@@ -605,7 +622,32 @@ def _ordered_counts(
                 )
                 kc = kc.with_columns(query=_normalize(kc.get_column("query"), normalize))
                 c_fold.add(kc)
-                kept_clicks += kc.height
+                tally["clicks"] += kc.height
+
+        with _InOrder() as worker:
+            for df in src.chunks:
+                if df.height == 0:
+                    continue
+                df = _mark(df, st, normalize, with_url)
+                new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
+                if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(
+                    new_users
+                ):
+                    raise NotGrouped
+                st.seen_users.update(new_users)
+                last = df.row(df.height - 1, named=True)
+                st.u, st.q, st.t = last["u"], last["q"], last["t"]
+                st.events = int(last["_er"])
+                st.rows += df.height
+                st.users += len(new_users)
+                n_events = int(df.get_column("_es").sum())
+                st.query_events += n_events
+                if with_url:
+                    st.clicks = int(last["_cr"])
+                    st.click_rows += int(df.get_column("url").is_not_null().sum())
+                worker.submit(extract, df)
+            worker.finish()
+        kept_events, kept_clicks = tally["events"], tally["clicks"]
         if st.rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
         sha = src.sha256()
