@@ -55,7 +55,12 @@ __all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
 FIRST_BLOCK_BYTES = 1 << 21  # the first chunk: 2 MiB, doubling up to BLOCK_BYTES
 PARQUET_BATCH_ROWS = 1 << 20
-FOLD_ROWS = 4_000_000  # kept items held before counting them into a partial count
+# above this many rows (from the footer), Parquet batches are half as long: the Polars reader
+# holds several decoded batches ahead, and with the partial counts of a long input that is what
+# sets the peak (36M rows: 1.8 GB with 1M-row batches, 1.6 GB with 512k; 10M rows: 1M-row
+# batches are 3-5% quicker and peak at 1 GB either way)
+PARQUET_LONG_ROWS = 16_000_000
+FOLD_ROWS = 2_000_000  # kept items held before counting them into a partial count
 MERGE_PARTIALS = 8  # partial counts held before merging them
 # a string that is not equal to its normalisation contains one of these (A-Z, any character
 # outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
@@ -323,8 +328,10 @@ def _parquet_source(path: Path, with_url: bool, fingerprint: str) -> _Source:
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
+            n_rows = lf.select(pl.len()).collect().item()  # from the footer
+            batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
             plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
-            yield from plan.collect_batches(chunk_size=PARQUET_BATCH_ROWS)
+            yield from plan.collect_batches(chunk_size=max(1, batch))
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), f"malformed input: {exc}") from None
 
@@ -442,10 +449,10 @@ class _Distinct:
 
 class _InOrder:
     """One worker thread that runs submitted calls in order, at most ``depth`` waiting: the
-    extraction of chunk i (filter, normalise, fold — Polars work that releases the GIL) runs
-    while the caller marks chunk i+1 (``depth`` 0: one chunk in extraction, one being marked — a
-chunk more in memory than a serial pass). Errors surface at the next :meth:`submit` or at
-    :meth:`finish`; leaving the ``with`` block cancels what has not started."""
+        extraction of chunk i (filter, normalise, fold — Polars work that releases the GIL) runs
+        while the caller marks chunk i+1 (``depth`` 0: one chunk in extraction, one being marked — a
+    chunk more in memory than a serial pass). Errors surface at the next :meth:`submit` or at
+        :meth:`finish`; leaving the ``with`` block cancels what has not started."""
 
     def __init__(self, depth: int = 0) -> None:
         self._ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="searchveil-extract")
