@@ -493,16 +493,18 @@ class _State:
     click_rows: int = 0
 
 
-def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.DataFrame:
-    """Add ``_us`` (first row of a user), ``_es`` (first row of a query event), ``_er`` (the
-    user's event number of the row) and, with URLs, ``_cr`` (the user's click number): one
-    lazy query per chunk; rows whose raw query differs from the previous row's at the same user
-    and time (``_amb``, rare) are settled by comparing normalised text afterwards."""
+def _flags(df: pl.DataFrame, prev: tuple[Any, Any, Any], normalize: bool) -> pl.DataFrame:
+    """Add ``_us`` (first row of a user) and ``_es`` (first row of a query event): one lazy
+    query per chunk; rows whose raw query differs from the previous row's at the same user and
+    time (``_amb``) are settled by comparing normalised text afterwards. ``prev``: the raw
+    (user, query, time) of the row before the chunk — all a chunk needs from the one before, so
+    flags can be computed a chunk ahead (:func:`_flagged`)."""
     dt = df.schema
+    pu0, pq0, pt0 = prev
     u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
-    pu = u.shift(1, fill_value=pl.lit(st.u, dt["u"]))
-    pq = q.shift(1, fill_value=pl.lit(st.q, pl.String))
-    pt = t.shift(1, fill_value=pl.lit(st.t, pl.String))
+    pu = u.shift(1, fill_value=pl.lit(pu0, dt["u"]))
+    pq = q.shift(1, fill_value=pl.lit(pq0, pl.String))
+    pt = t.shift(1, fill_value=pl.lit(pt0, pl.String))
     same_ut = ((u == pu) & (t == pt)).fill_null(False)
     same_q = (q == pq).fill_null(False)
     out = (
@@ -518,16 +520,39 @@ def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.D
     if normalize and amb.any():
         idx = amb.arg_true().cast(pl.Int64)
         qs = out.get_column("q")
-        prev = qs.gather((idx - 1).clip(lower_bound=0))
+        before = qs.gather((idx - 1).clip(lower_bound=0))
         if idx[0] == 0:
-            prev = prev.scatter([0], st.q)
-        same = _normalize(qs.gather(idx), True) == _normalize(prev, True)
+            before = before.scatter([0], pq0)
+        same = _normalize(qs.gather(idx), True) == _normalize(before, True)
         out = out.with_columns(out.get_column("_es").scatter(idx, ~same).alias("_es"))
+    return out
+
+
+def _ranks(out: pl.DataFrame, st: _State, with_url: bool) -> pl.DataFrame:
+    """Add ``_er`` (the user's event number of the row) and, with URLs, ``_cr`` (the user's
+    click number), continuing the counts of the user open at the chunk's start."""
     ranks = [_rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")]
     if with_url:
         ranks.append(_rank(pl.col("_us"), pl.col("url").is_not_null(), st.clicks).alias("_cr"))
-    out = out.with_columns(ranks)
-    return out
+    return out.with_columns(ranks)
+
+
+def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.DataFrame:
+    """:func:`_flags` then :func:`_ranks` of one chunk (the previous row from ``st``)."""
+    return _ranks(_flags(df, (st.u, st.q, st.t), normalize), st, with_url)
+
+
+def _flagged(chunks: Iterator[pl.DataFrame], normalize: bool) -> Iterator[pl.DataFrame]:
+    """The non-empty chunks with their :func:`_flags`, each chunk's previous row taken from
+    the raw chunk before it."""
+    prev: tuple[Any, Any, Any] = (None, None, None)
+    for df in chunks:
+        if df.height == 0:
+            continue
+        out = _flags(df, prev, normalize)
+        last = df.row(df.height - 1, named=True)
+        prev = (last["u"], last["q"], last["t"])
+        yield out
 
 
 def ordered_counts(
@@ -575,6 +600,7 @@ def _ordered_counts(
             )
         src = _tsv_source(path, with_url, user_numeric)
     st = _State()
+    flagged: _Prefetch | None = None
     counts: dict[str, pl.DataFrame] = {}
     figures: dict[str, int] = {}
     try:
@@ -631,11 +657,12 @@ def _ordered_counts(
                 c_fold.add(kc)
                 tally["clicks"] += kc.height
 
+        # three threads: flags of chunk i+1 (a chunk ahead: they need only the raw row before
+        # it) | ranks and bookkeeping of chunk i | extraction of chunk i-1
+        flagged = _Prefetch(_flagged(src.chunks, normalize))
         with _InOrder() as worker:
-            for df in src.chunks:
-                if df.height == 0:
-                    continue
-                df = _mark(df, st, normalize, with_url)
+            for df in flagged:
+                df = _ranks(df, st, with_url)
                 new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
                 if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(
                     new_users
@@ -659,6 +686,8 @@ def _ordered_counts(
             raise InputFormatError(str(path), "no data rows left (empty input)")
         sha = src.sha256()
     finally:
+        if flagged is not None:
+            flagged.close()
         src.close()
     if korolova:
         counts["queries"] = q_fold.result()
