@@ -11,7 +11,8 @@ Suites:
   engines, selection); the runner runs them as ``python benchmarks/<name>_bench.py`` when asked
   for by name (``--suite ump``) or with ``--suite all``.
 
-Synthetic inputs are generated once into ``benchmarks/.data/`` (git-ignored) with a fixed seed.
+Synthetic inputs are generated once into ``benchmarks/.data/`` (git-ignored; or the directory named
+by ``SEARCHVEIL_BENCH_DATA``) with a fixed seed.
 Speed targets live here, not in the tests.
 """
 
@@ -31,7 +32,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DATA = HERE / ".data"
+DATA = Path(os.environ.get("SEARCHVEIL_BENCH_DATA", HERE / ".data"))
 RESULTS = HERE / "results"
 SHARED = ROOT.parent / "shared" / "data" / "aol"
 AOL_TOP1000 = SHARED / "aol-top1000-users.tsv.gz"

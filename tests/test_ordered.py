@@ -165,3 +165,47 @@ def test_bad_input_is_a_typed_error(tmp_path: Path, content: bytes, problem: str
     path.write_bytes(content)
     with pytest.raises(InputFormatError, match=problem):
         ordered_counts(path, "korolova", PARAMS[0][1], normalize=True)
+
+
+def test_extraction_thread_keeps_order_and_raises() -> None:
+    """The pass hands each marked chunk to one extraction thread: calls run in submission
+    order, and an error in one surfaces in the caller (not lost in the thread)."""
+    seen: list[int] = []
+    with ordered._InOrder() as worker:
+        for i in range(20):
+            worker.submit(seen.append, i)
+        worker.finish()
+    assert seen == list(range(20))
+
+    def boom(i: int) -> None:
+        if i == 3:
+            raise InputFormatError("x", "bad chunk")
+        seen.append(i)
+
+    seen.clear()
+    with pytest.raises(InputFormatError), ordered._InOrder() as worker:
+        for i in range(10):
+            worker.submit(boom, i)
+        worker.finish()
+    assert seen == [0, 1, 2]
+
+
+def test_text_blocks_start_small_and_double(tmp_path: Path, monkeypatch) -> None:
+    """The .gz reader's first block is FIRST_BLOCK_BYTES (parsing starts early), then blocks
+    double up to the block size; every block holds whole lines and together they are the
+    file."""
+    monkeypatch.setattr(ordered, "FIRST_BLOCK_BYTES", 1 << 12)
+    lines = [f"{i}\tquery number {i}\t2006-03-01 10:00:00\t\t\n" for i in range(20_000)]
+    body = "".join(lines).encode()
+    path = tmp_path / "log.tsv.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n" + body)
+    blocks = ordered.TextBlocks(path, block_bytes=1 << 16)
+    got = list(blocks)
+    assert b"".join(got) == body
+    assert all(b.endswith(b"\n") for b in got)
+    sizes = [len(b) for b in got]
+    assert sizes[0] < 1 << 12  # the first read (4 KiB) less the header line
+    assert sizes[1] <= (1 << 13) + 64 < sizes[3]  # doubling, then capped at 64 KiB
+    assert max(sizes) <= (1 << 16) + 64 and len(sizes) > 10
+    assert len(blocks.sha256()) == 64

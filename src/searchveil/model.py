@@ -22,14 +22,16 @@ Decisions (documented in ``docs/model.md``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-import scipy.sparse as sp
 
 from searchveil.validate import check_choice
+
+if TYPE_CHECKING:  # scipy.sparse is imported where a click histogram is built (start-up cost)
+    import scipy.sparse as sp
 
 __all__ = [
     "InputInfo",
@@ -265,6 +267,8 @@ def click_histogram(log: SearchLog | pl.DataFrame) -> ClickHistogram:
     rows = joined.get_column("pair_id").to_numpy()
     cols = joined.get_column("uidx").to_numpy()
     vals = joined.get_column("c").to_numpy().astype(np.int64)
+    import scipy.sparse as sp  # heavy (≈0.1 s): only the click-histogram users need it
+
     mat = sp.csr_matrix((vals, (rows, cols)), shape=(pairs.height, users.len()))
     mat.sum_duplicates()
     return ClickHistogram(matrix=mat, pairs=pairs, users=users.to_numpy())

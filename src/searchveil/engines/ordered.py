@@ -35,7 +35,9 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,14 @@ from searchveil.model import PAIR_SEP, normalize_query
 __all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
+FIRST_BLOCK_BYTES = 1 << 21  # the first chunk: 2 MiB, doubling up to BLOCK_BYTES
 PARQUET_BATCH_ROWS = 1 << 20
-FOLD_ROWS = 4_000_000  # kept items held before counting them into a partial count
+# above this many rows (from the footer), Parquet batches are half as long: the Polars reader
+# holds several decoded batches ahead, and with the partial counts of a long input that is what
+# sets the peak (36M rows: 1.8 GB with 1M-row batches, 1.6 GB with 512k; 10M rows: 1M-row
+# batches are 3-5% quicker and peak at 1 GB either way)
+PARQUET_LONG_ROWS = 16_000_000
+FOLD_ROWS = 2_000_000  # kept items held before counting them into a partial count
 MERGE_PARTIALS = 8  # partial counts held before merging them
 # a string that is not equal to its normalisation contains one of these (A-Z, any character
 # outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
@@ -147,8 +155,12 @@ class TextBlocks:
                 else:
                     f = hr
                 rest = b""
+                # the first blocks are small, so that parsing and bounding start after a few
+                # milliseconds of inflating instead of a whole block's; then they double
+                size = min(self.block_bytes, FIRST_BLOCK_BYTES)
                 while not self._stop.is_set():
-                    buf = f.read(self.block_bytes)
+                    buf = f.read(size)
+                    size = min(self.block_bytes, 2 * size)
                     if not buf:
                         break
                     if rest:
@@ -316,8 +328,10 @@ def _parquet_source(path: Path, with_url: bool, fingerprint: str) -> _Source:
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
+            n_rows = lf.select(pl.len()).collect().item()  # from the footer
+            batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
             plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
-            yield from plan.collect_batches(chunk_size=PARQUET_BATCH_ROWS)
+            yield from plan.collect_batches(chunk_size=max(1, batch))
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), f"malformed input: {exc}") from None
 
@@ -433,6 +447,36 @@ class _Distinct:
         return kept_all.slice(n_carry) if n_carry else kept_all
 
 
+class _InOrder:
+    """One worker thread that runs submitted calls in order, at most ``depth`` waiting: the
+        extraction of chunk i (filter, normalise, fold — Polars work that releases the GIL) runs
+        while the caller marks chunk i+1 (``depth`` 0: one chunk in extraction, one being marked — a
+    chunk more in memory than a serial pass). Errors surface at the next :meth:`submit` or at
+        :meth:`finish`; leaving the ``with`` block cancels what has not started."""
+
+    def __init__(self, depth: int = 0) -> None:
+        self._ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="searchveil-extract")
+        self._pending: deque[Future[None]] = deque()
+        self._depth = depth
+
+    def submit(self, fn: Any, *args: Any) -> None:
+        while len(self._pending) > self._depth:
+            self._pending.popleft().result()
+        while self._pending and self._pending[0].done():
+            self._pending.popleft().result()
+        self._pending.append(self._ex.submit(fn, *args))
+
+    def finish(self) -> None:
+        while self._pending:
+            self._pending.popleft().result()
+
+    def __enter__(self) -> _InOrder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ex.shutdown(wait=True, cancel_futures=True)
+
+
 @dataclass
 class _State:
     """What one chunk hands to the next."""
@@ -449,16 +493,18 @@ class _State:
     click_rows: int = 0
 
 
-def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.DataFrame:
-    """Add ``_us`` (first row of a user), ``_es`` (first row of a query event), ``_er`` (the
-    user's event number of the row) and, with URLs, ``_cr`` (the user's click number): one
-    lazy query per chunk; rows whose raw query differs from the previous row's at the same user
-    and time (``_amb``, rare) are settled by comparing normalised text afterwards."""
+def _flags(df: pl.DataFrame, prev: tuple[Any, Any, Any], normalize: bool) -> pl.DataFrame:
+    """Add ``_us`` (first row of a user) and ``_es`` (first row of a query event): one lazy
+    query per chunk; rows whose raw query differs from the previous row's at the same user and
+    time (``_amb``) are settled by comparing normalised text afterwards. ``prev``: the raw
+    (user, query, time) of the row before the chunk — all a chunk needs from the one before, so
+    flags can be computed a chunk ahead (:func:`_flagged`)."""
     dt = df.schema
+    pu0, pq0, pt0 = prev
     u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
-    pu = u.shift(1, fill_value=pl.lit(st.u, dt["u"]))
-    pq = q.shift(1, fill_value=pl.lit(st.q, pl.String))
-    pt = t.shift(1, fill_value=pl.lit(st.t, pl.String))
+    pu = u.shift(1, fill_value=pl.lit(pu0, dt["u"]))
+    pq = q.shift(1, fill_value=pl.lit(pq0, pl.String))
+    pt = t.shift(1, fill_value=pl.lit(pt0, pl.String))
     same_ut = ((u == pu) & (t == pt)).fill_null(False)
     same_q = (q == pq).fill_null(False)
     out = (
@@ -472,18 +518,47 @@ def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.D
     )
     amb = out.get_column("_amb")
     if normalize and amb.any():
-        idx = amb.arg_true().cast(pl.Int64)
-        qs = out.get_column("q")
-        prev = qs.gather((idx - 1).clip(lower_bound=0))
-        if idx[0] == 0:
-            prev = prev.scatter([0], st.q)
-        same = _normalize(qs.gather(idx), True) == _normalize(prev, True)
+        # the ambiguous rows' query and the one before, by a filter (a gather across the
+        # batch's many small chunks cost 10x more)
+        pair = (
+            out.lazy()
+            .select(
+                a=q.filter(pl.col("_amb")),
+                b=q.shift(1, fill_value=pl.lit(pq0, pl.String)).filter(pl.col("_amb")),
+            )
+            .collect()
+        )
+        same = _normalize(pair.get_column("a"), True) == _normalize(pair.get_column("b"), True)
+        idx = amb.arg_true()
         out = out.with_columns(out.get_column("_es").scatter(idx, ~same).alias("_es"))
+    return out
+
+
+def _ranks(out: pl.DataFrame, st: _State, with_url: bool) -> pl.DataFrame:
+    """Add ``_er`` (the user's event number of the row) and, with URLs, ``_cr`` (the user's
+    click number), continuing the counts of the user open at the chunk's start."""
     ranks = [_rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")]
     if with_url:
         ranks.append(_rank(pl.col("_us"), pl.col("url").is_not_null(), st.clicks).alias("_cr"))
-    out = out.with_columns(ranks)
-    return out
+    return out.with_columns(ranks)
+
+
+def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.DataFrame:
+    """:func:`_flags` then :func:`_ranks` of one chunk (the previous row from ``st``)."""
+    return _ranks(_flags(df, (st.u, st.q, st.t), normalize), st, with_url)
+
+
+def _flagged(chunks: Iterator[pl.DataFrame], normalize: bool) -> Iterator[pl.DataFrame]:
+    """The non-empty chunks with their :func:`_flags`, each chunk's previous row taken from
+    the raw chunk before it."""
+    prev: tuple[Any, Any, Any] = (None, None, None)
+    for df in chunks:
+        if df.height == 0:
+            continue
+        out = _flags(df, prev, normalize)
+        last = df.row(df.height - 1, named=True)
+        prev = (last["u"], last["q"], last["t"])
+        yield out
 
 
 def ordered_counts(
@@ -531,6 +606,7 @@ def _ordered_counts(
             )
         src = _tsv_source(path, with_url, user_numeric)
     st = _State()
+    flagged: _Prefetch | None = None
     counts: dict[str, pl.DataFrame] = {}
     figures: dict[str, int] = {}
     try:
@@ -541,25 +617,10 @@ def _ordered_counts(
             q_fold = _Fold(["query"] if item == "queries" else ["query", "url"])
             q_dist = _Distinct(bp.per_user, q_fold.keys)
         c_fold = _Fold(["query", "url"]) if (korolova and with_url) else None
-        kept_events = kept_clicks = 0
-        for df in src.chunks:
-            if df.height == 0:
-                continue
-            df = _mark(df, st, normalize, with_url)
-            new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
-            if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(new_users):
-                raise NotGrouped
-            st.seen_users.update(new_users)
-            last = df.row(df.height - 1, named=True)
-            st.u, st.q, st.t = last["u"], last["q"], last["t"]
-            st.events = int(last["_er"])
-            st.rows += df.height
-            st.users += len(new_users)
-            n_events = int(df.get_column("_es").sum())
-            st.query_events += n_events
-            if with_url:
-                st.clicks = int(last["_cr"])
-                st.click_rows += int(df.get_column("url").is_not_null().sum())
+        tally = {"events": 0, "clicks": 0}  # kept rows; updated by the extraction thread only
+
+        def extract(df: pl.DataFrame) -> None:
+            """Chunk i's kept items into the folds (in the extraction thread, in order)."""
             if q_dist is None:  # Korolova: first d events
                 kept = (  # lazy: only the query column is filtered (projection first)
                     df.lazy()
@@ -569,7 +630,7 @@ def _ordered_counts(
                 )
                 kept = kept.with_columns(query=_normalize(kept.get_column("query"), normalize))
                 q_fold.add(kept)
-                kept_events += kept.height
+                tally["events"] += kept.height
             elif item == "queries":  # first m distinct queries (first occurrence)
                 ev = (
                     df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
@@ -577,7 +638,7 @@ def _ordered_counts(
                 ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
                 kept = q_dist.keep(ev)
                 q_fold.add(kept)
-                kept_events += kept.height
+                tally["events"] += kept.height
             else:  # ZEALOUS clicks: first m distinct (query, url)
                 cl = (
                     df.lazy()
@@ -588,7 +649,7 @@ def _ordered_counts(
                 cl = cl.with_columns(query=_normalize(cl.get_column("query"), normalize))
                 kept = q_dist.keep(cl)
                 q_fold.add(kept)
-                kept_events += kept.height
+                tally["events"] += kept.height
             if c_fold is not None:
                 kc = (
                     df.lazy()
@@ -600,11 +661,39 @@ def _ordered_counts(
                 )
                 kc = kc.with_columns(query=_normalize(kc.get_column("query"), normalize))
                 c_fold.add(kc)
-                kept_clicks += kc.height
+                tally["clicks"] += kc.height
+
+        # three threads: flags of chunk i+1 (a chunk ahead: they need only the raw row before
+        # it) | ranks and bookkeeping of chunk i | extraction of chunk i-1
+        flagged = _Prefetch(_flagged(src.chunks, normalize))
+        with _InOrder() as worker:
+            for df in flagged:
+                df = _ranks(df, st, with_url)
+                new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
+                if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(
+                    new_users
+                ):
+                    raise NotGrouped
+                st.seen_users.update(new_users)
+                last = df.row(df.height - 1, named=True)
+                st.u, st.q, st.t = last["u"], last["q"], last["t"]
+                st.events = int(last["_er"])
+                st.rows += df.height
+                st.users += len(new_users)
+                n_events = int(df.get_column("_es").sum())
+                st.query_events += n_events
+                if with_url:
+                    st.clicks = int(last["_cr"])
+                    st.click_rows += int(df.get_column("url").is_not_null().sum())
+                worker.submit(extract, df)
+            worker.finish()
+        kept_events, kept_clicks = tally["events"], tally["clicks"]
         if st.rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
         sha = src.sha256()
     finally:
+        if flagged is not None:
+            flagged.close()
         src.close()
     if korolova:
         counts["queries"] = q_fold.result()

@@ -1,11 +1,14 @@
 """Integer noise for counts, sampled exactly and vectorised.
 
 Samplers (Canonne, Kamath, Steinke: "The Discrete Gaussian for Differential Privacy",
-NeurIPS 2020, Algorithms 1-3):
+NeurIPS 2020, Algorithms 1-3, and exact inversion of the geometric distribution):
 
 * :func:`discrete_laplace` — the discrete Laplace / two-sided geometric distribution
-  ``P[X = k] = (1-p)/(1+p) · p^|k|`` with ``p = exp(-1/scale)``.
-* :func:`discrete_gaussian` — ``P[X = k] ∝ exp(-k²/(2σ²))``.
+  ``P[X = k] = (1-p)/(1+p) · p^|k|`` with ``p = exp(-1/scale)``. For scales in [1/16, 1024] the
+  magnitude is drawn by inverting the geometric distribution against an exact integer table of
+  ``floor(2^64 p^k)`` (one random word and a binary search per draw; further words only when
+  the first lands on a table entry — :class:`_GeometricTable`); other scales use CKS Algorithm 2.
+* :func:`discrete_gaussian` — ``P[X = k] ∝ exp(-k²/(2σ²))`` (CKS Algorithm 3).
 
 Every step uses only exact uniform integers from a :class:`~searchveil.rng.RandomSource` and
 integer arithmetic: no floating-point logarithm or exponential touches a sample, so the output
@@ -24,6 +27,7 @@ tail functions that the thresholding mechanisms use for keep probabilities.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -146,6 +150,15 @@ def _geometric_exp_minus_one(n: int, rng: RandomSource) -> npt.NDArray[np.uint64
 
 
 def _sample_discrete_laplace(scale: Fraction, size: int, rng: RandomSource) -> IntArray:
+    """``size`` exact discrete Laplace draws of rational scale ``t/s``: the geometric inversion
+    table (:class:`_GeometricTable`) for ``_TABLE_MIN_SCALE <= scale <= _TABLE_MAX_SCALE``,
+    else CKS Algorithm 2 (:func:`_sample_discrete_laplace_cks`). Both are exact."""
+    if _TABLE_MIN_SCALE <= scale <= _TABLE_MAX_SCALE:
+        return _sample_discrete_laplace_table(scale, size, rng)
+    return _sample_discrete_laplace_cks(scale, size, rng)
+
+
+def _sample_discrete_laplace_cks(scale: Fraction, size: int, rng: RandomSource) -> IntArray:
     """CKS Algorithm 2 for scale ``t/s``, vectorised over ``size`` draws."""
     t = np.uint64(scale.numerator)
     s = np.uint64(scale.denominator)
@@ -166,6 +179,148 @@ def _sample_discrete_laplace(scale: Fraction, size: int, rng: RandomSource) -> I
         done = np.zeros(n, dtype=np.bool_)
         done[acc[good]] = True
         todo = todo[~done]
+    return out
+
+
+# ------------------------------------------------------- geometric inversion, exact bounds
+#
+# |X| of the discrete Laplace is G = max{k >= 0 : x < p^k} for x uniform on [0, 1) and
+# p = exp(-s/t): P[G >= k] = P[x < p^k] = p^k, the geometric law of ratio p. x is an infinite
+# string of random bits, drawn 64 at a time only as far as needed: the first word w decides G
+# through the integer table f_k = floor(2^64 p^k) (x < p^k for sure when w < f_k, x >= p^k for
+# sure when w > f_k); only when w == f_k (probability < (table size)/2^64 per draw) are more
+# words drawn and compared with bounds on p^k computed to as many bits as that needs. Every
+# bound is exact rational / integer arithmetic (a Taylor series of e^y with a bounded tail):
+# no floating point touches a sample. p^k is irrational for k >= 1 (e^q is irrational for
+# rational q != 0), so a comparison is never a tie and the refinement ends.
+
+_TABLE_MIN_SCALE = Fraction(1, 16)  # below: p < e^-16, the CKS sampler is as quick
+_TABLE_MAX_SCALE = Fraction(1024)  # above: the table (≈ 44·scale entries) takes long to build
+_TABLE_PREC = 128  # bits of the bounds the table is built from
+
+
+def _exp_neg_bounds(y: Fraction, prec: int) -> tuple[int, int]:
+    """Integers ``lo <= 2^prec · e^(-y) <= hi`` for rational ``0 <= y <= 16``, with
+    ``hi - lo`` a few units: e^y lies between the partial sum S of its Taylor series and
+    S + 2·(next term) once the terms' ratio y/(j+2) is at most 1/2."""
+    term = Fraction(1)
+    total = Fraction(1)
+    j = 0
+    while True:
+        j += 1
+        term = term * y / j
+        total += term
+        if 2 * y <= j + 2:
+            tail = 2 * term * y / (j + 1)  # >= the sum of all further terms
+            if tail * (1 << (prec + 4)) <= total:
+                break
+    lo = (1 << prec) * (total + tail).denominator // (total + tail).numerator
+    hi = -((-(1 << prec) * total.denominator) // total.numerator)
+    return lo, hi
+
+
+def _power_bounds(y: Fraction, k: int, prec: int) -> tuple[int, int]:
+    """Integers ``lo <= 2^prec · e^(-y·k) <= hi`` (the bounds of e^-y raised to the k-th
+    power, floor below and ceiling above)."""
+    q = prec + 2 * k.bit_length() + 64
+    plo, phi = _exp_neg_bounds(y, q)
+    sh = q * k - prec
+    lo = plo**k >> sh
+    hi = -((-(phi**k)) >> sh)
+    return lo, hi
+
+
+class _GeometricTable:
+    """Exact sampler of G with P[G >= k] = p^k, p = e^(-y) (see the comment above)."""
+
+    def __init__(self, y: Fraction) -> None:
+        self.y = y
+        prec = _TABLE_PREC
+        while True:
+            f = self._floors(prec)
+            if f is not None:
+                break
+            prec += 64  # some 2^64·p^k within the bounds' width of an integer: finer bounds
+        # f_1 >= f_2 >= ... >= f_K = 0 (non-increasing); ascending copy for searchsorted
+        self.f = np.array(f + [0], dtype=np.uint64)  # f[k-1] = f_k; a sentinel 0 after f_K
+        self.ascending = self.f[:-1][::-1].copy()
+
+    def _floors(self, prec: int) -> list[int] | None:
+        plo, phi = _exp_neg_bounds(self.y, prec)
+        lo, hi = plo, phi  # bounds on 2^prec · p^k, k = 1
+        shift = prec - 64
+        out: list[int] = []
+        while True:
+            flo, fhi = lo >> shift, hi >> shift
+            if flo != fhi:
+                return None
+            out.append(flo)
+            if flo == 0:
+                return out
+            lo = (lo * plo) >> prec
+            hi = -((-hi * phi) >> prec)
+
+    def sample(self, n: int, rng: RandomSource) -> npt.NDArray[np.int64]:
+        """``n`` independent draws of G."""
+        w = rng.words(n)
+        k_count = self.ascending.size
+        # G >= the number of k with f_k > w; then k = g+1 is settled by w unless w == f_(g+1)
+        g = k_count - np.searchsorted(self.ascending, w, side="right").astype(np.int64)
+        amb = np.flatnonzero(self.f[g] == w)
+        for i in amb:  # probability < K / 2^64 per draw
+            g[i] = self._resolve(int(w[i]), int(g[i]), rng)
+        return g
+
+    def _resolve(self, prefix: int, g: int, rng: RandomSource) -> int:
+        """G given x's first 64 bits ``prefix`` and G >= g: test x < p^k for k = g+1, g+2, …
+        drawing more bits of x when the bits so far do not decide."""
+        nbits = 64
+        while True:
+            k = g + 1
+            extra = 32
+            while True:
+                lo, hi = _power_bounds(self.y, k, nbits + extra)
+                xlo, xhi = prefix << extra, (prefix + 1) << extra  # x·2^(nbits+extra) in [xlo, xhi)
+                if lo >= xhi:  # p^k above every x with these bits
+                    decided = True
+                    break
+                if hi <= xlo:  # p^k at or below every such x
+                    decided = False
+                    break
+                if lo >= xlo and hi <= xhi:  # p^k inside x's interval: more bits of x
+                    prefix = (prefix << 64) | int(rng.words(1)[0])
+                    nbits += 64
+                else:  # the bounds straddle an end of x's interval: finer bounds
+                    extra += 64
+            if not decided:
+                return g
+            g = k
+
+
+@functools.lru_cache(maxsize=64)
+def _geometric_table(y: Fraction) -> _GeometricTable:
+    return _GeometricTable(y)
+
+
+def _sample_discrete_laplace_table(scale: Fraction, size: int, rng: RandomSource) -> IntArray:
+    """Discrete Laplace of scale ``t/s`` = sign · G, G geometric of ratio e^(-s/t) by exact
+    inversion, the sign a fair bit; the pair (negative, 0) is rejected and redrawn (as in CKS
+    Algorithm 2), so that P[X = k] ∝ p^|k| for every integer k."""
+    table = _geometric_table(1 / scale)
+    out = np.empty(size, dtype=np.int64)
+    todo = np.arange(size)
+    while todo.size:
+        n = todo.size
+        g = table.sample(n, rng)
+        neg = rng.integers_below(2, n).astype(np.bool_)
+        bad = neg & (g == 0)
+        vals = np.where(neg, -g, g)
+        if not bad.any():
+            out[todo] = vals
+            break
+        good = ~bad
+        out[todo[good]] = vals[good]
+        todo = todo[bad]
     return out
 
 
@@ -302,7 +457,10 @@ class DiscreteLaplace:
             "distribution": "discrete_laplace",
             "scale": self.scale,
             "effective_scale": self.effective_scale,
-            "sampler": "exact (Canonne-Kamath-Steinke 2020, Alg. 1-2)",
+            "sampler": (
+                "exact (geometric inversion on exact integer bounds for 1/16 <= scale <= 1024; "
+                "else Canonne-Kamath-Steinke 2020, Alg. 1-2)"
+            ),
         }
 
 
