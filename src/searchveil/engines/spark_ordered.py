@@ -20,10 +20,11 @@ partition runs :class:`PartitionPass` over its Arrow batches (``mapInArrow``), i
 
 Candidates of a boundary run (enough to make the stitched bounding exact):
 
-* Korolova, first d events: the run's event starts with local event number ≤ d + 1 (the run's
-  first row is an event start locally, but continues the previous partition's last event when
-  the user, the time and the normalised query are the same: then every number shifts down by
-  one), and its click rows with local click number ≤ d_c;
+* Korolova, first d events: the run's event starts with local event number ≤ d, and its click
+  rows with local click number ≤ d_c. (The run's first row starts an event locally but may
+  continue the previous partition's last event — same user, time and normalised query — and
+  then every number shifts down by one; but the user already has ≥ 1 event before the run, so
+  the run's (d + 1)-th local event is never kept either way.)
 * first m *distinct* items (Korolova ``distinct``, ZEALOUS): the run's first m distinct items.
   Of them, at most k are among the k < m items the user already kept, so at least the m - k
   the user still may keep are there. A first row that continues the previous event repeats an
@@ -282,7 +283,7 @@ class PartitionPass:
         parts = []
         url = pl.col("url") if self.with_url else pl.lit(None, pl.String)
         if bp.algorithm == "korolova" and not bp.distinct:
-            ev = df.filter(pl.col("_es") & (pl.col("_er") <= bp.per_user + 1)).select(
+            ev = df.filter(pl.col("_es") & (pl.col("_er") <= bp.per_user)).select(
                 "_ri", _k=pl.lit("e"), _r="_er", query="q", url=pl.lit(None, pl.String)
             )
             parts.append(ev)
