@@ -85,7 +85,7 @@ def session(engine: str, path: Path, window: bool) -> dict[str, Any]:
 
     from searchveil import KorolovaParams, make_rng
     from searchveil.engines.plans import make_engine
-    from searchveil.io.release import write_release
+    from searchveil.release.histogram import write_release
     from searchveil.release.korolova import release_korolova_counts
 
     t = lap("imports (searchveil)", t0)
@@ -109,7 +109,9 @@ def session(engine: str, path: Path, window: bool) -> dict[str, Any]:
             t = lap(f"release {i}: noise + thresholds", t)
             write_release(rel, Path(tmp) / f"r{i}", fmt="tsv", overwrite=False)
             lap(f"release {i}: writing", t)
-            out[f"release_{i}"] = round(sum(v for k, v in st.items() if k.startswith(f"release {i}")), 3)
+            out[f"release_{i}"] = round(
+                sum(v for k, v in st.items() if k.startswith(f"release {i}")), 3
+            )
         if window and engine == "spark":
             eng.plan = "window"
             t = time.perf_counter()

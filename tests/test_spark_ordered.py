@@ -106,7 +106,9 @@ def _simulate(df: pl.DataFrame, cuts: list[int], params: Any, normalize: bool) -
             pa.schema([(c, pa.string()) for c in cols])
         )  # fmt: skip
         outs += PartitionPass(bp, normalize, i, with_url).run(iter(part.to_batches()))
-    out = pl.DataFrame(pl.from_arrow(pa.Table.from_batches(outs, schema=spark_ordered.OUTPUT_SCHEMA)))
+    out = pl.DataFrame(
+        pl.from_arrow(pa.Table.from_batches(outs, schema=spark_ordered.OUTPUT_SCHEMA))
+    )
     agg = out.group_by(GROUP_KEYS).agg(pl.col("n").sum())
     agg = agg.filter((pl.col("kind") != "u") | (pl.col("n") > 1))
     return stitch(agg, params, normalize=normalize)
@@ -301,4 +303,3 @@ def test_spark_submit_release_equals_embedded(tmp_path: Path, aol_215_path: Path
             assert la == lb
         elif name.endswith((".tsv", ".csv", ".json")):
             assert (a / name).read_text() == (b / name).read_text(), name
-

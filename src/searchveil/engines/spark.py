@@ -20,6 +20,7 @@ itself).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -50,6 +51,9 @@ from searchveil.release.korolova import KorolovaParams
 PLAN_NAME = "spark window plan"
 ORDERED_PLAN_NAME = "spark ordered pass"
 SPARK_PLANS = ("auto", "ordered", "window")
+# PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it);
+# without it the engine runs the window plan
+HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
 # White_Space class of Polars' (Rust) \s, so normalisation agrees with the in-memory reader
 _WHITESPACE = r"(?U)\s+"
@@ -92,6 +96,8 @@ class SparkEngine(Engine):
     ) -> None:
         if plan not in SPARK_PLANS:
             raise InvalidParameterError("spark plan", plan, " | ".join(SPARK_PLANS))
+        if plan == "ordered" and not HAVE_PANDAS:
+            raise InvalidParameterError("spark plan", plan, "auto or window (pandas is missing)")
         self.plan = plan
         self.master = master
         self.normalize = normalize
@@ -235,7 +241,7 @@ class SparkEngine(Engine):
         result = None
         name = ORDERED_PLAN_NAME
         try:
-            if self.plan != "window":
+            if self.plan != "window" and HAVE_PANDAS:
                 table = self.scan_narrow(str(path), url=with_url)
                 try:
                     result = ordered_plan(table, params, normalize=self.normalize)

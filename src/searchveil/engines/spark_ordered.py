@@ -452,12 +452,7 @@ def stitch(
     bp = BoundingPlan.of(params)
     korolova = bp.algorithm == "korolova"
     fig = Counter(
-        dict(
-            out.filter(pl.col("kind") == "f")
-            .group_by("query")
-            .agg(pl.col("n").sum())
-            .iter_rows()
-        )
+        dict(out.filter(pl.col("kind") == "f").group_by("query").agg(pl.col("n").sum()).iter_rows())
     )
     repeats = dict(out.filter(pl.col("kind") == "u").select("user", "n").iter_rows())
     b = out.filter(pl.col("kind") == "b")
