@@ -222,6 +222,10 @@ def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
     every = [c for c in _params() if getattr(c[1], "d", getattr(c[1], "m", 0)) in (1, 3, 5)]
     cases = {"sorted.parquet": every, "aol.parquet": _params()[:2]}
     for path in files:
+        # ~1 KB splits for the tiny logs, ~32 KB (≈ 10 partitions) for the AOL one
+        small_splits.conf.set(
+            "spark.sql.files.maxPartitionBytes", "32k" if "aol" in path.name else "1k"
+        )
         log = read_log(path)
         for algo, params in cases.get(path.name, _params()[:4]):
             fn = korolova_counts if algo == "korolova" else zealous_counts
