@@ -10,8 +10,10 @@ Each engine (a subclass of :class:`searchveil.engines.base.Engine`) offers
 
 * ``polars`` — one ordered streaming pass when each user's rows are contiguous
   (:mod:`searchveil.engines.ordered`), else the hash-based row plan;
-* ``spark`` — one shuffle of the rows by user and a window per user (PySpark, local or a
-  cluster; optional, imported only when asked for); only the counts reach the driver.
+* ``spark`` — PySpark, local or a cluster (optional, imported only when asked for): for
+  user-sorted input a per-partition ordered pass (:mod:`searchveil.engines.spark_ordered`,
+  boundary users stitched on the driver, no shuffle of rows), else one shuffle of the rows by
+  user and a window per user; only the counts reach the driver.
 
 The row plan (:mod:`searchveil.engines.rows`: which rows each algorithm needs after bounding,
 over the small interface of :class:`~searchveil.engines.base.Engine` — ``scan, with_sessions,

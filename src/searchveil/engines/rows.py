@@ -177,11 +177,13 @@ def start_fingerprint(path: Path, fingerprint: str = "full") -> Any:
 
 
 def input_info(path: Path, sha: str, rows: int, normalize: bool) -> InputInfo:
+    parquet = str(path).lower().endswith(".parquet")
     return InputInfo(
         path=str(path),
         sha256=sha,
         rows=rows,
-        format="parquet" if str(path).lower().endswith(".parquet") else "aol",
+        format="parquet" if parquet else "aol",
+        encoding=None if parquet else "utf-8",  # as the in-memory reader records it
         normalized=normalize,
         # the engines read with the default reader options (the CLI refuses any other)
         reader=ReaderOptions(normalize=normalize).to_dict(),

@@ -2,14 +2,25 @@
 
 ``--spark-master`` picks the cluster (default ``local[*]``). Row order is
 ``monotonically_increasing_id()`` of the scanned file, which follows the file order (partition
-index, then position). Korolova and ZEALOUS: the bounded counts are computed on Spark with
-one shuffle of the rows by user (:func:`window_plan`) and only the counts come to the driver
-with Arrow; k-anonymity: the reduced rows are brought to the driver. Noise is drawn there with
-the project's secure sampler (the driver never holds the log itself).
+index, then position). Korolova and ZEALOUS: the bounded counts are computed on Spark and only
+the counts come to the driver with Arrow:
+
+* ``ordered`` pass (:func:`ordered_plan`, :mod:`searchveil.engines.spark_ordered`): when each
+  user's rows are contiguous (a log written user by user), every partition bounds its own
+  users with ``mapInArrow`` and the boundary users are stitched on the driver — no shuffle of
+  rows;
+* ``window`` plan (:func:`window_plan`): one shuffle of the rows by user and a window per user;
+  any input.
+
+``plan="auto"`` (the default) tries the ordered pass and falls back to the window plan when
+it finds a user whose rows are not contiguous. k-anonymity: the reduced rows are brought to the
+driver. Noise is drawn there with the project's secure sampler (the driver never holds the log
+itself).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -17,12 +28,20 @@ from typing import Any
 
 import polars as pl
 import pyspark
+from pyspark import TaskContext
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
 from searchveil.engines.base import BoundingPlan, Engine, HistogramParams
 from searchveil.engines.rows import input_record, start_fingerprint
+from searchveil.engines.spark_ordered import (
+    GROUP_KEYS,
+    OUTPUT_DDL,
+    NotContiguous,
+    PartitionPass,
+    stitch,
+)
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
@@ -30,6 +49,11 @@ from searchveil.release.counts import BoundedCounts
 from searchveil.release.korolova import KorolovaParams
 
 PLAN_NAME = "spark window plan"
+ORDERED_PLAN_NAME = "spark ordered pass"
+SPARK_PLANS = ("auto", "ordered", "window")
+# PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it);
+# without it the engine runs the window plan
+HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
 # White_Space class of Polars' (Rust) \s, so normalisation agrees with the in-memory reader
 _WHITESPACE = r"(?U)\s+"
@@ -50,6 +74,7 @@ def spark_session(master: str = "local[*]") -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "131072")
         .config("spark.driver.memory", os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"))
         .getOrCreate()
     )
@@ -62,8 +87,18 @@ class SparkEngine(Engine):
     name = "spark"
 
     def __init__(
-        self, *, master: str = "local[*]", normalize: bool = True, fingerprint: str = "full"
+        self,
+        *,
+        master: str = "local[*]",
+        normalize: bool = True,
+        fingerprint: str = "full",
+        plan: str = "auto",
     ) -> None:
+        if plan not in SPARK_PLANS:
+            raise InvalidParameterError("spark plan", plan, " | ".join(SPARK_PLANS))
+        if plan == "ordered" and not HAVE_PANDAS:
+            raise InvalidParameterError("spark plan", plan, "auto or window (pandas is missing)")
+        self.plan = plan
         self.master = master
         self.normalize = normalize
         self.fingerprint = fingerprint
@@ -194,34 +229,78 @@ class SparkEngine(Engine):
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
     def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
-        """Bounded counts computed on Spark (see :func:`window_plan`); only the counts and
-        a few figures come to the driver. The file's SHA-256 is streamed in a thread meanwhile."""
+        """Bounded counts computed on Spark (the ordered pass, else :func:`window_plan`); only
+        the counts and a few figures come to the driver. The file's SHA-256 is streamed in a
+        thread meanwhile."""
         sha = start_fingerprint(path, self.fingerprint)  # a full hash overlaps Spark's work
+        with_url = (
+            params.url_selection != "none"
+            if isinstance(params, KorolovaParams)
+            else params.item_type == "clicks"
+        )
+        result = None
+        name = ORDERED_PLAN_NAME
         try:
-            with_url = (
-                params.url_selection != "none"
-                if isinstance(params, KorolovaParams)
-                else params.item_type == "clicks"
-            )
-            table = self.scan_narrow(str(path), url=with_url)
-            plan, keys = window_plan(table, algorithm, params, normalize=self.normalize)
-            arrow = plan.toArrow()
+            if self.plan != "window" and HAVE_PANDAS:
+                table = self.scan_narrow(str(path), url=with_url)
+                try:
+                    result = ordered_plan(table, params, normalize=self.normalize)
+                except NotContiguous:
+                    if self.plan == "ordered":
+                        raise InvalidParameterError(
+                            "spark plan", "ordered", "auto or window (users are not contiguous)"
+                        ) from None
+            if result is None:
+                name = PLAN_NAME
+                table = self.scan_narrow(str(path), url=with_url)
+                plan, keys = window_plan(table, algorithm, params, normalize=self.normalize)
+                arrow = plan.toArrow()
+                out = pl.DataFrame(pl.from_arrow(arrow))
+                result = _split_plan_output(out, algorithm, params, keys)
         except (InputFormatError, InvalidParameterError):
             raise
         except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
             raise InputFormatError(str(path), f"Spark could not read the input: {exc}") from None
-        out = pl.DataFrame(pl.from_arrow(arrow))
-        counts, figures, rows = _split_plan_output(out, algorithm, params, keys)
+        counts, figures, rows = result
         if rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
         rec = input_record(
             path, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
         )
-        return BoundedCounts(counts=counts, figures=figures, input=rec, plan=PLAN_NAME)
+        return BoundedCounts(counts=counts, figures=figures, input=rec, plan=name)
 
     def describe(self) -> dict[str, Any]:
 
         return {"engine": "spark", "version": pyspark.__version__, "master": self.master}
+
+
+def ordered_plan(
+    table: Any, params: HistogramParams, *, normalize: bool
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    """The ordered pass (:mod:`searchveil.engines.spark_ordered`): ``mapInArrow`` runs
+    :class:`~searchveil.engines.spark_ordered.PartitionPass` on each partition of ``table``
+    (``user, query, time`` [+ ``url``] from :meth:`SparkEngine.scan_narrow`, in file order);
+    one aggregation sums the per-item counts of the partitions' interior users and returns the
+    boundary users' candidates and state and the users seen in more than one run; the driver
+    stitches them (:func:`~searchveil.engines.spark_ordered.stitch`, which raises
+    :class:`~searchveil.engines.spark_ordered.NotContiguous` when the users are not contiguous).
+    Returns (counts, figures, rows)."""
+    bp = BoundingPlan.of(params)
+    with_url = "url" in table.columns
+    cols = [F.col("user").alias("u"), F.col("query").alias("q"), F.col("time").alias("t")]
+    if with_url:
+        cols.append(F.col("url"))
+
+    def per_partition(batches: Any) -> Any:
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx is not None else 0
+        yield from PartitionPass(bp, normalize, part, with_url).run(batches)
+
+    out = table.select(*cols).mapInArrow(per_partition, OUTPUT_DDL)
+    agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
+    agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
+    res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
+    return stitch(res, params, normalize=normalize)
 
 
 def window_plan(
