@@ -24,6 +24,7 @@ from searchveil.synth import (
     fit,
     generate,
     heldout_head_check,
+    heldout_split_check,
     heldout_window_check,
     hold_probability,
     synthetic_events,
@@ -248,7 +249,8 @@ def test_heldout_head_check_against_top1000(heldout):
     reason="issue 12 target not met: heavy users' top-20 shares are over-predicted up to "
     "~2.1x; the real calibration sample itself is further than 1.5x from the held-out sample "
     "at the same activity and size (test_the_two_real_samples_differ_at_the_same_activity; "
-    "docs/synth.md, 'Held-out head check')",
+    "docs/synth.md, 'Held-out head check'). Within one population the target is met: "
+    "test_split_check_on_the_heavy_aol_users",
 )
 def test_heldout_head_target_factor_1_5(heldout):
     assert heldout["worst_factor_top20"] <= 1.5, heldout["ratio"][:20]
@@ -328,3 +330,63 @@ def test_synth_check_cli(aol_215_path, aol_top1000_path):
     r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--heldout",
                             str(aol_top1000_path), "--top", "5"])  # fmt: skip
     assert r.exit_code == 2 and "--top" in r.output
+
+
+def test_split_check_recovers_its_own_generator(bundled, tmp_path: Path):
+    """No shared data needed: a 2,000-user log drawn from the bundled model is split 1:3; a
+    model fitted on the 500 calibration users alone must predict the top-20 user shares of
+    the 1,500 others (unseen users, a 3x larger population) within a factor 1.5. Fails if the
+    fit does not recover the law it was drawn from (e.g. a biased γ or moment matching)."""
+    _, m = bundled
+    out = tmp_path / "s.tsv"
+    write_synthetic(m, out, users=2_000, rng=make_rng(21))
+    log = read_log(out)
+    res = heldout_split_check(log, rng=make_rng(22), calibration_share=0.25, splits=2)
+    assert res["calibration_users"] == 500 and res["heldout_users"] == 1_500
+    assert res["synthetic_users"] == 6_000 and len(res["splits"]) == 2
+    for run in res["splits"]:
+        assert run["worst_factor_top20"] <= 1.5, res["ratio"][:20]
+        assert run["within_1_5_top20"] == 20
+        # the fit still sees that heavy users hold the pinned head less often (γ < 1); it is
+        # not the generator's 0.62: ranks past the pinned ones are drawn at one exposure for
+        # every user, and a 500-user refit pins some of them too
+        assert m.head_gamma <= run["gamma"] < 1.0, run
+    assert res["worst_factor_top20"] == max(r["worst_factor_top20"] for r in res["splits"])
+
+
+def test_split_check_on_the_heavy_aol_users(aol_top1000):
+    """The held-out check that the real samples allow (docs/synth.md, 'Split check'): calibrate
+    on a random quarter of the 1,000 heaviest AOL users, predict the other 750 at their own
+    activity. Measured: worst top-20 factor 1.15-1.37 over 10 splits, tracking the real
+    calibration quarter's own distance from the held-out users (1.13-1.33)."""
+    res = heldout_split_check(aol_top1000, rng=make_rng(5), calibration_share=0.25, splits=3)
+    assert res["calibration_users"] == 250 and res["heldout_users"] == 750
+    for run in res["splits"]:
+        assert run["within_1_5_top20"] == 20, run
+        # the model adds little to the sampling noise of its 250-user input
+        assert run["worst_factor_top20"] <= run["real_vs_real_worst_factor_top20"] + 0.15, run
+    assert res["worst_factor_top20"] <= 1.5
+
+
+def test_split_check_rejects_bad_parameters(aol_215):
+    with pytest.raises(InvalidParameterError, match="calibration_share"):
+        heldout_split_check(aol_215, rng=make_rng(1), calibration_share=1.0)
+    with pytest.raises(InvalidParameterError, match="calibration_share"):
+        heldout_split_check(aol_215, rng=make_rng(1), calibration_share=0.001)
+    with pytest.raises(InvalidParameterError, match="splits"):
+        heldout_split_check(aol_215, rng=make_rng(1), splits=0)
+
+
+def test_synth_check_cli_split_only(aol_215_path):
+    r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--split-share", "0.5",
+                            "--splits", "1", "--seed", "3", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert "matched_activity" not in res
+    sp = res["split"]
+    assert sp["calibration_users"] + sp["heldout_users"] == 215 and len(sp["splits"]) == 1
+    assert len(sp["ratio"]) == 100 and sp["log"] == str(aol_215_path)
+    r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--splits", "0"])
+    assert r.exit_code == 2 and "--splits" in r.output
+    r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--split-share", "1.5"])
+    assert r.exit_code == 2 and "--split-share" in r.output

@@ -32,6 +32,7 @@ from searchveil.rng import make_rng
 from searchveil.synth import (
     fit,
     heldout_head_check,
+    heldout_split_check,
     heldout_window_check,
     read_model,
     write_synthetic,
@@ -167,8 +168,13 @@ def register(app: typer.Typer) -> None:
     def synth_check(
         like: Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")],
         heldout: Annotated[
-            Path, typer.Option("--heldout", help="a DIFFERENT real log to compare the head with")
-        ],
+            Path | None,
+            typer.Option(
+                "--heldout",
+                help="a DIFFERENT real log to compare the head with; without it, only the "
+                "split check of --like runs",
+            ),
+        ] = None,
         users: Annotated[
             int, typer.Option("--users", help="synthetic users at matched activity")
         ] = 20_000,
@@ -184,6 +190,17 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--subsamples", help="same-size held-out subsamples (real vs real)")
         ] = 300,
         top: Annotated[int, typer.Option("--top", help="ranks of the user-share curve")] = 100,
+        split_share: Annotated[
+            float,
+            typer.Option(
+                "--split-share",
+                help="split check: share of the users a model is calibrated on; it is compared "
+                "with the other users of the same log (the --heldout log if given, else --like)",
+            ),
+        ] = 0.25,
+        splits: Annotated[
+            int, typer.Option("--splits", help="split check: random splits (0 = skip it)")
+        ] = 3,
         seed: SeedOpt = None,
         reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
@@ -191,33 +208,82 @@ def register(app: typer.Typer) -> None:
         """Held-out check of the synthetic head (docs/synth.md): the top-N user-share curve of
         a model calibrated on --like against a different real log, (1) at the held-out users'
         activity (model extrapolated) and (2) with the held-out users cut down to the
-        calibration's activity and size (real vs real, model-free). Prints both, with the
-        worst factor over the top 20. Reads both logs with the same reader options."""
+        calibration's activity and size (real vs real, model-free); and (3) the split check:
+        a model calibrated on a random --split-share of one log's users against the rest of
+        that log (unseen users of the same population, a larger population). Prints each
+        with the worst factor over the top 20. Reads both logs with the same reader options."""
 
         def body() -> None:
             check_int("--users", users, minimum=1)
             check_int("--subsamples", subsamples, minimum=1)
             check_int("--top", top, minimum=20)
+            check_int("--splits", splits, minimum=0)
+            if not 0.0 < split_share < 1.0:
+                raise InvalidParameterError("--split-share", split_share, "a fraction in (0, 1)")
+            if heldout is None and splits == 0:
+                raise InvalidParameterError(
+                    "--splits", splits, "≥ 1 when no --heldout log is given (nothing to check)"
+                )
             rng = make_rng(seed)
             kw = reader.kwargs()
             cal = read_log(like, **kw)
-            held = query_events(read_log(heldout, **kw))
-            m = fit(cal, rng=rng)
-            observed = "clicked" if heldout_clicked_only else "all"
-            up = heldout_head_check(m, held, rng=rng, users=users, observed=observed, top=top)
-            down = heldout_window_check(
-                query_events(cal), held, rng=rng, model=m, synthetic_users=users,
-                subsamples=subsamples, top=top,
-            )  # fmt: skip
-            res = {"calibration": str(like), "heldout": str(heldout), "seed": seed,
-                   "model": {"source": m.source, "fitted": m.summary()},
-                   "matched_activity": up, "calibration_activity": down}  # fmt: skip
+            res: dict[str, Any] = {"calibration": str(like), "seed": seed}
+            split_log = cal
+            if heldout is not None:
+                held_log = read_log(heldout, **kw)
+                held = query_events(held_log)
+                m = fit(cal, rng=rng)
+                observed = "clicked" if heldout_clicked_only else "all"
+                up = heldout_head_check(m, held, rng=rng, users=users, observed=observed, top=top)
+                down = heldout_window_check(
+                    query_events(cal), held, rng=rng, model=m, synthetic_users=users,
+                    subsamples=subsamples, top=top,
+                )  # fmt: skip
+                res.update(heldout=str(heldout),
+                           model={"source": m.source, "fitted": m.summary()},
+                           matched_activity=up, calibration_activity=down)  # fmt: skip
+                split_log = held_log
+            if splits:
+                res["split"] = heldout_split_check(
+                    split_log, rng=rng, calibration_share=split_share, splits=splits, top=top
+                )
+                res["split"]["log"] = str(heldout if heldout is not None else like)
             emit(res, json_out, _human_check)
 
         run(body)
 
 
 def _human_check(r: dict[str, Any]) -> None:
+    if "matched_activity" in r:
+        _human_cross(r)
+    if "split" in r:
+        _human_split(r["split"])
+
+
+def _human_split(s: dict[str, Any]) -> None:
+    t = Table(
+        title=f"split check of {s['log']}: calibrated on {s['calibration_users']} users, "
+        f"compared with the other {s['heldout_users']} (first split)"
+    )
+    for c in ("rank", "held-out (real)", "synthetic @ held-out activity", "ratio"):
+        t.add_column(c, justify="right")
+    for i in range(min(20, len(s["ratio"]))):
+        t.add_row(str(i + 1), f"{100 * s['heldout_curve'][i]:.2f}%",
+                  f"{100 * s['synthetic_curve'][i]:.2f}%", f"{s['ratio'][i]:.2f}")  # fmt: skip
+    out_console.print(t)
+    for i, x in enumerate(s["splits"], 1):
+        out_console.print(
+            f"split {i}: γ = {x['gamma']:.2f}, worst top-20 factor {x['worst_factor_top20']:.2f} "
+            f"({x['within_1_5_top20']}/20 within 1.5; real calibration part vs held-out: "
+            f"{x['real_vs_real_worst_factor_top20']:.2f}), worst top-{len(s['ratio'])} "
+            f"{x['worst_factor_top']:.2f}"
+        )
+    out_console.print(
+        f"split check: worst top-20 factor over all splits {s['worst_factor_top20']:.2f}"
+    )
+
+
+def _human_cross(r: dict[str, Any]) -> None:
     up, down = r["matched_activity"], r["calibration_activity"]
     t = Table(title=f"top-20 user shares: {r['calibration']} (calibration) vs {r['heldout']}")
     for c in ("rank", "held-out", "synthetic @ held-out activity", "ratio",
