@@ -803,6 +803,17 @@ def synthetic_events(
     return pl.concat(parts)
 
 
+def _factors(
+    curve: npt.NDArray[np.float64], target: npt.ArrayLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Ratio ``curve`` / ``target`` rank by rank over their common length, and each rank's
+    factor max(r, 1/r) (how far apart, whichever is above)."""
+    t = np.asarray(target, dtype=np.float64)
+    n = min(curve.size, t.size)
+    ratio = curve[:n] / np.maximum(t[:n], 1e-12)
+    return ratio, np.maximum(ratio, 1.0 / np.maximum(ratio, 1e-12))
+
+
 def heldout_head_check(
     model: SynthModel,
     heldout: pl.DataFrame,
@@ -840,9 +851,8 @@ def heldout_head_check(
             df = df.filter(pl.col("ClickURL").is_not_null())
         parts.append(df.select(pl.col("AnonID").alias("user"), pl.col("Query").alias("query")))
     synth_curve = user_share_curve(pl.concat(parts), top)
-    n = min(target.size, synth_curve.size)
-    ratio = synth_curve[:n] / np.maximum(target[:n], 1e-12)
-    worst = np.maximum(ratio, 1.0 / np.maximum(ratio, 1e-12))
+    ratio, worst = _factors(synth_curve, target)
+    n = ratio.size
     return {
         "observed": observed,
         "synthetic_users": users,
@@ -902,23 +912,22 @@ def heldout_split_check(
         order = np.argsort(rng.random_keys(n), kind="stable")
         cal_users = users.gather(order[:k]).implode()
         cal = replace(log, df=log.df.filter(pl.col("user").is_in(cal_users)))
-        held = ev.filter(~pl.col("user").is_in(cal_users))
+        in_cal = ev.get_column("user").is_in(cal_users)
+        held = ev.filter(~in_cal)
         m = fit(cal, rng=rng)
         res = heldout_head_check(
             m, held, rng=rng, users=(n - k) * users_per_heldout, observed="all", top=top
         )
         # the noise floor: the real calibration part against the real held-out part (same
         # population, same activity law, different users): the model cannot beat its input
-        real = user_share_curve(ev.filter(pl.col("user").is_in(cal_users)), top)
-        target = np.asarray(res["heldout_curve"])
-        r20 = real[:20] / np.maximum(target[: min(20, real.size)], 1e-12)
+        _, real_worst = _factors(user_share_curve(ev.filter(in_cal), top), res["heldout_curve"])
         runs.append(
             {
                 "gamma": m.head_gamma,
                 "worst_factor_top20": res["worst_factor_top20"],
                 "within_1_5_top20": res["within_1_5_top20"],
                 "worst_factor_top": res["worst_factor_top"],
-                "real_vs_real_worst_factor_top20": float(np.maximum(r20, 1.0 / r20).max()),
+                "real_vs_real_worst_factor_top20": float(real_worst[:20].max()),
             }
         )
         if i == 0:
@@ -1029,9 +1038,7 @@ def heldout_window_check(
     }
 
     def compare(curve: npt.NDArray[np.float64], name: str) -> None:
-        n = min(curve.size, held.size)
-        ratio = curve[:n] / np.maximum(held[:n], 1e-12)
-        worst = np.maximum(ratio, 1.0 / np.maximum(ratio, 1e-12))
+        ratio, worst = _factors(curve, held)
         out[f"{name}_ratio"] = ratio.tolist()
         out[f"{name}_worst_factor_top20"] = float(worst[:20].max())
         out[f"{name}_within_1_5_top20"] = int((worst[:20] <= 1.5).sum())
@@ -1050,9 +1057,7 @@ def heldout_window_check(
             mass20.append(float(c[:20].sum()))
         matched = acc / subsamples
         out["heldout_matched_curve"] = matched.tolist()
-        n = min(real.size, top)
-        ratio = real[:n] / np.maximum(matched[:n], 1e-12)
-        worst = np.maximum(ratio, 1.0 / np.maximum(ratio, 1e-12))
+        ratio, worst = _factors(real, matched)
         out["calibration_vs_matched_ratio"] = ratio.tolist()
         out["calibration_vs_matched_worst_factor_top20"] = float(worst[:20].max())
         out["calibration_vs_matched_within_1_5_top20"] = int((worst[:20] <= 1.5).sum())
