@@ -19,7 +19,7 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.collab.protocol import CelsParams, Share
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.model import ClickHistogram
 from searchveil.release.ump import (
     constraint_matrix,
@@ -110,7 +110,7 @@ def local_sanitize(
     gp = global_counts([s.hist for s in shares])
     gp = gp.filter(pl.col("count") >= params.min_count)
     util = utility(gp, log)
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism="cels-local-sanitization",
         notion=NOTION,
         epsilon=params.epsilon,

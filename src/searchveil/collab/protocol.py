@@ -60,7 +60,7 @@ from searchveil.collab.paillier import (
 )
 from searchveil.collab.wire import Config, Mesh, ProtocolError, expect
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.ledger import ReleaseWriter, build_ledger
+from searchveil.io.ledger import ReleaseWriter, build_ledger_unchecked
 from searchveil.io.readers import read_log
 from searchveil.model import ClickHistogram, click_histogram
 from searchveil.release.ump import constraint_block, sample_users, solve_oump
@@ -717,7 +717,7 @@ class Party:
         ordered = [allstats[j] for j in self.mesh.config.ids]
         df = _records_frame(records)
         seeded = any(s["seeded"] for s in ordered)
-        ledger = build_ledger(
+        ledger = build_ledger_unchecked(
             mechanism="cels",
             notion=NOTION,
             epsilon=self.params.epsilon,
