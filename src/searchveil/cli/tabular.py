@@ -9,8 +9,20 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, OverwriteOpt, SeedOpt, emit, out_console, progress, run
+from searchveil.cli._common import (
+    JsonOpt,
+    OverwriteOpt,
+    SeedOpt,
+    emit,
+    err_console,
+    out_console,
+    progress,
+    run,
+)
+from searchveil.io.ledger import provenance_path
 from searchveil.rng import make_rng
+from searchveil.tabular.lattice import Lattice
+from searchveil.tabular.recoding import advise
 from searchveil.tabular.api import ModelParams, load, run_model, table_stats, write_release
 from searchveil.tabular.reproduce import reproduce
 
@@ -87,23 +99,59 @@ def register(app: typer.Typer) -> None:
         hierarchies: HierOpt,
         out: Annotated[Path, typer.Option("--out", help="release directory to create")],
         model: Annotated[
-            str, typer.Option("--model", help="dp | aggregate | threshold | kanon | safepub")
+            str,
+            typer.Option(
+                "--model",
+                help="dp (DP global recoding, defaults by the advisor) | fouad2014 (the paper's "
+                "DP sampler, reproduction) | safepub | kanon | aggregate | threshold (not DP)",
+            ),
         ] = "dp",
         epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")] = None,
         delta: Annotated[float | None, typer.Option("--delta", help="δ (no default)")] = None,
         beta: Annotated[
             float | None,
-            typer.Option("--beta", help="dp: probability that a record is NOT sampled (paper's β)"),
+            typer.Option(
+                "--beta",
+                help="dp/fouad2014: probability that a record is NOT sampled (paper's β; dp: "
+                "default chosen by the advisor)",
+            ),
         ] = None,
         theta0: Annotated[
             float | None,
             typer.Option(
-                "--theta0", help="dp: every output row generalizes ≥ θ₀·|D| input records"
+                "--theta0", help="fouad2014: every output row generalizes ≥ θ₀·|D| input records"
             ),
         ] = None,
         theta1: Annotated[
-            float, typer.Option("--theta1", help="dp: θ is uniform in (θ₀, θ₁) (paper: θ₁ = 1)")
+            float,
+            typer.Option("--theta1", help="fouad2014: θ is uniform in (θ₀, θ₁) (paper: θ₁ = 1)"),
         ] = 1.0,
+        score: Annotated[
+            str,
+            typer.Option(
+                "--score",
+                help="dp: selection score: auto (classification when the table has non-QI "
+                "columns, else fouad) | classification | fouad (the paper's utility u)",
+            ),
+        ] = "auto",
+        selection_share: Annotated[
+            float, typer.Option("--selection-share", help="dp: share of ε for the selection")
+        ] = 0.15,
+        max_records: Annotated[
+            int | None,
+            typer.Option(
+                "--max-records",
+                help="dp/safepub: a PUBLIC upper bound on the number of records you declare "
+                "(default: a DP count, 2 % of ε for dp, 1 % for safepub)",
+            ),
+        ] = None,
+        provenance: Annotated[
+            Path | None,
+            typer.Option(
+                "--provenance",
+                help="where the PRIVATE provenance record goes (default OUT.private.json)",
+            ),
+        ] = None,
         lam: Annotated[float, typer.Option("--lambda", help="λ of eq. (2)")] = 1.0,
         kappa: Annotated[int, typer.Option("--kappa", help="κ of eq. (2)")] = 1,
         phi0: Annotated[
@@ -113,7 +161,9 @@ def register(app: typer.Typer) -> None:
         utility: Annotated[str, typer.Option("--utility", help="depth | inverse | log")] = "depth",
         sharpness: Annotated[
             float,
-            typer.Option("--utility-sharpness", help="dp: extra weight on u^κ (no privacy cost)"),
+            typer.Option(
+                "--utility-sharpness", help="fouad2014: extra weight on u^κ (no privacy cost)"
+            ),
         ] = 0.0,
         c: Annotated[float | None, typer.Option("--c", help="threshold: risk bound c")] = None,
         k: Annotated[int | None, typer.Option("--k", help="kanon: k")] = None,
@@ -165,11 +215,31 @@ def register(app: typer.Typer) -> None:
                     max_suppression=max_suppression,
                     steps=steps,
                     utility_sharpness=sharpness,
+                    score=score,
+                    selection_share=selection_share,
+                    max_records=max_records,
                 )
+                if model == "dp" and epsilon is not None and delta is not None:
+                    adv = advise(
+                        epsilon,
+                        delta,
+                        lattice_size=Lattice(tuple(h.height for h in t.hierarchies)).size,
+                        beta=beta,
+                        count=max_records is None,
+                        selection_share=selection_share,
+                    )
+                    if not json_out:
+                        err_console.print(
+                            f"advisor: ε = {adv.eps_count:.3g} (count) + {adv.eps_select:.3g} "
+                            f"(selection) + {adv.eps_anon:.3g} (sampling); keep p = "
+                            f"{adv.keep_probability:.3f} (β = {adv.beta:.3f}, {adv.rule}); "
+                            f"k = {adv.k}; δ = {adv.delta_anon:.3g} + slack",
+                            highlight=False,
+                        )
                 rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
                 done()
                 done = step("writing")
-                led = write_release(
+                led, prov = write_release(
                     out,
                     rel,
                     meas,
@@ -177,17 +247,21 @@ def register(app: typer.Typer) -> None:
                     overwrite=overwrite,
                     fmt=output_format,
                     side_table=theta,
+                    provenance=provenance,
                 )
                 done()
             res = {
                 "out": str(out),
+                "provenance": str(provenance_path(out, provenance)),
                 "mechanism": led["mechanism"],
                 "notion": led["notion"],
                 "epsilon": led["epsilon"],
                 "delta": led["delta"],
                 "seeded": led["seeded"],
-                "summary": led["summary"],
-                "metrics": led["metrics"],
+                "parameters": led["parameters"],
+                "noisy": led["noisy"],
+                "summary": prov["report"],
+                "metrics": prov["figures"]["metrics"],
             }
 
             def human(r: dict[str, Any]) -> None:
@@ -197,9 +271,20 @@ def register(app: typer.Typer) -> None:
                         "guarantee": r["notion"],
                         "ε": r["epsilon"],
                         "δ": r["delta"],
+                        "k": r["parameters"].get("k", r["noisy"].get("k")),
+                        "keep probability": r["parameters"].get(
+                            "keep_probability", r["parameters"].get("sampling_probability")
+                        ),
+                        "level vector": r["noisy"].get("level"),
                         **r["summary"],
                         **{k2: v for k2, v in r["metrics"].items()},
                     },
+                )
+                n_rel = r["summary"].get("released", 0)
+                out_console.print(
+                    f"released {n_rel:,} of {r['metrics']['records']:,} records "
+                    f"({100 * r['metrics']['released_fraction']:.1f} %); private figures in "
+                    f"{r['provenance']} (do not publish)"
                 )
                 if r["seeded"]:
                     out_console.print("SEEDED randomness: reproducible experiment, NOT FOR RELEASE")
