@@ -29,8 +29,8 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.rng import RandomSource
 from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.rng import RandomSource
 from searchveil.tabular.dp import (
     _p53,
     bernoulli_sample,
@@ -175,13 +175,9 @@ def safepub(
         source = "declared --max-records"
     else:
         lap = DiscreteLaplace.for_epsilon(eps_n, 1.0)
-        eff = DiscreteLaplace(scale=lap.effective_scale)
-        margin = 0
-        while float(eff.cdf(-margin - 1)) > 0.01:
-            margin += max(1, margin)
         n_hat = int(table.n + int(lap.sample(1, rng)[0]))
-        n_bound = max(1, n_hat + margin)
-        source = "DP count n̂ + 99 % margin"
+        n_bound = max(1, n_hat)
+        source = "DP count n̂"
     if delta >= 1.0 / n_bound:
         raise InvalidParameterError(
             "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
@@ -247,7 +243,7 @@ def safepub(
                 "mechanism": "discrete Laplace",
                 "epsilon": eps_n,
                 "delta": 0.0,
-                "n_hat": n_hat,
+                "output": "noisy.n_hat",
             }  # fmt: skip
         )
     events += [

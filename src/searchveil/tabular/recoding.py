@@ -34,6 +34,7 @@ Total: ``ε = ε_n + ε_sel + ε_anon``, ``δ = δ(k, p̂, ε_anon) + (1 + e^ε)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -103,6 +104,22 @@ def _em_eta(lattice_size: int) -> float:
 
 
 def advise(
+    epsilon: float,
+    delta: float,
+    *,
+    lattice_size: int,
+    beta: float | None = None,
+    count: bool = True,
+    selection_share: float = SELECTION_SHARE,
+    count_share: float = COUNT_SHARE,
+) -> Advice:
+    """The advisor (see :func:`_advise`); a pure function of public parameters, cached."""
+    return _advise(epsilon, delta, lattice_size=lattice_size, beta=beta, count=count,
+                   selection_share=selection_share, count_share=count_share)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _advise(
     epsilon: float,
     delta: float,
     *,
@@ -366,15 +383,10 @@ class RecodingPlan:
         return d
 
 
-def _count(n: int, eps: float, rng: RandomSource) -> tuple[int, int]:
-    """``n̂`` and a 99 % upper confidence bound ``n̂ + m`` (effective noise scale)."""
+def _count(n: int, eps: float, rng: RandomSource) -> int:
+    """``n̂ = n + DLap(1/ε)`` (exact discrete Laplace, effective scale ≥ 1/ε)."""
     lap = DiscreteLaplace.for_epsilon(eps, 1.0)
-    eff = DiscreteLaplace(scale=lap.effective_scale)
-    m = 0
-    while float(eff.cdf(-m - 1)) > 0.01:
-        m += max(1, m)
-    n_hat = int(n + int(lap.sample(1, rng)[0]))
-    return n_hat, max(1, n_hat + m)
+    return int(n + int(lap.sample(1, rng)[0]))
 
 
 def shuffle_release(rel: TabularRelease, rng: RandomSource) -> TabularRelease:
@@ -422,8 +434,9 @@ def anonymize_recoding(
     )
     # 1. record count (charged) or the declared bound: the only use of the table's size
     if max_records is None:
-        n_hat, n_bound = _count(table.n, adv.eps_count, rng)
-        source = "DP count n̂ + 99 % margin (charged ε_count)"
+        n_hat = _count(table.n, adv.eps_count, rng)
+        n_bound = max(n_hat, 1)
+        source = "DP count n̂ (charged ε_count)"
         n_for_rule: float = max(n_hat, 0)
     else:
         n_hat, n_bound = None, max_records
@@ -489,7 +502,7 @@ def anonymize_recoding(
                 "mechanism": "discrete Laplace",
                 "epsilon": adv.eps_count,
                 "delta": 0.0,
-                "n_hat": n_hat,
+                "output": "noisy.n_hat",
             }  # fmt: skip
         )
     events += [

@@ -149,7 +149,7 @@ def anonymize_dp(
             "mechanism": "discrete Laplace",
             "epsilon": plan.eps_count,
             "delta": 0.0,
-            "n_hat": plan.n_hat,
+            "output": "noisy.n_hat",
         },
         {
             "event": "exponential mechanism per record (Θ = D)"
