@@ -184,8 +184,8 @@ def invoke(*args: str):
 
 def test_infeasible_request_exits_2_naming_the_smallest_epsilon(tmp_path: Path) -> None:
     out = tmp_path / "x"
-    r = invoke("anonymize", str(DATA / "adult.csv"), "--hierarchies", str(DATA),
-               "--epsilon", "0.3", "--delta", "1e-3", "--beta", "0.5", "--out", str(out))  # fmt: skip
+    args = ["--epsilon", "0.3", "--delta", "1e-4", "--beta", "0.5", "--out", str(out)]
+    r = invoke("anonymize", str(DATA / "adult.csv"), "--hierarchies", str(DATA), *args)
     assert r.exit_code == 2, r.output
     assert "ε ≥" in r.output and "epsilon" in r.output
     assert not out.exists() and not (tmp_path / "x.private.json").exists()
@@ -329,7 +329,9 @@ def test_order_counterexample_detects_input_order(monkeypatch: pytest.MonkeyPatc
         first_hi = next((i for i, v in enumerate(s) if v == ">50K"), None)
         return first_hi is not None and "<=50K" in s[first_hi + 1 :]
 
-    hits = [sum(event(run_model(t, "dp", params, rng=make_rng(i))[0].frame) for i in range(100))
+    n = 400
+    hits = [sum(event(run_model(t, "dp", params, rng=make_rng(i))[0].frame) for i in range(n))
             for t in (D, Dp)]  # fmt: skip
-    res = audit_event(lambda n: hits[0], lambda n: hits[1], trials=100, epsilon=2.0, delta=1e-3)
+    res = audit_event(lambda _: hits[0], lambda _: hits[1], trials=n, epsilon=2.0, delta=1e-3,
+                      alpha=1e-3)  # fmt: skip
     assert hits[0] == 0 and not res.passed, (hits, res)

@@ -32,10 +32,10 @@ from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
 from searchveil.tabular.dp import (
-    _p53,
     bernoulli_sample,
     exact_choice,
     k_for_delta,
+    round_probability,
     sampling_delta,
 )
 from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
@@ -182,7 +182,7 @@ def safepub(
         raise InvalidParameterError(
             "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
         )
-    _, p = _p53(1.0 - math.exp(-eps_anon))  # the keep probability actually sampled
+    _, p = round_probability(1.0 - math.exp(-eps_anon))  # the keep probability actually sampled
     lat = Lattice(tuple(h.height for h in table.hierarchies))
     # each exponential-mechanism pick has total-variation error ≤ (candidates+1)·2^-50
     eta_fp = (steps + 1) * (lat.size + 1) * 2.0**-50

@@ -63,6 +63,7 @@ __all__ = [
     "dp_generalize",
     "FP_BITS",
     "modular_grid",
+    "round_probability",
 ]
 
 FP_BITS = 51  # integer weights < 2^51, so |L|·2^51 < 2^64 for |L| < 8192
@@ -170,6 +171,12 @@ def min_epsilon_for(k: int, p: float, delta: float, *, eps_max: float = 20.0) ->
         else:
             lo = mid
     return hi
+
+
+def round_probability(p: float) -> tuple[int, float]:
+    """``(num, p̂)`` with ``p̂ = num/2^53 = round(p·2^53)/2^53``: the keep probability that
+    :func:`bernoulli_sample` actually samples (account with p̂, never p)."""
+    return _p53(p)
 
 
 def _p53(p: float) -> tuple[int, float]:

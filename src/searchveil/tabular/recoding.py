@@ -48,9 +48,15 @@ from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
 from searchveil.tabular.baselines import full_row_keys
-from searchveil.tabular.dp import _p53, bernoulli_sample, exact_choice, k_for_delta, sampling_delta
+from searchveil.tabular.dp import (
+    bernoulli_sample,
+    exact_choice,
+    k_for_delta,
+    round_probability,
+    sampling_delta,
+)
 from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
-from searchveil.tabular.lattice import Lattice, _refine, distinct_records
+from searchveil.tabular.lattice import Lattice, distinct_records, refine_classes
 from searchveil.tabular.measures import Measures
 from searchveil.tabular.release import TabularRelease, generalized_frame, suppress_small
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
@@ -153,7 +159,7 @@ def _advise(
         beta = check_probability("beta", beta)
         p_req = 1.0 - beta
         rule = "p = 1 − β (given)"
-    _, p = _p53(p_req)
+    _, p = round_probability(p_req)
     eta_fp = _em_eta(lattice_size)
     delta_anon = delta - (1.0 + math.exp(epsilon)) * eta_fp
     if delta_anon <= 0:
@@ -249,7 +255,7 @@ def _extra_codes(table: EncodedTable) -> tuple[npt.NDArray[np.int64], int]:
     ex = np.zeros(table.n, np.int64)
     n_ex = 1
     for j in range(kq, len(hs)):
-        ex, n_ex = _refine(ex, n_ex, leaves[:, j].astype(np.int64), len(hs[j].labels[0]))
+        ex, n_ex = refine_classes(ex, n_ex, leaves[:, j].astype(np.int64), len(hs[j].labels[0]))
     return ex, n_ex
 
 
@@ -312,7 +318,7 @@ def lattice_scores(
         del stack[start + 1 :]
         for i in range(start, kq):
             pid, n_pid = stack[i]
-            stack.append(_refine(pid, n_pid, codes[i][lv[i]], ncodes[i][lv[i]]))
+            stack.append(refine_classes(pid, n_pid, codes[i][lv[i]], ncodes[i][lv[i]]))
         prev = tuple(lv)
         pid, n_pid = stack[kq]
         if dense:

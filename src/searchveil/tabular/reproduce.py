@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from searchveil.errors import SearchveilError
 from searchveil.report.html import esc, fmt, img, page, table, write_report
 from searchveil.rng import make_rng
+from searchveil.tabular import synth_baselines as sb
 from searchveil.tabular.api import ModelParams, load, run_model
 from searchveil.tabular.hierarchy import EncodedTable, encode_table, read_hierarchy
 from searchveil.tabular.measures import make_measures
@@ -244,8 +245,6 @@ def method_row(
     try:
         t0 = time.perf_counter()
         if method in ("aim", "mst"):
-            from searchveil.tabular import synth_baselines as sb
-
             ok, why = sb.available()
             if not ok:
                 row["skipped"] = why
