@@ -335,3 +335,60 @@ def test_order_counterexample_detects_input_order(monkeypatch: pytest.MonkeyPatc
     res = audit_event(lambda _: hits[0], lambda _: hits[1], trials=n, epsilon=2.0, delta=1e-3,
                       alpha=1e-3)  # fmt: skip
     assert hits[0] == 0 and not res.passed, (hits, res)
+
+
+def test_cdp_conversion() -> None:
+    from searchveil.tabular.synth_baselines import cdp_delta, cdp_rho
+
+    # ρ-zCDP ⇒ (ρ + 2√(ρ ln 1/δ), δ)-DP (Bun & Steinke); the Canonne et al. bound is tighter
+    rho = cdp_rho(1.0, 1e-5)
+    assert cdp_delta(rho, 1.0) <= 1e-5 < cdp_delta(rho * 1.01, 1.0)
+    assert rho + 2 * math.sqrt(rho * math.log(1e5)) > 1.0  # the classical bound needs more ε
+    assert cdp_delta(0.01, 1.0) < cdp_delta(0.1, 1.0) < cdp_delta(0.1, 0.5)
+
+
+def test_compare_runs_methods_and_states_skips(tmp_path: Path, monkeypatch) -> None:
+    """`tabular compare`: every method at the same (ε, δ) on one split; a synthetic baseline
+    whose extra is absent is listed as skipped with the reason, below the table in the report."""
+    from searchveil.tabular import synth_baselines
+
+    monkeypatch.setattr(synth_baselines, "available", lambda: (False, "extra not installed"))
+    rep = tmp_path / "c.html"
+    r = invoke("compare", str(DATA / "adult.csv"), "--hierarchies", str(DATA), "--epsilon", "4",
+               "--delta", "1e-3", "--methods", "dp,safepub,mst", "--report", str(rep),
+               "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    rows = {x["model"]: x for x in res["rows"]}
+    assert rows["mst"]["skipped"] == "extra not installed"
+    assert rows["mst"]["output"] == "synthetic records"
+    for m in ("dp", "safepub"):
+        assert "error" in rows[m] or {"released_fraction", "nb_accuracy", "lr_accuracy",
+                                      "seconds"} <= set(rows[m])  # fmt: skip
+    html = rep.read_text()
+    assert "Not run or infeasible" in html and "extra not installed" in html
+    assert html.index("<table") < html.index("Not run or infeasible")
+    r = invoke("compare", str(DATA / "adult.csv"), "--hierarchies", str(DATA), "--epsilon", "1")
+    assert r.exit_code == 2 and "delta" in r.output
+
+
+@pytest.mark.skipif(
+    not __import__("os").environ.get("SEARCHVEIL_SYNTH_TESTS"),
+    reason="JIT-compiles private-pgm models (minutes); set SEARCHVEIL_SYNTH_TESTS=1",
+)
+def test_mst_and_aim_run_on_the_slice() -> None:
+    from searchveil.tabular import synth_baselines as sb
+
+    ok, why = sb.available()
+    if not ok:
+        pytest.skip(why)
+    t = load(DATA / "adult.csv", DATA)
+    for run in (sb.run_mst, sb.run_aim):
+        res = (
+            run(t, epsilon=2.0, delta=1e-3, rng=make_rng(0), max_rounds=3)
+            if run is sb.run_aim
+            else run(t, epsilon=2.0, delta=1e-3, rng=make_rng(0))
+        )
+        assert res.frame.columns == t.frame.columns and res.frame.height > 0
+        assert res.release.notion.endswith("SYNTHETIC records")
+        assert res.rho > 0 and res.details["em_slack_tv"] < 1e-9

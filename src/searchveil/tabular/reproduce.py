@@ -357,7 +357,8 @@ def accuracy_plot(rows: list[dict[str, Any]]) -> Figure:
         ax.set_xlabel("ε (δ fixed)")
         ax.set_ylabel("accuracy on held-out records")
         ax.set_title("naive Bayes" if j == 0 else "logistic regression")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     return fig
 
 

@@ -303,8 +303,8 @@ def run_aim(
     extra_hierarchies: dict[str, Hierarchy] | None = None,
     rows: int | None = None,
     iters: int = 300,
-    round_iters: int = 50,
-    max_rounds: int | None = 24,
+    round_iters: int = 30,
+    max_rounds: int | None = 10,
     max_cells: int = 10_000,
 ) -> SynthResult:
     """AIM with the workload of all two-way marginals (and their one-way closures), weights as
