@@ -32,6 +32,7 @@ __all__ = [
     "write_release",
     "delta_users_check",
     "check_declared_users",
+    "users_bound_source",
     "USER_NEIGHBOURS",
 ]
 
@@ -70,6 +71,14 @@ def delta_users_check(delta: float, max_users: int | None) -> dict[str, Any]:
         "checked": True,
         "users_bound_source": "declared (--max-users)",
     }
+
+
+def users_bound_source(max_users: int | None) -> str:
+    """How the *private* report's δ < 1/U check got U (the public ledger's uses only a declared
+    bound, :func:`delta_users_check`)."""
+    if max_users is not None:
+        return "declared (--max-users)"
+    return "exact number of users (private: not in the ledger, whose check needs --max-users)"
 
 
 def check_declared_users(max_users: int | None, exact_users: int) -> None:

@@ -67,6 +67,7 @@ from searchveil.release.histogram import (
     delta_users_check,
     noisy_counts,
     noisy_threshold,
+    users_bound_source,
     write_release,
 )
 from searchveil.rng import RandomSource
@@ -528,13 +529,6 @@ def exposure_from_counts(
     return out
 
 
-def _users_source(max_users: int | None) -> str:
-    """How the private report's δ < 1/U check got U."""
-    if max_users is not None:
-        return "declared (--max-users)"
-    return "exact number of users (private: not in the ledger, whose check needs --max-users)"
-
-
 def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:
     """Limit-User-Activity (step 1) on an in-memory log: the bounded query counts and, with
     URLs, the bounded (query, url) click counts (``rng`` only for ``strategy="random"``)."""
@@ -697,7 +691,7 @@ def release_korolova_counts(
         keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
         max_single_count=1 if params.distinct else params.d, single_user=single_user,
     )  # fmt: skip
-    report["single_user"]["delta_check"]["users_bound_source"] = _users_source(max_users)
+    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 

@@ -31,6 +31,7 @@ from searchveil.release.histogram import (
     HistogramRelease,
     check_declared_users,
     delta_users_check,
+    users_bound_source,
 )
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
@@ -131,10 +132,7 @@ def release_select(
         users=max_users if max_users is not None else max(1, log.n_users),
         single_user_items=single.height,
     ) | {"exact": params.strategy != "policy-gaussian"}  # fmt: skip
-    report["single_user"]["delta_check"]["users_bound_source"] = (
-        "declared (--max-users)" if max_users is not None
-        else "exact number of users (private: not in the ledger, whose check needs --max-users)"
-    )  # fmt: skip
+    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion="(ε,δ)-DP, add/remove one user's log",

@@ -56,8 +56,9 @@ from searchveil.release.histogram import (
     check_declared_users,
     delta_users_check,
     noisy_counts,
+    users_bound_source,
 )
-from searchveil.release.korolova import _users_source, exposure_from_counts, single_user_counts
+from searchveil.release.korolova import exposure_from_counts, single_user_counts
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
@@ -333,7 +334,7 @@ def release_zealous_counts(
         users=max(1, params.users if params.users is not None else bounded.users),
         single_user=single_user,
     )  # fmt: skip
-    report["single_user"]["delta_check"]["users_bound_source"] = _users_source(params.users)
+    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(params.users)
     probabilistic = params.guarantee == "probabilistic"
     ledger = build_ledger(
         mechanism=MECHANISM,
