@@ -79,18 +79,21 @@ def test_exposure_is_the_exact_sum_over_single_user_queries() -> None:
     assert su["expected_single_user_published"] <= su["bound_items_times_delta"] + 1e-12
     # δ ≥ 1/U here (U = 12): warned (the private report checks the exact count) ...
     assert su["warning"] and "1/U" in su["warning"]
-    assert su["delta_check"]["users_bound"] == 12 and "private" in su["delta_check"][
-        "users_bound_source"
-    ]
+    assert (
+        su["delta_check"]["users_bound"] == 12
+        and "private" in su["delta_check"]["users_bound_source"]
+    )
     # ... and the public ledger checks only a declared bound (none here), never the count
     assert rel.ledger["guarantee"]["delta_vs_users"]["checked"] is False
     assert "expected_single_user_published" not in json.dumps(rel.ledger)
     assert "single_user_items" not in json.dumps(rel.ledger)
     declared = release_korolova(_log(), p, rng=make_rng(1), max_users=20)
     chk = declared.ledger["guarantee"]["delta_vs_users"]
-    assert chk["ok"] is False and chk["users_bound"] == 20 and declared.ledger["declared"] == {
-        "max_users": 20
-    }
+    assert (
+        chk["ok"] is False
+        and chk["users_bound"] == 20
+        and declared.ledger["declared"] == {"max_users": 20}
+    )
     with pytest.raises(InvalidParameterError, match="max-users"):
         release_korolova(_log(), p, rng=make_rng(1), max_users=11)  # the log has 12 users
 

@@ -74,9 +74,10 @@ def test_cli_engine_option(tmp_path: Path, aol_top1000_path: Path) -> None:
     r2 = runner.invoke(app, [*base, "--out", str(out_p), "--engine", "polars"])
     assert r1.exit_code == 0 and r2.exit_code == 0, (r1.output, r2.output)
     assert (out_m / "queries.tsv").read_text() == (out_p / "queries.tsv").read_text()
-    assert json.loads((tmp_path / "p.private.json").read_text())["figures"]["engine"][
-        "engine"
-    ] == "polars"
+    assert (
+        json.loads((tmp_path / "p.private.json").read_text())["figures"]["engine"]["engine"]
+        == "polars"
+    )
     assert "engine" not in json.loads((out_p / "ledger.json").read_text())
     bad = tmp_path / "bad"
     for extra in (["--engine", "flink"], ["--engine", "polars", "--encoding", "latin-1"]):
