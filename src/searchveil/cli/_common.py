@@ -133,6 +133,22 @@ OverwriteOpt = Annotated[
     bool, typer.Option("--overwrite", help="replace an existing --out directory")
 ]
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
+ProvenanceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--provenance",
+        help="where to write the PRIVATE provenance record (input path, SHA-256, exact counts, "
+        "report); default: OUT.private.json beside the release directory, never inside it",
+    ),
+]
+MaxUsersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-users",
+        help="U: a public upper bound on the number of users you DECLARE (never read from the "
+        "data); the ledger's δ < 1/U check uses it (declared.max_users)",
+    ),
+]
 
 
 # The one list of reader options every command takes: (parameter name, annotation, default).

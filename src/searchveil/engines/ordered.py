@@ -9,9 +9,10 @@ distinct items so far) handed from chunk to chunk. Only the kept items (≤ d pe
 normalised, hashed or grouped, so the cost is one scan plus work proportional to users × d.
 
 Inputs stream in chunks: a ``.gz`` file is inflated by ISA-L in a reader thread (it releases
-the GIL, and hashes the compressed bytes for the ledger as it reads them) while Polars parses
-and bounds the previous chunk; Parquet arrives as Polars batches. Memory is bounded by a few
-chunks plus the kept items, which are folded into counts every few million rows.
+the GIL, and hashes the compressed bytes for the provenance record as it reads them) while
+Polars parses and bounds the previous chunk; Parquet arrives as Polars batches. Memory is
+bounded by a few chunks plus the kept items, which are folded into counts every few million
+rows.
 
 Exactly the in-memory definitions (``searchveil.model``, ``searchveil.bounding``):
 
