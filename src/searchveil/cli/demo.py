@@ -17,8 +17,8 @@ count of the log's single-user queries (an (ε, δ)-DP release publishes such a 
 probability ≤ δ), and never above 1/(10·U). N is a statistic of the private log: the demo, run
 by the data holder, prints it; the releases and their ledgers do not contain it (a ledger
 records only the δ < 1/U check; δ rounded to a power of ten reveals at most N's order of
-magnitude). A fixed δ such as the thesis' 10⁻⁵ or the old demo's 10⁻⁴ (≈ 3.5 single-user
-queries published per run on 50,000 synthetic users) does not protect everyone.
+magnitude). A fixed δ such as the thesis' 10⁻⁵ or 10⁻⁴ (≈ 3.5 single-user queries published
+per run on 50,000 synthetic users) does not protect everyone.
 
 Why few queries pass on the real sample: a query is published only if about K users posed it
 (K ≈ 20 at δ = 10⁻⁶, d = 1), and with 215 users almost no query is that common.
@@ -381,8 +381,9 @@ def _result(
         f"get published is ≤ {target:g}: any (ε, δ)-DP release publishes such a query with "
         "probability ≤ δ, so δ = target / (number of single-user queries), rounded down to a "
         "power of ten and never above 1/(10·U). The number of single-user queries is a private "
-        "figure (shown here to the data holder; not in the releases or ledgers). At the old "
-        "demo's δ = 1e-4 with 50,000 users, ≈ 3.5 single-user queries were published per run."
+        "figure (shown here to the data holder; not in the releases or ledgers). A fixed δ does "
+        "not protect everyone: at δ = 1e-4 on 50,000 synthetic users, about 3.5 single-user "
+        "queries would be published per run."
     )
     note = (
         f"A query is published only if about K users posed it (after each user keeps d = "
