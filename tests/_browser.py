@@ -210,9 +210,7 @@ class Chromium:
         collecting console errors, uncaught exceptions and browser log errors."""
         url = Path(path).resolve().as_uri()
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        sid = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
+        sid = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         try:
             for dom in ("Page.enable", "Runtime.enable", "Log.enable"):
                 self.send(dom, session=sid)

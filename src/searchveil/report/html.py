@@ -943,8 +943,9 @@ def _repro_cell(x: Any) -> str:
 
 def reproduction_report(experiments: list[dict[str, Any]]) -> str:
     """The HTML of ``searchveil reproduce``: each experiment has ``id``, ``title``,
-    ``source``, ``headers``, ``rows``, ``status`` (``exact``/``trend``/``missing``), ``notes``
-    and optionally ``plot`` {series:[{label,x,y,paper?}], xlabel, ylabel, xlog, ylog}."""
+    ``source``, ``headers``, ``rows``, ``status`` (``exact``/``trend``/``missing``), ``notes``,
+    optionally ``failed`` [(run, reason)] (listed under the table) and ``plot``
+    {series:[{label,x,y,paper?}], xlabel, ylabel, xlog, ylog}."""
     body = [
         '<p class="note">Formula tables are recomputed exactly and compared with the printed '
         "values; experiment tables are re-run on the shared AOL data, which is far smaller than "
@@ -966,6 +967,7 @@ def reproduction_report(experiments: list[dict[str, Any]]) -> str:
         if e.get("headers"):
             rows = [[_repro_cell(c) for c in row] for row in e["rows"]]
             body.append(table(e["headers"], rows, left=1, raw=True))
+        body.append(failed_list("Runs that failed (their cells show —):", e.get("failed") or []))
         for more in e.get("more_tables") or []:
             body.append(f'<p class="sub">{esc(more["title"])}</p>')
             rows = [[_repro_cell(c) for c in row] for row in more["rows"]]
