@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from searchveil.cli import _common, app
 
 runner = CliRunner()
+READERS = Path(__file__).resolve().parent / "data" / "readers"
 HEADER = "AnonID\tQuery\tQueryTime\tItemRank\tClickURL"
 # words that belong to the libraries underneath, not to the user
 LIBRARY_WORDS = re.compile(
@@ -166,6 +167,14 @@ def _cases() -> Iterator[Case]:
         "par1-then-noise", "pn.parquet", b"PAR1" + bytes(rnd.randrange(256) for _ in range(500))
     )
     yield Case("parquet-footer-only", "pf.parquet", pq[:4] + pq[-300:])
+    # the other text formats: TREC Session Track XML cut short, MSNBC sequences with a bad token
+    trec = (READERS / "trec_session.xml").read_bytes()
+    yield Case(
+        "trec-cut", "t.xml", trec[: len(trec) // 2], line=trec[: len(trec) // 2].count(b"\n") + 1
+    )
+    yield Case("trec-noise", "n.xml", b"<session>" + bytes(range(1, 200)))
+    yield Case("msnbc-bad-token", "m.seq", b"1 2 3\n4 99 2\n", line=2)
+    yield Case("msnbc-nul", "m0.seq", b"1 2 3\n4 \0 2\n", line=2)
 
 
 CASES = list(_cases())
