@@ -142,7 +142,11 @@ def read_edge_list(path: str | os.PathLike[str], *, undirected: bool) -> Graph:
             infer_schema=False,
         )
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as e:
-        raise InputFormatError(str(p), f"cannot be read as text: {e}") from None
+        raise InputFormatError(
+            str(p),
+            "cannot be read as a text edge list: not UTF-8 text, or a damaged .gz "
+            "(SEARCHVEIL_DEBUG=1 shows the reader's own message)",
+        ) from e
     lines = raw.with_row_index("lineno", offset=1).with_columns(pl.col("line").str.strip_chars())
     lines = lines.filter(
         pl.col("line").is_not_null() & (pl.col("line") != "") & ~pl.col("line").str.starts_with("#")
