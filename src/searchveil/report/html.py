@@ -54,7 +54,7 @@ font-size:16px}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:8p
 margin:10px 0;font-size:14px}
 table{border-collapse:collapse;margin:8px 0 14px;background:#fff;font-size:14px;max-width:100%}
 th,td{border:1px solid #d8dde6;padding:4px 9px;text-align:right;vertical-align:top}
-td{font-variant-numeric:tabular-nums}
+td{font-variant-numeric:tabular-nums;white-space:nowrap}td.l{white-space:normal}
 th{background:#eef1f6;text-align:center;font-weight:600}td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 img,svg{max-width:100%;height:auto}
@@ -126,12 +126,18 @@ def _breakable(text: str) -> str:
     return text.replace("_", "_<wbr>").replace("/", "/<wbr>")
 
 
+def setting_label(x: Any) -> str:
+    """A setting label such as ``zealous:m=1,items=query_pairs``, escaped, that may break
+    after ``:``, ``,`` and ``_`` rather than anywhere."""
+    return _breakable(esc(x)).replace(",", ",<wbr>").replace(":", ":<wbr>")
+
+
 def failed_list(title: str, failures: Sequence[tuple[str, str]]) -> str:
     """Settings that could not run, each with its reason, as a list under a table (reasons
     are sentences: they never go into a data cell). Empty string when nothing failed."""
     if not failures:
         return ""
-    items = "".join(f"<li><b>{esc(what)}</b>: {esc(why)}</li>" for what, why in failures)
+    items = "".join(f"<li><b>{setting_label(what)}</b>: {esc(why)}</li>" for what, why in failures)
     return f'<p class="sub">{esc(title)}</p><ul class="failed">{items}</ul>'
 
 
@@ -798,7 +804,7 @@ def comparison_report(
             ["setting", "mechanism", "guarantee", "ε spent", "δ spent"],
             [
                 [
-                    esc(lab),
+                    setting_label(lab),
                     esc(r["release"]["mechanism"]),
                     esc(r["release"].get("notion")),
                     fmt(r["release"].get("epsilon")),
@@ -815,7 +821,7 @@ def comparison_report(
         rows: list[list[Any]] = []
         for lab, r in runs:
             d = (r.get("distribution") or {}).get(kind)
-            row: list[Any] = [esc(lab)]
+            row: list[Any] = [setting_label(lab)]
             for key, f in (
                 ("released_distinct", fmt),
                 ("share_distinct", pct),
@@ -849,7 +855,7 @@ def comparison_report(
         )
     rows = []
     for lab, r in runs:
-        row = [esc(lab)]
+        row = [setting_label(lab)]
         c = r.get("caching") or {}
         v = "—"
         for b in c.get("budgets") or []:
