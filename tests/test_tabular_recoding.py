@@ -368,8 +368,8 @@ def test_compare_runs_methods_and_states_skips(tmp_path: Path, monkeypatch) -> N
         assert "error" in rows[m] or {"released_fraction", "nb_accuracy", "lr_accuracy",
                                       "seconds"} <= set(rows[m])  # fmt: skip
     html = rep.read_text()
-    assert "Not run or infeasible" in html and "extra not installed" in html
-    assert html.index("<table") < html.index("Not run or infeasible")
+    assert "Infeasible runs" in html and "extra not installed" in html
+    assert html.index("<table") < html.index("Infeasible runs")
     r = invoke("compare", str(DATA / "adult.csv"), "--hierarchies", str(DATA), "--epsilon", "1")
     assert r.exit_code == 2 and "delta" in r.output
 

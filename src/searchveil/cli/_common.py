@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 import shlex
 import sys
 import traceback
@@ -302,12 +303,18 @@ def emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]]
         human(result)
 
 
+def _debug() -> bool:
+    return "--debug" in sys.argv or bool(os.environ.get("SEARCHVEIL_DEBUG"))
+
+
 def run(fn: Callable[[], T]) -> T:
     """Run a command body: user errors exit 2 with the message, bugs exit 1."""
     try:
         return fn()
     except SearchveilError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        if exc.__cause__ is not None and _debug():  # the library's own words, on request
+            err_console.print(f"detail: {exc.__cause__!r}", highlight=False, markup=False)
         raise typer.Exit(2) from None
     except (typer.Exit, typer.Abort):
         raise
@@ -320,7 +327,7 @@ def run(fn: Callable[[], T]) -> T:
             f"{type(exc).__name__}: {exc}",
             highlight=False,
         )
-        if "--debug" in sys.argv or __import__("os").environ.get("SEARCHVEIL_DEBUG"):
+        if _debug():
             traceback.print_exc()
         raise typer.Exit(1) from None
 

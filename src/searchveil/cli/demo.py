@@ -20,8 +20,8 @@ ten and never above 1/(10·U). U is a public bound: ``--max-users`` (required wi
 own), the bundled sample's published size (215 users), or the synthetic population's size
 (``--synthetic-users``, a parameter). The count of the log's single-user queries is still
 computed — for the data holder's report (private), not for choosing δ. A fixed δ such as the
-thesis' 10⁻⁵ or the old demo's 10⁻⁴ (≈ 3.5 single-user queries published per run on 50,000
-synthetic users) does not protect everyone.
+thesis' 10⁻⁵ or 10⁻⁴ (≈ 3.5 single-user queries published per run on 50,000 synthetic users)
+does not protect everyone.
 
 Why few queries pass on the real sample: a query is published only if about K users posed it
 (K ≈ 20 at δ = 10⁻⁶, d = 1), and with 215 users almost no query is that common.
@@ -430,8 +430,9 @@ def _result(
         "size, --max-users for your own log, the synthetic population's size) — never the "
         "private log's own count, which would make δ a function of the data outside the "
         "accounting. The number of single-user queries in the log is a private figure (shown "
-        "here to the data holder; not in the releases or ledgers). At the old demo's δ = 1e-4 "
-        "with 50,000 users, ≈ 3.5 single-user queries were published per run."
+        "here to the data holder; not in the releases or ledgers). A fixed δ does not protect "
+        "everyone: at δ = 1e-4 on 50,000 synthetic users, about 3.5 single-user queries would "
+        "be published per run."
     )
     note = (
         f"A query is published only if about K users posed it (after each user keeps d = "

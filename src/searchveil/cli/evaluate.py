@@ -405,5 +405,7 @@ def _human_reproduce(r: dict[str, Any]) -> None:
         out_console.print(f"[bold]{e['id']}[/] ({e['status']}): {e['title']}")
         if e.get("notes"):
             out_console.print(f"  {e['notes']}")
+        for what, why in e.get("failed") or []:
+            out_console.print(f"  [yellow]failed[/] {what}: {why}")
     if r.get("report"):
         out_console.print(f"report: {r['report']}")

@@ -240,7 +240,11 @@ def _edge_arrays(p: Path) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
             infer_schema=False,
         )
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as e:
-        raise InputFormatError(str(p), f"cannot be read as text: {e}") from None
+        raise InputFormatError(
+            str(p),
+            "cannot be read as a text edge list: not UTF-8 text, or a damaged .gz "
+            "(SEARCHVEIL_DEBUG=1 shows the reader's own message)",
+        ) from e
     lines = raw.with_row_index("lineno", offset=1).with_columns(pl.col("line").str.strip_chars())
     lines = lines.filter(
         pl.col("line").is_not_null() & (pl.col("line") != "") & ~pl.col("line").str.starts_with("#")

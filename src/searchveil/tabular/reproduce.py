@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from searchveil.errors import SearchveilError
-from searchveil.report.html import esc, fmt, img, page, table, write_report
+from searchveil.report.html import esc, failed_list, fmt, img, page, table, write_report
 from searchveil.rng import make_rng
 from searchveil.tabular import synth_baselines as sb
 from searchveil.tabular.api import ModelParams, load, run_model
@@ -372,19 +372,21 @@ def comparison_html(rows: list[dict[str, Any]]) -> list[str]:
     ok = [r for r in rows if "error" not in r and "skipped" not in r]
     bad = [r for r in rows if "error" in r or "skipped" in r]
     body = [
-        table(COMPARE_COLS, [[r.get(c) for c in COMPARE_COLS] for r in ok]),
+        _rows_table(ok, COMPARE_COLS),
         img(accuracy_plot(ok), "accuracy vs epsilon"),
         "<p>Synthetic rows (AIM, MST) are <b>synthetic records</b>, not generalized input "
         "records: their released share is the number of synthetic rows over the training "
         "size. Granularity loss applies to truthful generalized releases only.</p>",
     ]
-    if bad:
-        items = "".join(
-            f"<li>{esc(r['method'])} at ε = {fmt(r['epsilon'])}: "
-            f"{esc(r.get('error') or r.get('skipped'))}</li>"
-            for r in bad
-        )
-        body.append(f"<p>Not run or infeasible:</p><ul>{items}</ul>")
+    body.append(
+        failed_list(
+            "Infeasible runs (nothing released) and methods not run:",
+            [
+                (f"{r['method']}, ε = {fmt(r['epsilon'])}", str(r.get("error") or r.get("skipped")))
+                for r in bad
+            ],
+        )  # fmt: skip
+    )
     return body
 
 
@@ -472,8 +474,21 @@ def reproduce(
     return res
 
 
+def _label(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def _rows_table(rows: list[dict[str, Any]], keys: list[str]) -> str:
+    """``rows`` (dicts) as a table of the columns ``keys``, headers in words."""
+    return table([_label(k) for k in keys], [[x.get(k) for k in keys] for x in rows])
+
+
 def _html(r: dict[str, Any]) -> str:
     f3, f4, comp = r["fig3"], r["fig4"], r["comparison"]
+    by_attr = f3["by_attributes"]
+    keys = list(by_attr[0].keys())
+    utility_keys = [k for k in keys if "mean_u" in k]
+    timing_keys = [k for k in keys if k not in utility_keys]
     body = [
         "<p>Fouad, Elbassioni &amp; Bertino, TKDE 2014, §IV on ARX's Adult "
         f"({r['records']:,} records; train {r['train']:,} / test {r['test']:,}). The paper's "
@@ -481,21 +496,36 @@ def _html(r: dict[str, Any]) -> str:
         "figures. All timings on a shared 2-core machine (inflated).</p>",
         "<h2>Fig. 3 — aggregate vs threshold model</h2>",
         img(_plot_fig3(f3), "Fig. 3"),
-        table(list(f3["by_attributes"][0].keys()), [list(x.values()) for x in f3["by_attributes"]]),
+        "<h3>Lattice size and running time</h3>",
+        _rows_table(by_attr, timing_keys),
+    ]
+    if utility_keys:
+        body += ["<h3>Utility</h3>", _rows_table(by_attr, ["attributes", *utility_keys])]
+    body += [
         "<p>Aggregate model vs λ (the optimum of eq. 2 is bang-bang on Adult: every record at full "
         "detail or fully suppressed, see docs/tabular.md):</p>",
-        table(list(f3["by_lambda"][0].keys()), [list(x.values()) for x in f3["by_lambda"]]),
+        _rows_table(f3["by_lambda"], list(f3["by_lambda"][0].keys())),
         "<h2>Fig. 4 — the DP sampler</h2>",
         img(_plot_fig4(f4), "Fig. 4"),
         f"<p>Optimum (aggregate model, not private): mean u = {f4['optimum_mean_u']:.3f}. "
         "Group sampling of Mohammed et al. [29]: not implemented.</p>",
-        table(
-            ["variant", "epsilon", "feasible", "mean_u_all", "released_fraction"],
+    ]
+    feasible = [v for v in f4["variants"] if v.get("feasible", True)]
+    if feasible:
+        body.append(
+            _rows_table(feasible, ["variant", "epsilon", "mean_u_all", "released_fraction"])
+        )
+    body.append(
+        failed_list(
+            "Infeasible variants (nothing released):",
             [
-                [v["variant"], v["epsilon"], v["feasible"], v["mean_u_all"], v["released_fraction"]]
+                (f"{v['variant']}, ε = {fmt(v['epsilon'])}", v.get("reason") or "infeasible")
                 for v in f4["variants"]
+                if not v.get("feasible", True)
             ],
-        ),
+        )  # fmt: skip
+    )
+    body += [
         "<h2>Ours vs SafePub vs DP synthetic data (AIM, MST) at equal (ε, δ)</h2>",
         f"<p>Train on the 80 % split, accuracy on the held-out 20 % (δ = {fmt(comp[0]['delta'])}"
         "). Generalized values are spread uniformly over their leaves.</p>",
