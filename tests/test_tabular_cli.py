@@ -28,7 +28,7 @@ def check_theta0(table_path: Path, hier: Path, out: Path, theta0: float) -> int:
     """Every released row generalizes at least θ₀·|D| input records."""
     t = load(table_path, hier)
     rel = read_table(out / "table.tsv")
-    led = json.loads((out / "ledger.json").read_text())
+    prov = json.loads(out.with_name(out.name + ".private.json").read_text())
     d = distinct_records(t.leaves)
     n_in = t.n
     # level of each released value, recovered from the labels
@@ -53,7 +53,7 @@ def check_theta0(table_path: Path, hier: Path, out: Path, theta0: float) -> int:
         checked += 1
         if checked >= 50:
             break
-    assert led["summary"]["k_used"] >= theta0 * n_in
+    assert prov["report"]["k_used"] >= theta0 * n_in
     return checked
 
 
@@ -66,7 +66,7 @@ def test_stats_json() -> None:
     assert all(len(q["sha256"]) == 64 for q in s["quasi_identifiers"])
 
 
-def test_dp_release_writes_table_and_ledger(tmp_path: Path) -> None:
+def test_fouad2014_release_writes_table_and_ledger(tmp_path: Path) -> None:
     out = tmp_path / "rel"
     r = invoke(
         "anonymize",
@@ -74,7 +74,7 @@ def test_dp_release_writes_table_and_ledger(tmp_path: Path) -> None:
         "--hierarchies",
         str(DATA),
         "--model",
-        "dp",
+        "fouad2014",
         "--epsilon",
         "3",
         "--delta",
@@ -95,16 +95,18 @@ def test_dp_release_writes_table_and_ledger(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     led = json.loads((out / "ledger.json").read_text())
-    assert led["mechanism"] == "fouad2014-dp-sampler" and led["seeded"] is True
+    assert led["mechanism"].startswith("fouad2014-dp-sampler") and led["seeded"] is True
     assert led["epsilon"] == 3 and led["delta"] == 1e-3
-    p = led["parameters"]
+    p = {**led["parameters"], **led["noisy"]}  # values derived from n̂ are noisy
     for key in ("beta", "theta0", "t", "k", "eps_anon", "eps_em", "eps_count", "delta_total"):
         assert key in p
     assert p["delta_total"] <= 1e-3
-    assert led["summary"]["k_used"] >= 0.05 * 300
+    prov = json.loads((tmp_path / "rel.private.json").read_text())
+    assert prov["report"]["k_used"] >= 0.05 * 300
     assert p["eps_anon"] + p["eps_em"] + p["eps_count"] == pytest.approx(3.0)
-    assert len(led["hierarchies"]) == 8 and all(len(h["sha256"]) == 64 for h in led["hierarchies"])
-    assert led["inputs"][0]["sha256"]
+    hier = [x for x in led["public_inputs"] if x["role"] == "generalization hierarchy"]
+    assert len(hier) == 8 and all(len(h["sha256"]) == 64 for h in hier)
+    assert len(prov["inputs"][0]["sha256"]) == 64 and "inputs" not in led
     tab = read_table(out / "table.tsv")
     assert tab.columns == read_table(DATA / "adult.csv").columns
     if tab.height:
@@ -123,7 +125,7 @@ def test_side_table_release_has_theta0_rows(tmp_path: Path) -> None:
         "--hierarchies",
         str(DATA),
         "--model",
-        "dp",
+        "fouad2014",
         "--epsilon",
         "3",
         "--delta",
@@ -147,7 +149,7 @@ def test_side_table_release_has_theta0_rows(tmp_path: Path) -> None:
     assert res["summary"]["released"] > 0
     assert check_theta0(DATA / "adult.csv", DATA, out, 0.05) > 0
     led = json.loads((out / "ledger.json").read_text())
-    assert led["inputs"][1]["role"].startswith("public side table")
+    assert led["public_inputs"][-1]["role"].startswith("public side table")
 
 
 @pytest.mark.parametrize(
@@ -178,7 +180,7 @@ def test_other_models(tmp_path: Path, model: str, extra: list[str]) -> None:
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
     tab = pl.read_csv(out / "table.tsv", separator="\t", infer_schema_length=0)
-    assert tab.height == res["summary"].get("released", tab.height)
+    assert tab.height == res["summary"]["released"]
     if model == "kanon":
         counts = tab.group_by(tab.columns).len()
         assert counts.get_column("len").min() >= 5
@@ -190,7 +192,9 @@ def test_other_models(tmp_path: Path, model: str, extra: list[str]) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["--model", "dp", "--delta", "1e-3", "--beta", "0.5", "--theta0", "0.05"],  # no ε
+        ["--model", "dp", "--delta", "1e-3"],  # no ε
+        ["--model", "dp", "--epsilon", "1"],  # no δ
+        ["--model", "fouad2014", "--epsilon", "1", "--delta", "1e-3"],  # no β/θ₀
         ["--model", "dp", "--epsilon", "1", "--delta", "0.5", "--beta", "0.5", "--theta0", "0.05"],
         [
             "--model",
@@ -239,7 +243,8 @@ def test_reproduce_quick_report(tmp_path: Path) -> None:
         res["fig3"]["by_attributes"][0]["poly_agrees_with_enumeration"].split("/")[0]
         == res["fig3"]["by_attributes"][0]["poly_agrees_with_enumeration"].split("/")[1]
     )
-    assert {x["method"] for x in res["comparison"]} >= {"SafePub", "ours (Θ = D)"}
+    assert {x["model"] for x in res["comparison"]} >= {"dp", "safepub", "fouad2014"}
+    assert "accuracy vs epsilon" in html
 
 
 @pytest.mark.slow
@@ -251,7 +256,7 @@ def test_adult_dp_command_from_the_issue(adult_dir: Path, tmp_path: Path) -> Non
         "--hierarchies",
         str(adult_dir),
         "--model",
-        "dp",
+        "fouad2014",
         "--epsilon",
         "1",
         "--delta",
@@ -268,8 +273,8 @@ def test_adult_dp_command_from_the_issue(adult_dir: Path, tmp_path: Path) -> Non
     )
     assert r.exit_code == 0, r.output
     led = json.loads((out / "ledger.json").read_text())
-    assert led["parameters"]["k"] >= 0.01 * 30162
-    assert led["parameters"]["delta_total"] <= 1e-5
+    assert led["noisy"]["k"] >= 0.01 * 30162
+    assert led["noisy"]["delta_total"] <= 1e-5
     tab = read_table(out / "table.tsv")
     if tab.height:
         check_theta0(adult_dir / "adult.csv", adult_dir, out, 0.01)

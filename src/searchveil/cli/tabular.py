@@ -9,10 +9,25 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, OverwriteOpt, SeedOpt, emit, out_console, progress, run
+from searchveil.cli._common import (
+    JsonOpt,
+    OverwriteOpt,
+    SeedOpt,
+    emit,
+    err_console,
+    out_console,
+    progress,
+    run,
+)
+from searchveil.errors import InvalidParameterError
+from searchveil.io.ledger import provenance_path
+from searchveil.report.html import write_report
 from searchveil.rng import make_rng
 from searchveil.tabular.api import ModelParams, load, run_model, table_stats, write_release
-from searchveil.tabular.reproduce import reproduce
+from searchveil.tabular.lattice import Lattice
+from searchveil.tabular.recoding import advise
+from searchveil.tabular.reproduce import METHODS, compare_methods, compare_report, reproduce, split
+from searchveil.validate import check_choice
 
 TableArg = Annotated[Path, typer.Argument(help="table: CSV/TSV (';' ok, CRLF ok) or Parquet")]
 HierOpt = Annotated[
@@ -87,23 +102,59 @@ def register(app: typer.Typer) -> None:
         hierarchies: HierOpt,
         out: Annotated[Path, typer.Option("--out", help="release directory to create")],
         model: Annotated[
-            str, typer.Option("--model", help="dp | aggregate | threshold | kanon | safepub")
+            str,
+            typer.Option(
+                "--model",
+                help="dp (DP global recoding, defaults by the advisor) | fouad2014 (the paper's "
+                "DP sampler, reproduction) | safepub | kanon | aggregate | threshold (not DP)",
+            ),
         ] = "dp",
         epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")] = None,
         delta: Annotated[float | None, typer.Option("--delta", help="δ (no default)")] = None,
         beta: Annotated[
             float | None,
-            typer.Option("--beta", help="dp: probability that a record is NOT sampled (paper's β)"),
+            typer.Option(
+                "--beta",
+                help="dp/fouad2014: probability that a record is NOT sampled (paper's β; dp: "
+                "default chosen by the advisor)",
+            ),
         ] = None,
         theta0: Annotated[
             float | None,
             typer.Option(
-                "--theta0", help="dp: every output row generalizes ≥ θ₀·|D| input records"
+                "--theta0", help="fouad2014: every output row generalizes ≥ θ₀·|D| input records"
             ),
         ] = None,
         theta1: Annotated[
-            float, typer.Option("--theta1", help="dp: θ is uniform in (θ₀, θ₁) (paper: θ₁ = 1)")
+            float,
+            typer.Option("--theta1", help="fouad2014: θ is uniform in (θ₀, θ₁) (paper: θ₁ = 1)"),
         ] = 1.0,
+        score: Annotated[
+            str,
+            typer.Option(
+                "--score",
+                help="dp: selection score: auto (classification when the table has non-QI "
+                "columns, else fouad) | classification | fouad (the paper's utility u)",
+            ),
+        ] = "auto",
+        selection_share: Annotated[
+            float, typer.Option("--selection-share", help="dp: share of ε for the selection")
+        ] = 0.15,
+        max_records: Annotated[
+            int | None,
+            typer.Option(
+                "--max-records",
+                help="dp/safepub: a PUBLIC upper bound on the number of records you declare "
+                "(default: a DP count, 2 % of ε for dp, 1 % for safepub)",
+            ),
+        ] = None,
+        provenance: Annotated[
+            Path | None,
+            typer.Option(
+                "--provenance",
+                help="where the PRIVATE provenance record goes (default OUT.private.json)",
+            ),
+        ] = None,
         lam: Annotated[float, typer.Option("--lambda", help="λ of eq. (2)")] = 1.0,
         kappa: Annotated[int, typer.Option("--kappa", help="κ of eq. (2)")] = 1,
         phi0: Annotated[
@@ -113,7 +164,9 @@ def register(app: typer.Typer) -> None:
         utility: Annotated[str, typer.Option("--utility", help="depth | inverse | log")] = "depth",
         sharpness: Annotated[
             float,
-            typer.Option("--utility-sharpness", help="dp: extra weight on u^κ (no privacy cost)"),
+            typer.Option(
+                "--utility-sharpness", help="fouad2014: extra weight on u^κ (no privacy cost)"
+            ),
         ] = 0.0,
         c: Annotated[float | None, typer.Option("--c", help="threshold: risk bound c")] = None,
         k: Annotated[int | None, typer.Option("--k", help="kanon: k")] = None,
@@ -165,11 +218,31 @@ def register(app: typer.Typer) -> None:
                     max_suppression=max_suppression,
                     steps=steps,
                     utility_sharpness=sharpness,
+                    score=score,
+                    selection_share=selection_share,
+                    max_records=max_records,
                 )
+                if model == "dp" and epsilon is not None and delta is not None:
+                    adv = advise(
+                        epsilon,
+                        delta,
+                        lattice_size=Lattice(tuple(h.height for h in t.hierarchies)).size,
+                        beta=beta,
+                        count=max_records is None,
+                        selection_share=selection_share,
+                    )
+                    if not json_out:
+                        err_console.print(
+                            f"advisor: ε = {adv.eps_count:.3g} (count) + {adv.eps_select:.3g} "
+                            f"(selection) + {adv.eps_anon:.3g} (sampling); keep p = "
+                            f"{adv.keep_probability:.3f} (β = {adv.beta:.3f}, {adv.rule}); "
+                            f"k = {adv.k}; δ = {adv.delta_anon:.3g} + slack",
+                            highlight=False,
+                        )
                 rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
                 done()
                 done = step("writing")
-                led = write_release(
+                led, prov = write_release(
                     out,
                     rel,
                     meas,
@@ -177,17 +250,21 @@ def register(app: typer.Typer) -> None:
                     overwrite=overwrite,
                     fmt=output_format,
                     side_table=theta,
+                    provenance=provenance,
                 )
                 done()
             res = {
                 "out": str(out),
+                "provenance": str(provenance_path(out, provenance)),
                 "mechanism": led["mechanism"],
                 "notion": led["notion"],
                 "epsilon": led["epsilon"],
                 "delta": led["delta"],
                 "seeded": led["seeded"],
-                "summary": led["summary"],
-                "metrics": led["metrics"],
+                "parameters": led["parameters"],
+                "noisy": led["noisy"],
+                "summary": prov["report"],
+                "metrics": prov["figures"]["metrics"],
             }
 
             def human(r: dict[str, Any]) -> None:
@@ -197,12 +274,99 @@ def register(app: typer.Typer) -> None:
                         "guarantee": r["notion"],
                         "ε": r["epsilon"],
                         "δ": r["delta"],
+                        "k": r["parameters"].get("k", r["noisy"].get("k")),
+                        "keep probability": r["parameters"].get(
+                            "keep_probability", r["parameters"].get("sampling_probability")
+                        ),
+                        "level vector": r["noisy"].get("level"),
                         **r["summary"],
                         **{k2: v for k2, v in r["metrics"].items()},
                     },
                 )
+                n_rel = r["summary"].get("released", 0)
+                out_console.print(
+                    f"released {n_rel:,} of {r['metrics']['records']:,} records "
+                    f"({100 * r['metrics']['released_fraction']:.1f} %); private figures in "
+                    f"{r['provenance']} (do not publish)"
+                )
                 if r["seeded"]:
                     out_console.print("SEEDED randomness: reproducible experiment, NOT FOR RELEASE")
+
+            emit(res, json_out, human)
+
+        run(body)
+
+    @tab.command("compare")
+    def compare_cmd(
+        table: TableArg,
+        hierarchies: HierOpt,
+        epsilon: Annotated[
+            list[float] | None,
+            typer.Option("--epsilon", help="ε (repeat for several; no default)"),
+        ] = None,
+        delta: Annotated[float | None, typer.Option("--delta", help="δ (no default)")] = None,
+        test: Annotated[
+            Path | None,
+            typer.Option("--test", help="held-out table (default: 80/20 split of TABLE)"),
+        ] = None,
+        methods: Annotated[
+            str, typer.Option("--methods", help="comma-separated: " + ",".join(METHODS))
+        ] = "dp,safepub,aim,mst",
+        report: Annotated[Path | None, typer.Option("--report", help="HTML report")] = None,
+        qi: QiOpt = None,
+        seed: SeedOpt = 0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Ours, SafePub, the paper's sampler and DP synthetic data (AIM, MST; optional extra)
+        at the same (ε, δ) on the same split: released share, granularity loss, naive-Bayes and
+        logistic-regression accuracy on held-out records, runtime. An experiment on your data:
+        the figures are computed from the exact input (do not publish them)."""
+
+        def body() -> None:
+            if not epsilon:
+                raise InvalidParameterError("epsilon", None, "one or more values (no default)")
+            if delta is None:
+                raise InvalidParameterError("delta", None, "a value (no default)")
+            ms = [m.strip() for m in methods.split(",") if m.strip()]
+            for m in ms:
+                check_choice("methods", m, METHODS)
+            t = load(table, hierarchies, _qi(qi))
+            if test is None:
+                train, held = split(t, seed or 0)
+            else:
+                train, held = t, load(test, hierarchies, list(t.qi))
+            rows = compare_methods(train, held, epsilons=list(epsilon), delta=delta, methods=ms,
+                                   seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
+            res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
+            if report is not None:
+                write_report(report, compare_report(rows, train, held))
+                res["report"] = str(report)
+
+            def human(r: dict[str, Any]) -> None:
+                tt = Table(title=f"train {r['train']:,} / test {r['test']:,}")
+                for c in ("method", "ε", "released", "granularity", "NB", "LR", "s"):
+                    tt.add_column(c)
+                for x in r["rows"]:
+                    if "error" in x or "skipped" in x:
+                        continue
+
+                    def f(v: Any) -> str:
+                        return (
+                            "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+                        )
+
+                    tt.add_row(x["method"], f(x.get("epsilon")), f(x.get("released_fraction")),
+                               f(x.get("granularity_loss")), f(x.get("nb_accuracy")),
+                               f(x.get("lr_accuracy")), f(x.get("seconds")))  # fmt: skip
+                out_console.print(tt)
+                for x in r["rows"]:
+                    if "error" in x or "skipped" in x:
+                        out_console.print(
+                            f"not run: {x['method']} at ε={x['epsilon']}: "
+                            f"{x.get('error') or x.get('skipped')}"
+                        )
+                if r.get("report"):
+                    out_console.print(f"report: {r['report']}")
 
             emit(res, json_out, human)
 
@@ -222,7 +386,7 @@ def register(app: typer.Typer) -> None:
         seed: SeedOpt = 0,
         json_out: JsonOpt = False,
     ) -> None:
-        """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult, and ours vs SafePub."""
+        """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
 
         def body() -> None:
             with progress(not json_out) as step:
@@ -233,7 +397,13 @@ def register(app: typer.Typer) -> None:
             def human(r: dict[str, Any]) -> None:
                 out_console.print(f"report: {r.get('report')}")
                 for row in r["comparison"]:
-                    out_console.print(str(row))
+                    if "error" in row or "skipped" in row:
+                        continue
+                    out_console.print(
+                        f"{row['method']:40s} ε={row.get('epsilon')} released="
+                        f"{row.get('released_fraction')} NB={row.get('nb_accuracy')} "
+                        f"LR={row.get('lr_accuracy')}"
+                    )
 
             emit(res, json_out, human)
 

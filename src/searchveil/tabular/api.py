@@ -9,13 +9,14 @@ from typing import Any
 
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import file_sha256
-from searchveil.io.ledger import ReleaseWriter, build_ledger_unchecked
+from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
 from searchveil.rng import RandomSource
 from searchveil.tabular.baselines import kanonymize, safepub
 from searchveil.tabular.hierarchy import EncodedTable, encode_table, load_hierarchies, read_table
 from searchveil.tabular.lattice import Lattice, distinct_records
 from searchveil.tabular.measures import Measures, make_measures
 from searchveil.tabular.metrics import release_metrics
+from searchveil.tabular.recoding import SELECTION_SHARE, anonymize_recoding, shuffle_release
 from searchveil.tabular.release import (
     TabularRelease,
     anonymize_aggregate,
@@ -26,7 +27,9 @@ from searchveil.validate import check_choice
 
 __all__ = ["MODELS", "load", "table_stats", "run_model", "write_release", "ModelParams"]
 
-MODELS = ("dp", "aggregate", "threshold", "kanon", "safepub")
+MODELS = ("dp", "fouad2014", "aggregate", "threshold", "kanon", "safepub")
+NEIGHBOURING = "add or remove one record (row) of the input table"
+DECLARED = ("max_records",)
 
 
 def load(path: str | Path, hierarchies: str | Path, qi: list[str] | None = None) -> EncodedTable:
@@ -87,6 +90,9 @@ class ModelParams:
     search_share: float = 0.1
     steps: int = 100
     utility_sharpness: float = 0.0
+    score: str = "auto"
+    selection_share: float = SELECTION_SHARE
+    max_records: int | None = None
 
 
 def _need(name: str, v: Any, model: str) -> Any:
@@ -103,9 +109,23 @@ def run_model(
     rng: RandomSource,
     side_table: EncodedTable | None = None,
 ) -> tuple[TabularRelease, Measures]:
+    """Run one model. Every model's output rows come back in a uniformly random order drawn
+    from ``rng`` (never the input's order: docs/privacy/tabular.md)."""
     model = check_choice("model", model, MODELS)
     meas = make_measures(t.hierarchies, utility=p.utility, lam=p.lam, kappa=p.kappa, phi0=p.phi0)
     if model == "dp":
+        rel = anonymize_recoding(
+            t,
+            meas,
+            epsilon=_need("epsilon", p.epsilon, model),
+            delta=_need("delta", p.delta, model),
+            rng=rng,
+            beta=p.beta,
+            max_records=p.max_records,
+            score=p.score,
+            selection_share=p.selection_share,
+        )
+    elif model == "fouad2014":
         rel = anonymize_dp(
             t,
             meas,
@@ -132,8 +152,9 @@ def run_model(
             rng=rng,
             search_share=p.search_share,
             steps=p.steps,
+            max_records=p.max_records,
         )
-    return rel, meas
+    return shuffle_release(rel, rng), meas
 
 
 def write_release(
@@ -145,35 +166,76 @@ def write_release(
     overwrite: bool = False,
     fmt: str = "tsv",
     side_table: EncodedTable | None = None,
-) -> dict[str, Any]:
-    """Write ``table`` + ``ledger.json`` atomically; returns the ledger."""
+    provenance: str | Path | None = None,
+    figures: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write ``table`` + the public ``ledger.json`` atomically, and the private provenance
+    record beside the directory (``<out>.private.json`` or ``provenance``). Returns
+    ``(ledger, provenance record)``.
+
+    Public: mechanism, guarantee, ε/δ and their split, public parameters, the hierarchies
+    (public inputs, with their SHA-256), a public side table Θ, noisy counts. Private: the
+    input's path/SHA-256/rows, the exact sampled/suppressed counts and every utility metric
+    computed from the exact input (:func:`~searchveil.tabular.metrics.release_metrics`)."""
     t = rel.table
-    inputs = [{"file": str(t.source), "sha256": file_sha256(t.source), "rows": t.n}]
+    public_inputs: list[dict[str, Any]] = [
+        {
+            "role": "generalization hierarchy",
+            "attribute": h.attribute,
+            "file": Path(h.source).name,
+            "sha256": h.sha256,
+            "height": h.height,
+        }
+        for h in t.hierarchies
+    ]
+    private_inputs: list[dict[str, Any]] = [
+        {
+            "role": "private input table",
+            "path": str(Path(t.source).resolve()),
+            "sha256": file_sha256(t.source),
+            "rows": t.n,
+        }  # fmt: skip
+    ]
     if side_table is not None:
-        inputs.append(
+        public_inputs.append(
             {
-                "file": str(side_table.source),
                 "role": "public side table Θ (must be independent of the input)",
+                "file": Path(side_table.source).name,
                 "sha256": file_sha256(side_table.source),
                 "rows": side_table.n,
             }
         )
-    hier = [
-        {"attribute": h.attribute, "file": h.source, "sha256": h.sha256, "height": h.height}
-        for h in t.hierarchies
-    ]
     metrics = release_metrics(rel, meas)
-    ledger = build_ledger_unchecked(
+    if rel.epsilon is None:
+        notes = "NOT differentially private: " + rel.notion
+    else:
+        notes = "rows are published in a uniformly random order (not the input's)"
+    # outputs of the mechanism (the chosen level vector, released count, values derived from a
+    # charged count) are "noisy": they may differ between neighbouring inputs
+    noisy = {**rel.noisy, **rel.info}
+    declared = {k: v for k, v in rel.parameters.items() if k in DECLARED and v is not None}
+    params = {k: v for k, v in rel.parameters.items() if k not in noisy and k not in declared}
+    ledger = build_ledger(
         mechanism=rel.mechanism,
         notion=rel.notion,
+        neighbouring=NEIGHBOURING,
         epsilon=rel.epsilon,
         delta=rel.delta,
-        parameters={**rel.parameters, "quasi_identifiers": list(t.qi)},
-        inputs=inputs,
+        parameters={**params, "quasi_identifiers": list(t.qi)},
         rng=rng,
+        public_inputs=public_inputs,
+        declared=declared,
+        noisy=noisy,
         events=rel.events,
-        extra={"hierarchies": hier, "summary": rel.info, "metrics": metrics},
+        extra={"notes": notes},
     )
-    with ReleaseWriter(out, fmt=fmt, overwrite=overwrite) as w:
+    prov = build_provenance(
+        inputs=private_inputs,
+        report={**rel.private, "released": int(rel.rows.size)},
+        figures={"metrics": metrics, **(figures or {})},
+    )
+    with ReleaseWriter(out, fmt=fmt, overwrite=overwrite, provenance=provenance) as w:
         w.write_table("table", rel.frame)
-        return w.write_ledger(ledger)
+        led = w.write_ledger(ledger)
+        w.write_provenance(prov)
+    return led, prov

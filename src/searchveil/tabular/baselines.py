@@ -29,8 +29,15 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
+from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
-from searchveil.tabular.dp import bernoulli_sample, exact_choice, k_for_delta, sampling_delta
+from searchveil.tabular.dp import (
+    bernoulli_sample,
+    exact_choice,
+    k_for_delta,
+    round_probability,
+    sampling_delta,
+)
 from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
 from searchveil.tabular.lattice import Lattice, distinct_records, iter_class_sizes
 from searchveil.tabular.release import TabularRelease, generalized_frame, suppress_small
@@ -131,10 +138,9 @@ def kanonymize(table: EncodedTable, *, k: int, max_suppression: float = 0.0) -> 
         None,
         None,
         parameters={"k": k, "max_suppression": max_suppression},
-        info={
-            "level": level.tolist(),
+        info={"level": level.tolist(), "released": int(r.size)},
+        private={
             "suppressed": n_sup,
-            "released": int(r.size),
             "granularity_loss": float(loss[best]) / max(table.n, 1),
         },
     )
@@ -148,22 +154,46 @@ def safepub(
     rng: RandomSource,
     search_share: float = 0.1,
     steps: int = 100,
+    max_records: int | None = None,
+    count_share: float = 0.01,
 ) -> TabularRelease:
-    """SafePub as read from Bild, Kuhn & Prasser 2018 (module docstring)."""
+    """SafePub as read from Bild, Kuhn & Prasser 2018 (module docstring). The δ < 1/n policy
+    check uses a declared ``max_records`` or a DP count ``n̂`` (``count_share·ε``, taken from
+    ``ε_anon``; SafePub itself has no count step); δ is accounted with the keep probability
+    actually sampled (53-bit rounded) plus the exact samplers' slack."""
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
-    if delta >= 1.0 / max(table.n, 1):
-        raise InvalidParameterError("delta", delta, f"< 1/n = {1.0 / max(table.n, 1):.3g}")
     search_share = check_probability("search_share", search_share)
     steps = check_int("steps", steps, minimum=0)
     eps_search = search_share * epsilon
-    eps_anon = epsilon - eps_search
-    p = 1.0 - math.exp(-eps_anon)
-    k = k_for_delta(eps_anon, delta, p)
+    eps_n = 0.0 if max_records is not None else check_probability("count_share", count_share)
+    eps_n *= epsilon
+    eps_anon = epsilon - eps_search - eps_n
+    if max_records is not None:
+        n_bound = check_int("max_records", max_records, minimum=1)
+        n_hat = None
+        source = "declared --max-records"
+    else:
+        lap = DiscreteLaplace.for_epsilon(eps_n, 1.0)
+        n_hat = int(table.n + int(lap.sample(1, rng)[0]))
+        n_bound = max(1, n_hat)
+        source = "DP count n̂"
+    if delta >= 1.0 / n_bound:
+        raise InvalidParameterError(
+            "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
+        )
+    _, p = round_probability(1.0 - math.exp(-eps_anon))  # the keep probability actually sampled
+    lat = Lattice(tuple(h.height for h in table.hierarchies))
+    # each exponential-mechanism pick has total-variation error ≤ (candidates+1)·2^-50
+    eta_fp = (steps + 1) * (lat.size + 1) * 2.0**-50
+    slack = (1.0 + math.exp(epsilon)) * eta_fp
+    if delta <= slack:
+        raise InvalidParameterError("delta", delta, f"> the samplers' slack {slack:.3g}")
+    k = k_for_delta(eps_anon, delta - slack, p)
+    delta_anon = sampling_delta(k, p, eps_anon)
     keep = bernoulli_sample(table.n, p, rng)
     sampled = np.flatnonzero(keep).astype(np.int64)
     loss, _ = lattice_scores(table, sampled, k)
-    lat = Lattice(tuple(h.height for h in table.hierarchies))
     levels = lat.levels()
     sens = float(max(1, k - 1))
     eps_step = eps_search / (steps + 1)
@@ -193,12 +223,34 @@ def safepub(
     params: dict[str, Any] = {
         "epsilon_anon": eps_anon,
         "epsilon_search": eps_search,
+        "epsilon_count": eps_n,
         "sampling_probability": p,
         "k": k,
         "steps": steps,
         "score": "granularity",
         "score_sensitivity": sens,
+        "delta_anon": delta_anon,
+        "eta_fp": eta_fp,
+        "delta_total": delta_anon + slack,
+        "n_bound_source": source,
+        "max_records": max_records,
     }
+    events: list[dict[str, Any]] = []
+    if n_hat is not None:
+        events.append(
+            {
+                "event": "record count (δ < 1/n policy)",
+                "mechanism": "discrete Laplace",
+                "epsilon": eps_n,
+                "delta": 0.0,
+                "output": "noisy.n_hat",
+            }  # fmt: skip
+        )
+    events += [
+        {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
+        {"event": "sampling + k-suppression", "epsilon": eps_anon, "delta": delta_anon, "k": k},
+        {"event": "exact-sampler slack", "delta": slack, "eta_fp": eta_fp},
+    ]
     return TabularRelease(
         table,
         r,
@@ -207,23 +259,10 @@ def safepub(
         "safepub (Bild, Kuhn & Prasser 2018; our implementation)",
         "(ε, δ)-differential privacy (add/remove one record)",
         epsilon,
-        sampling_delta(k, p, eps_anon),
+        delta,
         parameters=params,
-        events=[
-            {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
-            {
-                "event": "sampling + k-suppression",
-                "epsilon": eps_anon,
-                "delta": sampling_delta(k, p, eps_anon),
-                "k": k,
-            },
-        ],
-        info={
-            "level": level.tolist(),
-            "sampled": int(sampled.size),
-            "suppressed": n_sup,
-            "released": int(r.size),
-            "k": k,
-            "visited": len(visited),
-        },
+        events=events,
+        info={"level": level.tolist(), "released": int(r.size), "visited": len(visited)},
+        private={"sampled": int(sampled.size), "suppressed": n_sup},
+        noisy={"n_hat": n_hat, "n_bound": n_bound} if n_hat is not None else {},
     )

@@ -63,6 +63,7 @@ __all__ = [
     "dp_generalize",
     "FP_BITS",
     "modular_grid",
+    "round_probability",
 ]
 
 FP_BITS = 51  # integer weights < 2^51, so |L|·2^51 < 2^64 for |L| < 8192
@@ -172,6 +173,12 @@ def min_epsilon_for(k: int, p: float, delta: float, *, eps_max: float = 20.0) ->
     return hi
 
 
+def round_probability(p: float) -> tuple[int, float]:
+    """``(num, p̂)`` with ``p̂ = num/2^53 = round(p·2^53)/2^53``: the keep probability that
+    :func:`bernoulli_sample` actually samples (account with p̂, never p)."""
+    return _p53(p)
+
+
 def _p53(p: float) -> tuple[int, float]:
     num = int(round(p * 2**53))
     return num, num / 2**53
@@ -263,30 +270,33 @@ def plan_dp(
     if theta1 <= theta0:
         raise InvalidParameterError("theta1", theta1, f"> theta0 = {theta0}")
     count_share = check_probability("count_share", count_share)
-    if delta >= 1.0 / max(n, 1):
-        raise InvalidParameterError(
-            "delta", delta, f"< 1/n = {1.0 / max(n, 1):.3g} (protect everyone)"
-        )
     if lattice_size >= 8192:
         raise InvalidParameterError("lattice", lattice_size, "< 8192 level vectors (exact sampler)")
     _, p = _p53(1.0 - beta)
     eps_n = count_share * epsilon
     lap = DiscreteLaplace.for_epsilon(eps_n, 1.0)
+    # tails with the scale actually sampled (the rational rounded up), not the requested one
+    lap_eff = DiscreteLaplace(scale=lap.effective_scale)
     e_total = math.exp(epsilon)
     eta = 0.005 * delta / (1.0 + e_total)
     margin = 0
-    while float(lap.cdf(-margin - 1)) > eta:  # P[noise <= -(margin+1)] = P[N < n]
+    while float(lap_eff.cdf(-margin - 1)) > eta:  # P[noise <= -(margin+1)] = P[N < n]
         margin = max(1, margin * 2)
     lo, hi = 0, margin
     while lo < hi:
         mid = (lo + hi) // 2
-        if float(lap.cdf(-mid - 1)) <= eta:
+        if float(lap_eff.cdf(-mid - 1)) <= eta:
             hi = mid
         else:
             lo = mid + 1
     margin = hi
     n_hat = int(n + int(lap.sample(1, rng)[0]))
     n_up = max(1, n_hat + margin)
+    # the δ < 1/n policy is checked on the charged count's upper bound N (never the exact n)
+    if delta >= 1.0 / n_up:
+        raise InvalidParameterError(
+            "delta", delta, f"< 1/n ≈ {1.0 / n_up:.3g} (n bounded by the DP count n̂ + margin)"
+        )
     theta = theta0 + (theta1 - theta0) * float(rng.uniform(1)[0])
     theta = max(theta, theta0)
     t = theta * n_up

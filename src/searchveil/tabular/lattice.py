@@ -34,6 +34,7 @@ __all__ = [
     "iter_class_sizes",
     "class_sizes_at",
     "meet_levels",
+    "refine_classes",
 ]
 
 
@@ -106,6 +107,14 @@ def distinct_records(leaves: npt.NDArray[np.int32]) -> DistinctRecords:
     return DistinctRecords(
         u.astype(np.int32), cnt.astype(np.int64), inv.reshape(-1).astype(np.int64)
     )
+
+
+def refine_classes(
+    pid: npt.NDArray[np.int64], n_pid: int, code: npt.NDArray[np.int64], n_code: int
+) -> tuple[npt.NDArray[np.int64], int]:
+    """Refine class ids ``pid`` (``n_pid`` classes) by a code column: dense new ids and their
+    number (a bincount relabelling, no sort)."""
+    return _refine(pid, n_pid, code, n_code)
 
 
 def _refine(

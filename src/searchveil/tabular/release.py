@@ -40,7 +40,8 @@ __all__ = [
 class TabularRelease:
     """Rows of the input that are released (``rows``), their level vectors, the output
     table, and what the ledger needs (``mechanism``, ``notion``, ``epsilon``, ``delta``,
-    ``parameters``, ``events``)."""
+    ``parameters``, ``events``; ``info`` holds public facts of the release, ``private`` the
+    figures of the exact input that go to the provenance record only)."""
 
     table: EncodedTable
     rows: npt.NDArray[np.int64]
@@ -53,6 +54,10 @@ class TabularRelease:
     parameters: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    # figures of the exact input (sampled, suppressed, ...): provenance only, never published
+    private: dict[str, Any] = field(default_factory=dict)
+    # ledger fields drawn from the mechanism's noise (e.g. the DP count n̂)
+    noisy: dict[str, Any] = field(default_factory=dict)
 
 
 def _label_tables(table: EncodedTable) -> list[npt.NDArray[np.object_]]:
@@ -144,7 +149,7 @@ def anonymize_dp(
             "mechanism": "discrete Laplace",
             "epsilon": plan.eps_count,
             "delta": 0.0,
-            "n_hat": plan.n_hat,
+            "output": "noisy.n_hat",
         },
         {
             "event": "exponential mechanism per record (Θ = D)"
@@ -173,7 +178,7 @@ def anonymize_dp(
         rows,
         levels,
         frame,
-        "fouad2014-dp-sampler",
+        "fouad2014-dp-sampler (paper reproduction: Algorithm 2 with an explicit δ)",
         "(ε, δ)-differential privacy (add/remove one record)",
         plan.epsilon,
         plan.delta,
@@ -187,15 +192,31 @@ def anonymize_dp(
             "t_side_table": t_theta,
         },
         events=events,
-        info={
+        info={"released": int(rows.size)},
+        private={
             "sampled": int(sampled.size),
             "suppressed": int((~ok).sum()),
-            "released": int(rows.size),
-            "k": plan.k,
             "k_used": k_used,
-            "t": plan.t,
-            "delta_used": plan.delta_total,
         },
+        # every plan value below is a function of the charged count n̂ (and θ)
+        noisy={
+            k: v
+            for k, v in plan.as_dict().items()
+            if k
+            in (
+                "n_hat",
+                "n_upper",
+                "theta",
+                "t",
+                "k",
+                "eps_anon",
+                "eps_em",
+                "eps_prime",
+                "delta_anon",
+                "eta_fp",
+                "delta_total",
+            )
+        },  # fmt: skip
     )
 
 
@@ -220,7 +241,8 @@ def _deterministic(
         None,
         None,
         parameters=params,
-        info=info,
+        info={"released": int(rows.size)},
+        private=info,
     )
 
 
