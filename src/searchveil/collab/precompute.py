@@ -150,6 +150,8 @@ class Precomputer:
             for p in procs:  # a batch in progress is not worth waiting for
                 if p.is_alive():
                     p.kill()
+            for p in procs:
+                p.join(2)
             self._ex = None
 
     def __enter__(self) -> Precomputer:

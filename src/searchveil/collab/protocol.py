@@ -103,7 +103,8 @@ HOLDER_BITS = 24  # Algorithm 1 word: count·2^24 + holders, summed mod 2^64
 RECORD_ID_BYTES = 8
 RECORD_CHUNK = cm.PAYLOAD_BYTES - RECORD_ID_BYTES - 3  # record bytes per group element
 TEST_HOOKS_ENV = "SEARCHVEIL_CELS_TEST_HOOKS"
-PARTY_FAULTS = ("crash", "kill", "stop", "schema", *FAULT_KINDS)
+PARTY_FAULTS = ("crash", "kill", "stop", "schema", "pause", *FAULT_KINDS)
+PAUSE_SECONDS = 1.5
 FAULT_PHASES = PHASES
 
 
@@ -291,7 +292,8 @@ def inject_fault(mesh: Mesh | None, kind: str, target: int | None) -> None:
     once (exit 17, no abort message), ``kill``/``stop`` send SIGKILL/SIGSTOP to this process,
     ``garbage``/``truncated``/``drop`` send bytes that are not a frame / half a frame and close /
     close the connection to PEER (every peer by default), ``schema`` sends a well-framed message
-    with unexpected fields."""
+    with unexpected fields, ``pause`` waits 1.5 s (so a test can signal another process while
+    this one is in PHASE)."""
     if kind == "crash":
         sys.stderr.flush()
         os._exit(17)
@@ -299,6 +301,9 @@ def inject_fault(mesh: Mesh | None, kind: str, target: int | None) -> None:
         _self_signal(signal.SIGKILL)
     if kind == "stop":
         _self_signal(signal.SIGSTOP)
+        return
+    if kind == "pause":  # keeps this party in PHASE for a moment (heartbeats continue)
+        time.sleep(PAUSE_SECONDS)
         return
     if mesh is None:
         return
@@ -1148,6 +1153,7 @@ def run_party(
     except ProtocolError as exc:
         if exc.phase is None:
             exc.phase = st.phase
+        st.phase = exc.phase  # where it failed (the status may already show the next phase)
         st.write("failed", peer=exc.peer, cause=exc.cause, error=_failure_text(me, exc))
         raise PartyFailed(me, exc) from exc
     except BaseException as exc:

@@ -423,11 +423,6 @@ def _diagnose(
             cause = f"crashed ({outcome})"
             if parties[c]["message"] != "no message":
                 cause += f": {parties[c]['message']}"
-        # the phase the other parties were in when they saw it, if later than its own
-        seen = [parties[k]["phase"] for k in order if k != c and parties[k]["blames"] == c]
-        if seen and seen[0] in PHASES and phase in PHASES:
-            if PHASES.index(seen[0]) > PHASES.index(phase):
-                phase = seen[0]
         culprit: int | None = c
     else:
         votes = Counter(
@@ -444,8 +439,13 @@ def _diagnose(
         witnesses = [parties[k] for k in order if parties[k]["blames"] == culprit]
         direct = [w for w in witnesses if not _RELAY.match(w["cause"])]
         src = (direct or witnesses or [parties[order[0] if order else 0]])[0]
-        phase = src["phase"]
+        phase = parties[culprit]["phase"] if culprit is not None else src["phase"]
         cause = f"failed: {src['cause']}"
         if src["party"] != culprit:
             cause += f" (seen by P{src['party']})"
+    if culprit == 0:
+        # P0 waits while the data parties work: the phase is theirs when it failed
+        seen = [parties[k]["phase"] for k in order if k != 0 and parties[k]["blames"] == 0]
+        if seen and seen[0] in PHASES:
+            phase = seen[0]
     return RunFailed(culprit, phase, cause, parties, time.monotonic() - t_fail)

@@ -79,7 +79,7 @@ PHASES = (
 )  # fmt: skip
 TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
-    "rows", "nlp_af", "nlp_sum", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
+    "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
     "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
 )  # fmt: skip
 TRANSCRIPT_MAGIC = b"CELS-TRANSCRIPT "
@@ -436,7 +436,10 @@ class Mesh:
             except TimeoutError:
                 w.close()
                 await accepted.put((j, f"P{j} connected but sent no hello"))
-            except (_Truncated, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            except _Truncated as exc:
+                w.close()
+                await accepted.put((j, f"P{j} sent a truncated hello ({exc}) and closed"))
+            except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
                 w.close()
                 await accepted.put((j, f"P{j} closed the connection before its hello ({why(exc)})"))
             except (InputFormatError, ProtocolError) as exc:
