@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from searchveil.errors import InternalError, OutputExistsError
-from searchveil.io.ledger import ReleaseWriter, build_ledger, read_ledger, write_json_atomic
+from searchveil.errors import (
+    InputFormatError,
+    InternalError,
+    InvalidParameterError,
+    OutputExistsError,
+)
+from searchveil.io.ledger import (
+    ReleaseWriter,
+    build_ledger,
+    build_provenance,
+    provenance_path,
+    read_ledger,
+    read_provenance,
+    write_json_atomic,
+)
 from searchveil.rng import SecureRandom, SeededRandom
 
 
@@ -19,8 +33,9 @@ def ledger(rng) -> dict:
         notion="(ε,δ)-DP",
         epsilon=1.0,
         delta=1e-6,
+        neighbouring="add/remove one user's history",
         parameters={"d": 3, "K": float("inf")},
-        inputs=[{"file": "x.tsv", "sha256": "0" * 64}],
+        public_inputs=[{"role": "serp", "file": "serp.tsv", "sha256": "0" * 64}],
         rng=rng,
     )
 
@@ -71,3 +86,108 @@ def test_seeded_is_marked_not_for_release(tmp_path: Path) -> None:
     p = tmp_path / "l.json"
     write_json_atomic(p, led)
     assert json.loads(p.read_text())["mechanism"] == "test"
+
+
+# --- the public ledger refuses what describes the private input (issue 21) -------------------
+
+
+def _led(**kw):
+    base = dict(
+        mechanism="t",
+        notion="n",
+        neighbouring="add/remove one user",
+        epsilon=1.0,
+        delta=1e-9,
+        parameters={"d": 1},
+        rng=SeededRandom(1),
+    )
+    return build_ledger(**(base | kw))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"parameters": {"d": 1, "users": 128}},
+        {"parameters": {"d": 1, "input": {"sha256": "ab" * 32}}},
+        {"parameters": {"nested": [{"rows": 20000}]}},
+        {"events": [{"name": "x", "records": 300}]},
+        {"extra": {"inputs": [{"file": "x.tsv"}]}},
+        {"extra": {"whatever": 1}},
+        {"extra": {"accounting": {"path": "/data/private.tsv"}}},
+        {"public_inputs": [{"file": "serp.tsv"}]},
+        {"public_inputs": [{"role": "serp", "file": "serp.tsv", "users": 4}]},
+        {"declared": {"max_users": [1, 2]}},
+    ],
+)
+def test_public_ledger_refuses_private_keys(kw) -> None:
+    with pytest.raises(InternalError, match="probably a bug"):
+        _led(**kw)
+
+
+def test_public_ledger_accepts_public_subtrees() -> None:
+    led = _led(
+        declared={"max_users": 700000},
+        noisy={"users": {"value": 131, "event": "noisy user count"}},
+        public_inputs=[{"role": "hierarchy", "file": "age.csv", "sha256": "0" * 64, "rows": 9}],
+        extra={"accounting": "exact"},
+    )
+    assert led["declared"] == {"max_users": 700000}
+    assert led["neighbouring"] == "add/remove one user"
+    assert "inputs" not in led
+
+
+def _prov(path="/data/secret/log.tsv", sha="f" * 64):
+    return build_provenance(
+        inputs=[{"path": path, "sha256": sha, "rows": 20000, "users": 128}],
+        report={"queries_released": 3},
+    )
+
+
+def test_provenance_written_beside_release(tmp_path: Path) -> None:
+    out = tmp_path / "rel"
+    with ReleaseWriter(out) as w:
+        w.write_table("queries", pl.DataFrame({"query": ["a"], "noisy_count": [3]}))
+        w.write_ledger(_led())
+        w.write_provenance(_prov())
+        assert not provenance_path(out).exists()  # renamed into place with the release
+    prov = read_provenance(out)
+    assert list(prov)[0] == "PRIVATE" and "never publish" in prov["PRIVATE"]
+    assert prov["inputs"][0]["users"] == 128
+    assert (
+        prov["release"]["ledger_sha256"]
+        == hashlib.sha256((out / "ledger.json").read_bytes()).hexdigest()
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel", "rel.private.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["ledger.json", "queries.tsv"]
+    assert (provenance_path(out).stat().st_mode & 0o777) == 0o600
+
+
+def test_provenance_inside_release_refused(tmp_path: Path) -> None:
+    out = tmp_path / "rel"
+    with pytest.raises(InvalidParameterError, match="provenance"):
+        ReleaseWriter(out, provenance=out / "p.json")
+    with pytest.raises(InvalidParameterError, match="provenance"):
+        ReleaseWriter(out, provenance=out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_provenance_refused(tmp_path: Path) -> None:
+    out = tmp_path / "rel"
+    provenance_path(out).write_text("{}")
+    with pytest.raises(OutputExistsError, match="provenance"):
+        ReleaseWriter(out)
+
+
+def test_private_string_in_release_refused(tmp_path: Path) -> None:
+    out = tmp_path / "rel"
+    sha = "ab" * 32
+    with pytest.raises(InternalError, match="SHA-256"), ReleaseWriter(out) as w:
+        w.write_table("queries", pl.DataFrame({"query": [sha], "noisy_count": [3]}))
+        w.write_ledger(_led())
+        w.write_provenance(_prov(sha=sha))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_provenance_missing(tmp_path: Path) -> None:
+    with pytest.raises(InputFormatError, match="provenance"):
+        read_provenance(tmp_path / "rel")

@@ -58,7 +58,7 @@ from scipy import stats
 
 from searchveil.attacks.ads_population import ATTRIBUTES, EVERYONE, Population
 from searchveil.errors import BudgetExceededError, InvalidParameterError
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
@@ -498,7 +498,7 @@ class AdPlatform:
         pol = self.policy
         dp = isinstance(pol, DPReportingPolicy)
         budget = pol.advertiser_budget if isinstance(pol, DPReportingPolicy) else None
-        return build_ledger(
+        return build_ledger_unchecked(
             mechanism="ads-dp-campaign-reports" if dp else f"ads-{pol.name}",
             notion="pure ε-DP per advertiser (basic composition); privacy unit: one user's data"
             if dp

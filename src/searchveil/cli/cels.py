@@ -76,6 +76,14 @@ WorkersOpt = Annotated[
         "CPUs - 1 for a party, CPUs / parties for cels run)",
     ),
 ]
+ProvenanceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--provenance",
+        help="where the PRIVATE provenance record goes (input files, per-party figures); "
+        "default <out>.private.json beside the release, never inside it",
+    ),
+]
 TRANSCRIPT_HELP = (
     "PRIVATE (holds other parties' encrypted and partly aggregated data; written owner-only, "
     "0600, and only if the run succeeds): save every byte received"
@@ -99,20 +107,22 @@ def _params(
     )  # fmt: skip
 
 
-def _human_ledger(title: str, led: dict[str, Any]) -> None:
+def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
+    """The public ledger's figures and (private, this machine's) per-party traffic and time."""
     t = Table(title=title, show_header=True)
-    for c in ("party", "sent", "received", "seconds"):
+    for c in ("party", "sent", "received", "wall s", "CPU s"):
         t.add_column(c, justify="right")
-    for p in led.get("parties", []):
+    for p in stats:
         tr = p["traffic"]
         t.add_row(
             f"P{p['party']}", f"{tr['sent_total']:,}", f"{tr['received_total']:,}",
-            f"{sum(p['seconds'].values()):.1f}",
+            f"{sum(p['seconds'].values()):.1f}", f"{sum(p['cpu_seconds'].values()):.1f}",
         )  # fmt: skip
     out_console.print(t)
+    noisy = led.get("noisy", {})
     out_console.print(
-        f"ε = {led['epsilon']}, δ = {led['delta']}, b = {led['b']:.6g}; "
-        f"output rows {led['output_rows']:,}, |O| = {led['output_size']:,}"
+        f"ε = {led['epsilon']}, δ = {led['delta']}, b = {led['guarantee']['b']:.6g}; "
+        f"output rows {noisy.get('output_rows', 0):,}, |O| = {noisy.get('output_size', 0):,}"
     )
     if led.get("seeded"):
         out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
@@ -179,9 +189,11 @@ def register(app: typer.Typer) -> None:
             typer.Option("--parent-pid", hidden=True, help="cels run: stop if the runner dies"),
         ] = None,
         seed: SeedOpt = None,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Run one CELS party; writes --out only if every party ends with the same output."""
+        """Run one CELS party; writes --out (log.tsv and the public ledger.json) and the PRIVATE
+        provenance record beside it only if every party ends with the same output."""
 
         def body() -> None:
 
@@ -207,7 +219,7 @@ def register(app: typer.Typer) -> None:
             res = run_party(
                 cfg, id, params, share=sh, out=out, rng=make_rng(seed), transcript=transcript,
                 progress=prog, fault=inject_fault, workers=nworkers, status=status_file,
-                hard_exit=True,
+                hard_exit=True, provenance=provenance,
             )  # fmt: skip
             summary = {
                 "party": id,
@@ -218,7 +230,10 @@ def register(app: typer.Typer) -> None:
                 "seconds": res.stats["seconds"],
                 "cpu_seconds": res.stats["cpu_seconds"],
             }
-            emit(summary, json_out, lambda r: _human_ledger(f"CELS party P{id}", res.ledger))
+            emit(
+                summary, json_out,
+                lambda r: _human_summary(f"CELS party P{id}", res.ledger, [res.stats]),
+            )  # fmt: skip
 
         run(body)
 
@@ -246,9 +261,11 @@ def register(app: typer.Typer) -> None:
         workers: WorkersOpt = None,
         seed: SeedOpt = None,
         overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Start P0…Pr as local processes (loopback, throw-away certificates) and run CELS."""
+        """Start P0…Pr as local processes (loopback, throw-away certificates) and run CELS; if any
+        party fails, stop them all at once and say which, in which phase and why."""
 
         def body() -> None:
 
@@ -262,9 +279,12 @@ def register(app: typer.Typer) -> None:
                 timeout=timeout or DEFAULT_TIMEOUT,
                 connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
                 heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
-                workers=workers, overwrite=overwrite,
+                workers=workers, overwrite=overwrite, provenance=provenance,
             )  # fmt: skip
-            emit(res, json_out, lambda r: _human_ledger(f"CELS → {out}", r["ledger"]))
+            emit(
+                res, json_out,
+                lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["party_stats"]),
+            )  # fmt: skip
 
         run(body)
 
@@ -284,6 +304,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         seed: SeedOpt = None,
         overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """The LS baseline: every party sanitizes alone (same b, its share of |O|); the outputs
@@ -292,14 +313,16 @@ def register(app: typer.Typer) -> None:
         def body() -> None:
 
             params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
-            ReleaseWriter(out, overwrite=overwrite)
+            ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
             shares = [Share.read(s) for s in share]
             res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-            with ReleaseWriter(out, overwrite=overwrite) as w:
+            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
                 w.write_table("log", res["log"])
                 w.write_ledger(res["ledger"])
-            summary = {k: v for k, v in res.items() if k not in ("log", "ledger")}
+                prov = w.write_provenance(res["provenance"])
+            summary = {k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
             summary["out"] = str(out)
+            summary["provenance"] = str(prov)
             emit(summary, json_out, lambda r: out_console.print(r))
 
         run(body)

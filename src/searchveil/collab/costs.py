@@ -28,12 +28,12 @@ from searchveil.collab import commutative as cm
 from searchveil.collab.protocol import RECORD_CHUNK, prune_dominated
 from searchveil.model import ClickHistogram
 from searchveil.release.ump import constraint_block
+from searchveil.rng import secure_token
 
 FRAME = 20  # header bytes per frame
 SLOT = 80  # fixed-point slot bits (Packer default)
 RECORD_BYTES = 60  # assumed UTF-8 bytes of one output record (user, query, url, count)
-STATS_BYTES = 1500  # assumed JSON bytes of one party's statistics in the commit round
-SESSION_CHARS = 43  # secure_token()
+SESSION_CHARS = len(secure_token())
 
 
 def _js(obj: Any) -> int:
@@ -120,7 +120,7 @@ def predict_bytes(s: Sizes, key_bits: int) -> dict[str, int]:
     own = sum(s.pairs_per_party)
     out: dict[str, int] = {}
     out["mesh"] = (r + 1) * r // 2 * (FRAME + _js({"id": r, "session": "x" * SESSION_CHARS}))
-    params = 330  # the agreed parameters as JSON
+    params = 220  # the agreed parameters as JSON (≈; depends on how the floats print)
     out["setup"] = r * (FRAME + _js({"key": {"n": "", "hs": ""}, "params": {}}) + params)
     out["setup"] += r * (key_bits // 4 + 2 * key_bits // 4)
     # each party's hashed pairs travel r hops (the last as digests); sets to P1; universe back
@@ -157,7 +157,8 @@ def predict_bytes(s: Sizes, key_bits: int) -> dict[str, int]:
         + (r - 1) * (FRAME + 2 + el * e)  # decryption chain
         + r * (FRAME + _js({"rows": s.records}) + text)
     )  # fmt: skip
-    out["commit"] = (r + 1) * r * (2 * FRAME + STATS_BYTES + _js({"digest": "x" * 64}))
+    pub = {"party": r, "seeded": False, "time_utc": "2026-01-01T00:00:00Z"}
+    out["commit"] = (r + 1) * r * (2 * FRAME + _js(pub) + _js({"digest": "x" * 64}))
     return out
 
 

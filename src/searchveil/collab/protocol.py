@@ -84,8 +84,15 @@ from searchveil.collab.wire import (
     expect,
     why,
 )
+from searchveil.collab.wire import VERSION as WIRE_VERSION
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.ledger import ReleaseWriter, build_ledger, write_json_atomic
+from searchveil.io.ledger import (
+    ReleaseWriter,
+    build_ledger,
+    build_provenance,
+    check_public_ledger,
+    write_json_atomic,
+)
 from searchveil.io.readers import read_log
 from searchveil.model import ClickHistogram, click_histogram
 from searchveil.release.ump import constraint_block, sample_users, solve_oump
@@ -880,68 +887,32 @@ class Party:
 
     # -- 10. commit --------------------------------------------------------------------------
     def commit(self, records: list[str]) -> PartyResult:
+        """Agree on the public ledger and the output: exchange only public facts (whether each
+        party was seeded, P0's clock), build the same ledger, exchange SHA-256(ledger, output).
+        Per-party figures (bytes, seconds, solver report, repairs) stay in this party's private
+        provenance record (``PartyResult.stats``)."""
         self.phase("commit")
-        stats = {
+        pub: dict[str, Any] = {
             "party": self.me,
-            "traffic": self.mesh.traffic.to_dict(),
-            "seconds": {k: round(v, 3) for k, v in self.clock.seconds.items()},
-            "cpu_seconds": {k: round(v, 3) for k, v in self.clock.cpu.items()},
-            "input": self.share.info if self.share is not None else None,
             "seeded": bool(self.rng.seeded),
-            "extra": self.extra,
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        stats = json.loads(json.dumps(stats, default=float))
         for j in self.mesh.config.ids:
             if j != self.me:
-                self.mesh.send(j, "stats", stats)
-        allstats = {self.me: stats}
+                self.mesh.send(j, "stats", pub)
+        allpub = {self.me: pub}
         for j in self.mesh.config.ids:
             if j != self.me:
                 f = self.mesh.recv(j, "stats")
-                expect(
-                    f.body,
-                    {"party": int, "traffic": dict, "seconds": dict, "cpu_seconds": dict,
-                     "input": (dict, type(None)), "seeded": bool, "extra": dict, "time_utc": str},
-                    j,
-                )  # fmt: skip
+                expect(f.body, {"party": int, "seeded": bool, "time_utc": str}, j)
                 if f.body["party"] != j:
                     raise ProtocolError(f"P{j} sent another party's statistics", peer=j)
-                allstats[j] = f.body
-        ordered = [allstats[j] for j in self.mesh.config.ids]
+                allpub[j] = f.body
         df = _records_frame(records)
-        seeded = any(s["seeded"] for s in ordered)
-        ledger = build_ledger(
-            mechanism="cels",
-            notion=NOTION,
-            epsilon=self.params.epsilon,
-            delta=self.params.delta,
-            parameters=self.params.to_dict() | {"parties": self.r},
-            inputs=[s["input"] for s in ordered if s["input"] is not None],
-            rng=None,
-            extra={
-                "b": self.params.b,
-                "counts_are_private": False,
-                "warning": "the counts x come from the private logs and are not differentially "
-                "private; the guarantee covers the sampling (docs/privacy/cels.md)",
-                "key_sizes": {
-                    "paillier_bits": self.params.key_bits,
-                    "paillier": key_strength(self.params.key_bits),
-                    "commutative_group": cm.GROUP_NAME,
-                },
-                "parties": ordered,
-                "output_rows": df.height,
-                "output_size": int(df.get_column("Count").sum()) if df.height else 0,
-            },
+        seeded = any(p["seeded"] for p in allpub.values())
+        ledger = public_ledger(
+            self.params, self.r, df, created=allpub[0]["time_utc"], seeded=seeded
         )
-        ledger["created_utc"] = allstats[0]["time_utc"]
-        ledger["seeded"] = seeded
-        ledger["for_release"] = not seeded
-        ledger["randomness"] = (
-            {"source": "SeededRandom (a party was seeded)", "seeded": True,
-             "note": "seeded randomness: reproducible experiment, NOT FOR RELEASE"}
-            if seeded else {"source": "SecureRandom (every party)", "seeded": False}
-        )  # fmt: skip
         canon = json.dumps(ledger, sort_keys=True, ensure_ascii=False).encode("utf-8")
         digest = hashlib.sha256(canon + b"\x00" + "\n".join(records).encode("utf-8")).hexdigest()
         for j in self.mesh.config.ids:
@@ -953,7 +924,71 @@ class Party:
                 expect(f.body, {"digest": str}, j)
                 if f.body["digest"] != digest:
                     raise ProtocolError(f"P{j} ended with a different output or ledger", peer=j)
-        return PartyResult(df, ledger, digest, stats)
+        self.clock.enter("commit")
+        stats = {
+            "party": self.me,
+            "traffic": self.mesh.traffic.to_dict(),
+            "seconds": {k: round(v, 3) for k, v in self.clock.seconds.items()},
+            "cpu_seconds": {k: round(v, 3) for k, v in self.clock.cpu.items()},
+            "seeded": bool(self.rng.seeded),
+            "extra": self.extra,
+        }
+        return PartyResult(df, ledger, digest, json.loads(json.dumps(stats, default=float)))
+
+
+NEIGHBOURING = (
+    "add, remove or replace one user's whole log (CELS §2.3 Cases 1-3); the users of the "
+    "parties are disjoint"
+)
+# fields of the public ledger that are functions of the sampled output, so they differ between
+# neighbouring inputs under the same seed (the neighbour audit allows exactly these)
+NOISY_FIELDS = ("noisy", "outputs.log.rows")
+
+
+def public_ledger(
+    params: CelsParams, r: int, df: pl.DataFrame, *, created: str, seeded: bool
+) -> dict[str, Any]:
+    """The public ledger of a CELS release — identical on every party, and a function of the
+    public parameters and the released log only."""
+    ledger = build_ledger(
+        mechanism="cels",
+        notion=NOTION,
+        neighbouring=NEIGHBOURING,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        parameters=params.to_dict() | {"parties": r},
+        rng=None,
+        noisy={
+            "output_rows": df.height,
+            "output_size": int(df.get_column("Count").sum()) if df.height else 0,
+            "note": "functions of the released log (the mechanism's draws), not of the input",
+        },
+        extra={
+            "guarantee": {
+                "b": params.b,
+                "counts_are_private": False,
+                "warning": "the counts x come from the private logs and are not differentially "
+                "private; the guarantee covers the sampling (docs/privacy/cels.md)",
+            },
+            "protocol": {
+                "parties": r,
+                "paillier_bits": params.key_bits,
+                "paillier": key_strength(params.key_bits),
+                "commutative_group": cm.GROUP_NAME,
+                "wire_version": WIRE_VERSION,
+            },
+        },
+    )
+    ledger["created_utc"] = created
+    ledger["seeded"] = seeded
+    ledger["for_release"] = not seeded
+    ledger["randomness"] = (
+        {"source": "SeededRandom (a party was seeded)", "seeded": True,
+         "note": "seeded randomness: reproducible experiment, NOT FOR RELEASE"}
+        if seeded else {"source": "SecureRandom (every party)", "seeded": False}
+    )  # fmt: skip
+    check_public_ledger(ledger)
+    return ledger
 
 
 def _parse_chunk(y: bytes, bad: ProtocolError) -> bytes:
@@ -1057,9 +1092,12 @@ def run_party(
     precompute: int = 256,
     status: Path | None = None,
     hard_exit: bool = False,
+    provenance: Path | None = None,
 ) -> PartyResult:
-    """Run party ``me`` to completion; writes ``out`` (atomically) only if every party agrees,
-    and ``transcript`` (owner-only permissions) only then too. Any failure sends ``abort`` to
+    """Run party ``me`` to completion; writes ``out`` (atomically: ``log.tsv`` and the public
+    ``ledger.json``) and this party's private provenance record (``provenance``, by default
+    ``<out>.private.json`` beside it) only if every party agrees, and ``transcript``
+    (owner-only permissions) only then too. Any failure sends ``abort`` to
     all peers and raises :class:`ProtocolError` naming the phase, the peer and the cause.
 
     ``workers``: processes computing obfuscators / decryptions ahead (0 = inline);
@@ -1067,8 +1105,8 @@ def run_party(
     failure (the CLI sets it); ``fault``: test hook (see :func:`inject_fault`)."""
     if (me == 0) != (share is None):
         raise InvalidParameterError("share", share, "a share for P1…Pr, none for P0")
-    if out is not None:
-        ReleaseWriter(out, overwrite=overwrite)  # fail early if it exists
+    if out is not None:  # fail early if the release or its provenance record exists
+        ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
     flt = parse_fault(fault)
     st = _Status(status, me)
     partial = transcript.with_name(transcript.name + ".partial") if transcript else None
@@ -1164,14 +1202,24 @@ def run_party(
         if not ok:
             drop_partial()
     if out is not None:
-        with ReleaseWriter(out, overwrite=overwrite) as w:
+        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
             w.write_table("log", result.output)
             w.write_ledger(result.ledger)
+            w.write_provenance(party_provenance(share, result.stats))
     if partial is not None and transcript is not None:
         os.replace(partial, transcript)
     st.phase = "done"
     st.write("done")
     return result
+
+
+def party_provenance(share: Share | None, stats: dict[str, Any]) -> dict[str, Any]:
+    """This party's private provenance record: its input file and its figures of the run."""
+    return build_provenance(
+        inputs=[share.info] if share is not None else [],
+        report={"cels_party": stats},
+        extra={"mechanism": "cels", "party": stats.get("party")},
+    )
 
 
 class PartyFailed(ProtocolError):

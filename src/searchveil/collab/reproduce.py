@@ -182,23 +182,24 @@ def measured_run(
         res = run_local(paths, params, d / "out", seed=1, timeout=900)
         wall = time.perf_counter() - t0
         led = res["ledger"]
+        stats = res["party_stats"]
         hists = [click_histogram(read_log(p)) for p in paths]
     sent: dict[str, int] = {}
-    for p in led["parties"]:
+    for p in stats:
         for k, v in p["traffic"]["sent"].items():
             sent[k] = sent.get(k, 0) + v
-    sizes = protocol_sizes(hists, min_count=min_count, records=led["output_rows"])
+    sizes = protocol_sizes(hists, min_count=min_count, records=led["noisy"]["output_rows"])
     return {
         "r": r, "key_bits": key_bits, "wall_seconds": wall, "sent": sent,
         "total_bytes": sum(sent.values()), "sizes": sizes.to_dict(),
         "predicted": predict_bytes(sizes, key_bits),
-        "phase_seconds_max": _phase_max(led),
+        "phase_seconds_max": _phase_max(stats),
     }  # fmt: skip
 
 
-def _phase_max(led: dict[str, Any]) -> dict[str, float]:
+def _phase_max(stats: list[dict[str, Any]]) -> dict[str, float]:
     out: dict[str, float] = {}
-    for p in led["parties"]:
+    for p in stats:
         for k, v in p["seconds"].items():
             out[k] = max(out.get(k, 0.0), v)
     return out

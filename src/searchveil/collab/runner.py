@@ -10,14 +10,16 @@ group, with a status file it updates at every phase) and watches them:
   group is killed; the run fails with a message naming the party at fault, the phase and the
   cause (:class:`RunFailed`) — within a few seconds of the failure, nothing written;
 * only if every party exited 0 and all r + 1 release directories are byte-identical is P0's
-  release (``log.tsv``, ``ledger.json``) moved to ``--out``, and the transcripts (private,
-  owner-only) to ``--transcripts``.
+  release (``log.tsv`` and the public ``ledger.json``) moved to ``--out``, the parties'
+  private provenance records combined into one beside it (``<out>.private.json``, 0600), and
+  the transcripts (private, owner-only) copied to ``--transcripts``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import filecmp
+import hashlib
 import json
 import os
 import re
@@ -42,7 +44,12 @@ from searchveil.collab.wire import (
     open_private,
 )
 from searchveil.errors import InvalidParameterError, OutputExistsError
-from searchveil.io.ledger import read_ledger
+from searchveil.io.ledger import (
+    build_provenance,
+    provenance_path,
+    read_ledger,
+    read_provenance,
+)
 from searchveil.rng import secure_token
 
 GRACE = 2.0  # seconds the other parties get to stop on their own after a failure
@@ -218,8 +225,11 @@ def run_local(
     signals: list[tuple[int, str, int, int]] | None = None,
     detect_stopped: bool = True,
     config_hook: Any = None,
+    provenance: Path | None = None,
 ) -> dict[str, Any]:
-    """Run the protocol with one local process per party; returns a summary.
+    """Run the protocol with one local process per party; returns a summary. Writes ``out``
+    (the public release) and the private provenance record (``provenance``, by default
+    ``<out>.private.json`` beside it: every party's input record and figures of the run).
 
     Test hooks (never used by the CLI): ``faults`` — party → ``PHASE:KIND[@PEER]`` (see
     :func:`searchveil.collab.protocol.inject_fault`); ``signals`` — (watched party, phase,
@@ -235,6 +245,9 @@ def run_local(
         raise OutputExistsError(f"output {str(out)!r} already exists; choose a new --out")
     if not out.parent.exists():
         raise InvalidParameterError("out", str(out), "a path whose parent directory exists")
+    prov_path = provenance_path(out, provenance)
+    if prov_path.exists() and not overwrite:
+        raise OutputExistsError(f"provenance record {str(prov_path)!r} already exists")
     if transcripts is not None and transcripts.exists() and any(transcripts.iterdir()):
         raise OutputExistsError(f"transcript directory {str(transcripts)!r} is not empty")
     n = len(shares) + 1
@@ -293,11 +306,23 @@ def run_local(
             for name in ("log.tsv", "ledger.json"):
                 if not filecmp.cmp(ref / name, other / name, shallow=False):
                     raise ProtocolError(f"P{k}'s {name} differs from P0's", peer=k)
+        records = [read_provenance(tmpd / f"P{k}") for k in range(n)]
+        prov = build_provenance(
+            inputs=[i for r in records for i in r.get("inputs", [])],
+            report={"cels_parties": [r["report"]["cels_party"] for r in records]},
+            extra={"mechanism": "cels", "runner": "cels run (all parties on this machine)"},
+        )
         if out.exists():
             shutil.rmtree(out)
         staged = out.parent / f".{out.name}.tmp-{secure_token()}"
         shutil.copytree(ref, staged)
+        ledger_sha = hashlib.sha256((staged / "ledger.json").read_bytes()).hexdigest()
+        prov["release"] = {"directory": str(out.resolve()), "ledger_sha256": ledger_sha}
+        ptmp = prov_path.with_name(f".{prov_path.name}.tmp-{secure_token()}")
+        with open_private(ptmp) as fh:
+            fh.write((json.dumps(prov, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         staged.rename(out)
+        os.replace(ptmp, prov_path)
         if transcripts is not None:
             transcripts.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(transcripts, 0o700)
@@ -307,9 +332,11 @@ def run_local(
     ledger = read_ledger(out)
     return {
         "out": str(out),
+        "provenance": str(prov_path),
         "parties": n - 1,
         "wall_seconds": round(time.perf_counter() - t0, 2),
         "ledger": ledger,
+        "party_stats": prov["report"]["cels_parties"],
         "transcripts": str(transcripts) if transcripts is not None else None,
     }
 

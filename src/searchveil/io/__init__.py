@@ -1,6 +1,7 @@
-"""Input and output: log readers, release writers and the privacy ledger."""
+"""Input and output: log readers, release writers, the public ledger and the private
+provenance record."""
 
-from searchveil.io.ledger import ReleaseWriter, build_ledger
+from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
 from searchveil.io.readers import ColumnMapping, ReaderOptions, read_log, scan_log
 
 __all__ = [
@@ -8,6 +9,7 @@ __all__ = [
     "ReaderOptions",
     "ReleaseWriter",
     "build_ledger",
+    "build_provenance",
     "read_log",
     "scan_log",
 ]

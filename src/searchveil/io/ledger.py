@@ -1,4 +1,4 @@
-"""Release directories and the privacy ledger.
+"""Release directories, the public privacy ledger and the private provenance record.
 
 A release is a directory holding its output tables and ``ledger.json``. :class:`ReleaseWriter`
 builds it in a temporary sibling directory (``.<name>.tmp-<random>``) and renames it into place
@@ -6,14 +6,31 @@ only when every table and the ledger are written, so a failed run leaves nothing
 reader never sees a half-written release. An existing output directory is an error unless
 ``overwrite=True`` (then it is replaced after the new release is complete).
 
-The ledger (``build_ledger``) records: tool version, mechanism, privacy notion, ε, δ, every
-parameter, each input (file name, SHA-256, rows, users, bad rows skipped), the randomness
-(seeded or not — seeded releases are marked NOT FOR RELEASE), the privacy events that compose
-to the total, and ``outputs``: output name → {file, columns, rows}.
+**Two records per run** (docs/privacy/published.md):
+
+* ``ledger.json`` is *published with the release*. It may hold only what the guarantee covers:
+  mechanism, privacy notion, neighbouring relation, ε, δ and their split, public parameters,
+  public inputs (hierarchies, SERP, node universe: file name and SHA-256), bounds the user
+  *declares* (``declared``), counts released under the budget (``noisy``), the outputs, the tool
+  version and whether the randomness was seeded. :func:`build_ledger` is the one function that
+  builds it for every family; it refuses unknown top-level keys and, anywhere outside
+  ``public_inputs``/``declared``/``noisy``/``outputs``, keys that describe the private input
+  (``path``, ``sha256``, ``rows``, ``users``, ``records``, ``edges``, ...), so a new family
+  cannot leak the input's size or fingerprint by accident.
+* The **provenance record** (:func:`build_provenance`) holds everything about the private input
+  — path, SHA-256, exact counts, reader diagnostics, utility figures, expected single-user items.
+  It is written *outside* the release directory (``<out>.private.json`` beside it, or a path the
+  user gives), its first field says it is private, and :class:`ReleaseWriter` refuses to put it
+  inside the release. ``evaluate``, ``compare``, reports and ``demo`` read it with
+  :func:`read_provenance`.
+
+:class:`ReleaseWriter` also checks, before anything is renamed into place, that no input path or
+SHA-256 named in the provenance record occurs anywhere in the ledger or in a text table.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -38,14 +55,110 @@ from searchveil.version import __version__
 __all__ = [
     "ReleaseWriter",
     "build_ledger",
+    "build_ledger_unchecked",
+    "build_provenance",
     "read_ledger",
+    "read_provenance",
+    "provenance_path",
     "write_json_atomic",
     "write_text_atomic",
     "check_release_dir",
     "LEDGER_NAME",
+    "LEDGER_KEYS",
+    "PRIVATE_KEYS",
+    "PROVENANCE_SUFFIX",
+    "PROVENANCE_MARK",
 ]
 
 LEDGER_NAME = "ledger.json"
+PROVENANCE_SUFFIX = ".private.json"
+PROVENANCE_MARK = (
+    "PRIVATE: provenance of a searchveil release - it describes the private input (path, "
+    "SHA-256, exact counts, diagnostics). Keep it with the data holder; never publish it with "
+    "the release."
+)
+
+# The top-level keys a public ledger may hold. Anything else is refused by build_ledger: a new
+# key is added here deliberately, after asking whether it is covered by the guarantee.
+LEDGER_KEYS = frozenset(
+    {
+        "tool",
+        "tool_version",
+        "created_utc",
+        "mechanism",
+        "notion",
+        "neighbouring",
+        "epsilon",
+        "delta",
+        "parameters",
+        "public_inputs",
+        "declared",
+        "noisy",
+        "seeded",
+        "randomness",
+        "for_release",
+        "events",
+        "outputs",
+        "release_format",
+        "accounting",
+        "paper_accounting",
+        "reference",
+        "engine",
+        "guarantee",
+        "protocol",
+        "notes",
+    }
+)
+
+# Keys that describe the private input. They may not occur anywhere in a public ledger except
+# inside the subtrees listed in _PUBLIC_SUBTREES (public files, bounds the user declares,
+# counts released under the budget, the released tables).
+PRIVATE_KEYS = frozenset(
+    {
+        "path",
+        "sha256",
+        "input",
+        "inputs",
+        "input_sha256",
+        "rows",
+        "users",
+        "n_users",
+        "records",
+        "n_records",
+        "edges",
+        "n_edges",
+        "nodes",
+        "max_degree",
+        "bad_rows",
+        "bad_rows_skipped",
+        "bad_row_examples",
+        "single_user",
+        "single_user_check",
+        "metrics",
+        "summary",
+        "figures",
+        "diagnostics",
+        "report",
+    }
+)
+_PUBLIC_SUBTREES = frozenset({"public_inputs", "declared", "noisy", "outputs"})
+# in a public input record (a public file), these describe that public file, not the private one
+_PUBLIC_INPUT_KEYS = frozenset(
+    {
+        "role",
+        "file",
+        "sha256",
+        "rows",
+        "nodes",
+        "kind",
+        "format",
+        "note",
+        "attribute",
+        "height",
+        "source",
+        "declared_by",
+    }
+)
 
 
 def _jsonable(x: Any) -> Any:
@@ -62,7 +175,107 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def _refuse_private_keys(obj: Any, where: str) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if str(k) in PRIVATE_KEYS:
+                raise InternalError(
+                    f"the public ledger may not hold {where}.{k}: it describes the private "
+                    "input; put it in the provenance record (build_provenance), or declare it "
+                    "as a public bound (declared=) or a DP count charged to the budget (noisy=)"
+                )
+            _refuse_private_keys(v, f"{where}.{k}")
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            _refuse_private_keys(v, f"{where}[{i}]")
+
+
+def _check_public_input(rec: Any, i: int) -> None:
+    if not isinstance(rec, dict) or "role" not in rec:
+        raise InternalError(f"public_inputs[{i}] must be a dict with a 'role' (got {rec!r})")
+    extra = set(map(str, rec)) - _PUBLIC_INPUT_KEYS
+    if extra:
+        raise InternalError(
+            f"public_inputs[{i}] ({rec.get('role')}) has keys {sorted(extra)}; a public input "
+            f"record holds only {sorted(_PUBLIC_INPUT_KEYS)}"
+        )
+
+
 def build_ledger(
+    *,
+    mechanism: str,
+    notion: str,
+    neighbouring: str,
+    epsilon: float | None,
+    delta: float | None,
+    parameters: dict[str, Any],
+    rng: RandomSource | None,
+    public_inputs: list[dict[str, Any]] | None = None,
+    declared: dict[str, Any] | None = None,
+    noisy: dict[str, Any] | None = None,
+    events: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The public ledger of one release (``outputs`` is filled in by :class:`ReleaseWriter`).
+
+    ``public_inputs``: records of public files the release used (``role``, ``file``,
+    ``sha256``, ...). ``declared``: public bounds the user states (e.g. ``max_users``), named as
+    such. ``noisy``: counts released under the budget (their events are in ``events``).
+    ``extra``: further top-level keys, each of which must be in :data:`LEDGER_KEYS`.
+    Nothing here may describe the private input: see the module docstring; a violation is an
+    :class:`InternalError` (a bug in the family that built it), raised before anything is
+    written.
+    """
+    randomness = rng.describe() if rng is not None else {"source": None, "seeded": False}
+    ledger: dict[str, Any] = {
+        "tool": "searchveil",
+        "tool_version": __version__,
+        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "mechanism": mechanism,
+        "notion": notion,
+        "neighbouring": neighbouring,
+        "epsilon": epsilon,
+        "delta": delta,
+        "parameters": parameters,
+        "public_inputs": list(public_inputs or []),
+        "declared": dict(declared or {}),
+        "noisy": dict(noisy or {}),
+        "seeded": bool(randomness.get("seeded")),
+        "randomness": randomness,
+        "for_release": not bool(randomness.get("seeded")),
+        "events": events or [],
+        "outputs": {},
+    }
+    for k in extra or {}:
+        if k not in LEDGER_KEYS or k in ledger:
+            raise InternalError(
+                f"unknown or duplicate ledger key {k!r}: a public ledger holds only "
+                f"{sorted(LEDGER_KEYS)} (add a key to LEDGER_KEYS only if the guarantee covers it)"
+            )
+    ledger.update(extra or {})
+    result: dict[str, Any] = _jsonable(ledger)
+    check_public_ledger(result)
+    return result
+
+
+def check_public_ledger(ledger: dict[str, Any]) -> None:
+    """Raise :class:`InternalError` when ``ledger`` holds an unknown top-level key or a key that
+    describes the private input outside the public subtrees (see the module docstring)."""
+    unknown = set(ledger) - LEDGER_KEYS
+    if unknown:
+        raise InternalError(f"unknown ledger keys {sorted(unknown)}")
+    for k, v in ledger.items():
+        if k in _PUBLIC_SUBTREES:
+            continue
+        _refuse_private_keys(v, k)
+    for i, rec in enumerate(ledger.get("public_inputs") or []):
+        _check_public_input(rec, i)
+    for k, v in (ledger.get("declared") or {}).items():
+        if not isinstance(v, int | float | str | bool | None):
+            raise InternalError(f"declared.{k} must be a scalar (a bound the user states)")
+
+
+def build_ledger_unchecked(
     *,
     mechanism: str,
     notion: str,
@@ -74,7 +287,8 @@ def build_ledger(
     events: list[dict[str, Any]] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ledger dict for one release (``outputs`` is filled in by :class:`ReleaseWriter`)."""
+    """TRANSITIONAL (issue 21): the old ledger builder, which records the private input. Every
+    family is being moved to :func:`build_ledger`; this function is deleted when none uses it."""
     randomness = rng.describe() if rng is not None else {"source": None, "seeded": False}
     ledger: dict[str, Any] = {
         "tool": "searchveil",
@@ -96,6 +310,67 @@ def build_ledger(
         ledger.update(extra)
     result: dict[str, Any] = _jsonable(ledger)
     return result
+
+
+def build_provenance(
+    *,
+    inputs: list[dict[str, Any]],
+    report: dict[str, Any] | None = None,
+    figures: dict[str, Any] | None = None,
+    diagnostics: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The private provenance record of one release. Its first field, ``PRIVATE``, says what it
+    is. ``inputs``: the private input records (path, SHA-256, exact rows/users, reader options
+    and diagnostics); ``report``: the release's private report (kept/dropped counts, expected
+    single-user items, ...); ``figures``/``diagnostics``: anything else computed from the exact
+    input. ``release`` and ``ledger_sha256`` are filled in by :class:`ReleaseWriter`."""
+    rec: dict[str, Any] = {
+        "PRIVATE": PROVENANCE_MARK,
+        "kind": "searchveil-provenance",
+        "tool_version": __version__,
+        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "release": None,
+        "inputs": inputs,
+        "report": report or {},
+        "figures": figures or {},
+        "diagnostics": diagnostics or {},
+    }
+    rec.update(extra or {})
+    out: dict[str, Any] = _jsonable(rec)
+    return out
+
+
+def provenance_path(
+    release_dir: str | os.PathLike[str], explicit: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where the provenance record of ``release_dir`` lives: ``explicit`` when given, else
+    ``<release_dir>.private.json`` beside the release directory (never inside it)."""
+    if explicit is not None:
+        return Path(explicit)
+    d = Path(release_dir)
+    return d.with_name(d.name + PROVENANCE_SUFFIX)
+
+
+def read_provenance(
+    release_dir: str | os.PathLike[str], explicit: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """The provenance record of a release (see :func:`provenance_path`)."""
+    path = provenance_path(release_dir, explicit)
+    if not path.is_file():
+        raise InputFormatError(
+            str(path),
+            "no provenance record: the private record of this release is written beside the "
+            "release directory as <release>.private.json (or where --provenance said); pass "
+            "--provenance FILE if it was moved",
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputFormatError(str(path), f"provenance record is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != "searchveil-provenance":
+        raise InputFormatError(str(path), "not a searchveil provenance record")
+    return data
 
 
 def read_ledger(release_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -137,42 +412,104 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 
 
 def check_release_dir(
-    out_dir: str | os.PathLike[str], *, fmt: str = "tsv", overwrite: bool = False
+    out_dir: str | os.PathLike[str],
+    *,
+    fmt: str = "tsv",
+    overwrite: bool = False,
+    provenance: str | os.PathLike[str] | None = None,
 ) -> None:
     """Fail early — before reading or computing anything — when :class:`ReleaseWriter` would
-    refuse ``out_dir`` (it exists and ``overwrite`` is off) or ``fmt``. Writes nothing."""
-    ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite)
+    refuse ``out_dir`` (it exists and ``overwrite`` is off), its provenance path or ``fmt``.
+    Writes nothing."""
+    ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite, provenance=provenance)
+
+
+def _private_strings(provenance: dict[str, Any]) -> list[str]:
+    """Input paths and SHA-256 digests named in a provenance record (long enough to be
+    unmistakable when found in a published file)."""
+    found: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k in ("path", "sha256", "input_sha256") and isinstance(v, str) and len(v) >= 8:
+                    found.append(v)
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(provenance.get("inputs"))
+    return found
 
 
 class ReleaseWriter:
-    """Write a release directory atomically (see module docstring).
+    """Write a release directory atomically (see module docstring), and its private provenance
+    record beside it.
 
     >>> with ReleaseWriter(out, fmt="tsv") as w:          # doctest: +SKIP
     ...     w.write_table("queries", df)
     ...     w.write_ledger(ledger)
+    ...     w.write_provenance(build_provenance(inputs=[...], report=report))
+
+    ``provenance``: where the provenance record goes (default ``<out>.private.json`` beside
+    the directory; a path inside the release directory is refused). It is renamed into place
+    right after the directory; before either rename, the ledger and every text table are
+    checked to contain no input path or SHA-256 from the provenance record.
     """
 
     def __init__(
-        self, out_dir: str | os.PathLike[str], *, fmt: str = "tsv", overwrite: bool = False
+        self,
+        out_dir: str | os.PathLike[str],
+        *,
+        fmt: str = "tsv",
+        overwrite: bool = False,
+        provenance: str | os.PathLike[str] | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.fmt = check_choice("format", fmt, ("tsv", "parquet"))
         self.overwrite = overwrite
+        self.provenance_path = provenance_path(self.out_dir, provenance)
         self._tmp: Path | None = None
+        self._prov_tmp: Path | None = None
+        self._provenance: dict[str, Any] | None = None
         self._outputs: dict[str, dict[str, Any]] = {}
         self._ledger_written = False
+        out_abs = self.out_dir.resolve()
+        prov_abs = self.provenance_path.resolve()
+        if prov_abs == out_abs or out_abs in prov_abs.parents:
+            raise InvalidParameterError(
+                "provenance",
+                str(self.provenance_path),
+                "a path outside the release directory (the provenance record is private; the "
+                "release directory is published)",
+            )
         if self.out_dir.exists() and not overwrite:
             if not self.out_dir.is_dir() or any(self.out_dir.iterdir()):
                 raise OutputExistsError(
                     f"output {str(self.out_dir)!r} already exists; "
                     "choose a new --out or pass --overwrite"
                 )
+        if self.provenance_path.exists() and not overwrite:
+            raise OutputExistsError(
+                f"the provenance record {str(self.provenance_path)!r} already exists; "
+                "choose a new --out (or --provenance) or pass --overwrite"
+            )
+        if self.provenance_path.exists() and self.provenance_path.is_dir():
+            raise OutputExistsError(
+                f"the provenance path {str(self.provenance_path)!r} is a directory"
+            )
 
     def __enter__(self) -> ReleaseWriter:
         parent = self.out_dir.parent
         if not parent.exists():
             raise InvalidParameterError(
                 "out", str(self.out_dir), "a path whose parent directory exists"
+            )
+        if not self.provenance_path.parent.exists():
+            raise InvalidParameterError(
+                "provenance", str(self.provenance_path), "a path whose parent directory exists"
             )
         self._tmp = parent / f".{self.out_dir.name}.tmp-{secure_token()}"
         self._tmp.mkdir()
@@ -219,6 +556,30 @@ class ReleaseWriter:
         self._ledger_written = True
         return ledger
 
+    def write_provenance(self, record: dict[str, Any]) -> Path:
+        """Stage the private provenance record (renamed into place with the release)."""
+        if record.get("kind") != "searchveil-provenance":
+            raise InternalError("write_provenance takes a record from build_provenance")
+        self._provenance = dict(record)
+        return self.provenance_path
+
+    def _check_no_private_strings(self) -> None:
+        if self._provenance is None:
+            return
+        secrets_ = _private_strings(self._provenance)
+        if not secrets_:
+            return
+        for f in sorted(self.tmp_dir.iterdir()):
+            if f.suffix not in (".json", ".tsv", ".txt", ".csv", ".html", ".md"):
+                continue
+            text = f.read_text(encoding="utf-8", errors="replace")
+            for s in secrets_:
+                if s in text:
+                    raise InternalError(
+                        f"the release file {f.name} contains an input path or SHA-256 from the "
+                        "private provenance record; nothing was written"
+                    )
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -228,6 +589,28 @@ class ReleaseWriter:
         tmp = self._tmp
         if tmp is None:
             return
+        if exc_type is None and self._ledger_written:
+            try:
+                self._check_no_private_strings()
+                if self._provenance is not None:
+                    ledger_bytes = (tmp / LEDGER_NAME).read_bytes()
+                    rec = dict(self._provenance)
+                    rec["release"] = {
+                        "directory": str(self.out_dir.resolve()),
+                        "ledger_sha256": hashlib.sha256(ledger_bytes).hexdigest(),
+                    }
+                    pt = self.provenance_path.with_name(
+                        f".{self.provenance_path.name}.tmp-{secure_token()}"
+                    )
+                    fd = os.open(pt, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                        fh.write(json.dumps(_jsonable(rec), indent=2, ensure_ascii=False) + "\n")
+                    self._prov_tmp = pt
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if self._prov_tmp is not None:
+                    self._prov_tmp.unlink(missing_ok=True)
+                raise
         if exc_type is not None or not self._ledger_written:
             shutil.rmtree(tmp, ignore_errors=True)
             if exc_type is None:
@@ -240,3 +623,5 @@ class ReleaseWriter:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, self.out_dir)
+        if self._prov_tmp is not None:
+            os.replace(self._prov_tmp, self.provenance_path)

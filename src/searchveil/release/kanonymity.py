@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.model import InputInfo, SearchLog, items, query_events
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import HistogramRelease
@@ -102,7 +102,7 @@ def release_kanon(log: SearchLog, params: KAnonParams, *, rng: RandomSource) -> 
         "rows_released": out_log.height,
         "sessions_released": n,
     }
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism=MECHANISM,
         notion="k-anonymity (k-query anonymity, Adar 2007); NOT differential privacy",
         epsilon=None,

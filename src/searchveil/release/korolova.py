@@ -46,7 +46,7 @@ import polars as pl
 from searchveil.bounding import bound_contributions
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import file_sha256
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items, normalize_query
@@ -707,7 +707,7 @@ def release_korolova_counts(
         if params.clamp_negative
         else "published as drawn",
     }
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism=MECHANISM,
         notion="(epsilon, delta)-differential privacy, add/remove one user's history",
         epsilon=exact["epsilon"],

@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import STRATEGIES, make_strategy, user_item_sets
 from searchveil.model import SearchLog, items
@@ -118,7 +118,7 @@ def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -
     report["single_user"] = single_user_exposure(
         np.full(cand, p1), delta=delta, users=max(1, log.n_users), single_user_items=single.height
     ) | {"exact": params.strategy != "policy-gaussian"}
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism=MECHANISM,
         notion="(ε,δ)-DP, add/remove one user's log",
         epsilon=eps,

@@ -34,7 +34,7 @@ import polars as pl
 
 from searchveil.bounding import bound_contributions
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, SearchLog, items
@@ -331,7 +331,7 @@ def release_zealous_counts(
         users=max(1, params.users if params.users is not None else bounded.users),
         single_user=single_user,
     )  # fmt: skip
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism=MECHANISM,
         notion=exact["notion"],
         epsilon=exact["epsilon"],

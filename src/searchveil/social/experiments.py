@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph, read_edge_list
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.report.html import esc, fmt, img, page, pct, table
 from searchveil.rng import RandomSource
 from searchveil.social.accuracy import (
@@ -306,7 +306,7 @@ def public_result(result: dict[str, Any], *, per_target: bool = False) -> dict[s
 
 
 def experiment_ledger(graph: Graph, rng: RandomSource, config: ExperimentConfig) -> dict[str, Any]:
-    return build_ledger(
+    return build_ledger_unchecked(
         mechanism="social-reproduce (accuracy experiment, no release)",
         notion="none released: exact expected accuracies of ε-DP recommenders",
         epsilon=max(config.epsilons),

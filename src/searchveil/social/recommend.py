@@ -24,7 +24,7 @@ import polars as pl
 
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph, read_edge_list
-from searchveil.io.ledger import ReleaseWriter, build_ledger
+from searchveil.io.ledger import ReleaseWriter, build_ledger_unchecked
 from searchveil.rng import RandomSource
 from searchveil.social.mechanisms import (
     Mechanism,
@@ -124,7 +124,7 @@ def release_recommendations(
         }
     )
     per_target = _epsilon_spent(mech, utility)
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism=f"social-{mech.name}",
         notion=NOTION,
         epsilon=per_target,

@@ -9,7 +9,7 @@ from typing import Any
 
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import file_sha256
-from searchveil.io.ledger import ReleaseWriter, build_ledger
+from searchveil.io.ledger import ReleaseWriter, build_ledger_unchecked
 from searchveil.rng import RandomSource
 from searchveil.tabular.baselines import kanonymize, safepub
 from searchveil.tabular.hierarchy import EncodedTable, encode_table, load_hierarchies, read_table
@@ -163,7 +163,7 @@ def write_release(
         for h in t.hierarchies
     ]
     metrics = release_metrics(rel, meas)
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism=rel.mechanism,
         notion=rel.notion,
         epsilon=rel.epsilon,

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from searchveil.errors import InternalError, InvalidParameterError
-from searchveil.io.ledger import build_ledger
+from searchveil.io.ledger import build_ledger_unchecked
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, click_histogram
 from searchveil.release.histogram import HistogramRelease
@@ -213,7 +213,7 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
             "epsilon": params.epsilon + params.count_epsilon,  # type: ignore[operator]
             "delta": params.delta,
         }
-    ledger = build_ledger(
+    ledger = build_ledger_unchecked(
         mechanism="hong-ump",
         notion=NOTION,
         epsilon=eps,
