@@ -52,6 +52,13 @@ def _noop() -> int:
     return os.getpid()
 
 
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """Run ``fn`` in a worker; return its result and the CPU seconds it took there."""
+    t = time.process_time()
+    out = fn(*args)
+    return out, time.process_time() - t
+
+
 def obfuscator_batch(pk: PublicKey, count: int) -> list[Any]:
     """``count`` obfuscators under ``pk`` (worker side; gmpy2 integers pickle as such)."""
     return pk.obfuscators(count)
@@ -68,10 +75,11 @@ class Precomputer:
         self.workers = max(0, int(workers))
         self.check = check or (lambda: None)
         self._ex: cf.ProcessPoolExecutor | None = None
-        self._queues: dict[str, deque[cf.Future[list[Any]]]] = {}
+        self._queues: dict[str, deque[cf.Future[Any]]] = {}
         self._ready: dict[str, list[Any]] = {}
         self._accounted: dict[str, int] = {}
         self.produced_inline = 0
+        self.worker_cpu: dict[str, float] = {}  # CPU seconds spent in the workers, by kind
         if self.workers:
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
             self._ex = cf.ProcessPoolExecutor(
@@ -93,7 +101,7 @@ class Precomputer:
         self._accounted[tag] = total
         while todo > 0:
             b = min(BATCH, todo)
-            q.append(self._ex.submit(obfuscator_batch, pk, b))
+            q.append(self._ex.submit(_timed, obfuscator_batch, pk, b))
             todo -= b
 
     def take(self, tag: str, pk: PublicKey, count: int) -> list[Any]:
@@ -102,7 +110,7 @@ class Precomputer:
         ready = self._ready.setdefault(tag, [])
         q = self._queues.get(tag, deque())
         while q and len(ready) < count:
-            ready.extend(self._wait(q.popleft()))
+            ready.extend(self._wait(q.popleft(), "obfuscators"))
         out, self._ready[tag] = ready[:count], ready[count:]
         short = count - len(out)
         if short > 0:
@@ -123,25 +131,27 @@ class Precomputer:
                 self.check()
                 out.extend(fn(first, c))
             return out
-        futs = [self._ex.submit(fn, first, c) for c in chunks]
+        futs = [self._ex.submit(_timed, fn, first, c) for c in chunks]
         out = []
         for f in futs:
-            out.extend(self._wait(f))
+            out.extend(self._wait(f, fn.__name__))
         return out
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in a worker (keeps this process free for its network thread)."""
         if self._ex is None:
             return fn(*args)
-        return self._wait(self._ex.submit(fn, *args))
+        return self._wait(self._ex.submit(_timed, fn, *args), getattr(fn, "__name__", "call"))
 
-    def _wait(self, f: cf.Future[Any]) -> Any:
+    def _wait(self, f: cf.Future[Any], kind: str) -> Any:
         while True:
             self.check()
             try:
-                return f.result(timeout=0.2)
+                out, cpu = f.result(timeout=0.2)
             except cf.TimeoutError:
                 continue
+            self.worker_cpu[kind] = self.worker_cpu.get(kind, 0.0) + cpu
+            return out
 
     def close(self) -> None:
         if self._ex is not None:

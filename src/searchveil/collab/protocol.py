@@ -112,6 +112,10 @@ RECORD_CHUNK = cm.PAYLOAD_BYTES - RECORD_ID_BYTES - 3  # record bytes per group 
 TEST_HOOKS_ENV = "SEARCHVEIL_CELS_TEST_HOOKS"
 PARTY_FAULTS = ("crash", "kill", "stop", "schema", "pause", *FAULT_KINDS)
 PAUSE_SECONDS = 1.5
+# obfuscators under P0's key each data party computes ahead, while the union runs, before it
+# knows how many it needs (P1, which also encrypts the first term of the ring sum: twice as
+# many); the rest are computed once the sizes are known, any surplus is discarded
+PRECOMPUTE = 384
 FAULT_PHASES = PHASES
 
 
@@ -350,7 +354,7 @@ class Party:
         precomp: Precomputer | None = None,
         progress: Callable[[str], None] | None = None,
         fault: tuple[str, str, int | None] | None = None,
-        precompute: int = 256,
+        precompute: int = PRECOMPUTE,
     ) -> None:
         self.mesh, self.params, self.share, self.rng = mesh, params, share, rng
         self.me = mesh.me
@@ -399,8 +403,7 @@ class Party:
             raise ProtocolError("P0 runs with different parameters", peer=0)
         pk0 = _pk_from(f.body["key"], self.params.key_bits, 0)
         # obfuscators under P0's key for Algorithm 2, computed while the union runs
-        first = self.me in (1, self.r)
-        self.precomp.produce("pk0", pk0, self.precompute * (2 if first else 1))
+        self.precomp.produce("pk0", pk0, self.precompute * (2 if self.me == 1 else 1))
         return pk0
 
     # -- 1. union of the pairs ------------------------------------------------------------------
@@ -930,6 +933,7 @@ class Party:
             "traffic": self.mesh.traffic.to_dict(),
             "seconds": {k: round(v, 3) for k, v in self.clock.seconds.items()},
             "cpu_seconds": {k: round(v, 3) for k, v in self.clock.cpu.items()},
+            "worker_cpu_seconds": {k: round(v, 3) for k, v in self.precomp.worker_cpu.items()},
             "seeded": bool(self.rng.seeded),
             "extra": self.extra,
         }
@@ -1089,7 +1093,7 @@ def run_party(
     progress: Callable[[str], None] | None = None,
     fault: str | None = None,
     workers: int = 0,
-    precompute: int = 256,
+    precompute: int = PRECOMPUTE,
     status: Path | None = None,
     hard_exit: bool = False,
     provenance: Path | None = None,

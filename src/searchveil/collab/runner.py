@@ -140,7 +140,8 @@ def party_command(
 
 
 def default_workers(n_parties: int) -> int:
-    """Worker processes per party when all parties share this machine."""
+    """Worker processes per data party when all parties share this machine (P0, which is idle
+    until it decrypts, gets one per CPU)."""
     return max(1, (os.cpu_count() or 1) // n_parties)
 
 
@@ -251,8 +252,7 @@ def run_local(
     if transcripts is not None and transcripts.exists() and any(transcripts.iterdir()):
         raise OutputExistsError(f"transcript directory {str(transcripts)!r} is not empty")
     n = len(shares) + 1
-    if workers is None:
-        workers = default_workers(n)
+    data_workers = default_workers(n) if workers is None else workers
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cels-") as tmp:
         tmpd = Path(tmp)
@@ -279,7 +279,8 @@ def run_local(
                 out=tmpd / f"P{k}",
                 transcript=(trd / f"P{k}.bin") if transcripts is not None else None,
                 seed=seed, fault=(faults or {}).get(k), status=tmpd / f"P{k}.status.json",
-                workers=workers,
+                # P0 waits while the data parties work, then decrypts: all CPUs for it
+                workers=data_workers if workers is not None or k else (os.cpu_count() or 1),
             )  # fmt: skip
             so, se = open(tmpd / f"P{k}.out", "wb"), open(tmpd / f"P{k}.err", "wb")  # noqa: SIM115
             logs += [so, se]
