@@ -17,6 +17,7 @@ from rich.table import Table
 from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_console, run
 from searchveil.collab.local import local_sanitize
 from searchveil.collab.protocol import TEST_HOOKS_ENV, CelsParams, Share, run_party
+from searchveil.collab.reproduce import reproduce
 from searchveil.collab.runner import run_local
 from searchveil.collab.wire import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -338,8 +339,6 @@ def register(app: typer.Typer) -> None:
         """CELS vs LS utility (Fig. 5), bandwidth (Table 5 layout), runtime vs r."""
 
         def body() -> None:
-
-            from searchveil.collab.reproduce import reproduce  # matplotlib: import on use
 
             rs = tuple(int(v) for v in parties.split(",") if v.strip())
             res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
