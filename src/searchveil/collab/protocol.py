@@ -303,7 +303,8 @@ def inject_fault(mesh: Mesh | None, kind: str, target: int | None) -> None:
     once (exit 17, no abort message), ``kill``/``stop`` send SIGKILL/SIGSTOP to this process,
     ``garbage``/``truncated``/``drop`` send bytes that are not a frame / half a frame and close /
     close the connection to PEER (every peer by default), ``schema`` sends a well-framed message
-    with unexpected fields, ``pause`` waits 1.5 s (so a test can signal another process while
+    with unexpected fields — after these four the party goes no further until the failure
+    reaches it —, ``pause`` waits 1.5 s (so a test can signal another process while
     this one is in PHASE)."""
     if kind == "crash":
         sys.stderr.flush()
@@ -323,6 +324,10 @@ def inject_fault(mesh: Mesh | None, kind: str, target: int | None) -> None:
     elif kind == "schema":
         for j in [target] if target is not None else mesh.others:
             mesh.send(j, "stats", {"surprise": 1})
+    # a party that misbehaved goes no further: it stays in PHASE until the failure reaches it
+    deadline = time.monotonic() + 30
+    while mesh.failure is None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def parse_fault(spec: str | None) -> tuple[str, str, int | None] | None:
@@ -1127,7 +1132,7 @@ def run_party(
 
     def stuck(err: ProtocolError) -> None:  # pragma: no cover - runs in a subprocess
         text = _failure_text(me, err)
-        st.write("failed", peer=err.peer, cause=err.cause, error=text)
+        st.write("failed", peer=err.peer, cause=err.cause, error=text, detected_at=err.at)
         drop_partial()
         sys.stderr.write(f"error: {text} (stopped by the watchdog)\n")
         sys.stderr.flush()
@@ -1187,7 +1192,7 @@ def run_party(
                 err = _as_protocol_error(exc, mesh)
                 text = _failure_text(me, err)
                 mesh.abort(text, culprit=err.peer if err.peer is not None else me)
-                raise ProtocolError(err.cause, peer=err.peer, phase=err.phase) from exc
+                raise ProtocolError(err.cause, peer=err.peer, phase=err.phase, at=err.at) from exc
             except BaseException as exc:
                 mesh.abort(f"P{me} crashed in phase '{mesh.phase}': {why(exc)}", culprit=me)
                 raise
@@ -1196,7 +1201,10 @@ def run_party(
         if exc.phase is None:
             exc.phase = st.phase
         st.phase = exc.phase  # where it failed (the status may already show the next phase)
-        st.write("failed", peer=exc.peer, cause=exc.cause, error=_failure_text(me, exc))
+        st.write(
+            "failed", peer=exc.peer, cause=exc.cause, error=_failure_text(me, exc),
+            detected_at=exc.at,
+        )  # fmt: skip
         raise PartyFailed(me, exc) from exc
     except BaseException as exc:
         st.write("failed", peer=me, cause=why(exc), error=f"P{me} crashed: {why(exc)}")
@@ -1231,7 +1239,7 @@ class PartyFailed(ProtocolError):
     of P2: …``."""
 
     def __init__(self, party: int, err: ProtocolError) -> None:
-        super().__init__(err.cause, peer=err.peer, phase=err.phase)
+        super().__init__(err.cause, peer=err.peer, phase=err.phase, at=err.at)
         self.party = party
         self.args = (_failure_text(party, err),)
 
@@ -1243,7 +1251,7 @@ def _as_protocol_error(exc: BaseException, mesh: Mesh) -> ProtocolError:
     """The error to report: the mesh's failure if there is one (it explains the others)."""
     f = mesh.failure
     if f is not None:
-        return ProtocolError(f.cause, peer=f.peer, phase=f.phase)
+        return ProtocolError(f.cause, peer=f.peer, phase=f.phase, at=f.at)
     if isinstance(exc, ProtocolError):
-        return ProtocolError(exc.cause, peer=exc.peer, phase=exc.phase or mesh.phase)
+        return ProtocolError(exc.cause, peer=exc.peer, phase=exc.phase or mesh.phase, at=exc.at)
     return ProtocolError(str(exc), peer=None, phase=mesh.phase)

@@ -427,6 +427,7 @@ def _diagnose(
                 "phase": st.get("phase", "start"),
                 "state": st.get("state", "starting"),
                 "blames": st.get("peer"),
+                "detected_at": st.get("detected_at"),
                 "cause": str(st.get("cause") or msg),
                 "message": msg,
             }
@@ -453,18 +454,22 @@ def _diagnose(
                 cause += f": {parties[c]['message']}"
         culprit: int | None = c
     else:
-        votes = Counter(
-            p["blames"] for p in parties if p["state"] == "failed" and p["blames"] is not None
+        # the first party to detect the failure saw its cause; the others saw its consequences
+        # (connections closed, aborts relayed), so follow the earliest detection
+        seen = sorted(
+            (p for p in parties if p["state"] == "failed" and p["blames"] is not None),
+            key=lambda p: (p["detected_at"] is None, p["detected_at"] or 0.0, p["party"]),
         )
-        if votes:
-            top = max(votes.values())
-            tied = {k for k, v in votes.items() if v == top}
-            first = [parties[k]["blames"] for k in order if parties[k]["blames"] in tied]
-            culprit = first[0] if first else min(tied)
+        if seen:
+            culprit = seen[0]["blames"]
         else:
-            culprit = order[0] if order else None
+            votes = Counter(p["blames"] for p in parties if p["blames"] is not None)
+            culprit = votes.most_common(1)[0][0] if votes else (order[0] if order else None)
         # the cause as seen by a party that saw it first-hand (not relayed by an abort)
-        witnesses = [parties[k] for k in order if parties[k]["blames"] == culprit]
+        witnesses = sorted(
+            (p for p in parties if p["blames"] == culprit),
+            key=lambda p: (p["detected_at"] is None, p["detected_at"] or 0.0, p["party"]),
+        )
         direct = [w for w in witnesses if not _RELAY.match(w["cause"])]
         src = (direct or witnesses or [parties[order[0] if order else 0]])[0]
         phase = parties[culprit]["phase"] if culprit is not None else src["phase"]

@@ -96,10 +96,18 @@ class ProtocolError(SearchveilError):
     ``peer`` is the party the failure points at (None: this party itself / unknown), ``phase``
     the protocol phase, ``cause`` the reason (never empty)."""
 
-    def __init__(self, cause: str, *, peer: int | None = None, phase: str | None = None) -> None:
+    def __init__(
+        self,
+        cause: str,
+        *,
+        peer: int | None = None,
+        phase: str | None = None,
+        at: float | None = None,
+    ) -> None:
         self.cause = cause.strip() or "unknown cause"
         self.peer = peer
         self.phase = phase
+        self.at = time.time() if at is None else at  # when it was detected (epoch seconds)
         where = f"in phase '{phase}'" if phase else ""
         super().__init__(f"{where}: {self.cause}" if where else self.cause)
 
@@ -352,7 +360,7 @@ class Mesh:
         """Raise the mesh's failure, if any (call it inside long computations)."""
         f = self._failure
         if f is not None:
-            raise ProtocolError(f.cause, peer=f.peer, phase=f.phase)
+            raise ProtocolError(f.cause, peer=f.peer, phase=f.phase, at=f.at)
 
     # -- TLS contexts -------------------------------------------------------------------
     def _ctx(self, server: bool) -> ssl.SSLContext:
@@ -394,7 +402,7 @@ class Mesh:
             fut.result(timeout=self.connect_timeout + 10)
         except ProtocolError as exc:
             self.close(ok=False)
-            raise ProtocolError(exc.cause, peer=exc.peer, phase="mesh") from exc
+            raise ProtocolError(exc.cause, peer=exc.peer, phase="mesh", at=exc.at) from exc
         except (TimeoutError, OSError, ssl.SSLError) as exc:
             self.close(ok=False)
             raise ProtocolError(
