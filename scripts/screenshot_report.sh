@@ -4,8 +4,9 @@
 #
 # Usage:  scripts/screenshot_report.sh REPORT.html [OUT.png] [WIDTHxHEIGHT]
 #   defaults: OUT.png = REPORT.png beside the report, size 1280x2400.
-# Needs the Debian package `chromium` (apt-get install -y chromium). Not used by the default
-# test suite. The report is self-contained, and Chromium runs with networking features off
+# Needs the Debian package `chromium` (apt-get install -y chromium). For the layout checks of
+# tests/test_reports_browser.py (sideways scrolling, images, console errors) on one report, and a
+# screenshot of the whole page: python tests/_browser.py REPORT.html --png OUT.png The report is self-contained, and Chromium runs with networking features off
 # (no background networking, no component updates, no sync, no QUIC), in a throw-away profile.
 set -euo pipefail
 

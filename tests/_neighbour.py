@@ -27,6 +27,7 @@ __all__ = [
     "assert_same_public_ledger",
     "assert_only_public_files",
     "assert_no_private_traces",
+    "assert_provenance_beside",
     "file_sha256",
 ]
 
@@ -118,3 +119,21 @@ def assert_no_private_traces(
     ledger = (Path(release_dir) / "ledger.json").read_text(encoding="utf-8")
     for key, value in (exact or {}).items():
         assert f'"{key}": {value}' not in ledger, f"the ledger states the exact {key}={value}"
+
+
+def assert_provenance_beside(
+    release_dir: str | os.PathLike[str], path: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """The private provenance record exists outside the release directory (``path``, default
+    ``<release>.private.json`` beside it), is owner-only, says it is private in its first field
+    and names the release; returns it."""
+    d = Path(release_dir)
+    p = Path(path) if path is not None else d.with_name(d.name + ".private.json")
+    assert p.is_file(), f"no provenance record at {p}"
+    assert d.resolve() not in p.resolve().parents, "the provenance record is inside the release"
+    assert (os.stat(p).st_mode & 0o777) == 0o600, f"{p} is not owner-only"
+    rec = json.loads(p.read_text(encoding="utf-8"))
+    assert next(iter(rec)) == "PRIVATE" and rec["kind"] == "searchveil-provenance"
+    ledger = (d / "ledger.json").read_bytes()
+    assert rec["release"]["ledger_sha256"] == hashlib.sha256(ledger).hexdigest()
+    return dict(rec)

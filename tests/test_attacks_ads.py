@@ -317,11 +317,14 @@ def test_budget_is_enforced_before_noise_and_recorded(pop_small) -> None:  # typ
     assert len(plat.events) == 2  # nothing drawn for the refused report
     plat.run_campaign("bob", t)
     led = plat.ledger()
-    assert led["advertisers"]["eve"]["spent"] == pytest.approx(0.8)
-    assert led["advertisers"]["bob"]["spent"] == pytest.approx(0.4)
+    assert led["accounting"]["advertisers"]["eve"]["spent"] == pytest.approx(0.8)
+    assert led["accounting"]["advertisers"]["bob"]["spent"] == pytest.approx(0.4)
     assert led["seeded"] is True and led["for_release"] is False
     assert led["epsilon"] == 1.0 and led["delta"] == 0.0
-    assert len(led["inputs"][0]["sha256"]) == 64
+    # the population is the private input: its size and fingerprint are in the provenance record
+    prov = plat.provenance()
+    assert len(prov["inputs"][0]["sha256"]) == 64 and prov["inputs"][0]["sha256"] not in str(led)
+    assert "inputs" not in led and led["neighbouring"].startswith("add/remove one real user")
 
 
 def test_dp_accuracy_bound() -> None:
@@ -386,6 +389,12 @@ def test_cli_requires_epsilon_and_writes_report_and_ledger(tmp_path: Path) -> No
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     led = json.loads((tmp_path / "l.json").read_text())
     assert led["d: DP ε=1"]["mechanism"] == "ads-dp-campaign-reports"
+    prov = tmp_path / "l.json.private.json"
+    assert (prov.stat().st_mode & 0o777) == 0o600
+    assert json.loads(prov.read_text())["inputs"][0]["profiles"] == 5000
+    assert (
+        json.loads(prov.read_text())["inputs"][0]["sha256"] not in (tmp_path / "l.json").read_text()
+    )
     res = runner.invoke(
         app,
         [

@@ -76,9 +76,9 @@ def test_sections_and_record(small_result: dict) -> None:
     rec = run_record(small_result, make_rng(3), command="reproduce")
     assert rec["notion"].startswith("none") and rec["epsilon"] is None
     assert rec["seeded"] is True and rec["for_release"] is False
-    names = [i["name"] for i in rec["inputs"]]
+    names = [i["source"] for i in rec["public_inputs"]]
     assert names == ["synthetic-1", "tiny"]
-    assert len(rec["inputs"][0]["sha256"]) == 64
+    assert len(rec["public_inputs"][0]["sha256"]) == 64
 
 
 def test_seeded_experiments_repeat() -> None:
@@ -104,7 +104,7 @@ def test_table_6_1_on_its_own_graphs() -> None:
         assert row["bribes"][0] == pytest.approx(row["f1"] * 3000)
         assert row["f1_f2_main"] is not None  # the main graphs' factors are kept too
     rec = run_record(r, make_rng(5), command="reproduce")
-    assert [i["name"] for i in rec["inputs"]] == ["synthetic-1", "table-6.1-1"]
+    assert [i["source"] for i in rec["public_inputs"]] == ["synthetic-1", "table-6.1-1"]
 
 
 def test_experiment_parameter_errors() -> None:
@@ -167,7 +167,7 @@ def test_cli_reproduce_writes_report_and_record(tmp_path: Path) -> None:
     assert report.exists() and "Table 6.1" in report.read_text()
     rec = json.loads((tmp_path / "attacks.run.json").read_text())
     assert rec["seeded"] is True and rec["parameters"]["n"] == 400
-    assert [i["name"] for i in rec["inputs"]] == [
+    assert [i["source"] for i in rec["public_inputs"]] == [
         "synthetic-1",
         "fig-6.2-n400",
         "fig-6.2-n1600",
@@ -192,7 +192,7 @@ def test_cli_lookahead(tmp_path: Path) -> None:
     # ball_1(3) = {1,2,3,4}, ball_1(6) = {4,5,6,7}, then {8,9} and {10,11}
     assert res["bribes"] == 4 and res["final_coverage"] == 1.0
     rec = json.loads(out.read_text())
-    assert rec["seeded"] is False and rec["inputs"][0]["name"] == TINY.name
+    assert rec["seeded"] is False and rec["public_inputs"][0]["file"] == TINY.name
     g = _run(["attack", "lookahead", "--nodes", 500, "--dmin", 3, "--lookahead", 2,
               "--strategy", "Uniform-Random", "--seed", 4])  # fmt: skip
     assert g.exit_code == 0, g.output

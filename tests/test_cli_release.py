@@ -58,7 +58,10 @@ def test_korolova_cli_serp(tmp_path: Path, aol_215_path: Path) -> None:
     assert r.exit_code == 0, r.output
     led = json.loads((out / "ledger.json").read_text())
     assert led["parameters"]["url_selection"] == "serp"
-    assert led["public_inputs"]["serp"]["path"] == str(serp)
+    # the public SERP by its name and hash (not its path: where it is kept is not published)
+    (rec,) = led["public_inputs"]
+    assert rec == {"role": "serp", "file": "serp.tsv", "sha256": rec["sha256"], "rows": 1}
+    assert str(serp) not in (out / "ledger.json").read_text()
 
 
 BAD_KOROLOVA = [
@@ -257,10 +260,10 @@ def test_cli_ledger_equals_python_api_ledger(tmp_path: Path, aol_215_path: Path,
     assert api_led["parameters"]["threshold_rule"] == "paper"
     assert api_led["parameters"]["budget"] == {"epsilon": 4.0, "delta": 1e-4}
     if urls == "serp":
-        assert api_led["public_inputs"]["serp"]["path"] == str(serp)
-        assert len(api_led["public_inputs"]["serp"]["sha256"]) == 64
+        assert api_led["public_inputs"][0]["file"] == "serp.tsv"
+        assert len(api_led["public_inputs"][0]["sha256"]) == 64
     else:
-        assert api_led["public_inputs"]["serp"] is None
+        assert api_led["public_inputs"] == []
 
 
 def test_cli_ledger_equals_python_api_ledger_zealous(tmp_path: Path, aol_215_path: Path) -> None:
@@ -294,5 +297,5 @@ def test_python_api_serp_table_is_fingerprinted(aol_215_path: Path) -> None:
     serp = pl.DataFrame({"query": ["google"], "rank": [1], "url": ["http://www.google.com/"]})
     p = KorolovaParams(d=2, K=3, b=0.5, b_q=1.0, url_selection="serp", d_c=2, b_c=1.0)
     rel = release_korolova(read_log(aol_215_path), p, rng=make_rng(1), serp=serp)
-    rec = rel.ledger["public_inputs"]["serp"]
-    assert rec["rows"] == 1 and rec["path"] is None and len(rec["sha256_of_table"]) == 64
+    (rec,) = rel.ledger["public_inputs"]
+    assert rec["rows"] == 1 and rec["role"] == "serp" and len(rec["sha256"]) == 64

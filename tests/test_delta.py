@@ -77,12 +77,25 @@ def test_exposure_is_the_exact_sum_over_single_user_queries() -> None:
     assert su["expected_single_user_published"] == pytest.approx(want, rel=1e-12)
     # any (ε, δ)-DP release publishes a one-user item with probability ≤ δ
     assert su["expected_single_user_published"] <= su["bound_items_times_delta"] + 1e-12
-    # δ ≥ 1/U here (U = 12): warned, and the ledger records only the check, not the count
+    # δ ≥ 1/U here (U = 12): warned (the private report checks the exact count) ...
     assert su["warning"] and "1/U" in su["warning"]
-    chk = rel.ledger["single_user_check"]
-    assert chk["ok"] is False and chk["users_bound"] == 12
+    assert (
+        su["delta_check"]["users_bound"] == 12
+        and "private" in su["delta_check"]["users_bound_source"]
+    )
+    # ... and the public ledger checks only a declared bound (none here), never the count
+    assert rel.ledger["guarantee"]["delta_vs_users"]["checked"] is False
     assert "expected_single_user_published" not in json.dumps(rel.ledger)
     assert "single_user_items" not in json.dumps(rel.ledger)
+    declared = release_korolova(_log(), p, rng=make_rng(1), max_users=20)
+    chk = declared.ledger["guarantee"]["delta_vs_users"]
+    assert (
+        chk["ok"] is False
+        and chk["users_bound"] == 20
+        and declared.ledger["declared"] == {"max_users": 20}
+    )
+    with pytest.raises(InvalidParameterError, match="max-users"):
+        release_korolova(_log(), p, rng=make_rng(1), max_users=11)  # the log has 12 users
 
 
 def test_exposure_matches_simulation() -> None:
@@ -115,7 +128,7 @@ def test_zealous_and_select_report_exposure() -> None:
     zs = z.report["single_user"]
     assert zs["single_user_items"] == 12 and zs["delta_check"]["users_bound"] == 12
     assert 0 <= zs["expected_single_user_published"] <= zs["bound_items_times_delta"] + 1e-12
-    assert z.ledger["single_user_check"]["ok"] is True  # δ = 1e-3 < 1/12
+    assert z.ledger["guarantee"]["delta_vs_users"]["checked"] is False  # no declared bound
     for strat in ("laplace", "gaussian"):
         s = release_select(log, SelectParams(strategy=strat, epsilon=2.0, delta=0.2, d=2),
                            rng=make_rng(1))  # fmt: skip
@@ -208,7 +221,9 @@ def test_release_cli_warns_when_delta_does_not_protect_everyone(tmp_path: Path) 
     assert r.exit_code == 0, r.output
     assert "warning" in r.output and "1/U" in r.output
     led = json.loads((tmp_path / "r" / "ledger.json").read_text())
-    assert led["single_user_check"]["ok"] is False
+    assert led["guarantee"]["delta_vs_users"]["checked"] is False  # no --max-users
+    prov = json.loads((tmp_path / "r.private.json").read_text())
+    assert prov["report"]["single_user"]["delta_check"]["ok"] is False
     r = _run(
         [
             "release",

@@ -1,5 +1,6 @@
 """The Polars engine gives the in-memory results exactly (same seed → same noise), writes the
-same ledger fields, rejects what it cannot do, and the CLI exposes it."""
+same public ledger (the engine and the input record are in the private provenance record),
+rejects what it cannot do, and the CLI exposes it."""
 
 from __future__ import annotations
 
@@ -30,14 +31,15 @@ def test_polars_engine_equals_memory(case: int, aol_215_path: Path, aol_top1000_
         mem = FN[algo](read_log(path), params, rng=make_rng(11))
         eng = run_release("polars", algo, path, params, rng=make_rng(11))
         assert same_tables(mem, eng) == [], (algo, path.name)
-        assert eng.ledger["inputs"][0]["sha256"] == mem.ledger["inputs"][0]["sha256"]
-        assert eng.ledger["inputs"][0]["rows"] == mem.ledger["inputs"][0]["rows"]
-        assert eng.ledger["inputs"][0]["users"] == mem.ledger["inputs"][0]["users"]
-        assert eng.ledger["engine"]["engine"] == "polars"
-        assert (eng.ledger["epsilon"], eng.ledger["delta"]) == (
-            mem.ledger["epsilon"],
-            mem.ledger["delta"],
-        )
+        assert eng.inputs[0]["sha256"] == mem.inputs[0]["sha256"]
+        assert eng.inputs[0]["rows"] == mem.inputs[0]["rows"]
+        assert eng.inputs[0]["users"] == mem.inputs[0]["users"]
+        assert eng.figures["engine"]["engine"] == "polars"
+        # the public ledger does not say which engine ran (the plan depends on the input)
+        drop = ("created_utc",)
+        assert {k: v for k, v in eng.ledger.items() if k not in drop} == {
+            k: v for k, v in mem.ledger.items() if k not in drop
+        }
 
 
 def test_parquet_input_and_reduction_is_small(tmp_path: Path, aol_top1000) -> None:
@@ -72,7 +74,11 @@ def test_cli_engine_option(tmp_path: Path, aol_top1000_path: Path) -> None:
     r2 = runner.invoke(app, [*base, "--out", str(out_p), "--engine", "polars"])
     assert r1.exit_code == 0 and r2.exit_code == 0, (r1.output, r2.output)
     assert (out_m / "queries.tsv").read_text() == (out_p / "queries.tsv").read_text()
-    assert json.loads((out_p / "ledger.json").read_text())["engine"]["engine"] == "polars"
+    assert (
+        json.loads((tmp_path / "p.private.json").read_text())["figures"]["engine"]["engine"]
+        == "polars"
+    )
+    assert "engine" not in json.loads((out_p / "ledger.json").read_text())
     bad = tmp_path / "bad"
     for extra in (["--engine", "flink"], ["--engine", "polars", "--encoding", "latin-1"]):
         r = runner.invoke(app, [*base, "--out", str(bad), *extra])
@@ -98,9 +104,10 @@ def test_engine_ledger_and_report(tmp_path: Path, aol_top1000_path: Path) -> Non
                             "--engine", "polars", "--json", "--no-normalize"])  # fmt: skip
     assert r.exit_code == 0, r.output
     led = json.loads((out / "ledger.json").read_text())
-    assert led["engine"]["mode"] == "ordered single pass"
-    assert led["inputs"][0]["users"] == 1000 and led["inputs"][0]["queries_normalized"] is False
-    assert led["seeded"] is False
+    assert led["seeded"] is False and "engine" not in led and "inputs" not in led
+    prov = json.loads((tmp_path / "k.private.json").read_text())
+    assert prov["figures"]["engine"]["mode"] == "ordered single pass"
+    assert prov["inputs"][0]["users"] == 1000 and prov["inputs"][0]["queries_normalized"] is False
 
 
 def _tiny_parquet(path: Path, shift: int = 0, first_user: int = 1) -> Path:
@@ -124,10 +131,10 @@ def test_fast_fingerprint_hashes_the_footer_and_the_ledger_says_so(tmp_path: Pat
     params = KorolovaParams(d=3, K=3, b=0.5, b_q=1.0, url_selection="none")
     full = run_release("polars", "korolova", pq, params, rng=make_rng(5))
     fast = run_release("polars", "korolova", pq, params, rng=make_rng(5), fingerprint="fast")
-    assert full.ledger["inputs"][0]["fingerprint"] == "full"
-    assert full.ledger["inputs"][0]["sha256"] == file_sha256(pq)
-    assert fast.ledger["inputs"][0]["fingerprint"] == "fast"
-    assert fast.ledger["inputs"][0]["sha256"] == parquet_footer_sha256(pq) != file_sha256(pq)
+    assert full.inputs[0]["fingerprint"] == "full"
+    assert full.inputs[0]["sha256"] == file_sha256(pq)
+    assert fast.inputs[0]["fingerprint"] == "fast"
+    assert fast.inputs[0]["sha256"] == parquet_footer_sha256(pq) != file_sha256(pq)
     assert full.tables["queries"].height > 0
     assert fast.tables["queries"].equals(full.tables["queries"])  # same release, same seed
     # other data -> other footer statistics -> another fast fingerprint
@@ -158,8 +165,8 @@ def test_cli_fingerprint_option(tmp_path: Path) -> None:
     r = runner.invoke(app, [*base, "--out", str(tmp_path / "f"), "--engine", "polars",
                             "--fingerprint", "fast"])  # fmt: skip
     assert r.exit_code == 0, r.output
-    led = json.loads((tmp_path / "f" / "ledger.json").read_text())
-    assert led["inputs"][0]["fingerprint"] == "fast"
+    prov = json.loads((tmp_path / "f.private.json").read_text())
+    assert prov["inputs"][0]["fingerprint"] == "fast"
     bad = tmp_path / "bad"
     r = runner.invoke(
         app, [*base, "--out", str(bad), "--fingerprint", "fast", "--engine", "memory"]

@@ -334,10 +334,10 @@ def _release(path: Path, tables: dict[str, pl.DataFrame], **params: object) -> P
             build_ledger(
                 mechanism=str(params.pop("mechanism", "test")),
                 notion="(ε, δ)-differential privacy",
+                neighbouring="add/remove one user's entire history",
                 epsilon=1.0,
                 delta=1e-5,
                 parameters=dict(params),
-                inputs=[],
                 rng=None,
             )
         )

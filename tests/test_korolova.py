@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from searchveil.errors import BudgetExceededError, InputFormatError, InvalidParameterError
-from searchveil.io.ledger import read_ledger
+from searchveil.io.ledger import read_ledger, read_provenance
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items
 from searchveil.params import (
@@ -165,7 +165,10 @@ def test_ledger_matches_formulas(tmp_path: Path, aol_215: SearchLog) -> None:
     assert on_disk["epsilon"] == led["epsilon"]
     assert on_disk["outputs"]["queries"]["columns"] == ["query", "noisy_count"]
     assert on_disk["outputs"]["clicks"]["columns"] == ["query", "url", "noisy_count"]
-    assert on_disk["inputs"][0]["users"] == 215
+    # the input's size and fingerprint are private: in the provenance record beside the release
+    assert "inputs" not in on_disk and on_disk["neighbouring"].startswith("add/remove one user")
+    prov = read_provenance(tmp_path / "rel")
+    assert prov["inputs"][0]["users"] == 215 and prov["report"]["users"] == 215
 
 
 def test_paper_rule_within_budget_under_paper_accounting() -> None:

@@ -191,3 +191,31 @@ def test_private_string_in_release_refused(tmp_path: Path) -> None:
 def test_read_provenance_missing(tmp_path: Path) -> None:
     with pytest.raises(InputFormatError, match="provenance"):
         read_provenance(tmp_path / "rel")
+
+
+def test_public_file_record_names_the_file_not_its_path(tmp_path: Path) -> None:
+    from searchveil.io.ledger import public_file_record
+
+    f = tmp_path / "secret-dir" / "serp.tsv"
+    f.parent.mkdir()
+    f.write_text("q\t1\thttp://a/\n")
+    rec = public_file_record(f, role="serp", rows=1)
+    assert rec == {
+        "role": "serp",
+        "file": "serp.tsv",
+        "sha256": hashlib.sha256(f.read_bytes()).hexdigest(),
+        "rows": 1,
+    }
+    led = _led(public_inputs=[rec])
+    assert "secret-dir" not in json.dumps(led)
+
+
+def test_write_private_json_is_owner_only(tmp_path: Path) -> None:
+    import os
+
+    from searchveil.io.ledger import write_private_json
+
+    p = write_private_json(tmp_path / "x.private.json", _prov())
+    assert (os.stat(p).st_mode & 0o777) == 0o600
+    assert next(iter(json.loads(p.read_text()))) == "PRIVATE"
+    assert [q.name for q in tmp_path.iterdir()] == ["x.private.json"]

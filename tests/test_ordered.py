@@ -153,11 +153,16 @@ def test_unnormalized_counts_keep_raw_text(tmp_path: Path) -> None:
     "content, problem",
     [
         (b"", "empty"),
-        (b"AnonID\tQuery\n1\ta\n", "missing columns"),
+        (b"AnonID\tQuery\n1\ta\n", "line 1: missing column"),
         (b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n", "no data rows"),
-        (b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\ta\tx\t\t\t\t\t\n", "malformed"),
+        (b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\ta\tx\t\t\t\t\t\n",
+         "line 2: ragged row: expected 5 fields .* found 8"),
+        (b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\ta\tx\t\t\n2\tb\n",
+         "line 3: ragged row: expected 5 fields .* found 2"),
+        (b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\ta\tx\t\t\n\tb\tx\t\t\n",
+         "line 3: user id .* is missing"),
         (gzip.compress(b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n1\ta\t\t\t\n" * 50)[:-30],
-         "cannot read"),
+         "truncated"),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_typed_error(tmp_path: Path, content: bytes, problem: str) -> None:

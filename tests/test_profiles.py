@@ -82,14 +82,16 @@ def test_stats_and_releases_on_sogouq_layout(tmp_path: Path) -> None:
     r = cli("release", "kanon", SOGOU, "--profile", "sogouq", "--k", "2",
             "--out", tmp_path / "k", "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
-    ledger = json.loads((tmp_path / "k" / "ledger.json").read_text(encoding="utf-8"))
-    assert ledger["inputs"][0]["reader"]["profile"] == "sogouq"
-    assert ledger["inputs"][0]["users"] == 12
+    # reader options and the exact input figures are in the private provenance record
+    prov = json.loads((tmp_path / "k.private.json").read_text(encoding="utf-8"))
+    assert prov["inputs"][0]["reader"]["profile"] == "sogouq"
+    assert prov["inputs"][0]["users"] == 12
     r = cli("release", "korolova", SOGOU, "--profile", "sogouq", *DP, "--out", tmp_path / "r",
             "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
     ledger = json.loads((tmp_path / "r" / "ledger.json").read_text(encoding="utf-8"))
-    assert ledger["inputs"][0]["reader"]["columns"]["rank_click"] == "4"
+    prov = json.loads((tmp_path / "r.private.json").read_text(encoding="utf-8"))
+    assert prov["inputs"][0]["reader"]["columns"]["rank_click"] == "4"
     assert ledger["delta"] <= 0.0005 and ledger["delta"] < 1 / (10 * 12)
 
 
@@ -105,9 +107,9 @@ def test_stats_and_releases_on_headerless_positional_csv(tmp_path: Path) -> None
     assert r.exit_code == 0, r.output
     r = cli("release", "korolova", HEADERLESS, *POSITIONAL, *DP, "--out", tmp_path / "r")
     assert r.exit_code == 0, r.output
-    rec = json.loads((tmp_path / "r" / "ledger.json").read_text(encoding="utf-8"))["inputs"][0]
+    rec = json.loads((tmp_path / "r.private.json").read_text(encoding="utf-8"))["inputs"][0]
     assert rec["reader"]["has_header"] is False and rec["reader"]["columns"]["user"] == "2"
-    # evaluate without reader options reads the original with the ledger's mapping ...
+    # evaluate without reader options reads the original with the provenance record's mapping
     r = cli("evaluate", HEADERLESS, tmp_path / "r", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["original"]["rows"] == 30
@@ -286,7 +288,7 @@ def test_explicit_column_beats_profile_through_release(tmp_path: Path) -> None:
     r = cli("release", "kanon", SOGOU, "--profile", "sogouq", "--user-col", "5", "--k", "2",
             "--out", tmp_path / "k")  # fmt: skip
     assert r.exit_code == 0, r.output
-    rec = json.loads((tmp_path / "k" / "ledger.json").read_text(encoding="utf-8"))["inputs"][0]
+    rec = json.loads((tmp_path / "k.private.json").read_text(encoding="utf-8"))["inputs"][0]
     assert rec["reader"]["columns"]["user"] == "5" and rec["reader"]["columns"]["query"] == "3"
     assert rec["users"] == 8
     o = ReaderOptions.from_profile("sogouq")

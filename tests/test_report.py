@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from searchveil.cli import app
 from searchveil.evaluate import SCHEMA
 from searchveil.evaluate._release import original_histograms
-from searchveil.io.ledger import ReleaseWriter, build_ledger
+from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
 from searchveil.report.html import (
     comparison_report,
     evaluation_report,
@@ -72,13 +72,14 @@ def release_dir(aol_215, tmp_path_factory) -> Path:
             build_ledger(
                 mechanism="korolova-release-data",
                 notion="(ε, δ)-differential privacy",
+                neighbouring="add/remove one user's entire history",
                 epsilon=2.302585,
                 delta=1e-5,
                 parameters={"d": 21},
-                inputs=[aol_215.ledger_input()],
                 rng=None,
             )
         )
+        w.write_provenance(build_provenance(inputs=[aol_215.ledger_input()]))
     return out
 
 
@@ -106,8 +107,10 @@ def _assert_self_contained(text: str) -> None:
 
 def test_evaluate_json_keys_stable(evaluated) -> None:
     res, _ = evaluated
-    assert set(res) == TOP_KEYS | {"report"}
+    assert set(res) == TOP_KEYS | {"report", "provenance"}
     assert res["schema"] == SCHEMA
+    # the release's private record was found beside it; the original is the input it names
+    assert res["provenance"]["original_matches_input"] is True
     assert set(res["distribution"]) == {"queries", "keywords", "clicks", "query_pairs"}
     for d in res["distribution"].values():
         assert set(d) == DIST_KEYS
@@ -306,10 +309,10 @@ def test_empty_release_renders_without_warnings(aol_215, tmp_path) -> None:
             build_ledger(
                 mechanism="korolova-release-data",
                 notion="DP",
+                neighbouring="add/remove one user's entire history",
                 epsilon=1.0,
                 delta=1e-6,
                 parameters={},
-                inputs=[],
                 rng=None,
             )  # fmt: skip
         )

@@ -178,3 +178,15 @@ def test_zealous_keep_probabilities_on_neighbours() -> None:
     assert np.all(1 - p0 <= e * (1 - p1) + pr["delta"] + 1e-15)
     assert np.all(p0 <= e * p1 + pr["delta"] + 1e-15)
     assert np.max(p1 - e * p0) > pr["delta"] / 2  # the δ is nearly attained, not vacuous
+
+
+def test_gaussian_threshold_delta_at_the_samplers_sigma() -> None:
+    """Issue 21: δ_T and the keep probability use the effective (rounded-up) σ the exact sampler
+    draws with — a larger σ makes a single-user item likelier to cross τ."""
+    g = GaussianThreshold.for_budget(epsilon=1.0, delta=1e-7, d=20)
+    eff = DiscreteGaussian(g.sigma).effective_sigma
+    assert eff >= g.sigma
+    p1 = float(DiscreteGaussian(eff).sf(g.tau - 1))
+    assert g.privacy()["delta_threshold"] == pytest.approx(1 - (1 - p1) ** 20, rel=1e-12)
+    assert g.keep_probability(1)[()] == pytest.approx(p1, rel=1e-12)
+    assert g.privacy()["delta"] <= 1e-7

@@ -94,20 +94,27 @@ def test_recommend_writes_release_and_ledger(small_graph, tmp_path, mechanism):
         "--degree-bound",
         30,
         "--all-targets",
+        "--public-node-set",
         "--seed",
         1,
         "--json",
     )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["targets"] == d["graph"]["nodes"]
+    assert d["targets"] == d["graph"]["nodes"] == d["universe"]["nodes"]
     rows = (out / "recommendations.tsv").read_text().splitlines()
     assert rows[0] == "target\trecommended"
     led = json.loads((out / "ledger.json").read_text())
     assert led["epsilon"] <= 1.0 and led["seeded"] is True and led["for_release"] is False
-    assert led["inputs"][0]["sha256"] and led["parameters"]["l1_sensitivity"] == pytest.approx(
-        1 + 0.05 * 57
-    )
+    assert led["parameters"]["l1_sensitivity"] == pytest.approx(1 + 0.05 * 57)
+    # public: the node universe (its size and the hash of its ids), never the graph's hash or
+    # edge count, which are in the private provenance record beside the release
+    (uni,) = led["public_inputs"]
+    assert uni["role"] == "node universe" and uni["nodes"] == d["universe"]["nodes"]
+    prov = json.loads((tmp_path / f"rec-{mechanism}.private.json").read_text())
+    assert prov["inputs"][0]["sha256"] not in (out / "ledger.json").read_text()
+    assert prov["inputs"][0]["edges"] == d["graph"]["edges"]
+    assert "edges" not in json.dumps(led["parameters"])
     # a recommendation is never the target itself nor one of its neighbours
     edges = {
         tuple(sorted(map(int, ln.split())))
@@ -132,7 +139,12 @@ def test_recommend_errors_write_nothing(small_graph, tmp_path):
         1,
         "--mechanism",
         "exponential",
+        "--public-node-set",
     )
+    assert _run(*base[:-1], "--target", 100).exit_code == 2  # no public node universe
+    assert _run(*base, "--target", 100, "--nodes", 200).exit_code == 2  # two universes
+    assert _run(*base[:-1], "--target", 100, "--nodes", 120).exit_code == 2  # edge outside it
+    assert _run(*base, "--target", 100, "--target", 100).exit_code == 2  # a target twice
     assert _run(*base, "--target", 99999).exit_code == 2
     assert _run(*base).exit_code == 2  # no target
     assert (
@@ -141,9 +153,9 @@ def test_recommend_errors_write_nothing(small_graph, tmp_path):
         ).exit_code
         == 2
     )  # graph exceeds the declared bound
-    assert _run(*base[:-2], "--mechanism", "magic", "--target", 100).exit_code == 2
+    assert _run(*base[:-3], "--mechanism", "magic", "--target", 100).exit_code == 2
     assert (
-        _run(*base[:-4], "--epsilon", 0, "--mechanism", "exponential", "--target", 100).exit_code
+        _run(*base[:-5], "--epsilon", 0, "--mechanism", "exponential", "--target", 100).exit_code
         == 2
     )
     assert not out.exists()
@@ -165,6 +177,7 @@ def test_reproduce_small_graph(small_graph, tmp_path):
         "0.05",
         "--target-fraction",
         0.5,
+        "--public-node-set",
         "--seed",
         3,
         "--json",
@@ -176,7 +189,9 @@ def test_reproduce_small_graph(small_graph, tmp_path):
     html = report.read_text()
     assert html.count("<img") >= 3 and "Corollary 1" in html
     led = json.loads((tmp_path / "social.html.ledger.json").read_text())
-    assert led["seeded"] is True and led["inputs"][0]["sha256"]
+    assert led["seeded"] is True and led["public_inputs"][0]["nodes"] == 40
+    prov = json.loads((tmp_path / "social.html.ledger.json.private.json").read_text())
+    assert prov["PRIVATE"] and prov["inputs"][0]["sha256"] not in json.dumps(led)
     for run in d["runs"]:
         s = run["summary"]
         # monotone symmetric ε-DP mechanisms never beat the Corollary 1 bound

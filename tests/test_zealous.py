@@ -104,7 +104,7 @@ def test_ledger(tmp_path: Path, aol_215: SearchLog) -> None:
     ex = zealous_exact_probabilistic(m=3, tau=2, lam=2.0, tau_prime=6, users=300)
     assert led["epsilon"] == pytest.approx(ex.epsilon) and led["delta"] == pytest.approx(ex.delta)
     assert "probabilistic" in led["notion"]
-    assert led["parameters"]["users"] == 300
+    assert led["declared"] == {"max_users": 300} and "users" not in led["parameters"]
     assert led["outputs"]["items"]["file"] == "items.parquet"
     back = pl.read_parquet(tmp_path / "z" / "items.parquet")
     assert back.equals(rel.tables["items"])
@@ -116,7 +116,7 @@ def test_max_users_must_bound_the_log(aol_215: SearchLog) -> None:
     p = ZealousParams(
         m=3, tau=2, lam=2.0, tau_prime=6, item_type="queries", guarantee="probabilistic", users=100
     )
-    with pytest.raises(InvalidParameterError, match="max_users"):
+    with pytest.raises(InvalidParameterError, match="max-users"):  # the declared bound
         release_zealous(aol_215, p, rng=make_rng(1))
     with pytest.raises(InvalidParameterError, match="max_users"):
         ZealousParams.from_budget(

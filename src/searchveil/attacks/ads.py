@@ -229,6 +229,7 @@ def run_ads_experiment(
     blueprint: list[dict[str, Any]] = []
     game: list[dict[str, Any]] = []
     ledgers: dict[str, Any] = {}
+    provenances: dict[str, Any] = {}
     timings: dict[str, float] = {}
     for name, pol, bypass in _policies(eps_list, threshold, dp_reports):
         fakes, broaden = bypass == "fakes", bypass == "broaden"
@@ -240,17 +241,19 @@ def run_ads_experiment(
         budget = pol.advertiser_budget if isinstance(pol, DPReportingPolicy) else None
         t1 = t_int[:0] if broaden else t_int  # the personalised-ad bypass: Attack 2 only
         t2 = t_age[:0] if broaden else t_age
+        # advertiser accounts are named by the target's position, not by its profile index
+        # (targets are drawn using private attributes; the public ledger names the accounts)
         o1 = [
             inference_from_impressions(
                 plat,
                 int(u),
                 "interested_in",
                 [1, 2],
-                advertiser=f"{name}/int/{u}",
+                advertiser=f"{name}/int/{i}",
                 rounds=r,
                 use_fakes=fakes,
             )
-            for u in t1
+            for i, u in enumerate(t1)
         ]
         o2 = [
             inference_from_impressions(
@@ -258,22 +261,22 @@ def run_ads_experiment(
                 int(u),
                 "age",
                 [age_code(age_lo[int(u)] + j) for j in range(5)],
-                advertiser=f"{name}/age/{u}",
+                advertiser=f"{name}/age/{i}",
                 rounds=r,
                 use_fakes=fakes,
             )
-            for u in t2
+            for i, u in enumerate(t2)
         ]
         o3 = [
             inference_from_clicks(
                 plat,
                 int(u),
-                advertiser=f"{name}/clk/{u}",
+                advertiser=f"{name}/clk/{i}",
                 rounds=r,
                 use_fakes=fakes,
                 broaden=broaden,
             )
-            for u in t_clk
+            for i, u in enumerate(t_clk)
         ]
         vis = (pop.visibility["interested_in"], pop.visibility["age"], None)
         for att, outs, v in zip(ATTACKS, (o1, o2, o3), vis, strict=True):
@@ -281,7 +284,7 @@ def run_ads_experiment(
                 blueprint.append(_summary(name, att, outs, budget, v))
         # the binary game on neighbouring populations
         g1: list[AttackOutcome] = []
-        for u in t1:
+        for i, u in enumerate(t1):
             u = int(u)
             old_v, old_vis = (
                 int(pop.values["interested_in"][u]),
@@ -296,7 +299,7 @@ def run_ads_experiment(
                         u,
                         "interested_in",
                         [1, 2],
-                        advertiser=f"{name}/game1/{u}",
+                        advertiser=f"{name}/game1/{i}",
                         rounds=r,
                         mode="guess",
                         use_fakes=fakes,
@@ -306,7 +309,7 @@ def run_ads_experiment(
             finally:
                 pop.set_value(u, "interested_in", old_v, visibility=old_vis)
         g2: list[AttackOutcome] = []
-        for u in t_clk:
+        for i, u in enumerate(t_clk):
             u = int(u)
             old_t = bool(pop.topic[u])
             pop.topic[u] = bool(rng.integers_below(2, 1)[0])
@@ -315,7 +318,7 @@ def run_ads_experiment(
                     inference_from_clicks(
                         plat,
                         u,
-                        advertiser=f"{name}/game2/{u}",
+                        advertiser=f"{name}/game2/{i}",
                         rounds=r,
                         mode="guess",
                         use_fakes=fakes,
@@ -348,6 +351,7 @@ def run_ads_experiment(
             )
         if dp:
             ledgers[name] = plat.ledger(parameters={"dp_reports_per_budget": dp_reports})
+            provenances[name] = plat.provenance()
         timings[name] = time.perf_counter() - tp
     return {
         "experiment": "ad-targeting inference (Korolova 2012 thesis §2.2.3-2.2.6)",
@@ -369,6 +373,7 @@ def run_ads_experiment(
         "blueprint": blueprint,
         "binary_game": game,
         "ledgers": ledgers,
+        "provenances": provenances,
         "policy_seconds": timings,
         "seconds": time.perf_counter() - t0,
     }

@@ -58,7 +58,7 @@ from scipy import stats
 
 from searchveil.attacks.ads_population import ATTRIBUTES, EVERYONE, Population
 from searchveil.errors import BudgetExceededError, InvalidParameterError
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.io.ledger import build_ledger, build_provenance
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
@@ -494,15 +494,20 @@ class AdPlatform:
 
     # -- budgets & ledger -------------------------------------------------------------------
     def ledger(self, *, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The privacy ledger of the DP reporting policy: ε spent per advertiser."""
+        """The public privacy ledger of the reporting policy: ε spent per advertiser, one event
+        per noisy report. Nothing about the population (its size, fingerprint): that is the
+        private input, in :meth:`provenance`."""
         pol = self.policy
         dp = isinstance(pol, DPReportingPolicy)
         budget = pol.advertiser_budget if isinstance(pol, DPReportingPolicy) else None
-        return build_ledger_unchecked(
+        return build_ledger(
             mechanism="ads-dp-campaign-reports" if dp else f"ads-{pol.name}",
             notion="pure ε-DP per advertiser (basic composition); privacy unit: one user's data"
             if dp
             else "none (not a DP policy)",
+            neighbouring="add/remove one real user's data (attributes and behaviour)"
+            if dp
+            else "none: not a differentially private policy",
             epsilon=budget,
             delta=0.0 if dp else None,
             parameters={
@@ -510,20 +515,30 @@ class AdPlatform:
                 "delivery": self.delivery.__dict__,
                 **(parameters or {}),
             },
+            rng=self.rng,
+            events=self.events,
+            extra={
+                "accounting": {
+                    "composition": "basic, per advertiser account",
+                    "advertisers": {
+                        a: {"spent": s, "budget": budget} for a, s in sorted(self.spent.items())
+                    },
+                }
+            },
+        )
+
+    def provenance(self) -> dict[str, Any]:
+        """The private provenance record: the population the platform ran on."""
+        return build_provenance(
             inputs=[
                 {
+                    "role": "population",
                     "name": "synthetic population",
                     "profiles": self.population.size,
                     "sha256": self.population.fingerprint(),
                 }
             ],
-            rng=self.rng,
-            events=self.events,
-            extra={
-                "advertisers": {
-                    a: {"spent": s, "budget": budget} for a, s in sorted(self.spent.items())
-                }
-            },
+            figures={"campaigns": self._campaigns, "fake_accounts": self.fake_count},
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 import shlex
 import sys
 import traceback
@@ -133,6 +134,22 @@ OverwriteOpt = Annotated[
     bool, typer.Option("--overwrite", help="replace an existing --out directory")
 ]
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
+ProvenanceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--provenance",
+        help="where to write the PRIVATE provenance record (input path, SHA-256, exact counts, "
+        "report); default: OUT.private.json beside the release directory, never inside it",
+    ),
+]
+MaxUsersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-users",
+        help="U: a public upper bound on the number of users you DECLARE (never read from the "
+        "data); the ledger's δ < 1/U check uses it (declared.max_users)",
+    ),
+]
 
 
 # The one list of reader options every command takes: (parameter name, annotation, default).
@@ -286,12 +303,18 @@ def emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]]
         human(result)
 
 
+def _debug() -> bool:
+    return "--debug" in sys.argv or bool(os.environ.get("SEARCHVEIL_DEBUG"))
+
+
 def run(fn: Callable[[], T]) -> T:
     """Run a command body: user errors exit 2 with the message, bugs exit 1."""
     try:
         return fn()
     except SearchveilError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        if exc.__cause__ is not None and _debug():  # the library's own words, on request
+            err_console.print(f"detail: {exc.__cause__!r}", highlight=False, markup=False)
         raise typer.Exit(2) from None
     except (typer.Exit, typer.Abort):
         raise
@@ -304,7 +327,7 @@ def run(fn: Callable[[], T]) -> T:
             f"{type(exc).__name__}: {exc}",
             highlight=False,
         )
-        if "--debug" in sys.argv or __import__("os").environ.get("SEARCHVEIL_DEBUG"):
+        if _debug():
             traceback.print_exc()
         raise typer.Exit(1) from None
 

@@ -344,7 +344,10 @@ def reproduce_cmd(
                 on_step=_say(json_out),
             )
         record = run_record(
-            result, rng, command="reproduce", extra={"ads_ledgers": ads["ledgers"]} if ads else None
+            result,
+            rng,
+            command="reproduce",
+            extra={"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None,
         )
         rec_path = out
         if rec_path is None and report is not None:

@@ -11,9 +11,22 @@ import typer
 from rich.table import Table
 
 from searchveil.attacks.ads import ads_sections, run_ads_experiment
-from searchveil.cli._common import JsonOpt, SeedOpt, emit, out_console, progress, run
+from searchveil.cli._common import (
+    JsonOpt,
+    ProvenanceOpt,
+    SeedOpt,
+    emit,
+    out_console,
+    progress,
+    run,
+)
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import write_json_atomic
+from searchveil.io.ledger import (
+    build_provenance,
+    provenance_path,
+    write_json_atomic,
+    write_private_json,
+)
 from searchveil.report.html import page, write_report
 from searchveil.rng import make_rng
 
@@ -68,7 +81,7 @@ def human_ads(r: dict[str, Any]) -> None:
     out_console.print(g)
     if r["seeded"]:
         out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
-    for k in ("report", "ledger"):
+    for k in ("report", "ledger", "provenance"):
         if r.get(k):
             out_console.print(f"{k}: {r[k]}")
 
@@ -109,6 +122,7 @@ def add_ads_commands(attack_app: typer.Typer) -> None:
         dp_reports: Annotated[
             int, typer.Option("--dp-reports", help="reports per advertiser budget under (d)")
         ] = 8,
+        provenance: ProvenanceOpt = None,
         seed: SeedOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
@@ -150,9 +164,20 @@ def add_ads_commands(attack_app: typer.Typer) -> None:
             led = ledger
             if led is None and report is not None:  # every run with an output gets a ledger
                 led = report.with_name(report.name + ".ledger.json")
+            provs = result.pop("provenances", {})
             if led is not None:
+                # the public ledgers of the DP policy; the population they ran on is private
                 write_json_atomic(led, result["ledgers"])
                 result["ledger"] = str(led)
+                if provs:
+                    first = next(iter(provs.values()))
+                    rec = build_provenance(
+                        inputs=first["inputs"],
+                        figures={name: p["figures"] for name, p in provs.items()},
+                    )
+                    prov = provenance_path(led, provenance)
+                    write_private_json(prov, rec)
+                    result["provenance"] = str(prov)
             emit(result, json_out, human_ads)
 
         run(body)

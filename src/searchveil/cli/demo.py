@@ -12,19 +12,25 @@
 
 δ that protects everyone (issue 12, ``docs/privacy/delta.md``). Each run's δ is solved so that
 the expected number of queries held by a single user that get published is ≤
-``--max-single-user-items`` (default 0.01): δ = target / N rounded down to a power of ten, N the
-count of the log's single-user queries (an (ε, δ)-DP release publishes such a query with
-probability ≤ δ), and never above 1/(10·U). N is a statistic of the private log: the demo, run
-by the data holder, prints it; the releases and their ledgers do not contain it (a ledger
-records only the δ < 1/U check; δ rounded to a power of ten reveals at most N's order of
-magnitude). A fixed δ such as the thesis' 10⁻⁵ or the old demo's 10⁻⁴ (≈ 3.5 single-user
-queries published per run on 50,000 synthetic users) does not protect everyone.
+``--max-single-user-items`` (default 0.01), from a *declared* population rule, never from the
+private log (issue 21): an (ε, δ)-DP release publishes a query only one user holds with
+probability ≤ δ, and only a query the user kept among their first d can be published at all,
+so at most N ≤ U·d such queries are candidates; δ = target / (U·d), rounded down to a power of
+ten and never above 1/(10·U). U is a public bound: ``--max-users`` (required with a LOG of your
+own), the bundled sample's published size (215 users), or the synthetic population's size
+(``--synthetic-users``, a parameter). The count of the log's single-user queries is still
+computed — for the data holder's report (private), not for choosing δ. A fixed δ such as the
+thesis' 10⁻⁵ or 10⁻⁴ (≈ 3.5 single-user queries published per run on 50,000 synthetic users)
+does not protect everyone.
 
 Why few queries pass on the real sample: a query is published only if about K users posed it
 (K ≈ 20 at δ = 10⁻⁶, d = 1), and with 215 users almost no query is that common.
 
 Everything goes into ``--out`` (default ``searchveil-demo``), built in a temporary sibling
 directory and renamed into place at the end, so a failed or interrupted demo leaves nothing.
+Each release directory (``real/``, ``synthetic/``) holds only what is published; its private
+provenance record (``real.private.json``, ...) sits beside it, and the utility report reads the
+release's private figures from there.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from searchveil.cli._common import (
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.dcurve import dcurve_from_events
+from searchveil.io.ledger import read_provenance, write_json_atomic
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import SearchLog, items
 from searchveil.params import SINGLE_USER_TARGET, solve_delta_single_user
@@ -70,7 +77,7 @@ from searchveil.release.korolova import (
 from searchveil.report.html import demo_report, evaluation_report, write_report
 from searchveil.rng import RandomSource, make_rng, secure_token
 from searchveil.synth import fit, synthetic_events
-from searchveil.validate import check_positive
+from searchveil.validate import check_int, check_positive
 
 DEMO_EPSILON = math.log(10.0)
 DEMO_D = 1
@@ -79,35 +86,41 @@ DEMO_SPLIT = (1.0, 1.0, 1.0, 1.0)
 DEMO_DS = (1, 2, 3, 5, 10, 20, 40)
 DEMO_SYNTHETIC_USERS = 500_000
 SAMPLE = "aol-gayo-avello-215-users.tsv"
+#: the bundled sample's published size: the public bound U the demo declares for it
+SAMPLE_USERS = 215
 
 
-def _delta_for(single_user_items: int, users: int, target: float) -> dict[str, Any]:
-    return solve_delta_single_user(target=target, single_user_items=single_user_items,
-                                   users=users)  # fmt: skip
+def _delta_for(users: int, target: float) -> dict[str, Any]:
+    """δ from the declared population rule N ≤ U·d (never from the private log's own count of
+    single-user queries): see the module docstring."""
+    sol = solve_delta_single_user(target=target, users=users, items_per_user=DEMO_D)
+    sol["users_bound"] = users
+    return sol
 
 
 def _real_run(
-    log: SearchLog, out: Path, *, target: float, rng: RandomSource, step: Any, final: Path
-) -> dict[str, Any]:
+    log: SearchLog, out: Path, *, target: float, rng: RandomSource, step: Any, final: Path,
+    max_users: int,
+) -> dict[str, Any]:  # fmt: skip
     """Release-Data with URLs on the real sample, its utility report."""
     q = items(log, "queries")
-    n_single = int(
-        q.group_by("item").agg(pl.col("user").n_unique().alias("h")).get_column("h").eq(1).sum()
-    )
-    sol = _delta_for(n_single, log.n_users, target)
+    sol = _delta_for(max_users, target)
     params = KorolovaParams.from_budget(
         epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="private", d_c=DEMO_DC,
         split=DEMO_SPLIT, threshold_rule="exact",
     )  # fmt: skip
     done = step("Release-Data on the real sample")
-    rel = release_korolova(log, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]))
+    rel = release_korolova(log, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
+                           max_users=max_users)  # fmt: skip
     write_release(rel, out / "real")
     done()
     done = step("evaluating the real release")
     result = evaluate_loaded(log, load_release(out / "real"), substitution_queries=300)
+    # the release's private figures come from its provenance record, as for `evaluate`
+    prov = read_provenance(out / "real")
+    result["release"]["single_user"] = prov["report"]["single_user"]
     # the report names the release where it will live, not the temporary build directory
     result = json.loads(json.dumps(result, default=str).replace(str(out), str(final)))
-    result["release"]["single_user"] = rel.report["single_user"]
     write_report(out / "real-report.html", evaluation_report(result))
     done()
     r = rel.report
@@ -149,7 +162,7 @@ def _synthetic_run(
     holders = ev.group_by("query").agg(pl.col("user").n_unique().alias("h"))
     single = holders.filter(pl.col("h") == 1).select("query")
     n_single = single.height
-    sol = _delta_for(n_single, users, target)
+    sol = _delta_for(users, target)  # U = the synthetic population's size (a parameter)
     done()
     done = step(f"d-curve (d = {', '.join(map(str, ds))}; Release-Data and Gaussian selection)")
     curve = dcurve_from_events(ev, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=ds)
@@ -170,7 +183,7 @@ def _synthetic_run(
     )  # fmt: skip
     rel = release_korolova_counts(
         bounded, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
-        single_user=(counts.join(single, on="query", how="semi"), n_single),
+        single_user=(counts.join(single, on="query", how="semi"), n_single), max_users=users,
     )  # fmt: skip
     write_release(rel, out / "synthetic")
     done()
@@ -223,8 +236,9 @@ def _curve_table(curve: dict[str, Any]) -> Table:
 def _human(r: dict[str, Any]) -> None:
     out_console.print(
         f"[bold]searchveil demo[/]: Korolova Release-Data, e^ε = 10, d = {DEMO_D} query "
-        f"(and d_c = {DEMO_DC} click on the real sample) per user; δ solved so that the expected "
-        f"number of single-user queries published is ≤ {r['parameters']['max_single_user_items']:g}"
+        f"(and d_c = {DEMO_DC} click on the real sample) per user; δ solved from the declared "
+        f"population bound U (N ≤ U·d single-user candidates) so that the expected number of "
+        f"single-user queries published is ≤ {r['parameters']['max_single_user_items']:g}"
     )
     t = Table(show_header=True)
     t.add_column("")
@@ -308,6 +322,15 @@ def register(app: typer.Typer) -> None:
                 help="δ is solved so that the expected single-user queries published ≤ this",
             ),
         ] = SINGLE_USER_TARGET,
+        max_users: Annotated[
+            int | None,
+            typer.Option(
+                "--max-users",
+                help="U: a public upper bound on LOG's users you DECLARE (required with a LOG; "
+                f"default for the bundled sample: its published size, {SAMPLE_USERS}); δ is "
+                "solved from it, never from the log",
+            ),
+        ] = None,
         overwrite: OverwriteOpt = False,
         seed: SeedOpt = None,
         reader: ReaderOptions = READER_DEFAULT,
@@ -322,6 +345,15 @@ def register(app: typer.Typer) -> None:
             if synthetic_users < 0:
                 raise InvalidParameterError("--synthetic-users", synthetic_users, "an integer ≥ 0")
             target = check_positive("max-single-user-items", max_single_user_items)
+            if max_users is None and log is not None:
+                raise InvalidParameterError(
+                    "--max-users",
+                    None,
+                    "a public upper bound U on the users of LOG (δ is solved from it: "
+                    "the demo never chooses δ from the private log)",
+                )
+            u_bound = check_int("--max-users", SAMPLE_USERS if max_users is None else max_users,
+                                minimum=1)  # fmt: skip
             if out.exists() and not overwrite:
                 raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
             if not out.resolve().parent.exists():
@@ -340,7 +372,7 @@ def register(app: typer.Typer) -> None:
                     real = read_log(bundled, reader) if log is None else read_log(log, reader)
                     done()
                     runs["real"] = _real_run(real, tmp, target=target, rng=rng, step=step,
-                                             final=final)  # fmt: skip
+                                             final=final, max_users=u_bound)  # fmt: skip
                     if synthetic_users:
                         runs["synthetic"], curve = _synthetic_run(
                             real, tmp, users=synthetic_users, target=target, rng=rng, step=step,
@@ -354,6 +386,8 @@ def register(app: typer.Typer) -> None:
                               final=final, synthetic_users=synthetic_users, sample=name,
                               reader=reader)  # fmt: skip
                 write_report(tmp / "report.html", demo_report(res))
+                for name in runs:  # the provenance records name the releases' final place
+                    _relocate_provenance(tmp / f"{name}.private.json", tmp, final)
                 if out.exists():
                     trash = out.resolve().parent / f".{out.name}.old-{secure_token()}"
                     os.replace(out, trash)
@@ -369,6 +403,17 @@ def register(app: typer.Typer) -> None:
         run(body)
 
 
+def _relocate_provenance(path: Path, tmp: Path, final: Path) -> None:
+    """Point a provenance record built in the temporary directory at the release's final
+    directory (it stays owner-only)."""
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    rel = rec.get("release") or {}
+    if isinstance(rel.get("directory"), str):
+        rel["directory"] = rel["directory"].replace(str(tmp), str(final))
+    write_json_atomic(path, rec)
+    os.chmod(path, 0o600)
+
+
 def _result(
     runs: dict[str, Any], curve: dict[str, Any] | None, *, target: float, seeded: bool,
     final: Path, synthetic_users: int, sample: str, reader: ReaderOptions,
@@ -379,10 +424,15 @@ def _result(
     explanation = (
         f"δ is solved per log so that the expected number of queries held by a single user that "
         f"get published is ≤ {target:g}: any (ε, δ)-DP release publishes such a query with "
-        "probability ≤ δ, so δ = target / (number of single-user queries), rounded down to a "
-        "power of ten and never above 1/(10·U). The number of single-user queries is a private "
-        "figure (shown here to the data holder; not in the releases or ledgers). At the old "
-        "demo's δ = 1e-4 with 50,000 users, ≈ 3.5 single-user queries were published per run."
+        f"probability ≤ δ, and only a query among a user's first d = {DEMO_D} can be published, "
+        "so at most U·d are candidates: δ = target / (U·d), rounded down to a power of ten and "
+        "never above 1/(10·U), with U a declared public bound (the bundled sample's published "
+        "size, --max-users for your own log, the synthetic population's size) — never the "
+        "private log's own count, which would make δ a function of the data outside the "
+        "accounting. The number of single-user queries in the log is a private figure (shown "
+        "here to the data holder; not in the releases or ledgers). A fixed δ does not protect "
+        "everyone: at δ = 1e-4 on 50,000 synthetic users, about 3.5 single-user queries would "
+        "be published per run."
     )
     note = (
         f"A query is published only if about K users posed it (after each user keeps d = "
@@ -419,11 +469,11 @@ def _result(
         "equivalent_commands": [
             f"searchveil params korolova --exp-epsilon 10 --max-queries {DEMO_D} "
             f"--max-single-user-items {target:g} "
-            f"--single-user-items {real['single_user']['single_user_items']} "
-            f"--max-users {real['users']}",
+            f"--max-users {real['delta_solved']['users_bound']}",
             f"searchveil release korolova {quoted} --out real --epsilon {DEMO_EPSILON!r} "
             f"--delta {real['delta_solved']['delta']:g} --max-queries {DEMO_D} "
-            f"--max-clicks {DEMO_DC} --urls private --split 1,1,1,1{opts}",
+            f"--max-clicks {DEMO_DC} --urls private --split 1,1,1,1 "
+            f"--max-users {real['delta_solved']['users_bound']}{opts}",
             f"searchveil evaluate {quoted} real --report real-report.html",
         ]
         + (

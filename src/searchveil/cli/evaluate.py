@@ -18,17 +18,18 @@ from searchveil.cli._common import (
     InputArg,
     JsonOpt,
     emit,
+    err_console,
     out_console,
     progress,
     run,
     with_reader_options,
 )
-from searchveil.errors import InvalidParameterError
+from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.compare import compare_settings, default_settings, parse_setting
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
-from searchveil.io.ledger import read_ledger
+from searchveil.io.ledger import provenance_path, read_provenance
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.report.html import (
     comparison_report,
@@ -116,19 +117,58 @@ def _read(input: Path, kw: dict[str, Any]) -> Any:
     return read_log(input, **kw)
 
 
-def ledger_reader_options(release_dir: Path, given: ReaderOptions) -> ReaderOptions:
+def release_provenance(release_dir: Path, explicit: Path | None) -> dict[str, Any] | None:
+    """The release's private provenance record (``--provenance FILE``, else
+    ``<release>.private.json`` beside it); ``None`` when there is none and none was asked for
+    (a release received from elsewhere comes without one: it is evaluated all the same)."""
+    try:
+        return read_provenance(release_dir, explicit)
+    except InputFormatError:
+        if explicit is not None:
+            raise
+        return None
+
+
+def ledger_reader_options(
+    release_dir: Path, given: ReaderOptions, provenance: dict[str, Any] | None = None
+) -> ReaderOptions:
     """The reader options to read a release's original with: those given on the command line,
-    or (when none is given) those recorded in the release ledger's input record, so the
-    original is read with the same mapping as the release was."""
+    or (when none is given) those recorded in the input record of the release's private
+    provenance record, so the original is read with the same mapping as the release was."""
     if given != ReaderOptions():
         return given
-    inputs = read_ledger(release_dir).get("inputs") or []
+    if provenance is None:
+        provenance = release_provenance(release_dir, None)
+    inputs = (provenance or {}).get("inputs") or []
     first = inputs[0] if inputs and isinstance(inputs[0], dict) else {}
     if isinstance(first.get("reader"), dict):
         return ReaderOptions.from_dict(first["reader"])
     if first.get("queries_normalized") is False:
         return ReaderOptions(normalize=False)
     return given
+
+
+def _with_provenance(result: dict[str, Any], prov: dict[str, Any] | None, path: Path) -> None:
+    """Private figures of the release from its provenance record (the single-user exposure of
+    its report), and whether the original given is the input the release was made from."""
+    if prov is None:
+        result["provenance"] = {"path": None, "note": f"no provenance record at {path}"}
+        return
+    rep = prov.get("report") or {}
+    if rep.get("single_user"):
+        result["release"]["single_user"] = rep["single_user"]
+    inputs = prov.get("inputs") or [{}]
+    sha = (inputs[0] or {}).get("sha256")
+    fp = (inputs[0] or {}).get("fingerprint", "full")
+    orig = (result.get("original") or {}).get("sha256")
+    same = None if not sha or not orig or fp != "full" else sha == orig
+    result["provenance"] = {"path": str(path), "original_matches_input": same}
+    if same is False:
+        err_console.print(
+            "[bold yellow]warning[/]: the original given is not the input this release was "
+            f"made from (SHA-256 differs from the provenance record {path})",
+            highlight=False,
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -141,12 +181,21 @@ def register(app: typer.Typer) -> None:
         seeds: SeedsOpt = None,
         posting_proxy: ProxyOpt = "clicks",
         substitution_queries: SubstQOpt = 1000,
+        provenance: Annotated[
+            Path | None,
+            typer.Option(
+                "--provenance",
+                help="the release's private provenance record (default: RELEASE.private.json "
+                "beside it); its reader options and private figures are used",
+            ),
+        ] = None,
         reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
         """Utility of a release against its original log: distribution statistics, index
         caching, query substitution, keyword generation, "fear of" ranking (and the UMP metrics
-        for same-schema releases). Reads the private log: for the data holder."""
+        for same-schema releases). Reads the private log and the release's private provenance
+        record: for the data holder."""
 
         def body() -> None:
 
@@ -155,7 +204,8 @@ def register(app: typer.Typer) -> None:
 
             check_choice("posting-proxy", posting_proxy, ("clicks", "zipf"))
             check_int("substitution-queries", substitution_queries, minimum=1)
-            kw = ledger_reader_options(release_dir, reader).kwargs()
+            prov = release_provenance(release_dir, provenance)
+            kw = ledger_reader_options(release_dir, reader, prov).kwargs()
             with progress(not json_out) as step:
                 done = step("reading the release")
                 rel = load_release(release_dir)
@@ -171,6 +221,7 @@ def register(app: typer.Typer) -> None:
                     posting_proxy=posting_proxy,
                     substitution_queries=substitution_queries,
                 )
+                _with_provenance(result, prov, provenance_path(release_dir, provenance))
                 done()
                 if report is not None:
                     done = step("writing the report")
@@ -354,5 +405,7 @@ def _human_reproduce(r: dict[str, Any]) -> None:
         out_console.print(f"[bold]{e['id']}[/] ({e['status']}): {e['title']}")
         if e.get("notes"):
             out_console.print(f"  {e['notes']}")
+        for what, why in e.get("failed") or []:
+            out_console.print(f"  [yellow]failed[/] {what}: {why}")
     if r.get("report"):
         out_console.print(f"report: {r['report']}")

@@ -1,7 +1,9 @@
 """``searchveil release korolova|zealous|kanon`` (the demo lives in ``cli/demo.py``).
 
 Every release reads one log (the reader options of ``searchveil stats``), computes the release
-in memory, and writes the output tables plus ``ledger.json`` atomically into ``--out``. There is
+in memory, and writes the output tables plus the public ``ledger.json`` atomically into
+``--out``, and the private provenance record (input path, SHA-256, exact counts, the report)
+beside it (``OUT.private.json``, or ``--provenance FILE``; docs/privacy/published.md). There is
 no default ε or δ: either give ``--epsilon``/``--delta`` (parameters are solved, and printed) or
 give the mechanism's parameters directly (advanced form; the guarantee is computed, and checked
 against ``--epsilon``/``--delta`` when those are also given).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,9 +35,11 @@ from searchveil.cli._common import (
     READER_DEFAULT,
     InputArg,
     JsonOpt,
+    MaxUsersOpt,
     OutDirOpt,
     OutFmtOpt,
     OverwriteOpt,
+    ProvenanceOpt,
     SeedOpt,
     emit,
     err_console,
@@ -52,7 +57,7 @@ from searchveil.engines.plans import (
     run_release,
 )
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import check_release_dir
+from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
 from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.model import SearchLog
@@ -129,6 +134,7 @@ class RunOptions:
     engine: str = "auto"
     spark_master: str = "local[*]"
     fingerprint: str = "full"
+    provenance: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,7 @@ class KorolovaOptions:
     b_c: float | None = None
     url_K: float | None = None
     url_b: float | None = None
+    max_users: int | None = None
 
     @property
     def advanced(self) -> bool:
@@ -235,8 +242,8 @@ def _aol_header(path: Path) -> bool:
             opener = gzip.open if name.endswith(".gz") else open
             with opener(path, "rb") as fh:
                 cols = fh.readline(1 << 16).decode("utf-8", "replace").rstrip("\r\n").split("\t")
-    except (OSError, EOFError, pl.exceptions.PolarsError, gzip.BadGzipFile):
-        return False
+    except (OSError, EOFError, zlib.error, pl.exceptions.PolarsError):
+        return False  # not the engines' layout: the in-memory reader says what is wrong
     return all(c in cols for c in AOL_COLUMNS)
 
 
@@ -291,9 +298,7 @@ def _release_with(
         )  # fmt: skip
         done()
     if auto:
-        # same bytes out as memory: the ledger does not depend on which engine auto chose
-        # (the command's output and report say it)
-        rel.ledger.pop("engine", None)
+        # the ledger never names the engine (provenance does); the report says auto chose it
         rel.report["engine"] = rel.report.get("engine", {}) | {"selected_by": "--engine auto"}
     return rel
 
@@ -304,19 +309,23 @@ def _release_and_write(
     run_opts: RunOptions,
     release_kwargs: dict[str, Any] | None = None,
 ) -> HistogramRelease:
-    check_release_dir(run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite)
+    o = run_opts
+    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
     rel = _release_with(algorithm, params, run_opts, release_kwargs)
-    write_release(rel, run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite)
+    write_release(rel, o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
     warn = (rel.report.get("single_user") or {}).get("warning")
     if warn:
         err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
     return rel
 
 
-def _summary(release: Any, out: Path, split: Any = None) -> dict[str, Any]:
+def _summary(
+    release: Any, out: Path, split: Any = None, provenance: Path | None = None
+) -> dict[str, Any]:
     led = release.ledger
     res: dict[str, Any] = {
         "out": str(out),
+        "provenance": str(provenance_path(out, provenance)),
         "mechanism": led["mechanism"],
         "notion": led["notion"],
         "epsilon": led["epsilon"],
@@ -375,6 +384,7 @@ def _human(r: dict[str, Any]) -> None:
         t.add_row(f"output {name}", f"{rows:,} rows")
     if r["seeded"]:
         t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
+    t.add_row("private provenance (do not publish)", r["provenance"])
     out_console.print(t)
     for name, rows in r.get("top", {}).items():
         if rows:
@@ -395,6 +405,7 @@ def _selected(
     d: int | None,
     split: str | None,
     clamp: bool,
+    max_users: int | None = None,
 ) -> dict[str, Any]:
     _need_budget(epsilon, delta)
     assert epsilon is not None and delta is not None
@@ -404,14 +415,19 @@ def _selected(
     params = SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=d,
                           split=(w[0], w[1]), clamp_negative=clamp)  # fmt: skip
     o = run_opts
-    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite)
+    if max_users is not None:
+        check_int("max-users", max_users, minimum=1)
+    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
     log = _read(o.input, o.reader, o.json_out)
     with progress(not o.json_out) as step:
         done = step(f"selection ({selection}) and counts")
-        release = release_select(log, params, rng=make_rng(o.seed))
+        release = release_select(log, params, rng=make_rng(o.seed), max_users=max_users)
         done()
-    write_release(release, o.out, fmt=o.out_fmt, overwrite=o.overwrite)
-    res = _summary(release, o.out, list(w))
+    write_release(release, o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
+    warn = (release.report.get("single_user") or {}).get("warning")
+    if warn:
+        err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
+    res = _summary(release, o.out, list(w), o.provenance)
     res["top"] = {"queries": _top(release, "queries")}
     return res
 
@@ -458,11 +474,14 @@ def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
         if o.serp is not None
         else None
     )
+    if o.max_users is not None:
+        check_int("max-users", o.max_users, minimum=1)
     release = _release_and_write(
-        "korolova", params, run_opts, release_kwargs={"serp": serp, "budget": budget}
-    )
+        "korolova", params, run_opts,
+        release_kwargs={"serp": serp, "budget": budget, "max_users": o.max_users},
+    )  # fmt: skip
     split = params.epsilon_split_weights
-    res = _summary(release, run_opts.out, list(split) if split else None)
+    res = _summary(release, run_opts.out, list(split) if split else None, run_opts.provenance)
     res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
     return res
 
@@ -506,7 +525,7 @@ def _zealous(
     budget = _budget(epsilon, delta)
     check_budget(params.privacy("exact"), budget, what="release zealous")
     release = _release_and_write("zealous", params, run_opts, release_kwargs={"budget": budget})
-    res = _summary(release, run_opts.out)
+    res = _summary(release, run_opts.out, provenance=run_opts.provenance)
     res["top"] = {"items": _top(release, "items")}
     return res
 
@@ -515,7 +534,7 @@ def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
     if k is None:
         raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
     release = _release_and_write("kanon", KAnonParams(k=k), run_opts)
-    res = _summary(release, run_opts.out)
+    res = _summary(release, run_opts.out, provenance=run_opts.provenance)
     res["top"] = {"queries": _top(release, "queries")}
     return res
 
@@ -594,9 +613,11 @@ def korolova_command(
     url_b: Annotated[
         float | None, typer.Option("--url-b", help="advanced: URL selection noise")
     ] = None,
+    max_users: MaxUsersOpt = None,
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
+    provenance: ProvenanceOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -606,7 +627,8 @@ def korolova_command(
         kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
-                              spark_master=spark_master, fingerprint=fingerprint)  # fmt: skip
+                              spark_master=spark_master, fingerprint=fingerprint,
+                              provenance=provenance)  # fmt: skip
         if selection is not None:
             others = {"--max-clicks": max_clicks, "--serp": serp, "--K": K, "--b": b,
                       "--bq": b_q, "--bc": b_c, "--url-K": url_K, "--url-b": url_b}  # fmt: skip
@@ -617,14 +639,14 @@ def korolova_command(
                 raise InvalidParameterError("urls", urls, "none with --selection")
             res = _selected(
                 run_opts, selection=selection, epsilon=epsilon, delta=delta, d=max_queries,
-                split=split, clamp=clamp_negative,
+                split=split, clamp=clamp_negative, max_users=max_users,
             )  # fmt: skip
         else:
             opts = KorolovaOptions(
                 epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
                 serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
                 distinct=distinct_users, bounding=bounding, clamp=clamp_negative, K=K, b=b,
-                b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b,
+                b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b, max_users=max_users,
             )  # fmt: skip
             res = _korolova(opts, run_opts)
         emit(res, json_out, _human)
@@ -652,13 +674,7 @@ def zealous_command(
             "(Thm 2, corrected)",
         ),
     ] = "probabilistic",
-    max_users: Annotated[
-        int | None,
-        typer.Option(
-            "--max-users",
-            help="U: a public upper bound on the number of users (never read from the data)",
-        ),
-    ] = None,
+    max_users: MaxUsersOpt = None,
     tau: Annotated[
         int | None,
         typer.Option("--tau", help="first threshold τ (default: Prop. 4's ⌈2m/ε⌉; 1 for Thm 2)"),
@@ -674,6 +690,7 @@ def zealous_command(
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
+    provenance: ProvenanceOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -683,7 +700,8 @@ def zealous_command(
         kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
-                              spark_master=spark_master, fingerprint=fingerprint)  # fmt: skip
+                              spark_master=spark_master, fingerprint=fingerprint,
+                              provenance=provenance)  # fmt: skip
         res = _zealous(
             run_opts, epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
             guarantee=guarantee, users=max_users, tau=tau, lam=lam, tau_prime=tau_prime,
@@ -707,6 +725,7 @@ def kanon_command(
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
+    provenance: ProvenanceOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -716,7 +735,8 @@ def kanon_command(
         kw = reader.kwargs()
         run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
-                              spark_master=spark_master, fingerprint=fingerprint)  # fmt: skip
+                              spark_master=spark_master, fingerprint=fingerprint,
+                              provenance=provenance)  # fmt: skip
         emit(_kanon(run_opts, k=k), json_out, _human)
 
     run(body)

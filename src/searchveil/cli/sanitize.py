@@ -15,6 +15,7 @@ from searchveil.cli._common import (
     OutDirOpt,
     OutFmtOpt,
     OverwriteOpt,
+    ProvenanceOpt,
     SeedOpt,
     emit,
     out_console,
@@ -23,7 +24,7 @@ from searchveil.cli._common import (
     with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import check_release_dir
+from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.release import write_release
 from searchveil.release.ump import UmpParams, release_ump
@@ -61,6 +62,7 @@ def _human(r: dict[str, Any]) -> None:
         )
     if r["seeded"]:
         t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
+    t.add_row("private provenance (do not publish)", r["provenance"])
     out_console.print(t)
     out_console.print(
         "note: the counts x_ij come from the private log; only the sampling is covered by "
@@ -124,12 +126,14 @@ def register(app: typer.Typer) -> None:
         seed: SeedOpt = None,
         output_format: OutFmtOpt = "tsv",
         overwrite: OverwriteOpt = False,
+        provenance: ProvenanceOpt = None,
         reader: ReaderOptions = READER_DEFAULT,
         json_out: JsonOpt = False,
     ) -> None:
         """Hong et al. EDBT 2012: optimal output counts per (query, url) pair under the
         per-user privacy constraints, then multinomial sampling of user ids. Writes `log`
-        (AnonID, Query, ClickURL, Count) and `counts` (query, url, x_ij) + ledger.json."""
+        (AnonID, Query, ClickURL, Count) and `counts` (query, url, x_ij) + ledger.json, and the
+        private provenance record (solver figures, metrics) beside the release."""
 
         def body() -> None:
 
@@ -151,7 +155,7 @@ def register(app: typer.Typer) -> None:
                 sensitivity=sensitivity,
             )  # fmt: skip
             kw = reader.kwargs()
-            check_release_dir(out, fmt=output_format, overwrite=overwrite)
+            check_release_dir(out, fmt=output_format, overwrite=overwrite, provenance=provenance)
             with progress(not json_out) as step:
                 done = step(f"reading {input.name}")
                 log = read_log(input, **kw)
@@ -159,10 +163,11 @@ def register(app: typer.Typer) -> None:
                 done = step(f"solving {params.objective} ({params.method}) and sampling")
                 rel = release_ump(log, params, rng=make_rng(seed))
                 done()
-            write_release(rel, out, fmt=output_format, overwrite=overwrite)
+            write_release(rel, out, fmt=output_format, overwrite=overwrite, provenance=provenance)
             led = rel.ledger
             res = {
                 "out": str(out),
+                "provenance": str(provenance_path(out, provenance)),
                 "objective": objective,
                 "notion": led["notion"],
                 "epsilon": led["epsilon"],
@@ -173,7 +178,7 @@ def register(app: typer.Typer) -> None:
                 "metrics": rel.report["metrics"],
                 "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
                 "outputs": {k: v.height for k, v in rel.tables.items()},
-                "count_noise": led.get("count_noise"),
+                "count_noise": rel.report.get("count_noise"),
                 "counts_are_private": False,
             }
             if not math.isfinite(res["b"]):

@@ -9,9 +9,29 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, OverwriteOpt, SeedOpt, emit, out_console, progress, run
+from searchveil.cli._common import (
+    JsonOpt,
+    OverwriteOpt,
+    ProvenanceOpt,
+    SeedOpt,
+    emit,
+    out_console,
+    progress,
+    run,
+)
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import write_json_atomic
+from searchveil.io.graphs import (
+    NodeUniverse,
+    node_universe_of_graph_file,
+    node_universe_range,
+    read_node_list,
+)
+from searchveil.io.ledger import (
+    build_provenance,
+    provenance_path,
+    write_json_atomic,
+    write_private_json,
+)
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
 from searchveil.social.accuracy import corollary1
@@ -28,6 +48,43 @@ from searchveil.social.utility import utility_from_name
 
 GraphOpt = Annotated[Path, typer.Option("--graph", help="SNAP edge list (read as undirected)")]
 EpsOpt = Annotated[float, typer.Option("--epsilon", help="privacy parameter ε (required)")]
+NodeListOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--node-list",
+        help="PUBLIC node universe: a file with one node id per line (isolated nodes are "
+        "candidates too)",
+    ),
+]
+NodesOpt = Annotated[int | None, typer.Option("--nodes", help="PUBLIC node universe: ids 0..N-1")]
+PublicNodeSetOpt = Annotated[
+    bool,
+    typer.Option(
+        "--public-node-set",
+        help="declare that the node ids occurring in --graph are public and use them as the "
+        "universe (only if that set really is public)",
+    ),
+]
+
+
+def node_universe(
+    graph: Path, node_list: Path | None, nodes: int | None, public_node_set: bool
+) -> NodeUniverse:
+    """The public node universe from exactly one of --node-list, --nodes, --public-node-set."""
+    given = [x for x in (node_list is not None, nodes is not None, public_node_set) if x]
+    if len(given) != 1:
+        raise InvalidParameterError(
+            "node universe",
+            "none" if not given else "several",
+            "exactly one of --node-list FILE, --nodes N or --public-node-set: the node set is "
+            "the output domain and must be public (it is never taken from the private edges "
+            "unless you declare them public)",
+        )
+    if node_list is not None:
+        return read_node_list(node_list)
+    if nodes is not None:
+        return node_universe_range(nodes)
+    return node_universe_of_graph_file(graph)
 
 
 def _human_recommend(r: dict[str, Any]) -> None:
@@ -36,13 +93,21 @@ def _human_recommend(r: dict[str, Any]) -> None:
     t.add_column("", justify="right")
     g = r["graph"]
     t.add_row(
-        "graph", f"{g['nodes']:,} nodes, {g['edges']:,} edges, max degree {g['max_degree']:,}"
+        "graph (private figures)",
+        f"{g['nodes']:,} nodes, {g['edges']:,} edges, max degree {g['max_degree']:,}",
     )
+    t.add_row("public node universe", f"{r['universe']['nodes']:,} nodes")
     t.add_row("utility", r["utility"]["utility"])
     t.add_row("ε per target (edges not incident to it)", f"{r['epsilon_per_target']:.6g}")
+    t.add_row(
+        "ε for an edge incident to no target (all recommendations)",
+        f"{r['epsilon_edges_not_incident_to_any_target']:.6g}",
+    )
+    t.add_row("edges incident to a target", "no guarantee to whoever sees its recommendation")
     t.add_row("targets / recommended", f"{r['targets']:,} / {r['recommended']:,}")
     t.add_row("seconds", f"{r['seconds']:.2f}")
     t.add_row("seeded (not for release)", str(r["seeded"]))
+    t.add_row("private provenance (do not publish)", r["provenance"])
     out_console.print(t)
 
 
@@ -106,13 +171,20 @@ def register(app: typer.Typer) -> None:
             list[int] | None, typer.Option("--target", help="target node id (repeatable)")
         ] = None,
         all_targets: Annotated[
-            bool, typer.Option("--all-targets", help="one recommendation for every node")
+            bool,
+            typer.Option("--all-targets", help="one recommendation for every node of the universe"),
         ] = False,
+        node_list: NodeListOpt = None,
+        nodes: NodesOpt = None,
+        public_node_set: PublicNodeSetOpt = False,
         seed: SeedOpt = None,
         overwrite: OverwriteOpt = False,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """One ε-DP recommendation per target; writes recommendations.tsv + ledger.json."""
+        """One ε-DP recommendation per target (for edges not incident to it) over a PUBLIC node
+        universe; writes recommendations.tsv + ledger.json, and the private provenance record
+        beside them."""
 
         def body() -> dict[str, Any]:
             if not target and not all_targets:
@@ -122,12 +194,13 @@ def register(app: typer.Typer) -> None:
             if target and all_targets:
                 raise InvalidParameterError("target", target, "either --target or --all-targets")
             util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
+            universe = node_universe(graph, node_list, nodes, public_node_set)
             with progress(not json_out) as step:
                 done = step("recommending")
                 res = release_recommendations(
-                    graph, out, utility=util, mechanism_name=mechanism, epsilon=epsilon,
-                    targets=None if all_targets else target, rng=make_rng(seed),
-                    overwrite=overwrite,
+                    graph, out, universe=universe, utility=util, mechanism_name=mechanism,
+                    epsilon=epsilon, targets=None if all_targets else target,
+                    rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
                 )  # fmt: skip
                 done()
             return res
@@ -181,7 +254,11 @@ def register(app: typer.Typer) -> None:
         per_target: Annotated[
             bool, typer.Option("--per-target", help="include per-target accuracies in --json")
         ] = False,
+        node_list: NodeListOpt = None,
+        nodes: NodesOpt = None,
+        public_node_set: PublicNodeSetOpt = False,
         seed: SeedOpt = None,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """The thesis's §5.5 experiments on a graph (accuracy CDFs, bound, findings)."""
@@ -200,24 +277,31 @@ def register(app: typer.Typer) -> None:
             )
             if ledger_path is None:
                 raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
-            for p in (report, ledger_path):
+            prov_path = provenance_path(ledger_path, provenance)
+            for p in (report, ledger_path, prov_path):
                 if p is not None and not p.parent.exists():
                     raise InvalidParameterError("report", str(p), "a path whose directory exists")
+            universe = node_universe(graph, node_list, nodes, public_node_set)
             rng = make_rng(seed)
             with progress(not json_out) as step:
                 done = step(f"reading {graph.name}")
-                g = load_graph(graph)
+                g = load_graph(graph, universe)
                 done()
                 res = run_experiments(g, rng, cfg, step=step)
-            led = experiment_ledger(g, rng, cfg)
-            led["results_summary"] = public_result(res)["runs"]
+            led = experiment_ledger(g, rng, cfg, universe)
+            prov = build_provenance(
+                inputs=[{**g.describe(), "role": "graph", "path": str(graph)}],
+                figures={"results_summary": public_result(res)["runs"]},
+            )
             html = social_report(res) if report else None
             write_json_atomic(ledger_path, led)
+            write_private_json(prov_path, prov)
             if html is not None and report is not None:
                 write_report(report, html)
             out = public_result(res, per_target=per_target)
             out["report"] = str(report) if report else None
             out["ledger_path"] = str(ledger_path)
+            out["provenance"] = str(prov_path)
             out["seeded"] = bool(led.get("seeded"))
             return out
 

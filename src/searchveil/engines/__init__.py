@@ -4,7 +4,7 @@ definition in :mod:`searchveil.release`.
 
 Each engine (a subclass of :class:`searchveil.engines.base.Engine`) offers
 ``bounded_counts(path, algorithm, params)`` → a :class:`~searchveil.release.counts.BoundedCounts`
-(per-item counts after contribution bounding, report figures, the ledger's input record), which
+(per-item counts after contribution bounding, report figures, the private input record), which
 ``release_korolova_counts`` / ``release_zealous_counts`` turn into a release
 (:func:`run_release`):
 

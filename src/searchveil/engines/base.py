@@ -115,4 +115,4 @@ class Engine(ABC):
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
-        """What the ledger records of the engine (name, version, plan)."""
+        """What the provenance record keeps of the engine (name, version, plan)."""

@@ -9,9 +9,10 @@ distinct items so far) handed from chunk to chunk. Only the kept items (≤ d pe
 normalised, hashed or grouped, so the cost is one scan plus work proportional to users × d.
 
 Inputs stream in chunks: a ``.gz`` file is inflated by ISA-L in a reader thread (it releases
-the GIL, and hashes the compressed bytes for the ledger as it reads them) while Polars parses
-and bounds the previous chunk; Parquet arrives as Polars batches. Memory is bounded by a few
-chunks plus the kept items, which are folded into counts every few million rows.
+the GIL, and hashes the compressed bytes for the provenance record as it reads them) while
+Polars parses and bounds the previous chunk; Parquet arrives as Polars batches. Memory is
+bounded by a few chunks plus the kept items, which are folded into counts every few million
+rows.
 
 Exactly the in-memory definitions (``searchveil.model``, ``searchveil.bounding``):
 
@@ -42,15 +43,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.engines.base import BoundingPlan, HistogramParams
 from searchveil.engines.rows import start_fingerprint
 from searchveil.errors import InputFormatError, InternalError, InvalidParameterError
-from searchveil.io.readers import AOL_COLUMNS
+from searchveil.io.files import PARQUET_DAMAGED, check_parquet, decompress_problem
+from searchveil.io.readers import AOL_COLUMNS, ragged_problem
 from searchveil.model import PAIR_SEP, normalize_query
 
-__all__ = ["NotGrouped", "ordered_counts", "BLOCK_BYTES"]
+__all__ = ["NotGrouped", "ordered_counts", "validate_aol_text", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
 FIRST_BLOCK_BYTES = 1 << 21  # the first chunk: 2 MiB, doubling up to BLOCK_BYTES
@@ -182,7 +185,7 @@ class TextBlocks:
         item = self._q.get()
         if isinstance(item, Exception):
             self._stop.set()
-            raise InputFormatError(str(self.path), f"cannot read: {item}") from None
+            raise InputFormatError(str(self.path), decompress_problem(item)) from item
         return item  # type: ignore[no-any-return,unused-ignore]
 
     def __iter__(self) -> Iterator[bytes]:
@@ -261,45 +264,132 @@ def _canonical(df: Any, user_numeric: bool, with_url: bool) -> Any:
     return df.select(cols)
 
 
+ENGINE_LAYOUT = (
+    "--engine polars and --engine spark read the AOL layout only (tab-separated, header "
+    "AnonID Query QueryTime ItemRank ClickURL); for another layout use --engine memory with "
+    "--user-col/--query-col/... or --profile"
+)
+_BAD_ROWS_HINT = "--on-bad-rows skip drops such rows"
+
+
+def _tab_count(b: bytes) -> int:
+    return int(np.count_nonzero(np.frombuffer(b, np.uint8) == 9))
+
+
+def _block_lines(b: bytes) -> list[bytes]:
+    """The physical lines of a block (whole lines; the last may lack its newline)."""
+    lines = b.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def check_block(path: Path, b: bytes, n: int, first_line: int) -> list[int]:
+    """Find the first line of block ``b`` (``first_line`` = the file's line number of its first
+    line) that is not ``n`` tab-separated UTF-8 fields without NUL bytes, and raise
+    :class:`InputFormatError` naming it; with none, return the indexes of the block's blank
+    lines (which the in-memory reader skips too). The slow path of :func:`_tsv_source`: it
+    runs only when a block's totals show a problem."""
+    blank = []
+    for i, raw in enumerate(_block_lines(b)):
+        line = raw.rstrip(b"\r")
+        if not line.strip():
+            blank.append(i)
+            continue
+        where = first_line + i
+        if b"\0" in line:
+            raise InputFormatError(str(path), "NUL byte in a text file (is it binary?)", where)
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputFormatError(
+                str(path),
+                f"bytes {line[exc.start : exc.start + 4]!r} are not valid utf-8 (try --encoding, "
+                "e.g. gb18030 or latin-1)",
+                where,
+            ) from None
+        found = line.count(b"\t") + 1
+        if found != n:
+            raise InputFormatError(
+                str(path), f"{ragged_problem(n, found, chr(9))} ({_BAD_ROWS_HINT})", where
+            )
+    return blank
+
+
 def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
     blocks = TextBlocks(path)
-    names = [h.strip() for h in blocks.header.decode("utf-8", "replace").split("\t")]
+    try:
+        names = [h.strip() for h in blocks.header.decode("utf-8").split("\t")]
+    except UnicodeDecodeError:
+        blocks.close()
+        raise InputFormatError(
+            str(path), "the header is not valid utf-8 (try --encoding)", 1
+        ) from None
     missing = [c for c in AOL_COLUMNS if c not in names]
     if missing:
         blocks.close()
         raise InputFormatError(
-            str(path), f"the engines read the AOL layout; missing columns {missing}"
+            str(path), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}", 1
         )
     seen: set[str] = set()
     unique = []
     for i, n in enumerate(names):  # positional names for duplicates / blanks
         unique.append(n if n and n not in seen else f"_col{i}")
         seen.add(n)
-    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
-    idx = [names.index(c) for c in want]
+    n_fields = len(unique)
     schema: dict[str, Any] = {n: pl.String for n in unique}
     if user_numeric:
         schema["AnonID"] = pl.Int64
 
+    def read(b: bytes, sch: dict[str, Any]) -> pl.DataFrame:
+        # every column, not a projection: Polars then refuses a row with too many fields (and
+        # parses no slower), so the tab count below proves every row has exactly n_fields
+        return pl.read_csv(b, has_header=False, separator="\t", quote_char=None, schema=sch)
+
     def chunks() -> Iterator[pl.DataFrame]:
+        line = 2  # the file's line number of the block's first line (line 1: the header)
         for b in blocks:
             try:
-                df = pl.read_csv(
-                    b, has_header=False, separator="\t", quote_char=None, schema=schema,
-                    columns=idx,
-                )  # fmt: skip
+                df = read(b, schema)
             except pl.exceptions.PolarsError as exc:
                 if user_numeric:  # text ids? (then the whole pass restarts reading text)
                     try:
-                        pl.read_csv(
-                            b, has_header=False, separator="\t", quote_char=None,
-                            schema=schema | {"AnonID": pl.String}, columns=idx,
-                        )  # fmt: skip
+                        read(b, schema | {"AnonID": pl.String})
                     except pl.exceptions.PolarsError:
                         pass
                     else:
                         raise _NotNumeric from None
-                raise InputFormatError(str(path), f"malformed input: {exc}") from None
+                check_block(path, b, n_fields, line)  # names the line
+                last = line + b.count(b"\n")
+                raise InputFormatError(
+                    str(path),
+                    f"lines {line}-{last} cannot be read as the AOL layout ({n_fields} "
+                    "tab-separated fields as in the header)",
+                    line,
+                ) from exc
+            rows = df.height  # one per physical line, blank ones included (as null rows)
+            kept: np.ndarray | None = None
+            if b"\0" in b or _tab_count(b) != (n_fields - 1) * rows:
+                # raises on a bad line; else the totals differ only by blank lines
+                blank = check_block(path, b, n_fields, line)
+                if not blank or rows != len(_block_lines(b)):
+                    raise InternalError("a block's field count and its lines disagree")
+                mask = np.ones(rows, dtype=bool)
+                mask[blank] = False
+                kept = np.flatnonzero(mask)
+                df = df.filter(pl.Series(mask))
+            u = df.get_column("AnonID")
+            if user_numeric:
+                no_user = u.is_null() if u.null_count() else None
+            else:
+                no_user = u.str.strip_chars().fill_null("") == ""
+            if no_user is not None and no_user.any():
+                i = int(no_user.arg_true()[0])
+                at = line + (int(kept[i]) if kept is not None else i)
+                raise InputFormatError(
+                    str(path), f"user id in column 'AnonID' is missing ({_BAD_ROWS_HINT})", at
+                )
+            line += rows
             yield _canonical(df, user_numeric, with_url)
 
     ahead = _Prefetch(chunks())
@@ -311,16 +401,34 @@ def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
     return _Source(iter(ahead), blocks.sha256, close)
 
 
+def validate_aol_text(path: Path) -> None:
+    """Read an AOL-layout text file (``.gz`` or plain) through the same checks as the ordered
+    pass — header, field count of every line, UTF-8, NUL bytes, user ids — and raise
+    :class:`InputFormatError` naming the first bad line. For the plans that scan the file with
+    a lazy reader, which checks none of this (one extra read of the file)."""
+    for user_numeric in (True, False):
+        src = _tsv_source(path, False, user_numeric)
+        try:
+            for _ in src.chunks:
+                pass
+            return
+        except _NotNumeric:
+            continue
+        finally:
+            src.close()
+
+
 def _parquet_source(path: Path, with_url: bool, fingerprint: str) -> _Source:
+    check_parquet(path)
     lf = pl.scan_parquet(path)
     try:
         schema = lf.collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputFormatError(str(path), f"cannot read: {exc}") from None
+        raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
     missing = [c for c in AOL_COLUMNS if c not in schema.names()]
     if missing:
         raise InputFormatError(
-            str(path), f"the engines read the AOL layout; missing columns {missing}"
+            str(path), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
         )
     numeric = schema["AnonID"].is_integer()
     want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
@@ -333,7 +441,7 @@ def _parquet_source(path: Path, with_url: bool, fingerprint: str) -> _Source:
             plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
             yield from plan.collect_batches(chunk_size=max(1, batch))
         except pl.exceptions.PolarsError as exc:
-            raise InputFormatError(str(path), f"malformed input: {exc}") from None
+            raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
 
     return _Source(chunks(), sha.result, lambda: None)
 

@@ -1,5 +1,8 @@
 """Entry point of every engine release: :func:`run_release` (and :func:`make_engine`).
 
+The public ledger does not depend on the engine: which engine and plan ran, and the input
+record (path, SHA-256, exact rows and users), go to the private provenance record.
+
 Korolova and ZEALOUS ask the engine for bounded counts (``engine.bounded_counts``: the Polars
 ordered pass of :mod:`searchveil.engines.ordered`, Spark's window plan, or the row plan of
 :mod:`searchveil.engines.rows`) and hand them to ``release_korolova_counts`` /
@@ -22,6 +25,7 @@ from searchveil.engines.rows import (
     PLAN_ALGORITHMS,
     check_fingerprint,
     input_info,
+    input_record,
     reduced_rows,
     to_search_log,
 )
@@ -92,13 +96,14 @@ def run_release(
     release_kwargs: dict[str, Any] | None = None,
     fingerprint: str = "full",
 ) -> HistogramRelease:
-    """Bound on the engine, release in memory; the report and ledger name the engine.
+    """Bound on the engine, release in memory; the report and the provenance figures name the
+    engine (the public ledger does not).
 
     Korolova and ZEALOUS: the engine returns bounded counts (:class:`BoundedCounts`) and the
     release runs from them; k-anonymity: the engine returns the rows of the queries with ≥ k
-    users and the in-memory release runs on them. ``fingerprint``: the ledger's input hash,
-    ``full`` (SHA-256 of the file) or ``fast`` (Parquet only: SHA-256 of its footer and size;
-    see :mod:`searchveil.engines.rows`); the ledger's input record says which.
+    users and the in-memory release runs on them. ``fingerprint``: the input hash of the
+    provenance record, ``full`` (SHA-256 of the file) or ``fast`` (Parquet only: SHA-256 of its
+    footer and size; see :mod:`searchveil.engines.rows`); the private input record says which.
     """
     check_plan(algorithm, params, engine_name)
     check_fingerprint(fingerprint, Path(path))
@@ -117,8 +122,11 @@ def run_release(
         rel.report["engine_plan"] = bounded.plan
         if "rows_after_engine_bounding" in bounded.figures:
             rel.report["rows_after_engine_bounding"] = bounded.figures["rows_after_engine_bounding"]
+    # which engine and plan ran is private: the plan depends on the input's layout (whether
+    # each user's rows are contiguous), so it goes to the provenance record, not the ledger —
+    # and every engine then writes the same public ledger
     rel.report["engine"] = engine.describe()
-    rel.ledger["engine"] = engine.describe()
+    rel.figures["engine"] = engine.describe()
     return rel
 
 
@@ -130,8 +138,6 @@ def _run_kanon(
     rel: HistogramRelease = release_kanon(log, params, rng=rng)
     rel.report["rows_after_engine_bounding"] = reduced.height
     rel.report["users"] = totals["users"]
-    for inp in rel.ledger.get("inputs", []):
-        inp["users"] = totals["users"]
-        inp["rows"] = totals["rows"]
-        inp["fingerprint"] = fp
+    # the private input record is the whole file's (the release saw only the reduced rows)
+    rel.inputs = [input_record(path, sha, totals["rows"], totals["users"], normalize, fp)]
     return rel

@@ -8,9 +8,15 @@ from typing import Any
 import polars as pl
 
 from searchveil.engines.base import Engine, HistogramParams
-from searchveil.engines.ordered import NotGrouped, ordered_counts
+from searchveil.engines.ordered import (
+    ENGINE_LAYOUT,
+    NotGrouped,
+    ordered_counts,
+    validate_aol_text,
+)
 from searchveil.engines.rows import input_record, rows_plan_counts
 from searchveil.errors import InputFormatError
+from searchveil.io.files import PARQUET_DAMAGED, check_parquet
 from searchveil.io.readers import AOL_COLUMNS, parse_time
 from searchveil.model import normalize_query
 from searchveil.release.counts import BoundedCounts
@@ -25,18 +31,22 @@ class PolarsEngine(Engine):
 
     def scan(self, path: str) -> pl.LazyFrame:
         p = Path(path)
+        self._path = str(p)
         if p.name.lower().endswith(".parquet"):
+            check_parquet(p)
             lf = pl.scan_parquet(p)
         else:
+            # the lazy reader checks no line (a short row becomes nulls): check them first
+            validate_aol_text(p)
             lf = pl.scan_csv(p, separator="\t", quote_char=None, infer_schema=False)
         try:
             cols = lf.collect_schema().names()
-        except (pl.exceptions.ComputeError, OSError) as exc:
-            raise InputFormatError(str(p), f"cannot read: {exc}") from None
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise InputFormatError(str(p), PARQUET_DAMAGED) from exc
         missing = [c for c in AOL_COLUMNS if c not in cols]
         if missing:
             raise InputFormatError(
-                str(p), f"the engines read the AOL layout; missing columns {missing}"
+                str(p), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
             )
         q = pl.col("Query").cast(pl.String).fill_null("")
         extra = (
@@ -116,11 +126,21 @@ class PolarsEngine(Engine):
             .select(key)
         )
 
+    def _unreadable(self, exc: Exception) -> InputFormatError:
+        """A failure while collecting a scan: the input (checked by :meth:`scan`) changed or is
+        damaged past its header."""
+        where = getattr(self, "_path", "the input")
+        return InputFormatError(
+            where,
+            "cannot be read as the AOL layout (damaged, or changed while it was read?); "
+            "`searchveil stats` on it names the first bad line",
+        )
+
     def collect(self, table: pl.LazyFrame) -> pl.DataFrame:
         try:
             return table.collect(engine="streaming")
-        except pl.exceptions.ComputeError as exc:
-            raise InputFormatError("<input>", f"malformed input: {exc}") from None
+        except pl.exceptions.PolarsError as exc:
+            raise self._unreadable(exc) from exc
 
     def collect_with_totals(
         self, plan: pl.LazyFrame, table: pl.LazyFrame
@@ -129,8 +149,8 @@ class PolarsEngine(Engine):
         tot = table.select(pl.len().alias("rows"), pl.col("user").n_unique())
         try:
             red, t = pl.collect_all([plan, tot], engine="streaming")
-        except pl.exceptions.ComputeError as exc:
-            raise InputFormatError("<input>", f"malformed input: {exc}") from None
+        except pl.exceptions.PolarsError as exc:
+            raise self._unreadable(exc) from exc
         return red, {"rows": int(t.item(0, "rows")), "users": int(t.item(0, "user"))}
 
     def totals(self, table: pl.LazyFrame) -> dict[str, int]:

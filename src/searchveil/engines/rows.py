@@ -13,8 +13,9 @@ This is the fallback of the Polars engine (input whose users' rows are not conti
 plan of k-anonymity on both engines. The reduced rows are collected into an ordinary
 :class:`~searchveil.model.SearchLog`; for Korolova and ZEALOUS the in-memory bounding
 (idempotent on them: first-d of a first-d selection is the same selection) turns them into
-:class:`~searchveil.release.counts.BoundedCounts` (:func:`rows_plan_counts`). The ledger's input
-record is the full input's (file SHA-256 streamed in a thread, total rows and users).
+:class:`~searchveil.release.counts.BoundedCounts` (:func:`rows_plan_counts`). The private input
+record (provenance, never the public ledger) is the full input's (file SHA-256 streamed in a
+thread, total rows and users).
 
 Input fingerprints (``fingerprint``): ``full`` — the SHA-256 of the file's bytes, hashed in a
 thread while the engine reads; ``fast`` (Parquet only) — the SHA-256 of the file size and the
@@ -22,7 +23,7 @@ Parquet footer (schema, every row group's offsets, sizes, row counts and column 
 which reads a few KB instead of the whole file. ``fast`` identifies the file as written by its
 writer, not byte for byte: two files with equal footers and sizes but different data pages get
 the same fingerprint (a rewrite by any Parquet writer changes offsets or statistics, but a
-deliberate in-place edit of page bytes need not). The ledger's input record says which
+deliberate in-place edit of page bytes need not). The private input record says which
 (``fingerprint``: ``full`` | ``fast``).
 """
 
@@ -193,8 +194,9 @@ def input_info(path: Path, sha: str, rows: int, normalize: bool) -> InputInfo:
 def input_record(
     path: Path, sha: str, rows: int, users: int, normalize: bool, fingerprint: str = "full"
 ) -> dict[str, Any]:
-    """The ledger's input record of a file an engine read whole (``fingerprint`` says how
-    ``sha256`` was computed: ``full`` | ``fast``)."""
+    """The private input record (for the provenance record, never the public ledger) of a file
+    an engine read whole (``fingerprint`` says how ``sha256`` was computed: ``full`` |
+    ``fast``)."""
     return input_info(path, sha, rows, normalize).to_dict(users=users) | {
         "fingerprint": fingerprint
     }

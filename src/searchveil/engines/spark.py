@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
 from searchveil.engines.base import BoundingPlan, Engine, HistogramParams
+from searchveil.engines.ordered import ENGINE_LAYOUT
 from searchveil.engines.rows import input_record, start_fingerprint
 from searchveil.engines.spark_ordered import (
     GROUP_KEYS,
@@ -51,6 +52,11 @@ from searchveil.release.korolova import KorolovaParams
 PLAN_NAME = "spark window plan"
 ORDERED_PLAN_NAME = "spark ordered pass"
 SPARK_PLANS = ("auto", "ordered", "window")
+SPARK_UNREADABLE = (
+    "Spark could not read it as the AOL layout (a row with the wrong number of fields, or a "
+    "damaged .gz or Parquet file?); `searchveil stats` on it names the first bad line "
+    "(SEARCHVEIL_DEBUG=1 shows Spark's own message)"
+)
 # PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it);
 # without it the engine runs the window plan
 HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
@@ -118,7 +124,10 @@ class SparkEngine(Engine):
             )
         missing = [c for c in AOL_COLUMNS if c not in df.columns]
         if missing:
-            raise InputFormatError(path, f"the engines read the AOL layout; missing {missing}")
+            raise InputFormatError(
+                path, f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
+            )
+        self._path = path
         return df
 
     def scan(self, path: str) -> Any:
@@ -220,7 +229,7 @@ class SparkEngine(Engine):
         try:
             arrow = table.toArrow()
         except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError("<input>", f"Spark could not read the input: {exc}") from None
+            raise InputFormatError(getattr(self, "_path", "the input"), SPARK_UNREADABLE) from exc
         return pl.DataFrame(pl.from_arrow(arrow))
 
     def totals(self, table: Any) -> dict[str, int]:
@@ -260,7 +269,7 @@ class SparkEngine(Engine):
         except (InputFormatError, InvalidParameterError):
             raise
         except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError(str(path), f"Spark could not read the input: {exc}") from None
+            raise InputFormatError(str(path), SPARK_UNREADABLE) from exc
         counts, figures, rows = result
         if rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")

@@ -103,7 +103,11 @@ def _read_table(release_dir: Path, name: str, spec: dict[str, Any]) -> pl.DataFr
             truncate_ragged_lines=False,
         )
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise InputFormatError(str(path), f"cannot read release table: {exc}") from None
+        raise InputFormatError(
+            str(path),
+            f"cannot read the release table {name!r} as {fmt} (written by searchveil: was the "
+            "release directory changed or copied incompletely?)",
+        ) from exc
 
 
 def _counts(df: pl.DataFrame, path: str) -> pl.Expr:

@@ -122,7 +122,7 @@ def run_setting(
     if setting.mechanism == "select":
         sp = SelectParams(strategy=o.get("strategy", "gaussian"), epsilon=epsilon, delta=delta,
                           d=_int(setting, "d", 20))  # fmt: skip
-        return release_select(log, sp, rng=rng)
+        return release_select(log, sp, rng=rng, max_users=max_users)
     if setting.mechanism == "korolova":
         urls = o.get("urls", "private")
         if urls not in ("private", "none"):
@@ -138,7 +138,7 @@ def run_setting(
             split=split,
             threshold_rule=o.get("rule", "exact"),
         )
-        return release_korolova(log, p, rng=rng, budget=(epsilon, delta))
+        return release_korolova(log, p, rng=rng, budget=(epsilon, delta), max_users=max_users)
     if setting.mechanism == "zealous":
         guarantee = o.get("guarantee", "probabilistic")
         if guarantee == "probabilistic" and max_users is None:
@@ -172,8 +172,9 @@ def compare_settings(
 ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]]]:
     """Run and evaluate every setting; returns ([(label, evaluation)], [(label, why failed)]).
 
-    Each release is written to a private temporary directory (deleted afterwards) and read back
-    through its ledger, so it is evaluated exactly as ``searchveil evaluate`` would."""
+    Each release is written to a private temporary directory (deleted afterwards, with its
+    provenance record) and read back through its ledger, so it is evaluated exactly as
+    ``searchveil evaluate`` would; the private report is taken from the release object."""
 
     original = original_histograms(log)
     runs: list[tuple[str, dict[str, Any]]] = []

@@ -20,12 +20,19 @@ Decisions:
   edge exist (a node seen only in a self-loop does not).
 * The adjacency is a ``scipy.sparse.csr_matrix`` of ``int8`` ones with sorted indices,
   symmetric when undirected; ``adjacency @ x`` is one sparse mat-vec.
+* **A public node universe** (:class:`NodeUniverse`, ``read_edge_list(..., universe=)``): when
+  the set of nodes is public (a node-list file, ids ``0..N−1``, or the graph file's own node set
+  *declared* public), the graph has exactly those nodes — isolated ones included — indexed in
+  increasing id order, and an edge naming a node outside it is an :class:`InputFormatError`.
+  A release whose output domain is the node set (social recommendations) needs this: taken from
+  the private edge list, a node seen in one edge would exist only when that edge does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +44,15 @@ import scipy.sparse as sp
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import file_sha256
 
-__all__ = ["Graph", "read_edge_list", "graph_from_edges"]
+__all__ = [
+    "Graph",
+    "NodeUniverse",
+    "read_edge_list",
+    "read_node_list",
+    "node_universe_range",
+    "node_universe_of_graph_file",
+    "graph_from_edges",
+]
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,90 @@ class Graph:
             "directed": self.directed,
             "max_degree": int(deg.max()) if deg.size else 0,
         }
+
+
+@dataclass(frozen=True)
+class NodeUniverse:
+    """A *public* set of node ids (sorted, unique) and the public ledger's record of it (role,
+    where it comes from, its size and, when it was read from a file, a SHA-256)."""
+
+    ids: npt.NDArray[np.int64]
+    record: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        return int(self.ids.size)
+
+    def index_of(self, node_ids: npt.ArrayLike, *, what: str = "target") -> npt.NDArray[np.int64]:
+        """Positions of ``node_ids`` in the universe (a typed error for an id outside it)."""
+        ids = np.asarray(node_ids, dtype=np.int64).ravel()
+        pos = np.minimum(np.searchsorted(self.ids, ids), max(self.size - 1, 0))
+        bad = ids[(self.ids[pos] != ids)] if self.size else ids
+        if bad.size:
+            raise InvalidParameterError(what, int(bad[0]), "a node id of the public node universe")
+        return pos.astype(np.int64)
+
+
+def _ids_sha256(ids: npt.NDArray[np.int64]) -> str:
+    """SHA-256 of the canonical text of a node set: the sorted ids, one per line."""
+    text = "".join(f"{int(x)}\n" for x in ids)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _universe(ids: npt.ArrayLike, **record: Any) -> NodeUniverse:
+    arr = np.unique(np.asarray(ids, dtype=np.int64))
+    if arr.size == 0:
+        raise InvalidParameterError("nodes", 0, "a node universe with at least one node")
+    return NodeUniverse(ids=arr, record={"role": "node universe", **record, "nodes": int(arr.size)})
+
+
+def node_universe_range(n: int) -> NodeUniverse:
+    """The public universe ``0..n−1`` (``--nodes N``)."""
+    if not isinstance(n, int | np.integer) or isinstance(n, bool) or not 1 <= n <= 2**31:
+        raise InvalidParameterError("nodes", n, "an integer N in [1, 2^31] (ids 0..N-1)")
+    arr = np.arange(int(n), dtype=np.int64)
+    return NodeUniverse(
+        ids=arr, record={"role": "node universe", "source": f"ids 0..{n - 1} (--nodes {n})",
+                         "nodes": int(n)},
+    )  # fmt: skip
+
+
+def read_node_list(path: str | os.PathLike[str]) -> NodeUniverse:
+    """A public node-list file: one integer node id per line (``#`` comments and blank lines
+    ignored, duplicates merged). The ledger records its name, SHA-256 and size."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFormatError(str(p), "no such node-list file")
+    ids: list[int] = []
+    with p.open("r", encoding="utf-8", errors="strict") as fh:
+        try:
+            for i, line in enumerate(fh, start=1):
+                t = line.strip()
+                if not t or t.startswith("#"):
+                    continue
+                try:
+                    ids.append(int(t))
+                except ValueError:
+                    raise InputFormatError(
+                        str(p), f"expected one integer node id, got {t[:80]!r}", line=i
+                    ) from None
+        except UnicodeDecodeError as e:
+            raise InputFormatError(str(p), f"not UTF-8 text: {e}") from None
+    return _universe(ids, file=p.name, sha256=file_sha256(p), source="node-list file")
+
+
+def node_universe_of_graph_file(path: str | os.PathLike[str]) -> NodeUniverse:
+    """The node ids that occur in a graph file's edges, which the data holder *declares*
+    public (``--public-node-set``): the ledger records the size and the SHA-256 of the sorted id
+    list, never the graph file's own hash."""
+    src, dst, _ = _edge_arrays(Path(path))
+    arr = np.unique(np.concatenate([src, dst]))
+    return _universe(
+        arr, sha256=_ids_sha256(arr),
+        source="the node ids of the graph file, declared public by the data holder "
+        "(--public-node-set); sha256 of the sorted ids, one per line",
+        declared_by="data holder",
+    )  # fmt: skip
 
 
 def graph_from_edges(
@@ -126,9 +225,8 @@ def graph_from_edges(
     return Graph(adjacency=adj, node_ids=ids.astype(np.int64), directed=not undirected, info=meta)
 
 
-def read_edge_list(path: str | os.PathLike[str], *, undirected: bool) -> Graph:
-    """Read a SNAP edge list (``#`` comments, tab or space separated, ``.gz`` ok)."""
-    p = Path(path)
+def _edge_arrays(p: Path) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]:
+    """The two id columns of a SNAP edge list and the line numbers of its edges."""
     if not p.is_file():
         raise InputFormatError(str(p), "no such file")
     try:
@@ -142,7 +240,11 @@ def read_edge_list(path: str | os.PathLike[str], *, undirected: bool) -> Graph:
             infer_schema=False,
         )
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as e:
-        raise InputFormatError(str(p), f"cannot be read as text: {e}") from None
+        raise InputFormatError(
+            str(p),
+            "cannot be read as a text edge list: not UTF-8 text, or a damaged .gz "
+            "(SEARCHVEIL_DEBUG=1 shows the reader's own message)",
+        ) from e
     lines = raw.with_row_index("lineno", offset=1).with_columns(pl.col("line").str.strip_chars())
     lines = lines.filter(
         pl.col("line").is_not_null() & (pl.col("line") != "") & ~pl.col("line").str.starts_with("#")
@@ -162,5 +264,34 @@ def read_edge_list(path: str | os.PathLike[str], *, undirected: bool) -> Graph:
     dst = parts["2"].cast(pl.Int64, strict=False)
     if src.null_count() or dst.null_count():
         raise InputFormatError(str(p), "a node id does not fit in a 64-bit integer")
-    info = {"file": p.name, "sha256": file_sha256(p), "edge_lines": int(parts.height)}
-    return graph_from_edges(src.to_numpy(), dst.to_numpy(), undirected=undirected, info=info)
+    return src.to_numpy(), dst.to_numpy(), parts.get_column("lineno").to_numpy()
+
+
+def read_edge_list(
+    path: str | os.PathLike[str], *, undirected: bool, universe: NodeUniverse | None = None
+) -> Graph:
+    """Read a SNAP edge list (``#`` comments, tab or space separated, ``.gz`` ok).
+
+    ``universe``: a public node set; the graph then has exactly its nodes (isolated ones
+    included, node ``i`` = ``universe.ids[i]``) and an edge naming another id is an error."""
+    p = Path(path)
+    src, dst, lineno = _edge_arrays(p)
+    info = {"file": p.name, "sha256": file_sha256(p), "edge_lines": int(src.size)}
+    if universe is None:
+        return graph_from_edges(src, dst, undirected=undirected, info=info)
+    ids = universe.ids
+    n = universe.size
+    ps = np.minimum(np.searchsorted(ids, src), n - 1)
+    pd_ = np.minimum(np.searchsorted(ids, dst), n - 1)
+    ok = (ids[ps] == src) & (ids[pd_] == dst)
+    if not ok.all():
+        i = int(np.argmin(ok))
+        x = int(src[i]) if ids[ps[i]] != src[i] else int(dst[i])
+        raise InputFormatError(
+            str(p),
+            f"node id {x} is not in the public node universe ({universe.size:,} nodes, "
+            f"{universe.record.get('source') or universe.record.get('file')})",
+            line=int(lineno[i]),
+        )
+    g = graph_from_edges(ps, pd_, undirected=undirected, n_nodes=n, info=info)
+    return replace(g, node_ids=ids.astype(np.int64))

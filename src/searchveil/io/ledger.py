@@ -48,6 +48,7 @@ from searchveil.errors import (
     InvalidParameterError,
     OutputExistsError,
 )
+from searchveil.io.files import file_sha256
 from searchveil.rng import RandomSource, secure_token
 from searchveil.validate import check_choice
 from searchveil.version import __version__
@@ -60,7 +61,9 @@ __all__ = [
     "read_ledger",
     "read_provenance",
     "provenance_path",
+    "public_file_record",
     "write_json_atomic",
+    "write_private_json",
     "write_text_atomic",
     "check_release_dir",
     "LEDGER_NAME",
@@ -341,6 +344,14 @@ def build_provenance(
     return out
 
 
+def public_file_record(path: str | os.PathLike[str], *, role: str, **fields: Any) -> dict[str, Any]:
+    """The ledger's record of a *public* input file (a SERP, a hierarchy, a node list): its
+    ``role``, its file name (not the path: where the data holder keeps it is not published) and
+    the SHA-256 of its bytes, plus ``fields`` (keys allowed in a public input record)."""
+    p = Path(path)
+    return {"role": role, "file": p.name, "sha256": file_sha256(p), **fields}
+
+
 def provenance_path(
     release_dir: str | os.PathLike[str], explicit: str | os.PathLike[str] | None = None
 ) -> Path:
@@ -398,6 +409,23 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_private_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Write a private record (e.g. a :func:`build_provenance` record of a command that writes
+    a ledger file rather than a release directory) atomically, owner-only (0600) from the
+    first byte."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.tmp-{secure_token()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+        os.replace(tmp, p)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return p
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:

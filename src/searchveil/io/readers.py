@@ -19,6 +19,7 @@ import dataclasses
 import gzip
 import io
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.files import file_sha256
+from searchveil.io.files import PARQUET_DAMAGED, check_parquet, decompress_problem, file_sha256
 from searchveil.io.profiles import PROFILE_NAMES, PROFILES
 from searchveil.io.trec import read_trec_session
 from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
@@ -180,8 +181,8 @@ def _raw_bytes(path: Path) -> bytes:
             with gzip.open(path, "rb") as f:
                 return f.read()
         return path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise InputFormatError(str(path), f"cannot read file: {exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise InputFormatError(str(path), decompress_problem(exc)) from exc
 
 
 def _line_of(data: bytes, pos: int) -> int:
@@ -484,8 +485,8 @@ def _finish(df: pl.DataFrame, path: Path, info: InputInfo, session_gap_minutes: 
 def _sniff(path: Path, fmt: str) -> str:
     if fmt != "auto":
         return fmt
-    if _is_parquet(path):
-        return "parquet"
+    if _is_parquet(path) or path.name.lower().endswith(".parquet"):
+        return "parquet"  # (a file named .parquet that is not one gets check_parquet's error)
     name = path.name.lower().removesuffix(".gz")
     if name.endswith(".seq"):
         return "msnbc"
@@ -580,12 +581,8 @@ def read_log(
         raise InputFormatError(str(p), "header only, no data rows")
     n = len(header)
     counts = lines.str.count_matches(sep, literal=True)
-    keep = bad.handle(
-        counts != n - 1,
-        line_numbers,
-        f"ragged row: expected {n} fields separated by {sep!r} as in the "
-        + ("header" if o.has_header else "first line"),
-    )
+    ragged = counts != n - 1
+    keep = bad.handle(ragged, line_numbers, _ragged_problem(ragged, counts, n, sep, o.has_header))
     lines, line_numbers = lines.filter(keep), line_numbers.filter(keep)
     raw = _split_fields(lines, sep, n)
     raw.columns = _dedupe(header)
@@ -606,6 +603,33 @@ def read_log(
         reader=o.to_dict(),
     )
     return _finish(df, p, info, o.session_gap_minutes)
+
+
+def sep_name(sep: str) -> str:
+    """A field separator in words (for messages)."""
+    return {"\t": "tabs", ",": "commas", ";": "semicolons", " ": "spaces"}.get(sep, repr(sep))
+
+
+def ragged_problem(n: int, found: int, sep: str, where: str = "the header") -> str:
+    """The message of a row whose field count differs from the header's."""
+    return (
+        f"ragged row: expected {n} fields separated by {sep_name(sep)} as in {where}, found {found}"
+    )
+
+
+def _ragged_problem(
+    ragged: pl.Series, counts: pl.Series, n: int, sep: str, has_header: bool
+) -> str:
+    if not ragged.any():
+        return ""
+    found = int(counts.filter(ragged)[0]) + 1
+    msg = ragged_problem(n, found, sep, "the header" if has_header else "the first line")
+    n_bad = int(ragged.sum() or 0)
+    if n_bad >= 10 and n_bad * 2 > ragged.len():  # most rows: the layout, not a few lines
+        msg += "; most rows differ, so check the layout: --delimiter (the field separator), " + (
+            "--no-header if the first line is data" if has_header else "--header"
+        )
+    return msg
 
 
 def _drop_absent_defaults(mapping: ColumnMapping, header: list[str]) -> ColumnMapping:
@@ -655,8 +679,8 @@ def _check_header(path: Path, header: list[str], mapping: ColumnMapping, kind: s
         )
         raise InputFormatError(
             str(path),
-            f"missing column(s) {', '.join(repr(c) for c in need)} in header {header!r}; "
-            "map columns with --user-col/--query-col/--time-col/--url-col/--rank-col",
+            f"missing column(s) {', '.join(repr(c) for c in need)} in header {_shown(header)}; "
+            + _header_hint(header, kind),
             1,
         )
     if optional_missing:
@@ -668,12 +692,44 @@ def _check_header(path: Path, header: list[str], mapping: ColumnMapping, kind: s
         )
 
 
+def _shown(header: list[str], limit: int = 200) -> str:
+    text = repr(header)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _header_hint(header: list[str], kind: str) -> str:
+    """Which options help when the header lacks the mapped columns."""
+    hints = []
+    one = header[0] if len(header) == 1 else ""
+    seps = [c for c in (",", ";", "|", "\t") if c in one]
+    if seps:
+        hints.append(
+            f"the first line has no field separator of this format but contains "
+            f"{sep_name(seps[0])}: pass --delimiter '{seps[0]}' (or --format csv to sniff it)"
+        )
+    looks_like_data = any(
+        h.strip().lstrip("-").isdigit() or (len(h) >= 10 and h[:4].isdigit() and h[4] == "-")
+        for h in header
+    )
+    if looks_like_data and not seps:
+        hints.append(
+            "the first line looks like data, not a header: pass --no-header (AOL column order) "
+            "or name columns by position, e.g. --no-header --user-col 1 --query-col 2"
+        )
+    hints.append(
+        "map columns with --user-col/--query-col/--time-col/--url-col/--rank-col, or choose a "
+        f"layout with --profile ({', '.join(PROFILE_NAMES)})"
+    )
+    return "; ".join(hints)
+
+
 def _read_parquet(p: Path, sha: str, o: ReaderOptions, bad: _BadRows) -> SearchLog:
     mapping = o.columns or ColumnMapping()
+    check_parquet(p)
     try:
         raw = pl.read_parquet(p)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputFormatError(str(p), f"cannot read as Parquet: {exc}") from None
+        raise InputFormatError(str(p), PARQUET_DAMAGED) from exc
     if o.columns is not None:
         mapping = _drop_absent_defaults(mapping, raw.columns)
     _check_header(p, raw.columns, mapping, "parquet")

@@ -25,6 +25,7 @@ defusedxml does, so entity expansion cannot blow up memory.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -47,8 +48,14 @@ def read_trec_session(path: Path, data: bytes) -> pl.DataFrame:
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:
-        line = exc.position[0] if exc.position else None
-        raise InputFormatError(str(path), f"not well-formed XML: {exc.msg}", line) from None
+        line, col = exc.position if exc.position else (None, None)
+        what = re.sub(r": line \d+, column \d+$", "", exc.msg)
+        if what == "no element found":
+            what = "the XML ends early (is the file truncated?)"
+        at = f" at column {col + 1}" if col is not None else ""
+        raise InputFormatError(
+            str(path), f"not well-formed XML{at}: {what} (TREC Session Track XML expected)", line
+        ) from None
     users: list[str] = []
     queries: list[str] = []
     ranks: list[int | None] = []

@@ -139,7 +139,9 @@ def gaussian_delta(*, sigma: float, d: int, epsilon: float) -> float:
 
 
 def _threshold_delta(sigma: float, tau: int, d: int) -> float:
-    p1 = float(DiscreteGaussian(sigma).sf(tau - 1))  # P[1 + Z ≥ τ]
+    # at the effective (rounded-up) σ the sampler draws with, not the requested one: a larger σ
+    # makes a single-user item more likely to cross τ (issue 21)
+    p1 = float(DiscreteGaussian(DiscreteGaussian(sigma).effective_sigma).sf(tau - 1))  # P[1+Z≥τ]
     return float(-np.expm1(d * np.log1p(-min(p1, 1 - 1e-300))))
 
 
@@ -188,7 +190,8 @@ class GaussianThreshold:
 
     def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
         nn = np.asarray(n, dtype=np.float64)
-        return np.asarray(DiscreteGaussian(self.sigma).sf(self.tau - nn))
+        sigma_eff = DiscreteGaussian(self.sigma).effective_sigma  # the sampler's σ
+        return np.asarray(DiscreteGaussian(sigma_eff).sf(self.tau - nn))
 
     def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
         counts = _distinct_counts(sets)

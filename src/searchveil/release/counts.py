@@ -22,7 +22,8 @@ __all__ = ["BoundedCounts", "count_by"]
 @dataclass
 class BoundedCounts:
     """What a histogram release needs from the data: per-item counts *after* contribution
-    bounding, a few report figures, and the ledger's record of the input.
+    bounding, a few report figures, and the private record of the input (for the provenance
+    record, never the public ledger).
 
     The in-memory path computes it from a :class:`~searchveil.model.SearchLog`
     (:func:`searchveil.release.korolova.korolova_counts`,
@@ -35,7 +36,7 @@ class BoundedCounts:
     ``counts``: name → frame of key columns + ``count`` (Int64); with seeded randomness the
     release sorts them by key before drawing noise, so a seeded draw order depends only on the
     counts (see :meth:`table`).
-    ``figures``: report figures (``users``, ``query_events``, ...). ``input``: the ledger's input
+    ``figures``: report figures (``users``, ``query_events``, ...). ``input``: the private input
     record (file, SHA-256, rows, users, ...). ``plan``: which engine plan computed them.
     """
 

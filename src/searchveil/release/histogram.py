@@ -1,5 +1,10 @@
 """Shared steps of the histogram releases: noise → threshold, the release value and writing it.
 
+A release carries two records (docs/privacy/published.md): the public ``ledger`` (written into
+the release directory) and the private figures — ``report``, ``inputs`` (the private input
+records: path, SHA-256, exact rows/users, reader options) and ``figures`` (engine, plan, ...) —
+which :func:`write_release` puts into the provenance record *beside* the release directory.
+
 Every step is a Polars expression on a frame of (bounded) counts (:mod:`searchveil.release.counts`),
 so a Spark engine can express the same steps; the noise is the exact discrete Laplace of
 :mod:`searchveil.mechanisms.noise` drawn from the injected ``rng``, one fresh draw per row.
@@ -14,11 +19,25 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil.io.ledger import ReleaseWriter
+from searchveil.errors import InvalidParameterError
+from searchveil.io.ledger import ReleaseWriter, build_provenance
 from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.params import single_user_check
 from searchveil.rng import RandomSource
 
-__all__ = ["noisy_counts", "noisy_threshold", "HistogramRelease", "write_release"]
+__all__ = [
+    "noisy_counts",
+    "noisy_threshold",
+    "HistogramRelease",
+    "write_release",
+    "delta_users_check",
+    "check_declared_users",
+    "users_bound_source",
+    "USER_NEIGHBOURS",
+]
+
+#: the neighbouring relation of every search-log release whose unit is a user
+USER_NEIGHBOURS = "add/remove one user's entire history"
 
 
 def noisy_counts(counts: pl.Series | np.ndarray, *, scale: float, rng: RandomSource) -> np.ndarray:
@@ -38,15 +57,58 @@ def noisy_threshold(
     return counts.filter(pl.Series(noisy > threshold))
 
 
+def delta_users_check(delta: float, max_users: int | None) -> dict[str, Any]:
+    """The public ledger's δ < 1/U check: against the bound U the user *declares*
+    (``--max-users``), never against the exact number of users (a statistic of the private
+    input). Without a declared bound the ledger says the check was not made publicly."""
+    if max_users is None:
+        return {
+            "checked": False,
+            "why": "no declared bound U on the number of users (--max-users); the check "
+            "against the exact count is in the private provenance record only",
+        }
+    return single_user_check(delta, max_users) | {
+        "checked": True,
+        "users_bound_source": "declared (--max-users)",
+    }
+
+
+def users_bound_source(max_users: int | None) -> str:
+    """How the *private* report's δ < 1/U check got U (the public ledger's uses only a declared
+    bound, :func:`delta_users_check`)."""
+    if max_users is not None:
+        return "declared (--max-users)"
+    return "exact number of users (private: not in the ledger, whose check needs --max-users)"
+
+
+def check_declared_users(max_users: int | None, exact_users: int) -> None:
+    """A declared bound the input violates is an error (the public δ < 1/U check, or the
+    guarantee that uses U, would not hold); nothing is written."""
+    if max_users is not None and exact_users > max_users:
+        raise InvalidParameterError(
+            "max-users",
+            max_users,
+            "a declared upper bound >= the number of users in the input (the input has more)",
+        )
+
+
 @dataclass
 class HistogramRelease:
-    """A computed release: output tables, the report (parameters, thresholds, noise scales,
-    counts kept/dropped) and the ledger dict. Write it with :func:`write_release`."""
+    """A computed release: output tables, the private report (parameters, thresholds, noise
+    scales, counts kept/dropped), the public ledger dict, and the private input records
+    (``inputs``) and figures (``figures``: engine, plan, ...) for the provenance record. Write it
+    with :func:`write_release`."""
 
     tables: dict[str, pl.DataFrame]
     report: dict[str, Any]
     ledger: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def provenance(self) -> dict[str, Any]:
+        """The private provenance record of this release (:func:`build_provenance`)."""
+        return build_provenance(inputs=self.inputs, report=self.report, figures=self.figures)
 
     @property
     def epsilon(self) -> float | None:
@@ -65,9 +127,14 @@ def write_release(
     *,
     fmt: str = "tsv",
     overwrite: bool = False,
+    provenance: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Write every table and ``ledger.json`` atomically; returns the written ledger."""
-    with ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite) as w:
+    """Write every table and the public ``ledger.json`` atomically into ``out_dir``, and the
+    private provenance record beside it (``<out_dir>.private.json``, or ``provenance``);
+    returns the written ledger."""
+    with ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite, provenance=provenance) as w:
         for name, df in release.tables.items():
             w.write_table(name, df)
-        return w.write_ledger(release.ledger)
+        led = w.write_ledger(release.ledger)
+        w.write_provenance(release.provenance())
+        return led

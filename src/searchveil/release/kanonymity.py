@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.io.ledger import build_ledger
 from searchveil.model import InputInfo, SearchLog, items, query_events
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import HistogramRelease
@@ -83,13 +83,15 @@ def release_kanon(log: SearchLog, params: KAnonParams, *, rng: RandomSource) -> 
     pairs = count_by(qp, ["query", "next_query"]).sort(
         ["count", "query", "next_query"], descending=[True, False, False]
     )
-    out_log = anon.sort(["user", "row"]).select(
+    # row order: a function of the published values only (the random id, then time and the
+    # other columns), not of the input's row order
+    out_log = anon.select(
         pl.col("user").alias("AnonID"),
         pl.col("query").alias("Query"),
         pl.col("time").dt.strftime("%Y-%m-%d %H:%M:%S").alias("QueryTime"),
         pl.col("rank").alias("ItemRank"),
         pl.col("url").alias("ClickURL"),
-    )
+    ).sort(["AnonID", "QueryTime", "Query", "ItemRank", "ClickURL"], nulls_last=True)
     report = {
         "mechanism": MECHANISM,
         "k": params.k,
@@ -102,9 +104,11 @@ def release_kanon(log: SearchLog, params: KAnonParams, *, rng: RandomSource) -> 
         "rows_released": out_log.height,
         "sessions_released": n,
     }
-    ledger = build_ledger_unchecked(
+    ledger = build_ledger(
         mechanism=MECHANISM,
         notion="k-anonymity (k-query anonymity, Adar 2007); NOT differential privacy",
+        neighbouring="none: k-anonymity is not differential privacy (no neighbouring relation "
+        "is protected)",
         epsilon=None,
         delta=None,
         parameters=params.to_dict()
@@ -112,16 +116,16 @@ def release_kanon(log: SearchLog, params: KAnonParams, *, rng: RandomSource) -> 
             "support": "distinct users per query",
             "ids": "fresh uniformly random id per session",
         },
-        inputs=[log.ledger_input()],
         rng=rng,
         events=[],
         extra={
             "reference": "Adar 2007; Götz et al. TKDE 2012 §2.2, §7",
-            "warning": "k-anonymity gives no protection against active attacks (Götz §3)",
+            "notes": "k-anonymity gives no protection against active attacks (Götz §3)",
         },
     )
     return HistogramRelease(
         tables={"queries": queries, "keywords": keywords, "query_pairs": pairs, "log": out_log},
         report=report,
         ledger=ledger,
+        inputs=[log.ledger_input()],
     )

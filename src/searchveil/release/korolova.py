@@ -45,8 +45,7 @@ import polars as pl
 
 from searchveil.bounding import bound_contributions
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.files import file_sha256
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.io.ledger import build_ledger, public_file_record
 from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items, normalize_query
@@ -62,9 +61,13 @@ from searchveil.params import (
 )
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.histogram import (
+    USER_NEIGHBOURS,
     HistogramRelease,
+    check_declared_users,
+    delta_users_check,
     noisy_counts,
     noisy_threshold,
+    users_bound_source,
     write_release,
 )
 from searchveil.rng import RandomSource
@@ -432,19 +435,23 @@ def read_serp(
 
 @dataclass(frozen=True)
 class Serp:
-    """A public SERP table (``query, rank, url``) with its provenance for the ledger
-    (:func:`load_serp`)."""
+    """A public SERP table (``query, rank, url``) with the public ledger's record of its file
+    (:func:`load_serp`: role, file name, SHA-256, rows) and the depth used."""
 
     table: pl.DataFrame
     source: dict[str, Any] = field(default_factory=dict)
+    depth: int | None = None
 
 
 def load_serp(path: str | Path, *, normalize: bool = True, depth: int | None = None) -> Serp:
-    """:func:`read_serp` plus the record the ledger keeps of the file (path as given, SHA-256 of
-    its bytes, depth)."""
+    """:func:`read_serp` plus the public ledger's record of the file: its name (not its path:
+    where the data holder keeps it is not published), the SHA-256 of its bytes, and its rows
+    used (after ``depth``)."""
     table = read_serp(path, normalize=normalize, depth=depth)
     return Serp(
-        table=table, source={"path": str(path), "sha256": file_sha256(path), "depth": depth}
+        table=table,
+        source=public_file_record(path, role="serp", rows=table.height),
+        depth=depth,
     )
 
 
@@ -453,17 +460,17 @@ def _serp_table(serp: Serp | pl.DataFrame | None) -> pl.DataFrame | None:
 
 
 def _serp_record(serp: Serp | pl.DataFrame | None) -> dict[str, Any] | None:
-    """The ledger's record of the public SERP: the file's for a :class:`Serp`; for a bare table,
-    the SHA-256 of its rows (``query<TAB>rank<TAB>url`` lines in the table's order)."""
+    """The public ledger's record of the SERP: the file's for a :class:`Serp`; for a bare
+    table, the SHA-256 of its rows (``query<TAB>rank<TAB>url`` lines in the table's order)."""
     if serp is None:
         return None
     if isinstance(serp, Serp):
-        return dict(serp.source) | {"rows": serp.table.height}
+        return dict(serp.source)
     text = serp.select("query", "rank", "url").write_csv(separator="\t", include_header=False)
     return {
-        "path": None,
-        "sha256_of_table": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        "depth": None,
+        "role": "serp",
+        "source": "a table given in memory; sha256 of its query<TAB>rank<TAB>url rows",
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "rows": serp.height,
     }
 
@@ -557,24 +564,30 @@ def release_korolova(
     rng: RandomSource,
     serp: Serp | pl.DataFrame | None = None,
     budget: Budget | tuple[float, float] | None = None,
+    max_users: int | None = None,
 ) -> KorolovaRelease:
     """Run Release-Data on ``log``. Returns tables ``queries`` (query, noisy_count) and, with
     URLs, ``clicks`` (query, url, noisy_count); the report; the ledger.
 
     ``serp``: the public SERP when ``url_selection="serp"`` — from :func:`load_serp` (the
-    ledger records the file's path and SHA-256) or a table from :func:`read_serp` (the ledger
+    ledger records the file's name and SHA-256) or a table from :func:`read_serp` (the ledger
     records the SHA-256 of its rows).
     ``budget``: optional (ε, δ) the release must not exceed (checked before any noise is drawn,
     :func:`searchveil.mechanisms.accounting.check_budget`).
+    ``max_users``: a public upper bound U on the number of users the data holder *declares*
+    (recorded as ``declared.max_users``; the ledger's δ < 1/U check uses it, never the exact
+    count); an input with more users is refused.
     """
     _check_call(params, serp, budget)
+    check_declared_users(max_users, log.n_users)
     bounded = korolova_counts(log, params, rng=rng)
     single = single_user_counts(
         items(log, "queries"), bounded.table("queries", ["query"], ordered=False), "query"
     )
     return release_korolova_counts(
-        bounded, params, rng=rng, serp=serp, budget=budget, single_user=single
-    )
+        bounded, params, rng=rng, serp=serp, budget=budget, single_user=single,
+        max_users=max_users,
+    )  # fmt: skip
 
 
 def _check_call(
@@ -601,12 +614,15 @@ def release_korolova_counts(
     serp: Serp | pl.DataFrame | None = None,
     budget: Budget | tuple[float, float] | None = None,
     single_user: tuple[pl.DataFrame, int] | None = None,
+    max_users: int | None = None,
 ) -> KorolovaRelease:
     """Steps 2–4 of Release-Data on counts already bounded by step 1 (from
     :func:`korolova_counts` or an engine): the one definition of the noise, thresholds,
     accounting and ledger. ``single_user``: :func:`single_user_counts` of the log, for the exact
-    single-user exposure in the report (without it, an upper bound)."""
+    single-user exposure in the report (without it, an upper bound). ``max_users``: the
+    declared public bound U (see :func:`release_korolova`)."""
     exact = _check_call(params, serp, budget)
+    check_declared_users(max_users, bounded.users)
     budget = as_budget(budget)
     serp_table = _serp_table(serp)
     paper = params.privacy("paper")
@@ -670,10 +686,12 @@ def release_korolova_counts(
     report["delta"] = exact["delta"]
     b_eff = DiscreteLaplace(scale=params.b).effective_scale
     report["single_user"] = exposure_from_counts(
-        bounded, "queries", key="query", delta=exact["delta"], users=max(1, bounded.users),
+        bounded, "queries", key="query", delta=exact["delta"],
+        users=max_users if max_users is not None else max(1, bounded.users),
         keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
         max_single_count=1 if params.distinct else params.d, single_user=single_user,
     )  # fmt: skip
+    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 
@@ -707,13 +725,18 @@ def release_korolova_counts(
         if params.clamp_negative
         else "published as drawn",
     }
-    ledger = build_ledger_unchecked(
+    if params.url_selection == "serp":
+        parameters["serp_depth"] = serp.depth if isinstance(serp, Serp) else None
+    serp_rec = _serp_record(serp)
+    ledger = build_ledger(
         mechanism=MECHANISM,
         notion="(epsilon, delta)-differential privacy, add/remove one user's history",
+        neighbouring=USER_NEIGHBOURS,
         epsilon=exact["epsilon"],
         delta=exact["delta"],
         parameters=parameters,
-        inputs=[bounded.input],
+        public_inputs=[serp_rec] if serp_rec is not None else [],
+        declared={"max_users": max_users} if max_users is not None else {},
         rng=rng,
         events=exact["events"],
         extra={
@@ -721,10 +744,10 @@ def release_korolova_counts(
             "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
-            "public_inputs": {"serp": _serp_record(serp)},
-            "single_user_check": report["single_user"]["delta_check"]
-            | {"published_here": "only the δ < 1/U check; the count of single-user items "
-               "and the expected number published are for the data holder (report)"},
+            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], max_users)},
         },
+    )
+    return HistogramRelease(
+        tables=tables, report=report, ledger=ledger, inputs=[bounded.input],
+        figures={"plan": bounded.plan},
     )  # fmt: skip
-    return HistogramRelease(tables=tables, report=report, ledger=ledger)

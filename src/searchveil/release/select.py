@@ -21,12 +21,18 @@ import numpy as np
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import STRATEGIES, make_strategy, user_item_sets
 from searchveil.model import SearchLog, items
 from searchveil.params import single_user_exposure
-from searchveil.release.histogram import HistogramRelease
+from searchveil.release.histogram import (
+    USER_NEIGHBOURS,
+    HistogramRelease,
+    check_declared_users,
+    delta_users_check,
+    users_bound_source,
+)
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
@@ -74,7 +80,13 @@ class SelectParams:
         }
 
 
-def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -> HistogramRelease:
+def release_select(
+    log: SearchLog, params: SelectParams, *, rng: RandomSource, max_users: int | None = None
+) -> HistogramRelease:
+    """Select queries with ``params.strategy`` and release their noisy distinct-user counts.
+    ``max_users``: a declared public bound U on the users (``declared.max_users``; the ledger's
+    δ < 1/U check uses it, never the exact count)."""
+    check_declared_users(max_users, log.n_users)
     strat = make_strategy(params.strategy, epsilon=params.eps_selection, delta=params.delta,
                           d=params.d)  # fmt: skip
     q = items(log, "queries")
@@ -116,24 +128,36 @@ def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -
     cand = sets.join(single.select("item"), on="item", how="semi").height
     p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
     report["single_user"] = single_user_exposure(
-        np.full(cand, p1), delta=delta, users=max(1, log.n_users), single_user_items=single.height
-    ) | {"exact": params.strategy != "policy-gaussian"}
-    ledger = build_ledger_unchecked(
+        np.full(cand, p1), delta=delta,
+        users=max_users if max_users is not None else max(1, log.n_users),
+        single_user_items=single.height,
+    ) | {"exact": params.strategy != "policy-gaussian"}  # fmt: skip
+    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    ledger = build_ledger(
         mechanism=MECHANISM,
         notion="(ε,δ)-DP, add/remove one user's log",
+        neighbouring=USER_NEIGHBOURS,
         epsilon=eps,
         delta=delta,
-        parameters=params.to_dict() | {"selection_detail": sel_priv},
-        inputs=[log.ledger_input()],
+        parameters=params.to_dict() | {"selection_detail": sel_priv, "count_noise": lap.describe()},
+        declared={"max_users": max_users} if max_users is not None else {},
         rng=rng,
-        extra={
-            "composition": "basic: selection (ε₁, δ) + counts ε₂ (discrete Laplace)",
-            "count_noise": lap.describe(),
-            "single_user_check": report["single_user"]["delta_check"]
-            | {
-                "published_here": "only the δ < 1/U check; the count of single-user items "
-                "and the expected number published are for the data holder (report)"
+        events=[
+            {"step": "select_queries", **sel_priv},
+            {
+                "step": "query_counts",
+                "mechanism": "laplace",
+                "noise": lap.describe(),
+                "l1_sensitivity": params.d,
+                "epsilon": params.eps_counts,
+                "delta": 0.0,
             },
-        },  # fmt: skip
+        ],  # fmt: skip
+        extra={
+            "accounting": "basic composition: selection (ε₁, δ) + counts ε₂ (discrete Laplace)",
+            "guarantee": {"delta_vs_users": delta_users_check(delta, max_users)},
+        },
     )
-    return HistogramRelease(tables={"queries": queries}, report=report, ledger=ledger)
+    return HistogramRelease(
+        tables={"queries": queries}, report=report, ledger=ledger, inputs=[log.ledger_input()]
+    )

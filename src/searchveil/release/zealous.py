@@ -34,7 +34,7 @@ import polars as pl
 
 from searchveil.bounding import bound_contributions
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, SearchLog, items
@@ -50,7 +50,14 @@ from searchveil.params import (
     zealous_thesis_delta,
 )
 from searchveil.release.counts import BoundedCounts, count_by
-from searchveil.release.histogram import HistogramRelease, noisy_counts
+from searchveil.release.histogram import (
+    USER_NEIGHBOURS,
+    HistogramRelease,
+    check_declared_users,
+    delta_users_check,
+    noisy_counts,
+    users_bound_source,
+)
 from searchveil.release.korolova import exposure_from_counts, single_user_counts
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
@@ -245,12 +252,8 @@ def _check_call(
 ) -> dict[str, Any]:
     if not isinstance(params, ZealousParams):
         raise InvalidParameterError("params", params, "a ZealousParams")
-    if params.users is not None and users > params.users:
-        raise InvalidParameterError(
-            "max_users",
-            params.users,
-            f">= the number of users in the input ({users}); U must bound the user count",
-        )
+    # (the message does not state the exact count: it may be logged where the input is not)
+    check_declared_users(params.users, users)
     exact = params.privacy("exact")
     check_budget(exact, budget)
     return exact
@@ -331,33 +334,35 @@ def release_zealous_counts(
         users=max(1, params.users if params.users is not None else bounded.users),
         single_user=single_user,
     )  # fmt: skip
-    ledger = build_ledger_unchecked(
+    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(params.users)
+    probabilistic = params.guarantee == "probabilistic"
+    ledger = build_ledger(
         mechanism=MECHANISM,
         notion=exact["notion"],
+        neighbouring="replace one user's entire history (Götz Theorem 3)"
+        if probabilistic
+        else USER_NEIGHBOURS,
         epsilon=exact["epsilon"],
         delta=exact["delta"],
-        parameters=params.to_dict()
+        parameters={k: v for k, v in params.to_dict().items() if k != "users"}
         | {
             "lambda_effective": DiscreteLaplace(scale=params.lam).effective_scale,
             "threshold_semantics": "drop count < tau; publish iff count + noise > tau_prime",
-            "users_bound_source": "stated public upper bound (max_users)"
-            if params.users is not None
-            else None,
             "budget": None if budget is None else budget.to_dict(),
         },
-        inputs=[bounded.input],
+        declared={"max_users": params.users} if params.users is not None else {},
         rng=rng,
         events=exact["events"],
         extra={
             "accounting": "exact: (ε, δ) for the discrete Laplace mechanism as run "
-            "(docs/privacy/zealous.md); the paper's formulas under paper_accounting",
+            "(docs/privacy/zealous.md); the paper's formulas under paper_accounting"
+            + ("; U is the declared bound declared.max_users" if probabilistic else ""),
             "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
             "reference": "Götz et al., IEEE TKDE 2012, §4, Theorems 2-3, Proposition 4",
-            "single_user_check": report["single_user"]["delta_check"]
-            | {
-                "published_here": "only the δ < 1/U check; the count of single-user items "
-                "and the expected number published are for the data holder (report)"
-            },
+            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], params.users)},
         },
     )
-    return HistogramRelease(tables={"items": table}, report=report, ledger=ledger)
+    return HistogramRelease(
+        tables={"items": table}, report=report, ledger=ledger, inputs=[bounded.input],
+        figures={"plan": bounded.plan},
+    )  # fmt: skip

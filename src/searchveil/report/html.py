@@ -37,11 +37,12 @@ __all__ = [
     "dcurve_figure",
     "dcurve_section",
     "demo_report",
+    "failed_list",
 ]
 
 CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:0;color:#1d2330;
-background:#f6f7f9;line-height:1.45}
+background:#f6f7f9;line-height:1.45;overflow-wrap:anywhere}
 main{max-width:1180px;margin:0 auto;padding:24px 28px 60px}
 h1{font-size:26px;margin:8px 0 4px}h2{font-size:20px;margin:34px 0 8px;border-bottom:2px solid
 #d8dde6;padding-bottom:4px}h3{font-size:16px;margin:18px 0 6px}
@@ -51,15 +52,19 @@ font-size:17px}.guarantee b{font-size:20px}
 .warn{background:#842029;color:#fff;border-radius:8px;padding:12px 18px;margin:14px 0;
 font-size:16px}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;
 margin:10px 0;font-size:14px}
-table{border-collapse:collapse;margin:8px 0 14px;background:#fff;font-size:14px}
+table{border-collapse:collapse;margin:8px 0 14px;background:#fff;font-size:14px;max-width:100%}
 th,td{border:1px solid #d8dde6;padding:4px 9px;text-align:right;vertical-align:top}
-td{white-space:nowrap}td.l{white-space:normal}
-th{background:#eef1f6;text-align:center}td.l,th.l{text-align:left}
+td{font-variant-numeric:tabular-nums;white-space:nowrap}td.l{white-space:normal}
+th{background:#eef1f6;text-align:center;font-weight:600}td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
-img.plot{max-width:100%;background:#fff;border:1px solid #d8dde6;border-radius:6px;margin:6px 0}
+img,svg{max-width:100%;height:auto}
+img.plot{background:#fff;border:1px solid #d8dde6;border-radius:6px;margin:6px 0}
+pre{white-space:pre-wrap}
 .na{color:#8a93a3;font-style:italic}code{background:#eef1f6;padding:1px 4px;border-radius:3px}
-.grid{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}.grid>div{flex:1 1 360px}
-.grid>div.plot{flex:2 1 640px}
+.grid{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}.grid>div{flex:1 1 360px;
+min-width:0}.grid>div.plot{flex:2 1 640px}
+ul.failed{background:#fff;border:1px solid #d8dde6;border-left:4px solid #842029;
+padding:8px 12px 8px 30px;margin:6px 0 14px;font-size:14px}ul.failed li{margin:2px 0}
 footer{margin-top:40px;color:#8a93a3;font-size:12px}
 """
 
@@ -104,7 +109,7 @@ def table(
     ``raw`` is set (then they are inserted as given, already escaped)."""
     out = ["<table><tr>"]
     for i, h in enumerate(headers):
-        out.append(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>')
+        out.append(f'<th class="{"l" if i < left else ""}">{_breakable(esc(h))}</th>')
     out.append("</tr>")
     for row in rows:
         out.append("<tr>")
@@ -114,6 +119,26 @@ def table(
         out.append("</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+def _breakable(text: str) -> str:
+    """Allow a line break after ``_`` and ``/`` (snake_case headers, paths) in escaped text."""
+    return text.replace("_", "_<wbr>").replace("/", "/<wbr>")
+
+
+def setting_label(x: Any) -> str:
+    """A setting label such as ``zealous:m=1,items=query_pairs``, escaped, that may break
+    after ``:``, ``,`` and ``_`` rather than anywhere."""
+    return _breakable(esc(x)).replace(",", ",<wbr>").replace(":", ":<wbr>")
+
+
+def failed_list(title: str, failures: Sequence[tuple[str, str]]) -> str:
+    """Settings that could not run, each with its reason, as a list under a table (reasons
+    are sentences: they never go into a data cell). Empty string when nothing failed."""
+    if not failures:
+        return ""
+    items = "".join(f"<li><b>{setting_label(what)}</b>: {esc(why)}</li>" for what, why in failures)
+    return f'<p class="sub">{esc(title)}</p><ul class="failed">{items}</ul>'
 
 
 def _figure(**kw: Any) -> Figure:
@@ -752,12 +777,13 @@ def comparison_report(
     delta: float,
     failures: list[tuple[str, str]] | None = None,
 ) -> str:
-    """The HTML of ``searchveil compare``: one column per mechanism/setting."""
+    """The HTML of ``searchveil compare``: one row per mechanism/setting, metrics grouped into
+    tables of a few columns each; settings that failed are listed with their reason."""
     body = [PRIVATE_BANNER]
     body.append(
         f'<div class="guarantee">Every DP setting below is solved to spend at most '
         f"<b>ε = {fmt(epsilon)}</b>, <b>δ = {fmt(delta)}</b> on the same input (the exact "
-        "amount each spends is in the rows “ε spent” / “δ spent”). They are alternatives: "
+        "amount each spends is in the columns “ε spent” and “δ spent”). They are alternatives: "
         "publishing several would add up their budgets.</div>"
     )
     kinds: list[str] = []
@@ -765,69 +791,108 @@ def comparison_report(
         for k in r.get("distribution") or {}:
             if k not in kinds:
                 kinds.append(k)
-    headers = ["metric", *[lab for lab, _ in runs]]
-    rows: list[list[Any]] = []
-    rows.append(["mechanism", *[esc(r["release"]["mechanism"]) for _, r in runs]])
-    rows.append(["notion", *[esc(r["release"].get("notion")) for _, r in runs]])
-    rows.append(["ε spent", *[fmt(r["release"].get("epsilon")) for _, r in runs]])
-    rows.append(["δ spent", *[fmt(r["release"].get("delta")) for _, r in runs]])
+    # one row per setting, a few columns per table (settings as columns would make the page
+    # as wide as the number of settings)
+    body.append("<h2>Side by side</h2>")
+    body.append(
+        '<p class="sub">One row per setting; each table is one group of metrics. Settings '
+        "that could not run are listed under the first table with the reason.</p>"
+    )
+    body.append("<h3>Settings and the privacy each spends</h3>")
+    body.append(
+        table(
+            ["setting", "mechanism", "guarantee", "ε spent", "δ spent"],
+            [
+                [
+                    setting_label(lab),
+                    esc(r["release"]["mechanism"]),
+                    esc(r["release"].get("notion")),
+                    fmt(r["release"].get("epsilon")),
+                    fmt(r["release"].get("delta")),
+                ]
+                for lab, r in runs
+            ],
+            left=3,
+            raw=True,
+        )
+    )
+    body.append(failed_list("Settings that could not run:", failures or []))
     for kind in kinds:
-        for key, lab, f in (
-            ("released_distinct", "distinct", fmt),
-            ("share_distinct", "% distinct", pct),
-            ("released_total", "volume", fmt),
-            ("share_volume", "% volume", pct),
-            ("avg_count_difference", "avg count diff.", fmt),
-        ):
-            vals = []
-            for _, r in runs:
-                d = (r.get("distribution") or {}).get(kind)
-                vals.append(f(d[key]) if d else "—")
-            rows.append([esc(f"{kind}: {lab}"), *vals])
-        for j in (10, 100):
-            vals = []
-            for _, r in runs:
-                d = (r.get("distribution") or {}).get(kind)
+        rows: list[list[Any]] = []
+        for lab, r in runs:
+            d = (r.get("distribution") or {}).get(kind)
+            row: list[Any] = [setting_label(lab)]
+            for key, f in (
+                ("released_distinct", fmt),
+                ("share_distinct", pct),
+                ("released_total", fmt),
+                ("share_volume", pct),
+                ("avg_count_difference", fmt),
+            ):
+                row.append(f(d[key]) if d else "—")
+            for j in (10, 100):
                 v = "—"
                 if d and j in d["top_j"]["j"]:
                     v = pct(d["top_j"]["coverage"][d["top_j"]["j"].index(j)])
-                vals.append(v)
-            rows.append([esc(f"{kind}: top-{j} coverage"), *vals])
-    vals = []
-    for _, r in runs:
+                row.append(v)
+            rows.append(row)
+        body.append(f"<h3>Released {esc(kind)}</h3>")
+        body.append(
+            table(
+                [
+                    "setting",
+                    "distinct",
+                    "% distinct",
+                    "volume",
+                    "% volume",
+                    "avg count diff.",
+                    "top-10 coverage",
+                    "top-100 coverage",
+                ],
+                rows,
+                raw=True,
+            )  # fmt: skip
+        )
+    rows = []
+    for lab, r in runs:
+        row = [setting_label(lab)]
         c = r.get("caching") or {}
         v = "—"
         for b in c.get("budgets") or []:
             if abs(b["budget_fraction"] - 0.1) < 1e-12:
                 hr, ho = b["hit_probability_release"], b["hit_probability_original"]
                 v = f"{fmt(hr)} (orig. {fmt(ho)})"
-        vals.append(v)
-    rows.append(["caching: hit prob. at 10% budget", *vals])
-    for key in ("precision", "recall", "ndcg", "coverage"):
-        vals = []
-        for _, r in runs:
+        row.append(v)
+        for key in ("precision", "recall", "ndcg", "coverage"):
             s = r.get("substitution") or {}
             v = "—"
             for b in s.get("by_j") or []:
                 if b["j"] == 5:
                     v = pct(b[key]) if key == "coverage" else fmt(b[key])
-            vals.append(v)
-        rows.append([f"substitution top-5: {key}", *vals])
-    vals = []
-    for _, r in runs:
+            row.append(v)
         k = r.get("keywords") or {}
         parts = []
         for name, ss in (k.get("seed_sets") or {}).items():
             b = ss["by_threshold"][0]
             parts.append(f"{esc(name)} {b['released']}/{b['original']}")
-        vals.append("; ".join(parts) or "—")
-    rows.append(["keywords ≥0.5 (release/original)", *vals])
-    body.append("<h2>Side by side</h2>")
-    body.append(table(headers, rows, raw=True))
-    if failures:
-        body.append("<h3>Settings that could not run</h3>")
-        fails = [[esc(a), esc(b)] for a, b in failures]
-        body.append(table(["setting", "reason"], fails, left=2, raw=True))
+        row.append("; ".join(parts) or "—")
+        rows.append(row)
+    body.append("<h3>Applications</h3>")
+    body.append(
+        table(
+            [
+                "setting",
+                "caching: hit prob. at 10% budget",
+                "substitution top-5: precision",
+                "recall",
+                "NDCG",
+                "coverage",
+                "keywords ≥ 0.5 (release / original)",
+            ],
+            rows,
+            raw=True,
+        )  # fmt: skip
+    )
     body.append("<h2>Top-j coverage and precision</h2>")
     for kind in kinds:
         body.append(img(_compare_plot(kind, runs), f"{kind} comparison"))
@@ -884,8 +949,9 @@ def _repro_cell(x: Any) -> str:
 
 def reproduction_report(experiments: list[dict[str, Any]]) -> str:
     """The HTML of ``searchveil reproduce``: each experiment has ``id``, ``title``,
-    ``source``, ``headers``, ``rows``, ``status`` (``exact``/``trend``/``missing``), ``notes``
-    and optionally ``plot`` {series:[{label,x,y,paper?}], xlabel, ylabel, xlog, ylog}."""
+    ``source``, ``headers``, ``rows``, ``status`` (``exact``/``trend``/``missing``), ``notes``,
+    optionally ``failed`` [(run, reason)] (listed under the table) and ``plot``
+    {series:[{label,x,y,paper?}], xlabel, ylabel, xlog, ylog}."""
     body = [
         '<p class="note">Formula tables are recomputed exactly and compared with the printed '
         "values; experiment tables are re-run on the shared AOL data, which is far smaller than "
@@ -907,6 +973,7 @@ def reproduction_report(experiments: list[dict[str, Any]]) -> str:
         if e.get("headers"):
             rows = [[_repro_cell(c) for c in row] for row in e["rows"]]
             body.append(table(e["headers"], rows, left=1, raw=True))
+        body.append(failed_list("Runs that failed (their cells show —):", e.get("failed") or []))
         for more in e.get("more_tables") or []:
             body.append(f'<p class="sub">{esc(more["title"])}</p>')
             rows = [[_repro_cell(c) for c in row] for row in more["rows"]]

@@ -27,8 +27,8 @@ import numpy.typing as npt
 from matplotlib.figure import Figure
 
 from searchveil.errors import InvalidParameterError
-from searchveil.io.graphs import Graph, read_edge_list
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.io.graphs import Graph, NodeUniverse, read_edge_list
+from searchveil.io.ledger import build_ledger
 from searchveil.report.html import esc, fmt, img, page, pct, table
 from searchveil.rng import RandomSource
 from searchveil.social.accuracy import (
@@ -40,6 +40,7 @@ from searchveil.social.accuracy import (
     smoothing_accuracy,
 )
 from searchveil.social.mechanisms import epsilon_fraction
+from searchveil.social.recommend import NEIGHBOURING
 from searchveil.social.utility import (
     CommonNeighbours,
     TargetUtilities,
@@ -305,10 +306,16 @@ def public_result(result: dict[str, Any], *, per_target: bool = False) -> dict[s
     return {**result, "runs": runs}
 
 
-def experiment_ledger(graph: Graph, rng: RandomSource, config: ExperimentConfig) -> dict[str, Any]:
-    return build_ledger_unchecked(
+def experiment_ledger(
+    graph: Graph, rng: RandomSource, config: ExperimentConfig, universe: NodeUniverse | None = None
+) -> dict[str, Any]:
+    """The ledger of the §5.5 experiments (nothing is released). Public fields only: the graph's
+    file, hash and figures, and the accuracies computed from it, go to the provenance record
+    (``social reproduce`` writes it beside the ledger)."""
+    return build_ledger(
         mechanism="social-reproduce (accuracy experiment, no release)",
         notion="none released: exact expected accuracies of ε-DP recommenders",
+        neighbouring=NEIGHBOURING,
         epsilon=max(config.epsilons),
         delta=0.0,
         parameters={
@@ -317,23 +324,16 @@ def experiment_ledger(graph: Graph, rng: RandomSource, config: ExperimentConfig)
             "target_fraction": config.target_fraction,
             "utilities": ["common_neighbours"] * config.common_neighbours
             + [f"weighted_paths(γ={g}, D=max degree)" for g in config.gammas],
-            "sensitivity": {
-                "common_neighbours": 1.0,
-                **{
-                    f"weighted_paths γ={g}": float(
-                        WeightedPaths(
-                            parse_gamma(g), max(int(graph.degrees.max()), 2)
-                        ).l1_sensitivity()
-                    )
-                    for g in config.gammas
-                },
-            },
             "degree_bound_from_data": True,
-            "note": "experiment: the weighted-paths degree bound is the graph's own maximum "
-            "degree (as in the thesis), so nothing here may be released",
         },
-        inputs=[{**graph.describe(), "role": "graph"}],
+        public_inputs=[universe.record] if universe is not None else [],
         rng=rng,
+        extra={
+            "notes": "experiment, not a release: the weighted-paths degree bound (and so their "
+            "sensitivity) is the graph's own maximum degree (as in the thesis), so nothing "
+            "here may be released; the graph's figures and the results are in the private "
+            "provenance record",
+        },
     )
 
 
@@ -498,5 +498,7 @@ def social_report(result: dict[str, Any]) -> str:
     )
 
 
-def load_graph(path: str | os.PathLike[str]) -> Graph:
-    return read_edge_list(path, undirected=True)
+def load_graph(path: str | os.PathLike[str], universe: NodeUniverse | None = None) -> Graph:
+    """The graph of ``path`` (undirected), on the public node ``universe`` when given (isolated
+    nodes included: they are candidates of every target)."""
+    return read_edge_list(path, undirected=True, universe=universe)

@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from searchveil.errors import SearchveilError
-from searchveil.report.html import img, page, table, write_report
+from searchveil.report.html import esc, failed_list, fmt, img, page, table, write_report
 from searchveil.rng import make_rng
 from searchveil.tabular.api import ModelParams, load, run_model
 from searchveil.tabular.hierarchy import EncodedTable, encode_table
@@ -331,23 +331,32 @@ def reproduce(
     return res
 
 
+def _label(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def _rows_table(rows: list[dict[str, Any]], keys: list[str]) -> str:
+    """``rows`` (dicts) as a table of the columns ``keys``, headers in words."""
+    return table([_label(k) for k in keys], [[x.get(k) for k in keys] for x in rows])
+
+
+# the ours-vs-SafePub comparison in two tables of a few columns each (one table of thirteen
+# columns does not fit a window)
+_COMPARISON_GROUPS = (
+    ("What is released and its re-identification risk",
+     ["released_fraction", "classes", "avg_class_size", "k", "prosecutor_risk_max",
+      "prosecutor_risk_mean", "mean_risk"]),
+    ("Information loss and utility",
+     ["granularity_loss", "non_uniform_entropy_loss", "discernibility", "mean_u", "accuracy"]),
+)  # fmt: skip
+
+
 def _html(r: dict[str, Any]) -> str:
     f3, f4, comp = r["fig3"], r["fig4"], r["comparison"]
-    cols = [
-        "method",
-        "epsilon",
-        "released_fraction",
-        "granularity_loss",
-        "non_uniform_entropy_loss",
-        "discernibility",
-        "avg_class_size",
-        "prosecutor_risk_max",
-        "prosecutor_risk_mean",
-        "mean_u",
-        "mean_risk",
-        "accuracy",
-        "k",
-    ]
+    by_attr = f3["by_attributes"]
+    keys = list(by_attr[0].keys())
+    utility_keys = [k for k in keys if "mean_u" in k]
+    timing_keys = [k for k in keys if k not in utility_keys]
     body = [
         "<p>Fouad, Elbassioni &amp; Bertino, TKDE 2014, §IV on ARX's Adult "
         f"({r['records']:,} records; train {r['train']:,} / test {r['test']:,}). The paper's "
@@ -355,37 +364,47 @@ def _html(r: dict[str, Any]) -> str:
         "figures. All timings on a shared 2-core machine (inflated).</p>",
         "<h2>Fig. 3 — aggregate vs threshold model</h2>",
         img(_plot_fig3(f3), "Fig. 3"),
-        table(list(f3["by_attributes"][0].keys()), [list(x.values()) for x in f3["by_attributes"]]),
+        "<h3>Lattice size and running time</h3>",
+        _rows_table(by_attr, timing_keys),
+    ]
+    if utility_keys:
+        body += ["<h3>Utility</h3>", _rows_table(by_attr, ["attributes", *utility_keys])]
+    body += [
         "<p>Aggregate model vs λ (the optimum of eq. 2 is bang-bang on Adult: every record at full "
         "detail or fully suppressed, see docs/tabular.md):</p>",
-        table(list(f3["by_lambda"][0].keys()), [list(x.values()) for x in f3["by_lambda"]]),
+        _rows_table(f3["by_lambda"], list(f3["by_lambda"][0].keys())),
         "<h2>Fig. 4 — the DP sampler</h2>",
         img(_plot_fig4(f4), "Fig. 4"),
         f"<p>Optimum (aggregate model, not private): mean u = {f4['optimum_mean_u']:.3f}. "
         "Group sampling of Mohammed et al. [29]: not implemented.</p>",
-        table(
-            ["variant", "epsilon", "feasible", "mean_u_all", "released_fraction"],
-            [
-                [v["variant"], v["epsilon"], v["feasible"], v["mean_u_all"], v["released_fraction"]]
-                for v in f4["variants"]
-            ],
-        ),
-        "<h2>Ours vs SafePub at equal (ε, δ)</h2>",
-        table(
-            cols,
-            [
-                [x.get(c, x.get("error") if c == "released_fraction" else None) for c in cols]
-                for x in comp
-            ],
-        ),
     ]
-    errs = [x for x in comp if "error" in x]
-    if errs:
+    feasible = [v for v in f4["variants"] if v.get("feasible", True)]
+    if feasible:
         body.append(
-            "<p>Infeasible runs: "
-            + "; ".join(f"{x['method']} ε={x['epsilon']}: {x['error']}" for x in errs)
-            + "</p>"
+            _rows_table(feasible, ["variant", "epsilon", "mean_u_all", "released_fraction"])
         )
+    body.append(
+        failed_list(
+            "Infeasible variants (nothing released):",
+            [
+                (f"{v['variant']}, ε = {fmt(v['epsilon'])}", v.get("reason") or "infeasible")
+                for v in f4["variants"]
+                if not v.get("feasible", True)
+            ],
+        )  # fmt: skip
+    )
+    body.append("<h2>Ours vs SafePub at equal (ε, δ)</h2>")
+    ran = [x for x in comp if "error" not in x]
+    for title, cols in _COMPARISON_GROUPS:
+        cols = [c for c in cols if any(x.get(c) is not None for x in ran)]
+        body.append(f"<h3>{esc(title)}</h3>")
+        body.append(_rows_table(ran, ["method", "epsilon", *cols]))
+    body.append(
+        failed_list(
+            "Infeasible runs (nothing released):",
+            [(f"{x['method']}, ε = {fmt(x['epsilon'])}", x["error"]) for x in comp if "error" in x],
+        )
+    )
     return page(
         "Tabular release: Fouad et al. 2014 vs SafePub", "searchveil tabular reproduce", body
     )

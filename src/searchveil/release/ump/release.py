@@ -25,10 +25,10 @@ import numpy as np
 import polars as pl
 
 from searchveil.errors import InternalError, InvalidParameterError
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, click_histogram
-from searchveil.release.histogram import HistogramRelease
+from searchveil.release.histogram import USER_NEIGHBOURS, HistogramRelease
 from searchveil.release.ump.constraints import (
     constraint_matrix,
     is_feasible,
@@ -199,33 +199,42 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
         "metrics": metrics,
         "parameters": params.to_dict(),
     }
-    extra: dict[str, Any] = {
-        "solver": sol.summary(),
-        "b": b,
+    # public: the parameters, b and the notion; the solver's figures (optimum, status, output
+    # size) and the count-noise repair figures are computed from the private log: provenance
+    guarantee: dict[str, Any] = {
+        "covers": "the sampling of user ids given the counts x_ij (Hong et al. Theorem 1)",
         "counts_are_private": False,
-        "warning": "the counts x_ij are computed from the private log and are not "
-        "differentially private unless count noise with a valid sensitivity bound is added",
+        "warning": "the counts x_ij (table counts, and the Count column of the log) are "
+        "computed from the private log and are not differentially private unless count noise "
+        "with a valid sensitivity bound is added (docs/privacy/ump.md)",
     }
-    eps, dl = params.epsilon, params.delta
     if noise_info is not None:
-        extra["count_noise"] = noise_info
-        extra["combined_if_sensitivity_holds"] = {
+        guarantee["count_noise"] = {
+            "count_epsilon": params.count_epsilon,
+            "sensitivity_assumed": params.sensitivity,
+            "noise": noise_info["noise"],
+            "verified": False,
+        }
+        guarantee["combined_if_sensitivity_holds"] = {
             "epsilon": params.epsilon + params.count_epsilon,  # type: ignore[operator]
             "delta": params.delta,
         }
-    ledger = build_ledger_unchecked(
+    ledger = build_ledger(
         mechanism="hong-ump",
         notion=NOTION,
-        epsilon=eps,
-        delta=dl,
+        neighbouring=USER_NEIGHBOURS,
+        epsilon=params.epsilon,
+        delta=params.delta,
         parameters=params.to_dict(),
-        inputs=[log.ledger_input()],
         rng=rng,
-        extra=extra,
+        extra={"guarantee": guarantee, "reference": "Hong et al., EDBT 2012, Algorithm 1"},
     )
+    if noise_info is not None:
+        report["count_noise"] = noise_info
     return HistogramRelease(
         tables={"log": out_log, "counts": counts},
         report=report,
         ledger=ledger,
         extra={"x": x, "input": inp, "matrix": m, "triplets": triplets},
+        inputs=[log.ledger_input()],
     )
