@@ -292,6 +292,13 @@ def test_three_shares_of_a_real_aol_block(aol_215_path, tmp_path) -> None:
     b = cels_bound(eps, delta)
     assert x.sum() == res["ledger"]["noisy"]["output_size"] > 0
     assert (m @ x <= b).all()
+    # issue 21 on a real AOL block: nothing in the release names or sizes the inputs
+    from _neighbour import assert_no_private_traces, assert_only_public_files
+
+    assert_only_public_files(tmp_path / "out", ["log.tsv"])
+    for p in paths:
+        assert_no_private_traces(tmp_path / "out", [p], exact={"rows": read_log(p).n_rows})
+    assert_no_private_traces(tmp_path / "out", [], exact={"users": log.n_users})
 
 
 def _without_rarest_user(shares: list[Path], d: Path) -> tuple[list[Path], str]:

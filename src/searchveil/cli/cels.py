@@ -111,13 +111,14 @@ def _params(
 def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
     """The public ledger's figures and (private, this machine's) per-party traffic and time."""
     t = Table(title=title, show_header=True)
-    for c in ("party", "sent", "received", "wall s", "CPU s"):
+    for c in ("party", "sent", "received", "wall s", "CPU s (with workers)"):
         t.add_column(c, justify="right")
     for p in stats:
         tr = p["traffic"]
         t.add_row(
             f"P{p['party']}", f"{tr['sent_total']:,}", f"{tr['received_total']:,}",
-            f"{sum(p['seconds'].values()):.1f}", f"{sum(p['cpu_seconds'].values()):.1f}",
+            f"{sum(p['seconds'].values()):.1f}",
+            f"{sum(p['cpu_seconds'].values()) + sum(p.get('worker_cpu_seconds', {}).values()):.1f}",
         )  # fmt: skip
     out_console.print(t)
     noisy = led.get("noisy", {})
