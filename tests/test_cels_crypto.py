@@ -1,7 +1,9 @@
 """CELS crypto primitives: Paillier on gmpy2 (round trips, additive homomorphism, scalar
-multiplication, signed fixed point, packing) checked against textbook formulas computed here
-with plain Python integers; Pohlig–Hellman/SRA over RFC 3526 group 14 (the constant re-derived
-from its defining formula, commutativity, collisions exactly for equal inputs).
+multiplication, signed fixed point, packing, fixed-base and CRT obfuscators, the worker pool)
+checked against textbook formulas computed here with plain Python integers; the commutative
+cipher on Curve25519's prime-order subgroup (hash to the group checked against libsodium's own
+Edwards → Montgomery map, commutativity as scalar multiplication, collisions exactly for equal
+inputs, the invertible record encoding).
 Keys of 512/1024 bits here are TEST KEYS (fast), never a default."""
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from searchveil.collab.paillier import (
     FixedPoint,
     Packer,
     PrivateKey,
+    PublicKey,
+    exponent_bits,
     generate_keypair,
     key_strength,
 )
+from searchveil.collab.precompute import Precomputer, decrypt_batch
 from searchveil.errors import InputFormatError, InvalidParameterError
 
 TEST_KEY_BITS = 1024  # test key, marked as such; the default is 3072
@@ -120,52 +125,126 @@ def test_ciphertext_bytes_strict(key: PrivateKey) -> None:
         pk.from_bytes(b"\x00" * pk.ciphertext_bytes)  # 0 is not a ciphertext
 
 
-def _pi_times_2(bits: int) -> int:
-    """⌊π·2^bits⌋ by Machin's formula in integer arithmetic (guard bits)."""
-    g = bits + 64
-    one = 1 << g
+def test_fixed_base_obfuscators(key: PrivateKey) -> None:
+    pk, sk = key.public, key
+    assert pk.hs and exponent_bits(pk.bits) == 2 * pk.bits + 128
+    assert sk.decrypt(pk.hs) == 0  # h_s is an n-th residue: a ciphertext of 0
+    fb = pk.fixed_base()
+    gen = np.random.Generator(np.random.PCG64(3))
+    for e in [0, 1, 2, (1 << fb.exp_bits) - 1, *(int(v) for v in gen.integers(0, 2**62, 5))]:
+        assert fb.pow(e) == pow(pk.hs, e, pk.n2)
+    e = secrets.randbits(fb.exp_bits)
+    assert fb.pow(e) == pow(pk.hs, e, pk.n2)
+    with pytest.raises(InvalidParameterError):
+        fb.pow(1 << (fb.w * fb.digits))
+    obs = pk.obfuscators(4)
+    assert len({int(o) for o in obs}) == 4 and all(sk.decrypt(o) == 0 for o in obs)
+    crt = [sk.crt_obfuscator() for _ in range(4)]
+    assert len({int(o) for o in crt}) == 4 and all(sk.decrypt(o) == 0 for o in crt)
+    assert all(0 < o < pk.n2 for o in crt)
+    # batch operations agree with the one-at-a-time ones
+    ms = [0, 5, pk.n - 1, 123456789]
+    cs = pk.encrypt_many(ms, obs)
+    assert [sk.decrypt(c) for c in cs] == ms
+    cs2 = pk.add_plain_many(cs, [1, 2, 3, 4])
+    assert [sk.decrypt(c) for c in cs2] == [
+        (m + d) % pk.n for m, d in zip(ms, [1, 2, 3, 4], strict=True)
+    ]
+    cs3 = pk.rerandomize_many(cs2, crt)
+    assert cs3 != cs2 and [sk.decrypt(c) for c in cs3] == [sk.decrypt(c) for c in cs2]
+    assert pk.from_bytes(pk.to_bytes(cs3), 4) == cs3
+    with pytest.raises(InvalidParameterError):  # a key without fixed base has no table
+        PublicKey(pk.n).fixed_base().pow(-1)
 
-    def arctan_inv(x: int) -> int:
-        total, term, k, sign = 0, one // x, 1, 1
-        while term:
-            total += sign * (term // k)
-            term //= x * x
-            k += 2
-            sign = -sign
-        return total
 
-    return (4 * (4 * arctan_inv(5) - arctan_inv(239))) >> 64
+def test_precomputer_pool_and_inline(key: PrivateKey) -> None:
+    pk, sk = key.public, key
+    with Precomputer(1) as pre:
+        pre.produce("t", pk, 40)
+        got = pre.take("t", pk, 25) + pre.take("t", pk, 20)  # 5 more than produced: inline
+        assert len(got) == 45 and len({int(o) for o in got}) == 45
+        assert all(sk.decrypt(o) == 0 for o in got[::7])
+        assert pre.produced_inline == 5
+        cts = [int(c) for c in pk.encrypt_many(list(range(30)), got[:30])]
+        chunks = [cts[i : i + 8] for i in range(0, 30, 8)]
+        assert pre.map(decrypt_batch, sk, chunks) == list(range(30))
+        assert pre.call(sum, [1, 2, 3]) == 6
+        procs = list(pre._ex._processes.values())  # type: ignore[union-attr]
+    assert all(not p.is_alive() for p in procs)
+    inline = Precomputer(0)
+    assert len(inline.take("t", pk, 3)) == 3 and inline.produced_inline == 3
+    assert inline.map(decrypt_batch, sk, [cts[:4]]) == [0, 1, 2, 3]
 
 
-def test_rfc3526_group_constant() -> None:
-    p = 2**2048 - 2**1984 - 1 + 2**64 * (_pi_times_2(1918) + 124476)
-    assert cm.P == p and cm.Q == (p - 1) // 2 and p % 4 == 3
-    assert pow(2, cm.Q, p) in (1, p - 1)  # Euler criterion sanity (2 is a QR or not)
-    assert pow(3, p - 1, p) == 1 and pow(3, cm.Q - 1, cm.Q) == 1  # Fermat for p and q
+def test_hash_to_group_is_the_u_coordinate_of_a_point_of_g() -> None:
+    import hashlib
+
+    import nacl.bindings as nb
+
+    for data in (b"car price\tkbb.com", b"", "ünï\tcode".encode()):
+        u = cm.hash_to_group(data)
+        h = hashlib.sha512(cm._DOMAIN + data).digest()
+        pt = nb.crypto_core_ed25519_add(
+            nb.crypto_core_ed25519_from_uniform(h[:32]), nb.crypto_core_ed25519_from_uniform(h[32:])
+        )
+        assert nb.crypto_core_ed25519_is_valid_point(pt)  # in the prime-order subgroup
+        # libsodium's own Edwards → Montgomery map agrees with ours
+        assert u == nb.crypto_sign_ed25519_pk_to_curve25519(pt) and len(u) == 32
+        assert cm.hash_to_group(data) == u
+    assert cm.hash_to_group(b"a") != cm.hash_to_group(b"b")
 
 
-def test_commutative_encryption() -> None:
-    a, b, c = (cm.CommutativeKey.generate(k) for k in ("full", "short", "full"))
-    for key in (a, b, c):
-        assert key.e * key.d % cm.Q == 1
+def test_union_cipher_commutes_and_is_scalar_multiplication() -> None:
+    import hashlib
+
+    import nacl.bindings as nb
+
+    a, b, c = (cm.UnionKey.generate() for _ in range(3))
     h = cm.hash_to_group(b"car price\tkbb.com")
-    cm.check_element(h)
     assert a.encrypt(b.encrypt(h)) == b.encrypt(a.encrypt(h))
     assert c.encrypt(a.encrypt(b.encrypt(h))) == b.encrypt(c.encrypt(a.encrypt(h)))
-    assert a.decrypt(a.encrypt(h)) == h
+
+    # E_a(E_b(u(P))) = u(clamp(a)·clamp(b)·P), computed independently on edwards25519
+    def clamp(s: bytes) -> int:
+        v = bytearray(s)
+        v[0] &= 248
+        v[31] &= 127
+        v[31] |= 64
+        return int.from_bytes(v, "little")
+
+    data = b"q\tu"
+    hh = hashlib.sha512(cm._DOMAIN + data).digest()
+    pt = nb.crypto_core_ed25519_add(
+        nb.crypto_core_ed25519_from_uniform(hh[:32]), nb.crypto_core_ed25519_from_uniform(hh[32:])
+    )
+    k = clamp(a.s) * clamp(b.s) % cm.L
+    q = nb.crypto_scalarmult_ed25519_noclamp(k.to_bytes(32, "little"), pt)
+    assert a.encrypt(b.encrypt(cm.hash_to_group(data))) == nb.crypto_sign_ed25519_pk_to_curve25519(
+        q
+    )
     # equal pairs collide, different ones do not
     items = [f"q{i}\thttp://u{i % 7}".encode() for i in range(40)]
     enc1 = [b.encrypt(a.encrypt(cm.hash_to_group(x))) for x in items]
     enc2 = [a.encrypt(b.encrypt(cm.hash_to_group(x))) for x in items]
     assert enc1 == enc2 and len(set(enc1)) == len(items)
-    # invertible encoding through two layers, decrypted in the other order
-    rec = "user\tquery with ünïcode\thttp://x\t3".encode()
-    y = c.encrypt(a.encrypt(cm.encode_bytes(rec)))
-    assert cm.decode_bytes(a.decrypt(c.decrypt(y))) == rec
+    assert len({cm.digest(x) for x in enc1}) == len(items) and len(cm.digest(h)) == 16
+    with pytest.raises(InputFormatError):  # a low-order point is refused
+        a.encrypt(b"\x00" * 32)
+
+
+def test_record_cipher_round_trip() -> None:
+    a, c = cm.RecordKey.generate(), cm.RecordKey.generate()
+    rec = "user\tquery ünï".encode()[:29]
+    p = cm.encode_chunk(rec)
+    assert len(p) == 32 and cm.decode_chunk(p) == rec.ljust(29, b"\x00")
+    y = c.encrypt(a.encrypt(p))
+    assert y != p and a.decrypt(c.decrypt(y)) == p  # decrypted in the other order
+    assert cm.decode_chunk(a.decrypt(c.decrypt(y)))[: len(rec)] == rec
     with pytest.raises(InvalidParameterError):
-        cm.encode_bytes(b"x" * 201)
+        cm.encode_chunk(b"x" * 30)
+    with pytest.raises(InputFormatError):  # not a point of G (small order / not canonical)
+        a.decrypt(b"\x01" + b"\x00" * 31)
     with pytest.raises(InputFormatError):
-        cm.check_element(cm.P - 1)
-    non_qr = next(x for x in range(2, 100) if pow(x, cm.Q, cm.P) == cm.P - 1)
+        cm.elements_from_bytes(b"\x00" * 33)
     with pytest.raises(InputFormatError):
-        cm.elements_from_bytes(non_qr.to_bytes(cm.ELEMENT_BYTES, "big"))
+        cm.decode_chunk(b"\x00" * 31 + b"\x01")

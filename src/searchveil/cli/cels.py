@@ -6,6 +6,8 @@ the paper's local-sanitization baseline (LS); ``cels reproduce`` the §6 experim
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,10 +16,15 @@ from rich.table import Table
 
 from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_console, run
 from searchveil.collab.local import local_sanitize
-from searchveil.collab.protocol import CelsParams, Share, run_party
+from searchveil.collab.protocol import TEST_HOOKS_ENV, CelsParams, Share, run_party
 from searchveil.collab.reproduce import reproduce
 from searchveil.collab.runner import run_local
-from searchveil.collab.wire import load_config
+from searchveil.collab.wire import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    load_config,
+)
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
 from searchveil.rng import make_rng
@@ -39,6 +46,49 @@ KOpt = Annotated[int, typer.Option("--breakpoints", help="kl: K breakpoints (App
 MinCountOpt = Annotated[
     int, typer.Option("--min-count", help="drop pairs with total count below this (paper: 20)")
 ]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        help="seconds a party waits for one expected message from a live peer (default: the "
+        "config's, else 600)",
+    ),
+]
+ConnectTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--connect-timeout",
+        help="seconds to connect the mesh (default: the config's, else 60)",
+    ),
+]
+HeartbeatOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--heartbeat-timeout",
+        help="a peer silent this long (no message, no heartbeat) is dead: stopped, hung or cut "
+        "off (default: the config's, else 10)",
+    ),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        help="processes computing Paillier obfuscators ahead and decrypting (0 = none; default: "
+        "CPUs - 1 for a party, CPUs / parties for cels run)",
+    ),
+]
+ProvenanceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--provenance",
+        help="where the PRIVATE provenance record goes (input files, per-party figures); "
+        "default <out>.private.json beside the release, never inside it",
+    ),
+]
+TRANSCRIPT_HELP = (
+    "PRIVATE (holds other parties' encrypted and partly aggregated data; written owner-only, "
+    "0600, and only if the run succeeds): save every byte received"
+)
 
 
 def _params(
@@ -58,20 +108,23 @@ def _params(
     )  # fmt: skip
 
 
-def _human_ledger(title: str, led: dict[str, Any]) -> None:
+def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
+    """The public ledger's figures and (private, this machine's) per-party traffic and time."""
     t = Table(title=title, show_header=True)
-    for c in ("party", "sent", "received", "seconds"):
+    for c in ("party", "sent", "received", "wall s", "CPU s (with workers)"):
         t.add_column(c, justify="right")
-    for p in led.get("parties", []):
+    for p in stats:
         tr = p["traffic"]
         t.add_row(
             f"P{p['party']}", f"{tr['sent_total']:,}", f"{tr['received_total']:,}",
             f"{sum(p['seconds'].values()):.1f}",
+            f"{sum(p['cpu_seconds'].values()) + sum(p.get('worker_cpu_seconds', {}).values()):.1f}",
         )  # fmt: skip
     out_console.print(t)
+    noisy = led.get("noisy", {})
     out_console.print(
-        f"ε = {led['epsilon']}, δ = {led['delta']}, b = {led['b']:.6g}; "
-        f"output rows {led['output_rows']:,}, |O| = {led['output_size']:,}"
+        f"ε = {led['epsilon']}, δ = {led['delta']}, b = {led['guarantee']['b']:.6g}; "
+        f"output rows {noisy.get('output_rows', 0):,}, |O| = {noisy.get('output_size', 0):,}"
     )
     if led.get("seeded"):
         out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
@@ -115,19 +168,34 @@ def register(app: typer.Typer) -> None:
         breakpoints: KOpt = 33,
         min_count: MinCountOpt = 1,
         transcript: Annotated[
-            Path | None, typer.Option("--transcript", help="save every byte received here")
+            Path | None, typer.Option("--transcript", help=TRANSCRIPT_HELP + " to this file")
         ] = None,
+        timeout: TimeoutOpt = None,
+        connect_timeout: ConnectTimeoutOpt = None,
+        heartbeat_timeout: HeartbeatOpt = None,
+        workers: WorkersOpt = None,
         inject_fault: Annotated[
-            str | None, typer.Option("--inject-fault", hidden=True, help="tests: PHASE:KIND")
+            str | None,
+            typer.Option(
+                "--inject-fault",
+                hidden=True,
+                help=f"TEST ONLY (needs {TEST_HOOKS_ENV}=1): PHASE:KIND[@PEER]",
+            ),
+        ] = None,
+        status_file: Annotated[
+            Path | None,
+            typer.Option("--status-file", hidden=True, help="cels run: phase/outcome JSON"),
         ] = None,
         parent_pid: Annotated[
             int | None,
             typer.Option("--parent-pid", hidden=True, help="cels run: stop if the runner dies"),
         ] = None,
         seed: SeedOpt = None,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Run one CELS party; writes --out only if every party ends with the same output."""
+        """Run one CELS party; writes --out (log.tsv and the public ledger.json) and the PRIVATE
+        provenance record beside it only if every party ends with the same output."""
 
         def body() -> None:
 
@@ -137,7 +205,14 @@ def register(app: typer.Typer) -> None:
             if parent_pid is not None:
                 _watch_parent(parent_pid)
             cfg = load_config(config)
+            cfg = dataclasses.replace(
+                cfg,
+                timeout=timeout or cfg.timeout,
+                connect_timeout=connect_timeout or cfg.connect_timeout,
+                heartbeat_timeout=heartbeat_timeout or cfg.heartbeat_timeout,
+            )
             sh = Share.read(share) if share is not None else None
+            nworkers = workers if workers is not None else max(0, (os.cpu_count() or 1) - 1)
 
             def prog(phase: str) -> None:
                 if not json_out:
@@ -145,7 +220,8 @@ def register(app: typer.Typer) -> None:
 
             res = run_party(
                 cfg, id, params, share=sh, out=out, rng=make_rng(seed), transcript=transcript,
-                progress=prog, fault=inject_fault,
+                progress=prog, fault=inject_fault, workers=nworkers, status=status_file,
+                hard_exit=True, provenance=provenance,
             )  # fmt: skip
             summary = {
                 "party": id,
@@ -154,8 +230,12 @@ def register(app: typer.Typer) -> None:
                 "output_rows": res.output.height,
                 "traffic": res.stats["traffic"],
                 "seconds": res.stats["seconds"],
+                "cpu_seconds": res.stats["cpu_seconds"],
             }
-            emit(summary, json_out, lambda r: _human_ledger(f"CELS party P{id}", res.ledger))
+            emit(
+                summary, json_out,
+                lambda r: _human_summary(f"CELS party P{id}", res.ledger, [res.stats]),
+            )  # fmt: skip
 
         run(body)
 
@@ -172,16 +252,22 @@ def register(app: typer.Typer) -> None:
         min_count: MinCountOpt = 1,
         transcripts: Annotated[
             Path | None,
-            typer.Option("--transcripts", help="directory for P0.bin, P1.bin, … (bytes received)"),
+            typer.Option(
+                "--transcripts",
+                help=TRANSCRIPT_HELP + ", per party, into this directory (0700): P0.bin, P1.bin, …",
+            ),
         ] = None,
-        timeout: Annotated[
-            float, typer.Option("--timeout", help="seconds any party waits for a message")
-        ] = 600.0,
+        timeout: TimeoutOpt = None,
+        connect_timeout: ConnectTimeoutOpt = None,
+        heartbeat_timeout: HeartbeatOpt = None,
+        workers: WorkersOpt = None,
         seed: SeedOpt = None,
         overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Start P0…Pr as local processes (loopback, throw-away certificates) and run CELS."""
+        """Start P0…Pr as local processes (loopback, throw-away certificates) and run CELS; if any
+        party fails, stop them all at once and say which, in which phase and why."""
 
         def body() -> None:
 
@@ -191,10 +277,16 @@ def register(app: typer.Typer) -> None:
             if not json_out:
                 err_console.print(f"starting {len(share) + 1} parties (P0 = solver) …")
             res = run_local(
-                share, params, out, transcripts=transcripts, seed=seed, timeout=timeout,
-                overwrite=overwrite,
+                share, params, out, transcripts=transcripts, seed=seed,
+                timeout=timeout or DEFAULT_TIMEOUT,
+                connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+                heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
+                workers=workers, overwrite=overwrite, provenance=provenance,
             )  # fmt: skip
-            emit(res, json_out, lambda r: _human_ledger(f"CELS → {out}", r["ledger"]))
+            emit(
+                res, json_out,
+                lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["party_stats"]),
+            )  # fmt: skip
 
         run(body)
 
@@ -214,6 +306,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         seed: SeedOpt = None,
         overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+        provenance: ProvenanceOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """The LS baseline: every party sanitizes alone (same b, its share of |O|); the outputs
@@ -222,14 +315,16 @@ def register(app: typer.Typer) -> None:
         def body() -> None:
 
             params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
-            ReleaseWriter(out, overwrite=overwrite)
+            ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
             shares = [Share.read(s) for s in share]
             res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-            with ReleaseWriter(out, overwrite=overwrite) as w:
+            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
                 w.write_table("log", res["log"])
                 w.write_ledger(res["ledger"])
-            summary = {k: v for k, v in res.items() if k not in ("log", "ledger")}
+                prov = w.write_provenance(res["provenance"])
+            summary = {k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
             summary["out"] = str(out)
+            summary["provenance"] = str(prov)
             emit(summary, json_out, lambda r: out_console.print(r))
 
         run(body)

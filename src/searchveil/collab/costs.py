@@ -6,13 +6,17 @@ ciphertext per matrix entry and no packing).
 cost depends on, for the same split of users into parties: n_k (each party's distinct pairs),
 the universe size, n_J (pairs kept by Condition 1 and ``min_count``), m_k and m'_k (each
 party's constraint rows before/after dropping dominated rows, ℓ = Σ m'_k) and the number of
-output records. :func:`predict_bytes` turns them into bytes per phase (frame headers
-included); :func:`predict_powmods` into modular exponentiations per party, the dominant
-computation. The model is checked against measured runs in tests and docs/cels.md.
+output records. :func:`predict_bytes` turns them into bytes per phase, every frame header and
+JSON body included, exactly as the parties count them (heartbeats are not counted);
+:func:`predict_work` into the dominant operations per party: Curve25519 scalar
+multiplications and hashes for the union, Paillier obfuscators (fixed-base exponentiations)
+for Algorithm 2, P0's decryptions. The model is checked against measured runs in tests and
+docs/cels.md.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -21,12 +25,19 @@ import numpy as np
 import polars as pl
 
 from searchveil.collab import commutative as cm
-from searchveil.collab.protocol import COUNT_SLOT_BITS, RECORD_CHUNK, prune_dominated
+from searchveil.collab.protocol import RECORD_CHUNK, prune_dominated
 from searchveil.model import ClickHistogram
 from searchveil.release.ump import constraint_block
+from searchveil.rng import secure_token
 
 FRAME = 20  # header bytes per frame
 SLOT = 80  # fixed-point slot bits (Packer default)
+RECORD_BYTES = 60  # assumed UTF-8 bytes of one output record (user, query, url, count)
+SESSION_CHARS = len(secure_token())
+
+
+def _js(obj: Any) -> int:
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,8 @@ class Sizes:
     rows: list[int]
     rows_pruned: list[int]
     records: int
+    record_bytes: int = RECORD_BYTES
+    pairs_with_draws: int | None = None
 
     @property
     def ell(self) -> int:
@@ -47,7 +60,14 @@ class Sizes:
         return asdict(self) | {"ell": self.ell}
 
 
-def protocol_sizes(hists: list[ClickHistogram], *, min_count: int = 1, records: int = 0) -> Sizes:
+def protocol_sizes(
+    hists: list[ClickHistogram],
+    *,
+    min_count: int = 1,
+    records: int = 0,
+    record_bytes: int = RECORD_BYTES,
+    pairs_with_draws: int | None = None,
+) -> Sizes:
     """The quantities the protocol's cost depends on (no cryptography)."""
     frames = [h.pairs.select("query", "url", "count", "holders") for h in hists]
     allp = (
@@ -76,6 +96,8 @@ def protocol_sizes(hists: list[ClickHistogram], *, min_count: int = 1, records: 
         rows=rows,
         rows_pruned=pruned,
         records=records,
+        record_bytes=record_bytes,
+        pairs_with_draws=pairs_with_draws,
     )
 
 
@@ -88,54 +110,70 @@ def _slots(key_bits: int, slot_bits: int) -> int:
 
 
 def predict_bytes(s: Sizes, key_bits: int) -> dict[str, int]:
-    """Total bytes sent by all parties, per phase."""
-    r, n, ell = s.r, s.kept_pairs, s.ell
+    """Total bytes sent by all parties, per phase (the phase the sender is in)."""
+    r, n, ell, u = s.r, s.kept_pairs, s.ell, s.universe
     c = _cipher_bytes(key_bits)
-    el = cm.ELEMENT_BYTES
-    sl, sc = _slots(key_bits, SLOT), _slots(key_bits, COUNT_SLOT_BITS)
+    sl = _slots(key_bits, SLOT)
     per_col = math.ceil((ell + 1) / sl)
-    ab = math.ceil(ell / sl)
+    nz, nb = n * per_col, math.ceil(ell / sl)
+    el, dg = cm.ELEMENT_BYTES, cm.DIGEST_BYTES
+    own = sum(s.pairs_per_party)
     out: dict[str, int] = {}
-    out["setup"] = r * (FRAME + key_bits // 4 + 400)
-    # each party's hashed pairs travel r hops; sets to P1; universe back to P2..Pr
-    own_sets = sum(s.pairs_per_party)
+    out["mesh"] = (r + 1) * r // 2 * (FRAME + _js({"id": r, "session": "x" * SESSION_CHARS}))
+    params = 220  # the agreed parameters as JSON (≈; depends on how the floats print)
+    out["setup"] = r * (FRAME + _js({"key": {"n": "", "hs": ""}, "params": {}}) + params)
+    out["setup"] += r * (key_bits // 4 + 2 * key_bits // 4)
+    # each party's hashed pairs travel r hops (the last as digests); sets to P1; universe back
     out["union"] = (
-        r * r * FRAME + r * el * own_sets
-        + (r - 1) * FRAME + el * (own_sets - s.pairs_per_party[0])
-        + (r - 1) * (FRAME + el * s.universe)
+        sum(r * (FRAME + _js({"hop": h})) for h in range(1, r + 1))
+        + own * (el * (r - 1) + dg)
+        + (r - 1) * (FRAME + 2) + dg * (own - s.pairs_per_party[0])
+        + (r - 1) * (FRAME + _js({"n": u}) + dg * u)
     )  # fmt: skip
-    out["sum"] = (
-        (r - 1) * (FRAME + key_bits // 4 + 40)
-        + r * (FRAME + c * math.ceil(s.universe / sc))
-        + (r - 1) * (FRAME + 8 * s.universe)
-    )  # fmt: skip
-    out["rows"] = r * (r - 1) * (FRAME + 16)
-    af = sum(m * ab * c for m in s.rows_pruned) + r * FRAME
-    sum_chain = (r - 1) * (FRAME + c * (n * per_col + ab))
-    perm_chain = (r + 1) * (FRAME + c * n * per_col) + c * ab  # Pr→P1→…→Pr→P0
-    out["nlp"] = af + sum_chain + perm_chain
-    x8 = 8 * n
-    out["unpermute"] = (FRAME + x8) * (1 + (r - 1) + (r - 1))
-    out["verify"] = r * (r - 1) * (FRAME + 30 + x8)
-    elems = s.records * max(1, math.ceil(60 / RECORD_CHUNK))
-    out["sample"] = (r - 1) * (FRAME + 16 * min(n, s.records))
-    out["output"] = (
-        (r - 1) * el * elems + el * elems + (r - 1) * el * elems + r * (FRAME + 60 * s.records)
+    out["sum"] = r * (FRAME + _js({"n": u}) + 8 * u) + (r - 1) * (
+        FRAME + _js({"n": u, "j": n}) + 16 * n
     )
+    out["rows"] = sum(
+        (r - 1) * (FRAME + _js({"m": m, "n": n})) for m in s.rows_pruned
+    )  # each party to the r − 1 others
+    out["nlp"] = (
+        sum(FRAME + _js({"l": ell, "m": m}) + 8 * ell * m for m in s.rows_pruned)
+        + (r - 1) * (FRAME + _js({"n": n, "l": ell}) + c * (nz + nb))  # ring sum
+        + FRAME + _js({"l": ell}) + c * nb  # Enc(AB) to P0
+        + (r - 1) * (FRAME + _js({"n": n, "l": ell}) + c * nz)  # permutation chain
+        + FRAME + _js({"n": n, "l": ell, "ms": s.rows_pruned}) + c * nz  # to P0
+    )  # fmt: skip
+    xmsg = FRAME + _js({"n": n}) + 8 * n
+    out["unpermute"] = xmsg * (1 + (r - 1) + (r - 1))
+    out["verify"] = r * (r - 1) * (FRAME + _js({"n": n, "changed": False}) + 8 * n)
+    drawn = min(n, s.records) if s.pairs_with_draws is None else s.pairs_with_draws
+    out["sample"] = (r - 1) * (FRAME + _js({"k": r}) + 16 * drawn)
+    chunks = max(1, math.ceil(s.record_bytes / RECORD_CHUNK))
+    e = s.records * chunks  # group elements of all records
+    text = s.records * (s.record_bytes + 1)
+    out["output"] = (
+        r * (r - 1) * (FRAME + _js({"hop": 1})) + (r - 1) * el * e  # encryption hops
+        + (r - 1) * (FRAME + 2) + el * e * (r - 1) // r  # pools to P1
+        + (r - 1) * (FRAME + 2 + el * e)  # decryption chain
+        + r * (FRAME + _js({"rows": s.records}) + text)
+    )  # fmt: skip
+    pub = {"party": r, "seeded": False, "time_utc": "2026-01-01T00:00:00Z"}
+    out["commit"] = (r + 1) * r * (2 * FRAME + _js(pub) + _js({"digest": "x" * 64}))
     return out
 
 
-def predict_powmods(s: Sizes, key_bits: int) -> dict[str, float]:
-    """Modular exponentiations per data party (average), by kind."""
+def predict_work(s: Sizes, key_bits: int) -> dict[str, float]:
+    """Dominant operations per data party (average) and at P0."""
     r, n, ell = s.r, s.kept_pairs, s.ell
-    sl, sc = _slots(key_bits, SLOT), _slots(key_bits, COUNT_SLOT_BITS)
+    sl = _slots(key_bits, SLOT)
     per_col = math.ceil((ell + 1) / sl)
-    ab = math.ceil(ell / sl)
-    avg_m = ell / r if r else 0
+    nz, nb = n * per_col, math.ceil(ell / sl)
+    own = sum(s.pairs_per_party) / r
     return {
-        "paillier_encrypt": math.ceil(s.universe / sc) + n * per_col + ab + avg_m * ab,
-        "paillier_rerandomize": n * per_col,  # one permutation hop per party
-        "paillier_decrypt_p0": n * per_col + ab + ell * ab,
-        "sra_short": r * sum(s.pairs_per_party) / r,
-        "sra_full": 2 * s.records,
+        "hash_to_group": own,
+        "x25519": own * r,
+        "paillier_obfuscators": (r * nz + nz + nb) / r,  # P1 also encrypts the ring sum
+        "paillier_obfuscators_p1": 2 * nz + nb,
+        "paillier_decrypt_p0": nz + nb,
+        "record_scalar_mults": 2 * s.records * math.ceil(s.record_bytes / RECORD_CHUNK),
     }

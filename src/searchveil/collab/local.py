@@ -6,7 +6,9 @@ Share of |O| (objective ``kl``): with ``output_size`` (e.g. the CELS run's |O|) 
 for ⌊|O| · |D_k| / |D|⌋ draws, capped at its own LP maximum; without it, each party uses
 ``output_share`` of its own |𝕆_k| (the same rule CELS applies globally). Objective ``size``:
 each party maximises its own output. Utility is measured against the *global* input (CELS
-eq. 2 over the pairs that pass the global Condition 1), exactly as for the CELS output.
+eq. 2 over the pairs that pass the global Condition 1), exactly as for the CELS output — a
+figure of the exact private input, so it goes to the private provenance record, never to the
+public ledger.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil.collab.protocol import CelsParams, Share
-from searchveil.io.ledger import build_ledger_unchecked
+from searchveil.collab.protocol import NEIGHBOURING, CelsParams, Share
+from searchveil.io.ledger import build_ledger, build_provenance
 from searchveil.model import ClickHistogram
 from searchveil.release.ump import (
     constraint_matrix,
@@ -72,7 +74,8 @@ def local_sanitize(
     rng: RandomSource,
     output_size: int | None = None,
 ) -> dict[str, Any]:
-    """Run LS; returns the unioned ``log``, its ``ledger``, per-party details and utility."""
+    """Run LS; returns the unioned ``log``, its public ``ledger``, the private ``provenance``
+    record, and (private) per-party details and utility."""
     b = params.b
     sizes = [int(s.hist.pairs.get_column("count").sum()) for s in shares]
     total = sum(sizes)
@@ -110,14 +113,38 @@ def local_sanitize(
     gp = global_counts([s.hist for s in shares])
     gp = gp.filter(pl.col("count") >= params.min_count)
     util = utility(gp, log)
-    ledger = build_ledger_unchecked(
+    ledger = build_ledger(
         mechanism="cels-local-sanitization",
         notion=NOTION,
+        neighbouring=NEIGHBOURING,
         epsilon=params.epsilon,
         delta=params.delta,
         parameters=params.to_dict() | {"parties": len(shares), "output_size": output_size},
-        inputs=[s.info for s in shares],
         rng=rng,
-        extra={"b": b, "counts_are_private": False, "parties_detail": parties, "utility": util},
+        noisy={
+            "output_rows": log.height,
+            "output_size": int(log.get_column("Count").sum()) if log.height else 0,
+            "note": "functions of the released log (the mechanism's draws), not of the input",
+        },
+        extra={
+            "guarantee": {
+                "b": b,
+                "counts_are_private": False,
+                "warning": "each party's counts x come from its private log and are not "
+                "differentially private; the guarantee covers the sampling",
+            },
+        },
     )
-    return {"log": log, "ledger": ledger, "parties": parties, "utility": util}
+    provenance = build_provenance(
+        inputs=[s.info for s in shares],
+        report={"parties": parties},
+        figures={"utility_against_the_global_input": util},
+        extra={"mechanism": "cels-local-sanitization"},
+    )
+    return {
+        "log": log,
+        "ledger": ledger,
+        "provenance": provenance,
+        "parties": parties,
+        "utility": util,
+    }

@@ -9,7 +9,8 @@
   counts (the expected output), and the share of pairs output (diversity).
 * **Bandwidth (Table 5 layout)**: total bytes of all parties for r = 2…10, modelled by
   :mod:`searchveil.collab.costs` at the paper's key sizes (512-bit Paillier, 1024-bit
-  commutative elements) beside the paper's MB, and at ours (3072 / RFC 3526 2048-bit);
+  commutative elements) beside the paper's MB, and at ours (3072-bit Paillier, 32-byte
+  Curve25519 elements);
   measured runs (real processes, TLS) for small r calibrate the model.
 * **Runtime vs r and vs input size (Fig. 6)**: measured protocol runs (1024-bit keys).
 * **KL approximation gap vs K (Appendix B)**.
@@ -182,23 +183,24 @@ def measured_run(
         res = run_local(paths, params, d / "out", seed=1, timeout=900)
         wall = time.perf_counter() - t0
         led = res["ledger"]
+        stats = res["party_stats"]
         hists = [click_histogram(read_log(p)) for p in paths]
     sent: dict[str, int] = {}
-    for p in led["parties"]:
+    for p in stats:
         for k, v in p["traffic"]["sent"].items():
             sent[k] = sent.get(k, 0) + v
-    sizes = protocol_sizes(hists, min_count=min_count, records=led["output_rows"])
+    sizes = protocol_sizes(hists, min_count=min_count, records=led["noisy"]["output_rows"])
     return {
         "r": r, "key_bits": key_bits, "wall_seconds": wall, "sent": sent,
         "total_bytes": sum(sent.values()), "sizes": sizes.to_dict(),
         "predicted": predict_bytes(sizes, key_bits),
-        "phase_seconds_max": _phase_max(led),
+        "phase_seconds_max": _phase_max(stats),
     }  # fmt: skip
 
 
-def _phase_max(led: dict[str, Any]) -> dict[str, float]:
+def _phase_max(stats: list[dict[str, Any]]) -> dict[str, float]:
     out: dict[str, float] = {}
-    for p in led["parties"]:
+    for p in stats:
         for k, v in p["seconds"].items():
             out[k] = max(out.get(k, 0.0), v)
     return out
@@ -215,9 +217,10 @@ def modelled_bandwidth(
         )  # fmt: skip
         paper = predict_bytes(sizes, 512)
         ours = predict_bytes(sizes, 3072)
-        # paper: 1024-bit commutative elements (128 bytes) instead of our 256
+        # paper: 1024-bit commutative elements (128 bytes) instead of our 32 (≈ 4× the union
+        # and output bytes, which are almost all group elements)
         el_share = paper["union"] + paper["output"]
-        paper_total = sum(paper.values()) - el_share // 2
+        paper_total = sum(paper.values()) + 3 * el_share
         rows.append(
             {"r": r, "sizes": sizes.to_dict(), "paper_keys_mb": paper_total / 1e6,
              "default_keys_mb": sum(ours.values()) / 1e6, "by_phase_default": ours}
@@ -351,7 +354,7 @@ def _html(res: dict[str, Any], key_bits: int) -> str:
         cells = {r["r"]: r for r in rows}
         for label, key in (
             ("512/1024-bit (paper keys)", "paper_keys_mb"),
-            ("3072/2048-bit (default)", "default_keys_mb"),
+            ("3072-bit / Curve25519 (default)", "default_keys_mb"),
         ):
             vals = [cells[r][key] if r in cells else "" for r in TABLE5_R]
             trs.append([f"{name}: {label}", *vals])

@@ -1,30 +1,60 @@
 """``cels run``: P0…Pr as separate local processes on 127.0.0.1 with throw-away certificates.
 
 The runner writes a CA, one certificate per party and ``parties.toml`` into a temporary
-directory, starts ``python -m searchveil cels party …`` once per party, waits (bounded), and
-— only if every party exited 0 and all r+1 release directories are byte-identical — moves
-P0's release (``log.tsv``, ``ledger.json``) to ``--out``. If any party fails, every other party
-stops (abort messages / closed connections / timeouts) and nothing is written.
+directory, starts ``python -m searchveil cels party …`` once per party (each in its own process
+group, with a status file it updates at every phase) and watches them:
+
+* the moment a party exits non-zero, is killed by a signal or is stopped (SIGSTOP — Linux,
+  read from ``/proc``), the others get a short grace period (the failure reaches them within a
+  second through closed connections and ``abort`` messages), then every remaining process
+  group is killed; the run fails with a message naming the party at fault, the phase and the
+  cause (:class:`RunFailed`) — within a few seconds of the failure, nothing written;
+* only if every party exited 0 and all r + 1 release directories are byte-identical is P0's
+  release (``log.tsv`` and the public ``ledger.json``) moved to ``--out``, the parties'
+  private provenance records combined into one beside it (``<out>.private.json``, 0600), and
+  the transcripts (private, owner-only) copied to ``--transcripts``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
+import hashlib
+import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from searchveil.collab.protocol import CelsParams
-from searchveil.collab.wire import ProtocolError, make_certificates
+from searchveil.collab.protocol import TEST_HOOKS_ENV, CelsParams
+from searchveil.collab.wire import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    PHASES,
+    ProtocolError,
+    make_certificates,
+    open_private,
+)
 from searchveil.errors import InvalidParameterError, OutputExistsError
-from searchveil.io.ledger import read_ledger
+from searchveil.io.ledger import (
+    build_provenance,
+    provenance_path,
+    read_ledger,
+    read_provenance,
+)
 from searchveil.rng import secure_token
+
+GRACE = 2.0  # seconds the other parties get to stop on their own after a failure
+POLL = 0.05
+_RELAY = re.compile(r"P\d+ aborted: ")
 
 
 def free_ports(n: int) -> list[int]:
@@ -40,7 +70,13 @@ def free_ports(n: int) -> list[int]:
 
 
 def write_config(
-    directory: Path, n_parties: int, *, timeout: float, session: str | None = None
+    directory: Path,
+    n_parties: int,
+    *,
+    timeout: float,
+    session: str | None = None,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
 ) -> Path:
     """Certificates and ``parties.toml`` for ``n_parties`` local parties; returns its path."""
     files = make_certificates(directory, n_parties)
@@ -49,6 +85,8 @@ def write_config(
         f'ca = "{files["ca"]}"',
         f'session = "{session or secure_token()}"',
         f"timeout = {timeout}",
+        f"connect_timeout = {connect_timeout}",
+        f"heartbeat_timeout = {heartbeat_timeout}",
     ]
     for i in range(n_parties):
         pf = files["parties"][i]
@@ -76,6 +114,8 @@ def party_command(
     transcript: Path | None = None,
     seed: int | None = None,
     fault: str | None = None,
+    status: Path | None = None,
+    workers: int | None = None,
 ) -> list[str]:
     cmd = [
         sys.executable, "-m", "searchveil", "cels", "party", "--config", str(config),
@@ -92,7 +132,82 @@ def party_command(
         cmd += ["--seed", str(seed + k)]
     if fault is not None:
         cmd += ["--inject-fault", fault]
+    if status is not None:
+        cmd += ["--status-file", str(status)]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
     return [*cmd, "--parent-pid", str(os.getpid())]
+
+
+def default_workers(n_parties: int) -> int:
+    """Worker processes per data party when all parties share this machine (P0, which is idle
+    until it decrypts, gets one per CPU)."""
+    return max(1, (os.cpu_count() or 1) // n_parties)
+
+
+class RunFailed(ProtocolError):
+    """A ``cels run`` in which a party failed: ``culprit`` (the party at fault), ``phase``,
+    ``cause``, ``parties`` (per party: outcome, exit code, phase, message) and
+    ``seconds_to_report`` (first failure → every party stopped)."""
+
+    def __init__(
+        self,
+        culprit: int | None,
+        phase: str,
+        cause: str,
+        parties: list[dict[str, Any]],
+        seconds_to_report: float,
+    ) -> None:
+        super().__init__(cause, peer=culprit, phase=phase)
+        self.culprit = culprit
+        self.parties = parties
+        self.seconds_to_report = seconds_to_report
+        who = f"P{culprit}" if culprit is not None else "a party"
+        details = "; ".join(
+            f"P{p['party']} ({p['outcome']}, phase '{p['phase']}'): {p['message']}" for p in parties
+        )
+        self.args = (
+            f"CELS run failed in phase '{phase}': {who} {self.cause} — every party stopped "
+            f"within {seconds_to_report:.1f} s of the failure; nothing written. [{details}]",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _is_stopped(pid: int) -> bool:
+    """Linux: the process is stopped (SIGSTOP/SIGTSTP) — state T in /proc/<pid>/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] in ("T", "t")
+
+
+def _read_status(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _last_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith(("error:", "internal"))]
+    # the CLI wraps long messages: keep the last error block, joined
+    return " ".join(lines[starts[-1] :]) if starts else (lines[-1] if lines else "")
+
+
+def _outcome(rc: int | None, stopped: bool, killed_by_us: bool) -> str:
+    if stopped:
+        return "stopped (SIGSTOP)"
+    if rc is None:
+        return "running"
+    if rc < 0:
+        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else -rc
+        return f"killed by {name}" + (" (by the runner)" if killed_by_us else "")
+    return f"exit {rc}"
 
 
 def run_local(
@@ -103,11 +218,24 @@ def run_local(
     transcripts: Path | None = None,
     seed: int | None = None,
     timeout: float = 600.0,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
+    workers: int | None = None,
     overwrite: bool = False,
     faults: dict[int, str] | None = None,
+    signals: list[tuple[int, str, int, int]] | None = None,
+    detect_stopped: bool = True,
     config_hook: Any = None,
+    provenance: Path | None = None,
 ) -> dict[str, Any]:
-    """Run the protocol with one local process per party; returns a summary."""
+    """Run the protocol with one local process per party; returns a summary. Writes ``out``
+    (the public release) and the private provenance record (``provenance``, by default
+    ``<out>.private.json`` beside it: every party's input record and figures of the run).
+
+    Test hooks (never used by the CLI): ``faults`` — party → ``PHASE:KIND[@PEER]`` (see
+    :func:`searchveil.collab.protocol.inject_fault`); ``signals`` — (watched party, phase,
+    target party, signal): send the signal to the target once the watched party has reached
+    the phase; ``detect_stopped=False`` leaves stopped parties to the heartbeats."""
     if len(shares) < 2:
         raise InvalidParameterError("share", len(shares), "at least two --share files")
     for s in shares:
@@ -118,78 +246,239 @@ def run_local(
         raise OutputExistsError(f"output {str(out)!r} already exists; choose a new --out")
     if not out.parent.exists():
         raise InvalidParameterError("out", str(out), "a path whose parent directory exists")
-    if transcripts is not None:
-        transcripts.mkdir(parents=True, exist_ok=True)
+    prov_path = provenance_path(out, provenance)
+    if prov_path.exists() and not overwrite:
+        raise OutputExistsError(f"provenance record {str(prov_path)!r} already exists")
+    if transcripts is not None and transcripts.exists() and any(transcripts.iterdir()):
+        raise OutputExistsError(f"transcript directory {str(transcripts)!r} is not empty")
     n = len(shares) + 1
+    data_workers = default_workers(n) if workers is None else workers
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cels-") as tmp:
         tmpd = Path(tmp)
-        cfg = write_config(tmpd / "tls", n, timeout=timeout)
+        cfg = write_config(
+            tmpd / "tls", n, timeout=timeout, connect_timeout=connect_timeout,
+            heartbeat_timeout=heartbeat_timeout,
+        )  # fmt: skip
         if config_hook is not None:
             config_hook(tmpd / "tls")
-        procs = []
+        trd = tmpd / "transcripts"
+        trd.mkdir(mode=0o700)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
         )
+        env.pop(TEST_HOOKS_ENV, None)
+        if faults:
+            env[TEST_HOOKS_ENV] = "1"
+        procs: list[subprocess.Popen[bytes]] = []
+        logs = []
         for k in range(n):
             cmd = party_command(
                 cfg, k, params, share=None if k == 0 else Path(shares[k - 1]).resolve(),
                 out=tmpd / f"P{k}",
-                transcript=(transcripts / f"P{k}.bin") if transcripts is not None else None,
-                seed=seed, fault=(faults or {}).get(k),
+                transcript=(trd / f"P{k}.bin") if transcripts is not None else None,
+                seed=seed, fault=(faults or {}).get(k), status=tmpd / f"P{k}.status.json",
+                # P0 waits while the data parties work, then decrypts: all CPUs for it
+                workers=data_workers if workers is not None or k else (os.cpu_count() or 1),
             )  # fmt: skip
+            so, se = open(tmpd / f"P{k}.out", "wb"), open(tmpd / f"P{k}.err", "wb")  # noqa: SIM115
+            logs += [so, se]
             procs.append(
                 subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                    cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp
+                    cmd, stdout=so, stderr=se, env=env, cwd=tmp, start_new_session=True
                 )
             )
-        outs: list[tuple[int, str, str]] = []
-        # no overall limit while every party is alive (each one has its own liveness timeout);
-        # once one fails, the others get timeout + 30 s to stop, then are killed
-        deadline: float | None = None
-        while any(p.poll() is None for p in procs):
-            if deadline is None and any(p.returncode not in (None, 0) for p in procs):
-                deadline = time.monotonic() + timeout + 30
-            if deadline is not None and time.monotonic() > deadline:
-                for p in procs:
-                    if p.poll() is None:
-                        p.kill()
-            time.sleep(0.2)
-        for p in procs:
-            so, se = p.communicate()
-            outs.append(
-                (p.returncode, so.decode("utf-8", "replace"), se.decode("utf-8", "replace"))
-            )
-        failed = [(k, o) for k, o in enumerate(outs) if o[0] != 0]
-        if failed:
-            msgs = []
-            for k, (rc, _so, err_text) in failed:
-                lines = [ln.strip() for ln in err_text.strip().splitlines() if ln.strip()]
-                starts = [i for i, ln in enumerate(lines) if ln.startswith(("error:", "internal"))]
-                # the CLI wraps long messages: keep the last error block, joined
-                text = " ".join(lines[starts[-1] :]) if starts else (lines[-1] if lines else "")
-                msgs.append(f"P{k} (exit {rc}): {text or 'no message'}")
-            written = [k for k in range(n) if (tmpd / f"P{k}").exists()]
-            if written:  # a party committed although another failed after the commit round
-                msgs.append(f"parties {written} had committed; their outputs are discarded")
-            raise ProtocolError("CELS run failed, nothing written — " + "; ".join(msgs))
+        try:
+            outcome = _watch(procs, tmpd, signals or [], detect_stopped)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    _kill_group(p)
+            for p in procs:
+                p.wait()
+            for f in logs:
+                f.close()
+        if outcome is not None:
+            raise outcome
         ref = tmpd / "P0"
         for k in range(1, n):
             other = tmpd / f"P{k}"
             for name in ("log.tsv", "ledger.json"):
                 if not filecmp.cmp(ref / name, other / name, shallow=False):
-                    raise ProtocolError(f"P{k}'s {name} differs from P0's")
+                    raise ProtocolError(f"P{k}'s {name} differs from P0's", peer=k)
+        records = [read_provenance(tmpd / f"P{k}") for k in range(n)]
+        prov = build_provenance(
+            inputs=[i for r in records for i in r.get("inputs", [])],
+            report={"cels_parties": [r["report"]["cels_party"] for r in records]},
+            extra={"mechanism": "cels", "runner": "cels run (all parties on this machine)"},
+        )
         if out.exists():
             shutil.rmtree(out)
         staged = out.parent / f".{out.name}.tmp-{secure_token()}"
         shutil.copytree(ref, staged)
+        ledger_sha = hashlib.sha256((staged / "ledger.json").read_bytes()).hexdigest()
+        prov["release"] = {"directory": str(out.resolve()), "ledger_sha256": ledger_sha}
+        ptmp = prov_path.with_name(f".{prov_path.name}.tmp-{secure_token()}")
+        with open_private(ptmp) as fh:
+            fh.write((json.dumps(prov, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         staged.rename(out)
+        os.replace(ptmp, prov_path)
+        if transcripts is not None:
+            transcripts.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(transcripts, 0o700)
+            for tf in sorted(trd.iterdir()):
+                with tf.open("rb") as src, open_private(transcripts / tf.name) as dst:
+                    shutil.copyfileobj(src, dst)
     ledger = read_ledger(out)
     return {
         "out": str(out),
+        "provenance": str(prov_path),
         "parties": n - 1,
         "wall_seconds": round(time.perf_counter() - t0, 2),
         "ledger": ledger,
+        "party_stats": prov["report"]["cels_parties"],
         "transcripts": str(transcripts) if transcripts is not None else None,
     }
+
+
+def _kill_group(p: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        p.kill()
+
+
+def _watch(
+    procs: list[subprocess.Popen[bytes]],
+    tmpd: Path,
+    signals: list[tuple[int, str, int, int]],
+    detect_stopped: bool,
+) -> RunFailed | None:
+    """Wait for the parties; on the first failure give the others GRACE seconds, kill the rest
+    and return the diagnosis (None when every party exited 0)."""
+    failed_at: dict[int, float] = {}
+    stopped: set[int] = set()
+    killed_by_us: set[int] = set()
+    pending = list(signals)
+    t_fail: float | None = None
+    while True:
+        now = time.monotonic()
+        codes = [p.poll() for p in procs]
+        for k, c in enumerate(codes):
+            if k in failed_at:
+                continue
+            if c is not None and c != 0:
+                failed_at[k] = now
+            elif c is None and detect_stopped and _is_stopped(procs[k].pid):
+                stopped.add(k)
+                failed_at[k] = now
+        if pending:
+            fire = []
+            for item in pending:
+                watch, phase, target, sig = item
+                st = _read_status(tmpd / f"P{watch}.status.json")
+                if st.get("phase") in PHASES and PHASES.index(st["phase"]) >= PHASES.index(phase):
+                    fire.append(item)
+            for item in fire:
+                pending.remove(item)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(procs[item[2]].pid, item[3])
+        if failed_at and t_fail is None:
+            t_fail = min(failed_at.values())
+        alive = [k for k, c in enumerate(codes) if c is None and k not in stopped]
+        if t_fail is None and not alive:
+            return None
+        if t_fail is not None and (not alive or now - t_fail > GRACE):
+            for k, p in enumerate(procs):
+                if p.poll() is None:
+                    killed_by_us.add(k)
+                    _kill_group(p)
+            for p in procs:
+                p.wait()
+            return _diagnose(procs, tmpd, failed_at, stopped, killed_by_us, t_fail)
+        time.sleep(POLL)
+
+
+def _diagnose(
+    procs: list[subprocess.Popen[bytes]],
+    tmpd: Path,
+    failed_at: dict[int, float],
+    stopped: set[int],
+    killed_by_us: set[int],
+    t_fail: float,
+) -> RunFailed:
+    n = len(procs)
+    status = [_read_status(tmpd / f"P{k}.status.json") for k in range(n)]
+    errs = [
+        _last_error((tmpd / f"P{k}.err").read_bytes().decode("utf-8", "replace")) for k in range(n)
+    ]
+    parties = []
+    for k, p in enumerate(procs):
+        st = status[k]
+        msg = st.get("error") or errs[k] or "no message"
+        if k in killed_by_us and k not in stopped:
+            msg = "still running at the deadline; killed by the runner"
+        parties.append(
+            {
+                "party": k,
+                "outcome": _outcome(p.returncode, k in stopped, k in killed_by_us),
+                "exit_code": p.returncode,
+                "phase": st.get("phase", "start"),
+                "state": st.get("state", "starting"),
+                "blames": st.get("peer"),
+                "detected_at": st.get("detected_at"),
+                "cause": str(st.get("cause") or msg),
+                "message": msg,
+            }
+        )
+    order = sorted(failed_at, key=lambda k: failed_at[k])
+    # a party that died, was stopped or crashed (not the orderly exit 2 of a party that saw a
+    # failure) is at fault; otherwise the party the others blame
+    hard = [
+        k
+        for k in order
+        if k in stopped or (procs[k].returncode not in (0, 2) and k not in killed_by_us)
+    ]
+    if hard:
+        c = hard[0]
+        phase = parties[c]["phase"]
+        outcome = parties[c]["outcome"]
+        if c in stopped:
+            cause = "was stopped (SIGSTOP): it stopped responding"
+        elif outcome.startswith("killed"):
+            cause = f"was {outcome}"
+        else:
+            cause = f"crashed ({outcome})"
+            if parties[c]["message"] != "no message":
+                cause += f": {parties[c]['message']}"
+        culprit: int | None = c
+    else:
+        # the first party to detect the failure saw its cause; the others saw its consequences
+        # (connections closed, aborts relayed), so follow the earliest detection
+        seen = sorted(
+            (p for p in parties if p["state"] == "failed" and p["blames"] is not None),
+            key=lambda p: (p["detected_at"] is None, p["detected_at"] or 0.0, p["party"]),
+        )
+        if seen:
+            culprit = seen[0]["blames"]
+        else:
+            votes = Counter(p["blames"] for p in parties if p["blames"] is not None)
+            culprit = votes.most_common(1)[0][0] if votes else (order[0] if order else None)
+        # the cause as seen by a party that saw it first-hand (not relayed by an abort)
+        witnesses = sorted(
+            (p for p in parties if p["blames"] == culprit),
+            key=lambda p: (p["detected_at"] is None, p["detected_at"] or 0.0, p["party"]),
+        )
+        direct = [w for w in witnesses if not _RELAY.match(w["cause"])]
+        src = (direct or witnesses or [parties[order[0] if order else 0]])[0]
+        phase = parties[culprit]["phase"] if culprit is not None else src["phase"]
+        cause = f"failed: {src['cause']}"
+        if src["party"] != culprit:
+            cause += f" (seen by P{src['party']})"
+    if culprit == 0:
+        # P0 waits while the data parties work: the phase is theirs when it failed
+        seen = [parties[k]["phase"] for k in order if k != 0 and parties[k]["blames"] == 0]
+        if seen and seen[0] in PHASES:
+            phase = seen[0]
+    return RunFailed(culprit, phase, cause, parties, time.monotonic() - t_fail)

@@ -1,4 +1,5 @@
-"""Transport for the CELS parties: a full mesh of mutually authenticated TLS connections.
+"""Transport for the CELS parties: a full mesh of mutually authenticated TLS connections, with
+liveness: a dead, stopped or cut-off peer is detected in seconds and stops every party.
 
 * **Certificates.** :func:`make_certificates` creates a throw-away CA and one certificate per
   party (ECDSA P-256, SAN ``DNS:cels-party-<id>`` and ``IP:127.0.0.1``) with ``cryptography``.
@@ -6,19 +7,31 @@
   certificate is byte-for-byte the one listed for that party id in the configuration
   (certificate pinning): an unknown peer, even one signed by the same CA, is refused.
   Both sides use ``CERT_REQUIRED``, TLS ≥ 1.2.
-* **Mesh.** Party i connects to every party j < i (retrying until the timeout while j starts)
-  and accepts connections from every j > i. The first frame on a connection is ``hello``
-  (party id and the run's session token).
+* **Mesh** (phase ``mesh``). Party i connects to every party j < i (retrying while j starts)
+  and accepts connections from every j > i, all within ``connect_timeout`` (60 s by default);
+  the first frame on a connection is ``hello`` (party id and the run's session token). A
+  failure names the peer and the cause (refused, TLS, no hello, wrong session).
 * **Frames.** ``magic "CELS" | version u8 | phase u8 | type u16 | json length u32 |
   blob length u64`` then a UTF-8 JSON object and a binary blob (ciphertexts, arrays).
   Sizes are capped; the receiver checks the type it expects and the protocol module checks
-  every field (:func:`expect`). A malformed frame, an ``abort`` frame, a closed connection or
-  a timeout raises :class:`ProtocolError` and the party stops; on any error a party sends
-  ``abort`` to every peer, so all stop.
+  every field (:func:`expect`).
+* **Liveness.** Every party sends a ``ping`` to every peer every second (``heartbeat_timeout``
+  / 4 if smaller). A peer from which no byte has arrived for ``heartbeat_timeout`` seconds
+  (10 by default) is declared dead — stopped, hung or cut off; a closed connection, a
+  malformed or truncated frame and an ``abort`` are detected at once. Any of these sets one
+  failure for the whole mesh: every pending or later ``recv``/``send`` raises
+  :class:`ProtocolError` naming the peer, the phase and the cause, the party sends ``abort``
+  to every peer (so all stop), and — if its main thread does not react within a few seconds —
+  the ``on_stuck`` callback ends the process. A live peer that sends heartbeats but not the
+  expected message within ``timeout`` seconds (600 by default) is also a failure.
 * **I/O thread.** An asyncio loop in a background thread does all socket I/O (reading every
   connection continuously, so large simultaneous sends cannot deadlock); the protocol runs
   synchronously in the main thread. Every received byte can be appended to a transcript file
-  and is counted per phase, as is every sent byte.
+  (private: it holds other parties' encrypted and partly aggregated data; created 0600) and is
+  counted per phase, as is every sent byte.
+* **Test hooks** (:meth:`Mesh.inject`, only reachable through ``cels party --inject-fault`` with
+  ``SEARCHVEIL_CELS_TEST_HOOKS=1``): send a garbage frame, a truncated frame (then close), or
+  drop a connection.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 import json
+import os
 import queue
 import ssl
 import struct
@@ -35,9 +49,10 @@ import threading
 import time
 import tomllib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -47,24 +62,60 @@ from cryptography.x509.oid import NameOID
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct(">4sBBHIQ")
 MAX_JSON = 64 << 20
 MAX_BLOB = 8 << 30
+READ_CHUNK = 1 << 20
+
+DEFAULT_TIMEOUT = 600.0
+DEFAULT_CONNECT_TIMEOUT = 60.0
+DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on_stuck
 
 PHASES = (
-    "setup", "union", "sum", "rows", "nlp", "solve", "unpermute", "verify", "sample", "output",
-    "commit",
+    "mesh", "setup", "union", "sum", "rows", "nlp", "solve", "unpermute", "verify", "sample",
+    "output", "commit",
 )  # fmt: skip
 TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
-    "rows", "nlp_af", "nlp_sum", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
+    "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
     "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
 )  # fmt: skip
+TRANSCRIPT_MAGIC = b"CELS-TRANSCRIPT "
+TRANSCRIPT_WARNING = (
+    "PRIVATE: every byte this party received during one CELS run - other parties' encrypted "
+    "and partly aggregated data, the sampling split and the joint output before release. "
+    "Do not publish or share."
+)
 
 
 class ProtocolError(SearchveilError):
-    """A peer failed: crashed, timed out, aborted or sent a malformed message."""
+    """A peer failed: crashed, stalled, timed out, aborted or sent a malformed message.
+
+    ``peer`` is the party the failure points at (None: this party itself / unknown), ``phase``
+    the protocol phase, ``cause`` the reason (never empty)."""
+
+    def __init__(
+        self,
+        cause: str,
+        *,
+        peer: int | None = None,
+        phase: str | None = None,
+        at: float | None = None,
+    ) -> None:
+        self.cause = cause.strip() or "unknown cause"
+        self.peer = peer
+        self.phase = phase
+        self.at = time.time() if at is None else at  # when it was detected (epoch seconds)
+        where = f"in phase '{phase}'" if phase else ""
+        super().__init__(f"{where}: {self.cause}" if where else self.cause)
+
+
+def why(exc: BaseException) -> str:
+    """An exception as text that is never empty (``TimeoutError()`` has no message)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -81,17 +132,26 @@ class Config:
     parties: dict[int, PartyAddress]
     ca: Path
     session: str
-    timeout: float
+    timeout: float = DEFAULT_TIMEOUT
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
 
     @property
     def ids(self) -> list[int]:
         return sorted(self.parties)
 
 
+def _seconds(raw: dict[str, Any], key: str, default: float, path: Path) -> float:
+    v = raw.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise InputFormatError(str(path), f"{key} must be a positive number of seconds")
+    return float(v)
+
+
 def load_config(path: Path) -> Config:
-    """Read ``parties.toml``: ``ca``, ``session``, ``timeout`` and ``[[party]]`` tables with
-    ``id``, ``host``, ``port``, ``cert`` and (for the party itself) ``key``; relative paths are
-    relative to the file."""
+    """Read ``parties.toml``: ``ca``, ``session``, ``timeout``, ``connect_timeout``,
+    ``heartbeat_timeout`` and ``[[party]]`` tables with ``id``, ``host``, ``port``, ``cert`` and
+    (for the party itself) ``key``; relative paths are relative to the file."""
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -119,13 +179,15 @@ def load_config(path: Path) -> Config:
     ids = sorted(parties)
     if ids != list(range(len(ids))) or len(ids) < 3:
         raise InputFormatError(str(path), "parties must be numbered 0..r with r ≥ 2 (0 = solver)")
-    timeout = raw.get("timeout", 600)
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise InputFormatError(str(path), "timeout must be a positive number of seconds")
     session = raw.get("session", "")
     if not isinstance(session, str):
         raise InputFormatError(str(path), "session must be a string")
-    return Config(parties, p(raw.get("ca"), "ca"), session, float(timeout))
+    return Config(
+        parties, p(raw.get("ca"), "ca"), session,
+        _seconds(raw, "timeout", DEFAULT_TIMEOUT, path),
+        _seconds(raw, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, path),
+        _seconds(raw, "heartbeat_timeout", DEFAULT_HEARTBEAT_TIMEOUT, path),
+    )  # fmt: skip
 
 
 def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict[str, Any]:
@@ -189,6 +251,13 @@ def _fingerprint_pem(path: Path) -> str:
     return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
 
 
+def open_private(path: Path) -> IO[bytes]:
+    """Open ``path`` for writing with owner-only permissions (0600), truncating it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "wb")
+
+
 @dataclass
 class Traffic:
     """Bytes and frames per phase, sent and received."""
@@ -216,35 +285,82 @@ class Frame:
     blob: bytes
 
 
-class _Closed:
-    def __init__(self, peer: int, reason: str) -> None:
-        self.peer, self.reason = peer, reason
+class _Truncated(Exception):
+    def __init__(self, got: int, want: int) -> None:
+        super().__init__(f"{got} of {want} bytes")
+        self.got, self.want = got, want
+
+
+FAULT_KINDS = ("garbage", "truncated", "drop")
 
 
 class Mesh:
     """All TLS connections of one party. Use as a context manager."""
 
-    def __init__(self, config: Config, me: int, *, transcript: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        me: int,
+        *,
+        transcript: Path | None = None,
+        on_stuck: Callable[[ProtocolError], None] | None = None,
+        mesh_fault: tuple[str, int | None] | None = None,
+    ) -> None:
         if me not in config.parties:
             raise InvalidParameterError("id", me, f"one of {config.ids}")
         self.config, self.me = config, me
         self.timeout = config.timeout
+        self.connect_timeout = config.connect_timeout
+        self.hb_timeout = config.heartbeat_timeout
+        self.hb_period = min(1.0, self.hb_timeout / 4)
         self.traffic = Traffic()
-        self.phase = "setup"
-        self._queues: dict[int, queue.Queue[Frame | _Closed]] = {
-            j: queue.Queue() for j in config.ids if j != me
-        }
+        self.phase = "mesh"
+        self.others = [j for j in config.ids if j != me]
+        self._queues: dict[int, queue.Queue[Frame]] = {j: queue.Queue() for j in self.others}
         self._writers: dict[int, asyncio.StreamWriter] = {}
         self._pins = {j: _fingerprint_pem(a.cert) for j, a in config.parties.items()}
-        self._aborted: str | None = None
-        self._transcript_path = transcript
-        self._transcript = open(transcript, "wb") if transcript is not None else None  # noqa: SIM115
+        self._lock = threading.Lock()
+        self._failure: ProtocolError | None = None
+        self._failed_at = 0.0
+        self._finished: set[int] = set()  # peers that said bye
+        self._dropped: set[int] = set()  # connections this party cut (test hook)
+        self._last_rx: dict[int, float] = {}
+        self._on_stuck = on_stuck
+        self._stuck_reported = False
+        self._mesh_fault = mesh_fault
+        self._transcript: IO[bytes] | None = None
+        if transcript is not None:
+            self._transcript = open_private(transcript)
+            head = {
+                "private": True,
+                "warning": TRANSCRIPT_WARNING,
+                "party": me,
+                "session": config.session,
+                "format": "then every received frame as on the wire (wire.HEADER)",
+            }
+            self._transcript.write(TRANSCRIPT_MAGIC + json.dumps(head).encode() + b"\n")
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
-        self._last_seen: dict[int, float] = {}
+
+    # -- failure state ------------------------------------------------------------------
+    def _fail(self, peer: int | None, cause: str) -> None:
+        with self._lock:
+            if self._failure is None and not self._closing:
+                self._failure = ProtocolError(cause, peer=peer, phase=self.phase)
+                self._failed_at = time.monotonic()
+
+    @property
+    def failure(self) -> ProtocolError | None:
+        return self._failure
+
+    def check(self) -> None:
+        """Raise the mesh's failure, if any (call it inside long computations)."""
+        f = self._failure
+        if f is not None:
+            raise ProtocolError(f.cause, peer=f.peer, phase=f.phase, at=f.at)
 
     # -- TLS contexts -------------------------------------------------------------------
     def _ctx(self, server: bool) -> ssl.SSLContext:
@@ -267,40 +383,168 @@ class Mesh:
         sslobj = writer.get_extra_info("ssl_object")
         der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
         if not der:
-            raise ProtocolError("a peer presented no certificate")
+            raise ProtocolError("a peer presented no certificate", phase="mesh")
         fp = hashlib.sha256(der).hexdigest()
         for j in allowed:
             if self._pins[j] == fp:
                 return j
-        raise ProtocolError("refused a peer whose certificate is not in the configuration")
+        raise ProtocolError(
+            "refused a peer whose certificate is not the one listed for any party "
+            f"it may be ({', '.join(f'P{j}' for j in allowed)})",
+            phase="mesh",
+        )
 
     # -- connection setup ---------------------------------------------------------------
     def __enter__(self) -> Mesh:
         self._thread.start()
         try:
             fut = asyncio.run_coroutine_threadsafe(self._connect_all(), self._loop)
-            fut.result(timeout=self.timeout + 5)
+            fut.result(timeout=self.connect_timeout + 10)
+        except ProtocolError as exc:
+            self.close(ok=False)
+            raise ProtocolError(exc.cause, peer=exc.peer, phase="mesh", at=exc.at) from exc
         except (TimeoutError, OSError, ssl.SSLError) as exc:
-            self.close()
-            raise ProtocolError(f"party {self.me}: could not connect the mesh: {exc}") from exc
+            self.close(ok=False)
+            raise ProtocolError(
+                f"could not connect the mesh within {self.connect_timeout:g} s: {why(exc)}",
+                phase="mesh",
+            ) from exc
         except BaseException:
-            self.close()
+            self.close(ok=False)
             raise
         self._loop.call_soon_threadsafe(
-            lambda: self._tasks.append(self._loop.create_task(self._heartbeat()))
+            lambda: self._tasks.append(self._loop.create_task(self._monitor()))
         )
         return self
 
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.close(ok=exc_type is None)
+
+    async def _connect_all(self) -> None:
+        me = self.config.parties[self.me]
+        higher = [j for j in self.config.ids if j > self.me]
+        lower = [j for j in self.config.ids if j < self.me]
+        accepted: asyncio.Queue[tuple[int | None, Any]] = asyncio.Queue()
+        deadline = time.monotonic() + self.connect_timeout
+        self._tasks.append(self._loop.create_task(self._heartbeat()))
+
+        def left() -> float:
+            return max(0.1, deadline - time.monotonic())
+
+        async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                j = self._peer_id(w, higher)
+            except ProtocolError as exc:
+                w.close()
+                await accepted.put((None, exc.cause))
+                return
+            try:
+                hello = await asyncio.wait_for(self._read_frame(r, j), left())
+                self._check_hello(hello, j)
+            except TimeoutError:
+                w.close()
+                await accepted.put((j, f"P{j} connected but sent no hello"))
+            except _Truncated as exc:
+                w.close()
+                await accepted.put((j, f"P{j} sent a truncated hello ({exc}) and closed"))
+            except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+                w.close()
+                await accepted.put((j, f"P{j} closed the connection before its hello ({why(exc)})"))
+            except (InputFormatError, ProtocolError) as exc:
+                w.close()
+                await accepted.put((j, f"P{j} sent a malformed hello: {exc}"))
+            else:
+                await accepted.put((j, (r, w)))
+
+        if higher:
+            try:
+                self._server = await asyncio.start_server(
+                    on_conn, me.host, me.port, ssl=self._ctx(True), reuse_address=True,
+                    ssl_handshake_timeout=self.connect_timeout,
+                )  # fmt: skip
+            except OSError as exc:
+                raise ProtocolError(
+                    f"cannot listen on {me.host}:{me.port}: {why(exc)}", phase="mesh"
+                ) from exc
+        cctx = self._ctx(False)
+        for j in lower:
+            addr = self.config.parties[j]
+            last = "no attempt"
+            while True:
+                try:
+                    r, w = await asyncio.wait_for(
+                        asyncio.open_connection(
+                            addr.host, addr.port, ssl=cctx, server_hostname=f"cels-party-{j}",
+                            ssl_handshake_timeout=self.connect_timeout,
+                        ),
+                        left(),
+                    )  # fmt: skip
+                    break
+                except ssl.SSLError as exc:
+                    raise ProtocolError(
+                        f"TLS handshake with P{j} at {addr.host}:{addr.port} failed: {why(exc)}",
+                        peer=j, phase="mesh",
+                    ) from exc  # fmt: skip
+                except (OSError, TimeoutError) as exc:
+                    last = why(exc)
+                    if time.monotonic() >= deadline:
+                        raise ProtocolError(
+                            f"could not connect to P{j} at {addr.host}:{addr.port} within "
+                            f"{self.connect_timeout:g} s (last attempt: {last})",
+                            peer=j, phase="mesh",
+                        ) from exc  # fmt: skip
+                    await asyncio.sleep(0.1)
+            try:
+                self._peer_id(w, [j])
+            except ProtocolError as exc:
+                raise ProtocolError(f"P{j} at {addr.host}:{addr.port}: {exc.cause}", peer=j,
+                                    phase="mesh") from exc  # fmt: skip
+            self._writers[j] = w
+            self._last_rx[j] = time.monotonic()
+            if self._mesh_fault is not None and self._mesh_fault[1] in (None, j):
+                await self._fault(j, self._mesh_fault[0])
+            else:
+                await self._write(j, "hello", {"id": self.me, "session": self.config.session}, b"")
+            self._tasks.append(self._loop.create_task(self._reader(j, r)))
+        pending = set(higher)
+        while pending:
+            try:
+                j_or_none, item = await asyncio.wait_for(accepted.get(), left())
+            except TimeoutError:
+                miss = ", ".join(f"P{j}" for j in sorted(pending))
+                raise ProtocolError(
+                    f"{miss} did not connect within {self.connect_timeout:g} s (not started, "
+                    "unreachable, or refused our certificate)",
+                    peer=min(pending), phase="mesh",
+                ) from None  # fmt: skip
+            if isinstance(item, str):
+                raise ProtocolError(item, peer=j_or_none, phase="mesh")
+            if j_or_none is None:  # pragma: no cover - a str item always goes above
+                raise ProtocolError("an unknown peer connected", phase="mesh")
+            j = j_or_none
+            if j not in pending:
+                raise ProtocolError(f"P{j} connected twice", peer=j, phase="mesh")
+            pending.discard(j)
+            r, w = item
+            self._writers[j] = w
+            self._last_rx[j] = time.monotonic()
+            self._tasks.append(self._loop.create_task(self._reader(j, r)))
+            if self._mesh_fault is not None and self._mesh_fault[1] in (None, j):
+                await self._fault(j, self._mesh_fault[0])
+
+    def _check_hello(self, f: Frame, j: int) -> None:
+        if f.type != "hello" or f.body != {"id": j, "session": self.config.session}:
+            raise ProtocolError(f"P{j}: bad hello (wrong id or session)", peer=j, phase="mesh")
+
+    # -- liveness -----------------------------------------------------------------------
     async def _heartbeat(self) -> None:
-        """Liveness: a ``ping`` to every peer every min(5 s, timeout/4), so a long computation
-        on one party does not look like a dead peer; a crashed or cut-off party stops pinging
-        (and its connection closes) and its peers time out."""
-        period = min(5.0, self.timeout / 4)
+        """A ``ping`` to every connected peer every ``hb_period`` seconds, from the moment the
+        first connection is up, so a long computation never looks like a dead party."""
         head = HEADER.pack(MAGIC, VERSION, 0, TYPES.index("ping"), 2, 0) + b"{}"
         while True:
-            await asyncio.sleep(period)
-            for w in list(self._writers.values()):
-                if w.is_closing():
+            await asyncio.sleep(self.hb_period)
+            for j, w in list(self._writers.items()):
+                if w.is_closing() or j in self._dropped:
                     continue
                 try:
                     w.write(head)
@@ -308,94 +552,89 @@ class Mesh:
                 except (ConnectionError, OSError, RuntimeError):
                     continue
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    async def _connect_all(self) -> None:
-        me = self.config.parties[self.me]
-        higher = [j for j in self.config.ids if j > self.me]
-        lower = [j for j in self.config.ids if j < self.me]
-        accepted: asyncio.Queue[tuple[int, asyncio.StreamReader, asyncio.StreamWriter] | str]
-        accepted = asyncio.Queue()
-
-        async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            try:
-                j = self._peer_id(w, higher)
-                hello = await asyncio.wait_for(self._read_frame(r, j), self.timeout)
-                self._check_hello(hello, j)
-                await accepted.put((j, r, w))
-            except (ProtocolError, InputFormatError, OSError, TimeoutError) as exc:
-                w.close()
-                await accepted.put(f"refused a connection: {exc}")
-
-        if higher:
-            self._server = await asyncio.start_server(
-                on_conn, me.host, me.port, ssl=self._ctx(True), reuse_address=True
-            )
-        deadline = time.monotonic() + self.timeout
-        cctx = self._ctx(False)
-        for j in lower:
-            addr = self.config.parties[j]
-            while True:
-                try:
-                    r, w = await asyncio.wait_for(
-                        asyncio.open_connection(
-                            addr.host, addr.port, ssl=cctx, server_hostname=f"cels-party-{j}"
-                        ),
-                        max(0.1, deadline - time.monotonic()),
-                    )
-                    break
-                except (ConnectionRefusedError, TimeoutError, OSError) as exc:
-                    if isinstance(exc, ssl.SSLError) or time.monotonic() > deadline:
-                        raise ProtocolError(f"cannot connect to party {j}: {exc}") from exc
-                    await asyncio.sleep(0.1)
-            if self._peer_id(w, [j]) != j:  # pragma: no cover - _peer_id raises
-                raise ProtocolError(f"party {j} presented another party's certificate")
-            self._writers[j] = w
-            await self._write(j, "hello", {"id": self.me, "session": self.config.session}, b"")
-            self._tasks.append(self._loop.create_task(self._reader(j, r)))
-        pending = set(higher)
-        while pending:
-            item = await asyncio.wait_for(accepted.get(), max(0.1, deadline - time.monotonic()))
-            if isinstance(item, str):
-                raise ProtocolError(item)
-            j, r, w = item
-            if j not in pending:
-                raise ProtocolError(f"party {j} connected twice")
-            pending.discard(j)
-            self._writers[j] = w
-            self._tasks.append(self._loop.create_task(self._reader(j, r)))
-
-    def _check_hello(self, f: Frame, j: int) -> None:
-        if f.type != "hello" or f.body != {"id": j, "session": self.config.session}:
-            raise ProtocolError(f"party {j}: bad hello (wrong id or session)")
+    async def _monitor(self) -> None:
+        """Declare a peer dead after ``hb_timeout`` seconds without a byte from it; after a
+        failure, call ``on_stuck`` if the main thread has not stopped within STUCK_GRACE."""
+        tick = 0.25
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            lag = now - last - tick
+            last = now
+            if lag > 1.0:  # this process was starved (CPU, GIL): not the peers' fault
+                for j in self._last_rx:
+                    self._last_rx[j] += lag
+            if self._failure is None:
+                for j, t in list(self._last_rx.items()):
+                    if j in self._finished or j in self._dropped:
+                        continue
+                    if now - t > self.hb_timeout:
+                        self._fail(
+                            j,
+                            f"no data and no heartbeat from P{j} for {now - t:.0f} s "
+                            "(limit {:g} s): it is stopped, hung or cut off".format(
+                                self.hb_timeout
+                            ),
+                        )
+            elif (
+                self._on_stuck is not None
+                and not self._stuck_reported
+                and now - self._failed_at > STUCK_GRACE
+            ):
+                self._stuck_reported = True
+                err = self._failure
+                threading.Thread(target=self._on_stuck, args=(err,), daemon=True).start()
 
     # -- frames -------------------------------------------------------------------------
     async def _read_frame(self, r: asyncio.StreamReader, j: int) -> Frame:
-        head = await r.readexactly(HEADER.size)
+        try:
+            head = await r.readexactly(HEADER.size)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise _Truncated(len(exc.partial), HEADER.size) from exc
+            raise
+        self._last_rx[j] = time.monotonic()
         magic, ver, ph, ty, jl, bl = HEADER.unpack(head)
-        if magic != MAGIC or ver != VERSION or ph >= len(PHASES) or ty >= len(TYPES):
-            raise InputFormatError(f"party {j}", "malformed frame header")
+        if magic != MAGIC:
+            raise InputFormatError(f"P{j}", f"bad frame header (magic {magic[:4]!r})")
+        if ver != VERSION:
+            raise InputFormatError(f"P{j}", f"protocol version {ver} (this party speaks {VERSION})")
+        if ph >= len(PHASES) or ty >= len(TYPES):
+            raise InputFormatError(f"P{j}", f"unknown phase {ph} or message type {ty}")
         if jl > MAX_JSON or bl > MAX_BLOB:
-            raise InputFormatError(f"party {j}", "frame too large")
-        js = await r.readexactly(jl)
-        blob = await r.readexactly(bl)
+            raise InputFormatError(f"P{j}", "frame too large")
+        got = HEADER.size
+        parts: list[bytes] = []
+        try:
+            js = await r.readexactly(jl)
+            got += jl
+            remaining = bl
+            while remaining:
+                chunk = await r.readexactly(min(READ_CHUNK, remaining))
+                parts.append(chunk)
+                got += len(chunk)
+                remaining -= len(chunk)
+                self._last_rx[j] = time.monotonic()
+        except asyncio.IncompleteReadError as exc:
+            raise _Truncated(got + len(exc.partial), HEADER.size + jl + bl) from exc
+        blob = b"".join(parts)
+        self._last_rx[j] = time.monotonic()
         phase = PHASES[ph]
-        self._last_seen[j] = time.monotonic()
         if TYPES[ty] == "ping":
             self.traffic.heartbeat_bytes += HEADER.size + jl + bl
         else:
             self.traffic.received[phase] += HEADER.size + jl + bl
-        if self._transcript is not None:
-            self._transcript.write(head)
-            self._transcript.write(js)
-            self._transcript.write(blob)
+            if self._transcript is not None:
+                self._transcript.write(head)
+                self._transcript.write(js)
+                self._transcript.write(blob)
         try:
             body = json.loads(js.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputFormatError(f"party {j}", "frame body is not JSON") from exc
+            raise InputFormatError(f"P{j}", "frame body is not JSON") from exc
         if not isinstance(body, dict):
-            raise InputFormatError(f"party {j}", "frame body is not a JSON object")
+            raise InputFormatError(f"P{j}", "frame body is not a JSON object")
         return Frame(j, TYPES[ty], phase, body, blob)
 
     async def _reader(self, j: int, r: asyncio.StreamReader) -> None:
@@ -403,23 +642,41 @@ class Mesh:
         while True:
             try:
                 f = await self._read_frame(r, j)
+            except _Truncated as exc:
+                if not (self._closing or j in self._finished or j in self._dropped):
+                    self._fail(j, f"P{j} sent a truncated frame: the connection closed after {exc}")
+                return
             except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
-                if not self._closing:
-                    q.put(_Closed(j, f"connection to party {j} closed ({type(exc).__name__})"))
+                if self._closing or j in self._finished:
+                    return
+                if j in self._dropped:
+                    self._fail(
+                        self.me, f"this party dropped its connection to P{j} (injected test fault)"
+                    )
+                else:
+                    self._fail(
+                        j,
+                        f"P{j} closed the connection without a goodbye ({why(exc)}): "
+                        "it exited, crashed or was killed, or the network dropped it",
+                    )
                 return
             except InputFormatError as exc:
-                q.put(_Closed(j, f"malformed message from party {j}: {exc}"))
-                return
-            if f.type == "abort":
-                reason = str(f.body.get("reason", ""))[:500]
-                self._aborted = self._aborted or f"party {j} aborted: {reason}"
-                q.put(_Closed(j, f"party {j} aborted: {reason}"))
+                if not self._closing:
+                    self._fail(j, f"P{j} sent a malformed frame: {exc.problem}")
                 return
             if f.type == "ping":
                 continue
-            q.put(f)
-            if f.type == "bye":
+            if f.type == "abort":
+                reason = str(f.body.get("reason", "")).strip()[:600] or "no reason given"
+                culprit = f.body.get("culprit")
+                if not isinstance(culprit, int) or culprit not in self.config.parties:
+                    culprit = j
+                self._fail(culprit, f"P{j} aborted: {reason}")
                 return
+            if f.type == "bye":
+                self._finished.add(j)
+                return
+            q.put(f)
 
     async def _write(self, j: int, type_: str, body: dict[str, Any], blob: bytes) -> None:
         js = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -431,92 +688,157 @@ class Mesh:
         w.write(js)
         if blob:
             w.write(blob)
-        await asyncio.wait_for(w.drain(), self.timeout)
         self.traffic.sent[self.phase] += len(head) + len(js) + len(blob)
+        await w.drain()
+
+    def _wait(self, fut: Any, what: str, peer: int | None) -> Any:
+        start = time.monotonic()
+        while True:
+            try:
+                return fut.result(timeout=0.2)
+            except TimeoutError:
+                if self._failure is not None:
+                    fut.cancel()
+                    self.check()
+                if time.monotonic() - start > self.timeout:
+                    fut.cancel()
+                    raise ProtocolError(
+                        f"{what} did not complete within {self.timeout:g} s", peer=peer,
+                        phase=self.phase,
+                    ) from None  # fmt: skip
+            except (ConnectionError, OSError, RuntimeError) as exc:
+                self.check()
+                raise ProtocolError(f"{what} failed: {why(exc)}", peer=peer,
+                                    phase=self.phase) from exc  # fmt: skip
 
     def send(self, j: int, type_: str, body: dict[str, Any], blob: bytes = b"") -> None:
-        if self._aborted:
-            raise ProtocolError(self._aborted)
+        self.check()
         fut = asyncio.run_coroutine_threadsafe(self._write(j, type_, body, blob), self._loop)
-        try:
-            fut.result(timeout=self.timeout + 5)
-        except (TimeoutError, ConnectionError, OSError) as exc:
-            raise ProtocolError(f"sending to party {j} failed: {exc}") from exc
-
-    def send_raw(self, j: int, data: bytes) -> None:
-        """Write bytes that are not a frame (fault-injection tests only)."""
-
-        async def w() -> None:
-            self._writers[j].write(data)
-            await self._writers[j].drain()
-
-        asyncio.run_coroutine_threadsafe(w(), self._loop).result(timeout=self.timeout)
+        self._wait(fut, f"sending {type_!r} to P{j}", j)
 
     def recv(self, j: int, type_: str) -> Frame:
-        """The next frame from party ``j``; it must be of type ``type_``. Times out when ``j``
-        has sent nothing (not even a heartbeat) for ``timeout`` seconds."""
+        """The next frame from party ``j``; it must be of type ``type_``. Raises at once when
+        any peer has failed; times out when ``j`` is alive but sends nothing else for
+        ``timeout`` seconds."""
         start = time.monotonic()
         q = self._queues[j]
         while True:
-            if self._aborted:
-                raise ProtocolError(self._aborted)
+            self.check()
             try:
                 item = q.get(timeout=0.2)
                 break
             except queue.Empty:
-                seen = max(start, self._last_seen.get(j, start))
-                if time.monotonic() - seen > self.timeout:
+                if j in self._finished:
                     raise ProtocolError(
-                        f"party {j} silent for {self.timeout:g} s (waiting for {type_!r})"
-                    ) from None
-        if isinstance(item, _Closed):
-            raise ProtocolError(item.reason)
+                        f"P{j} ended the session while this party waited for {type_!r}",
+                        peer=j, phase=self.phase,
+                    ) from None  # fmt: skip
+                if time.monotonic() - start > self.timeout:
+                    raise ProtocolError(
+                        f"P{j} is alive but sent no {type_!r} within {self.timeout:g} s",
+                        peer=j, phase=self.phase,
+                    ) from None  # fmt: skip
         if item.type != type_:
-            raise ProtocolError(f"party {j} sent {item.type!r} where {type_!r} was expected")
+            raise ProtocolError(
+                f"P{j} sent {item.type!r} where {type_!r} was expected", peer=j, phase=self.phase
+            )
         return item
 
-    def abort(self, reason: str) -> None:
-        """Tell every peer to stop (best effort)."""
-        for j in list(self._writers):
-            try:
-                fut = asyncio.run_coroutine_threadsafe(
-                    self._write(j, "abort", {"reason": reason[:500]}, b""), self._loop
-                )
-                fut.result(timeout=2)
-            except (TimeoutError, ConnectionError, OSError, RuntimeError):
-                continue
+    # -- test hooks -----------------------------------------------------------------------
+    async def _fault(self, j: int, kind: str) -> None:
+        w = self._writers[j]
+        if kind == "garbage":
+            w.write(b"NOT A CELS FRAME" * 4)
+            await w.drain()
+        elif kind == "truncated":
+            head = HEADER.pack(MAGIC, VERSION, PHASES.index(self.phase), TYPES.index("stats"),
+                               100, 0)  # fmt: skip
+            w.write(head + b'{"partial":')
+            await w.drain()
+            self._dropped.add(j)
+            w.close()
+        elif kind == "drop":
+            self._dropped.add(j)
+            w.close()
+        else:  # pragma: no cover - validated by the caller
+            raise InvalidParameterError("fault", kind, "|".join(FAULT_KINDS))
 
-    def close(self) -> None:
-        self._closing = True
+    def inject(self, kind: str, target: int | None = None) -> None:
+        """Test hook: a garbage frame, a truncated frame (then close) or a dropped connection,
+        to ``target`` or to every peer."""
+        for j in [target] if target is not None else list(self._writers):
+            if j in self._writers:
+                asyncio.run_coroutine_threadsafe(self._fault(j, kind), self._loop).result(5)
+
+    # -- shutdown -------------------------------------------------------------------------
+    def abort(self, reason: str, culprit: int | None = None) -> None:
+        """Tell every peer to stop (best effort, at most ~1 s)."""
+        body = {"reason": reason[:600], "culprit": culprit}
+
+        async def send_all() -> None:
+            ws = []
+            for j, w in list(self._writers.items()):
+                if j in self._dropped or w.is_closing():
+                    continue
+                js = json.dumps(body, ensure_ascii=False).encode("utf-8")
+                ph = PHASES.index(self.phase)
+                w.write(HEADER.pack(MAGIC, VERSION, ph, TYPES.index("abort"), len(js), 0) + js)
+                ws.append(w.drain())
+            await asyncio.wait_for(asyncio.gather(*ws, return_exceptions=True), 1.0)
+
+        if self._thread.is_alive():
+            try:
+                asyncio.run_coroutine_threadsafe(send_all(), self._loop).result(timeout=2)
+            except (TimeoutError, ConnectionError, OSError, RuntimeError):
+                pass
+
+    def close(self, ok: bool = False) -> None:
         if self._thread.is_alive():
 
             async def shut() -> None:
+                if ok:  # tell the peers this end is done, so our EOF is not a failure
+                    for j, w in list(self._writers.items()):
+                        if j not in self._dropped and not w.is_closing():
+                            w.write(HEADER.pack(MAGIC, VERSION, PHASES.index(self.phase),
+                                                TYPES.index("bye"), 2, 0) + b"{}")  # fmt: skip
+                    await asyncio.wait_for(
+                        asyncio.gather(*(w.drain() for w in self._writers.values()),
+                                       return_exceptions=True),
+                        2.0,
+                    )  # fmt: skip
+                self._closing = True
+                for t in self._tasks:
+                    t.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
                 for w in self._writers.values():
                     w.close()
                 if self._server is not None:
                     self._server.close()
-                for t in self._tasks:
-                    t.cancel()
-                await asyncio.gather(*self._tasks, return_exceptions=True)
 
             try:
                 asyncio.run_coroutine_threadsafe(shut(), self._loop).result(timeout=5)
             except (TimeoutError, RuntimeError, OSError):
                 pass
+            self._closing = True
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+        self._closing = True
         if self._transcript is not None:
             self._transcript.close()
             self._transcript = None
 
 
-def expect(body: dict[str, Any], schema: dict[str, type | tuple[type, ...]], who: str) -> None:
-    """Strict schema: exactly these keys, each of these types (bool is not an int)."""
+def expect(body: dict[str, Any], schema: dict[str, type | tuple[type, ...]], peer: int) -> None:
+    """Strict schema: exactly these keys, each of these types (bool is not an int); a mismatch
+    is ``peer``'s fault."""
     if set(body) != set(schema):
-        raise ProtocolError(f"malformed message from {who}: keys {sorted(body)}")
+        raise ProtocolError(
+            f"P{peer} sent a malformed message: keys {sorted(body)}, expected {sorted(schema)}",
+            peer=peer,
+        )
     for k, t in schema.items():
         v = body[k]
-        if isinstance(v, bool) and t is not bool:
-            raise ProtocolError(f"malformed message from {who}: {k} has the wrong type")
-        if not isinstance(v, t):
-            raise ProtocolError(f"malformed message from {who}: {k} has the wrong type")
+        if (isinstance(v, bool) and t is not bool) or not isinstance(v, t):
+            raise ProtocolError(
+                f"P{peer} sent a malformed message: {k} has the wrong type", peer=peer
+            )
