@@ -219,3 +219,29 @@ def test_write_private_json_is_owner_only(tmp_path: Path) -> None:
     assert (os.stat(p).st_mode & 0o777) == 0o600
     assert next(iter(json.loads(p.read_text()))) == "PRIVATE"
     assert [q.name for q in tmp_path.iterdir()] == ["x.private.json"]
+
+
+def test_every_written_ledger_is_checked(tmp_path: Path) -> None:
+    """ReleaseWriter checks the ledger it writes, whoever built it: a hand-made ledger that
+    carries the input's size is refused and nothing is written."""
+    led = _led()
+    led["parameters"] = {"d": 1, "rows": 20000}
+    with pytest.raises(InternalError, match="rows"), ReleaseWriter(tmp_path / "rel") as w:
+        w.write_table("queries", pl.DataFrame({"query": ["a"], "noisy_count": [3]}))
+        w.write_ledger(led)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_one_ledger_builder() -> None:
+    """build_ledger is the only ledger builder: no module of the package defines another."""
+    import re
+
+    src = Path(__file__).resolve().parents[1] / "src" / "searchveil"
+    found = [
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if re.search(r"^def build_ledger\w*\(", p.read_text(encoding="utf-8"), re.M)
+    ]
+    assert found == ["io/ledger.py"]
+    text = (src / "io" / "ledger.py").read_text(encoding="utf-8")
+    assert re.findall(r"^def (build_ledger\w*)\(", text, re.M) == ["build_ledger"]

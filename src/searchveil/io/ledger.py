@@ -56,7 +56,6 @@ from searchveil.version import __version__
 __all__ = [
     "ReleaseWriter",
     "build_ledger",
-    "build_ledger_unchecked",
     "build_provenance",
     "read_ledger",
     "read_provenance",
@@ -276,43 +275,6 @@ def check_public_ledger(ledger: dict[str, Any]) -> None:
     for k, v in (ledger.get("declared") or {}).items():
         if not isinstance(v, int | float | str | bool | None):
             raise InternalError(f"declared.{k} must be a scalar (a bound the user states)")
-
-
-def build_ledger_unchecked(
-    *,
-    mechanism: str,
-    notion: str,
-    epsilon: float | None,
-    delta: float | None,
-    parameters: dict[str, Any],
-    inputs: list[dict[str, Any]],
-    rng: RandomSource | None,
-    events: list[dict[str, Any]] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """TRANSITIONAL (issue 21): the old ledger builder, which records the private input. Every
-    family is being moved to :func:`build_ledger`; this function is deleted when none uses it."""
-    randomness = rng.describe() if rng is not None else {"source": None, "seeded": False}
-    ledger: dict[str, Any] = {
-        "tool": "searchveil",
-        "tool_version": __version__,
-        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "mechanism": mechanism,
-        "notion": notion,
-        "epsilon": epsilon,
-        "delta": delta,
-        "parameters": parameters,
-        "inputs": inputs,
-        "seeded": bool(randomness.get("seeded")),
-        "randomness": randomness,
-        "for_release": not bool(randomness.get("seeded")),
-        "events": events or [],
-        "outputs": {},
-    }
-    if extra:
-        ledger.update(extra)
-    result: dict[str, Any] = _jsonable(ledger)
-    return result
 
 
 def build_provenance(
@@ -578,6 +540,7 @@ class ReleaseWriter:
         ledger = dict(ledger)
         ledger["outputs"] = dict(self._outputs)
         ledger["release_format"] = self.fmt
+        check_public_ledger(_jsonable(ledger))  # every written ledger, whoever built it
         (self.tmp_dir / LEDGER_NAME).write_text(
             json.dumps(_jsonable(ledger), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
