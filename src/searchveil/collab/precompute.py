@@ -160,8 +160,8 @@ class Precomputer:
             for p in procs:  # a batch in progress is not worth waiting for
                 if p.is_alive():
                     p.kill()
-            for p in procs:
-                p.join(2)
+            for p in procs:  # SIGKILLed: reaping is quick, but a loaded machine can take seconds
+                p.join(15)
             self._ex = None
 
     def __enter__(self) -> Precomputer:
