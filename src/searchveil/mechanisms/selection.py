@@ -32,6 +32,7 @@ bound) and ``select(user_items, rng)``.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +41,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil.errors import InvalidParameterError
-from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from searchveil.errors import InternalError, InvalidParameterError
+from searchveil.mechanisms.noise import MAX_GAUSSIAN_SIGMA, DiscreteGaussian, DiscreteLaplace
 from searchveil.mechanisms.threshold import (
     exact_threshold_privacy,
     keep_probability,
@@ -50,7 +51,9 @@ from searchveil.mechanisms.threshold import (
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
-STRATEGIES = ("laplace", "gaussian", "policy-gaussian")
+STRATEGIES = ("laplace", "gaussian", "policy-gaussian", "mad", "mad2r", "dp-sips")
+#: the strategies added by issue 24 (ℓ2-weighted Gaussian rounds, exact integer noise)
+ROUND_STRATEGIES = ("mad", "mad2r", "dp-sips")
 
 
 # ----------------------------------------------------------------------------- shared pieces
@@ -261,50 +264,481 @@ class PolicyGaussian:
         w = np.minimum(np.asarray(n, dtype=np.float64), self.cutoff)
         return np.asarray(stats.norm.sf((self.rho - w) / self.sigma))
 
+    def _weights_arrays(
+        self, pool: ItemPool, rng: RandomSource
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The policy over users in a uniformly random order (one key per user from ``rng``,
+        drawn in canonical user order): item ids and their weights, exactly the sequential
+        rule. Items only one user holds never interact with another user, so their gaps are
+        Γ when that user comes: users without a shared item are done in one vectorised step,
+        and the sequential loop visits only the shared items of the other users."""
+        gamma = self.cutoff
+        users, items = pool.users, pool.items
+        n_users = int(users.max()) + 1 if users.size else 0
+        keys = rng.random_keys(n_users)
+        holders = np.bincount(items, minlength=pool.n_items)
+        shared = holders[items] > 1
+        n_solo = np.bincount(users[~shared], minlength=n_users).astype(np.float64)
+        n_shared = np.bincount(users[shared], minlength=n_users)
+        weight = np.zeros(pool.n_items, dtype=np.float64)
+        # users without shared items: gaps Γ on all their items
+        scale = np.ones(n_users, dtype=np.float64)
+        solo_norm = np.sqrt(n_solo) * gamma
+        scale = np.where(solo_norm > 1.0, 1.0 / np.maximum(solo_norm, 1e-300), 1.0)
+        # users with shared items, in the random order, sequentially over their shared items
+        seq = np.flatnonzero(n_shared > 0)
+        seq = seq[np.argsort(keys[seq], kind="stable")]
+        srows = np.flatnonzero(shared)  # grouped by user (pool rows are)
+        sh_users = users[srows]
+        sh_ids, sh_items = np.unique(items[srows], return_inverse=True)
+        starts = np.searchsorted(sh_users, np.arange(n_users), side="left")
+        ends = np.searchsorted(sh_users, np.arange(n_users), side="right")
+        h = [0.0] * int(sh_ids.size)
+        it = sh_items.tolist()
+        solo2 = (n_solo * gamma * gamma).tolist()
+        st, en = starts.tolist(), ends.tolist()
+        sc = scale.tolist()
+        for u in seq.tolist():
+            lst = it[st[u] : en[u]]
+            gaps = [gamma - h[i] if h[i] < gamma else 0.0 for i in lst]
+            norm2 = solo2[u] + sum(g * g for g in gaps)
+            if norm2 == 0.0:
+                sc[u] = 1.0
+                continue
+            f = 1.0 if norm2 <= 1.0 else 1.0 / math.sqrt(norm2)
+            sc[u] = f
+            for i, g in zip(lst, gaps, strict=True):
+                if g > 0.0:
+                    h[i] += g * f
+        scale = np.asarray(sc, dtype=np.float64)
+        solo_rows = np.flatnonzero(~shared)
+        weight[items[solo_rows]] = gamma * scale[users[solo_rows]]
+        weight[sh_ids] = np.asarray(h, dtype=np.float64)
+        present = np.flatnonzero(holders > 0)
+        return present, weight[present]
+
     def weights(self, sets: pl.DataFrame, *, rng: RandomSource) -> dict[str, float]:
         """Run the policy over users in a uniformly random order (keys from ``rng``)."""
-        users = sets.get_column("user").unique()
-        keys = rng.random_keys(users.len())
-        order = pl.DataFrame({"user": users, "_k": keys}).sort("_k").with_row_index("_o")
-        grouped = (
-            sets.join(order.select("user", "_o"), on="user")
-            .group_by("_o")
-            .agg(pl.col("item"))
-            .sort("_o")
-            .get_column("item")
-            .to_list()
-        )
-        h: dict[str, float] = {}
-        gamma = self.cutoff
-        for items in grouped:
-            gaps = [max(gamma - h.get(w, 0.0), 0.0) for w in items]
-            norm = math.sqrt(sum(g * g for g in gaps))
-            if norm == 0.0:
-                continue
-            scale = 1.0 if norm <= 1.0 else 1.0 / norm
-            for w, g in zip(items, gaps, strict=True):
-                if g > 0.0:
-                    h[w] = h.get(w, 0.0) + g * scale
-        return h
+        pool = ItemPool.from_frame(sets)
+        ids, w = self._weights_arrays(pool, rng)
+        return dict(zip(pool.names.gather(ids).to_list(), w.tolist(), strict=True))
 
     def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        h = self.weights(sets, rng=rng)
-        items = list(h.keys())
-        w = np.fromiter(h.values(), dtype=np.float64, count=len(items))
-        u1 = rng.uniform(len(items))
-        u2 = rng.uniform(len(items))
+        pool = ItemPool.from_frame(sets)
+        ids, w = self._weights_arrays(pool, rng)
+        u1 = rng.uniform(ids.size)
+        u2 = rng.uniform(ids.size)
         z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * math.pi * u2)  # Box–Muller
         keep = w + self.sigma * z > self.rho
-        chosen = pl.DataFrame({"item": items, "weight": w}).filter(pl.Series(keep))
-        counts = _distinct_counts(sets)
-        return counts.join(chosen.select("item"), on="item", how="semi")
+        chosen = pl.DataFrame({"item": pool.names.gather(ids[keep])})
+        counts = _distinct_counts(sets.select("user", "item"))
+        return counts.join(chosen, on="item", how="semi")
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": "policy-gaussian", "d": self.d, "sigma": self.sigma, "rho": self.rho,
                 "cutoff": self.cutoff, **self.privacy()}  # fmt: skip
 
 
-Strategy = LaplaceThreshold | GaussianThreshold | PolicyGaussian
+# ---------------------------------------------------------------- ℓ2-weighted Gaussian rounds
+
+#: integer weight scale s: a user with k items gives each ⌊s/√k⌋ (exact integers; ℓ2 norm ≤ s)
+WEIGHT_SCALE_MAX = 1024
+WEIGHT_SCALE_MIN = 16
+#: bias cutoff of MAD2R's second round, in units of the first round's noise σ₁ (see docs)
+MAD2R_CUTOFF_SIGMAS = 1.5
+#: zCDP budget shares (must sum to 1) and the pool of items per user, as multiples of d
+MAD_SHARES = (0.05, 0.95)
+MAD2R_SHARES = (0.05, 0.25, 0.70)
+SIPS_ROUNDS, SIPS_FACTOR = 3, 0.3
+POOL_FACTOR = 2
+
+
+def zcdp_delta(*, rho: float, epsilon: float) -> float:
+    """δ(ε) of a ρ-zCDP mechanism: min over α > 1 of
+    exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α (Canonne, Kamath, Steinke 2020, Corollary 13).
+    Every α gives a valid bound; the minimum is searched on a log grid and refined."""
+    rho = check_positive("rho", rho)
+    eps = check_positive("epsilon", epsilon)
+
+    def f(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return (a - 1) * (a * rho - eps) - np.log(a - 1) + a * np.log1p(-1 / a)
+
+    a = np.exp(np.linspace(math.log(1.000001), math.log(1e6), 4000))
+    v = f(a)
+    i = int(np.argmin(v))
+    lo, hi = a[max(i - 1, 0)], a[min(i + 1, a.size - 1)]
+    fine = np.linspace(lo, hi, 2001)
+    best = float(min(v[i], float(np.min(f(fine)))))
+    return float(min(1.0, math.exp(best)))
+
+
+def zcdp_rho(*, epsilon: float, delta: float) -> float:
+    """The largest ρ (to 1e-9 relative) with :func:`zcdp_delta` (ρ, ε) ≤ δ."""
+    eps = check_positive("epsilon", epsilon)
+    dl = check_probability("delta", delta)
+    lo, hi = 1e-12, 1.0
+    while zcdp_delta(rho=hi, epsilon=eps) <= dl:
+        hi *= 4
+        if hi > 1e8:
+            raise InvalidParameterError("epsilon", epsilon, "a budget a zCDP ρ can meet")
+    if zcdp_delta(rho=lo, epsilon=eps) > dl:
+        raise InvalidParameterError("delta", delta, "a δ some zCDP ρ > 1e-12 meets")
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if zcdp_delta(rho=mid, epsilon=eps) <= dl:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return lo
+
+
+@functools.lru_cache(maxsize=16)
+def _dg_tail(sigma: float) -> tuple[int, npt.NDArray[np.float64]]:
+    """P[Z ≥ k] of the discrete Gaussian N_Z(0, σ²) for k = −half..half (the same numerics as
+    :meth:`DiscreteGaussian.sf`), computed once per σ."""
+    support, probs = DiscreteGaussian(sigma)._support()
+    tail = np.append(np.cumsum(probs[::-1])[::-1], 0.0)
+    return int(support[0]), tail
+
+
+def _dg_sf(sigma: float, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """P[Z ≥ k] for Z ~ N_Z(0, σ²) (k real: P[Z ≥ ⌈k⌉])."""
+    lo, tail = _dg_tail(float(sigma))
+    kk = np.ceil(np.asarray(k, dtype=np.float64))
+    pos = np.clip(kk - lo, 0, tail.size - 1).astype(np.int64)
+    return np.asarray(tail[pos])
+
+
+def unit_weights(scale: int, d: int) -> npt.NDArray[np.int64]:
+    """``a[k] = ⌊scale/√k⌋`` for k = 0..d (a[0] = 0), exact: ⌊√⌊s²/k⌋⌋ = ⌊s/√k⌋, so a user
+    with k items has ℓ2 norm √k·a[k] ≤ s."""
+    return np.array([0] + [math.isqrt(scale * scale // k) for k in range(1, d + 1)], np.int64)
+
+
+def weight_scale(sigma: float) -> int:
+    """The largest power of two s ≤ WEIGHT_SCALE_MAX with σ·s within the exact sampler's range."""
+    s = WEIGHT_SCALE_MAX
+    while s > WEIGHT_SCALE_MIN and sigma * s > MAX_GAUSSIAN_SIGMA:
+        s //= 2
+    if sigma * s > MAX_GAUSSIAN_SIGMA:
+        raise InvalidParameterError(
+            "epsilon",
+            sigma,
+            f"a budget with noise σ ≤ {MAX_GAUSSIAN_SIGMA / WEIGHT_SCALE_MIN:g} (in user units)",
+        )
+    return s
+
+
+@dataclass(frozen=True)
+class WeightedRound:
+    """One round of ℓ2-weighted Gaussian thresholding on integers (Gopi et al. 2020's weighted
+    Gaussian, exact): each user gives each of its k ≤ d items the weight ⌊s/√k⌋; an item is
+    released when its weight plus discrete Gaussian noise N_Z(0, (σs)²) is ≥ ``threshold``.
+
+    Privacy map: the user's vector has ℓ2 norm ≤ s, so on the items others also hold the round
+    is ρ-zCDP with ρ = 1/(2σ²) (CKS 2020, Prop. 5: the Rényi divergence of discrete Gaussians
+    shifted by an integer vector is at most that of continuous ones); an item only this user
+    holds is released with probability ≤ :meth:`delta_unique` (exact, worst case over k)."""
+
+    sigma: float
+    threshold: int
+    scale: int
+    d: int
+
+    @property
+    def noise(self) -> DiscreteGaussian:
+        return DiscreteGaussian(self.sigma * self.scale)
+
+    @property
+    def rho(self) -> float:
+        return 1.0 / (2.0 * self.sigma**2)
+
+    def pass_probability(self, weight: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """P[weight + Z ≥ threshold] for integer weights."""
+        w = np.asarray(weight, dtype=np.float64)
+        return _dg_sf(self.sigma * self.scale, self.threshold - w)
+
+    def delta_unique(self) -> float:
+        """max over k ≤ d of P[one of k items held only by this user is released]."""
+        a = unit_weights(self.scale, self.d)[1:]
+        p = self.pass_probability(a)
+        k = np.arange(1, self.d + 1, dtype=np.float64)
+        return float(np.max(-np.expm1(k * np.log1p(-np.minimum(p, 1 - 1e-300)))))
+
+    def run(
+        self, users: npt.NDArray[np.int64], items: npt.NDArray[np.int64], n_items: int,
+        rng: RandomSource,
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # fmt: skip
+        """``users``/``items``: each user's items for this round (≤ d each, users contiguous).
+        Returns (released mask over all item ids, the candidate item ids in increasing order,
+        their noisy weights). Noise is drawn for the candidates in item-id order."""
+        k = np.bincount(users) if users.size else np.zeros(0, np.int64)
+        if k.size and int(k.max()) > self.d:
+            raise InternalError("a user has more than d items in a weighted round")
+        w = unit_weights(self.scale, self.d)[k[users]] if users.size else np.zeros(0, np.int64)
+        weight = np.bincount(items, weights=w, minlength=n_items)  # exact: < 2^53
+        held = np.bincount(items, minlength=n_items) > 0
+        cand = np.flatnonzero(held)
+        noisy = weight[cand].astype(np.int64) + self.noise.sample(cand.size, rng)
+        released = np.zeros(n_items, dtype=bool)
+        released[cand[noisy >= self.threshold]] = True
+        return released, cand, noisy
+
+    def describe(self) -> dict[str, Any]:
+        return {"sigma": self.sigma, "noise_sigma_integer": self.sigma * self.scale,
+                "threshold": self.threshold, "threshold_units": self.threshold / self.scale,
+                "rho": self.rho, "delta_unique": self.delta_unique(), "d": self.d}  # fmt: skip
+
+
+def _round_threshold(sigma: float, scale: int, d: int, target: float) -> int:
+    """The smallest integer threshold whose :meth:`WeightedRound.delta_unique` is ≤ target."""
+    lo, hi = 1, int(scale * (1 + 40 * sigma)) + 1
+    if WeightedRound(sigma, hi, scale, d).delta_unique() > target:
+        raise InvalidParameterError("delta", target, "a δ share the threshold search can meet")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if WeightedRound(sigma, mid, scale, d).delta_unique() <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _first_per_user(users: npt.NDArray[np.int64], keep: npt.NDArray[np.bool_], d: int
+                    ) -> npt.NDArray[np.int64]:  # fmt: skip
+    """Indices of the first ``d`` rows with ``keep`` of each user (rows grouped by user, in
+    rank order)."""
+    idx = np.flatnonzero(keep)
+    if idx.size == 0:
+        return idx
+    u = users[idx]
+    start = np.r_[True, u[1:] != u[:-1]]
+    first = np.flatnonzero(start)
+    pos = np.arange(idx.size) - np.repeat(first, np.diff(np.r_[first, idx.size]))
+    return idx[pos < d]
+
+
+@dataclass(frozen=True)
+class ItemPool:
+    """Each user's first L distinct items as integer arrays: ``users`` (0..U−1, contiguous, in
+    canonical user order), ``items`` (ids into ``names``, in canonical item order), ``rank``
+    (the item's position among the user's distinct items, 0-based)."""
+
+    users: npt.NDArray[np.int64]
+    items: npt.NDArray[np.int64]
+    rank: npt.NDArray[np.int64]
+    names: pl.Series
+
+    @classmethod
+    def from_frame(cls, pool: pl.DataFrame) -> ItemPool:
+        """``pool``: columns user, item (+ rank); rows of a user in rank order. Users are
+        numbered in sorted order of their ids; items in increasing order of a 64-bit hash of
+        their text (the same on every engine; strings are never sorted — 10× slower). A hash
+        collision is detected and resolved by ordering by the text instead."""
+        if "rank" not in pool.columns:
+            pool = pool.with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
+        df = pool.select("user", "item", "rank").sort(["user", "rank"], maintain_order=True)
+        item = df.get_column("item")
+        h = item.hash(seed=24).to_numpy()
+        uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        names = item.gather(first)
+        if not bool((item == names.gather(inv)).all()):  # a collision (p ≈ n²/2^65)
+            names = item.unique().sort()
+            inv = pl.DataFrame({"item": item}).join(
+                pl.DataFrame({"item": names, "_i": pl.int_range(names.len(), eager=True)}),
+                on="item", how="left", maintain_order="left",
+            ).get_column("_i").to_numpy()  # fmt: skip
+        users = df.get_column("user").rle_id().to_numpy()
+        return cls(
+            users=users.astype(np.int64),
+            items=np.asarray(inv, dtype=np.int64),
+            rank=df.get_column("rank").to_numpy().astype(np.int64),
+            names=names,
+        )
+
+    @property
+    def n_items(self) -> int:
+        return int(self.names.len())
+
+
+@dataclass(frozen=True)
+class RoundsSelection:
+    """MAD, MAD2R and DP-SIPS: rounds of :class:`WeightedRound` on each user's first
+    ``pool`` distinct items, with items released in earlier rounds removed (their users' weight
+    goes to their other items) — see the module docstring and docs/privacy/selection.md.
+
+    * ``mad`` — a probe round with a small share of the budget releases the items far above
+      any threshold; the main round spreads each user's unit ℓ2 budget over its first d items
+      the probe did not release (weight rerouted from items far above the threshold).
+    * ``mad2r`` — the probe, a first round, and a second round in which each user keeps only
+      its items not yet released whose first-round noisy weight is ≥ ``cutoff`` (an internal
+      value, never published): the user's budget goes to items that can still make it.
+    * ``dp-sips`` — Swanberg, Desfontaines, Haney 2023: R rounds with geometrically growing
+      budget shares, each on the users' first d items not released before.
+
+    Privacy (docs/privacy/selection.md): zCDP adds over rounds (ρ = Σ 1/(2σ_r²)); ε, δ_G from
+    :func:`zcdp_delta`; items only the added user holds: δ_T = Σ_r delta_unique_r;
+    δ = δ_G + δ_T/(1 − δ_T)."""
+
+    name: str
+    d: int
+    pool: int
+    rounds: tuple[WeightedRound, ...]
+    epsilon: float
+    cutoff: int | None = None  # mad2r: integer cutoff on the first round's noisy weight
+    bias_round: int | None = None  # mad2r: the round whose noisy weights bias the next
+
+    @classmethod
+    def for_budget(cls, name: str, *, epsilon: float, delta: float, d: int,
+                   pool: int | None = None) -> RoundsSelection:  # fmt: skip
+        check_choice("selection", name, ROUND_STRATEGIES)
+        eps = check_positive("epsilon", epsilon)
+        dl = check_probability("delta", delta)
+        d = check_int("d", d, minimum=1, maximum=4096)
+        pool = check_int("pool", POOL_FACTOR * d if pool is None else pool, minimum=d)
+        if name == "mad":
+            shares: tuple[float, ...] = MAD_SHARES
+        elif name == "mad2r":
+            shares = MAD2R_SHARES
+        else:
+            w = [SIPS_FACTOR ** (SIPS_ROUNDS - 1 - r) for r in range(SIPS_ROUNDS)]
+            shares = tuple(x / sum(w) for x in w)
+        best: RoundsSelection | None = None
+        for g in (0.2, 0.35, 0.5, 0.65, 0.8):  # share of δ for the Gaussian part
+            rho = zcdp_rho(epsilon=eps, delta=g * dl * 0.999)
+            sigmas = [1.0 / math.sqrt(2.0 * rho * f) for f in shares]
+            d_t = (1 - g) * dl * 0.999
+            # the unique-item δ is split like the budget (each round its share)
+            rounds = tuple(
+                WeightedRound(s, _round_threshold(s, weight_scale(s), d, d_t * f),
+                              weight_scale(s), d)
+                for s, f in zip(sigmas, shares, strict=True)
+            )  # fmt: skip
+            cutoff = bias = None
+            if name == "mad2r":
+                bias = 1
+                cutoff = int(math.floor(MAD2R_CUTOFF_SIGMAS * sigmas[1] * rounds[1].scale))
+            cand = cls(name=name, d=d, pool=pool, rounds=rounds, epsilon=eps, cutoff=cutoff,
+                       bias_round=bias)  # fmt: skip
+            if not (cand.privacy()["delta"] <= dl):
+                continue
+            key = rounds[-1].threshold / rounds[-1].scale
+            if best is None or key < best.rounds[-1].threshold / best.rounds[-1].scale:
+                best = cand
+        if best is None:
+            raise InvalidParameterError("delta", delta, "a δ the rounds can be calibrated to")
+        return best
+
+    # -- privacy map ------------------------------------------------------------------------
+    def privacy(self) -> dict[str, float]:
+        rho = sum(r.rho for r in self.rounds)
+        d_g = zcdp_delta(rho=rho, epsilon=self.epsilon)
+        d_t = sum(r.delta_unique() for r in self.rounds)
+        return {"epsilon": self.epsilon, "delta": d_g + d_t / (1 - d_t), "delta_noise": d_g,
+                "delta_threshold": d_t, "rho": rho}  # fmt: skip
+
+    def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """For an item whose n holders give it their whole unit budget (weight s each) in every
+        round until it is released (each user holding this one item): exact."""
+        nn = np.asarray(n, dtype=np.float64)
+        stay = np.ones_like(nn)  # P[not released so far] (and, for mad2r, the bias event)
+        for i, r in enumerate(self.rounds):
+            w = nn * r.scale
+            p = r.pass_probability(w)
+            if self.bias_round is not None and i == self.bias_round + 1:
+                prev = self.rounds[self.bias_round]
+                assert self.cutoff is not None
+                # not released in the bias round and noisy weight ≥ cutoff, then pass this one
+                ok = np.maximum(
+                    prev.noise.sf(self.cutoff - nn * prev.scale)
+                    - prev.pass_probability(nn * prev.scale),
+                    0.0,
+                )
+                notrel_prev = 1 - prev.pass_probability(nn * prev.scale)
+                frac = np.where(notrel_prev > 0, ok / np.maximum(notrel_prev, 1e-300), 0.0)
+                stay = stay * (1 - frac * p)
+            else:
+                stay = stay * (1 - p)
+        return np.asarray(1 - stay)
+
+    # -- the mechanism ----------------------------------------------------------------------
+    def run_pool(self, pool: ItemPool, rng: RandomSource) -> dict[str, Any]:
+        """Released item ids (sorted) and per-round figures."""
+        n = pool.n_items
+        in_pool = pool.rank < self.pool
+        released = np.zeros(n, dtype=bool)
+        eligible_bias: npt.NDArray[np.bool_] | None = None
+        round_sets: npt.NDArray[np.int64] | None = None
+        figures = []
+        for i, r in enumerate(self.rounds):
+            if self.bias_round is not None and i == self.bias_round + 1:
+                assert eligible_bias is not None and round_sets is not None
+                # the bias round's own items, not released, noisy weight ≥ cutoff
+                keep = np.zeros(pool.users.size, dtype=bool)
+                keep[round_sets] = True
+                keep &= eligible_bias[pool.items] & ~released[pool.items]
+                rows = _first_per_user(pool.users, keep, r.d)
+            else:
+                rows = _first_per_user(pool.users, in_pool & ~released[pool.items], r.d)
+            rel, cand, noisy = r.run(pool.users[rows], pool.items[rows], n, rng)
+            new = rel & ~released
+            released |= rel
+            if self.bias_round is not None and i == self.bias_round:
+                assert self.cutoff is not None
+                eligible_bias = np.zeros(n, dtype=bool)
+                eligible_bias[cand[noisy >= self.cutoff]] = True
+                round_sets = rows
+            figures.append({"round": i + 1, "user_items": int(rows.size),
+                            "candidates": int(cand.size), "released": int(new.sum())})  # fmt: skip
+        return {"released": np.flatnonzero(released), "rounds": figures}
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        """``sets``: user, item (+ rank) — each user's distinct items in order (e.g.
+        :func:`user_item_pool`). Returns the selected items with their distinct-user counts
+        among the users' first d items (the count step's bounded counts)."""
+        pool = ItemPool.from_frame(sets)
+        out = self.run_pool(pool, rng)
+        chosen = pool.names.gather(out["released"])
+        if "rank" in sets.columns:
+            first = sets.filter(pl.col("rank") < self.d)
+        else:
+            first = sets.group_by("user", maintain_order=True).head(self.d)
+        counts = _distinct_counts(first.select("user", "item"))
+        chosen_df = pl.DataFrame({"item": chosen})
+        return (
+            chosen_df.join(counts, on="item", how="left")
+            .with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
+            .select("item", "count")
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"strategy": self.name, "d": self.d, "pool": self.pool,
+                "rounds": [r.describe() for r in self.rounds],
+                "budget_shares": [r.rho / sum(x.rho for x in self.rounds) for r in self.rounds],
+                "bias_cutoff": None if self.cutoff is None else {
+                    "round": (self.bias_round or 0) + 1, "integer": self.cutoff,
+                    "sigmas": MAD2R_CUTOFF_SIGMAS},
+                "accounting": "zCDP over rounds (CKS 2020 Cor. 13 to (ε, δ)) + unique items",
+                **self.privacy()}  # fmt: skip
+
+
+def user_item_pool(df: pl.DataFrame, *, pool: int, user_col: str = "user",
+                   item_col: str = "item", order_col: str = "pos") -> pl.DataFrame:  # fmt: skip
+    """The first ``pool`` distinct items of every user (by ``order_col``): user, item, rank."""
+    check_int("pool", pool, minimum=1)
+    return (
+        df.sort([user_col, order_col])
+        .unique([user_col, item_col], keep="first", maintain_order=True)
+        .group_by(user_col, maintain_order=True)
+        .head(pool)
+        .select(pl.col(user_col).alias("user"), pl.col(item_col).alias("item"))
+        .with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
+    )
+
+
+Strategy = LaplaceThreshold | GaussianThreshold | PolicyGaussian | RoundsSelection
 
 
 def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> Strategy:
@@ -314,7 +748,9 @@ def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> Strateg
         return LaplaceThreshold.for_budget(epsilon=epsilon, delta=delta, d=d)
     if name == "gaussian":
         return GaussianThreshold.for_budget(epsilon=epsilon, delta=delta, d=d)
-    return PolicyGaussian.for_budget(epsilon=epsilon, delta=delta, d=d)
+    if name == "policy-gaussian":
+        return PolicyGaussian.for_budget(epsilon=epsilon, delta=delta, d=d)
+    return RoundsSelection.for_budget(name, epsilon=epsilon, delta=delta, d=d)
 
 
 def select_items(
