@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from searchveil.engines.base import Engine, PlanParams
+from searchveil.engines.base import BoundingPlan, Engine, PlanParams
 from searchveil.engines.polars import PolarsEngine
 from searchveil.engines.rows import (
     FINGERPRINTS,
@@ -28,6 +28,7 @@ from searchveil.engines.rows import (
 from searchveil.errors import InvalidParameterError
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.kanonymity import KAnonParams, release_kanon
+from searchveil.release.select import SelectParams, release_select_pools
 from searchveil.release.korolova import KorolovaParams, release_korolova_counts
 from searchveil.release.zealous import ZealousParams, release_zealous_counts
 from searchveil.rng import RandomSource
@@ -40,6 +41,7 @@ __all__ = [
     "make_engine",
     "check_plan",
     "run_release",
+    "run_select",
 ]
 
 ENGINES = ("memory", "polars", "spark")
@@ -134,4 +136,32 @@ def _run_kanon(
         inp["users"] = totals["users"]
         inp["rows"] = totals["rows"]
         inp["fingerprint"] = fp
+    return rel
+
+
+def run_select(
+    engine_name: str,
+    path: Path,
+    params: SelectParams,
+    *,
+    rng: RandomSource,
+    spark_master: str = "local[*]",
+    normalize: bool = True,
+    fingerprint: str = "full",
+) -> HistogramRelease:
+    """``release korolova --selection`` on an engine: the engine extracts each user's first
+    items (:meth:`Engine.item_pools`: the Polars ordered pass, Spark's pool plan), the release
+    runs on them (:func:`~searchveil.release.select.release_select_pools`); both engines give
+    the same tables under a seed (tested)."""
+    if not isinstance(params, SelectParams):
+        raise InvalidParameterError("params", params, "a SelectParams")
+    check_fingerprint(fingerprint, Path(path))
+    engine = make_engine(
+        engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint
+    )
+    pools = engine.item_pools(Path(path), BoundingPlan.for_pools(params.pool, params.click_pool))
+    rel = release_select_pools(pools, params, rng=rng)
+    rel.report["engine_plan"] = pools.plan
+    rel.report["engine"] = engine.describe()
+    rel.ledger["engine"] = engine.describe()
     return rel

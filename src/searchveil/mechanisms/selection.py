@@ -534,12 +534,16 @@ class ItemPool:
     @classmethod
     def from_frame(cls, pool: pl.DataFrame) -> ItemPool:
         """``pool``: columns user, item (+ rank); rows of a user in rank order. Users are
-        numbered in sorted order of their ids; items in increasing order of a 64-bit hash of
+        numbered in sorted order of their ids as text; items in increasing order of a 64-bit hash of
         their text (the same on every engine; strings are never sorted — 10× slower). A hash
         collision is detected and resolved by ordering by the text instead."""
         if "rank" not in pool.columns:
             pool = pool.with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
-        df = pool.select("user", "item", "rank").sort(["user", "rank"], maintain_order=True)
+        # users in the order of their ids as text (engines read numeric ids as integers or
+        # as text; the order must not depend on which)
+        df = pool.select("user", "item", "rank").sort(
+            [pl.col("user").cast(pl.String), "rank"], maintain_order=True
+        )
         item = df.get_column("item")
         h = item.hash(seed=24).to_numpy()
         uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
@@ -735,6 +739,80 @@ def user_item_pool(df: pl.DataFrame, *, pool: int, user_col: str = "user",
         .head(pool)
         .select(pl.col(user_col).alias("user"), pl.col(item_col).alias("item"))
         .with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
+    )
+
+
+# ---------------------------------------------------------- the default d (no tuning on data)
+
+#: distinct queries per user in the public reference sample bundled with searchveil (215 random
+#: AOL users, src/searchveil/data): (count, users) pairs. A public population model, never the
+#: log being released; tests check it against the bundled file.
+REFERENCE_DISTINCT_PER_USER: tuple[tuple[int, int], ...] = (
+    (1, 20), (2, 16), (3, 15), (4, 10), (5, 6), (6, 10), (7, 9), (8, 7), (9, 6), (10, 9),
+    (11, 8), (12, 10), (13, 4), (14, 2), (15, 3), (16, 6), (17, 5), (18, 5), (20, 2), (21, 3),
+    (22, 1), (23, 3), (24, 1), (25, 2), (26, 2), (28, 1), (29, 2), (31, 5), (34, 1), (35, 2),
+    (36, 1), (37, 1), (38, 1), (39, 2), (40, 2), (41, 1), (47, 2), (48, 1), (50, 1), (51, 1),
+    (54, 1), (58, 1), (59, 1), (60, 1), (61, 1), (67, 2), (75, 1), (83, 1), (85, 1), (96, 1),
+    (97, 1), (101, 1), (103, 1), (105, 1), (115, 1), (118, 1), (121, 1), (123, 1), (131, 1),
+    (137, 1), (210, 1), (220, 1), (228, 1), (305, 1), (322, 1),
+)  # fmt: skip
+DEFAULT_D_MAX = 128
+
+
+def _reference_k() -> npt.NDArray[np.float64]:
+    return np.repeat(
+        np.array([k for k, _ in REFERENCE_DISTINCT_PER_USER], dtype=np.float64),
+        [n for _, n in REFERENCE_DISTINCT_PER_USER],
+    )
+
+
+def default_d(
+    strategy: str, *, epsilon: float, delta: float, max_users: int | None = None
+) -> tuple[int, str]:
+    """The strategy's contribution bound when the user gives none: a documented rule from the
+    selection step's (ε, δ) and public knowledge only — never the private log (choosing d on
+    the log itself is a use of the data no ledger accounts for). Returns (d, the rule).
+
+    * ``laplace``: d = 1 (the exact Korolova threshold grows linearly in d).
+    * ``gaussian`` (counts, ℓ2 sensitivity √d): the d ≤ 128 maximising
+      E[min(K, d)] / τ(ε, δ, d) — the items a user contributes per unit of threshold — with K
+      the distinct queries per user of the public reference sample
+      (:data:`REFERENCE_DISTINCT_PER_USER`) and τ ≈ σ(ε, δ/2, √d)·Φ⁻¹(1 − δ/(2d)) + 1.
+    * ℓ2-weighted (``policy-gaussian``, ``mad``, ``mad2r``, ``dp-sips``): the d maximising
+      E[min(1, d/K)/√min(K, d)] / ρ(ε, δ, d) — the weight one holder gives an item, per unit
+      of the weighted threshold ρ = max_{t≤d} [1/√t + σΦ⁻¹((1 − δ/2)^{1/t})] (Gopi et al.).
+
+    ``max_users`` (a declared public bound U) is checked against δ (δ < 1/U) by the caller;
+    the rules depend on U only through δ (the examples use δ = 1/(10·U))."""
+    from scipy import stats  # imported when first used: it doubles the CLI start-up
+
+    check_choice("selection", strategy, STRATEGIES)
+    eps = check_positive("epsilon", epsilon)
+    dl = check_probability("delta", delta)
+    if max_users is not None:
+        check_int("max_users", max_users, minimum=1)
+    if strategy == "laplace":
+        return 1, "laplace: d = 1 (the exact Korolova threshold grows linearly in d)"
+    k = _reference_k()
+    ds = np.arange(1, DEFAULT_D_MAX + 1)
+    s1 = analytic_gaussian_sigma(epsilon=eps, delta=dl / 2)
+    if strategy == "gaussian":
+        m = np.array([np.mean(np.minimum(k, d)) for d in ds])
+        tau = np.sqrt(ds) * s1 * stats.norm.ppf(1 - dl / (2 * ds)) + 1
+        d = int(ds[int(np.argmax(m / tau))])
+        return d, (
+            f"gaussian: d = {d} maximises E[min(K,d)]/τ(ε,δ,d) over the public reference "
+            "sample's distinct queries per user (docs/privacy/selection.md)"
+        )
+    w = np.array([np.mean(np.minimum(1.0, d / k) / np.sqrt(np.minimum(k, d))) for d in ds])
+    rho = np.array(
+        [np.max(1 / np.sqrt(t) + s1 * stats.norm.ppf((1 - dl / 2) ** (1 / t)))
+         for t in (np.arange(1, d + 1, dtype=np.float64) for d in ds)]
+    )  # fmt: skip
+    d = int(ds[int(np.argmax(w / rho))])
+    return d, (
+        f"{strategy}: d = {d} maximises E[min(1,d/K)/√min(K,d)]/ρ(ε,δ,d) over the public "
+        "reference sample's distinct queries per user (docs/privacy/selection.md)"
     )
 
 
