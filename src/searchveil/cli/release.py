@@ -56,6 +56,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
 from searchveil.mechanisms.accounting import Budget, check_budget
+from searchveil.mechanisms.selection import STRATEGIES, default_d
 from searchveil.model import SearchLog
 from searchveil.release import (
     KAnonParams,
@@ -73,7 +74,6 @@ from searchveil.release.korolova import (
     resolve_url_selection,
     split_parts,
 )
-from searchveil.mechanisms.selection import STRATEGIES, default_d
 from searchveil.release.select import SelectParams, release_select
 from searchveil.rng import make_rng
 from searchveil.validate import check_choice, check_int
@@ -410,7 +410,9 @@ def select_params(
         check_int("max-users", max_users, minimum=1)
         if not delta < 1.0 / max_users:
             raise InvalidParameterError(
-                "delta", delta, f"a number < 1/U = {1.0 / max_users:.3g} (--max-users {max_users}"
+                "delta",
+                delta,
+                f"a number < 1/U = {1.0 / max_users:.3g} (--max-users {max_users}"
                 f"; δ = 1/(10·U) = {0.1 / max_users:.3g} is the documented choice)",
             )
     if d is None:
@@ -687,7 +689,10 @@ def korolova_command(
             allowed = ("auto", "none") if max_clicks is None else ("auto", "private")
             if urls not in allowed:
                 raise InvalidParameterError(
-                    "urls", urls, " | ".join(allowed) + " with --selection"
+                    "urls",
+                    urls,
+                    " | ".join(allowed)
+                    + " with --selection"
                     + ("" if max_clicks is None else " and --max-clicks"),
                 )
             if bounding != "first" or distinct_users or threshold_rule != "exact":

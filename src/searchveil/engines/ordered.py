@@ -636,7 +636,9 @@ def _ordered_counts(
         tally = {"events": 0, "clicks": 0}  # kept rows; updated by the extraction thread only
         q_rows: list[pl.DataFrame] = []  # pools: the kept rows themselves
         c_rows: list[pl.DataFrame] = []
-        c_dist = _Distinct(bp.clicks_per_user or 0, ["query", "url"]) if pools and with_url else None
+        c_dist = (
+            _Distinct(bp.clicks_per_user or 0, ["query", "url"]) if pools and with_url else None
+        )
 
         def extract(df: pl.DataFrame) -> None:
             """Chunk i's kept items into the folds (in the extraction thread, in order)."""

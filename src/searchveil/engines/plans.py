@@ -28,8 +28,8 @@ from searchveil.engines.rows import (
 from searchveil.errors import InvalidParameterError
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.kanonymity import KAnonParams, release_kanon
-from searchveil.release.select import SelectParams, release_select_pools
 from searchveil.release.korolova import KorolovaParams, release_korolova_counts
+from searchveil.release.select import SelectParams, release_select_pools
 from searchveil.release.zealous import ZealousParams, release_zealous_counts
 from searchveil.rng import RandomSource
 

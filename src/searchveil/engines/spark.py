@@ -527,9 +527,7 @@ def pool_plan(
         g = df.groupBy("user", *keys).agg(F.min("row").alias("row"))
         rn = F.row_number().over(Window.partitionBy("user").orderBy("row"))
         g = g.select("user", *keys, (rn - 1).alias("rank")).filter(F.col("rank") < n)
-        return pl.DataFrame(pl.from_arrow(g.toArrow())).with_columns(
-            pl.col("rank").cast(pl.Int64)
-        )
+        return pl.DataFrame(pl.from_arrow(g.toArrow())).with_columns(pl.col("rank").cast(pl.Int64))
 
     qs = table.select("user", norm(query).alias("query"), row)
     counts = {"query_pool": first(qs, ["query"], plan.per_user).rename({"query": "item"})}

@@ -218,9 +218,7 @@ def _single_user(
         n_single = single.height
         exact = True
     else:
-        single = (
-            pools.queries.group_by("item").agg(pl.len().alias("h")).filter(pl.col("h") == 1)
-        )
+        single = pools.queries.group_by("item").agg(pl.len().alias("h")).filter(pl.col("h") == 1)
         n_single = single.height
         exact = False
     cand = sets.join(single.select("item"), on="item", how="semi").height
