@@ -72,6 +72,19 @@ def user_item_sets(df: pl.DataFrame, *, d: int, user_col: str = "user", item_col
     )
 
 
+def _pool_counts(pool: ItemPool, d: int) -> npt.NDArray[np.int64]:
+    """Distinct-user count of every item id among the users' first ``d`` items."""
+    return np.bincount(pool.items[pool.rank < d], minlength=pool.n_items).astype(np.int64)
+
+
+def _as_frame(pool: ItemPool, ids: npt.NDArray[np.int64], d: int) -> pl.DataFrame:
+    """Selected item ids as ``item, count`` (count among the users' first d items)."""
+    return pl.DataFrame(
+        {"item": pool.names.gather(ids), "count": _pool_counts(pool, d)[ids]},
+        schema={"item": pl.String, "count": pl.Int64},
+    )
+
+
 def _distinct_counts(sets: pl.DataFrame) -> pl.DataFrame:
     return sets.group_by("item").agg(pl.len().cast(pl.Int64).alias("count"))
 
@@ -98,11 +111,16 @@ class LaplaceThreshold:
         return np.asarray(keep_probability(np.asarray(n), threshold=self.K, scale=self.b,
                                            noise="discrete"))  # fmt: skip
 
+    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+        """Selected item ids (noise drawn for the held items in id order)."""
+        c = _pool_counts(pool, self.d)
+        cand = np.flatnonzero(c)
+        keep = c[cand] + DiscreteLaplace(self.b).sample(cand.size, rng) > self.K
+        return cand[keep]
+
     def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        counts = _distinct_counts(sets)
-        noise = DiscreteLaplace(self.b).sample(counts.height, rng)
-        keep = counts.get_column("count").to_numpy() + noise > self.K
-        return counts.filter(pl.Series(keep))
+        pool = ItemPool.from_frame(sets)
+        return _as_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": "laplace", "d": self.d, "K": self.K, "b": self.b, **self.privacy()}
@@ -193,11 +211,16 @@ class GaussianThreshold:
         nn = np.asarray(n, dtype=np.float64)
         return np.asarray(DiscreteGaussian(self.sigma).sf(self.tau - nn))
 
+    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+        """Selected item ids (noise drawn for the held items in id order)."""
+        c = _pool_counts(pool, self.d)
+        cand = np.flatnonzero(c)
+        keep = c[cand] + DiscreteGaussian(self.sigma).sample(cand.size, rng) >= self.tau
+        return cand[keep]
+
     def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        counts = _distinct_counts(sets)
-        noise = DiscreteGaussian(self.sigma).sample(counts.height, rng)
-        keep = counts.get_column("count").to_numpy() + noise >= self.tau
-        return counts.filter(pl.Series(keep))
+        pool = ItemPool.from_frame(sets)
+        return _as_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": "gaussian", "d": self.d, "sigma": self.sigma, "tau": self.tau,
@@ -275,7 +298,9 @@ class PolicyGaussian:
         gamma = self.cutoff
         users, items = pool.users, pool.items
         n_users = int(users.max()) + 1 if users.size else 0
-        keys = rng.random_keys(n_users)
+        # one key per user, drawn in the canonical user order (ids sorted as text)
+        keys = np.empty(n_users, dtype=np.uint64)
+        keys[pool.user_order()] = rng.random_keys(n_users)
         holders = np.bincount(items, minlength=pool.n_items)
         shared = holders[items] > 1
         n_solo = np.bincount(users[~shared], minlength=n_users).astype(np.float64)
@@ -319,20 +344,22 @@ class PolicyGaussian:
 
     def weights(self, sets: pl.DataFrame, *, rng: RandomSource) -> dict[str, float]:
         """Run the policy over users in a uniformly random order (keys from ``rng``)."""
-        pool = ItemPool.from_frame(sets)
+        pool = ItemPool.from_frame(sets).first(self.d)
         ids, w = self._weights_arrays(pool, rng)
         return dict(zip(pool.names.gather(ids).to_list(), w.tolist(), strict=True))
 
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        pool = ItemPool.from_frame(sets)
+    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+        pool = pool.first(self.d)
         ids, w = self._weights_arrays(pool, rng)
         u1 = rng.uniform(ids.size)
         u2 = rng.uniform(ids.size)
         z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * math.pi * u2)  # Box–Muller
         keep = w + self.sigma * z > self.rho
-        chosen = pl.DataFrame({"item": pool.names.gather(ids[keep])})
-        counts = _distinct_counts(sets.select("user", "item"))
-        return counts.join(chosen, on="item", how="semi")
+        return ids[keep]
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        pool = ItemPool.from_frame(sets)
+        return _as_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": "policy-gaussian", "d": self.d, "sigma": self.sigma, "rho": self.rho,
@@ -530,20 +557,17 @@ class ItemPool:
     items: npt.NDArray[np.int64]
     rank: npt.NDArray[np.int64]
     names: pl.Series
+    user_ids: pl.Series | None = None  # the user id of each user number
 
     @classmethod
     def from_frame(cls, pool: pl.DataFrame) -> ItemPool:
         """``pool``: columns user, item (+ rank); rows of a user in rank order. Users are
-        numbered in sorted order of their ids as text; items in increasing order of a 64-bit hash of
+        numbered in the order of the rows; items in increasing order of a 64-bit hash of
         their text (the same on every engine; strings are never sorted — 10× slower). A hash
         collision is detected and resolved by ordering by the text instead."""
         if "rank" not in pool.columns:
             pool = pool.with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
-        # users in the order of their ids as text (engines read numeric ids as integers or
-        # as text; the order must not depend on which)
-        df = pool.select("user", "item", "rank").sort(
-            [pl.col("user").cast(pl.String), "rank"], maintain_order=True
-        )
+        df = pool.select("user", "item", "rank").sort(["user", "rank"], maintain_order=True)
         item = df.get_column("item")
         h = item.hash(seed=24).to_numpy()
         uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
@@ -554,13 +578,29 @@ class ItemPool:
                 pl.DataFrame({"item": names, "_i": pl.int_range(names.len(), eager=True)}),
                 on="item", how="left", maintain_order="left",
             ).get_column("_i").to_numpy()  # fmt: skip
-        users = df.get_column("user").rle_id().to_numpy()
+        ucol = df.get_column("user")
+        users = ucol.rle_id().to_numpy()
+        starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]]) if users.size else users
         return cls(
             users=users.astype(np.int64),
             items=np.asarray(inv, dtype=np.int64),
             rank=df.get_column("rank").to_numpy().astype(np.int64),
             names=names,
+            user_ids=ucol.gather(starts),
         )
+
+    def user_order(self) -> npt.NDArray[np.int64]:
+        """User numbers in the canonical order (their ids sorted as text): engines read a
+        numeric id as an integer or as text, the order must not depend on which."""
+        if self.user_ids is None:
+            return np.arange(int(self.users.max()) + 1 if self.users.size else 0)
+        return np.asarray(self.user_ids.cast(pl.String).arg_sort().to_numpy(), dtype=np.int64)
+
+    def first(self, d: int) -> ItemPool:
+        """The users' first ``d`` items only (the same ids and names)."""
+        keep = self.rank < d
+        return ItemPool(self.users[keep], self.items[keep], self.rank[keep], self.names,
+                        self.user_ids)  # fmt: skip
 
     @property
     def n_items(self) -> int:
@@ -698,24 +738,15 @@ class RoundsSelection:
                             "candidates": int(cand.size), "released": int(new.sum())})  # fmt: skip
         return {"released": np.flatnonzero(released), "rounds": figures}
 
+    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+        return np.asarray(self.run_pool(pool, rng)["released"], dtype=np.int64)
+
     def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
         """``sets``: user, item (+ rank) — each user's distinct items in order (e.g.
         :func:`user_item_pool`). Returns the selected items with their distinct-user counts
         among the users' first d items (the count step's bounded counts)."""
         pool = ItemPool.from_frame(sets)
-        out = self.run_pool(pool, rng)
-        chosen = pool.names.gather(out["released"])
-        if "rank" in sets.columns:
-            first = sets.filter(pl.col("rank") < self.d)
-        else:
-            first = sets.group_by("user", maintain_order=True).head(self.d)
-        counts = _distinct_counts(first.select("user", "item"))
-        chosen_df = pl.DataFrame({"item": chosen})
-        return (
-            chosen_df.join(counts, on="item", how="left")
-            .with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
-            .select("item", "count")
-        )
+        return _as_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.name, "d": self.d, "pool": self.pool,

@@ -38,6 +38,7 @@ from searchveil.mechanisms.selection import (
     POOL_FACTOR,
     ROUND_STRATEGIES,
     STRATEGIES,
+    ItemPool,
     make_strategy,
     user_item_pool,
 )
@@ -196,32 +197,41 @@ def release_select(log: SearchLog, params: SelectParams, *, rng: RandomSource) -
     return release_select_pools(pools_from_log(log, params), params, rng=rng)
 
 
-def _sets(pool: pl.DataFrame, strategy: str, d: int) -> pl.DataFrame:
-    """The strategy's input: the rounds strategies take the pool, the others the first d."""
-    if strategy in ROUND_STRATEGIES:
-        return pool.select("user", "item", "rank")
-    return pool.filter(pl.col("rank") < d).select("user", "item")
+def _selected(pool: ItemPool, ids: np.ndarray, d: int) -> pl.DataFrame:
+    """Selected item ids as ``item, count`` (distinct users among the first d items)."""
+    counts = np.bincount(pool.items[pool.rank < d], minlength=pool.n_items)
+    return pl.DataFrame(
+        {"item": pool.names.gather(ids), "count": counts[ids].astype(np.int64)},
+        schema={"item": pl.String, "count": pl.Int64},
+    )
 
 
-def _single_user(
-    pools: UserItemPools, sets: pl.DataFrame, keep1: float, delta: float
-) -> dict[str, Any]:
+def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
+                 delta: float) -> dict[str, Any]:  # fmt: skip
     """Expected number of single-user queries published (issue 12). Exact in memory (holders
     counted over every query event); from an engine's pools, an upper bound (an item one user
     holds among the pools may have other holders beyond their pools)."""
+    first = pool.rank < d
     if pools.events is not None:
         single = (
             pools.events.group_by("item")
             .agg(pl.col("user").n_unique().alias("h"))
             .filter(pl.col("h") == 1)
+            .select("item")
         )
         n_single = single.height
+        is_single = np.zeros(pool.n_items, dtype=bool)
+        hit = pl.DataFrame({"item": pool.names}).with_row_index("_i").join(
+            single, on="item", how="semi"
+        )
+        is_single[hit.get_column("_i").to_numpy()] = True
         exact = True
     else:
-        single = pools.queries.group_by("item").agg(pl.len().alias("h")).filter(pl.col("h") == 1)
-        n_single = single.height
+        holders = np.bincount(pool.items, minlength=pool.n_items)
+        is_single = holders == 1
+        n_single = int(is_single.sum())
         exact = False
-    cand = sets.join(single.select("item"), on="item", how="semi").height
+    cand = int(is_single[pool.items[first]].sum())
     out = single_user_exposure(
         np.full(cand, keep1), delta=delta, users=max(1, pools.users), single_user_items=n_single
     )
@@ -264,8 +274,8 @@ def release_select_pools(
             "epsilon", params.epsilon, f"a budget the strategies meet (ε={eps:g}, δ={delta:g})"
         )
 
-    qsets = _sets(pools.queries, params.strategy, params.d)
-    selected = strat.select(qsets, rng=rng)
+    qpool = ItemPool.from_frame(pools.queries)
+    selected = _selected(qpool, strat.select_pool(qpool, rng), params.d)
     lap = DiscreteLaplace(params.d / params.eps_counts)
     order = selected.sort("item")  # noise in a canonical order (every engine the same)
     noisy = order.get_column("count").to_numpy() + lap.sample(order.height, rng)
@@ -277,12 +287,11 @@ def release_select_pools(
     queries = queries.sort(["noisy_count", "query"], descending=[True, False])
     tables = {"queries": queries}
 
-    first_d = pools.queries.filter(pl.col("rank") < params.d)
     report: dict[str, Any] = {
         "mechanism": MECHANISM,
         "users": pools.users,
         "query_events": pools.figures["query_events"],
-        "items_after_bounding": first_d.height,
+        "items_after_bounding": int((qpool.rank < params.d).sum()),
         "pool_items": pools.queries.height,
         "queries_released": queries.height,
         "released_bounded_volume": int(selected.get_column("count").sum() or 0),
@@ -316,7 +325,8 @@ def release_select_pools(
                 rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
             )
         )
-        psel = pair_strat.select(_sets(cand, params.strategy, params.d_c), rng=rng)
+        ppool = ItemPool.from_frame(cand.select("user", "item", "rank"))
+        psel = _selected(ppool, pair_strat.select_pool(ppool, rng), params.d_c)
         lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
         porder = psel.sort("item")
         pn = porder.get_column("count").to_numpy() + lap_c.sample(porder.height, rng)
@@ -350,7 +360,7 @@ def release_select_pools(
     # single-user exposure (issue 12): an item held by one user has weight/count of one user;
     # for policy Gaussian keep_probability(1) is an upper bound (the user may give it less)
     p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
-    report["single_user"] = _single_user(pools, qsets, p1, delta)
+    report["single_user"] = _single_user(pools, qpool, params.d, p1, delta)
     report["single_user"]["exact"] = bool(
         report["single_user"]["exact"] and params.strategy != "policy-gaussian"
     )
