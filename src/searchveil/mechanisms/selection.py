@@ -81,7 +81,7 @@ def _as_frame(pool: ItemPool, ids: npt.NDArray[np.int64], d: int) -> pl.DataFram
     """Selected item ids as ``item, count`` (count among the users' first d items)."""
     return pl.DataFrame(
         {"item": pool.names.gather(ids), "count": _pool_counts(pool, d)[ids]},
-        schema={"item": pl.String, "count": pl.Int64},
+        schema={"item": pool.names.dtype, "count": pl.Int64},
     )
 
 
@@ -348,12 +348,17 @@ class PolicyGaussian:
         ids, w = self._weights_arrays(pool, rng)
         return dict(zip(pool.names.gather(ids).to_list(), w.tolist(), strict=True))
 
-    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+    def select_pool(
+        self, pool: ItemPool, rng: RandomSource, diagnostic: np.random.Generator | None = None
+    ) -> npt.NDArray[np.int64]:
         pool = pool.first(self.d)
         ids, w = self._weights_arrays(pool, rng)
-        u1 = rng.uniform(ids.size)
-        u2 = rng.uniform(ids.size)
-        z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * math.pi * u2)  # Box–Muller
+        if diagnostic is not None:  # simulations on synthetic data only
+            z = diagnostic.standard_normal(ids.size)
+        else:
+            u1 = rng.uniform(ids.size)
+            u2 = rng.uniform(ids.size)
+            z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * math.pi * u2)  # Box–Muller
         keep = w + self.sigma * z > self.rho
         return ids[keep]
 
@@ -496,11 +501,14 @@ class WeightedRound:
 
     def run(
         self, users: npt.NDArray[np.int64], items: npt.NDArray[np.int64], n_items: int,
-        rng: RandomSource,
+        rng: RandomSource, diagnostic: np.random.Generator | None = None,
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # fmt: skip
         """``users``/``items``: each user's items for this round (≤ d each, users contiguous).
         Returns (released mask over all item ids, the candidate item ids in increasing order,
-        their noisy weights). Noise is drawn for the candidates in item-id order."""
+        their noisy weights). Noise is drawn for the candidates in item-id order.
+
+        ``diagnostic``: a numpy generator for *simulations* on synthetic data (the d-curves):
+        rounded continuous Gaussian noise instead of the exact sampler. Never for a release."""
         k = np.bincount(users) if users.size else np.zeros(0, np.int64)
         if k.size and int(k.max()) > self.d:
             raise InternalError("a user has more than d items in a weighted round")
@@ -508,7 +516,11 @@ class WeightedRound:
         weight = np.bincount(items, weights=w, minlength=n_items)  # exact: < 2^53
         held = np.bincount(items, minlength=n_items) > 0
         cand = np.flatnonzero(held)
-        noisy = weight[cand].astype(np.int64) + self.noise.sample(cand.size, rng)
+        if diagnostic is not None:
+            z = np.rint(diagnostic.normal(0.0, self.sigma * self.scale, cand.size))
+            noisy = weight[cand].astype(np.int64) + z.astype(np.int64)
+        else:
+            noisy = weight[cand].astype(np.int64) + self.noise.sample(cand.size, rng)
         released = np.zeros(n_items, dtype=bool)
         released[cand[noisy >= self.threshold]] = True
         return released, cand, noisy
@@ -708,8 +720,11 @@ class RoundsSelection:
         return np.asarray(1 - stay)
 
     # -- the mechanism ----------------------------------------------------------------------
-    def run_pool(self, pool: ItemPool, rng: RandomSource) -> dict[str, Any]:
-        """Released item ids (sorted) and per-round figures."""
+    def run_pool(
+        self, pool: ItemPool, rng: RandomSource, diagnostic: np.random.Generator | None = None
+    ) -> dict[str, Any]:
+        """Released item ids (sorted) and per-round figures (``diagnostic``: see
+        :meth:`WeightedRound.run`; simulations only)."""
         n = pool.n_items
         in_pool = pool.rank < self.pool
         released = np.zeros(n, dtype=bool)
@@ -726,7 +741,7 @@ class RoundsSelection:
                 rows = _first_per_user(pool.users, keep, r.d)
             else:
                 rows = _first_per_user(pool.users, in_pool & ~released[pool.items], r.d)
-            rel, cand, noisy = r.run(pool.users[rows], pool.items[rows], n, rng)
+            rel, cand, noisy = r.run(pool.users[rows], pool.items[rows], n, rng, diagnostic)
             new = rel & ~released
             released |= rel
             if self.bias_round is not None and i == self.bias_round:
@@ -738,8 +753,10 @@ class RoundsSelection:
                             "candidates": int(cand.size), "released": int(new.sum())})  # fmt: skip
         return {"released": np.flatnonzero(released), "rounds": figures}
 
-    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
-        return np.asarray(self.run_pool(pool, rng)["released"], dtype=np.int64)
+    def select_pool(
+        self, pool: ItemPool, rng: RandomSource, diagnostic: np.random.Generator | None = None
+    ) -> npt.NDArray[np.int64]:
+        return np.asarray(self.run_pool(pool, rng, diagnostic)["released"], dtype=np.int64)
 
     def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
         """``sets``: user, item (+ rank) — each user's distinct items in order (e.g.

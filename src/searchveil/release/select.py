@@ -202,7 +202,7 @@ def _selected(pool: ItemPool, ids: np.ndarray, d: int) -> pl.DataFrame:
     counts = np.bincount(pool.items[pool.rank < d], minlength=pool.n_items)
     return pl.DataFrame(
         {"item": pool.names.gather(ids), "count": counts[ids].astype(np.int64)},
-        schema={"item": pl.String, "count": pl.Int64},
+        schema={"item": pool.names.dtype, "count": pl.Int64},
     )
 
 
@@ -221,8 +221,10 @@ def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
         )
         n_single = single.height
         is_single = np.zeros(pool.n_items, dtype=bool)
-        hit = pl.DataFrame({"item": pool.names}).with_row_index("_i").join(
-            single, on="item", how="semi"
+        hit = (
+            pl.DataFrame({"item": pool.names})
+            .with_row_index("_i")
+            .join(single, on="item", how="semi")
         )
         is_single[hit.get_column("_i").to_numpy()] = True
         exact = True
