@@ -449,12 +449,15 @@ def unit_weights(scale: int, d: int) -> npt.NDArray[np.int64]:
     return np.array([0] + [math.isqrt(scale * scale // k) for k in range(1, d + 1)], np.int64)
 
 
-def weight_scale(sigma: float) -> int:
-    """The largest power of two s ≤ WEIGHT_SCALE_MAX with σ·s within the exact sampler's range."""
-    s = WEIGHT_SCALE_MAX
-    while s > WEIGHT_SCALE_MIN and sigma * s > MAX_GAUSSIAN_SIGMA:
-        s //= 2
-    if sigma * s > MAX_GAUSSIAN_SIGMA:
+def weight_scale(sigma: float, d: int = 1) -> int:
+    """The integer weight scale s of a round with noise σ (user units): σ·s ≤ 1023 when
+    possible — the exact sampler's fast range (its discrete Laplace proposal by table), ~2.5×
+    quicker than beyond — but s ≥ 16√d, so that flooring ⌊s/√k⌋ loses ≤ 1/16 of any weight
+    (measured: −0.7% to −0.9% of the items released against s = 1024 at d = 31), and
+    s ≤ WEIGHT_SCALE_MAX, σ·s ≤ MAX_GAUSSIAN_SIGMA."""
+    s = min(WEIGHT_SCALE_MAX, max(int(1023 // sigma), math.ceil(16 * math.sqrt(d))))
+    s = min(s, int(MAX_GAUSSIAN_SIGMA // sigma))
+    if s < WEIGHT_SCALE_MIN:
         raise InvalidParameterError(
             "epsilon",
             sigma,
@@ -668,8 +671,8 @@ class RoundsSelection:
             d_t = (1 - g) * dl * 0.999
             # the unique-item δ is split like the budget (each round its share)
             rounds = tuple(
-                WeightedRound(s, _round_threshold(s, weight_scale(s), d, d_t * f),
-                              weight_scale(s), d)
+                WeightedRound(s, _round_threshold(s, weight_scale(s, d), d, d_t * f),
+                              weight_scale(s, d), d)
                 for s, f in zip(sigmas, shares, strict=True)
             )  # fmt: skip
             cutoff = bias = None
