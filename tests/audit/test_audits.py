@@ -211,9 +211,9 @@ def test_auditor_bound_is_conservative() -> None:
 def _pool(replicates: int, n: int) -> ItemPool:
     """R items, each held by n users who hold nothing else (integer arrays: the mechanism's
     own input, without the string encoding)."""
-    users = np.arange(replicates * n, dtype=np.int64)
-    items = np.repeat(np.arange(replicates, dtype=np.int64), n)
-    return ItemPool(users=users, items=items, rank=np.zeros(users.size, np.int64),
+    users = np.arange(replicates * n, dtype=np.int32)
+    items = np.repeat(np.arange(replicates, dtype=np.int32), n)
+    return ItemPool(users=users, items=items, rank=np.zeros(users.size, np.int32),
                     names=pl.Series("item", np.arange(replicates).astype(str)))  # fmt: skip
 
 

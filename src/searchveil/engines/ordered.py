@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.engines.base import BoundingPlan, HistogramParams
@@ -71,14 +72,18 @@ _NEEDS_NORMALIZING = r"[^ !-@\[-~]|  |^ | $"
 def _pool_frame(rows: list[pl.DataFrame], keys: list[str], user_numeric: bool) -> pl.DataFrame:
     """The kept rows (users contiguous, each user's in order) as ``user, <keys>, rank``."""
     if rows:
-        df = pl.concat(rows, how="vertical_relaxed")
+        df = pl.concat(rows, how="vertical_relaxed", rechunk=True)
+        rows.clear()  # the chunks' memory goes back as soon as the pool is one frame
     else:
         df = pl.DataFrame(schema={"u": pl.Int64 if user_numeric else pl.String}
                           | {k: pl.String for k in keys})  # fmt: skip
     df = df.rename({"u": "user"})
     if keys == ["query"]:
         df = df.rename({"query": "item"})
-    return df.with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
+    rid = df.get_column("user").rle_id().to_numpy()  # users are contiguous
+    starts = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]]) if rid.size else rid
+    rank = np.arange(rid.size, dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, rid.size]))
+    return df.with_columns(rank=pl.Series(rank, dtype=pl.Int64))
 
 
 class NotGrouped(Exception):

@@ -190,8 +190,8 @@ def dcurve_from_events(
     if any(m in SIMULATED for m in mechanisms):
         first = drank >= 0
         pool = ItemPool(
-            users=enc["uid"][first].astype(np.int64), items=qid[first],
-            rank=drank[first].astype(np.int64), names=pl.Series("item", np.arange(nq)),
+            users=enc["uid"][first].astype(np.int32), items=qid[first].astype(np.int32),
+            rank=drank[first].astype(np.int32), names=pl.Series("item", np.arange(nq)),
         )  # fmt: skip
     for d in d_list:
         if "laplace" in mechanisms:

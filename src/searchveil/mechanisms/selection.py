@@ -373,6 +373,10 @@ class PolicyGaussian:
 
 # ---------------------------------------------------------------- ℓ2-weighted Gaussian rounds
 
+#: noise is drawn this many items at a time (the exact sampler's temporaries stay ~50 MB)
+NOISE_CHUNK = 1 << 20
+#: user numbers, item ids and ranks of an :class:`ItemPool` (int32: a 20M-row log has ~9M rows)
+Ids = npt.NDArray[np.int32]
 #: integer weight scale s: a user with k items gives each ⌊s/√k⌋ (exact integers; ℓ2 norm ≤ s)
 WEIGHT_SCALE_MAX = 1024
 WEIGHT_SCALE_MIN = 16
@@ -457,7 +461,7 @@ def weight_scale(sigma: float, d: int = 1) -> int:
     s ≤ WEIGHT_SCALE_MAX, σ·s ≤ MAX_GAUSSIAN_SIGMA."""
     s = min(WEIGHT_SCALE_MAX, max(int(1023 // sigma), math.ceil(16 * math.sqrt(d))))
     s = min(s, int(MAX_GAUSSIAN_SIGMA // sigma))
-    if s < WEIGHT_SCALE_MIN:
+    if s < max(WEIGHT_SCALE_MIN, math.ceil(math.sqrt(d))):  # every weight ⌊s/√k⌋ ≥ 1
         raise InvalidParameterError(
             "epsilon",
             sigma,
@@ -503,7 +507,7 @@ class WeightedRound:
         return float(np.max(-np.expm1(k * np.log1p(-np.minimum(p, 1 - 1e-300)))))
 
     def run(
-        self, users: npt.NDArray[np.int64], items: npt.NDArray[np.int64], n_items: int,
+        self, users: Ids, items: Ids, n_items: int,
         rng: RandomSource, diagnostic: np.random.Generator | None = None,
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # fmt: skip
         """``users``/``items``: each user's items for this round (≤ d each, users contiguous).
@@ -512,18 +516,22 @@ class WeightedRound:
 
         ``diagnostic``: a numpy generator for *simulations* on synthetic data (the d-curves):
         rounded continuous Gaussian noise instead of the exact sampler. Never for a release."""
-        k = np.bincount(users) if users.size else np.zeros(0, np.int64)
+        k = (np.bincount(users) if users.size else np.zeros(0, np.int64)).astype(np.int32)
         if k.size and int(k.max()) > self.d:
             raise InternalError("a user has more than d items in a weighted round")
-        w = unit_weights(self.scale, self.d)[k[users]] if users.size else np.zeros(0, np.int64)
-        weight = np.bincount(items, weights=w, minlength=n_items)  # exact: < 2^53
-        held = np.bincount(items, minlength=n_items) > 0
-        cand = np.flatnonzero(held)
-        if diagnostic is not None:
-            z = np.rint(diagnostic.normal(0.0, self.sigma * self.scale, cand.size))
-            noisy = weight[cand].astype(np.int64) + z.astype(np.int64)
-        else:
-            noisy = weight[cand].astype(np.int64) + self.noise.sample(cand.size, rng)
+        table = unit_weights(self.scale, self.d).astype(np.int32)
+        weight = np.bincount(items, weights=table[k[users]], minlength=n_items)  # exact < 2^53
+        del k
+        cand = np.flatnonzero(weight)  # every held item has weight ≥ 1 (s ≥ √d)
+        noisy = weight[cand].astype(np.int64)
+        del weight
+        for lo in range(0, cand.size, NOISE_CHUNK):  # chunks: the sampler's temporaries stay small
+            hi = min(lo + NOISE_CHUNK, cand.size)
+            if diagnostic is not None:
+                z = np.rint(diagnostic.normal(0.0, self.sigma * self.scale, hi - lo))
+                noisy[lo:hi] += z.astype(np.int64)
+            else:
+                noisy[lo:hi] += self.noise.sample(hi - lo, rng)
         released = np.zeros(n_items, dtype=bool)
         released[cand[noisy >= self.threshold]] = True
         return released, cand, noisy
@@ -548,17 +556,22 @@ def _round_threshold(sigma: float, scale: int, d: int, target: float) -> int:
     return lo
 
 
-def _first_per_user(users: npt.NDArray[np.int64], keep: npt.NDArray[np.bool_], d: int
-                    ) -> npt.NDArray[np.int64]:  # fmt: skip
+def _first_per_user(users: Ids, keep: npt.NDArray[np.bool_], d: int) -> npt.NDArray[np.int64]:
     """Indices of the first ``d`` rows with ``keep`` of each user (rows grouped by user, in
-    rank order)."""
+    rank order); int32 temporaries (a 20M-row log has ~9M rows here)."""
     idx = np.flatnonzero(keep)
     if idx.size == 0:
         return idx
     u = users[idx]
-    start = np.r_[True, u[1:] != u[:-1]]
-    first = np.flatnonzero(start)
-    pos = np.arange(idx.size) - np.repeat(first, np.diff(np.r_[first, idx.size]))
+    start = np.empty(idx.size, dtype=bool)
+    start[0] = True
+    np.not_equal(u[1:], u[:-1], out=start[1:])
+    del u
+    grp = np.cumsum(start, dtype=np.int32) - 1
+    firsts = np.flatnonzero(start).astype(np.int32)
+    del start
+    pos = np.arange(idx.size, dtype=np.int32) - firsts[grp]
+    del grp
     return idx[pos < d]
 
 
@@ -568,40 +581,59 @@ class ItemPool:
     canonical user order), ``items`` (ids into ``names``, in canonical item order), ``rank``
     (the item's position among the user's distinct items, 0-based)."""
 
-    users: npt.NDArray[np.int64]
-    items: npt.NDArray[np.int64]
-    rank: npt.NDArray[np.int64]
+    users: Ids
+    items: Ids
+    rank: Ids
     names: pl.Series
     user_ids: pl.Series | None = None  # the user id of each user number
 
     @classmethod
     def from_frame(cls, pool: pl.DataFrame) -> ItemPool:
-        """``pool``: columns user, item (+ rank); rows of a user in rank order. Users are
-        numbered in the order of the rows; items in increasing order of a 64-bit hash of
-        their text (the same on every engine; strings are never sorted — 10× slower). A hash
-        collision is detected and resolved by ordering by the text instead."""
-        if "rank" not in pool.columns:
-            pool = pool.with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
-        df = pool.select("user", "item", "rank").sort(["user", "rank"], maintain_order=True)
+        """``pool``: columns user, item (+ rank); each user's rows in rank order. Users are
+        numbered in the order their rows come (the frame is sorted by user first unless every
+        user's rows are already contiguous, as every engine delivers them); items in
+        increasing order of a 64-bit hash of their text — the same on every engine, and
+        strings are never sorted (10× slower). A hash collision (two texts, one hash; p ≈
+        n²/2^65) is detected with a second, independent hash and then resolved by ordering
+        the texts themselves."""
+        df = pool.select("user", "item", *(["rank"] if "rank" in pool.columns else []))
+        rid = df.get_column("user").rle_id().to_numpy()
+        n = rid.size
+        first_rows = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]]) if n else rid
+        pos = np.arange(n, dtype=np.int64) - np.repeat(
+            first_rows, np.diff(np.r_[first_rows, n])
+        ).astype(np.int64)
+        contiguous = df.get_column("user").n_unique() == first_rows.size
+        if "rank" in df.columns:
+            contiguous = contiguous and bool(np.array_equal(df.get_column("rank").to_numpy(), pos))
+        if not contiguous:
+            if "rank" not in df.columns:
+                df = df.with_columns(rank=pl.int_range(pl.len()).over("user"))
+            df = df.sort(["user", "rank"], maintain_order=True)
+            rid = df.get_column("user").rle_id().to_numpy()
+            first_rows = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]]) if n else rid
+            pos = df.get_column("rank").to_numpy().astype(np.int64)
         item = df.get_column("item")
         h = item.hash(seed=24).to_numpy()
-        uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
-        names = item.gather(first)
-        if not bool((item == names.gather(inv)).all()):  # a collision (p ≈ n²/2^65)
+        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        del h
+        h2 = item.hash(seed=77).to_numpy()
+        clash = not np.array_equal(h2, h2[first][inv])
+        del h2
+        if clash:
             names = item.unique().sort()
             inv = pl.DataFrame({"item": item}).join(
                 pl.DataFrame({"item": names, "_i": pl.int_range(names.len(), eager=True)}),
                 on="item", how="left", maintain_order="left",
             ).get_column("_i").to_numpy()  # fmt: skip
-        ucol = df.get_column("user")
-        users = ucol.rle_id().to_numpy()
-        starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]]) if users.size else users
+        else:
+            names = item.gather(first)
         return cls(
-            users=users.astype(np.int64),
-            items=np.asarray(inv, dtype=np.int64),
-            rank=df.get_column("rank").to_numpy().astype(np.int64),
+            users=rid.astype(np.int32),
+            items=np.asarray(inv, dtype=np.int32),
+            rank=pos.astype(np.int32),
             names=names,
-            user_ids=ucol.gather(starts),
+            user_ids=df.get_column("user").gather(first_rows),
         )
 
     def user_order(self) -> npt.NDArray[np.int64]:

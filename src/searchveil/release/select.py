@@ -277,6 +277,8 @@ def release_select_pools(
         )
 
     qpool = ItemPool.from_frame(pools.queries)
+    # the pools are consumed: their frame of strings (hundreds of MB at 20M rows) is freed
+    pools.queries = pools.queries.clear()
     selected = _selected(qpool, strat.select_pool(qpool, rng), params.d)
     lap = DiscreteLaplace(params.d / params.eps_counts)
     order = selected.sort("item")  # noise in a canonical order (every engine the same)
@@ -294,7 +296,7 @@ def release_select_pools(
         "users": pools.users,
         "query_events": pools.figures["query_events"],
         "items_after_bounding": int((qpool.rank < params.d).sum()),
-        "pool_items": pools.queries.height,
+        "pool_items": int(qpool.items.size),
         "queries_released": queries.height,
         "released_bounded_volume": int(selected.get_column("count").sum() or 0),
         "selection": sel_priv,
