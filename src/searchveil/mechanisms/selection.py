@@ -156,7 +156,8 @@ def gaussian_delta(*, sigma: float, d: int, epsilon: float) -> float:
     vector: E[(1 − e^{ε − L})₊] with L = (2S + d)/(2σ²), S the sum of the d noises."""
     s, p = _sum_pmf(sigma, d)
     loss = (2 * s + d) / (2 * sigma**2)
-    return float(np.sum(p * np.clip(-np.expm1(epsilon - loss), 0.0, None)))
+    with np.errstate(over="ignore"):  # e^{ε−L} overflows where L ≪ ε: (1 − ∞)₊ = 0, exact
+        return float(np.sum(p * np.clip(-np.expm1(epsilon - loss), 0.0, None)))
 
 
 def _threshold_delta(sigma: float, tau: int, d: int) -> float:
