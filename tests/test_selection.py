@@ -425,3 +425,70 @@ def test_neighbouring_logs_same_seed(name: str, aol_top1000: object, tmp_path: P
     assert la["inputs"][0]["users"] == lb["inputs"][0]["users"] + 1
     minus_q = set(items(minus, "queries").get_column("item").to_list())
     assert set(outs[1].tables["queries"].get_column("query").to_list()) <= minus_q
+
+
+def _naive_reroute(sets: list[list[str]], tau: float) -> dict[str, float]:
+    """The single-round reading of MAD that searchveil does NOT implement: basic weights from
+    the exact data, items above τ capped at τ, each user's freed excess split over its items
+    below τ."""
+    w: dict[str, float] = {}
+    for s_ in sets:
+        for i in s_:
+            w[i] = w.get(i, 0.0) + 1 / math.sqrt(len(s_))
+    out = {i: min(x, tau) for i, x in w.items()}
+    for s_ in sets:
+        v = 1 / math.sqrt(len(s_))
+        excess = sum(v * (1 - min(1.0, tau / w[i])) for i in s_)
+        light = [i for i in s_ if w[i] < tau]
+        for i in light:
+            out[i] += excess / len(light)
+    return out
+
+
+def test_single_round_reroute_breaks_the_l2_sensitivity() -> None:
+    """docs/privacy/selection.md's counterexample: the added user's K items are just above τ,
+    their holders also hold one item j just below it, so all the extra excess lands on j —
+    the weights move by ≈ √K in ℓ2, not by 1 (the basic weighting's sensitivity)."""
+    K, tau = 100, 50.0
+    n = int(tau * math.sqrt(K + 1)) - 2
+    heavy = [f"i{m}" for m in range(K)]
+    d = [heavy + ["j"] for _ in range(n)] + [list(heavy) for _ in range(3)]
+    a, b = _naive_reroute(d, tau), _naive_reroute([*d, list(heavy)], tau)
+    diff = np.array([b.get(k, 0.0) - a.get(k, 0.0) for k in set(a) | set(b)])
+    assert np.linalg.norm(diff) > 9.5  # ≈ √K = 10
+
+
+@pytest.mark.parametrize("name", ROUND_STRATEGIES)
+def test_the_lemma_each_round_moves_by_the_added_users_vector(name: str) -> None:
+    """Given the outputs of the earlier rounds, every round's weights on D + u minus those on D
+    are exactly u's own vector (⌊s/√k⌋ on its k ≤ d items of the round): ℓ2 ≤ s."""
+    df = _pool_log(1500, 5)
+    u = pl.DataFrame({"user": [10**6] * 9, "item": [f"q{x}" for x in (1, 2, 3, 5, 8)] +
+                      ["only-u-1", "only-u-2", "only-u-3", "only-u-4"],
+                      "pos": list(range(9))})  # fmt: skip
+    st = make_strategy(name, epsilon=2.0, delta=1e-6, d=4)
+    assert isinstance(st, RoundsSelection)
+    p0 = ItemPool.from_frame(user_item_pool(df, pool=st.pool))
+    p1 = ItemPool.from_frame(user_item_pool(pl.concat([df, u]), pool=st.pool))
+    g = np.random.default_rng(1)
+    names = sorted(set(p1.names.to_list()))
+    rel_names = set(g.choice(names, 40, replace=False).tolist())  # earlier rounds' outputs
+    ok_names = set(g.choice(names, 300, replace=False).tolist())  # bias-round cutoff passed
+    for i, r in enumerate(st.rounds):
+        ws = []
+        for p in (p0, p1):
+            nm = p.names.to_list()
+            released = np.array([x in rel_names for x in nm])
+            ok = np.array([x in ok_names for x in nm])
+            bias_rows = st.round_rows(p, 0, np.zeros(p.n_items, bool), None, None)
+            rows = st.round_rows(p, i, released, ok, bias_rows)
+            w = r.weights(p.users[rows], p.items[rows], p.n_items)
+            ws.append(dict(zip(nm, w.tolist(), strict=True)))
+        diff = {k: ws[1].get(k, 0.0) - ws[0].get(k, 0.0) for k in set(ws[0]) | set(ws[1])}
+        moved = {k: v for k, v in diff.items() if v != 0.0}
+        k_u = len(moved)
+        assert k_u <= r.d
+        if k_u:
+            a = float(unit_weights(r.scale, r.d)[k_u])
+            assert all(v == a for v in moved.values()), (name, i, moved)
+            assert math.sqrt(sum(v * v for v in moved.values())) <= r.scale

@@ -517,12 +517,7 @@ class WeightedRound:
 
         ``diagnostic``: a numpy generator for *simulations* on synthetic data (the d-curves):
         rounded continuous Gaussian noise instead of the exact sampler. Never for a release."""
-        k = (np.bincount(users) if users.size else np.zeros(0, np.int64)).astype(np.int32)
-        if k.size and int(k.max()) > self.d:
-            raise InternalError("a user has more than d items in a weighted round")
-        table = unit_weights(self.scale, self.d).astype(np.int32)
-        weight = np.bincount(items, weights=table[k[users]], minlength=n_items)  # exact < 2^53
-        del k
+        weight = self.weights(users, items, n_items)
         cand = np.flatnonzero(weight)  # every held item has weight ≥ 1 (s ≥ √d)
         noisy = weight[cand].astype(np.int64)
         del weight
@@ -536,6 +531,17 @@ class WeightedRound:
         released = np.zeros(n_items, dtype=bool)
         released[cand[noisy >= self.threshold]] = True
         return released, cand, noisy
+
+    def weights(self, users: Ids, items: Ids, n_items: int) -> npt.NDArray[np.float64]:
+        """Each item's total weight Σ ⌊s/√k_u⌋ over the users holding it this round (integers,
+        exact in float64 below 2^53)."""
+        k = (np.bincount(users) if users.size else np.zeros(0, np.int64)).astype(np.int32)
+        if k.size and int(k.max()) > self.d:
+            raise InternalError("a user has more than d items in a weighted round")
+        table = unit_weights(self.scale, self.d).astype(np.int32)
+        return np.asarray(
+            np.bincount(items, weights=table[k[users]], minlength=n_items), dtype=np.float64
+        )
 
     def describe(self) -> dict[str, Any]:
         return {"sigma": self.sigma, "noise_sigma_integer": self.sigma * self.scale,
@@ -768,15 +774,7 @@ class RoundsSelection:
         round_sets: npt.NDArray[np.int64] | None = None
         figures = []
         for i, r in enumerate(self.rounds):
-            if self.bias_round is not None and i == self.bias_round + 1:
-                assert eligible_bias is not None and round_sets is not None
-                # the bias round's own items, not released, noisy weight ≥ cutoff
-                keep = np.zeros(pool.users.size, dtype=bool)
-                keep[round_sets] = True
-                keep &= eligible_bias[pool.items] & ~released[pool.items]
-                rows = _first_per_user(pool.users, keep, r.d)
-            else:
-                rows = _first_per_user(pool.users, in_pool & ~released[pool.items], r.d)
+            rows = self.round_rows(pool, i, released, eligible_bias, round_sets, in_pool)
             rel, cand, noisy = r.run(pool.users[rows], pool.items[rows], n, rng, diagnostic)
             new = rel & ~released
             released |= rel
@@ -788,6 +786,26 @@ class RoundsSelection:
             figures.append({"round": i + 1, "user_items": int(rows.size),
                             "candidates": int(cand.size), "released": int(new.sum())})  # fmt: skip
         return {"released": np.flatnonzero(released), "rounds": figures}
+
+    def round_rows(
+        self, pool: ItemPool, i: int, released: npt.NDArray[np.bool_],
+        eligible_bias: npt.NDArray[np.bool_] | None, bias_rows: npt.NDArray[np.int64] | None,
+        in_pool: npt.NDArray[np.bool_] | None = None,
+    ) -> npt.NDArray[np.int64]:  # fmt: skip
+        """The pool rows round ``i`` uses, given the outputs of the rounds before (the released
+        items; for MAD2R's biased round the items whose bias-round noisy weight is ≥ the cutoff
+        and the bias round's rows): a function of each user's own items and of those outputs
+        only — the lemma of docs/privacy/selection.md."""
+        if in_pool is None:
+            in_pool = pool.rank < self.pool
+        if self.bias_round is not None and i == self.bias_round + 1:
+            assert eligible_bias is not None and bias_rows is not None
+            # the bias round's own items, not released, noisy weight ≥ cutoff
+            keep = np.zeros(pool.users.size, dtype=bool)
+            keep[bias_rows] = True
+            keep &= eligible_bias[pool.items] & ~released[pool.items]
+            return _first_per_user(pool.users, keep, self.rounds[i].d)
+        return _first_per_user(pool.users, in_pool & ~released[pool.items], self.rounds[i].d)
 
     def select_pool(
         self, pool: ItemPool, rng: RandomSource, diagnostic: np.random.Generator | None = None
