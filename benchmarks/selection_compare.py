@@ -54,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "data" / "aol"
 EPS = math.log(10)
 EPS_SEL = EPS / 2  # the selection step's share in `release korolova --selection` (split 1,1)
-GRID = (1, 2, 3, 5, 10, 15, 20, 31, 40, 60)
+GRID = (1, 2, 3, 5, 10, 15, 20, 31, 40, 60, 80, 120)
 ORDER = ("korolova", "laplace", "gaussian", "policy-gaussian", "dp-sips", "mad", "mad2r")
 
 

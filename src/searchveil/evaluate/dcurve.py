@@ -42,7 +42,7 @@ default d (:func:`searchveil.mechanisms.selection.default_d`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,6 +152,7 @@ def dcurve_from_events(
     ds: Sequence[int] = DEFAULT_DS,
     mechanisms: Sequence[str] = MECHANISMS,
     simulation: np.random.Generator | None = None,
+    ds_for: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, Any]:
     """The d-curve of a frame of query events (columns ``user, query, pos``, as
     :func:`searchveil.model.query_events` returns; ``query`` may be strings or integer ids,
@@ -160,7 +161,8 @@ def dcurve_from_events(
     ``mechanisms`` may name any of :data:`ALL_MECHANISMS`; the ℓ2-weighted ones are one
     simulated run each (``simulation``: a numpy generator, e.g. from
     :meth:`searchveil.rng.RandomSource.numpy_generator` — rounded continuous Gaussian noise in
-    place of the exact sampler, for speed; a diagnostic, never a release)."""
+    place of the exact sampler, for speed; a diagnostic, never a release). ``ds_for``: fewer d
+    for a costly mechanism (e.g. policy Gaussian's sequential pass), a subset of ``ds``."""
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
     d_list = [check_int("d", d, minimum=1) for d in ds]
@@ -205,7 +207,7 @@ def dcurve_from_events(
                           "volume_pct": 100.0 * e["occurrences"] / total,
                           "single_user_released": e["single"]})  # fmt: skip
         for m in SIMULATED:
-            if m not in mechanisms:
+            if m not in mechanisms or (ds_for and m in ds_for and d not in ds_for[m]):
                 continue
             assert pool is not None and simulation is not None
             st = make_strategy(m, epsilon=eps, delta=dl, d=d)

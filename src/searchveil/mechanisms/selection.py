@@ -325,17 +325,20 @@ class PolicyGaussian:
         st, en = starts.tolist(), ends.tolist()
         sc = scale.tolist()
         for u in seq.tolist():
-            lst = it[st[u] : en[u]]
-            gaps = [gamma - h[i] if h[i] < gamma else 0.0 for i in lst]
-            norm2 = solo2[u] + sum(g * g for g in gaps)
+            norm2 = solo2[u]
+            open_ = []  # (item, gap) of the user's shared items still below Γ
+            for i in it[st[u] : en[u]]:
+                g = gamma - h[i]
+                if g > 0.0:
+                    norm2 += g * g
+                    open_.append((i, g))
             if norm2 == 0.0:
                 sc[u] = 1.0
                 continue
             f = 1.0 if norm2 <= 1.0 else 1.0 / math.sqrt(norm2)
             sc[u] = f
-            for i, g in zip(lst, gaps, strict=True):
-                if g > 0.0:
-                    h[i] += g * f
+            for i, g in open_:
+                h[i] += g * f
         scale = np.asarray(sc, dtype=np.float64)
         solo_rows = np.flatnonzero(~shared)
         weight[items[solo_rows]] = gamma * scale[users[solo_rows]]
