@@ -92,8 +92,10 @@ DEMO_D = 1
 DEMO_DC = 1
 DEMO_SPLIT = (1.0, 1.0, 1.0, 1.0)
 DEMO_DS = (1, 2, 3, 5, 10, 20, 40)
-#: policy Gaussian's sequential pass costs ~3.5 s per point at 500k users: fewer points
-DEMO_POLICY_DS = (1, 5, 20, 40)
+#: the simulated curves (one run of the ℓ2-weighted strategies per point on 19M events) at
+#: fewer d: ~0.7 s a point for the rounds, ~3.5 s for policy Gaussian's sequential pass
+DEMO_SIM_DS = (1, 3, 10, 20, 40)
+DEMO_POLICY_DS = (1, 10, 40)
 DEMO_SYNTHETIC_USERS = 500_000
 SAMPLE = "aol-gayo-avello-215-users.tsv"
 
@@ -207,7 +209,8 @@ def _synthetic_run(
     done = step(f"d-curves (d = {', '.join(map(str, ds))}; Release-Data and every strategy)")
     curve = dcurve_from_events(ev, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=ds,
                                mechanisms=ALL_MECHANISMS, simulation=rng.numpy_generator(),
-                               ds_for={"policy-gaussian": DEMO_POLICY_DS})  # fmt: skip
+                               ds_for={"policy-gaussian": DEMO_POLICY_DS, "mad": DEMO_SIM_DS,
+                                       "mad2r": DEMO_SIM_DS, "dp-sips": DEMO_SIM_DS})  # fmt: skip
     done()
     synthetic_input = {"file": f"synthetic-{users}-users (in memory, query keys)",
                        "sha256": None, "rows": ev.height, "users": users,
@@ -241,6 +244,7 @@ def _synthetic_run(
             figures={"users": users, "query_events": ev.height},
             input=synthetic_input,
             events=ev.select("user", pl.col("query").alias("item")),
+            single_items=single.rename({"query": "item"}),
         )
         rel = release_select_pools(pools, sp, rng=rng)
     write_release(rel, out / "synthetic")

@@ -167,6 +167,9 @@ class UserItemPools:
     #: in memory only: every query event (user, item) — for the exact single-user figures and
     #: the released volume share (private figures for the data holder, report only)
     events: pl.DataFrame | None = field(default=None, repr=False)
+    #: optional: the items exactly one user holds in the whole log (column ``item``), when the
+    #: caller has counted them already (the demo) — private, for the report's exposure figure
+    single_items: pl.DataFrame | None = field(default=None, repr=False)
 
     @property
     def users(self) -> int:
@@ -212,9 +215,11 @@ def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
     counted over every query event); from an engine's pools, an upper bound (an item one user
     holds among the pools may have other holders beyond their pools)."""
     first = pool.rank < d
-    if pools.events is not None:
+    if pools.single_items is not None or pools.events is not None:
         single = (
-            pools.events.group_by("item")
+            pools.single_items.select("item")
+            if pools.single_items is not None
+            else pools.events.group_by("item")  # type: ignore[union-attr]
             .agg(pl.col("user").n_unique().alias("h"))
             .filter(pl.col("h") == 1)
             .select("item")
