@@ -180,3 +180,26 @@ def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, ao
                 ks = keys.get(name, ["item", *([c for c in ("query", "url") if c in df.columns])])
                 assert sp.table(name, ks).equals(mem.table(name, ks)), (path.name, algo, name)
             assert set(sp.counts) == set(mem.counts)
+
+
+@pytest.mark.parametrize("strategy", ["mad2r", "mad", "dp-sips", "policy-gaussian"])
+def test_spark_selection_equals_memory_and_polars(strategy: str, spark_master: str,
+                                                  aol_top1000_path: Path) -> None:  # fmt: skip
+    """``release korolova --selection`` (issue 24): the users' first items from Spark's pool
+    plan, the Polars ordered pass and memory give the same query and click tables under a
+    seed."""
+    from searchveil.engines.plans import run_select
+    from searchveil.release.select import SelectParams, release_select
+
+    sp_ = SelectParams(strategy=strategy, epsilon=20.0, delta=1e-5, d=40, d_c=3,
+                       split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
+    mem = release_select(read_log(aol_top1000_path), sp_, rng=make_rng(4))
+    spk = run_select("spark", aol_top1000_path, sp_, rng=make_rng(4), spark_master=spark_master)
+    pol = run_select("polars", aol_top1000_path, sp_, rng=make_rng(4))
+    for name in ("queries", "clicks"):
+        assert mem.tables[name].height > 0
+        assert mem.tables[name].equals(spk.tables[name]), (strategy, name)
+        assert pol.tables[name].equals(spk.tables[name]), (strategy, name)
+    assert spk.report["engine_plan"] == "spark pool plan"
+    assert spk.report["users"] == mem.report["users"] == pol.report["users"]
+    assert spk.report["query_events"] == mem.report["query_events"] == pol.report["query_events"]

@@ -4,7 +4,8 @@ the parameter, its value and the allowed range."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from searchveil.errors import InvalidParameterError
 
@@ -59,3 +60,20 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise InvalidParameterError(name, value, "one of " + ", ".join(repr(c) for c in choices))
     return str(value)
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def parse_choice(name: str, value: Any, choices: type[E]) -> E:
+    """A mode validated once, at the edge: ``value`` (the CLI's text or the API's enum member)
+    as a member of the :class:`~enum.StrEnum` ``choices``; anything else raises
+    :class:`InvalidParameterError` naming the parameter, the value and the allowed names.
+    Members compare equal to their text, so ``parse_choice(...) == "first"`` holds."""
+    if isinstance(value, choices):
+        return value
+    try:
+        return choices(value)
+    except ValueError:
+        allowed = ", ".join(repr(c.value) for c in choices)
+        raise InvalidParameterError(name, value, "one of " + allowed) from None

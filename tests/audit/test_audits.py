@@ -14,9 +14,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from searchveil.audit import audit_event, epsilon_lower_bound
+from searchveil.audit import AuditResult, audit_event, epsilon_lower_bound
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.selection import LaplaceThreshold, make_strategy
+from searchveil.mechanisms.selection import (
+    ItemPool,
+    LaplaceThreshold,
+    RoundsSelection,
+    make_strategy,
+)
 from searchveil.model import SearchLog
 from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.release.zealous import ZealousParams, release_zealous
@@ -198,3 +203,77 @@ def test_auditor_bound_is_conservative() -> None:
     # equal hit counts can never certify a positive ε
     assert epsilon_lower_bound(5000, 5000, 100_000, delta=0.0) <= 0.0
     assert epsilon_lower_bound(0, 0, 100, delta=0.0) <= 0.0
+
+
+# -- the ℓ2-weighted rounds (issue 24): MAD, MAD2R, DP-SIPS ----------------------------------
+
+
+def _pool(replicates: int, n: int) -> ItemPool:
+    """R items, each held by n users who hold nothing else (integer arrays: the mechanism's
+    own input, without the string encoding)."""
+    users = np.arange(replicates * n, dtype=np.int32)
+    items = np.repeat(np.arange(replicates, dtype=np.int32), n)
+    return ItemPool(users=users, items=items, rank=np.zeros(users.size, np.int32),
+                    names=pl.Series("item", np.arange(replicates).astype(str)))  # fmt: skip
+
+
+def _rounds_audit(st: RoundsSelection, n: int, trials: int, seed: int) -> AuditResult:
+    pr = st.privacy()
+    rng = make_rng(seed)
+
+    def run(count: int) -> Callable[[int], int]:
+        return lambda r: st.select_pool(_pool(r, count), rng).size if count else 0
+
+    return audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"],
+                       delta=pr["delta"])  # fmt: skip
+
+
+def _strongest_n(keep: Callable[[np.ndarray], np.ndarray], delta: float, trials: int) -> int:
+    """The n whose n vs n−1 audit is expected to certify the most ε (all four events)."""
+    n = np.arange(2, 80)
+    p1, p0 = keep(n), keep(n - 1)
+    lbs = [
+        epsilon_lower_bound(int(a * trials), int(b * trials), trials, delta=delta)
+        for a, b in zip(p1, p0, strict=True)
+    ]
+    return int(n[int(np.argmax(lbs))])
+
+
+@pytest.mark.parametrize("name", ["mad", "mad2r", "dp-sips"])
+def test_rounds_strategies_pass_the_audit(name: str) -> None:
+    """The real rounds (probe, reroute, bias, composition) on R items held by n vs n − 1 users:
+    the audit passes and is not vacuous."""
+    st = make_strategy(name, epsilon=EPS, delta=DELTA, d=1)
+    assert isinstance(st, RoundsSelection)
+    trials = 200_000
+    n = _strongest_n(st.keep_probability, st.privacy()["delta"], trials)
+    res = _rounds_audit(st, n, trials, seed=24)
+    assert res.passed, res
+    # the run matches the exact keep probability of the model (users holding one item)
+    assert abs(res.p_d - float(st.keep_probability(np.array([n]))[0])) < 0.01, res
+    assert res.epsilon_lower_bound > 0.3 * res.epsilon_claimed, res
+
+
+@pytest.mark.parametrize(("name", "trials"), [("mad", 400_000), ("mad2r", 600_000),
+                                              ("dp-sips", 1_200_000)])  # fmt: skip
+def test_mutation_sensitivity_off_by_one_is_caught(
+    name: str, trials: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each user's weight doubled (ℓ2 sensitivity 2 where the calibration assumes 1): the audit
+    of the same rounds, with the same claimed (ε, δ), must fail."""
+    import searchveil.mechanisms.selection as sel
+
+    st = make_strategy(name, epsilon=EPS, delta=DELTA, d=1)
+    assert isinstance(st, RoundsSelection)
+    pr = st.privacy()  # the claim, computed before the mutation
+    real = sel.unit_weights
+    monkeypatch.setattr(sel, "unit_weights", lambda scale, d: 2 * real(scale, d))
+    n = _strongest_n(lambda x: st.keep_probability(2 * x), pr["delta"], trials)
+    rng = make_rng(25)
+
+    def run(count: int) -> Callable[[int], int]:
+        return lambda r: st.select_pool(_pool(r, count), rng).size
+
+    bad = audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"],
+                      delta=pr["delta"])  # fmt: skip
+    assert not bad.passed, bad

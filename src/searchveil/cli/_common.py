@@ -147,7 +147,8 @@ MaxUsersOpt = Annotated[
     typer.Option(
         "--max-users",
         help="U: a public upper bound on the number of users you DECLARE (never read from the "
-        "data); the ledger's δ < 1/U check uses it (declared.max_users)",
+        "data); the ledger's δ < 1/U check uses it (declared.max_users); with --selection "
+        "it also sets the default d",
     ),
 ]
 

@@ -1,26 +1,35 @@
 """``searchveil demo``: the README's main job.
 
-1. Korolova's Release-Data (e^ε = 10, d = d_c = 1, privately selected URLs) on the bundled real
-   sample (215 AOL users), with the utility report of ``searchveil evaluate``.
+1. A query-click release with the best selection strategy measured (``--selection``, default
+   MAD2R: docs/selection-strategies.md; e^ε = 10, the strategy's data-independent default d,
+   d_c = 1 click, queries and (query, url) pairs selected privately) on the bundled real sample
+   (215 AOL users), with the utility report of ``searchveil evaluate``. ``--selection
+   korolova`` runs the thesis' Release-Data instead (d = d_c = 1, privately selected URLs).
 2. A synthetic log of ``--synthetic-users`` users (default 500,000, thesis-like) calibrated on
    that sample (:func:`searchveil.synth.synthetic_events`, integer query keys), on which the
    demo shows the thesis' central result (Korolova, PhD thesis 2012, §4.6.1.1, Fig. 4.2): the
    percent of distinct queries and of query volume released as a function of d, for
-   Release-Data and for Gaussian selection (:mod:`searchveil.evaluate.dcurve`, exact
-   expectations), as a plot in ``report.html`` and a table on the terminal; and runs one real
-   Release-Data selection (d = 1) on it.
+   Release-Data and every selection strategy (:mod:`searchveil.evaluate.dcurve`: exact
+   expectations, or one simulated run for the ℓ2-weighted strategies), as a plot in
+   ``report.html`` and a table on the terminal; and runs one real release with the same
+   strategy on it. The curve is a data-holder diagnostic computed on the synthetic log only:
+   the releases never choose d from it (choosing d on the private log costs privacy).
 
 δ that protects everyone (issue 12, ``docs/privacy/delta.md``). Each run's δ is solved so that
 the expected number of queries held by a single user that get published is ≤
 ``--max-single-user-items`` (default 0.01), from a *declared* population rule, never from the
 private log (issue 21): an (ε, δ)-DP release publishes a query only one user holds with
 probability ≤ δ, and only a query the user kept among their first d can be published at all,
-so at most N ≤ U·d such queries are candidates; δ = target / (U·d), rounded down to a power of
-ten and never above 1/(10·U). U is a public bound: ``--max-users`` (required with a LOG of your
-own), the bundled sample's published size (215 users), or the synthetic population's size
-(``--synthetic-users``, a parameter). The count of the log's single-user queries is still
-computed — for the data holder's report (private), not for choosing δ. A fixed δ such as the
-thesis' 10⁻⁵ or 10⁻⁴ (≈ 3.5 single-user queries published per run on 50,000 synthetic users)
+so at most N ≤ U·d such queries are candidates; δ = target / (U·d) with d = 1, rounded down to
+a power of ten and never above 1/(10·U). The selection strategies keep more queries per user
+(their default d), but their δ bounds the chance that *any* of one user's single-user queries is
+published (1 − (1 − p)^k over the user's k items), so U users, not U·d items, is the count that
+matters there; the report shows the expected number each release publishes, computed exactly.
+U is a public bound: ``--max-users`` (required with a LOG of your own), the bundled sample's
+published size (215 users), or the synthetic population's size (``--synthetic-users``, a
+parameter). The count of the log's single-user queries is still computed — for the data holder's
+report (private), not for choosing δ. A fixed δ such as the thesis' 10⁻⁵ or 10⁻⁴ (≈ 3.5
+single-user queries published per run on 50,000 synthetic users)
 does not protect everyone.
 
 Why few queries pass on the real sample: a query is published only if about K users posed it
@@ -62,9 +71,10 @@ from searchveil.cli._common import (
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
-from searchveil.evaluate.dcurve import dcurve_from_events
+from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events
 from searchveil.io.ledger import read_provenance, write_json_atomic
 from searchveil.io.readers import ReaderOptions, read_log
+from searchveil.mechanisms.selection import STRATEGIES, default_d, user_item_pool
 from searchveil.model import SearchLog, items
 from searchveil.params import SINGLE_USER_TARGET, solve_delta_single_user
 from searchveil.release.counts import BoundedCounts
@@ -74,16 +84,29 @@ from searchveil.release.korolova import (
     release_korolova_counts,
     write_release,
 )
+from searchveil.release.select import (
+    SelectParams,
+    UserItemPools,
+    release_select,
+    release_select_pools,
+)
 from searchveil.report.html import demo_report, evaluation_report, write_report
 from searchveil.rng import RandomSource, make_rng, secure_token
 from searchveil.synth import fit, synthetic_events
-from searchveil.validate import check_int, check_positive
+from searchveil.validate import check_choice, check_int, check_positive
 
 DEMO_EPSILON = math.log(10.0)
+#: the demo's strategy: the best measured at its default d (docs/selection-strategies.md)
+DEMO_SELECTION = "mad2r"
+DEMO_SELECTIONS = ("korolova", *STRATEGIES)
 DEMO_D = 1
 DEMO_DC = 1
 DEMO_SPLIT = (1.0, 1.0, 1.0, 1.0)
 DEMO_DS = (1, 2, 3, 5, 10, 20, 40)
+#: the simulated curves (one run of the ℓ2-weighted strategies per point on 19M events) at
+#: fewer d: ~0.7 s a point for the rounds, ~3.5 s for policy Gaussian's sequential pass
+DEMO_SIM_DS = (1, 3, 10, 20, 40)
+DEMO_POLICY_DS = (1, 10, 40)
 DEMO_SYNTHETIC_USERS = 500_000
 SAMPLE = "aol-gayo-avello-215-users.tsv"
 #: the bundled sample's published size: the public bound U the demo declares for it
@@ -98,20 +121,53 @@ def _delta_for(users: int, target: float) -> dict[str, Any]:
     return sol
 
 
+def _select_params(selection: str, delta: float, d_c: int | None, max_users: int) -> SelectParams:
+    """The demo's selection release: the whole budget split equally between the steps, d the
+    strategy's data-independent default (never tuned on the log; U the declared bound)."""
+    parts = 2 if d_c is None else 4
+    probe = SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=1,
+                         split=tuple([1.0] * parts), d_c=d_c)  # fmt: skip
+    d, rule = default_d(selection, epsilon=probe.eps_selection, delta=probe.delta_selection,
+                        max_users=max_users)  # fmt: skip
+    return SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=d,
+                        split=tuple([1.0] * parts), d_c=d_c, d_rule=rule)  # fmt: skip
+
+
+def _threshold(rel: Any, selection: str) -> tuple[float, float]:
+    """(threshold, noise) of a release's selection step, for the summary table."""
+    r = rel.report
+    if selection == "korolova":
+        return float(r["parameters"]["K"]), float(r["parameters"]["b"])
+    sel = r["selection"]
+    if "rounds" in sel:
+        last = sel["rounds"][-1]
+        return float(last["threshold_units"]), float(last["sigma"])
+    return float(sel.get("K", sel.get("tau", sel.get("rho", math.nan)))), float(
+        sel.get("b", sel.get("sigma", math.nan))
+    )
+
+
 def _real_run(
     log: SearchLog, out: Path, *, target: float, rng: RandomSource, step: Any, final: Path,
-    max_users: int,
+    max_users: int, selection: str,
 ) -> dict[str, Any]:  # fmt: skip
-    """Release-Data with URLs on the real sample, its utility report."""
+    """The query-click release on the real sample, its utility report."""
     q = items(log, "queries")
     sol = _delta_for(max_users, target)
-    params = KorolovaParams.from_budget(
-        epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="private", d_c=DEMO_DC,
-        split=DEMO_SPLIT, threshold_rule="exact",
-    )  # fmt: skip
-    done = step("Release-Data on the real sample")
-    rel = release_korolova(log, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
-                           max_users=max_users)  # fmt: skip
+    sel_d: int | str = DEMO_D
+    if selection == "korolova":
+        params = KorolovaParams.from_budget(
+            epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="private",
+            d_c=DEMO_DC, split=DEMO_SPLIT, threshold_rule="exact",
+        )  # fmt: skip
+        done = step("Release-Data on the real sample")
+        rel = release_korolova(log, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
+                               max_users=max_users)  # fmt: skip
+    else:
+        sp = _select_params(selection, sol["delta"], DEMO_DC, max_users)
+        sel_d = sp.d
+        done = step(f"{selection} selection (d = {sp.d}, d_c = {DEMO_DC}) on the real sample")
+        rel = release_select(log, sp, rng=rng, max_users=max_users)
     write_release(rel, out / "real")
     done()
     done = step("evaluating the real release")
@@ -133,13 +189,16 @@ def _real_run(
         "users": r["users"],
         "distinct_queries": int(q.get_column("item").n_unique()),
         "queries_released": r["queries_released"],
-        "released_query_volume": r["released_query_volume"],
+        "released_query_volume": int(
+            q.join(published.to_frame("item"), on="item", how="semi").height
+        ),
         "pairs_released": r.get("pairs_released", 0),
         "epsilon": rel.ledger["epsilon"],
         "delta": rel.ledger["delta"],
         "delta_solved": sol,
-        "K": r["parameters"]["K"],
-        "b": r["parameters"]["b"],
+        "selection": selection,
+        "d": sel_d,
+        "threshold": _threshold(rel, selection),
         "single_user": r["single_user"],
         "single_user_published": int(
             holders.filter(pl.col("item").is_in(published.implode()) & (pl.col("h") == 1)).height
@@ -150,10 +209,10 @@ def _real_run(
 
 def _synthetic_run(
     log: SearchLog, out: Path, *, users: int, target: float, rng: RandomSource, step: Any,
-    ds: tuple[int, ...],
+    ds: tuple[int, ...], selection: str,
 ) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
-    """The d-curve of a synthetic log of ``users`` users, and one Release-Data selection on it
-    (query keys; d = DEMO_D; no URLs)."""
+    """The d-curve of a synthetic log of ``users`` users (every strategy), and one release with
+    ``selection`` on it (query keys; the strategy's default d; no URLs)."""
     done = step(f"generating a synthetic log of {users:,} users (query keys)")
     ev = synthetic_events(fit(log, rng=rng), users=users, rng=rng, spell=False,
                           workers=max(1, min(os.cpu_count() or 1, 2)))  # fmt: skip
@@ -164,27 +223,48 @@ def _synthetic_run(
     n_single = single.height
     sol = _delta_for(users, target)  # U = the synthetic population's size (a parameter)
     done()
-    done = step(f"d-curve (d = {', '.join(map(str, ds))}; Release-Data and Gaussian selection)")
-    curve = dcurve_from_events(ev, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=ds)
+    done = step(f"d-curves (d = {', '.join(map(str, ds))}; Release-Data and every strategy)")
+    curve = dcurve_from_events(ev, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=ds,
+                               mechanisms=ALL_MECHANISMS, simulation=rng.numpy_generator(),
+                               ds_for={"policy-gaussian": DEMO_POLICY_DS, "mad": DEMO_SIM_DS,
+                                       "mad2r": DEMO_SIM_DS, "dp-sips": DEMO_SIM_DS})  # fmt: skip
     done()
-    done = step(f"Release-Data (d = {DEMO_D}) on the synthetic log")
-    kept = ev.filter(pl.int_range(pl.len()).over("user") < DEMO_D)
-    counts = kept.group_by("query").agg(pl.len().cast(pl.Int64).alias("count"))
-    bounded = BoundedCounts(
-        counts={"queries": counts},
-        figures={"users": users, "query_events": ev.height,
-                 "query_events_after_bounding": kept.height},
-        input={"file": f"synthetic-{users}-users (in memory, query keys)", "sha256": None,
-               "rows": ev.height, "users": users, "synthetic": True},
-    )  # fmt: skip
-    params = KorolovaParams.from_budget(
-        epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="none",
-        split=(1.0, 1.0), threshold_rule="exact",
-    )  # fmt: skip
-    rel = release_korolova_counts(
-        bounded, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
-        single_user=(counts.join(single, on="query", how="semi"), n_single), max_users=users,
-    )  # fmt: skip
+    synthetic_input = {"file": f"synthetic-{users}-users (in memory, query keys)",
+                       "sha256": None, "rows": ev.height, "users": users,
+                       "synthetic": True}  # fmt: skip
+    if selection == "korolova":
+        done = step(f"Release-Data (d = {DEMO_D}) on the synthetic log")
+        kept = ev.filter(pl.int_range(pl.len()).over("user") < DEMO_D)
+        counts = kept.group_by("query").agg(pl.len().cast(pl.Int64).alias("count"))
+        bounded = BoundedCounts(
+            counts={"queries": counts},
+            figures={"users": users, "query_events": ev.height,
+                     "query_events_after_bounding": kept.height},
+            input=synthetic_input,
+        )  # fmt: skip
+        params = KorolovaParams.from_budget(
+            epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="none",
+            split=(1.0, 1.0), threshold_rule="exact",
+        )  # fmt: skip
+        rel = release_korolova_counts(
+            bounded, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
+            single_user=(counts.join(single, on="query", how="semi"), n_single),
+            max_users=users,
+        )  # fmt: skip
+        sel_d = DEMO_D
+    else:
+        sp = _select_params(selection, sol["delta"], None, users)
+        sel_d = sp.d
+        done = step(f"{selection} selection (d = {sp.d}) on the synthetic log")
+        pools = UserItemPools(
+            queries=user_item_pool(ev.rename({"query": "item"}), pool=sp.pool),
+            clicks=None,
+            figures={"users": users, "query_events": ev.height},
+            input=synthetic_input,
+            events=ev.select("user", pl.col("query").alias("item")),
+            single_items=single.rename({"query": "item"}),
+        )
+        rel = release_select_pools(pools, sp, rng=rng, max_users=users)
     write_release(rel, out / "synthetic")
     done()
     published = rel.tables["queries"].select("query")
@@ -200,8 +280,9 @@ def _synthetic_run(
         "epsilon": rel.ledger["epsilon"],
         "delta": rel.ledger["delta"],
         "delta_solved": sol,
-        "K": r["parameters"]["K"],
-        "b": r["parameters"]["b"],
+        "selection": selection,
+        "d": sel_d,
+        "threshold": _threshold(rel, selection),
         "single_user": r["single_user"],
         "single_user_published": int(published.join(single, on="query", how="semi").height),
         "top_queries": [],
@@ -209,35 +290,45 @@ def _synthetic_run(
     return run_, curve
 
 
+CURVE_SHORT = {"korolova": "RD", "laplace": "Lap", "gaussian": "G", "policy-gaussian": "PG",
+               "mad": "MAD", "mad2r": "MAD2R", "dp-sips": "SIPS"}  # fmt: skip
+
+
 def _curve_table(curve: dict[str, Any]) -> Table:
+    """% of the query volume released against d, one row per strategy: RD = Release-Data,
+    Lap / G = Laplace / Gaussian thresholding (expected values), PG = policy Gaussian, MAD,
+    MAD2R, SIPS = DP-SIPS (one simulated run each)."""
+    mechs = [m for m in CURVE_SHORT if any(r["mechanism"] == m for r in curve["table"])]
+    ds = sorted({r["d"] for r in curve["table"]})
     t = Table(
-        title=f"% released vs d (thesis Fig. 4.2): {curve['users']:,} synthetic users, "
-        f"e^ε = 10, δ = {curve['delta']:.3g}; RD = Release-Data, G = Gaussian selection; "
-        "expected values",
+        title=f"% of the query volume released vs d (thesis Fig. 4.2): {curve['users']:,} "
+        f"synthetic users, e^ε = 10, δ = {curve['delta']:.3g}; "
+        + ", ".join(f"{CURVE_SHORT[m]} = {m}" for m in mechs)
+        + ". A data-holder diagnostic on the synthetic log: releases never choose d from it",
         title_justify="left",
     )
-    for c in ("d", "RD K", "RD %dist", "RD %vol", "RD 1-user", "G τ", "G %dist", "G %vol",
-              "G 1-user"):  # fmt: skip
-        t.add_column(c, justify="right", no_wrap=True)
-    by_d: dict[int, dict[str, Any]] = {}
-    for r in curve["table"]:
-        by_d.setdefault(r["d"], {})[r["mechanism"]] = r
-    for d in sorted(by_d):
-        k, g = by_d[d].get("korolova", {}), by_d[d].get("gaussian", {})
-        t.add_row(
-            str(d), str(k.get("K", "–")), f"{k.get('distinct_pct', math.nan):.3f}",
-            f"{k.get('volume_pct', math.nan):.1f}", f"{k.get('single_user_released', 0):.2g}",
-            str(g.get("tau", "–")), f"{g.get('distinct_pct', math.nan):.3f}",
-            f"{g.get('volume_pct', math.nan):.1f}", f"{g.get('single_user_released', 0):.2g}",
-        )  # fmt: skip
+    t.add_column("d", no_wrap=True)
+    for d in ds:
+        t.add_column(str(d), justify="right", no_wrap=True)
+    by: dict[tuple[str, int], dict[str, Any]] = {(r["mechanism"], r["d"]): r
+                                                 for r in curve["table"]}  # fmt: skip
+    for m in mechs:
+        cells = [f"{by[(m, d)]['volume_pct']:.1f}" if (m, d) in by else "–" for d in ds]
+        t.add_row(f"{CURVE_SHORT[m]} %vol", *cells)
     return t
 
 
 def _human(r: dict[str, Any]) -> None:
+    sel = r["parameters"]["selection"]
+    what = (
+        f"Korolova Release-Data, e^ε = 10, d = {DEMO_D} query"
+        if sel == "korolova"
+        else f"{sel} selection, e^ε = 10, d = the strategy's default ({r['parameters']['d']}) "
+        "queries"
+    )
     out_console.print(
-        f"[bold]searchveil demo[/]: Korolova Release-Data, e^ε = 10, d = {DEMO_D} query "
-        f"(and d_c = {DEMO_DC} click on the real sample) per user; δ solved from the declared "
-        f"population bound U (N ≤ U·d single-user candidates) so that the expected number of "
+        f"[bold]searchveil demo[/]: {what} (and d_c = {DEMO_DC} click on the real sample) per "
+        "user; δ solved from the declared population bound U so that the expected number of "
         f"single-user queries published is ≤ {r['parameters']['max_single_user_items']:g}"
     )
     t = Table(show_header=True)
@@ -249,7 +340,7 @@ def _human(r: dict[str, Any]) -> None:
         ("distinct queries in the log", "distinct_queries", "{:,}"),
         ("queries released", "queries_released", "{:,}"),
         ("released query volume", "released_query_volume", "{:,}"),
-        ("threshold K / noise scale b", None, ""),
+        ("threshold / noise (last round; user units)", None, ""),
         ("ε (exact accounting)", "epsilon", "{:.4f}"),
         ("δ (solved; exact accounting)", "delta", "{:.3g}"),
         ("single-user queries in the log (private)", None, "n"),
@@ -263,7 +354,8 @@ def _human(r: dict[str, Any]) -> None:
             vals = [f"{x['single_user']['expected_single_user_published']:.2g}"
                     for x in r["runs"].values()]  # fmt: skip
         elif key is None:
-            vals = [f"{x['K']:g} / {x['b']:.3g}" for x in r["runs"].values()]
+            vals = [f"{x['threshold'][0]:.4g} / {x['threshold'][1]:.3g}"
+                    for x in r["runs"].values()]  # fmt: skip
         else:
             vals = [f.format(x[key]) for x in r["runs"].values()]
         t.add_row(label, *vals)
@@ -276,12 +368,13 @@ def _human(r: dict[str, Any]) -> None:
         out_console.print(_curve_table(r["dcurve"]))
         b = r["dcurve"]["best"]
         out_console.print(
-            "best d: Release-Data d = {} ({:.1f}% of the query volume, {:.3f}% of distinct "
-            "queries); Gaussian selection d = {} ({:.1f}%, {:.3f}%)".format(
-                b["korolova"]["d"], b["korolova"]["volume_pct"], b["korolova"]["distinct_pct"],
-                b["gaussian"]["d"], b["gaussian"]["volume_pct"], b["gaussian"]["distinct_pct"],
+            "best d on the synthetic log (for reference, never used to choose d): "
+            + "; ".join(
+                f"{m} d = {x['d']} ({x['volume_pct']:.1f}% of the query volume, "
+                f"{x['distinct_pct']:.3f}% of distinct queries)"
+                for m, x in b.items()
             )
-        )  # fmt: skip
+        )
     out_console.print(r["note"])
     if r["seeded"]:
         out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
@@ -331,6 +424,15 @@ def register(app: typer.Typer) -> None:
                 "solved from it, never from the log",
             ),
         ] = None,
+        selection: Annotated[
+            str,
+            typer.Option(
+                "--selection",
+                help="the releases' strategy: mad2r (default: the best measured, "
+                "docs/selection-strategies.md) | mad | dp-sips | gaussian | laplace | "
+                "policy-gaussian | korolova (the thesis' Release-Data, d = 1)",
+            ),
+        ] = DEMO_SELECTION,
         overwrite: OverwriteOpt = False,
         seed: SeedOpt = None,
         reader: ReaderOptions = READER_DEFAULT,
@@ -344,6 +446,7 @@ def register(app: typer.Typer) -> None:
         def body() -> None:
             if synthetic_users < 0:
                 raise InvalidParameterError("--synthetic-users", synthetic_users, "an integer ≥ 0")
+            check_choice("selection", selection, DEMO_SELECTIONS)
             target = check_positive("max-single-user-items", max_single_user_items)
             if max_users is None and log is not None:
                 raise InvalidParameterError(
@@ -372,11 +475,12 @@ def register(app: typer.Typer) -> None:
                     real = read_log(bundled, reader) if log is None else read_log(log, reader)
                     done()
                     runs["real"] = _real_run(real, tmp, target=target, rng=rng, step=step,
-                                             final=final, max_users=u_bound)  # fmt: skip
+                                             final=final, max_users=u_bound,
+                                             selection=selection)  # fmt: skip
                     if synthetic_users:
                         runs["synthetic"], curve = _synthetic_run(
                             real, tmp, users=synthetic_users, target=target, rng=rng, step=step,
-                            ds=DEMO_DS,
+                            ds=DEMO_DS, selection=selection,
                         )  # fmt: skip
                 for x in runs.values():
                     for k in ("release", "report"):
@@ -384,7 +488,7 @@ def register(app: typer.Typer) -> None:
                             x[k] = str(final / Path(x[k]).name)
                 res = _result(runs, curve, target=target, seeded=seed is not None,
                               final=final, synthetic_users=synthetic_users, sample=name,
-                              reader=reader)  # fmt: skip
+                              reader=reader, selection=selection)  # fmt: skip
                 write_report(tmp / "report.html", demo_report(res))
                 for name in runs:  # the provenance records name the releases' final place
                     _relocate_provenance(tmp / f"{name}.private.json", tmp, final)
@@ -416,7 +520,7 @@ def _relocate_provenance(path: Path, tmp: Path, final: Path) -> None:
 
 def _result(
     runs: dict[str, Any], curve: dict[str, Any] | None, *, target: float, seeded: bool,
-    final: Path, synthetic_users: int, sample: str, reader: ReaderOptions,
+    final: Path, synthetic_users: int, sample: str, reader: ReaderOptions, selection: str,
 ) -> dict[str, Any]:  # fmt: skip
     real = runs["real"]
     opts = "".join(f" {a}" for a in reader_cli_args(reader))
@@ -434,10 +538,12 @@ def _result(
         "everyone: at δ = 1e-4 on 50,000 synthetic users, about 3.5 single-user queries would "
         "be published per run."
     )
+    thr = real["threshold"][0]
+    unit = "users" if selection in ("korolova", "laplace", "gaussian") else "users' full weight"
     note = (
-        f"A query is published only if about K users posed it (after each user keeps d = "
-        f"{DEMO_D}); with {real['users']} real users and K = {real['K']:g}, few or no queries "
-        "pass — that is the price of protecting every user of a small log, not a fault. "
+        f"A query is published only if about {thr:.3g} {unit} posed it (after each user keeps "
+        f"d = {real['d']}); with {real['users']} real users few or no queries pass — that is "
+        "the price of protecting every user of a small log, not a fault. "
     )
     if curve is not None:
         note += (
@@ -445,7 +551,9 @@ def _result(
             "a population of thesis-like size releases: a tiny share of distinct queries that "
             "covers a large share of the query volume. The d-curve gives the whole ε to the "
             "selection step (as the thesis' Fig. 4.2); the synthetic release splits ε between "
-            "selection and counts, so it keeps a little less."
+            "selection and counts, so it keeps a little less. The curves read the whole "
+            "(synthetic) log: a data-holder diagnostic; choosing d from the curve of a private "
+            "log costs privacy, so the releases use each strategy's data-independent default d."
         )
     return {
         "out": str(final),
@@ -455,7 +563,8 @@ def _result(
         "seeded": seeded,
         "parameters": {
             "epsilon": DEMO_EPSILON,
-            "d": DEMO_D,
+            "selection": selection,
+            "d": real["d"],
             "d_c": DEMO_DC,
             "urls": "private (real sample); none (synthetic)",
             "split": list(DEMO_SPLIT),
@@ -471,9 +580,11 @@ def _result(
             f"--max-single-user-items {target:g} "
             f"--max-users {real['delta_solved']['users_bound']}",
             f"searchveil release korolova {quoted} --out real --epsilon {DEMO_EPSILON!r} "
-            f"--delta {real['delta_solved']['delta']:g} --max-queries {DEMO_D} "
+            f"--delta {real['delta_solved']['delta']:g} --max-queries {real['d']} "
             f"--max-clicks {DEMO_DC} --urls private --split 1,1,1,1 "
-            f"--max-users {real['delta_solved']['users_bound']}{opts}",
+            f"--max-users {real['delta_solved']['users_bound']}"
+            + ("" if selection == "korolova" else f" --selection {selection}")
+            + opts,
             f"searchveil evaluate {quoted} real --report real-report.html",
         ]
         + (

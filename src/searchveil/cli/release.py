@@ -55,11 +55,13 @@ from searchveil.engines.plans import (
     check_fingerprint,
     check_plan,
     run_release,
+    run_select,
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
 from searchveil.mechanisms.accounting import Budget, check_budget
+from searchveil.mechanisms.selection import STRATEGIES, default_d
 from searchveil.model import SearchLog
 from searchveil.release import (
     KAnonParams,
@@ -396,40 +398,97 @@ def _human(r: dict[str, Any]) -> None:
             out_console.print(tt)
 
 
-def _selected(
-    run_opts: RunOptions,
+def select_params(
     *,
     selection: str,
     epsilon: float | None,
     delta: float | None,
     d: int | None,
+    d_c: int | None,
     split: str | None,
     clamp: bool,
-    max_users: int | None = None,
-) -> dict[str, Any]:
+    max_users: int | None,
+) -> SelectParams:
+    """The parameters of ``release korolova --selection``: without ``--max-queries``, d is the
+    strategy's data-independent default (:func:`default_d`, from ε, δ and ``--max-users``)."""
     _need_budget(epsilon, delta)
     assert epsilon is not None and delta is not None
-    if d is None:
-        raise InvalidParameterError("max-queries", None, "an integer d >= 1 (no default)")
-    w = _parse_split(split, 2) or (1.0, 1.0)
-    params = SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=d,
-                          split=(w[0], w[1]), clamp_negative=clamp)  # fmt: skip
-    o = run_opts
+    check_choice("selection", selection, STRATEGIES)
+    parts = 2 if d_c is None else 4
+    w = _parse_split(split, parts) or tuple([1.0] * parts)
     if max_users is not None:
         check_int("max-users", max_users, minimum=1)
+        if not delta < 1.0 / max_users:
+            raise InvalidParameterError(
+                "delta",
+                delta,
+                f"a number < 1/U = {1.0 / max_users:.3g} (--max-users {max_users}"
+                f"; δ = 1/(10·U) = {0.1 / max_users:.3g} is the documented choice)",
+            )
+    if d is None:
+        probe = SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=1, split=w,
+                             d_c=d_c)  # fmt: skip
+        d, rule = default_d(selection, epsilon=probe.eps_selection,
+                            delta=probe.delta_selection, max_users=max_users)  # fmt: skip
+    else:
+        d = check_int("max-queries", d, minimum=1, maximum=4096)
+        rule = "given (--max-queries)"
+    return SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=d, split=w,
+                        clamp_negative=clamp, d_c=d_c, d_rule=rule)  # fmt: skip
+
+
+def _selected(
+    run_opts: RunOptions, params: SelectParams, max_users: int | None = None
+) -> dict[str, Any]:
+    o = run_opts
+    check_choice("engine", o.engine, ("auto", *ENGINES))
     check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
-    log = _read(o.input, o.reader, o.json_out)
-    with progress(not o.json_out) as step:
-        done = step(f"selection ({selection}) and counts")
-        release = release_select(log, params, rng=make_rng(o.seed), max_users=max_users)
-        done()
+    engine = o.engine
+    if engine == "auto":
+        engine = _auto_select_engine(o)
+    check_fingerprint(o.fingerprint, o.input if engine != "memory" else None)
+    if engine == "memory" and o.fingerprint != "full":
+        raise InvalidParameterError("fingerprint", o.fingerprint, "full with --engine memory")
+    rng = make_rng(o.seed)
+    if engine == "memory":
+        log = _read(o.input, o.reader, o.json_out)
+        with progress(not o.json_out) as step:
+            done = step(f"selection ({params.strategy}) and counts")
+            release = release_select(log, params, rng=rng, max_users=max_users)
+            done()
+    else:
+        _check_engine_reader(engine, o.input, o.reader)
+        with progress(not o.json_out) as step:
+            done = step(f"selection ({params.strategy}) on the {engine} engine")
+            release = run_select(
+                engine, o.input, params, rng=rng, spark_master=o.spark_master,
+                normalize=o.reader.get("normalize", True), fingerprint=o.fingerprint,
+                max_users=max_users,
+            )  # fmt: skip
+            done()
+        if o.engine == "auto":  # the same bytes as memory (tested): the report says which
+            release.report["engine"] = release.report.get("engine", {}) | {
+                "selected_by": "--engine auto"
+            }
     write_release(release, o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
     warn = (release.report.get("single_user") or {}).get("warning")
     if warn:
         err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
-    res = _summary(release, o.out, list(w), o.provenance)
-    res["top"] = {"queries": _top(release, "queries")}
+    res = _summary(release, o.out, list(params.split), o.provenance)
+    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
     return res
+
+
+def _auto_select_engine(o: RunOptions) -> str:
+    """``--engine auto`` for ``--selection``: polars when the input is a file in the AOL layout
+    (TSV, .gz, Parquet) read with the default reader options, else memory."""
+    if not o.input.is_file():
+        return "memory"
+    defaults = {k: v for k, v in ReaderOptions().kwargs().items() if k != "fmt"}
+    given = {k: v for k, v in o.reader.items() if k != "fmt"}
+    if given != defaults or o.reader.get("fmt") != "auto":
+        return "memory"
+    return "polars" if _aol_header(o.input) else "memory"
 
 
 def korolova_params(o: KorolovaOptions) -> KorolovaParams:
@@ -597,9 +656,11 @@ def korolova_command(
         str | None,
         typer.Option(
             "--selection",
-            help="query selection on each user's first d DISTINCT queries: laplace | "
-            "gaussian | policy-gaussian (docs/selection-strategies.md); queries only, "
-            "--split = selection,counts. Unset: the thesis' Select-Queries",
+            help="query (and, with --max-clicks, query-click) selection on each user's first "
+            "DISTINCT queries: mad | mad2r | dp-sips | laplace | gaussian | policy-gaussian "
+            "(docs/selection-strategies.md); --split = selection,counts[,url-selection,"
+            "click-counts]; without --max-queries d is the strategy's data-independent "
+            "default. Unset: the thesis' Select-Queries",
         ),
     ] = None,
     engine: EngineOpt = "auto",
@@ -630,17 +691,34 @@ def korolova_command(
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance)  # fmt: skip
         if selection is not None:
-            others = {"--max-clicks": max_clicks, "--serp": serp, "--K": K, "--b": b,
-                      "--bq": b_q, "--bc": b_c, "--url-K": url_K, "--url-b": url_b}  # fmt: skip
+            others = {"--serp": serp, "--K": K, "--b": b, "--bq": b_q, "--bc": b_c,
+                      "--url-K": url_K, "--url-b": url_b, "--serp-depth": serp_depth}  # fmt: skip
             for name, v in others.items():
                 if v is not None:
                     raise InvalidParameterError(name, v, "unset with --selection")
-            if urls not in ("auto", "none"):
-                raise InvalidParameterError("urls", urls, "none with --selection")
-            res = _selected(
-                run_opts, selection=selection, epsilon=epsilon, delta=delta, d=max_queries,
-                split=split, clamp=clamp_negative, max_users=max_users,
+            allowed = ("auto", "none") if max_clicks is None else ("auto", "private")
+            if urls not in allowed:
+                raise InvalidParameterError(
+                    "urls",
+                    urls,
+                    " | ".join(allowed)
+                    + " with --selection"
+                    + ("" if max_clicks is None else " and --max-clicks"),
+                )
+            if bounding != "first" or distinct_users or threshold_rule != "exact":
+                raise InvalidParameterError(
+                    "bounding/distinct-users/threshold-rule",
+                    (bounding, distinct_users, threshold_rule),
+                    "the defaults with --selection (it always uses each user's first distinct "
+                    "queries)",
+                )
+            params = select_params(
+                selection=selection, epsilon=epsilon, delta=delta, d=max_queries,
+                d_c=max_clicks, split=split, clamp=clamp_negative, max_users=max_users,
             )  # fmt: skip
+            res = _selected(run_opts, params, max_users)
+            if max_users is not None:
+                res["max_users"] = max_users
         else:
             opts = KorolovaOptions(
                 epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,

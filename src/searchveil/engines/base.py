@@ -20,6 +20,7 @@ from searchveil.io.readers import AOL_COLUMNS
 from searchveil.release.counts import BoundedCounts
 from searchveil.release.kanonymity import KAnonParams
 from searchveil.release.korolova import KorolovaParams
+from searchveil.release.select import UserItemPools
 from searchveil.release.zealous import ZealousParams
 
 __all__ = ["AOL_COLUMNS", "Engine", "PlanParams", "HistogramParams", "BoundingPlan", "Table"]
@@ -46,6 +47,12 @@ class BoundingPlan:
     per_user: int
     distinct: bool
     clicks_per_user: int | None = None
+
+    @classmethod
+    def for_pools(cls, queries: int, clicks: int | None = None) -> BoundingPlan:
+        """Selection strategies (issue 24): each user's first ``queries`` distinct queries and
+        first ``clicks`` distinct clicked (query, url) pairs, as rows."""
+        return cls("select", "queries", queries, True, clicks)
 
     @classmethod
     def of(cls, params: HistogramParams) -> BoundingPlan:
@@ -112,6 +119,12 @@ class Engine(ABC):
     @abstractmethod
     def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
         """Korolova / ZEALOUS: the counts of the file after contribution bounding."""
+
+    @abstractmethod
+    def item_pools(self, path: Path, plan: BoundingPlan) -> UserItemPools:
+        """Selection strategies: each user's first distinct queries (and clicked pairs) as rows
+        (:class:`~searchveil.release.select.UserItemPools`), ``plan`` from
+        :meth:`BoundingPlan.for_pools`."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

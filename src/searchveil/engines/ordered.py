@@ -71,6 +71,23 @@ MERGE_PARTIALS = 8  # partial counts held before merging them
 _NEEDS_NORMALIZING = r"[^ !-@\[-~]|  |^ | $"
 
 
+def _pool_frame(rows: list[pl.DataFrame], keys: list[str], user_numeric: bool) -> pl.DataFrame:
+    """The kept rows (users contiguous, each user's in order) as ``user, <keys>, rank``."""
+    if rows:
+        df = pl.concat(rows, how="vertical_relaxed", rechunk=True)
+        rows.clear()  # the chunks' memory goes back as soon as the pool is one frame
+    else:
+        df = pl.DataFrame(schema={"u": pl.Int64 if user_numeric else pl.String}
+                          | {k: pl.String for k in keys})  # fmt: skip
+    df = df.rename({"u": "user"})
+    if keys == ["query"]:
+        df = df.rename({"query": "item"})
+    rid = df.get_column("user").rle_id().to_numpy()  # users are contiguous
+    starts = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]]) if rid.size else rid
+    rank = np.arange(rid.size, dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, rid.size]))
+    return df.with_columns(rank=pl.Series(rank, dtype=pl.Int64))
+
+
 class NotGrouped(Exception):
     """The input's user rows are not contiguous; use the hash-based plan."""
 
@@ -672,7 +689,7 @@ def _flagged(chunks: Iterator[pl.DataFrame], normalize: bool) -> Iterator[pl.Dat
 def ordered_counts(
     path: Path,
     algorithm: str,
-    params: HistogramParams,
+    params: HistogramParams | BoundingPlan,
     *,
     normalize: bool,
     fingerprint: str = "full",
@@ -695,16 +712,19 @@ def ordered_counts(
 def _ordered_counts(
     path: Path,
     algorithm: str,
-    params: HistogramParams,
+    params: HistogramParams | BoundingPlan,
     *,
     normalize: bool,
     user_numeric: bool,
     fingerprint: str,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
-    bp = BoundingPlan.of(params)
+    bp = params if isinstance(params, BoundingPlan) else BoundingPlan.of(params)
     korolova = bp.algorithm == "korolova"
+    # selection strategies (issue 24): each user's first per_user distinct queries (and first
+    # clicks_per_user distinct (query, url) clicks) as rows, not counts
+    pools = bp.algorithm == "select"
     item = bp.item
-    with_url = bp.clicks_per_user is not None if korolova else item == "clicks"
+    with_url = bp.clicks_per_user is not None if korolova or pools else item == "clicks"
     if path.name.lower().endswith(".parquet"):
         src = _parquet_source(path, with_url, fingerprint)
     else:
@@ -726,9 +746,35 @@ def _ordered_counts(
             q_dist = _Distinct(bp.per_user, q_fold.keys)
         c_fold = _Fold(["query", "url"]) if (korolova and with_url) else None
         tally = {"events": 0, "clicks": 0}  # kept rows; updated by the extraction thread only
+        q_rows: list[pl.DataFrame] = []  # pools: the kept rows themselves
+        c_rows: list[pl.DataFrame] = []
+        c_dist = (
+            _Distinct(bp.clicks_per_user or 0, ["query", "url"]) if pools and with_url else None
+        )
 
         def extract(df: pl.DataFrame) -> None:
             """Chunk i's kept items into the folds (in the extraction thread, in order)."""
+            if pools:
+                assert q_dist is not None
+                ev = (
+                    df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
+                ).collect()
+                ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
+                kept = q_dist.keep(ev)
+                q_rows.append(kept)
+                tally["events"] += kept.height
+                if c_dist is not None:
+                    cl = (
+                        df.lazy()
+                        .filter(pl.col("url").is_not_null())
+                        .select("u", pl.col("q").alias("query"), "url")
+                        .collect()
+                    )
+                    cl = cl.with_columns(query=_normalize(cl.get_column("query"), normalize))
+                    kept_c = c_dist.keep(cl)
+                    c_rows.append(kept_c)
+                    tally["clicks"] += kept_c.height
+                return
             if q_dist is None:  # Korolova: first d events
                 kept = (  # lazy: only the query column is filtered (projection first)
                     df.lazy()
@@ -803,7 +849,17 @@ def _ordered_counts(
         if flagged is not None:
             flagged.close()
         src.close()
-    if korolova:
+    if pools:
+        counts["query_pool"] = _pool_frame(q_rows, ["query"], user_numeric)
+        figures = {
+            "users": st.users,
+            "query_events": st.query_events,
+            "pool_queries": kept_events,
+        }
+        if c_dist is not None:
+            counts["click_pool"] = _pool_frame(c_rows, ["query", "url"], user_numeric)
+            figures |= {"clicks": st.click_rows, "pool_clicks": kept_clicks}
+    elif korolova:
         counts["queries"] = q_fold.result()
         figures = {
             "users": st.users,

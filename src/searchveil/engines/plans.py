@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from searchveil.engines.base import Engine, PlanParams
+from searchveil.engines.base import BoundingPlan, Engine, PlanParams
 from searchveil.engines.polars import PolarsEngine
 from searchveil.engines.rows import (
     FINGERPRINTS,
@@ -33,6 +33,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.kanonymity import KAnonParams, release_kanon
 from searchveil.release.korolova import KorolovaParams, release_korolova_counts
+from searchveil.release.select import SelectParams, release_select_pools
 from searchveil.release.zealous import ZealousParams, release_zealous_counts
 from searchveil.rng import RandomSource
 
@@ -44,6 +45,7 @@ __all__ = [
     "make_engine",
     "check_plan",
     "run_release",
+    "run_select",
 ]
 
 ENGINES = ("memory", "polars", "spark")
@@ -140,4 +142,34 @@ def _run_kanon(
     rel.report["users"] = totals["users"]
     # the private input record is the whole file's (the release saw only the reduced rows)
     rel.inputs = [input_record(path, sha, totals["rows"], totals["users"], normalize, fp)]
+    return rel
+
+
+def run_select(
+    engine_name: str,
+    path: Path,
+    params: SelectParams,
+    *,
+    rng: RandomSource,
+    spark_master: str = "local[*]",
+    normalize: bool = True,
+    fingerprint: str = "full",
+    max_users: int | None = None,
+) -> HistogramRelease:
+    """``release korolova --selection`` on an engine: the engine extracts each user's first
+    items (:meth:`Engine.item_pools`: the Polars ordered pass, Spark's pool plan), the release
+    runs on them (:func:`~searchveil.release.select.release_select_pools`); both engines give
+    the same tables and public ledger under a seed (tested). Which engine and plan ran goes to
+    the report and the provenance figures, as for :func:`run_release`."""
+    if not isinstance(params, SelectParams):
+        raise InvalidParameterError("params", params, "a SelectParams")
+    check_fingerprint(fingerprint, Path(path))
+    engine = make_engine(
+        engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint
+    )
+    pools = engine.item_pools(Path(path), BoundingPlan.for_pools(params.pool, params.click_pool))
+    rel = release_select_pools(pools, params, rng=rng, max_users=max_users)
+    rel.report["engine_plan"] = pools.plan
+    rel.report["engine"] = engine.describe()
+    rel.figures["engine"] = engine.describe()
     return rel

@@ -7,19 +7,20 @@ from typing import Any
 
 import polars as pl
 
-from searchveil.engines.base import Engine, HistogramParams
+from searchveil.engines.base import BoundingPlan, Engine, HistogramParams
 from searchveil.engines.ordered import (
     ENGINE_LAYOUT,
     NotGrouped,
     ordered_counts,
     validate_aol_text,
 )
-from searchveil.engines.rows import input_record, rows_plan_counts
+from searchveil.engines.rows import input_record, rows_plan_counts, start_fingerprint
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED, check_parquet
 from searchveil.io.readers import AOL_COLUMNS, parse_time
 from searchveil.model import normalize_query
 from searchveil.release.counts import BoundedCounts
+from searchveil.release.select import UserItemPools
 
 
 class PolarsEngine(Engine):
@@ -176,7 +177,70 @@ class PolarsEngine(Engine):
         rec = input_record(path, sha, rows, figures["users"], self.normalize, self.fingerprint)
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=self.plan)
 
+    def item_pools(self, path: Path, plan: BoundingPlan) -> UserItemPools:
+        """The ordered single pass when users' rows are contiguous, else one lazy query (first
+        row of each (user, query) / (user, query, url), the first N per user)."""
+        try:
+            counts, figures, rows, sha = ordered_counts(
+                path, "select", plan, normalize=self.normalize, fingerprint=self.fingerprint
+            )
+            self.plan = "ordered single pass"
+        except NotGrouped:
+            self.plan = "hash (users not contiguous)"
+            sha_f = start_fingerprint(path, self.fingerprint)
+            counts, figures, rows = _pools_lazy(self.scan(str(path)), plan)
+            sha = sha_f.result()
+        rec = input_record(path, sha, rows, figures["users"], self.normalize, self.fingerprint)
+        return UserItemPools(queries=counts["query_pool"], clicks=counts.get("click_pool"),
+                             figures=figures, input=rec, plan=self.plan)  # fmt: skip
+
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"engine": "polars", "version": pl.__version__}
         d["mode"] = getattr(self, "plan", "lazy, streaming")
         return d
+
+
+def _pools_lazy(
+    table: pl.LazyFrame, plan: BoundingPlan
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    """Pools from the scan (any row order): a user's first distinct query is the first row
+    with that query (the first row of a query always starts an event)."""
+
+    def first(lf: pl.LazyFrame, keys: list[str], n: int) -> pl.LazyFrame:
+        return (
+            lf.group_by(["user", *keys]).agg(pl.col("row").min())
+            .sort(["user", "row"])
+            .group_by("user", maintain_order=True).head(n)
+            .with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
+            .drop("row")
+        )  # fmt: skip
+
+    q = first(table.select("user", "query", "row"), ["query"], plan.per_user)
+    counts = {"query_pool": q.rename({"query": "item"}).collect(engine="streaming")}
+    ev = table.select("user", "time", "query", "row").sort("row")
+    same = (
+        (pl.col("user") == pl.col("user").shift(1))
+        & (pl.col("time") == pl.col("time").shift(1))
+        & (pl.col("query") == pl.col("query").shift(1))
+    ).fill_null(False)
+    tot = (
+        table.select(
+            pl.len().alias("rows"),
+            pl.col("user").n_unique().alias("users"),
+            pl.col("url").is_not_null().sum().alias("clicks"),
+        )
+        .collect()
+        .row(0, named=True)
+    )
+    n_events = int(ev.select((~same).sum()).collect().item())
+    figures = {"users": int(tot["users"]), "query_events": n_events,
+               "pool_queries": counts["query_pool"].height}  # fmt: skip
+    if plan.clicks_per_user is not None:
+        c = first(
+            table.filter(pl.col("url").is_not_null()).select("user", "query", "url", "row"),
+            ["query", "url"],
+            plan.clicks_per_user,
+        )
+        counts["click_pool"] = c.collect(engine="streaming")
+        figures |= {"clicks": int(tot["clicks"]), "pool_clicks": counts["click_pool"].height}
+    return counts, figures, int(tot["rows"])

@@ -48,8 +48,10 @@ from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
 from searchveil.release.counts import BoundedCounts
 from searchveil.release.korolova import KorolovaParams
+from searchveil.release.select import UserItemPools
 
 PLAN_NAME = "spark window plan"
+POOL_PLAN_NAME = "spark pool plan"
 ORDERED_PLAN_NAME = "spark ordered pass"
 SPARK_PLANS = ("auto", "ordered", "window")
 SPARK_UNREADABLE = (
@@ -278,6 +280,25 @@ class SparkEngine(Engine):
         )
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=name)
 
+    def item_pools(self, path: Path, plan: BoundingPlan) -> UserItemPools:
+        """Selection strategies: each user's first distinct queries (and clicked pairs) —
+        :func:`pool_plan`, one shuffle of the rows by user — come to the driver with Arrow."""
+        sha = start_fingerprint(path, self.fingerprint)
+        try:
+            table = self.scan_narrow(str(path), url=plan.clicks_per_user is not None)
+            counts, figures, rows = pool_plan(table, plan, normalize=self.normalize)
+        except (InputFormatError, InvalidParameterError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
+            raise InputFormatError(str(path), f"Spark could not read the input: {exc}") from None
+        if rows == 0:
+            raise InputFormatError(str(path), "no data rows left (empty input)")
+        rec = input_record(
+            path, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
+        )
+        return UserItemPools(queries=counts["query_pool"], clicks=counts.get("click_pool"),
+                             figures=figures, input=rec, plan=POOL_PLAN_NAME)  # fmt: skip
+
     def describe(self) -> dict[str, Any]:
 
         return {"engine": "spark", "version": pyspark.__version__, "master": self.master}
@@ -483,3 +504,48 @@ def _split_plan_output(
         res = res.select("item", "query", "url", "count")
         n_items = total("clicks")
     return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}, rows
+
+
+def pool_plan(
+    table: Any, plan: BoundingPlan, *, normalize: bool
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    """Each user's first ``plan.per_user`` distinct (normalised) queries and, with clicks,
+    first ``plan.clicks_per_user`` distinct clicked (query, url) pairs, ranked by the row of
+    their first occurrence (the first row of a query always starts an event); plus the figures
+    (rows, users, query events as in :func:`window_plan`, click rows). ``table``: from
+    :meth:`SparkEngine.scan_narrow`."""
+
+    def norm(c: Any) -> Any:
+        return F.trim(F.regexp_replace(F.lower(c), _WHITESPACE, " ")) if normalize else c
+
+    row, query, time = F.col("row"), F.col("query"), F.col("time")
+    w = Window.partitionBy("user").orderBy("row")
+    t = table.select("*", F.lag("query").over(w).alias("pq"), F.lag("time").over(w).alias("pt"))
+    pq, pt = F.col("pq"), F.col("pt")
+    same_q = (query == pq) | (norm(query) == norm(pq)) if normalize else query == pq
+    same = pq.isNotNull() & time.isNotNull() & pt.isNotNull() & (time == pt) & same_q
+    t = t.withColumn("es", (~same).cast("int")).withColumn("us", pq.isNull().cast("int"))
+    aggs = [F.count(F.lit(1)).alias("rows"), F.sum("us").alias("users"),
+            F.sum("es").alias("events")]  # fmt: skip
+    if "url" in table.columns:
+        aggs.append(F.count("url").alias("clicks"))
+    tot = t.agg(*aggs).collect()[0]
+    figures = {"users": int(tot["users"] or 0), "query_events": int(tot["events"] or 0)}
+
+    def first(df: Any, keys: list[str], n: int) -> pl.DataFrame:
+        g = df.groupBy("user", *keys).agg(F.min("row").alias("row"))
+        rn = F.row_number().over(Window.partitionBy("user").orderBy("row"))
+        g = g.select("user", *keys, (rn - 1).alias("rank")).filter(F.col("rank") < n)
+        return pl.DataFrame(pl.from_arrow(g.toArrow())).with_columns(pl.col("rank").cast(pl.Int64))
+
+    qs = table.select("user", norm(query).alias("query"), row)
+    counts = {"query_pool": first(qs, ["query"], plan.per_user).rename({"query": "item"})}
+    figures["pool_queries"] = counts["query_pool"].height
+    if plan.clicks_per_user is not None:
+        cl = table.filter(F.col("url").isNotNull()).select(
+            "user", norm(query).alias("query"), "url", row
+        )
+        counts["click_pool"] = first(cl, ["query", "url"], plan.clicks_per_user)
+        figures |= {"clicks": int(tot["clicks"] or 0),
+                    "pool_clicks": counts["click_pool"].height}  # fmt: skip
+    return counts, figures, int(tot["rows"] or 0)

@@ -14,8 +14,14 @@ Each *setting* is ``MECHANISM[:key=value,...]``:
 * ``kanon`` — k-query anonymity (Adar), ``k`` (default 10): the baseline of Götz §7; it does
   *not* use ε, δ and gives no differential privacy (marked so);
 * ``select`` — queries chosen by a modern selection strategy
-  (:mod:`searchveil.release.select`): ``strategy`` (``laplace`` | ``gaussian`` |
-  ``policy-gaussian``, default ``gaussian``), ``d`` (distinct queries per user, default 20).
+  (:mod:`searchveil.release.select`): ``strategy`` (``mad`` | ``mad2r`` | ``dp-sips`` |
+  ``laplace`` | ``gaussian`` | ``policy-gaussian``, default ``mad2r``), ``d`` (distinct queries
+  per user; default: the strategy's data-independent rule,
+  :func:`searchveil.mechanisms.selection.default_d` — never tuned on the compared log).
+
+Comparing settings on a private log and keeping the best is itself a use of that log (a
+data-holder diagnostic that no ledger accounts for): run comparisons on a synthetic or public
+log (``searchveil synth``) to choose a mechanism or d, then release the private log once.
 
 Every DP setting is solved for the *same* total (ε, δ) by the release modules' own
 ``from_budget`` solvers, so the comparison is at equal privacy. The releases are alternatives:
@@ -34,6 +40,7 @@ from typing import Any
 from searchveil.errors import InvalidParameterError, SearchveilError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate._release import original_histograms
+from searchveil.mechanisms.selection import STRATEGIES, default_d
 from searchveil.model import SearchLog
 from searchveil.release.histogram import write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
@@ -41,6 +48,7 @@ from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.release.select import SelectParams, release_select
 from searchveil.release.zealous import ZealousParams, release_zealous
 from searchveil.rng import RandomSource
+from searchveil.validate import check_choice
 
 __all__ = ["Setting", "parse_setting", "default_settings", "run_setting", "compare_settings"]
 
@@ -93,6 +101,7 @@ def default_settings(*, max_users: int | None) -> list[Setting]:
             Setting("zealous", {"m": "1", "items": "query_pairs"}),
         ]
     out.append(Setting("select", {"strategy": "gaussian", "d": "20"}))
+    out.append(Setting("select", {"strategy": "mad2r"}))
     out.append(Setting("kanon", {"k": "10"}))
     return out
 
@@ -120,8 +129,13 @@ def run_setting(
     (:class:`searchveil.release.histogram.HistogramRelease`)."""
     o = setting.options
     if setting.mechanism == "select":
-        sp = SelectParams(strategy=o.get("strategy", "gaussian"), epsilon=epsilon, delta=delta,
-                          d=_int(setting, "d", 20))  # fmt: skip
+        strategy = o.get("strategy", "mad2r")
+        check_choice("strategy", strategy, STRATEGIES)
+        if "d" in o:
+            d, rule = _int(setting, "d", 20), "given (compare setting)"
+        else:
+            d, rule = default_d(strategy, epsilon=epsilon / 2, delta=delta, max_users=max_users)
+        sp = SelectParams(strategy=strategy, epsilon=epsilon, delta=delta, d=d, d_rule=rule)
         return release_select(log, sp, rng=rng, max_users=max_users)
     if setting.mechanism == "korolova":
         urls = o.get("urls", "private")

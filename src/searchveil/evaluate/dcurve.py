@@ -33,13 +33,16 @@ Figures (all expectations):
                       published). It uses the count of such queries, which is itself sensitive:
                       a figure for the data holder, never for the release.
 
-This reads the original private log: the figures are for choosing d and the mechanism.
+Every figure reads the whole log it is computed on: a *data-holder diagnostic*. Choosing d
+from the curve of a private log is a use of that log no ledger accounts for (it costs privacy);
+``searchveil demo`` computes it on a synthetic log only, and releases use a data-independent
+default d (:func:`searchveil.mechanisms.selection.default_d`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,15 +50,41 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.mechanisms.selection import GaussianThreshold
+from searchveil.mechanisms.selection import (
+    GaussianThreshold,
+    ItemPool,
+    LaplaceThreshold,
+    PolicyGaussian,
+    RoundsSelection,
+    make_strategy,
+)
 from searchveil.model import SearchLog, query_events
 from searchveil.params import effective_scale, keep_probability, korolova_solve_exact
+from searchveil.rng import SeededRandom
 from searchveil.validate import check_int, check_positive, check_probability
 
-__all__ = ["DEFAULT_DS", "dcurve", "dcurve_from_events", "format_dcurve"]
+__all__ = [
+    "ALL_MECHANISMS",
+    "DEFAULT_DS",
+    "DIAGNOSTIC_NOTE",
+    "dcurve",
+    "dcurve_from_events",
+    "format_dcurve",
+]
 
 DEFAULT_DS = (1, 2, 3, 5, 8, 10, 20, 40)
 MECHANISMS = ("korolova", "gaussian")
+#: every curve the module can draw: exact expectations (korolova, laplace, gaussian) and one
+#: simulated run on the log (the ℓ2-weighted strategies: their rounds have no closed form)
+EXACT = ("korolova", "laplace", "gaussian")
+SIMULATED = ("policy-gaussian", "mad", "mad2r", "dp-sips")
+ALL_MECHANISMS = EXACT + SIMULATED
+DIAGNOSTIC_NOTE = (
+    "a data-holder diagnostic: every point reads the whole log it is computed on; choosing d "
+    "from the curve of a private log is a use of the data that no ledger accounts for (it "
+    "costs privacy), so searchveil computes it on synthetic logs only and releases use a "
+    "data-independent default d (docs/privacy/selection.md)"
+)
 
 
 def _encode(events: pl.DataFrame) -> dict[str, Any]:
@@ -93,7 +122,7 @@ def _encode(events: pl.DataFrame) -> dict[str, Any]:
     before = np.where(start_of > 0, cs[start_of - 1], 0)
     drank = np.where(first, cs - before - 1, -1)
     return {"qid": qid.astype(np.int64), "rank": rank, "drank": drank, "users": starts.size,
-            "nq": nq}  # fmt: skip
+            "nq": nq, "uid": uid}  # fmt: skip
 
 
 def _expected(
@@ -122,18 +151,32 @@ def dcurve_from_events(
     delta: float,
     ds: Sequence[int] = DEFAULT_DS,
     mechanisms: Sequence[str] = MECHANISMS,
+    simulation: np.random.Generator | None = None,
+    ds_for: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, Any]:
     """The d-curve of a frame of query events (columns ``user, query, pos``, as
     :func:`searchveil.model.query_events` returns; ``query`` may be strings or integer ids,
-    e.g. ``searchveil.synth.synthetic_events(..., spell=False)``). See the module docstring."""
+    e.g. ``searchveil.synth.synthetic_events(..., spell=False)``). See the module docstring.
+
+    ``mechanisms`` may name any of :data:`ALL_MECHANISMS`; the ℓ2-weighted ones are one
+    simulated run each (``simulation``: a numpy generator, e.g. from
+    :meth:`searchveil.rng.RandomSource.numpy_generator` — rounded continuous Gaussian noise in
+    place of the exact sampler, for speed; a diagnostic, never a release). ``ds_for``: fewer d
+    for a costly mechanism (e.g. policy Gaussian's sequential pass), a subset of ``ds``."""
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
     d_list = [check_int("d", d, minimum=1) for d in ds]
     if not d_list:
         raise InvalidParameterError("ds", list(ds), "a non-empty list of integers >= 1")
     for m in mechanisms:
-        if m not in MECHANISMS:
-            raise InvalidParameterError("mechanisms", list(mechanisms), f"a subset of {MECHANISMS}")
+        if m not in ALL_MECHANISMS:
+            raise InvalidParameterError(
+                "mechanisms", list(mechanisms), f"a subset of {ALL_MECHANISMS}"
+            )
+    if any(m in SIMULATED for m in mechanisms) and simulation is None:
+        raise InvalidParameterError(
+            "simulation", None, "a numpy Generator for the simulated curves " + str(SIMULATED)
+        )
     if events.height == 0:
         raise InvalidParameterError("events", 0, "a log with at least one query event")
     enc = _encode(events)
@@ -145,7 +188,38 @@ def dcurve_from_events(
     single = holders == 1
     total = float(qid.size)
     table: list[dict[str, Any]] = []
+    pool = None
+    if any(m in SIMULATED for m in mechanisms):
+        first = drank >= 0
+        pool = ItemPool(
+            users=enc["uid"][first].astype(np.int32), items=qid[first].astype(np.int32),
+            rank=drank[first].astype(np.int32), names=pl.Series("item", np.arange(nq)),
+        )  # fmt: skip
     for d in d_list:
+        if "laplace" in mechanisms:
+            lt = LaplaceThreshold.for_budget(epsilon=eps, delta=dl, d=d)
+            counts = np.bincount(qid[(drank >= 0) & (drank < d)], minlength=nq)
+            grid = np.arange(int(counts.max()) + 1)
+            e = _expected(counts, np.asarray(lt.keep_probability(grid)), occ, single)
+            table.append({"d": d, "mechanism": "laplace", "K": lt.K, "b": lt.b,
+                          "expected_released": e["released"],
+                          "distinct_pct": 100.0 * e["released"] / nq,
+                          "volume_pct": 100.0 * e["occurrences"] / total,
+                          "single_user_released": e["single"]})  # fmt: skip
+        for m in SIMULATED:
+            if m not in mechanisms or (ds_for and m in ds_for and d not in ds_for[m]):
+                continue
+            assert pool is not None and simulation is not None
+            st = make_strategy(m, epsilon=eps, delta=dl, d=d)
+            assert isinstance(st, PolicyGaussian | RoundsSelection)
+            ids = st.select_pool(pool, SeededRandom(int(simulation.integers(2**62))),
+                                 simulation)  # fmt: skip
+            table.append({"d": d, "mechanism": m, "simulated": True,
+                          "threshold_units": _threshold_units(st),
+                          "expected_released": float(ids.size),
+                          "distinct_pct": 100.0 * ids.size / nq,
+                          "volume_pct": 100.0 * float(occ[ids].sum()) / total,
+                          "single_user_released": float(single[ids].sum())})  # fmt: skip
         if "korolova" in mechanisms:
             sol = korolova_solve_exact(epsilon=eps, delta=dl, d=d, distinct=False)
             K, b = int(sol["K"]), float(sol["b"])
@@ -185,7 +259,7 @@ def dcurve_from_events(
                 }
             )
     best = {}
-    for m in mechanisms:
+    for m in mechanisms:  # the best d of each curve: for reference, never to choose d
         rows = [r for r in table if r["mechanism"] == m]
         top = max(rows, key=lambda r: r["volume_pct"])
         best[m] = {"d": top["d"], "volume_pct": top["volume_pct"],
@@ -201,9 +275,18 @@ def dcurve_from_events(
         "delta_max_recommended": 1.0 / (10.0 * n_users),
         "table": table,
         "best": best,
-        "note": "expectations over the mechanisms' noise, computed exactly from the keep "
-        "curves; figures about the private log, for the data holder only",
+        "note": "korolova, laplace, gaussian: expectations over the mechanisms' noise, "
+        "computed exactly from the keep curves; policy-gaussian, mad, mad2r, dp-sips: one "
+        "simulated run each; " + DIAGNOSTIC_NOTE,
+        "diagnostic": True,
     }
+
+
+def _threshold_units(st: Any) -> float:
+    """The (last round's) release threshold in units of one user's ℓ2 budget."""
+    if isinstance(st, RoundsSelection):
+        return float(st.rounds[-1].threshold / st.rounds[-1].scale)
+    return float(st.rho)
 
 
 def dcurve(

@@ -343,11 +343,19 @@ def _sample_discrete_gaussian(sigma2: Fraction, size: int, rng: RandomSource) ->
     while todo.size:
         n = todo.size
         y = _sample_discrete_laplace(lap, n, rng)
-        # γ = (|y| - σ²/t)² / (2σ²) = (|y|·q·t - p)² / (2·p·q·t²), exact in Python ints
-        a = np.abs(y).astype(object) * (q * t) - p
-        num_obj = a * a
-        whole = (num_obj // den).astype(np.uint64)
-        rem = (num_obj % den).astype(np.uint64)
+        # γ = (|y| - σ²/t)² / (2σ²) = (|y|·q·t - p)² / (2·p·q·t²), exact in Python ints —
+        # or in int64 when every (|y|·q·t − p)² < 2^63 (the same integers, ~10× faster)
+        ay = np.abs(y)
+        if max(int(ay.max(initial=0)) * q * t, p) < 3_037_000_499:  # ⌊√(2^63 − 1)⌋
+            a64 = ay.astype(np.int64) * np.int64(q * t) - np.int64(p)
+            n64 = a64 * a64
+            whole = (n64 // np.int64(den)).astype(np.uint64)
+            rem = (n64 % np.int64(den)).astype(np.uint64)
+        else:
+            a = ay.astype(object) * (q * t) - p
+            num_obj = a * a
+            whole = (num_obj // den).astype(np.uint64)
+            rem = (num_obj % den).astype(np.uint64)
         den_arr = np.full(n, den, dtype=np.uint64)
         # exp(-γ) = exp(-whole) · exp(-rem/den), γ = whole + rem/den
         accept = _bernoulli_exp(rem, den_arr, rng)

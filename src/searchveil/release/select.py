@@ -1,20 +1,31 @@
-"""Query releases with a modern selection strategy (``release korolova --selection ...``).
+"""Query (and query-click) releases with a modern selection strategy (``release korolova
+--selection ...``).
 
 Release-Data's structure (Korolova thesis ch.4, Algorithm 3) with the Select-Queries step
 replaced by one of :mod:`searchveil.mechanisms.selection` — Laplace thresholding on distinct-user
-counts, Gaussian thresholding, or policy Gaussian set union — followed by Get-Query-Counts:
-every selected query's distinct-user count plus fresh discrete Laplace noise of scale d/ε₂.
+counts, Gaussian thresholding, policy Gaussian set union, or the ℓ2-weighted rounds MAD, MAD2R
+and DP-SIPS — followed by Get-Query-Counts: every selected query's distinct-user count (among
+the users' first d distinct queries) plus fresh discrete Laplace noise of scale d/ε₂. With
+``d_c`` (``--max-clicks``) the same strategy then selects (query, url) pairs among the clicks
+on the released queries (each user's first d_c distinct such pairs), and their distinct-user
+counts get discrete Laplace noise of scale d_c/ε₄ — the private-URL form of Release-Data.
 
-Privacy unit: a user's whole log; each user contributes their first d *distinct* queries (a
-data-independent rule). Selection is (ε₁, δ)-DP (the strategy's own analysis), the counts are
-ε₂-DP (ℓ1 sensitivity d of the distinct-user counts), so the release is (ε₁ + ε₂, δ)-DP by basic
-composition. ``split`` gives the relative weights of ε₁ and ε₂ (default equal). Click counts
-are not part of this path (use the default Korolova path for the query-click graph).
+Privacy unit: a user's whole log. What a user contributes is fixed by data-independent rules:
+their first ``pool`` distinct queries (the rounds strategies may use up to 2d; the others d) and
+their first ``click_pool`` distinct clicked (query, url) pairs. Selection is (ε₁, δ₁)-DP (the
+strategy's own analysis), the query counts ε₂-DP (ℓ1 sensitivity d), the pair selection
+(ε₃, δ₃)-DP and the click counts ε₄-DP (ℓ1 sensitivity d_c), so the release is
+(Σε, δ₁ + δ₃)-DP by basic composition; δ is split equally between the two selections.
+``split`` gives the relative ε weights (default equal).
+
+The data-size work — each user's first items — is done by :func:`pools_from_log` in memory, or
+by an engine (``Engine.item_pools``: the Polars ordered pass, Spark); :func:`release_select_pools`
+is the one definition of the noise, accounting and ledger for both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,8 +34,15 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.selection import STRATEGIES, make_strategy, user_item_sets
-from searchveil.model import SearchLog, items
+from searchveil.mechanisms.selection import (
+    POOL_FACTOR,
+    ROUND_STRATEGIES,
+    STRATEGIES,
+    ItemPool,
+    make_strategy,
+    user_item_pool,
+)
+from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
 from searchveil.release.histogram import (
     USER_NEIGHBOURS,
@@ -36,7 +54,18 @@ from searchveil.release.histogram import (
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
+__all__ = [
+    "MECHANISM",
+    "SelectParams",
+    "UserItemPools",
+    "pools_from_log",
+    "release_select",
+    "release_select_pools",
+]
+
 MECHANISM = "query-release-selection"
+#: each user's first CLICK_POOL_FACTOR·d_c distinct clicked pairs are candidates
+CLICK_POOL_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -45,119 +74,349 @@ class SelectParams:
     epsilon: float
     delta: float
     d: int
-    split: tuple[float, float] = (1.0, 1.0)
+    split: tuple[float, ...] = (1.0, 1.0)
     clamp_negative: bool = False
+    d_c: int | None = None
+    #: how d was chosen (``"--max-queries"`` or the data-independent default rule); recorded
+    d_rule: str = "given (--max-queries)"
 
     def __post_init__(self) -> None:
         check_choice("selection", self.strategy, STRATEGIES)
         check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
-        check_int("d", self.d, minimum=1)
-        if len(self.split) != 2 or any(not (w > 0) for w in self.split):
+        check_int("d", self.d, minimum=1, maximum=4096)
+        if self.d_c is not None:
+            check_int("max-clicks", self.d_c, minimum=1, maximum=4096)
+        parts = 2 if self.d_c is None else 4
+        if len(self.split) != parts or any(
+            not isinstance(w, int | float) or not (w > 0) or not np.isfinite(w) for w in self.split
+        ):
             raise InvalidParameterError(
-                "split", self.split, "2 positive weights (selection, counts)"
+                "split",
+                self.split,
+                f"{parts} positive weights (selection, counts"
+                + (", url-selection, click-counts)" if parts == 4 else ")"),
             )
+
+    def _eps(self, i: int) -> float:
+        return self.epsilon * self.split[i] / sum(self.split)
 
     @property
     def eps_selection(self) -> float:
-        return self.epsilon * self.split[0] / sum(self.split)
+        return self._eps(0)
 
     @property
     def eps_counts(self) -> float:
-        return self.epsilon * self.split[1] / sum(self.split)
+        return self._eps(1)
+
+    @property
+    def eps_url_selection(self) -> float | None:
+        return None if self.d_c is None else self._eps(2)
+
+    @property
+    def eps_click_counts(self) -> float | None:
+        return None if self.d_c is None else self._eps(3)
+
+    @property
+    def delta_selection(self) -> float:
+        """δ of each selection step: all of δ without clicks, half with them."""
+        return self.delta if self.d_c is None else self.delta / 2
+
+    @property
+    def pool(self) -> int:
+        """Distinct queries per user the strategy may use."""
+        return POOL_FACTOR * self.d if self.strategy in ROUND_STRATEGIES else self.d
+
+    @property
+    def click_pool(self) -> int | None:
+        return None if self.d_c is None else CLICK_POOL_FACTOR * self.d_c
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "selection": self.strategy,
             "epsilon": self.epsilon,
             "delta": self.delta,
             "d": self.d,
+            "d_rule": self.d_rule,
+            "pool": self.pool,
             "split": list(self.split),
             "epsilon_selection": self.eps_selection,
             "epsilon_counts": self.eps_counts,
             "count_noise_scale": self.d / self.eps_counts,
             "clamp_negative": self.clamp_negative,
         }
+        if self.d_c is not None:
+            assert self.eps_url_selection is not None and self.eps_click_counts is not None
+            out |= {
+                "d_c": self.d_c,
+                "click_pool": self.click_pool,
+                "epsilon_url_selection": self.eps_url_selection,
+                "epsilon_click_counts": self.eps_click_counts,
+                "click_count_noise_scale": self.d_c / self.eps_click_counts,
+                "delta_split": "equal between query and (query, url) selection",
+            }
+        return out
+
+
+@dataclass
+class UserItemPools:
+    """What a selection release needs from the data: each user's first ``pool`` distinct
+    queries (``queries``: user, item, rank) and, with clicks, first ``click_pool`` distinct
+    clicked (query, url) pairs (``clicks``: user, query, url, rank); report figures; the
+    private input record (for the provenance record, never the ledger). Produced in memory
+    (:func:`pools_from_log`) or by an engine."""
+
+    queries: pl.DataFrame
+    clicks: pl.DataFrame | None
+    figures: dict[str, int]
+    input: dict[str, Any]
+    plan: str = "memory"
+    #: in memory only: every query event (user, item) — for the exact single-user figures and
+    #: the released volume share (private figures for the data holder, report only)
+    events: pl.DataFrame | None = field(default=None, repr=False)
+    #: optional: the items exactly one user holds in the whole log (column ``item``), when the
+    #: caller has counted them already (the demo) — private, for the report's exposure figure
+    single_items: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def users(self) -> int:
+        return int(self.figures["users"])
+
+
+def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
+    """Each user's first items by the data-independent rules of ``params``, in memory."""
+    q = items(log, "queries")
+    qp = user_item_pool(q, pool=params.pool)
+    figures = {"users": log.n_users, "query_events": q.height, "pool_queries": qp.height}
+    cp = None
+    if params.d_c is not None:
+        assert params.click_pool is not None
+        cl = items(log, "clicks")
+        cp = user_item_pool(cl, pool=params.click_pool)
+        cp = cp.with_columns(
+            query=pl.col("item").str.split_exact(PAIR_SEP, 1).struct.field("field_0"),
+            url=pl.col("item").str.split_exact(PAIR_SEP, 1).struct.field("field_1"),
+        ).select("user", "query", "url", "rank")
+        figures |= {"clicks": cl.height, "pool_clicks": cp.height}
+    return UserItemPools(queries=qp, clicks=cp, figures=figures, input=log.ledger_input(),
+                         events=q.select("user", "item"))  # fmt: skip
 
 
 def release_select(
     log: SearchLog, params: SelectParams, *, rng: RandomSource, max_users: int | None = None
 ) -> HistogramRelease:
-    """Select queries with ``params.strategy`` and release their noisy distinct-user counts.
+    """The release on an in-memory log (:func:`pools_from_log` + :func:`release_select_pools`).
     ``max_users``: a declared public bound U on the users (``declared.max_users``; the ledger's
     δ < 1/U check uses it, never the exact count)."""
-    check_declared_users(max_users, log.n_users)
-    strat = make_strategy(params.strategy, epsilon=params.eps_selection, delta=params.delta,
-                          d=params.d)  # fmt: skip
-    q = items(log, "queries")
-    sets = user_item_sets(q, d=params.d)
-    selected = strat.select(sets, rng=rng)
+    return release_select_pools(pools_from_log(log, params), params, rng=rng, max_users=max_users)
+
+
+def _selected(pool: ItemPool, ids: np.ndarray, d: int) -> pl.DataFrame:
+    """Selected item ids as ``item, count`` (distinct users among the first d items)."""
+    counts = np.bincount(pool.items[pool.rank < d], minlength=pool.n_items)
+    return pl.DataFrame(
+        {"item": pool.names.gather(ids), "count": counts[ids].astype(np.int64)},
+        schema={"item": pool.names.dtype, "count": pl.Int64},
+    )
+
+
+def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
+                 delta: float, max_users: int | None) -> dict[str, Any]:  # fmt: skip
+    """Expected number of single-user queries published (issue 12). Exact in memory (holders
+    counted over every query event); from an engine's pools, an upper bound (an item one user
+    holds among the pools may have other holders beyond their pools)."""
+    first = pool.rank < d
+    if pools.single_items is not None or pools.events is not None:
+        single = (
+            pools.single_items.select("item")
+            if pools.single_items is not None
+            else pools.events.group_by("item")  # type: ignore[union-attr]
+            .agg(pl.col("user").n_unique().alias("h"))
+            .filter(pl.col("h") == 1)
+            .select("item")
+        )
+        n_single = single.height
+        is_single = np.zeros(pool.n_items, dtype=bool)
+        hit = (
+            pl.DataFrame({"item": pool.names})
+            .with_row_index("_i")
+            .join(single, on="item", how="semi")
+        )
+        is_single[hit.get_column("_i").to_numpy()] = True
+        exact = True
+    else:
+        holders = np.bincount(pool.items, minlength=pool.n_items)
+        is_single = holders == 1
+        n_single = int(is_single.sum())
+        exact = False
+    cand = int(is_single[pool.items[first]].sum())
+    out = single_user_exposure(
+        np.full(cand, keep1), delta=delta,
+        users=max_users if max_users is not None else max(1, pools.users),
+        single_user_items=n_single,
+    )  # fmt: skip
+    out["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    out["exact"] = exact
+    if not exact:
+        out["note"] += (
+            "; upper bound: computed on the users' first items (an engine does not count "
+            "holders over the whole log)"
+        )
+    return out
+
+
+def release_select_pools(
+    pools: UserItemPools,
+    params: SelectParams,
+    *,
+    rng: RandomSource,
+    max_users: int | None = None,
+) -> HistogramRelease:
+    """Selection, counts (and pair selection, click counts) from the users' first items.
+    ``max_users``: the declared bound U (see :func:`release_select`)."""
+    if not isinstance(params, SelectParams):
+        raise InvalidParameterError("params", params, "a SelectParams")
+    check_declared_users(max_users, pools.users)
+    if (params.d_c is None) != (pools.clicks is None):
+        raise InvalidParameterError(
+            "max-clicks", params.d_c, "set exactly when the pools include clicks"
+        )
+    strat = make_strategy(params.strategy, epsilon=params.eps_selection,
+                          delta=params.delta_selection, d=params.d)  # fmt: skip
+    sel_priv = strat.describe()
+    # accounting first: check the whole release's (ε, δ) before any noise is drawn
+    pair_strat = None
+    if params.d_c is not None:
+        assert params.eps_url_selection is not None
+        pair_strat = make_strategy(params.strategy, epsilon=params.eps_url_selection,
+                                   delta=params.delta_selection, d=params.d_c)  # fmt: skip
+    eps = float(sel_priv["epsilon"]) + params.eps_counts
+    delta = float(sel_priv["delta"])
+    if pair_strat is not None:
+        assert params.eps_click_counts is not None
+        eps += float(pair_strat.privacy()["epsilon"]) + params.eps_click_counts
+        delta += float(pair_strat.privacy()["delta"])
+    if not (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9)):
+        raise InvalidParameterError(
+            "epsilon", params.epsilon, f"a budget the strategies meet (ε={eps:g}, δ={delta:g})"
+        )
+
+    qpool = ItemPool.from_frame(pools.queries)
+    # the pools are consumed: their frame of strings (hundreds of MB at 20M rows) is freed
+    pools.queries = pools.queries.clear()
+    selected = _selected(qpool, strat.select_pool(qpool, rng), params.d)
     lap = DiscreteLaplace(params.d / params.eps_counts)
-    noisy = selected.get_column("count").to_numpy() + lap.sample(selected.height, rng)
-    queries = selected.select(pl.col("item").alias("query")).with_columns(
+    order = selected.sort("item")  # noise in a canonical order (every engine the same)
+    noisy = order.get_column("count").to_numpy() + lap.sample(order.height, rng)
+    queries = order.select(pl.col("item").alias("query")).with_columns(
         noisy_count=pl.Series(noisy, dtype=pl.Int64)
     )
     if params.clamp_negative:
         queries = queries.with_columns(pl.col("noisy_count").clip(lower_bound=0))
     queries = queries.sort(["noisy_count", "query"], descending=[True, False])
-    sel_priv = strat.describe()
-    eps = float(sel_priv["epsilon"]) + params.eps_counts
-    delta = float(sel_priv["delta"])
-    total_volume = q.height
-    released_volume = int(
-        q.join(queries.select(pl.col("query").alias("item")), on="item", how="semi").height
-    )
+    tables = {"queries": queries}
+
     report: dict[str, Any] = {
         "mechanism": MECHANISM,
-        "users": log.n_users,
-        "query_events": total_volume,
-        "distinct_queries": int(q.get_column("item").n_unique()),
-        "items_after_bounding": sets.height,
+        "users": pools.users,
+        "query_events": pools.figures["query_events"],
+        "items_after_bounding": int((qpool.rank < params.d).sum()),
+        "pool_items": int(qpool.items.size),
         "queries_released": queries.height,
-        "released_query_volume": released_volume,
-        "released_volume_share": released_volume / total_volume if total_volume else 0.0,
+        "released_bounded_volume": int(selected.get_column("count").sum() or 0),
         "selection": sel_priv,
-        "epsilon": eps,
-        "delta": delta,
-        "parameters": params.to_dict(),
     }
-    # single-user exposure (issue 12): an item held by one user has distinct-user count 1 if the
-    # user kept it among their first d, else it is not a candidate; for policy Gaussian,
-    # keep_probability(1) is an upper bound (the user may give it less than the full weight)
-    single = q.group_by("item").agg(pl.col("user").n_unique().alias("h")).filter(pl.col("h") == 1)
-    cand = sets.join(single.select("item"), on="item", how="semi").height
+    if pools.events is not None:
+        total = pools.events.height
+        vol = int(
+            pools.events.join(queries.select(pl.col("query").alias("item")), on="item",
+                              how="semi").height
+        )  # fmt: skip
+        report["distinct_queries"] = int(pools.events.get_column("item").n_unique())
+        report["released_query_volume"] = vol
+        report["released_volume_share"] = vol / total if total else 0.0
+
+    events: list[dict[str, Any]] = [
+        {"step": "select_queries", **_event(sel_priv)},
+        {"step": "query_counts", "mechanism": "laplace", "noise": lap.describe(),
+         "l1_sensitivity": params.d, "epsilon": params.eps_counts, "delta": 0.0},
+    ]  # fmt: skip
+    clicks_detail = None
+    if pair_strat is not None:
+        assert pools.clicks is not None and params.d_c is not None
+        assert params.eps_click_counts is not None
+        released_q = queries.select(pl.col("query"))
+        cand = (
+            pools.clicks.join(released_q, on="query", how="semi")
+            .sort(["user", "rank"])
+            .with_columns(
+                item=pl.col("query") + PAIR_SEP + pl.col("url"),
+                rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
+            )
+        )
+        ppool = ItemPool.from_frame(cand.select("user", "item", "rank"))
+        psel = _selected(ppool, pair_strat.select_pool(ppool, rng), params.d_c)
+        lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
+        porder = psel.sort("item")
+        pn = porder.get_column("count").to_numpy() + lap_c.sample(porder.height, rng)
+        parts = porder.get_column("item").str.split_exact(PAIR_SEP, 1)
+        clicks = pl.DataFrame(
+            {
+                "query": parts.struct.field("field_0"),
+                "url": parts.struct.field("field_1"),
+                "noisy_count": pl.Series(pn, dtype=pl.Int64),
+            }
+        )
+        if params.clamp_negative:
+            clicks = clicks.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+        tables["clicks"] = clicks.sort(["query", "noisy_count", "url"],
+                                       descending=[False, True, False])  # fmt: skip
+        clicks_detail = pair_strat.describe()
+        report |= {
+            "clicks": pools.figures.get("clicks", 0),
+            "candidate_pairs": int(cand.get_column("item").n_unique()),
+            "pairs_released": clicks.height,
+            "url_selection": clicks_detail,
+        }
+        events += [
+            {"step": "select_urls", **_event(clicks_detail)},
+            {"step": "click_counts", "mechanism": "laplace", "noise": lap_c.describe(),
+             "l1_sensitivity": params.d_c, "epsilon": params.eps_click_counts, "delta": 0.0},
+        ]  # fmt: skip
+    report["epsilon"] = eps
+    report["delta"] = delta
+    report["parameters"] = params.to_dict()
+    # single-user exposure (issue 12): an item held by one user has weight/count of one user;
+    # for policy Gaussian keep_probability(1) is an upper bound (the user may give it less)
     p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
-    report["single_user"] = single_user_exposure(
-        np.full(cand, p1), delta=delta,
-        users=max_users if max_users is not None else max(1, log.n_users),
-        single_user_items=single.height,
-    ) | {"exact": params.strategy != "policy-gaussian"}  # fmt: skip
-    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    report["single_user"] = _single_user(pools, qpool, params.d, p1, delta, max_users)
+    report["single_user"]["exact"] = bool(
+        report["single_user"]["exact"] and params.strategy != "policy-gaussian"
+    )
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion="(ε,δ)-DP, add/remove one user's log",
         neighbouring=USER_NEIGHBOURS,
         epsilon=eps,
         delta=delta,
-        parameters=params.to_dict() | {"selection_detail": sel_priv, "count_noise": lap.describe()},
+        parameters=params.to_dict()
+        | {"selection_detail": sel_priv, "count_noise": lap.describe()}
+        | ({"url_selection_detail": clicks_detail} if clicks_detail else {}),
         declared={"max_users": max_users} if max_users is not None else {},
         rng=rng,
-        events=[
-            {"step": "select_queries", **sel_priv},
-            {
-                "step": "query_counts",
-                "mechanism": "laplace",
-                "noise": lap.describe(),
-                "l1_sensitivity": params.d,
-                "epsilon": params.eps_counts,
-                "delta": 0.0,
-            },
-        ],  # fmt: skip
+        events=events,
         extra={
-            "accounting": "basic composition: selection (ε₁, δ) + counts ε₂ (discrete Laplace)",
+            "accounting": "basic composition: selection (ε₁, δ₁) + counts ε₂ (discrete Laplace)"
+            + (" + pair selection (ε₃, δ₃) + click counts ε₄" if clicks_detail else ""),
             "guarantee": {"delta_vs_users": delta_users_check(delta, max_users)},
         },
     )
-    return HistogramRelease(
-        tables={"queries": queries}, report=report, ledger=ledger, inputs=[log.ledger_input()]
-    )
+    return HistogramRelease(tables=tables, report=report, ledger=ledger, inputs=[pools.input])
+
+
+def _event(detail: dict[str, Any]) -> dict[str, Any]:
+    """The ledger event of a selection step: the strategy's public parameters."""
+    keys = ("strategy", "d", "pool", "epsilon", "delta", "delta_noise", "delta_threshold",
+            "rho", "sigma", "tau", "K", "b", "rho", "cutoff", "rounds", "budget_shares",
+            "bias_cutoff", "accounting")  # fmt: skip
+    return {"mechanism": "selection"} | {k: detail[k] for k in keys if k in detail}

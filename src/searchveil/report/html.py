@@ -627,7 +627,15 @@ def single_user_banner(
     return f'<div class="warn">{" · ".join(parts)}</div>'
 
 
-DCURVE_LABELS = {"korolova": "Release-Data (Korolova)", "gaussian": "Gaussian selection"}
+DCURVE_LABELS = {
+    "korolova": "Release-Data (Korolova)",
+    "gaussian": "Gaussian selection",
+    "laplace": "Laplace (distinct users)",
+    "policy-gaussian": "policy Gaussian*",
+    "mad": "MAD*",
+    "mad2r": "MAD2R*",
+    "dp-sips": "DP-SIPS*",
+}
 
 
 def dcurve_figure(result: dict[str, Any]) -> Figure:
@@ -669,15 +677,24 @@ def dcurve_section(result: dict[str, Any], *, title: str, plots: bool = True) ->
         f"{fmt(result['distinct_queries'])} distinct queries; e^ε = "
         f"{fmt(math.exp(result['epsilon']))}, δ = {fmt(result['delta'])}. Expected values over "
         "the mechanisms' noise, computed exactly from the keep curves (thesis §4.6.1.1, "
-        "Fig. 4.2).</p>"
+        "Fig. 4.2); * one simulated run (the ℓ2-weighted rounds have no closed form).</p>"
     )
+    if result.get("diagnostic"):
+        body.append(
+            '<p class="note">A data-holder diagnostic: every point reads the whole log it is '
+            "computed on. Choosing d from the curve of a private log is a use of the data that "
+            "no ledger accounts for (it costs privacy); this curve is computed on the synthetic "
+            "log only, and the releases use each strategy's data-independent default d "
+            "(docs/privacy/selection.md).</p>"
+        )
     if plots:
         body.append(img(dcurve_figure(result), "d-curve"))
     rows = []
     for r in result["table"]:
         rows.append([
             DCURVE_LABELS.get(r["mechanism"], r["mechanism"]), r["d"],
-            r.get("K", r.get("tau")), pct(r["distinct_pct"] / 100.0),
+            r.get("K", r.get("tau", fmt(r.get("threshold_units")))),
+            pct(r["distinct_pct"] / 100.0),
             pct(r["volume_pct"] / 100.0), fmt(r["single_user_released"]),
         ])  # fmt: skip
     body.append(
@@ -685,7 +702,7 @@ def dcurve_section(result: dict[str, Any], *, title: str, plots: bool = True) ->
             [
                 "mechanism",
                 "d",
-                "threshold (K or τ)",
+                "threshold (K, τ, or weight in user units)",
                 "% distinct released",
                 "% volume released",
                 "single-user queries published (expected)",
