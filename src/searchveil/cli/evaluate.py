@@ -31,12 +31,10 @@ from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
 from searchveil.io.ledger import provenance_path, read_provenance
 from searchveil.io.readers import ReaderOptions, read_log
-from searchveil.report.html import (
-    comparison_report,
-    evaluation_report,
-    reproduction_report,
-    write_report,
-)
+from searchveil.report.comparison import comparison_report
+from searchveil.report.evaluation import evaluation_report
+from searchveil.report.html import write_report
+from searchveil.report.reproduction import reproduction_report
 from searchveil.rng import make_rng
 from searchveil.validate import check_choice, check_int, check_positive, check_probability
 
