@@ -26,18 +26,17 @@ import typer
 from rich.table import Table
 
 from searchveil.attacks.ads import ads_sections, run_ads_experiment
-from searchveil.attacks.graphs import power_law_graph
-from searchveil.attacks.lookahead import STRATEGY_NAMES, normalize_strategy, run_attack
-from searchveil.attacks.reproduce import (
+from searchveil.attacks.lookahead.attack import STRATEGY_NAMES, normalize_strategy, run_attack
+from searchveil.attacks.lookahead.experiments import (
     COVERAGE_LEVELS,
     MAX_NODES,
-    NOT_A_RELEASE,
     TABLE_6_1_LEVELS,
     describe_graph,
-    lookahead_sections,
     run_lookahead_experiments,
-    run_record,
 )
+from searchveil.attacks.lookahead.graphs import power_law_graph
+from searchveil.attacks.lookahead.report import lookahead_sections
+from searchveil.attacks.record import NOT_A_RELEASE, run_record
 from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_console, run
 from searchveil.cli.attack_ads import add_ads_commands, human_ads, parse_epsilons
 from searchveil.errors import InvalidParameterError

@@ -1,5 +1,5 @@
 """An offline microtargeting ad platform (Korolova thesis §2.2.2.2) with four reporting /
-matching policies (§2.2.6), as the target of the attacks in :mod:`searchveil.attacks.ads_attacks`.
+matching policies (§2.2.6), as the target of the attacks in :mod:`searchveil.attacks.ads.inference`.
 
 **Targeting** (:class:`Targeting`, §2.2.2.2.1): a conjunction over attributes of disjunctions
 over values ("24-30 years old AND (likes skiing OR snowboarding)"). A profile matches a criterion
@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from searchveil.attacks.ads_population import ATTRIBUTES, EVERYONE, Population
+from searchveil.attacks.ads.population import ATTRIBUTES, EVERYONE, Population
 from searchveil.errors import BudgetExceededError, InvalidParameterError
 from searchveil.io.ledger import build_ledger, build_provenance
 from searchveil.mechanisms.noise import DiscreteLaplace

@@ -1,6 +1,6 @@
 """Attack 1 (Inference from Impressions) and Attack 2 (Inference from Clicks) of Korolova's
 thesis §2.2.3, with the fake-account bypass of the minimum-reach threshold (§2.2.6.1), run
-against the simulated platform of :mod:`searchveil.attacks.ads_platform`.
+against the simulated platform of :mod:`searchveil.attacks.ads.platform`.
 
 Attacker model (§2.2.4.1): the attacker knows the target's quasi-identifiers — gender, age,
 location, workplace, college and their least popular interest ("a fairly obscure interest")
@@ -41,8 +41,8 @@ from typing import Literal
 
 import numpy as np
 
-from searchveil.attacks.ads_platform import AdPlatform, DPReportingPolicy, Targeting
-from searchveil.attacks.ads_population import EVERYONE
+from searchveil.attacks.ads.platform import AdPlatform, DPReportingPolicy, Targeting
+from searchveil.attacks.ads.population import EVERYONE
 from searchveil.errors import BudgetExceededError, InvalidParameterError
 from searchveil.rng import RandomSource
 from searchveil.validate import check_choice, check_int
