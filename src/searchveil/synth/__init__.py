@@ -61,6 +61,7 @@ the generation of the next chunk, and the file is written to a temporary name an
 """
 
 from searchveil.synth.check import (
+    Observed,
     heldout_head_check,
     heldout_split_check,
     heldout_window_check,
@@ -94,5 +95,6 @@ __all__ = [
     "exposure",
     "HEAD_MASS_MAX",
     "StringMode",
+    "Observed",
     "OutputFormat",
 ]
