@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,8 @@ from searchveil.synth.fit import exposure
 from searchveil.synth.model import MAX_URL_RANK, StringMode, SynthModel
 from searchveil.validate import check_int, parse_choice
 
+# a chunk as a frame (None), as TSV bytes, or as integer query keys only (no spelling)
+ChunkEncoding = Literal["tsv", "keys"]
 _MAX_HEAD_VOCAB = 50_000_000
 _MIN_TAIL_WORDS = 3
 _U64 = np.uint64
@@ -284,7 +286,7 @@ def _chunk_task(
     first_user: int,
     n_users: int,
     seed: list[int],
-    encode: str | None,
+    encode: ChunkEncoding | None,
 ) -> pl.DataFrame | bytes:
     """One chunk, computed from scratch (also in a worker process). Chunks are independent:
     each has its own generator (from ``seed``) and its own range of tail keys, so the output
@@ -317,7 +319,7 @@ def generate_chunks(
     strings: StringMode,
     chunk_users: int,
     workers: int,
-    encode: str | None,
+    encode: ChunkEncoding | None,
 ) -> Iterator[tuple[int, pl.DataFrame | bytes]]:
     check_int("users", users, minimum=1)
     if rows is not None:
