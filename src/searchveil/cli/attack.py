@@ -195,7 +195,7 @@ def lookahead_cmd(
     out: OutOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run one bribing strategy (thesis §6.2.3) on a graph until --coverage is reached."""
+    """Run one bribing strategy (thesis §6.2.3) on a graph up to --coverage."""
 
     def body() -> None:
         if (graph is None) == (nodes is None):

@@ -56,7 +56,9 @@ def stats(
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
-    """Rows, users, query events, clicks, distinct items, sessions and per-user quantiles."""
+    """Rows, users, query events, clicks, distinct items, sessions, per-user figures.
+
+    Per-user figures: quantiles of queries, distinct queries, clicks and sessions per user."""
 
     def body() -> None:
 
