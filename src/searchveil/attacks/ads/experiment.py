@@ -8,7 +8,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,6 +44,10 @@ from searchveil.validate import check_int, check_positive
 ATTACKS = ("impressions: interested in", "impressions: age", "clicks: topic")
 GAME_ATTACKS = ("impressions: interested in", "clicks: topic")
 
+# how the attacker gets around a minimum-reach policy: not at all, fake accounts, or a broader
+# audience with an ad naming the target
+Bypass = Literal["", "fakes", "broaden"]
+
 
 def dp_accuracy_bound(epsilon: float) -> float:
     """Best accuracy of any guess of one bit with prior 1/2 from an ε-DP view: e^ε/(1+e^ε)."""
@@ -53,9 +57,9 @@ def dp_accuracy_bound(epsilon: float) -> float:
 
 def _policies(
     epsilons: Sequence[float], threshold: int, dp_reports: int
-) -> list[tuple[str, Policy, str]]:
+) -> list[tuple[str, Policy, Bypass]]:
     """(row name, policy, bypass: '' | 'fakes' | 'broaden')."""
-    out: list[tuple[str, Policy, str]] = [
+    out: list[tuple[str, Policy, Bypass]] = [
         ("a: 2010", Policy2010(), ""),
         (f"b: min reach {threshold}", MinReachPolicy(threshold), ""),
         (f"b: min reach {threshold} + fakes", MinReachPolicy(threshold), "fakes"),
