@@ -28,7 +28,7 @@ from searchveil.attacks.ads import (
     generate_population,
     inference_from_impressions,
 )
-from searchveil.attacks.ads_population import EVERYONE
+from searchveil.attacks.ads.population import EVERYONE
 from searchveil.rng import make_rng
 
 

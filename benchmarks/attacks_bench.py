@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from searchveil.attacks.graphs import power_law_graph
-from searchveil.attacks.lookahead import STRATEGIES, STRATEGY_NAMES, run_attack
+from searchveil.attacks.lookahead.attack import STRATEGIES, STRATEGY_NAMES, run_attack
+from searchveil.attacks.lookahead.graphs import power_law_graph
 from searchveil.io.ledger import write_json_atomic
 from searchveil.rng import make_rng
 

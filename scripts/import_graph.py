@@ -36,8 +36,9 @@ END = "<!-- import-graph:end -->"
 # (floor name, module prefixes). The longest matching prefix places a module; a prefix matches
 # the module itself and everything below it. ``searchveil.report.html`` holds the house report
 # style (page, table, img, ...) and needs nothing above ``io``: it sits on the io floor so the
-# families can build their HTML reports with it, while the rest of ``searchveil.report`` (which
-# may show evaluations) sits above ``evaluate``.
+# families can build their HTML reports with it, while the reports beside it
+# (``report.evaluation``, ``report.comparison``, ``report.reproduction``, ``report.demo``, which
+# show evaluations) sit above ``evaluate``.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("errors", "validate", "rng", "version")),
     ("model", ("model", "bounding")),

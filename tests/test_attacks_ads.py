@@ -33,7 +33,7 @@ from searchveil.attacks.ads import (
     run_ads_experiment,
     true_report_pmf,
 )
-from searchveil.attacks.ads_population import AGE_BANDS, ATTRIBUTES, EVERYONE, ONLY_ME
+from searchveil.attacks.ads.population import AGE_BANDS, ATTRIBUTES, EVERYONE, ONLY_ME
 from searchveil.audit import audit_event
 from searchveil.cli import app
 from searchveil.errors import BudgetExceededError, InvalidParameterError

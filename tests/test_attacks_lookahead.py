@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searchveil.attacks.graphs import power_law_graph
-from searchveil.attacks.lookahead import (
+from searchveil.attacks.lookahead.attack import (
     STRATEGIES,
     AttackRun,
     coverage_of,
     normalize_strategy,
     run_attack,
 )
+from searchveil.attacks.lookahead.graphs import power_law_graph
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph, graph_from_edges
 from searchveil.rng import make_rng

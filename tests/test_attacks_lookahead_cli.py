@@ -11,15 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from searchveil.attacks.graphs import power_law_graph
-from searchveil.attacks.lookahead import run_attack
-from searchveil.attacks.reproduce import (
-    graph_fingerprint,
-    lookahead_sections,
-    run_lookahead_experiments,
-    run_record,
-)
-from searchveil.attacks.theory import THESIS_TABLE_6_2, independent_random_fraction
+from searchveil.attacks.lookahead.attack import run_attack
+from searchveil.attacks.lookahead.experiments import graph_fingerprint, run_lookahead_experiments
+from searchveil.attacks.lookahead.graphs import power_law_graph
+from searchveil.attacks.lookahead.report import lookahead_sections
+from searchveil.attacks.lookahead.theory import THESIS_TABLE_6_2, independent_random_fraction
+from searchveil.attacks.record import run_record
 from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import read_edge_list

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from searchveil.attacks.graphs import (
+from searchveil.attacks.lookahead.graphs import (
     configuration_model,
     default_dmax,
     power_law_graph,

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from searchveil.attacks.theory import (
+from searchveil.attacks.lookahead.theory import (
     THESIS_TABLE_6_2,
     corollary2_fraction,
     corollary3_fraction,

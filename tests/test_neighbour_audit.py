@@ -327,8 +327,8 @@ def test_social_wiki_vote_neighbours(wiki_vote_path: Path, tmp_path: Path) -> No
 def test_ads_dp_policy_neighbours() -> None:
     """The same campaigns on a population and on it without one profile, same seed: the public
     ledgers are identical (no size, no fingerprint of the population)."""
-    from searchveil.attacks.ads_platform import AdPlatform, DPReportingPolicy, Targeting
-    from searchveil.attacks.ads_population import Population, generate_population
+    from searchveil.attacks.ads.platform import AdPlatform, DPReportingPolicy, Targeting
+    from searchveil.attacks.ads.population import Population, generate_population
     from searchveil.rng import make_rng
 
     pop = generate_population(3000, rng=make_rng(3))

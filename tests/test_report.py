@@ -15,11 +15,9 @@ from searchveil.cli import app
 from searchveil.evaluate import SCHEMA
 from searchveil.evaluate._release import original_histograms
 from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
-from searchveil.report.html import (
-    comparison_report,
-    evaluation_report,
-    reproduction_report,
-)
+from searchveil.report.comparison import comparison_report
+from searchveil.report.evaluation import evaluation_report
+from searchveil.report.reproduction import reproduction_report
 
 runner = CliRunner()
 

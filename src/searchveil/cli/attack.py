@@ -26,33 +26,25 @@ import typer
 from rich.table import Table
 
 from searchveil.attacks.ads import ads_sections, run_ads_experiment
-from searchveil.attacks.graphs import power_law_graph
-from searchveil.attacks.lookahead import STRATEGY_NAMES, normalize_strategy, run_attack
-from searchveil.attacks.reproduce import (
+from searchveil.attacks.lookahead.attack import STRATEGY_NAMES, normalize_strategy, run_attack
+from searchveil.attacks.lookahead.experiments import (
     COVERAGE_LEVELS,
     MAX_NODES,
-    NOT_A_RELEASE,
     TABLE_6_1_LEVELS,
     describe_graph,
-    lookahead_sections,
     run_lookahead_experiments,
-    run_record,
 )
+from searchveil.attacks.lookahead.graphs import power_law_graph
+from searchveil.attacks.lookahead.report import lookahead_sections
+from searchveil.attacks.record import NOT_A_RELEASE, run_record
 from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_console, run
 from searchveil.cli.attack_ads import add_ads_commands, human_ads, parse_epsilons
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import read_edge_list
 from searchveil.io.ledger import write_json_atomic
 from searchveil.report.html import page, write_report
-from searchveil.rng import make_rng
+from searchveil.rng import RandomSource, make_rng
 from searchveil.validate import check_int, check_probability
-
-attack_app = typer.Typer(
-    name="attack",
-    help="Attack simulations (thesis ch. 6 lookahead link stealing, ch. 2 ad-targeting "
-    "inference); not DP releases.",
-    no_args_is_help=True,
-)
 
 NodesOpt = Annotated[
     int | None, typer.Option("--nodes", help="generate a configuration-model graph of N nodes")
@@ -179,7 +171,6 @@ def _int_list(name: str, spec: str, lo: int, hi: int) -> list[int]:
     return vals
 
 
-@attack_app.command("lookahead")
 def lookahead_cmd(
     graph: Annotated[
         Path | None,
@@ -204,7 +195,7 @@ def lookahead_cmd(
     out: OutOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run one bribing strategy (thesis §6.2.3) on a graph until --coverage is reached."""
+    """Run one bribing strategy (thesis §6.2.3) on a graph up to --coverage."""
 
     def body() -> None:
         if (graph is None) == (nodes is None):
@@ -252,7 +243,6 @@ def lookahead_cmd(
     run(body)
 
 
-@attack_app.command("reproduce")
 def reproduce_cmd(
     report: Annotated[
         Path | None, typer.Option("--report", help="write the HTML report here (.html)")
@@ -309,8 +299,10 @@ def reproduce_cmd(
     out: OutOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Chapter 6's experiments (Fig 6.1/6.3-style curves, Tables 6.1 and 6.2 beside the
-    thesis, the same curves on real graphs) and chapter 2's ads attack table (policies a-d)."""
+    """Chapter 6's lookahead experiments and chapter 2's ads table, in one report.
+
+    Fig 6.1/6.3-style curves, Tables 6.1 and 6.2 beside the thesis, the same curves on real
+    graphs, and chapter 2's ads attack table (policies a-d)."""
 
     def body() -> None:
         _check_new_file(report, "report", (".html", ".htm"))
@@ -343,44 +335,62 @@ def reproduce_cmd(
                 targets=ads_targets,
                 on_step=_say(json_out),
             )
-        record = run_record(
-            result,
-            rng,
-            command="reproduce",
-            extra={"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None,
-        )
-        rec_path = out
-        if rec_path is None and report is not None:
-            rec_path = report.with_name(report.stem + ".run.json")
-        if rec_path is not None:
-            write_json_atomic(rec_path, record)
-            result["record"] = str(rec_path)
-        if report is not None:
-            body_parts = lookahead_sections(result) + (ads_sections(ads) if ads else [])
-            write_report(
-                report,
-                page(
-                    "searchveil attack simulations",
-                    "Lookahead link stealing (Korolova thesis ch. 6) and ad-targeting inference "
-                    "(ch. 2): simulations, not DP releases.",
-                    body_parts,
-                ),
-            )
-            result["report"] = str(report)
+        _write_reproduce_outputs(result, ads, rng, report=report, out=out)
         result["ads"] = ads
-
-        def human(r: dict[str, Any]) -> None:
-            _human_reproduce(r)
-            if r["ads"] is not None:
-                human_ads(r["ads"])
-
-        emit(result, json_out, human)
+        emit(result, json_out, _human_reproduce_all)
 
     run(body)
 
 
-add_ads_commands(attack_app)
+def _write_reproduce_outputs(
+    result: dict[str, Any],
+    ads: dict[str, Any] | None,
+    rng: RandomSource,
+    *,
+    report: Path | None,
+    out: Path | None,
+) -> None:
+    """The run record (``--out``, else beside ``--report``) and the HTML report, if asked for;
+    their paths go into ``result``."""
+    record = run_record(
+        result,
+        rng,
+        command="reproduce",
+        extra={"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None,
+    )
+    rec_path = out
+    if rec_path is None and report is not None:
+        rec_path = report.with_name(report.stem + ".run.json")
+    if rec_path is not None:
+        write_json_atomic(rec_path, record)
+        result["record"] = str(rec_path)
+    if report is not None:
+        body_parts = lookahead_sections(result) + (ads_sections(ads) if ads else [])
+        write_report(
+            report,
+            page(
+                "searchveil attack simulations",
+                "Lookahead link stealing (Korolova thesis ch. 6) and ad-targeting inference "
+                "(ch. 2): simulations, not DP releases.",
+                body_parts,
+            ),
+        )
+        result["report"] = str(report)
+
+
+def _human_reproduce_all(r: dict[str, Any]) -> None:
+    _human_reproduce(r)
+    if r["ads"] is not None:
+        human_ads(r["ads"])
 
 
 def register(app: typer.Typer) -> None:
+    attack_app = typer.Typer(
+        name="attack",
+        help="Attack simulations (ch. 6 link stealing, ch. 2 ad targeting); not DP releases.",
+        no_args_is_help=True,
+    )
+    attack_app.command("lookahead")(lookahead_cmd)
+    attack_app.command("reproduce")(reproduce_cmd)
+    add_ads_commands(attack_app)
     app.add_typer(attack_app, name="attack")

@@ -86,98 +86,102 @@ def human_ads(r: dict[str, Any]) -> None:
             out_console.print(f"{k}: {r[k]}")
 
 
+def ads(
+    epsilon: Annotated[
+        str | None,
+        typer.Option(
+            "--epsilon",
+            help="advertiser budgets ε of the DP policy (d), comma-separated (no default)",
+        ),
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="write the HTML report here")
+    ] = None,
+    ledger: Annotated[
+        Path | None,
+        typer.Option(
+            "--ledger",
+            help="write the DP policy's privacy ledgers (JSON) here "
+            "(default with --report: REPORT.ledger.json)",
+        ),
+    ] = None,
+    population: Annotated[
+        int, typer.Option("--population", help="synthetic profiles (≥ 10^6 realistic)")
+    ] = 1_000_000,
+    targets: Annotated[int, typer.Option("--targets", help="random targets per attack")] = 200,
+    threshold: Annotated[
+        int, typer.Option("--threshold", help="minimum Estimated Reach of policy (b)")
+    ] = 20,
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="campaign periods an attacker tries, (a)-(c)")
+    ] = 3,
+    dp_reports: Annotated[
+        int, typer.Option("--dp-reports", help="reports per advertiser budget under (d)")
+    ] = 8,
+    provenance: ProvenanceOpt = None,
+    seed: SeedOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Ad-targeting inference attacks against four platform policies (thesis ch. 2).
+
+    Korolova thesis §2.2.3-2.2.6: Inference from Impressions / from Clicks (with the
+    fake-account bypass) against (a) 2010, (b) min reach, (c) public-only matching and
+    (d) DP reports with a per-advertiser budget."""
+
+    def body() -> None:
+        eps = parse_epsilons(epsilon)
+        rng = make_rng(seed)
+        with progress(not json_out) as step:
+            state: dict[str, Any] = {}
+
+            def on_step(desc: str) -> None:
+                if "done" in state:
+                    state["done"]()
+                state["done"] = step(desc)
+
+            result = run_ads_experiment(
+                epsilons=eps,
+                rng=rng,
+                population=population,
+                targets=targets,
+                threshold=threshold,
+                rounds=rounds,
+                dp_reports=dp_reports,
+                on_step=on_step,
+            )
+            if "done" in state:
+                state["done"]()
+        if report is not None:
+            text = page(
+                "Ad-targeting inference attacks",
+                "Korolova 2012 thesis, chapter 2 (§2.2.3–2.2.6), on a simulated platform",
+                ads_sections(result),
+            )
+            write_report(report, text)
+            result["report"] = str(report)
+        led = ledger
+        if led is None and report is not None:  # every run with an output gets a ledger
+            led = report.with_name(report.name + ".ledger.json")
+        provs = result.pop("provenances", {})
+        if led is not None:
+            # the public ledgers of the DP policy; the population they ran on is private
+            write_json_atomic(led, result["ledgers"])
+            result["ledger"] = str(led)
+            if provs:
+                first = next(iter(provs.values()))
+                rec = build_provenance(
+                    inputs=first["inputs"],
+                    figures={name: p["figures"] for name, p in provs.items()},
+                )
+                prov = provenance_path(led, provenance)
+                write_private_json(prov, rec)
+                result["provenance"] = str(prov)
+        emit(result, json_out, human_ads)
+
+    run(body)
+
+
 def add_ads_commands(attack_app: typer.Typer) -> None:
     """Add ``ads`` to an ``attack`` command group."""
 
-    @attack_app.command("ads")
-    def ads(
-        epsilon: Annotated[
-            str | None,
-            typer.Option(
-                "--epsilon",
-                help="advertiser budgets ε of the DP policy (d), comma-separated (no default)",
-            ),
-        ] = None,
-        report: Annotated[
-            Path | None, typer.Option("--report", help="write the HTML report here")
-        ] = None,
-        ledger: Annotated[
-            Path | None,
-            typer.Option(
-                "--ledger",
-                help="write the DP policy's privacy ledgers (JSON) here "
-                "(default with --report: REPORT.ledger.json)",
-            ),
-        ] = None,
-        population: Annotated[
-            int, typer.Option("--population", help="synthetic profiles (≥ 10^6 realistic)")
-        ] = 1_000_000,
-        targets: Annotated[int, typer.Option("--targets", help="random targets per attack")] = 200,
-        threshold: Annotated[
-            int, typer.Option("--threshold", help="minimum Estimated Reach of policy (b)")
-        ] = 20,
-        rounds: Annotated[
-            int, typer.Option("--rounds", help="campaign periods an attacker tries, (a)-(c)")
-        ] = 3,
-        dp_reports: Annotated[
-            int, typer.Option("--dp-reports", help="reports per advertiser budget under (d)")
-        ] = 8,
-        provenance: ProvenanceOpt = None,
-        seed: SeedOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Korolova thesis §2.2.3-2.2.6: Inference from Impressions / from Clicks (with the
-        fake-account bypass) against (a) 2010, (b) min reach, (c) public-only matching and
-        (d) DP reports with a per-advertiser budget."""
-
-        def body() -> None:
-            eps = parse_epsilons(epsilon)
-            rng = make_rng(seed)
-            with progress(not json_out) as step:
-                state: dict[str, Any] = {}
-
-                def on_step(desc: str) -> None:
-                    if "done" in state:
-                        state["done"]()
-                    state["done"] = step(desc)
-
-                result = run_ads_experiment(
-                    epsilons=eps,
-                    rng=rng,
-                    population=population,
-                    targets=targets,
-                    threshold=threshold,
-                    rounds=rounds,
-                    dp_reports=dp_reports,
-                    on_step=on_step,
-                )
-                if "done" in state:
-                    state["done"]()
-            if report is not None:
-                text = page(
-                    "Ad-targeting inference attacks",
-                    "Korolova 2012 thesis, chapter 2 (§2.2.3–2.2.6), on a simulated platform",
-                    ads_sections(result),
-                )
-                write_report(report, text)
-                result["report"] = str(report)
-            led = ledger
-            if led is None and report is not None:  # every run with an output gets a ledger
-                led = report.with_name(report.name + ".ledger.json")
-            provs = result.pop("provenances", {})
-            if led is not None:
-                # the public ledgers of the DP policy; the population they ran on is private
-                write_json_atomic(led, result["ledgers"])
-                result["ledger"] = str(led)
-                if provs:
-                    first = next(iter(provs.values()))
-                    rec = build_provenance(
-                        inputs=first["inputs"],
-                        figures={name: p["figures"] for name, p in provs.items()},
-                    )
-                    prov = provenance_path(led, provenance)
-                    write_private_json(prov, rec)
-                    result["provenance"] = str(prov)
-            emit(result, json_out, human_ads)
-
-        run(body)
+    attack_app.command("ads")(ads)

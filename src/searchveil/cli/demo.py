@@ -90,7 +90,9 @@ from searchveil.release.select import (
     release_select,
     release_select_pools,
 )
-from searchveil.report.html import demo_report, evaluation_report, write_report
+from searchveil.report.demo import demo_report
+from searchveil.report.evaluation import evaluation_report
+from searchveil.report.html import write_report
 from searchveil.rng import RandomSource, make_rng, secure_token
 from searchveil.synth import fit, synthetic_events
 from searchveil.validate import check_choice, check_int, check_positive

@@ -26,19 +26,18 @@ from searchveil.cli._common import (
 )
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release
+from searchveil.evaluate.caching import PostingProxy
 from searchveil.evaluate.compare import compare_settings, default_settings, parse_setting
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
 from searchveil.io.ledger import provenance_path, read_provenance
 from searchveil.io.readers import ReaderOptions, read_log
-from searchveil.report.html import (
-    comparison_report,
-    evaluation_report,
-    reproduction_report,
-    write_report,
-)
+from searchveil.report.comparison import comparison_report
+from searchveil.report.evaluation import evaluation_report
+from searchveil.report.html import write_report
+from searchveil.report.reproduction import reproduction_report
 from searchveil.rng import make_rng
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 ReportOpt = Annotated[
     Path | None, typer.Option("--report", help="write a self-contained HTML report here")
@@ -171,204 +170,211 @@ def _with_provenance(result: dict[str, Any], prov: dict[str, Any] | None, path: 
         )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("evaluate")
-    @with_reader_options
-    def evaluate(
-        original: InputArg,
-        release_dir: Annotated[Path, typer.Argument(help="release directory (with ledger.json)")],
-        report: ReportOpt = None,
-        seeds: SeedsOpt = None,
-        posting_proxy: ProxyOpt = "clicks",
-        substitution_queries: SubstQOpt = 1000,
-        provenance: Annotated[
-            Path | None,
-            typer.Option(
-                "--provenance",
-                help="the release's private provenance record (default: RELEASE.private.json "
-                "beside it); its reader options and private figures are used",
-            ),
-        ] = None,
-        reader: ReaderOptions = READER_DEFAULT,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Utility of a release against its original log: distribution statistics, index
-        caching, query substitution, keyword generation, "fear of" ranking (and the UMP metrics
-        for same-schema releases). Reads the private log and the release's private provenance
-        record: for the data holder."""
+@with_reader_options
+def evaluate(
+    original: InputArg,
+    release_dir: Annotated[Path, typer.Argument(help="release directory (with ledger.json)")],
+    report: ReportOpt = None,
+    seeds: SeedsOpt = None,
+    posting_proxy: ProxyOpt = "clicks",
+    substitution_queries: SubstQOpt = 1000,
+    provenance: Annotated[
+        Path | None,
+        typer.Option(
+            "--provenance",
+            help="the release's private provenance record (default: RELEASE.private.json "
+            "beside it); its reader options and private figures are used",
+        ),
+    ] = None,
+    reader: ReaderOptions = READER_DEFAULT,
+    json_out: JsonOpt = False,
+) -> None:
+    """Utility of a release against its original log (for the data holder).
 
-        def body() -> None:
+    Distribution statistics, index caching, query substitution, keyword generation, "fear of"
+    ranking (and the UMP metrics for same-schema releases). Reads the private log and the
+    release's private provenance record: for the data holder."""
 
-            _check_report_path(report)
-            sd = _seeds(seeds)
+    def body() -> None:
 
-            check_choice("posting-proxy", posting_proxy, ("clicks", "zipf"))
-            check_int("substitution-queries", substitution_queries, minimum=1)
-            prov = release_provenance(release_dir, provenance)
-            kw = ledger_reader_options(release_dir, reader, prov).kwargs()
-            with progress(not json_out) as step:
-                done = step("reading the release")
-                rel = load_release(release_dir)
-                done()
-                done = step(f"reading {original.name}")
-                log = _read(original, kw)
-                done()
-                done = step("computing metrics")
-                result = evaluate_loaded(
-                    log,
-                    rel,
-                    seeds=sd,
-                    posting_proxy=posting_proxy,
-                    substitution_queries=substitution_queries,
-                )
-                _with_provenance(result, prov, provenance_path(release_dir, provenance))
-                done()
-                if report is not None:
-                    done = step("writing the report")
-                    write_report(report, evaluation_report(result))
-                    result["report"] = str(report)
-                    done()
-            emit(result, json_out, _human_eval)
+        _check_report_path(report)
+        sd = _seeds(seeds)
 
-        run(body)
-
-    @app.command("compare")
-    @with_reader_options
-    def compare(
-        input: InputArg,
-        epsilon: Annotated[
-            float | None, typer.Option("--epsilon", help="total ε of every DP setting (required)")
-        ] = None,
-        delta: Annotated[
-            float | None, typer.Option("--delta", help="total δ of every DP setting (required)")
-        ] = None,
-        mechanisms: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--mechanisms",
-                help="setting MECH[:key=value,...] (repeatable; korolova, zealous, kanon); "
-                "default: korolova d=1,5,20; zealous queries m=1,4, clicks/pairs m=1 "
-                "(with --max-users); kanon k=10",
-            ),
-        ] = None,
-        max_users: Annotated[
-            int | None,
-            typer.Option("--max-users", help="public upper bound U on users (ZEALOUS Thm 3)"),
-        ] = None,
-        report: ReportOpt = None,
-        seed: Annotated[
-            int | None,
-            typer.Option("--seed", help="seed for a reproducible comparison (default: secure)"),
-        ] = None,
-        seeds: SeedsOpt = None,
-        posting_proxy: ProxyOpt = "clicks",
-        substitution_queries: SubstQOpt = 1000,
-        reader: ReaderOptions = READER_DEFAULT,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Run several mechanisms/settings at the same (ε, δ) on one input and show their
-        utility side by side. READS THE PRIVATE DATA: for the data holder only; the report is
-        not for publication, and nothing is released."""
-
-        def body() -> None:
-
-            if epsilon is None:
-                raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-            if delta is None:
-                raise InvalidParameterError("delta", None, "a number in (0, 1)")
-            eps = check_positive("epsilon", epsilon)
-            dl = check_probability("delta", delta)
-            if max_users is not None:
-                check_int("max-users", max_users, minimum=1)
-            check_choice("posting-proxy", posting_proxy, ("clicks", "zipf"))
-            check_int("substitution-queries", substitution_queries, minimum=1)
-            _check_report_path(report)
-            sd = _seeds(seeds)
-            settings = (
-                [parse_setting(m) for m in mechanisms]
-                if mechanisms
-                else default_settings(max_users=max_users)
+        proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
+        check_int("substitution-queries", substitution_queries, minimum=1)
+        prov = release_provenance(release_dir, provenance)
+        kw = ledger_reader_options(release_dir, reader, prov).kwargs()
+        with progress(not json_out) as step:
+            done = step("reading the release")
+            rel = load_release(release_dir)
+            done()
+            done = step(f"reading {original.name}")
+            log = _read(original, kw)
+            done()
+            done = step("computing metrics")
+            result = evaluate_loaded(
+                log,
+                rel,
+                seeds=sd,
+                posting_proxy=proxy,
+                substitution_queries=substitution_queries,
             )
-            kw = reader.kwargs()
-            with progress(not json_out) as step:
-                done = step(f"reading {input.name}")
-                log = _read(input, kw)
+            _with_provenance(result, prov, provenance_path(release_dir, provenance))
+            done()
+            if report is not None:
+                done = step("writing the report")
+                write_report(report, evaluation_report(result))
+                result["report"] = str(report)
                 done()
-                runs, failures = compare_settings(
-                    log,
-                    settings,
-                    epsilon=eps,
-                    delta=dl,
-                    rng=make_rng(seed),
-                    max_users=max_users,
-                    on_step=lambda label: step(f"running {label}"),
-                    seeds=sd,
-                    posting_proxy=posting_proxy,
-                    substitution_queries=substitution_queries,
-                )
-                result: dict[str, Any] = {
-                    "schema": "searchveil.compare/1",
-                    "for_publication": False,
-                    "input": log.ledger_input(),
-                    "epsilon": eps,
-                    "delta": dl,
-                    "seeded": seed is not None,
-                    "settings": [{"label": lab, **res} for lab, res in runs],
-                    "failed": [{"label": lab, "reason": why} for lab, why in failures],
-                }
-                if report is not None:
-                    done = step("writing the report")
-                    text = comparison_report(
-                        runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
-                        failures=failures,
-                    )  # fmt: skip
-                    write_report(report, text)
-                    result["report"] = str(report)
-                    done()
-            emit(result, json_out, _human_compare)
+        emit(result, json_out, _human_eval)
 
-        run(body)
+    run(body)
 
-    @app.command("reproduce")
-    def reproduce(
-        ids: Annotated[
-            list[str] | None,
-            typer.Argument(help="experiment ids (default: all); see --list"),
-        ] = None,
-        report: ReportOpt = None,
-        log: Annotated[
-            Path | None,
-            typer.Option("--log", help="AOL log for the trend experiments (default: shared)"),
-        ] = None,
-        list_ids: Annotated[bool, typer.Option("--list", help="list experiment ids")] = False,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Regenerate the papers' formula tables exactly and their experiment trends on the
-        shared AOL data, each beside the printed values."""
 
-        def body() -> None:
+@with_reader_options
+def compare(
+    input: InputArg,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", help="total ε of every DP setting (required)")
+    ] = None,
+    delta: Annotated[
+        float | None, typer.Option("--delta", help="total δ of every DP setting (required)")
+    ] = None,
+    mechanisms: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mechanisms",
+            help="setting MECH[:key=value,...] (repeatable; korolova, zealous, kanon); "
+            "default: korolova d=1,5,20; zealous queries m=1,4, clicks/pairs m=1 "
+            "(with --max-users); kanon k=10",
+        ),
+    ] = None,
+    max_users: Annotated[
+        int | None,
+        typer.Option("--max-users", help="public upper bound U on users (ZEALOUS Thm 3)"),
+    ] = None,
+    report: ReportOpt = None,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="seed for a reproducible comparison (default: secure)"),
+    ] = None,
+    seeds: SeedsOpt = None,
+    posting_proxy: ProxyOpt = "clicks",
+    substitution_queries: SubstQOpt = 1000,
+    reader: ReaderOptions = READER_DEFAULT,
+    json_out: JsonOpt = False,
+) -> None:
+    """Several mechanisms/settings at the same (ε, δ) on one input, side by side.
 
-            if list_ids:
-                res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
-                emit(res, json_out, _human_list)
-                return
-            for i in ids or []:
-                if i not in EXPERIMENTS:
-                    raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
-            _check_report_path(report)
-            if log is not None and not log.exists():
-                raise InvalidParameterError("log", str(log), "an existing log file")
-            with progress(not json_out) as step:
-                exps = run_experiments(ids or None, log_path=log, step=step)
-                result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
-                if report is not None:
-                    done = step("writing the report")
-                    write_report(report, reproduction_report(exps))
-                    result["report"] = str(report)
-                    done()
-            emit(result, json_out, _human_reproduce)
+    READS THE PRIVATE DATA: for the data holder only; the report is not for publication, and
+    nothing is released."""
 
-        run(body)
+    def body() -> None:
+
+        if epsilon is None:
+            raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+        if delta is None:
+            raise InvalidParameterError("delta", None, "a number in (0, 1)")
+        eps = check_positive("epsilon", epsilon)
+        dl = check_probability("delta", delta)
+        if max_users is not None:
+            check_int("max-users", max_users, minimum=1)
+        proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
+        check_int("substitution-queries", substitution_queries, minimum=1)
+        _check_report_path(report)
+        sd = _seeds(seeds)
+        settings = (
+            [parse_setting(m) for m in mechanisms]
+            if mechanisms
+            else default_settings(max_users=max_users)
+        )
+        kw = reader.kwargs()
+        with progress(not json_out) as step:
+            done = step(f"reading {input.name}")
+            log = _read(input, kw)
+            done()
+            runs, failures = compare_settings(
+                log,
+                settings,
+                epsilon=eps,
+                delta=dl,
+                rng=make_rng(seed),
+                max_users=max_users,
+                on_step=lambda label: step(f"running {label}"),
+                seeds=sd,
+                posting_proxy=proxy,
+                substitution_queries=substitution_queries,
+            )
+            result: dict[str, Any] = {
+                "schema": "searchveil.compare/1",
+                "for_publication": False,
+                "input": log.ledger_input(),
+                "epsilon": eps,
+                "delta": dl,
+                "seeded": seed is not None,
+                "settings": [{"label": lab, **res} for lab, res in runs],
+                "failed": [{"label": lab, "reason": why} for lab, why in failures],
+            }
+            if report is not None:
+                done = step("writing the report")
+                text = comparison_report(
+                    runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
+                    failures=failures,
+                )  # fmt: skip
+                write_report(report, text)
+                result["report"] = str(report)
+                done()
+        emit(result, json_out, _human_compare)
+
+    run(body)
+
+
+def reproduce(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="experiment ids (default: all); see --list"),
+    ] = None,
+    report: ReportOpt = None,
+    log: Annotated[
+        Path | None,
+        typer.Option("--log", help="AOL log for the trend experiments (default: shared)"),
+    ] = None,
+    list_ids: Annotated[bool, typer.Option("--list", help="list experiment ids")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Regenerate the papers' tables and trends, each beside the printed values.
+
+    The formula tables exactly; the experiment trends on the shared AOL data."""
+
+    def body() -> None:
+
+        if list_ids:
+            res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
+            emit(res, json_out, _human_list)
+            return
+        for i in ids or []:
+            if i not in EXPERIMENTS:
+                raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
+        _check_report_path(report)
+        if log is not None and not log.exists():
+            raise InvalidParameterError("log", str(log), "an existing log file")
+        with progress(not json_out) as step:
+            exps = run_experiments(ids or None, log_path=log, step=step)
+            result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
+            if report is not None:
+                done = step("writing the report")
+                write_report(report, reproduction_report(exps))
+                result["report"] = str(report)
+                done()
+        emit(result, json_out, _human_reproduce)
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("evaluate")(evaluate)
+    app.command("compare")(compare)
+    app.command("reproduce")(reproduce)
 
 
 def _human_compare(r: dict[str, Any]) -> None:

@@ -50,25 +50,29 @@ def _human(r: dict[str, Any]) -> None:
     out_console.print(q)
 
 
+@with_reader_options
+def stats(
+    input: InputArg,
+    reader: ReaderOptions = READER_DEFAULT,
+    json_out: JsonOpt = False,
+) -> None:
+    """Rows, users, query events, clicks, distinct items, sessions, per-user figures.
+
+    Per-user figures: quantiles of queries, distinct queries, clicks and sessions per user."""
+
+    def body() -> None:
+
+        with progress(not json_out) as step:
+            done = step(f"reading {input.name}")
+            log = read_log(input, reader)
+            done()
+            done = step("computing statistics")
+            result = log_stats(log)
+            done()
+        emit(result, json_out, _human)
+
+    run(body)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("stats")
-    @with_reader_options
-    def stats(
-        input: InputArg,
-        reader: ReaderOptions = READER_DEFAULT,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Rows, users, query events, clicks, distinct items, sessions and per-user quantiles."""
-
-        def body() -> None:
-
-            with progress(not json_out) as step:
-                done = step(f"reading {input.name}")
-                log = read_log(input, reader)
-                done()
-                done = step("computing statistics")
-                result = log_stats(log)
-                done()
-            emit(result, json_out, _human)
-
-        run(body)
+    app.command("stats")(stats)

@@ -30,6 +30,9 @@ from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import query_events
 from searchveil.rng import make_rng
 from searchveil.synth import (
+    Observed,
+    OutputFormat,
+    StringMode,
     fit,
     heldout_head_check,
     heldout_split_check,
@@ -37,7 +40,7 @@ from searchveil.synth import (
     read_model,
     write_synthetic,
 )
-from searchveil.validate import check_int
+from searchveil.validate import check_int, parse_choice
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -65,192 +68,201 @@ def _human(r: dict[str, Any]) -> None:
         )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("synth")
-    @with_reader_options
-    def synth(
-        out: Annotated[Path, typer.Option("--out", help="output file (.tsv, .tsv.gz, .parquet)")],
-        users: Annotated[int, typer.Option("--users", help="number of synthetic users")],
-        like: Annotated[
-            Path | None, typer.Option("--like", help="real log to calibrate on (any reader format)")
-        ] = None,
-        model: Annotated[
-            Path | None, typer.Option("--model", help="a model saved with --save-model")
-        ] = None,
-        rows: Annotated[
-            int | None,
-            typer.Option("--rows", help="rescale activity so that the output has about N rows"),
-        ] = None,
-        strings: Annotated[
-            str, typer.Option("--strings", help="real (sample's words/queries) | opaque (w123)")
-        ] = "real",
-        out_format: Annotated[
-            str, typer.Option("--output-format", help="auto | tsv | tsv.gz | parquet")
-        ] = "auto",
-        workers: Annotated[
-            int | None, typer.Option("--workers", help="processes (default: number of CPUs)")
-        ] = None,
-        chunk_users: Annotated[
-            int, typer.Option("--chunk-users", help="users generated per chunk")
-        ] = 100_000,
-        save_model: Annotated[
-            Path | None, typer.Option("--save-model", help="also write the fitted model (JSON)")
-        ] = None,
-        seed: SeedOpt = None,
-        overwrite: OverwriteOpt = False,
-        reader: ReaderOptions = READER_DEFAULT,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Generate a synthetic AOL-layout log calibrated on a real sample (--like) or a saved
-        model (--model). Fits queries/user, repeats, query popularity and vocabulary growth,
-        clicks/query, URL spread and time gaps; writes atomically. Test data, not a release."""
+@with_reader_options
+def synth(
+    out: Annotated[Path, typer.Option("--out", help="output file (.tsv, .tsv.gz, .parquet)")],
+    users: Annotated[int, typer.Option("--users", help="number of synthetic users")],
+    like: Annotated[
+        Path | None, typer.Option("--like", help="real log to calibrate on (any reader format)")
+    ] = None,
+    model: Annotated[
+        Path | None, typer.Option("--model", help="a model saved with --save-model")
+    ] = None,
+    rows: Annotated[
+        int | None,
+        typer.Option("--rows", help="rescale activity so that the output has about N rows"),
+    ] = None,
+    strings: Annotated[
+        str, typer.Option("--strings", help="real (sample's words/queries) | opaque (w123)")
+    ] = "real",
+    out_format: Annotated[
+        str, typer.Option("--output-format", help="auto | tsv | tsv.gz | parquet")
+    ] = "auto",
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="processes (default: number of CPUs)")
+    ] = None,
+    chunk_users: Annotated[
+        int, typer.Option("--chunk-users", help="users generated per chunk")
+    ] = 100_000,
+    save_model: Annotated[
+        Path | None, typer.Option("--save-model", help="also write the fitted model (JSON)")
+    ] = None,
+    seed: SeedOpt = None,
+    overwrite: OverwriteOpt = False,
+    reader: ReaderOptions = READER_DEFAULT,
+    json_out: JsonOpt = False,
+) -> None:
+    """Generate a synthetic AOL-layout log calibrated on a real sample (test data).
 
-        def body() -> None:
+    Calibrated on a real sample (--like) or a saved model (--model). Fits queries/user,
+    repeats, query popularity and vocabulary growth, clicks/query, URL spread and time gaps;
+    writes atomically. Test data, not a release."""
 
-            if (like is None) == (model is None):
-                raise InvalidParameterError(
-                    "--like/--model", "both" if like else "neither", "exactly one of them"
-                )
-            if users < 1:
-                raise InvalidParameterError("--users", users, "an integer ≥ 1")
-            if rows is not None and rows < 1:
-                raise InvalidParameterError("--rows", rows, "an integer ≥ 1")
-            n_workers = workers if workers is not None else max(1, min(os.cpu_count() or 1, 8))
-            if n_workers < 1:
-                raise InvalidParameterError("--workers", n_workers, "an integer ≥ 1")
-            if out.exists() and not overwrite:
-                raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
-            rng = make_rng(seed)
-            if like is not None:
-                kw = reader.kwargs()
-                m = fit(read_log(like, **kw), rng=rng)
-            else:
-                assert model is not None
-                m = read_model(model)
-            show = not json_out and err_console.is_terminal
-            t0 = time.perf_counter()
-            with Progress(
-                TextColumn("generating"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("users · {task.fields[rows]:,} rows"),
-                TimeRemainingColumn(),
-                console=err_console,
-                transient=True,
-                disable=not show,
-            ) as prog:
-                task = prog.add_task("synth", total=users, rows=0)
+    def body() -> None:
 
-                def on_chunk(done: int, nrows: int) -> None:
-                    prog.update(task, completed=done, rows=nrows)
-
-                res = write_synthetic(
-                    m, out, users=users, rng=rng, rows=rows, strings=strings, fmt=out_format,
-                    overwrite=overwrite, chunk_users=chunk_users, workers=n_workers,
-                    on_chunk=on_chunk,
-                )  # fmt: skip
-            dt = time.perf_counter() - t0
-            if save_model is not None:
-                write_text_atomic(save_model, m.to_json())
-            res.update(
-                seconds=dt,
-                rows_per_second=res["rows"] / dt if dt > 0 else 0.0,
-                workers=n_workers,
-                seed=seed,
-                model={"source": m.source, "fitted": m.summary()},
+        if (like is None) == (model is None):
+            raise InvalidParameterError(
+                "--like/--model", "both" if like else "neither", "exactly one of them"
             )
-            emit(res, json_out, _human)
-
-        run(body)
-
-    @app.command("synth-check")
-    @with_reader_options
-    def synth_check(
-        like: Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")],
-        heldout: Annotated[
-            Path | None,
-            typer.Option(
-                "--heldout",
-                help="a DIFFERENT real log to compare the head with; without it, only the "
-                "split check of --like runs",
-            ),
-        ] = None,
-        users: Annotated[
-            int, typer.Option("--users", help="synthetic users at matched activity")
-        ] = 20_000,
-        heldout_clicked_only: Annotated[
-            bool,
-            typer.Option(
-                "--heldout-clicked-only/--heldout-all-events",
-                help="the held-out log shows only events with a click (the shared top-1000 AOL "
-                "extract): compare clicked events on both sides",
-            ),
-        ] = True,
-        subsamples: Annotated[
-            int, typer.Option("--subsamples", help="same-size held-out subsamples (real vs real)")
-        ] = 300,
-        top: Annotated[int, typer.Option("--top", help="ranks of the user-share curve")] = 100,
-        split_share: Annotated[
-            float,
-            typer.Option(
-                "--split-share",
-                help="split check: share of the users a model is calibrated on; it is compared "
-                "with the other users of the same log (the --heldout log if given, else --like)",
-            ),
-        ] = 0.25,
-        splits: Annotated[
-            int, typer.Option("--splits", help="split check: random splits (0 = skip it)")
-        ] = 3,
-        seed: SeedOpt = None,
-        reader: ReaderOptions = READER_DEFAULT,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Held-out check of the synthetic head (docs/synth.md): the top-N user-share curve of
-        a model calibrated on --like against a different real log, (1) at the held-out users'
-        activity (model extrapolated) and (2) with the held-out users cut down to the
-        calibration's activity and size (real vs real, model-free); and (3) the split check:
-        a model calibrated on a random --split-share of one log's users against the rest of
-        that log (unseen users of the same population, a larger population). Prints each
-        with the worst factor over the top 20. Reads both logs with the same reader options."""
-
-        def body() -> None:
-            check_int("--users", users, minimum=1)
-            check_int("--subsamples", subsamples, minimum=1)
-            check_int("--top", top, minimum=20)
-            check_int("--splits", splits, minimum=0)
-            if not 0.0 < split_share < 1.0:
-                raise InvalidParameterError("--split-share", split_share, "a fraction in (0, 1)")
-            if heldout is None and splits == 0:
-                raise InvalidParameterError(
-                    "--splits", splits, "≥ 1 when no --heldout log is given (nothing to check)"
-                )
-            rng = make_rng(seed)
+        if users < 1:
+            raise InvalidParameterError("--users", users, "an integer ≥ 1")
+        if rows is not None and rows < 1:
+            raise InvalidParameterError("--rows", rows, "an integer ≥ 1")
+        mode = parse_choice("--strings", strings, StringMode)
+        fmt = parse_choice("--output-format", out_format, OutputFormat)
+        n_workers = workers if workers is not None else max(1, min(os.cpu_count() or 1, 8))
+        if n_workers < 1:
+            raise InvalidParameterError("--workers", n_workers, "an integer ≥ 1")
+        if out.exists() and not overwrite:
+            raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
+        rng = make_rng(seed)
+        if like is not None:
             kw = reader.kwargs()
-            cal = read_log(like, **kw)
-            res: dict[str, Any] = {"calibration": str(like), "seed": seed}
-            split_log = cal
-            if heldout is not None:
-                held_log = read_log(heldout, **kw)
-                held = query_events(held_log)
-                m = fit(cal, rng=rng)
-                observed = "clicked" if heldout_clicked_only else "all"
-                up = heldout_head_check(m, held, rng=rng, users=users, observed=observed, top=top)
-                down = heldout_window_check(
-                    query_events(cal), held, rng=rng, model=m, synthetic_users=users,
-                    subsamples=subsamples, top=top,
-                )  # fmt: skip
-                res.update(heldout=str(heldout),
-                           model={"source": m.source, "fitted": m.summary()},
-                           matched_activity=up, calibration_activity=down)  # fmt: skip
-                split_log = held_log
-            if splits:
-                res["split"] = heldout_split_check(
-                    split_log, rng=rng, calibration_share=split_share, splits=splits, top=top
-                )
-                res["split"]["log"] = str(heldout if heldout is not None else like)
-            emit(res, json_out, _human_check)
+            m = fit(read_log(like, **kw), rng=rng)
+        else:
+            assert model is not None
+            m = read_model(model)
+        show = not json_out and err_console.is_terminal
+        t0 = time.perf_counter()
+        with Progress(
+            TextColumn("generating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("users · {task.fields[rows]:,} rows"),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+            disable=not show,
+        ) as prog:
+            task = prog.add_task("synth", total=users, rows=0)
 
-        run(body)
+            def on_chunk(done: int, nrows: int) -> None:
+                prog.update(task, completed=done, rows=nrows)
+
+            res = write_synthetic(
+                m, out, users=users, rng=rng, rows=rows, strings=mode, fmt=fmt,
+                overwrite=overwrite, chunk_users=chunk_users, workers=n_workers,
+                on_chunk=on_chunk,
+            )  # fmt: skip
+        dt = time.perf_counter() - t0
+        if save_model is not None:
+            write_text_atomic(save_model, m.to_json())
+        res.update(
+            seconds=dt,
+            rows_per_second=res["rows"] / dt if dt > 0 else 0.0,
+            workers=n_workers,
+            seed=seed,
+            model={"source": m.source, "fitted": m.summary()},
+        )
+        emit(res, json_out, _human)
+
+    run(body)
+
+
+@with_reader_options
+def synth_check(
+    like: Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")],
+    heldout: Annotated[
+        Path | None,
+        typer.Option(
+            "--heldout",
+            help="a DIFFERENT real log to compare the head with; without it, only the "
+            "split check of --like runs",
+        ),
+    ] = None,
+    users: Annotated[
+        int, typer.Option("--users", help="synthetic users at matched activity")
+    ] = 20_000,
+    heldout_clicked_only: Annotated[
+        bool,
+        typer.Option(
+            "--heldout-clicked-only/--heldout-all-events",
+            help="the held-out log shows only events with a click (the shared top-1000 AOL "
+            "extract): compare clicked events on both sides",
+        ),
+    ] = True,
+    subsamples: Annotated[
+        int, typer.Option("--subsamples", help="same-size held-out subsamples (real vs real)")
+    ] = 300,
+    top: Annotated[int, typer.Option("--top", help="ranks of the user-share curve")] = 100,
+    split_share: Annotated[
+        float,
+        typer.Option(
+            "--split-share",
+            help="split check: share of the users a model is calibrated on; it is compared "
+            "with the other users of the same log (the --heldout log if given, else --like)",
+        ),
+    ] = 0.25,
+    splits: Annotated[
+        int, typer.Option("--splits", help="split check: random splits (0 = skip it)")
+    ] = 3,
+    seed: SeedOpt = None,
+    reader: ReaderOptions = READER_DEFAULT,
+    json_out: JsonOpt = False,
+) -> None:
+    """Held-out check of the synthetic head against real logs (docs/synth.md).
+
+    The top-N user-share curve of
+    a model calibrated on --like against a different real log, (1) at the held-out users'
+    activity (model extrapolated) and (2) with the held-out users cut down to the
+    calibration's activity and size (real vs real, model-free); and (3) the split check:
+    a model calibrated on a random --split-share of one log's users against the rest of
+    that log (unseen users of the same population, a larger population). Prints each
+    with the worst factor over the top 20. Reads both logs with the same reader options."""
+
+    def body() -> None:
+        check_int("--users", users, minimum=1)
+        check_int("--subsamples", subsamples, minimum=1)
+        check_int("--top", top, minimum=20)
+        check_int("--splits", splits, minimum=0)
+        if not 0.0 < split_share < 1.0:
+            raise InvalidParameterError("--split-share", split_share, "a fraction in (0, 1)")
+        if heldout is None and splits == 0:
+            raise InvalidParameterError(
+                "--splits", splits, "≥ 1 when no --heldout log is given (nothing to check)"
+            )
+        rng = make_rng(seed)
+        kw = reader.kwargs()
+        cal = read_log(like, **kw)
+        res: dict[str, Any] = {"calibration": str(like), "seed": seed}
+        split_log = cal
+        if heldout is not None:
+            held_log = read_log(heldout, **kw)
+            held = query_events(held_log)
+            m = fit(cal, rng=rng)
+            observed = Observed.CLICKED if heldout_clicked_only else Observed.ALL
+            up = heldout_head_check(m, held, rng=rng, users=users, observed=observed, top=top)
+            down = heldout_window_check(
+                query_events(cal), held, rng=rng, model=m, synthetic_users=users,
+                subsamples=subsamples, top=top,
+            )  # fmt: skip
+            res.update(heldout=str(heldout),
+                       model={"source": m.source, "fitted": m.summary()},
+                       matched_activity=up, calibration_activity=down)  # fmt: skip
+            split_log = held_log
+        if splits:
+            res["split"] = heldout_split_check(
+                split_log, rng=rng, calibration_share=split_share, splits=splits, top=top
+            )
+            res["split"]["log"] = str(heldout if heldout is not None else like)
+        emit(res, json_out, _human_check)
+
+    run(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("synth")(synth)
+    app.command("synth-check")(synth_check)
 
 
 def _human_check(r: dict[str, Any]) -> None:

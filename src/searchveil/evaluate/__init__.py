@@ -35,7 +35,7 @@ from searchveil.evaluate._release import (
     load_release,
     original_histograms,
 )
-from searchveil.evaluate.caching import DEFAULT_BUDGETS, evaluate_caching
+from searchveil.evaluate.caching import DEFAULT_BUDGETS, PostingProxy, evaluate_caching
 from searchveil.evaluate.distribution import compare_histograms
 from searchveil.evaluate.fear import evaluate_fears
 from searchveil.evaluate.keywords import DEFAULT_SEEDS, THRESHOLDS, evaluate_keywords
@@ -121,7 +121,7 @@ def evaluate_loaded(
     thresholds: tuple[float, ...] = THRESHOLDS,
     alpha: float = 0.001,
     gamma: float = 0.0001,
-    posting_proxy: str = "clicks",
+    posting_proxy: PostingProxy | str = PostingProxy.CLICKS,
     cache_budgets: tuple[float, ...] = DEFAULT_BUDGETS,
     substitution_queries: int = 1000,
     fear_phrase: str = "fear of",

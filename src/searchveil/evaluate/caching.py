@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -36,15 +37,16 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.model import SearchLog
 from searchveil.validate import (
-    check_choice,
     check_int,
     check_nonnegative,
     check_positive,
     check_probability,
+    parse_choice,
 )
 
 __all__ = [
     "DEFAULT_BUDGETS",
+    "PostingProxy",
     "posting_sizes_from_clicks",
     "posting_sizes_zipf",
     "greedy_cache",
@@ -53,6 +55,14 @@ __all__ = [
 ]
 
 DEFAULT_BUDGETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+
+
+class PostingProxy(StrEnum):
+    """How a keyword's posting-list size is estimated without a document index: from the
+    original log's clicks, or from a Zipf law independent of the data."""
+
+    CLICKS = "clicks"
+    ZIPF = "zipf"
 
 
 def posting_sizes_from_clicks(log: SearchLog) -> dict[str, int]:
@@ -119,14 +129,14 @@ def evaluate_caching(
     released_keywords: pl.DataFrame,
     *,
     log: SearchLog | None,
-    proxy: str = "clicks",
+    proxy: PostingProxy | str = PostingProxy.CLICKS,
     budgets: tuple[float, ...] = DEFAULT_BUDGETS,
     zipf_seed: int = 20120101,
     cap: int = 200_000,
 ) -> dict[str, Any]:
     """Hit probability of caches built from the original and from the released keyword
     histograms, for each memory budget (fraction of the total original posting volume)."""
-    check_choice("posting_proxy", proxy, ("clicks", "zipf"))
+    proxy = parse_choice("posting_proxy", proxy, PostingProxy)
     for b in budgets:
         check_probability("cache budget", b, open_low=True, open_high=False)
     kw = set(original_keywords.get_column("item").to_list()) | set(

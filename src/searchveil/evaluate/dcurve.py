@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -144,6 +145,102 @@ def _expected(
     }
 
 
+@dataclass(frozen=True)
+class _Events:
+    """The encoded events a d-curve is computed on, and the per-query figures every point uses."""
+
+    qid: npt.NDArray[np.int64]
+    rank: npt.NDArray[np.int64]
+    drank: npt.NDArray[np.int64]
+    occ: npt.NDArray[np.float64]
+    single: npt.NDArray[np.bool_]
+    nq: int
+    total: float
+
+    def first_distinct_counts(self, d: int) -> npt.NDArray[np.int64]:
+        """Per query: the users holding it among their first ``d`` distinct queries."""
+        return np.bincount(self.qid[(self.drank >= 0) & (self.drank < d)], minlength=self.nq)
+
+    def row(self, e: dict[str, float], **fields: Any) -> dict[str, Any]:
+        """A table row: ``fields`` then the expected figures of :func:`_expected`."""
+        return {**fields, "expected_released": e["released"],
+                "distinct_pct": 100.0 * e["released"] / self.nq,
+                "volume_pct": 100.0 * e["occurrences"] / self.total}  # fmt: skip
+
+
+def _check_curve_args(
+    mechanisms: Sequence[str], simulation: np.random.Generator | None, events: pl.DataFrame
+) -> None:
+    for m in mechanisms:
+        if m not in ALL_MECHANISMS:
+            raise InvalidParameterError(
+                "mechanisms", list(mechanisms), f"a subset of {ALL_MECHANISMS}"
+            )
+    if any(m in SIMULATED for m in mechanisms) and simulation is None:
+        raise InvalidParameterError(
+            "simulation", None, "a numpy Generator for the simulated curves " + str(SIMULATED)
+        )
+    if events.height == 0:
+        raise InvalidParameterError("events", 0, "a log with at least one query event")
+
+
+def _laplace_row(ev: _Events, d: int, eps: float, dl: float) -> dict[str, Any]:
+    lt = LaplaceThreshold.for_budget(epsilon=eps, delta=dl, d=d)
+    counts = ev.first_distinct_counts(d)
+    grid = np.arange(int(counts.max()) + 1)
+    e = _expected(counts, np.asarray(lt.keep_probability(grid)), ev.occ, ev.single)
+    row = ev.row(e, d=d, mechanism="laplace", K=lt.K, b=lt.b)
+    return row | {"single_user_released": e["single"]}
+
+
+def _simulated_row(
+    ev: _Events, m: str, d: int, eps: float, dl: float, pool: ItemPool,
+    simulation: np.random.Generator,
+) -> dict[str, Any]:  # fmt: skip
+    st = make_strategy(m, epsilon=eps, delta=dl, d=d)
+    assert isinstance(st, PolicyGaussian | RoundsSelection)
+    ids = st.select_pool(pool, SeededRandom(int(simulation.integers(2**62))), simulation)
+    return {"d": d, "mechanism": m, "simulated": True,
+            "threshold_units": _threshold_units(st),
+            "expected_released": float(ids.size),
+            "distinct_pct": 100.0 * ids.size / ev.nq,
+            "volume_pct": 100.0 * float(ev.occ[ids].sum()) / ev.total,
+            "single_user_released": float(ev.single[ids].sum())}  # fmt: skip
+
+
+def _korolova_row(ev: _Events, d: int, eps: float, dl: float) -> dict[str, Any]:
+    sol = korolova_solve_exact(epsilon=eps, delta=dl, d=d, distinct=False)
+    K, b = int(sol["K"]), float(sol["b"])
+    counts = np.bincount(ev.qid[ev.rank < d], minlength=ev.nq)
+    grid = np.arange(int(counts.max()) + 1)
+    keep = keep_probability(grid, threshold=K, scale=effective_scale(b), noise="discrete")
+    e = _expected(counts, keep, ev.occ, ev.single)
+    row = ev.row(e, d=d, mechanism="korolova", K=K, b=b)
+    return row | {"impressions_pct": 100.0 * e["bounded"] / ev.total,
+                  "single_user_released": e["single"]}  # fmt: skip
+
+
+def _gaussian_row(ev: _Events, d: int, eps: float, dl: float) -> dict[str, Any]:
+    g = GaussianThreshold.for_budget(epsilon=eps, delta=dl, d=d)
+    counts = ev.first_distinct_counts(d)
+    grid = np.arange(int(counts.max()) + 1)
+    keep = np.asarray(g.keep_probability(grid), dtype=np.float64)
+    e = _expected(counts, keep, ev.occ, ev.single)
+    row = ev.row(e, d=d, mechanism="gaussian", sigma=g.sigma, tau=g.tau)
+    return row | {"single_user_released": e["single"]}
+
+
+def _best_d(table: list[dict[str, Any]], mechanisms: Sequence[str]) -> dict[str, Any]:
+    """The best d of each curve: for reference, never to choose d."""
+    best = {}
+    for m in mechanisms:
+        rows = [r for r in table if r["mechanism"] == m]
+        top = max(rows, key=lambda r: r["volume_pct"])
+        best[m] = {"d": top["d"], "volume_pct": top["volume_pct"],
+                   "distinct_pct": top["distinct_pct"]}  # fmt: skip
+    return best
+
+
 def dcurve_from_events(
     events: pl.DataFrame,
     *,
@@ -168,25 +265,15 @@ def dcurve_from_events(
     d_list = [check_int("d", d, minimum=1) for d in ds]
     if not d_list:
         raise InvalidParameterError("ds", list(ds), "a non-empty list of integers >= 1")
-    for m in mechanisms:
-        if m not in ALL_MECHANISMS:
-            raise InvalidParameterError(
-                "mechanisms", list(mechanisms), f"a subset of {ALL_MECHANISMS}"
-            )
-    if any(m in SIMULATED for m in mechanisms) and simulation is None:
-        raise InvalidParameterError(
-            "simulation", None, "a numpy Generator for the simulated curves " + str(SIMULATED)
-        )
-    if events.height == 0:
-        raise InvalidParameterError("events", 0, "a log with at least one query event")
+    _check_curve_args(mechanisms, simulation, events)
     enc = _encode(events)
-    qid, rank, drank = enc["qid"], enc["rank"], enc["drank"]
+    qid, drank = enc["qid"], enc["drank"]
     n_users = int(enc["users"])
     nq = int(enc["nq"])
-    occ = np.bincount(qid, minlength=nq).astype(np.float64)
     holders = np.bincount(qid[drank >= 0], minlength=nq)
-    single = holders == 1
-    total = float(qid.size)
+    ev = _Events(qid=qid, rank=enc["rank"], drank=drank,
+                 occ=np.bincount(qid, minlength=nq).astype(np.float64), single=holders == 1,
+                 nq=nq, total=float(qid.size))  # fmt: skip
     table: list[dict[str, Any]] = []
     pool = None
     if any(m in SIMULATED for m in mechanisms):
@@ -197,84 +284,27 @@ def dcurve_from_events(
         )  # fmt: skip
     for d in d_list:
         if "laplace" in mechanisms:
-            lt = LaplaceThreshold.for_budget(epsilon=eps, delta=dl, d=d)
-            counts = np.bincount(qid[(drank >= 0) & (drank < d)], minlength=nq)
-            grid = np.arange(int(counts.max()) + 1)
-            e = _expected(counts, np.asarray(lt.keep_probability(grid)), occ, single)
-            table.append({"d": d, "mechanism": "laplace", "K": lt.K, "b": lt.b,
-                          "expected_released": e["released"],
-                          "distinct_pct": 100.0 * e["released"] / nq,
-                          "volume_pct": 100.0 * e["occurrences"] / total,
-                          "single_user_released": e["single"]})  # fmt: skip
+            table.append(_laplace_row(ev, d, eps, dl))
         for m in SIMULATED:
             if m not in mechanisms or (ds_for and m in ds_for and d not in ds_for[m]):
                 continue
             assert pool is not None and simulation is not None
-            st = make_strategy(m, epsilon=eps, delta=dl, d=d)
-            assert isinstance(st, PolicyGaussian | RoundsSelection)
-            ids = st.select_pool(pool, SeededRandom(int(simulation.integers(2**62))),
-                                 simulation)  # fmt: skip
-            table.append({"d": d, "mechanism": m, "simulated": True,
-                          "threshold_units": _threshold_units(st),
-                          "expected_released": float(ids.size),
-                          "distinct_pct": 100.0 * ids.size / nq,
-                          "volume_pct": 100.0 * float(occ[ids].sum()) / total,
-                          "single_user_released": float(single[ids].sum())})  # fmt: skip
+            table.append(_simulated_row(ev, m, d, eps, dl, pool, simulation))
         if "korolova" in mechanisms:
-            sol = korolova_solve_exact(epsilon=eps, delta=dl, d=d, distinct=False)
-            K, b = int(sol["K"]), float(sol["b"])
-            counts = np.bincount(qid[rank < d], minlength=nq)
-            grid = np.arange(int(counts.max()) + 1)
-            keep = keep_probability(grid, threshold=K, scale=effective_scale(b), noise="discrete")
-            e = _expected(counts, keep, occ, single)
-            table.append(
-                {
-                    "d": d,
-                    "mechanism": "korolova",
-                    "K": K,
-                    "b": b,
-                    "expected_released": e["released"],
-                    "distinct_pct": 100.0 * e["released"] / nq,
-                    "volume_pct": 100.0 * e["occurrences"] / total,
-                    "impressions_pct": 100.0 * e["bounded"] / total,
-                    "single_user_released": e["single"],
-                }
-            )
+            table.append(_korolova_row(ev, d, eps, dl))
         if "gaussian" in mechanisms:
-            g = GaussianThreshold.for_budget(epsilon=eps, delta=dl, d=d)
-            counts = np.bincount(qid[(drank >= 0) & (drank < d)], minlength=nq)
-            grid = np.arange(int(counts.max()) + 1)
-            keep = np.asarray(g.keep_probability(grid), dtype=np.float64)
-            e = _expected(counts, keep, occ, single)
-            table.append(
-                {
-                    "d": d,
-                    "mechanism": "gaussian",
-                    "sigma": g.sigma,
-                    "tau": g.tau,
-                    "expected_released": e["released"],
-                    "distinct_pct": 100.0 * e["released"] / nq,
-                    "volume_pct": 100.0 * e["occurrences"] / total,
-                    "single_user_released": e["single"],
-                }
-            )
-    best = {}
-    for m in mechanisms:  # the best d of each curve: for reference, never to choose d
-        rows = [r for r in table if r["mechanism"] == m]
-        top = max(rows, key=lambda r: r["volume_pct"])
-        best[m] = {"d": top["d"], "volume_pct": top["volume_pct"],
-                   "distinct_pct": top["distinct_pct"]}  # fmt: skip
+            table.append(_gaussian_row(ev, d, eps, dl))
     return {
         "epsilon": eps,
         "delta": dl,
         "users": n_users,
-        "query_events": int(total),
+        "query_events": int(ev.total),
         "distinct_queries": nq,
-        "single_user_queries": int(single.sum()),
+        "single_user_queries": int(ev.single.sum()),
         "delta_protects_everyone": dl < 1.0 / n_users,
         "delta_max_recommended": 1.0 / (10.0 * n_users),
         "table": table,
-        "best": best,
+        "best": _best_d(table, mechanisms),
         "note": "korolova, laplace, gaussian: expectations over the mechanisms' noise, "
         "computed exactly from the keep curves; policy-gaussian, mad, mad2r, dp-sips: one "
         "simulated run each; " + DIAGNOSTIC_NOTE,

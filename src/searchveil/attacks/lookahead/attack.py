@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -73,10 +74,11 @@ import scipy.sparse as sp
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_probability
+from searchveil.validate import check_int, check_probability, parse_choice
 
 __all__ = [
     "STRATEGIES",
+    "Strategy",
     "STRATEGY_NAMES",
     "MAX_LOOKAHEAD",
     "AttackRun",
@@ -85,7 +87,18 @@ __all__ = [
     "coverage_of",
 ]
 
-STRATEGIES: tuple[str, ...] = ("benchmark", "greedy", "highest", "random", "crawler")
+
+class Strategy(StrEnum):
+    """The five bribing strategies of §6.2.3 (:data:`STRATEGY_NAMES`: the thesis's names)."""
+
+    BENCHMARK = "benchmark"
+    GREEDY = "greedy"
+    HIGHEST = "highest"
+    RANDOM = "random"
+    CRAWLER = "crawler"
+
+
+STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)
 STRATEGY_NAMES: dict[str, str] = {
     "benchmark": "Benchmark-Greedy",
     "greedy": "Degree-Greedy",
@@ -99,11 +112,13 @@ MAX_LOOKAHEAD = 20
 IntArray = npt.NDArray[np.int64]
 
 
-def normalize_strategy(name: str) -> str:
+def normalize_strategy(name: str) -> Strategy:
     """``benchmark`` … ``crawler``, also accepting the thesis's long names (any case)."""
+    if isinstance(name, Strategy):
+        return name
     key = str(name).strip().lower()
     key = _ALIASES.get(key, key)
-    return check_choice("strategy", key, STRATEGIES)
+    return parse_choice("strategy", key, Strategy)
 
 
 @dataclass(frozen=True)

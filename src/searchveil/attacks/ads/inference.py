@@ -1,6 +1,6 @@
 """Attack 1 (Inference from Impressions) and Attack 2 (Inference from Clicks) of Korolova's
 thesis §2.2.3, with the fake-account bypass of the minimum-reach threshold (§2.2.6.1), run
-against the simulated platform of :mod:`searchveil.attacks.ads_platform`.
+against the simulated platform of :mod:`searchveil.attacks.ads.platform`.
 
 Attacker model (§2.2.4.1): the attacker knows the target's quasi-identifiers — gender, age,
 location, workplace, college and their least popular interest ("a fairly obscure interest")
@@ -37,15 +37,15 @@ Two measurements:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 import numpy as np
 
-from searchveil.attacks.ads_platform import AdPlatform, DPReportingPolicy, Targeting
-from searchveil.attacks.ads_population import EVERYONE
+from searchveil.attacks.ads.platform import AdPlatform, DPReportingPolicy, Targeting
+from searchveil.attacks.ads.population import EVERYONE
 from searchveil.errors import BudgetExceededError, InvalidParameterError
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int
+from searchveil.validate import check_int, parse_choice
 
 __all__ = [
     "QUASI_IDENTIFIERS",
@@ -56,7 +56,14 @@ __all__ = [
 ]
 
 QUASI_IDENTIFIERS = ("gender", "age", "location", "workplace", "college", "interests")
-Mode = Literal["blueprint", "guess"]
+
+
+class AttackMode(StrEnum):
+    """``blueprint``: the attack as the thesis ran it (it may end inconclusive); ``guess``: the
+    binary game, where the attacker must guess the target's bit."""
+
+    BLUEPRINT = "blueprint"
+    GUESS = "guess"
 
 
 @dataclass(frozen=True)
@@ -119,12 +126,12 @@ def inference_from_impressions(
     *,
     advertiser: str,
     rounds: int,
-    mode: Mode = "blueprint",
+    mode: AttackMode | str = AttackMode.BLUEPRINT,
     use_fakes: bool = False,
     rng: RandomSource | None = None,
 ) -> AttackOutcome:
     """Attack 1 (thesis §2.2.3.1) against ``user``'s ``attribute`` among ``candidates``."""
-    mode = check_choice("mode", mode, ("blueprint", "guess"))  # type: ignore[assignment]
+    mode = parse_choice("mode", mode, AttackMode)
     rounds = check_int("rounds", rounds, minimum=1)
     if len(candidates) < 2:
         raise InvalidParameterError("candidates", candidates, "two or more value codes")
@@ -205,7 +212,7 @@ def inference_from_clicks(
     *,
     advertiser: str,
     rounds: int,
-    mode: Mode = "blueprint",
+    mode: AttackMode | str = AttackMode.BLUEPRINT,
     use_fakes: bool = False,
     broaden: bool = False,
     rng: RandomSource | None = None,
@@ -216,7 +223,7 @@ def inference_from_clicks(
     criteria until the campaign is accepted and name the target in the ad, so that only the
     target responds; "interested" iff the campaign gets a click (the attacker cannot tell
     whether the target saw it) beyond what the others' stray clicks explain."""
-    mode = check_choice("mode", mode, ("blueprint", "guess"))  # type: ignore[assignment]
+    mode = parse_choice("mode", mode, AttackMode)
     rounds = check_int("rounds", rounds, minimum=1)
     if broaden and use_fakes:
         raise InvalidParameterError("broaden", broaden, "one bypass at a time (not with fakes)")

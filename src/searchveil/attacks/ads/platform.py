@@ -1,5 +1,5 @@
 """An offline microtargeting ad platform (Korolova thesis §2.2.2.2) with four reporting /
-matching policies (§2.2.6), as the target of the attacks in :mod:`searchveil.attacks.ads_attacks`.
+matching policies (§2.2.6), as the target of the attacks in :mod:`searchveil.attacks.ads.inference`.
 
 **Targeting** (:class:`Targeting`, §2.2.2.2.1): a conjunction over attributes of disjunctions
 over values ("24-30 years old AND (likes skiing OR snowboarding)"). A profile matches a criterion
@@ -50,18 +50,25 @@ every day, and their owner sees their impressions (``run_campaign(..., observe=.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from searchveil.attacks.ads_population import ATTRIBUTES, EVERYONE, Population
+from searchveil.attacks.ads.population import ATTRIBUTES, EVERYONE, Population
 from searchveil.errors import BudgetExceededError, InvalidParameterError
 from searchveil.io.ledger import build_ledger, build_provenance
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import (
+    check_choice,
+    check_int,
+    check_positive,
+    check_probability,
+    parse_choice,
+)
 
 __all__ = [
     "Targeting",
@@ -78,9 +85,19 @@ __all__ = [
     "true_report_pmf",
     "noisy_report_pmf",
     "CREATIVES",
+    "Creative",
 ]
 
-CREATIVES = ("innocuous", "topic", "personalized")
+
+class Creative(StrEnum):
+    """The ad's creative: one that no one is drawn to, one on the topic, or one naming a user."""
+
+    INNOCUOUS = "innocuous"
+    TOPIC = "topic"
+    PERSONALIZED = "personalized"
+
+
+CREATIVES = tuple(c.value for c in Creative)
 
 
 @dataclass(frozen=True)
@@ -411,13 +428,13 @@ class AdPlatform:
         advertiser: str,
         targeting: Targeting,
         *,
-        creative: str = "innocuous",
+        creative: Creative | str = Creative.INNOCUOUS,
         named_user: int | None = None,
         observe: list[int] | None = None,
     ) -> CampaignRun:
         """Create, run and report one campaign (module docstring). A ``personalized``
         creative names ``named_user``: only that user responds to it as to a topic ad."""
-        creative = check_choice("creative", creative, CREATIVES)
+        creative = parse_choice("creative", creative, Creative)
         if (creative == "personalized") != (named_user is not None):
             raise InvalidParameterError(
                 "named_user", named_user, "a user id exactly when creative='personalized'"

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from searchveil.attacks.graphs import default_dmax, power_law_pmf
+from searchveil.attacks.lookahead.graphs import default_dmax, power_law_pmf
 from searchveil.errors import InvalidParameterError
 from searchveil.validate import check_int, check_positive, check_probability
 

@@ -1,0 +1,159 @@
+"""Synthetic logs as files: written atomically as TSV, gzip TSV or Parquet; models read back
+from JSON."""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from queue import Queue
+from typing import Any
+
+from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
+from searchveil.rng import RandomSource
+from searchveil.synth.generate import generate, generate_chunks
+from searchveil.synth.model import OutputFormat, StringMode, SynthModel
+from searchveil.validate import parse_choice
+
+
+def _format_for(path: Path, fmt: OutputFormat) -> OutputFormat:
+    if fmt != OutputFormat.AUTO:
+        return fmt
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        return OutputFormat.PARQUET
+    if name.endswith(".gz"):
+        return OutputFormat.TSV_GZ
+    return OutputFormat.TSV
+
+
+def write_synthetic(
+    model: SynthModel,
+    out: Path,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None = None,
+    strings: StringMode | str = StringMode.REAL,
+    fmt: OutputFormat | str = OutputFormat.AUTO,
+    overwrite: bool = False,
+    chunk_users: int = 100_000,
+    workers: int = 1,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Write a synthetic log to ``out`` atomically (temp file + rename). ``fmt`` is
+    ``tsv | tsv.gz | parquet`` or ``auto`` (from the file name). Returns a summary."""
+    out = Path(out)
+    strings = parse_choice("strings", strings, StringMode)
+    fmt = _format_for(out, parse_choice("format", fmt, OutputFormat))
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out} exists; pass overwrite=True / --overwrite to replace it")
+    if not out.parent.exists():
+        raise InvalidParameterError("out", str(out), "a file in an existing directory")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    total_rows = 0
+    done_users = 0
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            writer = None
+            try:
+                for df in generate(
+                    model, users=users, rng=rng, rows=rows, strings=strings,
+                    chunk_users=chunk_users, workers=workers,
+                ):  # fmt: skip
+                    table = df.to_arrow()
+                    if writer is None:
+                        writer = pq.ParquetWriter(str(tmp), table.schema, compression="zstd")
+                    writer.write_table(table)
+                    total_rows += df.height
+                    done_users += min(chunk_users, users - done_users)
+                    if on_chunk:
+                        on_chunk(done_users, total_rows)
+            finally:
+                if writer is not None:
+                    writer.close()
+        else:
+            total_rows, done_users = _write_tsv(
+                model, tmp, users=users, rng=rng, rows=rows, strings=strings,
+                gz=fmt == "tsv.gz", chunk_users=chunk_users, workers=workers,
+                on_chunk=on_chunk,
+            )  # fmt: skip
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return {
+        "out": str(out),
+        "format": fmt,
+        "users": users,
+        "rows": total_rows,
+        "strings": strings,
+        "seeded": rng.seeded,
+    }
+
+
+def _write_tsv(
+    model: SynthModel,
+    tmp: Path,
+    *,
+    users: int,
+    rng: RandomSource,
+    rows: int | None,
+    strings: StringMode,
+    gz: bool,
+    chunk_users: int,
+    workers: int,
+    on_chunk: Callable[[int, int], None] | None,
+) -> tuple[int, int]:
+    total_rows = 0
+    done_users = 0
+    with open(tmp, "wb") as fh:
+        q: Queue[bytes | None] = Queue(maxsize=2)
+        errors: list[BaseException] = []
+
+        def sink() -> None:
+            comp = zlib.compressobj(1, zlib.DEFLATED, 31) if gz else None
+            try:
+                while True:
+                    item = q.get()
+                    if item is None:
+                        break
+                    fh.write(comp.compress(item) if comp else item)
+                if comp:
+                    fh.write(comp.flush())
+            except OSError as exc:  # disk full etc.: reported after the join
+                errors.append(exc)
+                while q.get() is not None:
+                    pass
+
+        th = threading.Thread(target=sink, daemon=True)
+        th.start()
+        try:
+            for n, data in generate_chunks(
+                model, users=users, rng=rng, rows=rows, strings=strings,
+                chunk_users=chunk_users, workers=workers, encode="tsv",
+            ):  # fmt: skip
+                assert isinstance(data, bytes)
+                q.put(data)
+                total_rows += data.count(b"\n") - (1 if done_users == 0 else 0)
+                done_users += n
+                if on_chunk:
+                    on_chunk(done_users, total_rows)
+        finally:
+            q.put(None)
+            th.join()
+        if errors:
+            raise errors[0]
+    return total_rows, done_users
+
+
+def read_model(path: Path) -> SynthModel:
+    """Load a model written by ``searchveil synth --save-model``."""
+    try:
+        return SynthModel.from_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputFormatError(str(path), f"not a searchveil synth model: {exc}") from None
