@@ -14,6 +14,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from searchveil.cels.local import local_sanitize
+from searchveil.cels.protocol import TEST_HOOKS_ENV, CelsParams, Share, run_party
+from searchveil.cels.reproduce import reproduce
+from searchveil.cels.runner import run_local
+from searchveil.cels.wire import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    load_config,
+)
 from searchveil.cli._common import (
     JsonOpt,
     OutDirOpt,
@@ -22,16 +32,6 @@ from searchveil.cli._common import (
     err_console,
     out_console,
     run,
-)
-from searchveil.collab.local import local_sanitize
-from searchveil.collab.protocol import TEST_HOOKS_ENV, CelsParams, Share, run_party
-from searchveil.collab.reproduce import reproduce
-from searchveil.collab.runner import run_local
-from searchveil.collab.wire import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_HEARTBEAT_TIMEOUT,
-    DEFAULT_TIMEOUT,
-    load_config,
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter

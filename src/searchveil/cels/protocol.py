@@ -64,8 +64,8 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from searchveil.collab import commutative as cm
-from searchveil.collab.paillier import (
+from searchveil.cels import commutative as cm
+from searchveil.cels.paillier import (
     ALLOWED_KEY_BITS,
     Packer,
     PrivateKey,
@@ -73,8 +73,8 @@ from searchveil.collab.paillier import (
     generate_keypair,
     key_strength,
 )
-from searchveil.collab.precompute import Precomputer, decrypt_batch
-from searchveil.collab.wire import (
+from searchveil.cels.precompute import Precomputer, decrypt_batch
+from searchveil.cels.wire import (
     FAULT_KINDS,
     PHASES,
     Config,
@@ -84,7 +84,7 @@ from searchveil.collab.wire import (
     expect,
     why,
 )
-from searchveil.collab.wire import VERSION as WIRE_VERSION
+from searchveil.cels.wire import VERSION as WIRE_VERSION
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.ledger import (
     ReleaseWriter,
