@@ -56,6 +56,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -99,11 +100,19 @@ from searchveil.release.ump import constraint_block, sample_users, solve_oump
 from searchveil.release.ump.kl import cels_bound, kl_loss, solve_kl
 from searchveil.release.ump.solvers import repair
 from searchveil.rng import RandomSource, SecureRandom
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 T = TypeVar("T")
 
-OBJECTIVES = ("kl", "size")
+
+class Objective(StrEnum):
+    """What P0 optimises: CELS's KL loss at a fixed |O| (§2.2) or the output size (O-UMP)."""
+
+    KL = "kl"
+    SIZE = "size"
+
+
+OBJECTIVES = tuple(o.value for o in Objective)
 NOTION = "(ε,δ)-DP of the multinomial sampling given the counts (CELS Thm 2, Thm 7)"
 ETA = 1e-6  # P0 tightens every constraint to (1 − η)·b against the LP tolerance
 HOLDER_BITS = 24  # Algorithm 1 word: count·2^24 + holders, summed mod 2^64
@@ -125,7 +134,7 @@ class CelsParams:
 
     epsilon: float
     delta: float
-    objective: str
+    objective: Objective | str
     key_bits: int = 3072
     output_share: float = 0.5
     breakpoints: int = 33
@@ -134,7 +143,7 @@ class CelsParams:
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
-        check_choice("objective", self.objective, OBJECTIVES)
+        object.__setattr__(self, "objective", parse_choice("objective", self.objective, Objective))
         if self.key_bits not in ALLOWED_KEY_BITS:
             raise InvalidParameterError("key_bits", self.key_bits, f"one of {ALLOWED_KEY_BITS}")
         if not 0 < self.output_share <= 1:

@@ -32,7 +32,6 @@ from searchveil.tabular.api import ModelParams, load, run_model, table_stats, wr
 from searchveil.tabular.lattice import Lattice
 from searchveil.tabular.recoding import advise
 from searchveil.tabular.reproduce import METHODS, compare_methods, compare_report, reproduce, split
-from searchveil.validate import check_choice
 
 TableArg = Annotated[Path, typer.Argument(help="table: CSV/TSV (';' ok, CRLF ok) or Parquet")]
 HierOpt = Annotated[
@@ -354,8 +353,6 @@ def compare_cmd(
         if delta is None:
             raise InvalidParameterError("delta", None, "a value (no default)")
         ms = [m.strip() for m in methods.split(",") if m.strip()]
-        for m in ms:
-            check_choice("methods", m, METHODS)
         t = load(table, hierarchies, _qi(qi))
         if test is None:
             train, held = split(t, seed or 0)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -59,10 +60,11 @@ from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
 from searchveil.tabular.lattice import Lattice, distinct_records, refine_classes
 from searchveil.tabular.measures import Measures
 from searchveil.tabular.release import TabularRelease, generalized_frame, suppress_small
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
     "SCORES",
+    "Score",
     "Advice",
     "advise",
     "smallest_feasible_epsilon",
@@ -74,7 +76,17 @@ __all__ = [
     "G_BITS",
 ]
 
-SCORES = ("auto", "classification", "fouad")
+
+class Score(StrEnum):
+    """The selection score of the ``dp`` model (module docstring); ``auto`` picks
+    ``classification`` when the table has non-QI columns, else ``fouad``."""
+
+    AUTO = "auto"
+    CLASSIFICATION = "classification"
+    FOUAD = "fouad"
+
+
+SCORES = tuple(s.value for s in Score)
 G_BITS = 16  # g(c) is stored as floor(g(c)·2^16): integer scores, exact sums
 U_STEPS = 1024  # Fouad utility û(ℓ) = floor(1024·u(ℓ)/u_max)
 P_MIN, P_MAX = 0.05, 0.9
@@ -280,14 +292,16 @@ def lattice_scores(
     k: int,
     p: float,
     *,
-    score: str = "classification",
+    score: Score | str = Score.CLASSIFICATION,
     utility: npt.NDArray[np.int64] | None = None,
     gamma: tuple[int, int] = GAMMA,
 ) -> tuple[npt.NDArray[np.int64], int, bool, npt.NDArray[np.float64]]:
     """Integer scores of every level vector (lexicographic order), their sensitivity, whether
     they are monotone (adding a record never lowers a score) and the expected released records
     ``R/2^16`` per level vector (for reports; not released)."""
-    score = check_choice("score", score, SCORES[1:])
+    score = parse_choice("score", score, Score)
+    if score is Score.AUTO:  # lattice_scores needs the resolved score
+        raise InvalidParameterError("score", score.value, "one of 'classification', 'fouad'")
     ex, n_ex = _extra_codes(table)
     qi = table.leaves
     keys = np.concatenate([qi, ex[:, None].astype(np.int32)], axis=1)
@@ -376,7 +390,7 @@ class RecodingPlan:
     n_hat: int | None
     n_bound: int
     n_bound_source: str
-    score: str
+    score: Score
     gamma: float
     sensitivity: int
     monotone: bool
@@ -422,11 +436,11 @@ def anonymize_recoding(
     rng: RandomSource,
     beta: float | None = None,
     max_records: int | None = None,
-    score: str = "auto",
+    score: Score | str = Score.AUTO,
     selection_share: float = SELECTION_SHARE,
 ) -> TabularRelease:
     """The ``dp`` model (module docstring): ``(ε, δ)``-DP for adding/removing one record."""
-    score = check_choice("score", score, SCORES)
+    score = parse_choice("score", score, Score)
     if max_records is not None:
         max_records = check_int("max_records", max_records, minimum=1)
     lat = Lattice(tuple(h.height for h in table.hierarchies))
@@ -472,7 +486,9 @@ def anonymize_recoding(
         )
     # 2. selection of one level vector (ε_sel)
     has_extra = len(table.frame.columns) > len(table.qi)
-    kind = score if score != "auto" else ("classification" if has_extra else "fouad")
+    kind = (
+        score if score is not Score.AUTO else (Score.CLASSIFICATION if has_extra else Score.FOUAD)
+    )
     util = utility_levels(measures, table.hierarchies) if kind == "fouad" else None
     scores, sens, mono, _ = lattice_scores(
         table, adv.k, adv.keep_probability, score=kind, utility=util
