@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from searchveil.cels.costs import predict_bytes, predict_work, protocol_sizes
-from searchveil.cels.protocol import ETA, CelsParams
+from searchveil.cels.params import ETA, CelsParams
 from searchveil.cels.reproduce import AOL_TOP1000, PAPER_TABLE5, split_users, synthetic_log
 from searchveil.cels.runner import run_local
 from searchveil.io.readers import read_log

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from searchveil.cels.protocol import TEST_HOOKS_ENV, CelsParams
+from searchveil.cels.faults import TEST_HOOKS_ENV
+from searchveil.cels.params import CelsParams
 from searchveil.cels.runner import RunFailed, run_local, write_config
 from test_cels_protocol import _write_shares
 
@@ -157,7 +158,7 @@ def test_party_connect_timeout_names_peer_and_cause(tmp_path) -> None:
 
 
 def test_test_hook_needs_the_environment(tmp_path) -> None:
-    from searchveil.cels.protocol import parse_fault
+    from searchveil.cels.faults import parse_fault
     from searchveil.errors import InvalidParameterError
 
     old = os.environ.pop(TEST_HOOKS_ENV, None)

@@ -27,8 +27,9 @@ import pytest
 import scipy.sparse as sp
 
 from searchveil.cels.local import global_counts, local_sanitize, pair_counts, utility
-from searchveil.cels.protocol import CelsParams, Share, prune_dominated
+from searchveil.cels.params import CelsParams, Share
 from searchveil.cels.runner import run_local
+from searchveil.cels.union import prune_dominated
 from searchveil.io.readers import read_log
 from searchveil.model import click_histogram
 from searchveil.release.ump import constraint_matrix, preprocess
@@ -334,7 +335,7 @@ def test_neighbour_audit_cels_run(shares, joint, tmp_path) -> None:
         assert_only_public_files,
         assert_same_public_ledger,
     )
-    from searchveil.cels.protocol import NOISY_FIELDS
+    from searchveil.cels.params import NOISY_FIELDS
 
     d_prime, victim = _without_rarest_user(shares, tmp_path / "dprime")
     run_local(d_prime, joint["params"], tmp_path / "out", seed=7, timeout=60)
@@ -368,7 +369,7 @@ def test_neighbour_audit_cels_local(shares, tmp_path) -> None:
     from typer.testing import CliRunner
 
     from _neighbour import assert_only_public_files, assert_same_public_ledger
-    from searchveil.cels.protocol import NOISY_FIELDS
+    from searchveil.cels.params import NOISY_FIELDS
     from searchveil.cli import app
 
     d_prime, _ = _without_rarest_user(shares, tmp_path / "dprime")

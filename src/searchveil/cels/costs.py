@@ -25,7 +25,8 @@ import numpy as np
 import polars as pl
 
 from searchveil.cels import commutative as cm
-from searchveil.cels.protocol import RECORD_CHUNK, prune_dominated
+from searchveil.cels.params import RECORD_CHUNK
+from searchveil.cels.union import prune_dominated
 from searchveil.model import ClickHistogram
 from searchveil.release.ump import constraint_block
 from searchveil.rng import secure_token

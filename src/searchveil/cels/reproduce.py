@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 
 from searchveil.cels.costs import predict_bytes, protocol_sizes
 from searchveil.cels.local import local_sanitize
-from searchveil.cels.protocol import CelsParams, Share
+from searchveil.cels.params import CelsParams, Share
 from searchveil.cels.runner import run_local
 from searchveil.io.readers import read_log
 from searchveil.model import SearchLog, click_histogram

@@ -34,7 +34,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from searchveil.cels.protocol import TEST_HOOKS_ENV, CelsParams
+from searchveil.cels.faults import TEST_HOOKS_ENV
+from searchveil.cels.params import CelsParams
 from searchveil.cels.wire import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -233,7 +234,7 @@ def run_local(
     ``<out>.private.json`` beside it: every party's input record and figures of the run).
 
     Test hooks (never used by the CLI): ``faults`` — party → ``PHASE:KIND[@PEER]`` (see
-    :func:`searchveil.cels.protocol.inject_fault`); ``signals`` — (watched party, phase,
+    :func:`searchveil.cels.faults.inject_fault`); ``signals`` — (watched party, phase,
     target party, signal): send the signal to the target once the watched party has reached
     the phase; ``detect_stopped=False`` leaves stopped parties to the heartbeats."""
     if len(shares) < 2:

@@ -14,8 +14,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.local import local_sanitize
-from searchveil.cels.protocol import TEST_HOOKS_ENV, CelsParams, Share, run_party
+from searchveil.cels.params import CelsParams, Share
+from searchveil.cels.protocol import run_party
 from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cels.wire import (
