@@ -179,7 +179,7 @@ def test_test_hook_needs_the_environment(tmp_path) -> None:
 def test_schema_violation_and_wrong_certificate(small_shares, tmp_path) -> None:
     import shutil
 
-    from searchveil.cels.wire import make_certificates
+    from searchveil.cels.config import make_certificates
 
     with pytest.raises(RunFailed) as ei:
         run_local(small_shares, PARAMS, tmp_path / "o", timeout=60, workers=0,

@@ -248,8 +248,8 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
 
 
 def test_config_validation(tmp_path) -> None:
+    from searchveil.cels.config import load_config
     from searchveil.cels.runner import write_config
-    from searchveil.cels.wire import load_config
     from searchveil.errors import InputFormatError
 
     cfg = write_config(tmp_path / "tls", 3, timeout=5)

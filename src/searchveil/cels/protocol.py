@@ -55,6 +55,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from searchveil.cels.config import Config
 from searchveil.cels.faults import inject_fault, parse_fault
 from searchveil.cels.output import OutputPhases
 from searchveil.cels.paillier import (
@@ -67,7 +68,6 @@ from searchveil.cels.solve import SolvePhases
 from searchveil.cels.union import UnionPhases
 from searchveil.cels.wire import (
     FAULT_KINDS,
-    Config,
     Mesh,
     ProtocolError,
     expect,

@@ -14,18 +14,18 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from searchveil.cels.config import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    load_config,
+)
 from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.local import local_sanitize
 from searchveil.cels.params import CelsParams, Share
 from searchveil.cels.protocol import run_party
 from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
-from searchveil.cels.wire import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_HEARTBEAT_TIMEOUT,
-    DEFAULT_TIMEOUT,
-    load_config,
-)
 from searchveil.cli._common import (
     JsonOpt,
     OutDirOpt,
