@@ -427,6 +427,66 @@ def shuffle_release(rel: TabularRelease, rng: RandomSource) -> TabularRelease:
     return rel
 
 
+def _infeasible(
+    adv: Advice, epsilon: float, delta: float, n_for_rule: float, lattice_size: int,
+    beta: float | None, max_records: int | None, selection_share: float,
+) -> InvalidParameterError:  # fmt: skip
+    """The error for an (ε, δ) at which the advisor's k suppresses too much: names the
+    smallest ε that works (or asks for a larger δ)."""
+    e_min = smallest_feasible_epsilon(
+        epsilon,
+        delta,
+        n_for_rule,
+        lattice_size=lattice_size,
+        beta=beta,
+        count=max_records is None,
+        selection_share=selection_share,
+    )
+    need = f"ε ≥ {e_min:g}" if e_min is not None else "a larger δ (no ε ≤ 20 works)"
+    return InvalidParameterError(
+        "epsilon",
+        epsilon,
+        f"{need}: at ε = {epsilon:g} the advisor's k = {adv.k} (p = {adv.keep_probability:.3g})"
+        f" suppresses a class of {REF_SHARE:.0%} of ~{int(n_for_rule):,} records with "
+        "probability > 1/2",
+    )
+
+
+def _recoding_events(
+    adv: Advice, n_hat: int | None, kind: Score, sens: int, slack: float
+) -> list[dict[str, Any]]:
+    """The ledger's privacy events of one ``dp`` run, in the order they are spent."""
+    events: list[dict[str, Any]] = []
+    if n_hat is not None:
+        events.append(
+            {
+                "event": "record count",
+                "mechanism": "discrete Laplace",
+                "epsilon": adv.eps_count,
+                "delta": 0.0,
+                "output": "noisy.n_hat",
+            }  # fmt: skip
+        )
+    events += [
+        {
+            "event": "global recoding: exponential mechanism over the lattice",
+            "epsilon": adv.eps_select,
+            "delta": 0.0,
+            "score": kind,
+            "sensitivity": sens,
+        },
+        {
+            "event": "Bernoulli sampling + k-suppression (Li, Qardaji & Su)",
+            "epsilon": adv.eps_anon,
+            "delta": adv.delta_anon,
+            "k": adv.k,
+            "keep_probability": adv.keep_probability,
+        },
+        {"event": "exact-sampler slack", "delta": slack, "eta_fp": adv.eta_fp},
+    ]
+    return events
+
+
 def anonymize_recoding(
     table: EncodedTable,
     measures: Measures,
@@ -467,23 +527,8 @@ def anonymize_recoding(
             "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
         )
     if not feasible(adv, n_for_rule):
-        e_min = smallest_feasible_epsilon(
-            epsilon,
-            delta,
-            n_for_rule,
-            lattice_size=lat.size,
-            beta=beta,
-            count=max_records is None,
-            selection_share=selection_share,
-        )
-        need = f"ε ≥ {e_min:g}" if e_min is not None else "a larger δ (no ε ≤ 20 works)"
-        raise InvalidParameterError(
-            "epsilon",
-            epsilon,
-            f"{need}: at ε = {epsilon:g} the advisor's k = {adv.k} (p = {adv.keep_probability:.3g})"
-            f" suppresses a class of {REF_SHARE:.0%} of ~{int(n_for_rule):,} records with "
-            "probability > 1/2",
-        )
+        raise _infeasible(adv, epsilon, delta, n_for_rule, lat.size, beta, max_records,
+                          selection_share)  # fmt: skip
     # 2. selection of one level vector (ε_sel)
     has_extra = len(table.frame.columns) > len(table.qi)
     kind = (
@@ -516,34 +561,7 @@ def anonymize_recoding(
         lattice_size=lat.size,
     )
     slack = (1.0 + math.exp(adv.epsilon)) * adv.eta_fp
-    events: list[dict[str, Any]] = []
-    if n_hat is not None:
-        events.append(
-            {
-                "event": "record count",
-                "mechanism": "discrete Laplace",
-                "epsilon": adv.eps_count,
-                "delta": 0.0,
-                "output": "noisy.n_hat",
-            }  # fmt: skip
-        )
-    events += [
-        {
-            "event": "global recoding: exponential mechanism over the lattice",
-            "epsilon": adv.eps_select,
-            "delta": 0.0,
-            "score": kind,
-            "sensitivity": sens,
-        },
-        {
-            "event": "Bernoulli sampling + k-suppression (Li, Qardaji & Su)",
-            "epsilon": adv.eps_anon,
-            "delta": adv.delta_anon,
-            "k": adv.k,
-            "keep_probability": adv.keep_probability,
-        },
-        {"event": "exact-sampler slack", "delta": slack, "eta_fp": adv.eta_fp},
-    ]
+    events = _recoding_events(adv, n_hat, kind, sens, slack)
     rel = TabularRelease(
         table,
         rows,
