@@ -436,7 +436,7 @@ def demo(
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
-    """The main job: a private release of the bundled AOL sample, and its d-curve.
+    """The main job: a private release of the AOL sample, and a synthetic d-curve.
 
     A Korolova release of the bundled 215-user AOL sample (or of LOG) with its utility report,
     and the d-curve (thesis Fig. 4.2) of a synthetic log of 500,000 users calibrated on it,
