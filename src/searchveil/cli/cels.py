@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -143,9 +145,6 @@ def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]])
 def _watch_parent(pid: int) -> None:
     """Started by ``cels run``: exit at once if the runner goes away (the peers then see the
     connection close and stop too), so no orphaned party keeps computing."""
-    import os
-    import threading
-    import time
 
     def watch() -> None:
         while os.getppid() == pid:
