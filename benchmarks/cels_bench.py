@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from searchveil.collab.costs import predict_bytes, predict_work, protocol_sizes
-from searchveil.collab.protocol import ETA, CelsParams
-from searchveil.collab.reproduce import AOL_TOP1000, PAPER_TABLE5, split_users, synthetic_log
-from searchveil.collab.runner import run_local
+from searchveil.cels.costs import predict_bytes, predict_work, protocol_sizes
+from searchveil.cels.params import ETA, CelsParams
+from searchveil.cels.reproduce import AOL_TOP1000, PAPER_TABLE5, split_users, synthetic_log
+from searchveil.cels.runner import run_local
 from searchveil.io.readers import read_log
 from searchveil.model import SearchLog, click_histogram
 from searchveil.release.ump import constraint_block, preprocess

@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("mechanisms", ("mechanisms", "audit")),
     ("params", ("params",)),
     # sibling families on one floor: each may use another's PUBLIC names, without cycles
-    ("families", ("release", "collab", "tabular", "social", "attacks", "synth")),
+    ("families", ("release", "cels", "tabular", "social", "attacks", "synth")),
     ("engines", ("engines",)),
     ("evaluate", ("evaluate",)),
     ("report", ("report",)),

@@ -47,7 +47,7 @@ def test_every_module_is_on_a_floor_and_the_graph_is_real() -> None:
     assert ("searchveil.engines.plans", "searchveil.engines.spark") in edges  # the guarded one
 
 
-@pytest.mark.parametrize("family", ["collab", "tabular", "social", "attacks"])
+@pytest.mark.parametrize("family", ["cels", "tabular", "social", "attacks"])
 def test_the_coming_families_have_a_floor(family: str) -> None:
     i, _ = g.floor_of(f"searchveil.{family}.anything")
     assert g.LAYERS[i][0] == "families"
@@ -70,8 +70,8 @@ FAKE = {
     "engines/__init__.py": "",
     "engines/x.py": "from searchveil.release._impl import z\n"  # private module, outside
     "def f():\n    from searchveil.errors import E\n",  # local import
-    "collab/__init__.py": "from searchveil.release.a import q\n",  # sideways: allowed
-    "release/b.py": "from searchveil.collab import w\n",  # ... but not both ways
+    "cels/__init__.py": "from searchveil.release.a import q\n",  # sideways: allowed
+    "release/b.py": "from searchveil.cels import w\n",  # ... but not both ways
     "newthing.py": "",  # on no floor
 }
 
@@ -97,7 +97,7 @@ def test_the_checks_catch_each_kind_of_breach(tmp_path: Path, monkeypatch) -> No
     assert "searchveil.release.a" not in errs  # a private module inside its own package
     assert "private: searchveil.engines.x:1 imports searchveil.release._impl from outside" in errs
     assert "local import: searchveil.engines.x:3 imports searchveil.errors" in errs
-    assert "package cycle: collab <-> release" in errs
+    assert "package cycle: cels <-> release" in errs
 
 
 def test_the_committed_picture_is_the_code() -> None:

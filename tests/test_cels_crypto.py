@@ -14,8 +14,8 @@ import secrets
 import numpy as np
 import pytest
 
-from searchveil.collab import commutative as cm
-from searchveil.collab.paillier import (
+from searchveil.cels import commutative as cm
+from searchveil.cels.paillier import (
     DEFAULT_KEY_BITS,
     FixedPoint,
     Packer,
@@ -25,7 +25,7 @@ from searchveil.collab.paillier import (
     generate_keypair,
     key_strength,
 )
-from searchveil.collab.precompute import Precomputer, decrypt_batch
+from searchveil.cels.precompute import Precomputer, decrypt_batch
 from searchveil.errors import InputFormatError, InvalidParameterError
 
 TEST_KEY_BITS = 1024  # test key, marked as such; the default is 3072

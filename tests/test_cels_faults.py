@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from searchveil.collab.protocol import TEST_HOOKS_ENV, CelsParams
-from searchveil.collab.runner import RunFailed, run_local, write_config
+from searchveil.cels.faults import TEST_HOOKS_ENV
+from searchveil.cels.params import CelsParams
+from searchveil.cels.runner import RunFailed, run_local, write_config
 from test_cels_protocol import _write_shares
 
 PARAMS = CelsParams(epsilon=2.0, delta=0.3, objective="kl", key_bits=512)  # TEST KEY
@@ -157,7 +158,7 @@ def test_party_connect_timeout_names_peer_and_cause(tmp_path) -> None:
 
 
 def test_test_hook_needs_the_environment(tmp_path) -> None:
-    from searchveil.collab.protocol import parse_fault
+    from searchveil.cels.faults import parse_fault
     from searchveil.errors import InvalidParameterError
 
     old = os.environ.pop(TEST_HOOKS_ENV, None)
@@ -178,7 +179,7 @@ def test_test_hook_needs_the_environment(tmp_path) -> None:
 def test_schema_violation_and_wrong_certificate(small_shares, tmp_path) -> None:
     import shutil
 
-    from searchveil.collab.wire import make_certificates
+    from searchveil.cels.config import make_certificates
 
     with pytest.raises(RunFailed) as ei:
         run_local(small_shares, PARAMS, tmp_path / "o", timeout=60, workers=0,

@@ -26,9 +26,10 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from searchveil.collab.local import global_counts, local_sanitize, pair_counts, utility
-from searchveil.collab.protocol import CelsParams, Share, prune_dominated
-from searchveil.collab.runner import run_local
+from searchveil.cels.local import global_counts, local_sanitize, pair_counts, utility
+from searchveil.cels.params import CelsParams, Share
+from searchveil.cels.runner import run_local
+from searchveil.cels.union import prune_dominated
 from searchveil.io.readers import read_log
 from searchveil.model import click_histogram
 from searchveil.release.ump import constraint_matrix, preprocess
@@ -189,7 +190,7 @@ def test_prune_dominated() -> None:
 
 
 def test_cost_model_matches_measured_bytes(shares, joint) -> None:
-    from searchveil.collab.costs import predict_bytes, protocol_sizes
+    from searchveil.cels.costs import predict_bytes, protocol_sizes
 
     led = joint["res"]["ledger"]
     stats = joint["res"]["party_stats"]
@@ -247,8 +248,8 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
 
 
 def test_config_validation(tmp_path) -> None:
-    from searchveil.collab.runner import write_config
-    from searchveil.collab.wire import load_config
+    from searchveil.cels.config import load_config
+    from searchveil.cels.runner import write_config
     from searchveil.errors import InputFormatError
 
     cfg = write_config(tmp_path / "tls", 3, timeout=5)
@@ -334,7 +335,7 @@ def test_neighbour_audit_cels_run(shares, joint, tmp_path) -> None:
         assert_only_public_files,
         assert_same_public_ledger,
     )
-    from searchveil.collab.protocol import NOISY_FIELDS
+    from searchveil.cels.params import NOISY_FIELDS
 
     d_prime, victim = _without_rarest_user(shares, tmp_path / "dprime")
     run_local(d_prime, joint["params"], tmp_path / "out", seed=7, timeout=60)
@@ -368,8 +369,8 @@ def test_neighbour_audit_cels_local(shares, tmp_path) -> None:
     from typer.testing import CliRunner
 
     from _neighbour import assert_only_public_files, assert_same_public_ledger
+    from searchveil.cels.params import NOISY_FIELDS
     from searchveil.cli import app
-    from searchveil.collab.protocol import NOISY_FIELDS
 
     d_prime, _ = _without_rarest_user(shares, tmp_path / "dprime")
     for name, paths in (("a", shares), ("b", d_prime)):

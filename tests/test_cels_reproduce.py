@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from searchveil.collab.reproduce import (
+from searchveil.cels.reproduce import (
     clean_log,
     modelled_bandwidth,
     split_users,

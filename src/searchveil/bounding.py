@@ -14,14 +14,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int
+from searchveil.validate import check_int, parse_choice
 
-__all__ = ["bound_contributions", "Sensitivities"]
+__all__ = ["BoundingStrategy", "bound_contributions", "Sensitivities"]
+
+
+class BoundingStrategy(StrEnum):
+    """Which of a user's rows :func:`bound_contributions` keeps: the first ones (by the
+    order column) or a uniformly random subset."""
+
+    FIRST = "first"
+    RANDOM = "random"
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ def bound_contributions(
     df: pl.DataFrame,
     *,
     max_per_user: int,
-    strategy: str = "first",
+    strategy: BoundingStrategy | str = BoundingStrategy.FIRST,
     rng: RandomSource | None = None,
     distinct: bool = False,
     user_col: str = "user",
@@ -78,7 +87,7 @@ def bound_contributions(
     occurrence, so the kept rows are distinct items. Never adds or alters a row.
     """
     d = check_int("max_per_user", max_per_user, minimum=1)
-    check_choice("strategy", strategy, ("first", "random"))
+    strategy = parse_choice("strategy", strategy, BoundingStrategy)
     for col in (user_col, order_col) + ((item_col,) if distinct else ()):
         if col not in df.columns:
             raise InvalidParameterError("column", col, f"one of the frame's columns {df.columns}")

@@ -22,13 +22,14 @@ Decisions (documented in ``docs/model.md``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil.validate import check_choice
+from searchveil.validate import parse_choice
 
 if TYPE_CHECKING:  # scipy.sparse is imported where a click histogram is built (start-up cost)
     import scipy.sparse as sp
@@ -38,6 +39,7 @@ __all__ = [
     "SearchLog",
     "ClickHistogram",
     "ITEM_KINDS",
+    "ItemKind",
     "normalize_query",
     "add_sessions",
     "query_events",
@@ -46,7 +48,17 @@ __all__ = [
     "log_stats",
 ]
 
-ITEM_KINDS = ("keywords", "queries", "clicks", "query_pairs")
+
+class ItemKind(StrEnum):
+    """The four item types of Götz et al. §2.1 (see :func:`items`)."""
+
+    KEYWORDS = "keywords"
+    QUERIES = "queries"
+    CLICKS = "clicks"
+    QUERY_PAIRS = "query_pairs"
+
+
+ITEM_KINDS = tuple(k.value for k in ItemKind)
 PAIR_SEP = "\t"  # separates the two parts of a click / query-pair item key
 
 
@@ -180,7 +192,7 @@ def query_events(log: SearchLog) -> pl.DataFrame:
     return out.drop("_ev").with_columns(pos=pl.int_range(pl.len()).over("user").cast(pl.Int64))
 
 
-def items(log: SearchLog, kind: str) -> pl.DataFrame:
+def items(log: SearchLog, kind: ItemKind | str) -> pl.DataFrame:
     """The items of one kind (Götz §2.1), one row per occurrence: ``user, item, pos`` (+ parts).
 
     * ``queries``: one item per query event, ``item`` = the query.
@@ -189,7 +201,7 @@ def items(log: SearchLog, kind: str) -> pl.DataFrame:
     * ``query_pairs``: consecutive query events in one session, ``item`` = q + TAB + q';
       also ``query``, ``next_query``.
     """
-    check_choice("kind", kind, ITEM_KINDS)
+    kind = parse_choice("kind", kind, ItemKind)
     if kind == "clicks":
         clicks = log.df.filter(pl.col("url").is_not_null())
         return clicks.select(

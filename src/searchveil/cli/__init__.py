@@ -46,16 +46,17 @@ def _root(
         False, "--version", callback=_version_callback, is_eager=True, help="print the version"
     ),
 ) -> None:
-    """searchveil: private releases of search logs (Korolova, ZEALOUS, Hong et al., CELS),
-    tables (Fouad et al.), social recommendations and the attacks they answer."""
+    """Private releases of search logs, tables and social recommendations.
+
+    Search logs (Korolova, ZEALOUS, Hong et al., CELS), tables (Fouad et al.), social
+    recommendations and the attacks they answer."""
 
 
 def build_app(modules: list[str] | None = None) -> typer.Typer:
     """The CLI with the commands of ``modules`` (default: every module)."""
     a = typer.Typer(
         name="searchveil",
-        help="Publish web search logs and related user data (tables, social graphs) with "
-        "differential-privacy guarantees.",
+        help="Publish search logs, tables and social graphs with differential privacy.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

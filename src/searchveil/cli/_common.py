@@ -130,6 +130,9 @@ SeedOpt = Annotated[
     ),
 ]
 OutDirOpt = Annotated[Path, typer.Option("--out", help="release directory to create")]
+EpsilonOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
+DeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ (no default)")]
+HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
 OverwriteOpt = Annotated[
     bool, typer.Option("--overwrite", help="replace an existing --out directory")
 ]

@@ -8,22 +8,34 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_console, run
-from searchveil.collab.local import local_sanitize
-from searchveil.collab.protocol import TEST_HOOKS_ENV, CelsParams, Share, run_party
-from searchveil.collab.reproduce import reproduce
-from searchveil.collab.runner import run_local
-from searchveil.collab.wire import (
+from searchveil.cels.config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_TIMEOUT,
     load_config,
+)
+from searchveil.cels.faults import TEST_HOOKS_ENV
+from searchveil.cels.local import local_sanitize
+from searchveil.cels.params import CelsParams, Share
+from searchveil.cels.protocol import run_party
+from searchveil.cels.reproduce import reproduce
+from searchveil.cels.runner import run_local
+from searchveil.cli._common import (
+    JsonOpt,
+    OutDirOpt,
+    SeedOpt,
+    emit,
+    err_console,
+    out_console,
+    run,
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
@@ -133,9 +145,6 @@ def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]])
 def _watch_parent(pid: int) -> None:
     """Started by ``cels run``: exit at once if the runner goes away (the peers then see the
     connection close and stop too), so no orphaned party keeps computing."""
-    import os
-    import threading
-    import time
 
     def watch() -> None:
         while os.getppid() == pid:
@@ -145,204 +154,207 @@ def _watch_parent(pid: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def party(
+    config: Annotated[Path, typer.Option("--config", help="parties.toml")],
+    id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
+    out: OutDirOpt,
+    share: Annotated[Path | None, typer.Option("--share", help="this party's log (P1…Pr)")] = None,
+    epsilon: EpsOpt = None,
+    delta: DeltaOpt = None,
+    objective: ObjOpt = None,
+    key_bits: KeyOpt = 3072,
+    output_share: ShareOpt = 0.5,
+    breakpoints: KOpt = 33,
+    min_count: MinCountOpt = 1,
+    transcript: Annotated[
+        Path | None, typer.Option("--transcript", help=TRANSCRIPT_HELP + " to this file")
+    ] = None,
+    timeout: TimeoutOpt = None,
+    connect_timeout: ConnectTimeoutOpt = None,
+    heartbeat_timeout: HeartbeatOpt = None,
+    workers: WorkersOpt = None,
+    inject_fault: Annotated[
+        str | None,
+        typer.Option(
+            "--inject-fault",
+            hidden=True,
+            help=f"TEST ONLY (needs {TEST_HOOKS_ENV}=1): PHASE:KIND[@PEER]",
+        ),
+    ] = None,
+    status_file: Annotated[
+        Path | None,
+        typer.Option("--status-file", hidden=True, help="cels run: phase/outcome JSON"),
+    ] = None,
+    parent_pid: Annotated[
+        int | None,
+        typer.Option("--parent-pid", hidden=True, help="cels run: stop if the runner dies"),
+    ] = None,
+    seed: SeedOpt = None,
+    provenance: ProvenanceOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run one CELS party (P0 = solver, P1…Pr = data holders) from a parties.toml.
+
+    Writes --out (log.tsv and the public ledger.json) and the PRIVATE provenance record beside
+    it only if every party ends with the same output."""
+
+    def body() -> None:
+
+        params = _params(epsilon, delta, objective, key_bits, output_share, breakpoints, min_count)
+        if parent_pid is not None:
+            _watch_parent(parent_pid)
+        cfg = load_config(config)
+        cfg = dataclasses.replace(
+            cfg,
+            timeout=timeout or cfg.timeout,
+            connect_timeout=connect_timeout or cfg.connect_timeout,
+            heartbeat_timeout=heartbeat_timeout or cfg.heartbeat_timeout,
+        )
+        sh = Share.read(share) if share is not None else None
+        nworkers = workers if workers is not None else max(0, (os.cpu_count() or 1) - 1)
+
+        def prog(phase: str) -> None:
+            if not json_out:
+                err_console.print(f"P{id}: {phase}")
+
+        res = run_party(
+            cfg, id, params, share=sh, out=out, rng=make_rng(seed), transcript=transcript,
+            progress=prog, fault=inject_fault, workers=nworkers, status=status_file,
+            hard_exit=True, provenance=provenance,
+        )  # fmt: skip
+        summary = {
+            "party": id,
+            "out": str(out),
+            "digest": res.digest,
+            "output_rows": res.output.height,
+            "traffic": res.stats["traffic"],
+            "seconds": res.stats["seconds"],
+            "cpu_seconds": res.stats["cpu_seconds"],
+        }
+        emit(
+            summary, json_out,
+            lambda r: _human_summary(f"CELS party P{id}", res.ledger, [res.stats]),
+        )  # fmt: skip
+
+    run(body)
+
+
+def run_cmd(
+    share: Annotated[list[Path], typer.Option("--share", help="one log per data party (≥ 2)")],
+    out: OutDirOpt,
+    epsilon: EpsOpt = None,
+    delta: DeltaOpt = None,
+    objective: ObjOpt = None,
+    key_bits: KeyOpt = 3072,
+    output_share: ShareOpt = 0.5,
+    breakpoints: KOpt = 33,
+    min_count: MinCountOpt = 1,
+    transcripts: Annotated[
+        Path | None,
+        typer.Option(
+            "--transcripts",
+            help=TRANSCRIPT_HELP + ", per party, into this directory (0700): P0.bin, P1.bin, …",
+        ),
+    ] = None,
+    timeout: TimeoutOpt = None,
+    connect_timeout: ConnectTimeoutOpt = None,
+    heartbeat_timeout: HeartbeatOpt = None,
+    workers: WorkersOpt = None,
+    seed: SeedOpt = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    provenance: ProvenanceOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run CELS with every party as a local process (loopback mutual TLS).
+
+    Starts P0…Pr with throw-away certificates; if any party fails, stops them all at once and
+    says which, in which phase and why."""
+
+    def body() -> None:
+
+        params = _params(epsilon, delta, objective, key_bits, output_share, breakpoints, min_count)
+        if not json_out:
+            err_console.print(f"starting {len(share) + 1} parties (P0 = solver) …")
+        res = run_local(
+            share, params, out, transcripts=transcripts, seed=seed,
+            timeout=timeout or DEFAULT_TIMEOUT,
+            connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+            heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
+            workers=workers, overwrite=overwrite, provenance=provenance,
+        )  # fmt: skip
+        emit(
+            res, json_out,
+            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["party_stats"]),
+        )  # fmt: skip
+
+    run(body)
+
+
+def local_cmd(
+    share: Annotated[list[Path], typer.Option("--share", help="one log per party (≥ 2)")],
+    out: OutDirOpt,
+    epsilon: EpsOpt = None,
+    delta: DeltaOpt = None,
+    objective: ObjOpt = None,
+    output_share: ShareOpt = 0.5,
+    breakpoints: KOpt = 33,
+    min_count: MinCountOpt = 1,
+    output_size: Annotated[
+        int | None,
+        typer.Option("--output-size", help="kl: total |O| to split by input size (optional)"),
+    ] = None,
+    seed: SeedOpt = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    provenance: ProvenanceOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The LS baseline: every party sanitizes alone and the outputs are unioned.
+
+    Each party uses the same b and its share of |O|."""
+
+    def body() -> None:
+
+        params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
+        ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
+        shares = [Share.read(s) for s in share]
+        res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
+        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
+            w.write_table("log", res["log"])
+            w.write_ledger(res["ledger"])
+            prov = w.write_provenance(res["provenance"])
+        summary = {k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
+        summary["out"] = str(out)
+        summary["provenance"] = str(prov)
+        emit(summary, json_out, lambda r: out_console.print(r))
+
+    run(body)
+
+
+def reproduce_cmd(
+    report: Annotated[Path, typer.Option("--report", help="HTML report to write")],
+    key_bits: KeyOpt = 512,
+    parties: Annotated[str, typer.Option("--parties", help="r values, e.g. 2,4,8")] = "2,4,8",
+    quick: Annotated[bool, typer.Option("--quick", help="small inputs only")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Rerun §6: CELS vs LS utility (Fig. 5), bandwidth (Table 5), runtime vs r."""
+
+    def body() -> None:
+
+        rs = tuple(int(v) for v in parties.split(",") if v.strip())
+        res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
+        emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
+
+    run(body)
+
+
 def register(app: typer.Typer) -> None:
     cels = typer.Typer(
-        help="CELS: several parties jointly sanitize their search logs (Hong et al. TKDE 2015).",
+        help="CELS: parties jointly sanitize their search logs (Hong et al. TKDE 2015).",
         no_args_is_help=True,
     )
     app.add_typer(cels, name="cels")
-
-    @cels.command("party")
-    def party(
-        config: Annotated[Path, typer.Option("--config", help="parties.toml")],
-        id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
-        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
-        share: Annotated[
-            Path | None, typer.Option("--share", help="this party's log (P1…Pr)")
-        ] = None,
-        epsilon: EpsOpt = None,
-        delta: DeltaOpt = None,
-        objective: ObjOpt = None,
-        key_bits: KeyOpt = 3072,
-        output_share: ShareOpt = 0.5,
-        breakpoints: KOpt = 33,
-        min_count: MinCountOpt = 1,
-        transcript: Annotated[
-            Path | None, typer.Option("--transcript", help=TRANSCRIPT_HELP + " to this file")
-        ] = None,
-        timeout: TimeoutOpt = None,
-        connect_timeout: ConnectTimeoutOpt = None,
-        heartbeat_timeout: HeartbeatOpt = None,
-        workers: WorkersOpt = None,
-        inject_fault: Annotated[
-            str | None,
-            typer.Option(
-                "--inject-fault",
-                hidden=True,
-                help=f"TEST ONLY (needs {TEST_HOOKS_ENV}=1): PHASE:KIND[@PEER]",
-            ),
-        ] = None,
-        status_file: Annotated[
-            Path | None,
-            typer.Option("--status-file", hidden=True, help="cels run: phase/outcome JSON"),
-        ] = None,
-        parent_pid: Annotated[
-            int | None,
-            typer.Option("--parent-pid", hidden=True, help="cels run: stop if the runner dies"),
-        ] = None,
-        seed: SeedOpt = None,
-        provenance: ProvenanceOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Run one CELS party; writes --out (log.tsv and the public ledger.json) and the PRIVATE
-        provenance record beside it only if every party ends with the same output."""
-
-        def body() -> None:
-
-            params = _params(
-                epsilon, delta, objective, key_bits, output_share, breakpoints, min_count
-            )
-            if parent_pid is not None:
-                _watch_parent(parent_pid)
-            cfg = load_config(config)
-            cfg = dataclasses.replace(
-                cfg,
-                timeout=timeout or cfg.timeout,
-                connect_timeout=connect_timeout or cfg.connect_timeout,
-                heartbeat_timeout=heartbeat_timeout or cfg.heartbeat_timeout,
-            )
-            sh = Share.read(share) if share is not None else None
-            nworkers = workers if workers is not None else max(0, (os.cpu_count() or 1) - 1)
-
-            def prog(phase: str) -> None:
-                if not json_out:
-                    err_console.print(f"P{id}: {phase}")
-
-            res = run_party(
-                cfg, id, params, share=sh, out=out, rng=make_rng(seed), transcript=transcript,
-                progress=prog, fault=inject_fault, workers=nworkers, status=status_file,
-                hard_exit=True, provenance=provenance,
-            )  # fmt: skip
-            summary = {
-                "party": id,
-                "out": str(out),
-                "digest": res.digest,
-                "output_rows": res.output.height,
-                "traffic": res.stats["traffic"],
-                "seconds": res.stats["seconds"],
-                "cpu_seconds": res.stats["cpu_seconds"],
-            }
-            emit(
-                summary, json_out,
-                lambda r: _human_summary(f"CELS party P{id}", res.ledger, [res.stats]),
-            )  # fmt: skip
-
-        run(body)
-
-    @cels.command("run")
-    def run_cmd(
-        share: Annotated[list[Path], typer.Option("--share", help="one log per data party (≥ 2)")],
-        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
-        epsilon: EpsOpt = None,
-        delta: DeltaOpt = None,
-        objective: ObjOpt = None,
-        key_bits: KeyOpt = 3072,
-        output_share: ShareOpt = 0.5,
-        breakpoints: KOpt = 33,
-        min_count: MinCountOpt = 1,
-        transcripts: Annotated[
-            Path | None,
-            typer.Option(
-                "--transcripts",
-                help=TRANSCRIPT_HELP + ", per party, into this directory (0700): P0.bin, P1.bin, …",
-            ),
-        ] = None,
-        timeout: TimeoutOpt = None,
-        connect_timeout: ConnectTimeoutOpt = None,
-        heartbeat_timeout: HeartbeatOpt = None,
-        workers: WorkersOpt = None,
-        seed: SeedOpt = None,
-        overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
-        provenance: ProvenanceOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Start P0…Pr as local processes (loopback, throw-away certificates) and run CELS; if any
-        party fails, stop them all at once and say which, in which phase and why."""
-
-        def body() -> None:
-
-            params = _params(
-                epsilon, delta, objective, key_bits, output_share, breakpoints, min_count
-            )
-            if not json_out:
-                err_console.print(f"starting {len(share) + 1} parties (P0 = solver) …")
-            res = run_local(
-                share, params, out, transcripts=transcripts, seed=seed,
-                timeout=timeout or DEFAULT_TIMEOUT,
-                connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-                heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
-                workers=workers, overwrite=overwrite, provenance=provenance,
-            )  # fmt: skip
-            emit(
-                res, json_out,
-                lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["party_stats"]),
-            )  # fmt: skip
-
-        run(body)
-
-    @cels.command("local")
-    def local_cmd(
-        share: Annotated[list[Path], typer.Option("--share", help="one log per party (≥ 2)")],
-        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
-        epsilon: EpsOpt = None,
-        delta: DeltaOpt = None,
-        objective: ObjOpt = None,
-        output_share: ShareOpt = 0.5,
-        breakpoints: KOpt = 33,
-        min_count: MinCountOpt = 1,
-        output_size: Annotated[
-            int | None,
-            typer.Option("--output-size", help="kl: total |O| to split by input size (optional)"),
-        ] = None,
-        seed: SeedOpt = None,
-        overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
-        provenance: ProvenanceOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """The LS baseline: every party sanitizes alone (same b, its share of |O|); the outputs
-        are unioned."""
-
-        def body() -> None:
-
-            params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
-            ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
-            shares = [Share.read(s) for s in share]
-            res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
-                w.write_table("log", res["log"])
-                w.write_ledger(res["ledger"])
-                prov = w.write_provenance(res["provenance"])
-            summary = {k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
-            summary["out"] = str(out)
-            summary["provenance"] = str(prov)
-            emit(summary, json_out, lambda r: out_console.print(r))
-
-        run(body)
-
-    @cels.command("reproduce")
-    def reproduce_cmd(
-        report: Annotated[Path, typer.Option("--report", help="HTML report to write")],
-        key_bits: KeyOpt = 512,
-        parties: Annotated[str, typer.Option("--parties", help="r values, e.g. 2,4,8")] = "2,4,8",
-        quick: Annotated[bool, typer.Option("--quick", help="small inputs only")] = False,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """CELS vs LS utility (Fig. 5), bandwidth (Table 5 layout), runtime vs r."""
-
-        def body() -> None:
-
-            rs = tuple(int(v) for v in parties.split(",") if v.strip())
-            res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
-            emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
-
-        run(body)
+    cels.command("party")(party)
+    cels.command("run")(run_cmd)
+    cels.command("local")(local_cmd)
+    cels.command("reproduce")(reproduce_cmd)

@@ -386,127 +386,126 @@ def _human(r: dict[str, Any]) -> None:
     out_console.print(f"demo report (δ, single-user items, d-curve): [bold]{r['report']}[/]")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("demo")
-    @with_reader_options
-    def demo(
-        log: Annotated[
-            Path | None,
-            typer.Argument(
-                help="a search log to run the demo on (default: the bundled 215-user AOL "
-                "sample); read with the reader options below, as every command",
-                exists=True,
-                dir_okay=False,
-                readable=True,
-            ),
-        ] = None,
-        out: Annotated[Path, typer.Option("--out", help="directory to create")] = Path(
-            "searchveil-demo"
+@with_reader_options
+def demo(
+    log: Annotated[
+        Path | None,
+        typer.Argument(
+            help="a search log to run the demo on (default: the bundled 215-user AOL "
+            "sample); read with the reader options below, as every command",
+            exists=True,
+            dir_okay=False,
+            readable=True,
         ),
-        synthetic_users: Annotated[
-            int,
-            typer.Option(
-                "--synthetic-users",
-                help="users of the synthetic log calibrated on the sample (0 = skip)",
-            ),
-        ] = DEMO_SYNTHETIC_USERS,
-        max_single_user_items: Annotated[
-            float,
-            typer.Option(
-                "--max-single-user-items",
-                help="δ is solved so that the expected single-user queries published ≤ this",
-            ),
-        ] = SINGLE_USER_TARGET,
-        max_users: Annotated[
-            int | None,
-            typer.Option(
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="directory to create")] = Path(
+        "searchveil-demo"
+    ),
+    synthetic_users: Annotated[
+        int,
+        typer.Option(
+            "--synthetic-users",
+            help="users of the synthetic log calibrated on the sample (0 = skip)",
+        ),
+    ] = DEMO_SYNTHETIC_USERS,
+    max_single_user_items: Annotated[
+        float,
+        typer.Option(
+            "--max-single-user-items",
+            help="δ is solved so that the expected single-user queries published ≤ this",
+        ),
+    ] = SINGLE_USER_TARGET,
+    max_users: Annotated[
+        int | None,
+        typer.Option(
+            "--max-users",
+            help="U: a public upper bound on LOG's users you DECLARE (required with a LOG; "
+            f"default for the bundled sample: its published size, {SAMPLE_USERS}); δ is "
+            "solved from it, never from the log",
+        ),
+    ] = None,
+    selection: Annotated[
+        str,
+        typer.Option(
+            "--selection",
+            help="the releases' strategy: mad2r (default: the best measured, "
+            "docs/selection-strategies.md) | mad | dp-sips | gaussian | laplace | "
+            "policy-gaussian | korolova (the thesis' Release-Data, d = 1)",
+        ),
+    ] = DEMO_SELECTION,
+    overwrite: OverwriteOpt = False,
+    seed: SeedOpt = None,
+    reader: ReaderOptions = READER_DEFAULT,
+    json_out: JsonOpt = False,
+) -> None:
+    """The main job: a private release of the AOL sample, and a synthetic d-curve.
+
+    A Korolova release of the bundled 215-user AOL sample (or of LOG) with its utility report,
+    and the d-curve (thesis Fig. 4.2) of a synthetic log of 500,000 users calibrated on it,
+    with δ chosen so that no query held by a single user is expected to be published."""
+
+    def body() -> None:
+        if synthetic_users < 0:
+            raise InvalidParameterError("--synthetic-users", synthetic_users, "an integer ≥ 0")
+        check_choice("selection", selection, DEMO_SELECTIONS)
+        target = check_positive("max-single-user-items", max_single_user_items)
+        if max_users is None and log is not None:
+            raise InvalidParameterError(
                 "--max-users",
-                help="U: a public upper bound on LOG's users you DECLARE (required with a LOG; "
-                f"default for the bundled sample: its published size, {SAMPLE_USERS}); δ is "
-                "solved from it, never from the log",
-            ),
-        ] = None,
-        selection: Annotated[
-            str,
-            typer.Option(
-                "--selection",
-                help="the releases' strategy: mad2r (default: the best measured, "
-                "docs/selection-strategies.md) | mad | dp-sips | gaussian | laplace | "
-                "policy-gaussian | korolova (the thesis' Release-Data, d = 1)",
-            ),
-        ] = DEMO_SELECTION,
-        overwrite: OverwriteOpt = False,
-        seed: SeedOpt = None,
-        reader: ReaderOptions = READER_DEFAULT,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """The main job: a Korolova release of the bundled 215-user AOL sample (or of LOG)
-        with its utility report, and the d-curve (thesis Fig. 4.2) of a synthetic log of
-        500,000 users calibrated on it, with δ chosen so that no query held by a single user
-        is expected to be published."""
+                None,
+                "a public upper bound U on the users of LOG (δ is solved from it: "
+                "the demo never chooses δ from the private log)",
+            )
+        u_bound = check_int("--max-users", SAMPLE_USERS if max_users is None else max_users,
+                            minimum=1)  # fmt: skip
+        if out.exists() and not overwrite:
+            raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
+        if not out.resolve().parent.exists():
+            raise InvalidParameterError("--out", str(out), "a path in an existing directory")
+        rng = make_rng(seed)
+        final = out.resolve()
+        tmp = final.parent / f".{out.name}.tmp-{secure_token()}"
+        tmp.mkdir()
+        curve: dict[str, Any] | None = None
+        try:
+            runs: dict[str, Any] = {}
+            ref = resources.files("searchveil") / "data" / SAMPLE
+            name = SAMPLE if log is None else str(log)
+            with resources.as_file(ref) as bundled, progress(not json_out) as step:
+                done = step(f"reading {name}")
+                real = read_log(bundled, reader) if log is None else read_log(log, reader)
+                done()
+                runs["real"] = _real_run(real, tmp, target=target, rng=rng, step=step,
+                                         final=final, max_users=u_bound,
+                                         selection=selection)  # fmt: skip
+                if synthetic_users:
+                    runs["synthetic"], curve = _synthetic_run(
+                        real, tmp, users=synthetic_users, target=target, rng=rng, step=step,
+                        ds=DEMO_DS, selection=selection,
+                    )  # fmt: skip
+            for x in runs.values():
+                for k in ("release", "report"):
+                    if k in x:
+                        x[k] = str(final / Path(x[k]).name)
+            res = _result(runs, curve, target=target, seeded=seed is not None,
+                          final=final, synthetic_users=synthetic_users, sample=name,
+                          reader=reader, selection=selection)  # fmt: skip
+            write_report(tmp / "report.html", demo_report(res))
+            for name in runs:  # the provenance records name the releases' final place
+                _relocate_provenance(tmp / f"{name}.private.json", tmp, final)
+            if out.exists():
+                trash = out.resolve().parent / f".{out.name}.old-{secure_token()}"
+                os.replace(out, trash)
+                os.replace(tmp, final)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.replace(tmp, final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        emit(res, json_out, _human)
 
-        def body() -> None:
-            if synthetic_users < 0:
-                raise InvalidParameterError("--synthetic-users", synthetic_users, "an integer ≥ 0")
-            check_choice("selection", selection, DEMO_SELECTIONS)
-            target = check_positive("max-single-user-items", max_single_user_items)
-            if max_users is None and log is not None:
-                raise InvalidParameterError(
-                    "--max-users",
-                    None,
-                    "a public upper bound U on the users of LOG (δ is solved from it: "
-                    "the demo never chooses δ from the private log)",
-                )
-            u_bound = check_int("--max-users", SAMPLE_USERS if max_users is None else max_users,
-                                minimum=1)  # fmt: skip
-            if out.exists() and not overwrite:
-                raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
-            if not out.resolve().parent.exists():
-                raise InvalidParameterError("--out", str(out), "a path in an existing directory")
-            rng = make_rng(seed)
-            final = out.resolve()
-            tmp = final.parent / f".{out.name}.tmp-{secure_token()}"
-            tmp.mkdir()
-            curve: dict[str, Any] | None = None
-            try:
-                runs: dict[str, Any] = {}
-                ref = resources.files("searchveil") / "data" / SAMPLE
-                name = SAMPLE if log is None else str(log)
-                with resources.as_file(ref) as bundled, progress(not json_out) as step:
-                    done = step(f"reading {name}")
-                    real = read_log(bundled, reader) if log is None else read_log(log, reader)
-                    done()
-                    runs["real"] = _real_run(real, tmp, target=target, rng=rng, step=step,
-                                             final=final, max_users=u_bound,
-                                             selection=selection)  # fmt: skip
-                    if synthetic_users:
-                        runs["synthetic"], curve = _synthetic_run(
-                            real, tmp, users=synthetic_users, target=target, rng=rng, step=step,
-                            ds=DEMO_DS, selection=selection,
-                        )  # fmt: skip
-                for x in runs.values():
-                    for k in ("release", "report"):
-                        if k in x:
-                            x[k] = str(final / Path(x[k]).name)
-                res = _result(runs, curve, target=target, seeded=seed is not None,
-                              final=final, synthetic_users=synthetic_users, sample=name,
-                              reader=reader, selection=selection)  # fmt: skip
-                write_report(tmp / "report.html", demo_report(res))
-                for name in runs:  # the provenance records name the releases' final place
-                    _relocate_provenance(tmp / f"{name}.private.json", tmp, final)
-                if out.exists():
-                    trash = out.resolve().parent / f".{out.name}.old-{secure_token()}"
-                    os.replace(out, trash)
-                    os.replace(tmp, final)
-                    shutil.rmtree(trash, ignore_errors=True)
-                else:
-                    os.replace(tmp, final)
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
-            emit(res, json_out, _human)
-
-        run(body)
+    run(body)
 
 
 def _relocate_provenance(path: Path, tmp: Path, final: Path) -> None:
@@ -598,3 +597,7 @@ def _result(
             else []
         ),  # fmt: skip
     }
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)

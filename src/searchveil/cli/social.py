@@ -10,7 +10,9 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    HtmlReportOpt,
     JsonOpt,
+    OutDirOpt,
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
@@ -140,169 +142,163 @@ def _human_reproduce(r: dict[str, Any]) -> None:
     out_console.print(f"ledger: {r['ledger_path']}")
 
 
+def recommend_cmd(
+    graph: GraphOpt,
+    out: OutDirOpt,
+    epsilon: EpsOpt,
+    mechanism: Annotated[
+        str,
+        typer.Option("--mechanism", help="exponential | laplace | permute_and_flip | smoothing"),
+    ],
+    utility: Annotated[
+        str, typer.Option("--utility", help="common_neighbours | weighted_paths")
+    ] = "common_neighbours",
+    gamma: Annotated[
+        str | None, typer.Option("--gamma", help="weighted paths: γ, e.g. 0.005")
+    ] = None,
+    degree_bound: Annotated[
+        int | None,
+        typer.Option("--degree-bound", help="weighted paths: public maximum degree D"),
+    ] = None,
+    target: Annotated[
+        list[int] | None, typer.Option("--target", help="target node id (repeatable)")
+    ] = None,
+    all_targets: Annotated[
+        bool,
+        typer.Option("--all-targets", help="one recommendation for every node of the universe"),
+    ] = False,
+    node_list: NodeListOpt = None,
+    nodes: NodesOpt = None,
+    public_node_set: PublicNodeSetOpt = False,
+    seed: SeedOpt = None,
+    overwrite: OverwriteOpt = False,
+    provenance: ProvenanceOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Release one ε-DP recommendation per target over a PUBLIC node universe.
+
+    ε protects the edges not incident to the target. Writes recommendations.tsv +
+    ledger.json, and the private provenance record beside them."""
+
+    def body() -> dict[str, Any]:
+        if not target and not all_targets:
+            raise InvalidParameterError("target", None, "--target ID (repeatable) or --all-targets")
+        if target and all_targets:
+            raise InvalidParameterError("target", target, "either --target or --all-targets")
+        util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
+        universe = node_universe(graph, node_list, nodes, public_node_set)
+        with progress(not json_out) as step:
+            done = step("recommending")
+            res = release_recommendations(
+                graph, out, universe=universe, utility=util, mechanism_name=mechanism,
+                epsilon=epsilon, targets=None if all_targets else target,
+                rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
+            )  # fmt: skip
+            done()
+        return res
+
+    emit(run(body), json_out, _human_recommend)
+
+
+def accuracy_cmd(
+    nodes: Annotated[float, typer.Option("--nodes", help="n: number of nodes")],
+    c: Annotated[float, typer.Option("--c", help="c in (0, 1]")],
+    k: Annotated[float, typer.Option("--k", help="nodes with utility > (1−c)·u_max")],
+    t: Annotated[float, typer.Option("--t", help="edge changes to make a low node the best")],
+    epsilon: EpsOpt,
+    json_out: JsonOpt = False,
+) -> None:
+    """Corollary 1: the best accuracy any monotone ε-DP recommender can guarantee."""
+
+    def body() -> dict[str, Any]:
+        bound = corollary1(n=nodes, c=c, k=k, t=t, epsilon=epsilon)
+        return {
+            "formula": "1 - c(n-k)/(n-k+(k+1)e^(eps t))  (Korolova thesis, Corollary 1)",
+            "n": nodes, "c": c, "k": k, "t": t, "epsilon": epsilon,
+            "accuracy_upper_bound": bound,
+            "accuracy_upper_bound_2dp": f"{bound:.2f}",
+        }  # fmt: skip
+
+    def human(r: dict[str, Any]) -> None:
+        out_console.print(
+            f"accuracy ≤ {r['accuracy_upper_bound_2dp']} "
+            f"({r['accuracy_upper_bound']:.6f}) for n={nodes:g}, c={c:g}, k={k:g}, t={t:g}, "
+            f"ε={epsilon:g}"
+        )
+
+    emit(run(body), json_out, human)
+
+
+def reproduce_cmd(
+    graph: GraphOpt,
+    report: HtmlReportOpt = None,
+    ledger: Annotated[
+        Path | None,
+        typer.Option("--ledger", help="ledger JSON (default: <report>.ledger.json)"),
+    ] = None,
+    epsilons: Annotated[str, typer.Option("--epsilons", help="comma list")] = "0.5,1,3",
+    gammas: Annotated[str, typer.Option("--gammas", help="comma list")] = "0.05,0.005,0.0005",
+    fraction: Annotated[
+        float, typer.Option("--target-fraction", help="share of nodes used as targets")
+    ] = 0.1,
+    per_target: Annotated[
+        bool, typer.Option("--per-target", help="include per-target accuracies in --json")
+    ] = False,
+    node_list: NodeListOpt = None,
+    nodes: NodesOpt = None,
+    public_node_set: PublicNodeSetOpt = False,
+    seed: SeedOpt = None,
+    provenance: ProvenanceOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The thesis's §5.5 experiments on a graph (accuracy CDFs, bound, findings)."""
+
+    def body() -> dict[str, Any]:
+        try:
+            eps = tuple(float(x) for x in epsilons.split(",") if x.strip())
+        except ValueError:
+            raise InvalidParameterError("epsilons", epsilons, "comma-separated numbers") from None
+        gam = tuple(x.strip() for x in gammas.split(",") if x.strip())
+        cfg = ExperimentConfig(epsilons=eps, gammas=gam, target_fraction=fraction)
+        ledger_path = ledger or (report.with_name(report.name + ".ledger.json") if report else None)
+        if ledger_path is None:
+            raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
+        prov_path = provenance_path(ledger_path, provenance)
+        for p in (report, ledger_path, prov_path):
+            if p is not None and not p.parent.exists():
+                raise InvalidParameterError("report", str(p), "a path whose directory exists")
+        universe = node_universe(graph, node_list, nodes, public_node_set)
+        rng = make_rng(seed)
+        with progress(not json_out) as step:
+            done = step(f"reading {graph.name}")
+            g = load_graph(graph, universe)
+            done()
+            res = run_experiments(g, rng, cfg, step=step)
+        led = experiment_ledger(g, rng, cfg, universe)
+        prov = build_provenance(
+            inputs=[{**g.describe(), "role": "graph", "path": str(graph)}],
+            figures={"results_summary": public_result(res)["runs"]},
+        )
+        html = social_report(res) if report else None
+        write_json_atomic(ledger_path, led)
+        write_private_json(prov_path, prov)
+        if html is not None and report is not None:
+            write_report(report, html)
+        out = public_result(res, per_target=per_target)
+        out["report"] = str(report) if report else None
+        out["ledger_path"] = str(ledger_path)
+        out["provenance"] = str(prov_path)
+        out["seeded"] = bool(led.get("seeded"))
+        return out
+
+    emit(run(body), json_out, _human_reproduce)
+
+
 def register(app: typer.Typer) -> None:
     soc = typer.Typer(
         help="Private social recommendations (Korolova thesis ch. 5).", no_args_is_help=True
     )
     app.add_typer(soc, name="social")
-
-    @soc.command("recommend")
-    def recommend_cmd(
-        graph: GraphOpt,
-        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
-        epsilon: EpsOpt,
-        mechanism: Annotated[
-            str,
-            typer.Option(
-                "--mechanism", help="exponential | laplace | permute_and_flip | smoothing"
-            ),
-        ],
-        utility: Annotated[
-            str, typer.Option("--utility", help="common_neighbours | weighted_paths")
-        ] = "common_neighbours",
-        gamma: Annotated[
-            str | None, typer.Option("--gamma", help="weighted paths: γ, e.g. 0.005")
-        ] = None,
-        degree_bound: Annotated[
-            int | None,
-            typer.Option("--degree-bound", help="weighted paths: public maximum degree D"),
-        ] = None,
-        target: Annotated[
-            list[int] | None, typer.Option("--target", help="target node id (repeatable)")
-        ] = None,
-        all_targets: Annotated[
-            bool,
-            typer.Option("--all-targets", help="one recommendation for every node of the universe"),
-        ] = False,
-        node_list: NodeListOpt = None,
-        nodes: NodesOpt = None,
-        public_node_set: PublicNodeSetOpt = False,
-        seed: SeedOpt = None,
-        overwrite: OverwriteOpt = False,
-        provenance: ProvenanceOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """One ε-DP recommendation per target (for edges not incident to it) over a PUBLIC node
-        universe; writes recommendations.tsv + ledger.json, and the private provenance record
-        beside them."""
-
-        def body() -> dict[str, Any]:
-            if not target and not all_targets:
-                raise InvalidParameterError(
-                    "target", None, "--target ID (repeatable) or --all-targets"
-                )
-            if target and all_targets:
-                raise InvalidParameterError("target", target, "either --target or --all-targets")
-            util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
-            universe = node_universe(graph, node_list, nodes, public_node_set)
-            with progress(not json_out) as step:
-                done = step("recommending")
-                res = release_recommendations(
-                    graph, out, universe=universe, utility=util, mechanism_name=mechanism,
-                    epsilon=epsilon, targets=None if all_targets else target,
-                    rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
-                )  # fmt: skip
-                done()
-            return res
-
-        emit(run(body), json_out, _human_recommend)
-
-    @soc.command("accuracy")
-    def accuracy_cmd(
-        nodes: Annotated[float, typer.Option("--nodes", help="n: number of nodes")],
-        c: Annotated[float, typer.Option("--c", help="c in (0, 1]")],
-        k: Annotated[float, typer.Option("--k", help="nodes with utility > (1−c)·u_max")],
-        t: Annotated[float, typer.Option("--t", help="edge changes to make a low node the best")],
-        epsilon: EpsOpt,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Corollary 1: the best accuracy any monotone ε-DP recommender can guarantee."""
-
-        def body() -> dict[str, Any]:
-            bound = corollary1(n=nodes, c=c, k=k, t=t, epsilon=epsilon)
-            return {
-                "formula": "1 - c(n-k)/(n-k+(k+1)e^(eps t))  (Korolova thesis, Corollary 1)",
-                "n": nodes, "c": c, "k": k, "t": t, "epsilon": epsilon,
-                "accuracy_upper_bound": bound,
-                "accuracy_upper_bound_2dp": f"{bound:.2f}",
-            }  # fmt: skip
-
-        def human(r: dict[str, Any]) -> None:
-            out_console.print(
-                f"accuracy ≤ {r['accuracy_upper_bound_2dp']} "
-                f"({r['accuracy_upper_bound']:.6f}) for n={nodes:g}, c={c:g}, k={k:g}, t={t:g}, "
-                f"ε={epsilon:g}"
-            )
-
-        emit(run(body), json_out, human)
-
-    @soc.command("reproduce")
-    def reproduce_cmd(
-        graph: GraphOpt,
-        report: Annotated[
-            Path | None, typer.Option("--report", help="HTML report to write")
-        ] = None,
-        ledger: Annotated[
-            Path | None,
-            typer.Option("--ledger", help="ledger JSON (default: <report>.ledger.json)"),
-        ] = None,
-        epsilons: Annotated[str, typer.Option("--epsilons", help="comma list")] = "0.5,1,3",
-        gammas: Annotated[str, typer.Option("--gammas", help="comma list")] = "0.05,0.005,0.0005",
-        fraction: Annotated[
-            float, typer.Option("--target-fraction", help="share of nodes used as targets")
-        ] = 0.1,
-        per_target: Annotated[
-            bool, typer.Option("--per-target", help="include per-target accuracies in --json")
-        ] = False,
-        node_list: NodeListOpt = None,
-        nodes: NodesOpt = None,
-        public_node_set: PublicNodeSetOpt = False,
-        seed: SeedOpt = None,
-        provenance: ProvenanceOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """The thesis's §5.5 experiments on a graph (accuracy CDFs, bound, findings)."""
-
-        def body() -> dict[str, Any]:
-            try:
-                eps = tuple(float(x) for x in epsilons.split(",") if x.strip())
-            except ValueError:
-                raise InvalidParameterError(
-                    "epsilons", epsilons, "comma-separated numbers"
-                ) from None
-            gam = tuple(x.strip() for x in gammas.split(",") if x.strip())
-            cfg = ExperimentConfig(epsilons=eps, gammas=gam, target_fraction=fraction)
-            ledger_path = ledger or (
-                report.with_name(report.name + ".ledger.json") if report else None
-            )
-            if ledger_path is None:
-                raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
-            prov_path = provenance_path(ledger_path, provenance)
-            for p in (report, ledger_path, prov_path):
-                if p is not None and not p.parent.exists():
-                    raise InvalidParameterError("report", str(p), "a path whose directory exists")
-            universe = node_universe(graph, node_list, nodes, public_node_set)
-            rng = make_rng(seed)
-            with progress(not json_out) as step:
-                done = step(f"reading {graph.name}")
-                g = load_graph(graph, universe)
-                done()
-                res = run_experiments(g, rng, cfg, step=step)
-            led = experiment_ledger(g, rng, cfg, universe)
-            prov = build_provenance(
-                inputs=[{**g.describe(), "role": "graph", "path": str(graph)}],
-                figures={"results_summary": public_result(res)["runs"]},
-            )
-            html = social_report(res) if report else None
-            write_json_atomic(ledger_path, led)
-            write_private_json(prov_path, prov)
-            if html is not None and report is not None:
-                write_report(report, html)
-            out = public_result(res, per_target=per_target)
-            out["report"] = str(report) if report else None
-            out["ledger_path"] = str(ledger_path)
-            out["provenance"] = str(prov_path)
-            out["seeded"] = bool(led.get("seeded"))
-            return out
-
-        emit(run(body), json_out, _human_reproduce)
+    soc.command("recommend")(recommend_cmd)
+    soc.command("accuracy")(accuracy_cmd)
+    soc.command("reproduce")(reproduce_cmd)

@@ -10,7 +10,12 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    DeltaOpt,
+    EpsilonOpt,
+    HtmlReportOpt,
     JsonOpt,
+    OutDirOpt,
+    OutFmtOpt,
     OverwriteOpt,
     SeedOpt,
     emit,
@@ -27,7 +32,6 @@ from searchveil.tabular.api import ModelParams, load, run_model, table_stats, wr
 from searchveil.tabular.lattice import Lattice
 from searchveil.tabular.recoding import advise
 from searchveil.tabular.reproduce import METHODS, compare_methods, compare_report, reproduce, split
-from searchveil.validate import check_choice
 
 TableArg = Annotated[Path, typer.Argument(help="table: CSV/TSV (';' ok, CRLF ok) or Parquet")]
 HierOpt = Annotated[
@@ -43,6 +47,83 @@ QiOpt = Annotated[
         "--qi",
         help="comma-separated quasi-identifiers (default: columns "
         "with a hierarchy, except the last column)",
+    ),
+]
+
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        help="dp (DP global recoding, defaults by the advisor) | fouad2014 (the paper's "
+        "DP sampler, reproduction) | safepub | kanon | aggregate | threshold (not DP)",
+    ),
+]
+BetaOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--beta",
+        help="dp/fouad2014: probability that a record is NOT sampled (paper's β; dp: "
+        "default chosen by the advisor)",
+    ),
+]
+Theta0Opt = Annotated[
+    float | None,
+    typer.Option("--theta0", help="fouad2014: every output row generalizes ≥ θ₀·|D| input records"),
+]
+Theta1Opt = Annotated[
+    float,
+    typer.Option("--theta1", help="fouad2014: θ is uniform in (θ₀, θ₁) (paper: θ₁ = 1)"),
+]
+ScoreOpt = Annotated[
+    str,
+    typer.Option(
+        "--score",
+        help="dp: selection score: auto (classification when the table has non-QI "
+        "columns, else fouad) | classification | fouad (the paper's utility u)",
+    ),
+]
+SelectionShareOpt = Annotated[
+    float, typer.Option("--selection-share", help="dp: share of ε for the selection")
+]
+MaxRecordsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-records",
+        help="dp/safepub: a PUBLIC upper bound on the number of records you declare "
+        "(default: a DP count, 2 % of ε for dp, 1 % for safepub)",
+    ),
+]
+TabProvenanceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--provenance",
+        help="where the PRIVATE provenance record goes (default OUT.private.json)",
+    ),
+]
+LamOpt = Annotated[float, typer.Option("--lambda", help="λ of eq. (2)")]
+KappaOpt = Annotated[int, typer.Option("--kappa", help="κ of eq. (2)")]
+Phi0Opt = Annotated[
+    float | None,
+    typer.Option("--phi0", help="risk floor φ₀ (default: smallest positive node weight)"),
+]
+UtilityOpt = Annotated[str, typer.Option("--utility", help="depth | inverse | log")]
+SharpnessOpt = Annotated[
+    float,
+    typer.Option("--utility-sharpness", help="fouad2014: extra weight on u^κ (no privacy cost)"),
+]
+COpt = Annotated[float | None, typer.Option("--c", help="threshold: risk bound c")]
+KOpt = Annotated[int | None, typer.Option("--k", help="kanon: k")]
+MaxSuppressionOpt = Annotated[
+    float,
+    typer.Option("--max-suppression", help="kanon: fraction of records that may be suppressed"),
+]
+StepsOpt = Annotated[int, typer.Option("--steps", help="safepub: search steps")]
+SideTableOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--side-table",
+        help="PUBLIC side table Θ, independent of the input (default Θ = the input); "
+        "a Θ derived from the input voids the DP guarantee",
     ),
 ]
 
@@ -62,349 +143,298 @@ def _kv(title: str, r: dict[str, Any]) -> None:
     out_console.print(t)
 
 
+def stats(
+    table: TableArg, hierarchies: HierOpt, qi: QiOpt = None, json_out: JsonOpt = False
+) -> None:
+    """Validate a table against its hierarchies; describe the generalization lattice."""
+
+    def body() -> None:
+        s = table_stats(load(table, hierarchies, _qi(qi)))
+
+        def human(r: dict[str, Any]) -> None:
+            _kv(
+                f"{r['file']}",
+                {
+                    "rows": r["rows"],
+                    "lattice size": r["lattice_size"],
+                    "distinct QI tuples": r["distinct_qi_tuples"],
+                },
+            )
+            for q in r["quasi_identifiers"]:
+                out_console.print(
+                    f"  {q['attribute']}: height {q['height']}, "
+                    f"{q['leaves']} leaves ({q['distinct_in_table']} used)"
+                )
+
+        emit(s, json_out, human)
+
+    run(body)
+
+
+def _print_advice(t: Any, params: ModelParams) -> None:
+    """The advisor's split of the dp model's budget, on stderr."""
+    assert params.epsilon is not None and params.delta is not None
+    adv = advise(
+        params.epsilon,
+        params.delta,
+        lattice_size=Lattice(tuple(h.height for h in t.hierarchies)).size,
+        beta=params.beta,
+        count=params.max_records is None,
+        selection_share=params.selection_share,
+    )
+    err_console.print(
+        f"advisor: ε = {adv.eps_count:.3g} (count) + {adv.eps_select:.3g} "
+        f"(selection) + {adv.eps_anon:.3g} (sampling); keep p = "
+        f"{adv.keep_probability:.3f} (β = {adv.beta:.3f}, {adv.rule}); "
+        f"k = {adv.k}; δ = {adv.delta_anon:.3g} + slack",
+        highlight=False,
+    )
+
+
+def _anonymize_result(
+    out: Path, provenance: Path | None, led: dict[str, Any], prov: dict[str, Any]
+) -> dict[str, Any]:
+    """The command's summary of a written release."""
+    return {
+        "out": str(out),
+        "provenance": str(provenance_path(out, provenance)),
+        "mechanism": led["mechanism"],
+        "notion": led["notion"],
+        "epsilon": led["epsilon"],
+        "delta": led["delta"],
+        "seeded": led["seeded"],
+        "parameters": led["parameters"],
+        "noisy": led["noisy"],
+        "summary": prov["report"],
+        "metrics": prov["figures"]["metrics"],
+    }
+
+
+def _human_anonymize(r: dict[str, Any]) -> None:
+    _kv(
+        f"{r['mechanism']} → {r['out']}",
+        {
+            "guarantee": r["notion"],
+            "ε": r["epsilon"],
+            "δ": r["delta"],
+            "k": r["parameters"].get("k", r["noisy"].get("k")),
+            "keep probability": r["parameters"].get(
+                "keep_probability", r["parameters"].get("sampling_probability")
+            ),
+            "level vector": r["noisy"].get("level"),
+            **r["summary"],
+            **{k2: v for k2, v in r["metrics"].items()},
+        },
+    )
+    n_rel = r["summary"].get("released", 0)
+    out_console.print(
+        f"released {n_rel:,} of {r['metrics']['records']:,} records "
+        f"({100 * r['metrics']['released_fraction']:.1f} %); private figures in "
+        f"{r['provenance']} (do not publish)"
+    )
+    if r["seeded"]:
+        out_console.print("SEEDED randomness: reproducible experiment, NOT FOR RELEASE")
+
+
+def anonymize(
+    table: TableArg,
+    hierarchies: HierOpt,
+    out: OutDirOpt,
+    model: ModelOpt = "dp",
+    epsilon: EpsilonOpt = None,
+    delta: DeltaOpt = None,
+    beta: BetaOpt = None,
+    theta0: Theta0Opt = None,
+    theta1: Theta1Opt = 1.0,
+    score: ScoreOpt = "auto",
+    selection_share: SelectionShareOpt = 0.15,
+    max_records: MaxRecordsOpt = None,
+    provenance: TabProvenanceOpt = None,
+    lam: LamOpt = 1.0,
+    kappa: KappaOpt = 1,
+    phi0: Phi0Opt = None,
+    utility: UtilityOpt = "depth",
+    sharpness: SharpnessOpt = 0.0,
+    c: COpt = None,
+    k: KOpt = None,
+    max_suppression: MaxSuppressionOpt = 0.0,
+    steps: StepsOpt = 100,
+    side_table: SideTableOpt = None,
+    qi: QiOpt = None,
+    output_format: OutFmtOpt = "tsv",
+    seed: SeedOpt = None,
+    overwrite: OverwriteOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Release TABLE generalized by a model.
+
+    Writes `table` + ledger.json atomically, and the PRIVATE provenance record beside them."""
+
+    def body() -> None:
+        rng = make_rng(seed)
+        with progress(not json_out) as step:
+            done = step("reading")
+            t = load(table, hierarchies, _qi(qi))
+            theta = load(side_table, hierarchies, list(t.qi)) if side_table else None
+            done()
+            done = step(f"model {model}")
+            params = ModelParams(
+                epsilon=epsilon,
+                delta=delta,
+                beta=beta,
+                theta0=theta0,
+                theta1=theta1,
+                lam=lam,
+                kappa=kappa,
+                phi0=phi0,
+                utility=utility,
+                c=c,
+                k=k,
+                max_suppression=max_suppression,
+                steps=steps,
+                utility_sharpness=sharpness,
+                score=score,
+                selection_share=selection_share,
+                max_records=max_records,
+            )
+            if model == "dp" and epsilon is not None and delta is not None and not json_out:
+                _print_advice(t, params)
+            rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
+            done()
+            done = step("writing")
+            led, prov = write_release(
+                out,
+                rel,
+                meas,
+                rng=rng,
+                overwrite=overwrite,
+                fmt=output_format,
+                side_table=theta,
+                provenance=provenance,
+            )
+            done()
+        res = _anonymize_result(out, provenance, led, prov)
+
+        emit(res, json_out, _human_anonymize)
+
+    run(body)
+
+
+def compare_cmd(
+    table: TableArg,
+    hierarchies: HierOpt,
+    epsilon: Annotated[
+        list[float] | None,
+        typer.Option("--epsilon", help="ε (repeat for several; no default)"),
+    ] = None,
+    delta: DeltaOpt = None,
+    test: Annotated[
+        Path | None,
+        typer.Option("--test", help="held-out table (default: 80/20 split of TABLE)"),
+    ] = None,
+    methods: Annotated[
+        str, typer.Option("--methods", help="comma-separated: " + ",".join(METHODS))
+    ] = "dp,safepub,aim,mst",
+    report: HtmlReportOpt = None,
+    qi: QiOpt = None,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Compare ours, SafePub, the paper's sampler and AIM/MST at the same (ε, δ).
+
+    All methods (AIM, MST; optional extra) run on the same split: released share, granularity
+    loss, naive-Bayes and logistic-regression accuracy on held-out records, runtime. An
+    experiment on your data: the figures are computed from the exact input (do not publish
+    them)."""
+
+    def body() -> None:
+        if not epsilon:
+            raise InvalidParameterError("epsilon", None, "one or more values (no default)")
+        if delta is None:
+            raise InvalidParameterError("delta", None, "a value (no default)")
+        ms = [m.strip() for m in methods.split(",") if m.strip()]
+        t = load(table, hierarchies, _qi(qi))
+        if test is None:
+            train, held = split(t, seed or 0)
+        else:
+            train, held = t, load(test, hierarchies, list(t.qi))
+        rows = compare_methods(train, held, epsilons=list(epsilon), delta=delta, methods=ms,
+                               seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
+        res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
+        if report is not None:
+            write_report(report, compare_report(rows, train, held))
+            res["report"] = str(report)
+
+        def human(r: dict[str, Any]) -> None:
+            tt = Table(title=f"train {r['train']:,} / test {r['test']:,}")
+            for c in ("method", "ε", "released", "granularity", "NB", "LR", "s"):
+                tt.add_column(c)
+            for x in r["rows"]:
+                if "error" in x or "skipped" in x:
+                    continue
+
+                def f(v: Any) -> str:
+                    return "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+                tt.add_row(x["method"], f(x.get("epsilon")), f(x.get("released_fraction")),
+                           f(x.get("granularity_loss")), f(x.get("nb_accuracy")),
+                           f(x.get("lr_accuracy")), f(x.get("seconds")))  # fmt: skip
+            out_console.print(tt)
+            for x in r["rows"]:
+                if "error" in x or "skipped" in x:
+                    out_console.print(
+                        f"not run: {x['method']} at ε={x['epsilon']}: "
+                        f"{x.get('error') or x.get('skipped')}"
+                    )
+            if r.get("report"):
+                out_console.print(f"report: {r['report']}")
+
+        emit(res, json_out, human)
+
+    run(body)
+
+
+def reproduce_cmd(
+    data: Annotated[
+        Path, typer.Option("--data", help="directory with adult.csv and its hierarchies")
+    ] = Path("../shared/data/adult"),
+    report: HtmlReportOpt = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="smaller grids (minutes → seconds)")
+    ] = False,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
+
+    def body() -> None:
+        with progress(not json_out) as step:
+            done = step("experiments")
+            res = reproduce(data, report=report, quick=quick, seed=seed or 0)
+            done()
+
+        def human(r: dict[str, Any]) -> None:
+            out_console.print(f"report: {r.get('report')}")
+            for row in r["comparison"]:
+                if "error" in row or "skipped" in row:
+                    continue
+                out_console.print(
+                    f"{row['method']:40s} ε={row.get('epsilon')} released="
+                    f"{row.get('released_fraction')} NB={row.get('nb_accuracy')} "
+                    f"LR={row.get('lr_accuracy')}"
+                )
+
+        emit(res, json_out, human)
+
+    run(body)
+
+
 def register(app: typer.Typer) -> None:
     tab = typer.Typer(
         help="Tabular releases over generalization hierarchies.", no_args_is_help=True
     )
     app.add_typer(tab, name="tabular")
-
-    @tab.command("stats")
-    def stats(
-        table: TableArg, hierarchies: HierOpt, qi: QiOpt = None, json_out: JsonOpt = False
-    ) -> None:
-        """Validate a table against its hierarchies and describe the generalization lattice."""
-
-        def body() -> None:
-            s = table_stats(load(table, hierarchies, _qi(qi)))
-
-            def human(r: dict[str, Any]) -> None:
-                _kv(
-                    f"{r['file']}",
-                    {
-                        "rows": r["rows"],
-                        "lattice size": r["lattice_size"],
-                        "distinct QI tuples": r["distinct_qi_tuples"],
-                    },
-                )
-                for q in r["quasi_identifiers"]:
-                    out_console.print(
-                        f"  {q['attribute']}: height {q['height']}, "
-                        f"{q['leaves']} leaves ({q['distinct_in_table']} used)"
-                    )
-
-            emit(s, json_out, human)
-
-        run(body)
-
-    @tab.command("anonymize")
-    def anonymize(
-        table: TableArg,
-        hierarchies: HierOpt,
-        out: Annotated[Path, typer.Option("--out", help="release directory to create")],
-        model: Annotated[
-            str,
-            typer.Option(
-                "--model",
-                help="dp (DP global recoding, defaults by the advisor) | fouad2014 (the paper's "
-                "DP sampler, reproduction) | safepub | kanon | aggregate | threshold (not DP)",
-            ),
-        ] = "dp",
-        epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")] = None,
-        delta: Annotated[float | None, typer.Option("--delta", help="δ (no default)")] = None,
-        beta: Annotated[
-            float | None,
-            typer.Option(
-                "--beta",
-                help="dp/fouad2014: probability that a record is NOT sampled (paper's β; dp: "
-                "default chosen by the advisor)",
-            ),
-        ] = None,
-        theta0: Annotated[
-            float | None,
-            typer.Option(
-                "--theta0", help="fouad2014: every output row generalizes ≥ θ₀·|D| input records"
-            ),
-        ] = None,
-        theta1: Annotated[
-            float,
-            typer.Option("--theta1", help="fouad2014: θ is uniform in (θ₀, θ₁) (paper: θ₁ = 1)"),
-        ] = 1.0,
-        score: Annotated[
-            str,
-            typer.Option(
-                "--score",
-                help="dp: selection score: auto (classification when the table has non-QI "
-                "columns, else fouad) | classification | fouad (the paper's utility u)",
-            ),
-        ] = "auto",
-        selection_share: Annotated[
-            float, typer.Option("--selection-share", help="dp: share of ε for the selection")
-        ] = 0.15,
-        max_records: Annotated[
-            int | None,
-            typer.Option(
-                "--max-records",
-                help="dp/safepub: a PUBLIC upper bound on the number of records you declare "
-                "(default: a DP count, 2 % of ε for dp, 1 % for safepub)",
-            ),
-        ] = None,
-        provenance: Annotated[
-            Path | None,
-            typer.Option(
-                "--provenance",
-                help="where the PRIVATE provenance record goes (default OUT.private.json)",
-            ),
-        ] = None,
-        lam: Annotated[float, typer.Option("--lambda", help="λ of eq. (2)")] = 1.0,
-        kappa: Annotated[int, typer.Option("--kappa", help="κ of eq. (2)")] = 1,
-        phi0: Annotated[
-            float | None,
-            typer.Option("--phi0", help="risk floor φ₀ (default: smallest positive node weight)"),
-        ] = None,
-        utility: Annotated[str, typer.Option("--utility", help="depth | inverse | log")] = "depth",
-        sharpness: Annotated[
-            float,
-            typer.Option(
-                "--utility-sharpness", help="fouad2014: extra weight on u^κ (no privacy cost)"
-            ),
-        ] = 0.0,
-        c: Annotated[float | None, typer.Option("--c", help="threshold: risk bound c")] = None,
-        k: Annotated[int | None, typer.Option("--k", help="kanon: k")] = None,
-        max_suppression: Annotated[
-            float,
-            typer.Option(
-                "--max-suppression", help="kanon: fraction of records that may be suppressed"
-            ),
-        ] = 0.0,
-        steps: Annotated[int, typer.Option("--steps", help="safepub: search steps")] = 100,
-        side_table: Annotated[
-            Path | None,
-            typer.Option(
-                "--side-table",
-                help="PUBLIC side table Θ, independent of the input (default Θ = the input); "
-                "a Θ derived from the input voids the DP guarantee",
-            ),
-        ] = None,
-        qi: QiOpt = None,
-        output_format: Annotated[
-            str, typer.Option("--output-format", help="tsv | parquet")
-        ] = "tsv",
-        seed: SeedOpt = None,
-        overwrite: OverwriteOpt = False,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Release TABLE generalized by a model; writes `table` + ledger.json atomically."""
-
-        def body() -> None:
-            rng = make_rng(seed)
-            with progress(not json_out) as step:
-                done = step("reading")
-                t = load(table, hierarchies, _qi(qi))
-                theta = load(side_table, hierarchies, list(t.qi)) if side_table else None
-                done()
-                done = step(f"model {model}")
-                params = ModelParams(
-                    epsilon=epsilon,
-                    delta=delta,
-                    beta=beta,
-                    theta0=theta0,
-                    theta1=theta1,
-                    lam=lam,
-                    kappa=kappa,
-                    phi0=phi0,
-                    utility=utility,
-                    c=c,
-                    k=k,
-                    max_suppression=max_suppression,
-                    steps=steps,
-                    utility_sharpness=sharpness,
-                    score=score,
-                    selection_share=selection_share,
-                    max_records=max_records,
-                )
-                if model == "dp" and epsilon is not None and delta is not None:
-                    adv = advise(
-                        epsilon,
-                        delta,
-                        lattice_size=Lattice(tuple(h.height for h in t.hierarchies)).size,
-                        beta=beta,
-                        count=max_records is None,
-                        selection_share=selection_share,
-                    )
-                    if not json_out:
-                        err_console.print(
-                            f"advisor: ε = {adv.eps_count:.3g} (count) + {adv.eps_select:.3g} "
-                            f"(selection) + {adv.eps_anon:.3g} (sampling); keep p = "
-                            f"{adv.keep_probability:.3f} (β = {adv.beta:.3f}, {adv.rule}); "
-                            f"k = {adv.k}; δ = {adv.delta_anon:.3g} + slack",
-                            highlight=False,
-                        )
-                rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
-                done()
-                done = step("writing")
-                led, prov = write_release(
-                    out,
-                    rel,
-                    meas,
-                    rng=rng,
-                    overwrite=overwrite,
-                    fmt=output_format,
-                    side_table=theta,
-                    provenance=provenance,
-                )
-                done()
-            res = {
-                "out": str(out),
-                "provenance": str(provenance_path(out, provenance)),
-                "mechanism": led["mechanism"],
-                "notion": led["notion"],
-                "epsilon": led["epsilon"],
-                "delta": led["delta"],
-                "seeded": led["seeded"],
-                "parameters": led["parameters"],
-                "noisy": led["noisy"],
-                "summary": prov["report"],
-                "metrics": prov["figures"]["metrics"],
-            }
-
-            def human(r: dict[str, Any]) -> None:
-                _kv(
-                    f"{r['mechanism']} → {r['out']}",
-                    {
-                        "guarantee": r["notion"],
-                        "ε": r["epsilon"],
-                        "δ": r["delta"],
-                        "k": r["parameters"].get("k", r["noisy"].get("k")),
-                        "keep probability": r["parameters"].get(
-                            "keep_probability", r["parameters"].get("sampling_probability")
-                        ),
-                        "level vector": r["noisy"].get("level"),
-                        **r["summary"],
-                        **{k2: v for k2, v in r["metrics"].items()},
-                    },
-                )
-                n_rel = r["summary"].get("released", 0)
-                out_console.print(
-                    f"released {n_rel:,} of {r['metrics']['records']:,} records "
-                    f"({100 * r['metrics']['released_fraction']:.1f} %); private figures in "
-                    f"{r['provenance']} (do not publish)"
-                )
-                if r["seeded"]:
-                    out_console.print("SEEDED randomness: reproducible experiment, NOT FOR RELEASE")
-
-            emit(res, json_out, human)
-
-        run(body)
-
-    @tab.command("compare")
-    def compare_cmd(
-        table: TableArg,
-        hierarchies: HierOpt,
-        epsilon: Annotated[
-            list[float] | None,
-            typer.Option("--epsilon", help="ε (repeat for several; no default)"),
-        ] = None,
-        delta: Annotated[float | None, typer.Option("--delta", help="δ (no default)")] = None,
-        test: Annotated[
-            Path | None,
-            typer.Option("--test", help="held-out table (default: 80/20 split of TABLE)"),
-        ] = None,
-        methods: Annotated[
-            str, typer.Option("--methods", help="comma-separated: " + ",".join(METHODS))
-        ] = "dp,safepub,aim,mst",
-        report: Annotated[Path | None, typer.Option("--report", help="HTML report")] = None,
-        qi: QiOpt = None,
-        seed: SeedOpt = 0,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Ours, SafePub, the paper's sampler and DP synthetic data (AIM, MST; optional extra)
-        at the same (ε, δ) on the same split: released share, granularity loss, naive-Bayes and
-        logistic-regression accuracy on held-out records, runtime. An experiment on your data:
-        the figures are computed from the exact input (do not publish them)."""
-
-        def body() -> None:
-            if not epsilon:
-                raise InvalidParameterError("epsilon", None, "one or more values (no default)")
-            if delta is None:
-                raise InvalidParameterError("delta", None, "a value (no default)")
-            ms = [m.strip() for m in methods.split(",") if m.strip()]
-            for m in ms:
-                check_choice("methods", m, METHODS)
-            t = load(table, hierarchies, _qi(qi))
-            if test is None:
-                train, held = split(t, seed or 0)
-            else:
-                train, held = t, load(test, hierarchies, list(t.qi))
-            rows = compare_methods(train, held, epsilons=list(epsilon), delta=delta, methods=ms,
-                                   seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
-            res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
-            if report is not None:
-                write_report(report, compare_report(rows, train, held))
-                res["report"] = str(report)
-
-            def human(r: dict[str, Any]) -> None:
-                tt = Table(title=f"train {r['train']:,} / test {r['test']:,}")
-                for c in ("method", "ε", "released", "granularity", "NB", "LR", "s"):
-                    tt.add_column(c)
-                for x in r["rows"]:
-                    if "error" in x or "skipped" in x:
-                        continue
-
-                    def f(v: Any) -> str:
-                        return (
-                            "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
-                        )
-
-                    tt.add_row(x["method"], f(x.get("epsilon")), f(x.get("released_fraction")),
-                               f(x.get("granularity_loss")), f(x.get("nb_accuracy")),
-                               f(x.get("lr_accuracy")), f(x.get("seconds")))  # fmt: skip
-                out_console.print(tt)
-                for x in r["rows"]:
-                    if "error" in x or "skipped" in x:
-                        out_console.print(
-                            f"not run: {x['method']} at ε={x['epsilon']}: "
-                            f"{x.get('error') or x.get('skipped')}"
-                        )
-                if r.get("report"):
-                    out_console.print(f"report: {r['report']}")
-
-            emit(res, json_out, human)
-
-        run(body)
-
-    @tab.command("reproduce")
-    def reproduce_cmd(
-        data: Annotated[
-            Path, typer.Option("--data", help="directory with adult.csv and its hierarchies")
-        ] = Path("../shared/data/adult"),
-        report: Annotated[
-            Path | None, typer.Option("--report", help="HTML report to write")
-        ] = None,
-        quick: Annotated[
-            bool, typer.Option("--quick", help="smaller grids (minutes → seconds)")
-        ] = False,
-        seed: SeedOpt = 0,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
-
-        def body() -> None:
-            with progress(not json_out) as step:
-                done = step("experiments")
-                res = reproduce(data, report=report, quick=quick, seed=seed or 0)
-                done()
-
-            def human(r: dict[str, Any]) -> None:
-                out_console.print(f"report: {r.get('report')}")
-                for row in r["comparison"]:
-                    if "error" in row or "skipped" in row:
-                        continue
-                    out_console.print(
-                        f"{row['method']:40s} ε={row.get('epsilon')} released="
-                        f"{row.get('released_fraction')} NB={row.get('nb_accuracy')} "
-                        f"LR={row.get('lr_accuracy')}"
-                    )
-
-            emit(res, json_out, human)
-
-        run(body)
+    tab.command("stats")(stats)
+    tab.command("anonymize")(anonymize)
+    tab.command("compare")(compare_cmd)
+    tab.command("reproduce")(reproduce_cmd)

@@ -17,6 +17,7 @@ from searchveil.social.experiments import ExperimentConfig, run_experiments, soc
 from searchveil.social.mechanisms import (
     ExponentialMechanism,
     LaplaceArgmax,
+    MechanismName,
     PermuteAndFlip,
     SmoothedSampling,
     make_mechanism,
@@ -25,6 +26,7 @@ from searchveil.social.recommend import recommend, release_recommendations
 from searchveil.social.utility import (
     CommonNeighbours,
     TargetUtilities,
+    UtilityName,
     WeightedPaths,
     target_utilities,
     utility_from_name,
@@ -35,9 +37,11 @@ __all__ = [
     "ExperimentConfig",
     "ExponentialMechanism",
     "LaplaceArgmax",
+    "MechanismName",
     "PermuteAndFlip",
     "SmoothedSampling",
     "TargetUtilities",
+    "UtilityName",
     "WeightedPaths",
     "corollary1",
     "exponential_accuracy",

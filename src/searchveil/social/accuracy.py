@@ -26,6 +26,7 @@ vector) and Lemma 10 (Laplace, two candidates).
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -249,11 +250,15 @@ def laplace_two_nodes(u1: float, u2: float, epsilon: float) -> float:
     return 1.0 - 0.5 * math.exp(-d) - d / (4.0 * math.exp(d))
 
 
+# the float-noise recommenders monte_carlo_accuracy can simulate (checks only, never a release)
+SimulatedMechanism = Literal["laplace", "permute_and_flip", "exponential"]
+
+
 def monte_carlo_accuracy(
     values: npt.ArrayLike,
     counts: npt.ArrayLike,
     *,
-    mechanism: str,
+    mechanism: SimulatedMechanism,
     epsilon: float,
     sensitivity: float,
     trials: int,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
@@ -66,12 +67,43 @@ __all__ = [
     "make_mechanism",
     "pick_member",
     "MECHANISM_NAMES",
+    "MechanismName",
+    "parse_mechanism",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-MECHANISM_NAMES = ("exponential", "laplace", "permute_and_flip", "smoothing")
+
+class MechanismName(StrEnum):
+    """The recommenders of thesis ch. 5: A_E, A_L, permute-and-flip, A_S."""
+
+    EXPONENTIAL = "exponential"
+    LAPLACE = "laplace"
+    PERMUTE_AND_FLIP = "permute_and_flip"
+    SMOOTHING = "smoothing"
+
+
+MECHANISM_NAMES = tuple(m.value for m in MechanismName)
+_MECHANISM_ALIASES = {
+    "a_e": MechanismName.EXPONENTIAL, "ae": MechanismName.EXPONENTIAL,
+    "a_l": MechanismName.LAPLACE, "al": MechanismName.LAPLACE,
+    "pf": MechanismName.PERMUTE_AND_FLIP,
+    "a_s": MechanismName.SMOOTHING, "as": MechanismName.SMOOTHING,
+}  # fmt: skip
+
+
+def parse_mechanism(name: MechanismName | str) -> MechanismName:
+    """A mechanism's name (any case, ``-`` for ``_``, or a short alias such as ``pf``) as a
+    :class:`MechanismName`; anything else raises :class:`InvalidParameterError`."""
+    if isinstance(name, MechanismName):
+        return name
+    key = name.strip().lower().replace("-", "_")
+    if key in _MECHANISM_ALIASES:
+        return _MECHANISM_ALIASES[key]
+    if key in MECHANISM_NAMES:
+        return MechanismName(key)
+    raise InvalidParameterError("mechanism", name, " | ".join(MECHANISM_NAMES))
 
 
 def epsilon_fraction(epsilon: float) -> Fraction:
@@ -415,15 +447,16 @@ class SmoothedSampling:
 Mechanism = ExponentialMechanism | LaplaceArgmax | PermuteAndFlip | SmoothedSampling
 
 
-def make_mechanism(name: str, *, epsilon: float, l1: Fraction, linf: Fraction) -> Mechanism:
-    """Build a mechanism by name with the sensitivity it is calibrated to."""
-    key = name.strip().lower().replace("-", "_")
-    if key in ("exponential", "a_e", "ae"):
+def make_mechanism(
+    name: MechanismName | str, *, epsilon: float, l1: Fraction, linf: Fraction
+) -> Mechanism:
+    """Build a mechanism by name (:func:`parse_mechanism`) with the sensitivity it is
+    calibrated to."""
+    kind = parse_mechanism(name)
+    if kind is MechanismName.EXPONENTIAL:
         return ExponentialMechanism(epsilon=epsilon, sensitivity=l1)
-    if key in ("laplace", "a_l", "al"):
+    if kind is MechanismName.LAPLACE:
         return LaplaceArgmax(epsilon=epsilon, sensitivity=l1)
-    if key in ("permute_and_flip", "pf"):
+    if kind is MechanismName.PERMUTE_AND_FLIP:
         return PermuteAndFlip(epsilon=epsilon, sensitivity=linf)
-    if key in ("smoothing", "a_s", "as"):
-        return SmoothedSampling(epsilon=epsilon)
-    raise InvalidParameterError("mechanism", name, " | ".join(MECHANISM_NAMES))
+    return SmoothedSampling(epsilon=epsilon)

@@ -42,6 +42,7 @@ from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
 from searchveil.rng import RandomSource
 from searchveil.social.mechanisms import (
     Mechanism,
+    MechanismName,
     PermuteAndFlip,
     SmoothedSampling,
     epsilon_fraction,
@@ -119,7 +120,7 @@ def release_recommendations(
     *,
     universe: NodeUniverse,
     utility: UtilityFunction,
-    mechanism_name: str,
+    mechanism_name: MechanismName | str,
     epsilon: float,
     targets: Sequence[int] | None,
     rng: RandomSource,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
@@ -49,6 +50,8 @@ __all__ = [
     "parse_gamma",
     "target_utilities",
     "utility_from_name",
+    "UtilityName",
+    "parse_utility",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -162,22 +165,48 @@ class WeightedPaths:
 UtilityFunction = CommonNeighbours | WeightedPaths
 
 
+class UtilityName(StrEnum):
+    """The utility functions of thesis §5.4."""
+
+    COMMON_NEIGHBOURS = "common_neighbours"
+    WEIGHTED_PATHS = "weighted_paths"
+
+
+_UTILITY_ALIASES = {
+    "common_neighbors": UtilityName.COMMON_NEIGHBOURS,
+    "cn": UtilityName.COMMON_NEIGHBOURS,
+    "wp": UtilityName.WEIGHTED_PATHS,
+}
+
+
+def parse_utility(name: UtilityName | str) -> UtilityName:
+    """A utility's name (any case, ``-`` for ``_``, or an alias: ``cn``, ``wp``,
+    ``common_neighbors``) as a :class:`UtilityName`; anything else raises
+    :class:`InvalidParameterError`."""
+    if isinstance(name, UtilityName):
+        return name
+    key = name.strip().lower().replace("-", "_")
+    if key in _UTILITY_ALIASES:
+        return _UTILITY_ALIASES[key]
+    try:
+        return UtilityName(key)
+    except ValueError:
+        raise InvalidParameterError("utility", name, "common_neighbours | weighted_paths") from None
+
+
 def utility_from_name(
-    name: str, *, gamma: str | float | None = None, degree_bound: int | None = None
+    name: UtilityName | str, *, gamma: str | float | None = None, degree_bound: int | None = None
 ) -> UtilityFunction:
     """``common_neighbours`` (alias ``cn``) or ``weighted_paths`` (``wp``; needs γ and D)."""
-    key = name.strip().lower().replace("-", "_")
-    if key in ("common_neighbours", "common_neighbors", "cn"):
+    if parse_utility(name) is UtilityName.COMMON_NEIGHBOURS:
         return CommonNeighbours()
-    if key in ("weighted_paths", "wp"):
-        if gamma is None:
-            raise InvalidParameterError("gamma", None, "a rational in (0, 1) for weighted_paths")
-        if degree_bound is None:
-            raise InvalidParameterError(
-                "degree_bound", None, "the public maximum degree D for weighted_paths"
-            )
-        return WeightedPaths(gamma=parse_gamma(gamma), degree_bound=int(degree_bound))
-    raise InvalidParameterError("utility", name, "common_neighbours | weighted_paths")
+    if gamma is None:
+        raise InvalidParameterError("gamma", None, "a rational in (0, 1) for weighted_paths")
+    if degree_bound is None:
+        raise InvalidParameterError(
+            "degree_bound", None, "the public maximum degree D for weighted_paths"
+        )
+    return WeightedPaths(gamma=parse_gamma(gamma), degree_bound=int(degree_bound))
 
 
 def _check_undirected(graph: Graph) -> None:

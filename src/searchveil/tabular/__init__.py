@@ -5,6 +5,6 @@ docs/privacy/tabular.md."""
 
 from __future__ import annotations
 
-from searchveil.tabular.api import ModelParams, load, run_model, table_stats, write_release
+from searchveil.tabular.api import Model, ModelParams, load, run_model, table_stats, write_release
 
-__all__ = ["ModelParams", "load", "run_model", "table_stats", "write_release"]
+__all__ = ["Model", "ModelParams", "load", "run_model", "table_stats", "write_release"]

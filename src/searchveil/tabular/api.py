@@ -4,6 +4,7 @@ model, write the release directory (generalized table + ``ledger.json``) atomica
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +15,37 @@ from searchveil.rng import RandomSource
 from searchveil.tabular.baselines import kanonymize, safepub
 from searchveil.tabular.hierarchy import EncodedTable, encode_table, load_hierarchies, read_table
 from searchveil.tabular.lattice import Lattice, distinct_records
-from searchveil.tabular.measures import Measures, make_measures
+from searchveil.tabular.measures import Measures, UtilityKind, make_measures
 from searchveil.tabular.metrics import release_metrics
-from searchveil.tabular.recoding import SELECTION_SHARE, anonymize_recoding, shuffle_release
+from searchveil.tabular.recoding import (
+    SELECTION_SHARE,
+    Score,
+    anonymize_recoding,
+    shuffle_release,
+)
 from searchveil.tabular.release import (
     TabularRelease,
     anonymize_aggregate,
     anonymize_dp,
     anonymize_threshold,
 )
-from searchveil.validate import check_choice
+from searchveil.validate import parse_choice
 
-__all__ = ["MODELS", "load", "table_stats", "run_model", "write_release", "ModelParams"]
+__all__ = ["MODELS", "Model", "load", "table_stats", "run_model", "write_release", "ModelParams"]
 
-MODELS = ("dp", "fouad2014", "aggregate", "threshold", "kanon", "safepub")
+
+class Model(StrEnum):
+    """The release models of ``searchveil tabular anonymize --model``."""
+
+    DP = "dp"
+    FOUAD2014 = "fouad2014"
+    AGGREGATE = "aggregate"
+    THRESHOLD = "threshold"
+    KANON = "kanon"
+    SAFEPUB = "safepub"
+
+
+MODELS = tuple(m.value for m in Model)
 NEIGHBOURING = "add or remove one record (row) of the input table"
 DECLARED = ("max_records",)
 
@@ -83,14 +101,14 @@ class ModelParams:
     lam: float = 1.0
     kappa: int = 1
     phi0: float | None = None
-    utility: str = "depth"
+    utility: UtilityKind | str = UtilityKind.DEPTH
     c: float | None = None
     k: int | None = None
     max_suppression: float = 0.0
     search_share: float = 0.1
     steps: int = 100
     utility_sharpness: float = 0.0
-    score: str = "auto"
+    score: Score | str = Score.AUTO
     selection_share: float = SELECTION_SHARE
     max_records: int | None = None
 
@@ -103,7 +121,7 @@ def _need(name: str, v: Any, model: str) -> Any:
 
 def run_model(
     t: EncodedTable,
-    model: str,
+    model: Model | str,
     p: ModelParams,
     *,
     rng: RandomSource,
@@ -111,7 +129,7 @@ def run_model(
 ) -> tuple[TabularRelease, Measures]:
     """Run one model. Every model's output rows come back in a uniformly random order drawn
     from ``rng`` (never the input's order: docs/privacy/tabular.md)."""
-    model = check_choice("model", model, MODELS)
+    model = parse_choice("model", model, Model)
     meas = make_measures(t.hierarchies, utility=p.utility, lam=p.lam, kappa=p.kappa, phi0=p.phi0)
     if model == "dp":
         rel = anonymize_recoding(

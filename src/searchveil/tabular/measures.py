@@ -22,22 +22,39 @@ Decisions (documented in docs/tabular.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 
 from searchveil.errors import InvalidParameterError
 from searchveil.tabular.hierarchy import Hierarchy
-from searchveil.validate import check_choice, check_int, check_nonnegative, check_positive
+from searchveil.validate import check_int, check_nonnegative, check_positive, parse_choice
 
-__all__ = ["Measures", "UTILITY_KINDS", "utility_table", "sensitivity_table", "make_measures"]
+__all__ = [
+    "Measures",
+    "UtilityKind",
+    "UTILITY_KINDS",
+    "utility_table",
+    "sensitivity_table",
+    "make_measures",
+]
 
-UTILITY_KINDS = ("depth", "inverse", "log")
+
+class UtilityKind(StrEnum):
+    """The utility ``d_i`` of a generalization level (§IV-A)."""
+
+    DEPTH = "depth"
+    INVERSE = "inverse"
+    LOG = "log"
 
 
-def utility_table(h: Hierarchy, kind: str) -> npt.NDArray[np.float64]:
+UTILITY_KINDS = tuple(k.value for k in UtilityKind)
+
+
+def utility_table(h: Hierarchy, kind: UtilityKind | str) -> npt.NDArray[np.float64]:
     """``d_i`` per leaf and level, ``(n_leaves, h+1)``."""
-    check_choice("utility", kind, UTILITY_KINDS)
+    kind = parse_choice("utility", kind, UtilityKind)
     n = h.leaf_counts().astype(np.float64)
     if kind == "inverse":
         return 1.0 / n
@@ -76,7 +93,7 @@ class Measures:
     lam: float
     kappa: int
     phi0: float
-    utility: str
+    utility: UtilityKind
 
     def per_record(
         self, leaves: npt.NDArray[np.int32]
@@ -117,13 +134,13 @@ class Measures:
 def make_measures(
     hierarchies: list[Hierarchy] | tuple[Hierarchy, ...],
     *,
-    utility: str = "depth",
+    utility: UtilityKind | str = UtilityKind.DEPTH,
     lam: float = 1.0,
     kappa: int = 1,
     phi0: float | None = None,
     leaf_weights: list[float] | None = None,
 ) -> Measures:
-    check_choice("utility", utility, UTILITY_KINDS)
+    utility = parse_choice("utility", utility, UtilityKind)
     lam = check_nonnegative("lam", lam)
     kappa = check_int("kappa", kappa, minimum=1, maximum=16)
     lw = leaf_weights or [1.0] * len(hierarchies)

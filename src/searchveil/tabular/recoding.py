@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -59,10 +60,11 @@ from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
 from searchveil.tabular.lattice import Lattice, distinct_records, refine_classes
 from searchveil.tabular.measures import Measures
 from searchveil.tabular.release import TabularRelease, generalized_frame, suppress_small
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
     "SCORES",
+    "Score",
     "Advice",
     "advise",
     "smallest_feasible_epsilon",
@@ -74,7 +76,17 @@ __all__ = [
     "G_BITS",
 ]
 
-SCORES = ("auto", "classification", "fouad")
+
+class Score(StrEnum):
+    """The selection score of the ``dp`` model (module docstring); ``auto`` picks
+    ``classification`` when the table has non-QI columns, else ``fouad``."""
+
+    AUTO = "auto"
+    CLASSIFICATION = "classification"
+    FOUAD = "fouad"
+
+
+SCORES = tuple(s.value for s in Score)
 G_BITS = 16  # g(c) is stored as floor(g(c)·2^16): integer scores, exact sums
 U_STEPS = 1024  # Fouad utility û(ℓ) = floor(1024·u(ℓ)/u_max)
 P_MIN, P_MAX = 0.05, 0.9
@@ -280,14 +292,16 @@ def lattice_scores(
     k: int,
     p: float,
     *,
-    score: str = "classification",
+    score: Score | str = Score.CLASSIFICATION,
     utility: npt.NDArray[np.int64] | None = None,
     gamma: tuple[int, int] = GAMMA,
 ) -> tuple[npt.NDArray[np.int64], int, bool, npt.NDArray[np.float64]]:
     """Integer scores of every level vector (lexicographic order), their sensitivity, whether
     they are monotone (adding a record never lowers a score) and the expected released records
     ``R/2^16`` per level vector (for reports; not released)."""
-    score = check_choice("score", score, SCORES[1:])
+    score = parse_choice("score", score, Score)
+    if score is Score.AUTO:  # lattice_scores needs the resolved score
+        raise InvalidParameterError("score", score.value, "one of 'classification', 'fouad'")
     ex, n_ex = _extra_codes(table)
     qi = table.leaves
     keys = np.concatenate([qi, ex[:, None].astype(np.int32)], axis=1)
@@ -376,7 +390,7 @@ class RecodingPlan:
     n_hat: int | None
     n_bound: int
     n_bound_source: str
-    score: str
+    score: Score
     gamma: float
     sensitivity: int
     monotone: bool
@@ -413,93 +427,35 @@ def shuffle_release(rel: TabularRelease, rng: RandomSource) -> TabularRelease:
     return rel
 
 
-def anonymize_recoding(
-    table: EncodedTable,
-    measures: Measures,
-    *,
-    epsilon: float,
-    delta: float,
-    rng: RandomSource,
-    beta: float | None = None,
-    max_records: int | None = None,
-    score: str = "auto",
-    selection_share: float = SELECTION_SHARE,
-) -> TabularRelease:
-    """The ``dp`` model (module docstring): ``(ε, δ)``-DP for adding/removing one record."""
-    score = check_choice("score", score, SCORES)
-    if max_records is not None:
-        max_records = check_int("max_records", max_records, minimum=1)
-    lat = Lattice(tuple(h.height for h in table.hierarchies))
-    adv = advise(
+def _infeasible(
+    adv: Advice, epsilon: float, delta: float, n_for_rule: float, lattice_size: int,
+    beta: float | None, max_records: int | None, selection_share: float,
+) -> InvalidParameterError:  # fmt: skip
+    """The error for an (ε, δ) at which the advisor's k suppresses too much: names the
+    smallest ε that works (or asks for a larger δ)."""
+    e_min = smallest_feasible_epsilon(
         epsilon,
         delta,
-        lattice_size=lat.size,
+        n_for_rule,
+        lattice_size=lattice_size,
         beta=beta,
         count=max_records is None,
         selection_share=selection_share,
     )
-    # 1. record count (charged) or the declared bound: the only use of the table's size
-    if max_records is None:
-        n_hat = _count(table.n, adv.eps_count, rng)
-        n_bound = max(n_hat, 1)
-        source = "DP count n̂ (charged ε_count)"
-        n_for_rule: float = max(n_hat, 0)
-    else:
-        n_hat, n_bound = None, max_records
-        source = "declared --max-records"
-        n_for_rule = max_records
-    if adv.delta >= 1.0 / n_bound:
-        raise InvalidParameterError(
-            "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
-        )
-    if not feasible(adv, n_for_rule):
-        e_min = smallest_feasible_epsilon(
-            epsilon,
-            delta,
-            n_for_rule,
-            lattice_size=lat.size,
-            beta=beta,
-            count=max_records is None,
-            selection_share=selection_share,
-        )
-        need = f"ε ≥ {e_min:g}" if e_min is not None else "a larger δ (no ε ≤ 20 works)"
-        raise InvalidParameterError(
-            "epsilon",
-            epsilon,
-            f"{need}: at ε = {epsilon:g} the advisor's k = {adv.k} (p = {adv.keep_probability:.3g})"
-            f" suppresses a class of {REF_SHARE:.0%} of ~{int(n_for_rule):,} records with "
-            "probability > 1/2",
-        )
-    # 2. selection of one level vector (ε_sel)
-    has_extra = len(table.frame.columns) > len(table.qi)
-    kind = score if score != "auto" else ("classification" if has_extra else "fouad")
-    util = utility_levels(measures, table.hierarchies) if kind == "fouad" else None
-    scores, sens, mono, _ = lattice_scores(
-        table, adv.k, adv.keep_probability, score=kind, utility=util
+    need = f"ε ≥ {e_min:g}" if e_min is not None else "a larger δ (no ε ≤ 20 works)"
+    return InvalidParameterError(
+        "epsilon",
+        epsilon,
+        f"{need}: at ε = {epsilon:g} the advisor's k = {adv.k} (p = {adv.keep_probability:.3g})"
+        f" suppresses a class of {REF_SHARE:.0%} of ~{int(n_for_rule):,} records with "
+        "probability > 1/2",
     )
-    chosen = select_level(scores, sens, mono, adv.eps_select, rng)
-    level = lat.levels()[chosen]
-    # 3. sampling + generalization + k-suppression (ε_anon, δ_anon), random output order
-    keep = bernoulli_sample(table.n, adv.keep_probability, rng)
-    sampled = np.flatnonzero(keep).astype(np.int64)
-    levels = np.repeat(level[None, :], sampled.size, axis=0)
-    frame = generalized_frame(table, sampled, levels)
-    ok = suppress_small(frame, adv.k)
-    rows, levels = sampled[ok], levels[ok]
-    frame = frame.filter(pl.Series(ok))
-    plan = RecodingPlan(
-        advice=adv,
-        n_hat=n_hat,
-        n_bound=n_bound,
-        n_bound_source=source,
-        score=kind,
-        gamma=GAMMA[0] / GAMMA[1],
-        sensitivity=sens,
-        monotone=mono,
-        level=level.tolist(),
-        lattice_size=lat.size,
-    )
-    slack = (1.0 + math.exp(adv.epsilon)) * adv.eta_fp
+
+
+def _recoding_events(
+    adv: Advice, n_hat: int | None, kind: Score, sens: int, slack: float
+) -> list[dict[str, Any]]:
+    """The ledger's privacy events of one ``dp`` run, in the order they are spent."""
     events: list[dict[str, Any]] = []
     if n_hat is not None:
         events.append(
@@ -528,6 +484,84 @@ def anonymize_recoding(
         },
         {"event": "exact-sampler slack", "delta": slack, "eta_fp": adv.eta_fp},
     ]
+    return events
+
+
+def anonymize_recoding(
+    table: EncodedTable,
+    measures: Measures,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: RandomSource,
+    beta: float | None = None,
+    max_records: int | None = None,
+    score: Score | str = Score.AUTO,
+    selection_share: float = SELECTION_SHARE,
+) -> TabularRelease:
+    """The ``dp`` model (module docstring): ``(ε, δ)``-DP for adding/removing one record."""
+    score = parse_choice("score", score, Score)
+    if max_records is not None:
+        max_records = check_int("max_records", max_records, minimum=1)
+    lat = Lattice(tuple(h.height for h in table.hierarchies))
+    adv = advise(
+        epsilon,
+        delta,
+        lattice_size=lat.size,
+        beta=beta,
+        count=max_records is None,
+        selection_share=selection_share,
+    )
+    # 1. record count (charged) or the declared bound: the only use of the table's size
+    if max_records is None:
+        n_hat = _count(table.n, adv.eps_count, rng)
+        n_bound = max(n_hat, 1)
+        source = "DP count n̂ (charged ε_count)"
+        n_for_rule: float = max(n_hat, 0)
+    else:
+        n_hat, n_bound = None, max_records
+        source = "declared --max-records"
+        n_for_rule = max_records
+    if adv.delta >= 1.0 / n_bound:
+        raise InvalidParameterError(
+            "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
+        )
+    if not feasible(adv, n_for_rule):
+        raise _infeasible(adv, epsilon, delta, n_for_rule, lat.size, beta, max_records,
+                          selection_share)  # fmt: skip
+    # 2. selection of one level vector (ε_sel)
+    has_extra = len(table.frame.columns) > len(table.qi)
+    kind = (
+        score if score is not Score.AUTO else (Score.CLASSIFICATION if has_extra else Score.FOUAD)
+    )
+    util = utility_levels(measures, table.hierarchies) if kind == "fouad" else None
+    scores, sens, mono, _ = lattice_scores(
+        table, adv.k, adv.keep_probability, score=kind, utility=util
+    )
+    chosen = select_level(scores, sens, mono, adv.eps_select, rng)
+    level = lat.levels()[chosen]
+    # 3. sampling + generalization + k-suppression (ε_anon, δ_anon), random output order
+    keep = bernoulli_sample(table.n, adv.keep_probability, rng)
+    sampled = np.flatnonzero(keep).astype(np.int64)
+    levels = np.repeat(level[None, :], sampled.size, axis=0)
+    frame = generalized_frame(table, sampled, levels)
+    ok = suppress_small(frame, adv.k)
+    rows, levels = sampled[ok], levels[ok]
+    frame = frame.filter(pl.Series(ok))
+    plan = RecodingPlan(
+        advice=adv,
+        n_hat=n_hat,
+        n_bound=n_bound,
+        n_bound_source=source,
+        score=kind,
+        gamma=GAMMA[0] / GAMMA[1],
+        sensitivity=sens,
+        monotone=mono,
+        level=level.tolist(),
+        lattice_size=lat.size,
+    )
+    slack = (1.0 + math.exp(adv.epsilon)) * adv.eta_fp
+    events = _recoding_events(adv, n_hat, kind, sens, slack)
     rel = TabularRelease(
         table,
         rows,

@@ -93,6 +93,40 @@ def suppress_small(frame: pl.DataFrame, k: int) -> npt.NDArray[np.bool_]:
     return counts.to_numpy() >= k
 
 
+def _sampler_events(plan: DPPlan) -> list[dict[str, Any]]:
+    """The ledger's privacy events of one ``fouad2014`` run (Algorithm 2), in order."""
+    return [
+        {
+            "event": "record count",
+            "mechanism": "discrete Laplace",
+            "epsilon": plan.eps_count,
+            "delta": 0.0,
+            "output": "noisy.n_hat",
+        },
+        {
+            "event": "exponential mechanism per record (Θ = D)"
+            if not plan.side_table
+            else "exponential mechanism per record (public side table: no privacy cost)",
+            "epsilon": plan.eps_em,
+            "delta": 0.0,
+            "eps_prime": plan.eps_prime,
+        },
+        {
+            "event": "Bernoulli sampling + k-suppression (Li, Qardaji & Su)",
+            "epsilon": plan.eps_anon,
+            "delta": plan.delta_anon,
+            "k": plan.k,
+            "keep_probability": plan.keep_probability,
+        },
+        {
+            "event": "accounting slack",
+            "delta": (1 + math.exp(plan.epsilon)) * (plan.eta_count + plan.eta_fp),
+            "eta_count": plan.eta_count,
+            "eta_fp": plan.eta_fp,
+        },
+    ]
+
+
 def anonymize_dp(
     table: EncodedTable,
     measures: Measures,
@@ -143,36 +177,6 @@ def anonymize_dp(
     k_used = max(plan.k, math.ceil(plan.theta0 * table.n))
     ok = suppress_small(frame, k_used)
     rows, levels, frame = sampled[ok], levels[ok], frame.filter(pl.Series(ok))
-    events: list[dict[str, Any]] = [
-        {
-            "event": "record count",
-            "mechanism": "discrete Laplace",
-            "epsilon": plan.eps_count,
-            "delta": 0.0,
-            "output": "noisy.n_hat",
-        },
-        {
-            "event": "exponential mechanism per record (Θ = D)"
-            if not plan.side_table
-            else "exponential mechanism per record (public side table: no privacy cost)",
-            "epsilon": plan.eps_em,
-            "delta": 0.0,
-            "eps_prime": plan.eps_prime,
-        },
-        {
-            "event": "Bernoulli sampling + k-suppression (Li, Qardaji & Su)",
-            "epsilon": plan.eps_anon,
-            "delta": plan.delta_anon,
-            "k": plan.k,
-            "keep_probability": plan.keep_probability,
-        },
-        {
-            "event": "accounting slack",
-            "delta": (1 + math.exp(plan.epsilon)) * (plan.eta_count + plan.eta_fp),
-            "eta_count": plan.eta_count,
-            "eta_fp": plan.eta_fp,
-        },
-    ]
     return TabularRelease(
         table,
         rows,
@@ -191,7 +195,7 @@ def anonymize_dp(
             "utility_sharpness": utility_sharpness,
             "t_side_table": t_theta,
         },
-        events=events,
+        events=_sampler_events(plan),
         info={"released": int(rows.size)},
         private={
             "sampled": int(sampled.size),

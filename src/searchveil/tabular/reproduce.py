@@ -16,6 +16,8 @@ Adult (the paper's Wal-Mart item table is not public), and ours vs SafePub.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,11 @@ from searchveil.tabular.models import (
     threshold_exact,
 )
 from searchveil.tabular.release import TabularRelease
+from searchveil.validate import parse_choice
 
-__all__ = ["reproduce", "compare_methods", "method_row", "split", "compare_report", "METHODS"]
+__all__ = [
+    "reproduce", "compare_methods", "method_row", "split", "compare_report", "METHODS", "Method"
+]  # fmt: skip
 
 TARGET = "salary-class"
 LAM_FIG4 = 0.5  # λ < 1: the aggregate optimum is full detail (λ ≥ 1: full suppression)
@@ -200,7 +205,19 @@ def _delta(t: EncodedTable) -> float:
 
 
 EPS_GRID = (0.5, 1.0, 2.0, 4.0)
-METHODS = ("dp", "safepub", "fouad2014", "aim", "mst")
+
+
+class Method(StrEnum):
+    """The methods ``tabular compare`` runs side by side."""
+
+    DP = "dp"
+    SAFEPUB = "safepub"
+    FOUAD2014 = "fouad2014"
+    AIM = "aim"
+    MST = "mst"
+
+
+METHODS = tuple(m.value for m in Method)
 LABELS = {
     "dp": "ours: dp (global recoding)",
     "safepub": "SafePub",
@@ -314,11 +331,12 @@ def compare_methods(
     *,
     epsilons: tuple[float, ...] | list[float] = EPS_GRID,
     delta: float,
-    methods: tuple[str, ...] | list[str] = METHODS,
+    methods: Sequence[Method | str] = METHODS,
     seed: int = 0,
     hier_dir: Path | None = None,
     baselines: bool = True,
 ) -> list[dict[str, Any]]:
+    methods = [parse_choice("methods", m, Method) for m in methods]
     rows = [
         method_row(m, train, test, epsilon=e, delta=delta, seed=seed, hier_dir=hier_dir)
         for e in epsilons

@@ -15,7 +15,7 @@ from searchveil.release.ump.constraints import (
     user_loads,
 )
 from searchveil.release.ump.metrics import ump_metrics
-from searchveil.release.ump.release import UmpParams, release_ump
+from searchveil.release.ump.release import UmpObjective, UmpParams, release_ump
 from searchveil.release.ump.reproduce import reproduce_tables
 from searchveil.release.ump.sampling import sample_users, sampled_log
 from searchveil.release.ump.solvers import (
@@ -28,6 +28,7 @@ from searchveil.release.ump.solvers import (
 
 __all__ = [
     "UmpInput",
+    "UmpObjective",
     "UmpParams",
     "Solution",
     "constraint_block",

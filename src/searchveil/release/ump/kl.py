@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import time
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -39,10 +40,24 @@ from scipy.optimize import Bounds, LinearConstraint, linprog, minimize
 
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.release.ump.solvers import Solution, greedy_fill, repair
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
-BREAKPOINTS = ("geometric", "uniform")
-KL_METHODS = ("pwl-lp",)
+
+class BreakpointSpacing(StrEnum):
+    """How the K breakpoints of the piecewise-linear KL objective are spaced (Appendix B)."""
+
+    GEOMETRIC = "geometric"
+    UNIFORM = "uniform"
+
+
+class KLMethod(StrEnum):
+    """KL-objective solvers."""
+
+    PWL_LP = "pwl-lp"
+
+
+BREAKPOINTS = tuple(x.value for x in BreakpointSpacing)
+KL_METHODS = tuple(x.value for x in KLMethod)
 
 
 def cels_bound(epsilon: float, delta: float) -> float:
@@ -52,10 +67,12 @@ def cels_bound(epsilon: float, delta: float) -> float:
     return min(eps / 2.0, -math.log1p(-dl))
 
 
-def breakpoints(output_size: float, k: int, kind: str = "geometric") -> npt.NDArray[np.float64]:
+def breakpoints(
+    output_size: float, k: int, kind: BreakpointSpacing | str = BreakpointSpacing.GEOMETRIC
+) -> npt.NDArray[np.float64]:
     """K breakpoints a_1 = 0 < … < a_K = |O| on [0, |O|]."""
     check_int("breakpoints", k, minimum=2)
-    check_choice("breakpoint_spacing", kind, BREAKPOINTS)
+    kind = parse_choice("breakpoint_spacing", kind, BreakpointSpacing)
     top = float(output_size)
     if top <= 0:
         raise InvalidParameterError("output_size", output_size, "a number > 0")

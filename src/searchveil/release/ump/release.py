@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -35,13 +36,13 @@ from searchveil.release.ump.constraints import (
     preprocess,
     privacy_bound,
 )
-from searchveil.release.ump.kl import KL_METHODS, cels_bound, solve_kl
+from searchveil.release.ump.kl import KLMethod, cels_bound, solve_kl
 from searchveil.release.ump.metrics import ump_metrics
 from searchveil.release.ump.sampling import sample_users, sampled_log
 from searchveil.release.ump.solvers import (
-    D_METHODS,
-    F_METHODS,
-    O_METHODS,
+    DMethod,
+    FMethod,
+    OMethod,
     Solution,
     repair,
     solve_dump,
@@ -49,9 +50,26 @@ from searchveil.release.ump.solvers import (
     solve_oump,
 )
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
-OBJECTIVES = ("size", "frequent", "diversity", "kl")
+
+class UmpObjective(StrEnum):
+    """What the UMP counts optimise: O-UMP, F-UMP, D-UMP, and CELS's KL loss."""
+
+    SIZE = "size"
+    FREQUENT = "frequent"
+    DIVERSITY = "diversity"
+    KL = "kl"
+
+
+OBJECTIVES = tuple(x.value for x in UmpObjective)
+# the solvers of each objective; the first is the default
+SOLVERS: dict[UmpObjective, type[StrEnum]] = {
+    UmpObjective.SIZE: OMethod,
+    UmpObjective.FREQUENT: FMethod,
+    UmpObjective.DIVERSITY: DMethod,
+    UmpObjective.KL: KLMethod,
+}
 NOTION = "(ε,δ)-probabilistic DP of the sampling given the counts (Hong et al. Thm 1)"
 
 
@@ -60,10 +78,10 @@ class UmpParams:
     """Parameters of a UMP release. ``solver`` depends on the objective: size → lp-greedy |
     lp-floor | mip; frequent → lp | mip; diversity → spe-violated | spe | mip."""
 
-    objective: str
+    objective: UmpObjective | str
     epsilon: float
     delta: float
-    solver: str | None = None
+    solver: StrEnum | str | None = None
     output_size: int | None = None
     min_support: float | None = None
     time_limit: float = 60.0
@@ -73,14 +91,13 @@ class UmpParams:
     parties: int = 1
 
     def __post_init__(self) -> None:
-        check_choice("objective", self.objective, OBJECTIVES)
+        objective = parse_choice("objective", self.objective, UmpObjective)
+        object.__setattr__(self, "objective", objective)
         check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
-        allowed = {
-            "size": O_METHODS, "frequent": F_METHODS, "diversity": D_METHODS, "kl": KL_METHODS
-        }  # fmt: skip
         if self.solver is not None:
-            check_choice("solver", self.solver, allowed[self.objective])
+            solver = parse_choice("solver", self.solver, SOLVERS[objective])
+            object.__setattr__(self, "solver", solver)
         if self.objective == "frequent":
             if self.output_size is None:
                 raise InvalidParameterError(
@@ -119,10 +136,7 @@ class UmpParams:
 
     @property
     def method(self) -> str:
-        default = {
-            "size": "lp-greedy", "frequent": "lp", "diversity": "spe-violated", "kl": "pwl-lp"
-        }  # fmt: skip
-        return self.solver or default[self.objective]
+        return self.solver or next(iter(SOLVERS[UmpObjective(self.objective)]))
 
     @property
     def b(self) -> float:

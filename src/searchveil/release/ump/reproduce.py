@@ -24,14 +24,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from searchveil.io.datasets import default_log_path
 from searchveil.io.readers import read_log
 from searchveil.model import SearchLog, click_histogram
-from searchveil.release.ump.constraints import constraint_matrix, preprocess, privacy_bound
+from searchveil.release.ump.constraints import (
+    UmpInput,
+    constraint_matrix,
+    preprocess,
+    privacy_bound,
+)
 from searchveil.release.ump.metrics import diff_ratio_histogram, frequent_pairs
 from searchveil.release.ump.sampling import sample_users
-from searchveil.release.ump.solvers import lp_relaxation, solve_dump, solve_fump, solve_oump
+from searchveil.release.ump.solvers import (
+    Solution,
+    lp_relaxation,
+    solve_dump,
+    solve_fump,
+    solve_oump,
+)
 from searchveil.rng import make_rng
 
 EXP_EPS = (1.001, 1.01, 1.1, 1.4, 1.7, 2.0, 2.3)
@@ -63,73 +75,9 @@ def reproduce_tables(
     t0 = time.perf_counter()
     inp = preprocess(click_histogram(log))
     m = constraint_matrix(inp)
-    rows: list[list[Any]] = []
-    lam: dict[tuple[float, float], int] = {}
-    # the LP is homogeneous in b (every right-hand side is b): solve once for b = 1, scale
-    lp_unit, _ = lp_relaxation(m, 1.0, -np.ones(m.shape[1]))
-    for ee in grid[0]:
-        for dl in grid[1]:
-            b = privacy_bound(math.log(ee), dl)
-            sol = solve_oump(
-                m, b, method="lp-greedy", search_seconds=search_seconds, lp_unit=lp_unit
-            )
-            lam[(ee, dl)] = int(sol.objective)
-            paper = PAPER_TABLE_3.get(ee, (None,) * 7)[DELTAS.index(dl)] if dl in DELTAS else None
-            rows.append(
-                [
-                    ee,
-                    dl,
-                    round(b, 6),
-                    round(sol.info["lp_optimum"], 2),
-                    sol.info["lp_floor"],
-                    int(sol.objective),
-                    paper,
-                ]  # fmt: skip
-            )
-    # D-UMP: SPE vs ours vs exact at the paper's Table 6 settings
-    d_rows = []
-    for ee, dl in ((1.1, 0.1), (1.4, 0.2), (1.7, 1e-3), (2.0, 0.5), (2.3, 0.8)):
-        b = privacy_bound(math.log(ee), dl)
-        spe = solve_dump(m, b, method="spe")
-        ours = solve_dump(m, b, method="spe-violated")
-        exact = solve_dump(m, b, method="mip", time_limit=mip_seconds)
-        gap = exact.info.get("mip_gap", float("nan"))
-        d_rows.append(
-            [
-                ee,
-                dl,
-                f"{spe.objective / inp.n_pairs:.2%}",
-                f"{ours.objective / inp.n_pairs:.2%}",
-                f"{exact.objective / inp.n_pairs:.2%}",
-                f"{gap:.3g}",
-                f"{spe.seconds:.3f}",
-                f"{ours.seconds:.3f}",
-                f"{exact.seconds:.1f}",
-            ]  # fmt: skip
-        )
-    # F-UMP at e^ε = 2, δ = 0.5 (§6.3): |O| as a share of λ, several s
-    b = privacy_bound(math.log(2.0), 0.5)
-    lam2 = lam.get((2.0, 0.5)) or int(solve_oump(m, b, search_seconds=search_seconds).objective)
-    f_rows = []
-    example = None
-    for share in (0.25, 0.5):
-        size = max(1, int(share * lam2))
-        for s in (1 / 100, 1 / 250, 1 / 500, 1 / 1000):
-            f = solve_fump(m, b, inp.c_ij, output_size=size, min_support=s)
-            fr = frequent_pairs(inp.c_ij, f.x, s)
-            f_rows.append(
-                [
-                    size,
-                    f"1/{round(1 / s)}",
-                    fr["frequent_in_input"],
-                    _fmt(fr["recall"]),
-                    _fmt(fr["precision"]),
-                    _fmt(fr["sum_support_distance"]),
-                    _fmt(fr["avg_support_distance"]),
-                ]  # fmt: skip
-            )
-            if share == 0.5 and s == 1 / 500:
-                example = f
+    rows, lam = _table3(m, grid, search_seconds)
+    d_rows = _dump_table(m, inp.n_pairs, mip_seconds)
+    f_rows, example = _fump_table(m, inp, lam, search_seconds)
     diff = None
     if example is not None:
         trip = sample_users(inp.c, example.x, rng=make_rng(2012))
@@ -186,28 +134,120 @@ def reproduce_tables(
             + PAPER_D_UMP_SPE
             + "; the paper's SPE drops pairs of satisfied users too, ours only of violated ones."
         ),
-        "plot": {
-            "xlabel": "δ",
-            "ylabel": "λ",
-            "xlog": True,
-            "series": [
-                {
-                    "label": f"ours, e^ε = {ee}",
-                    "x": list(grid[1]),
-                    "y": [lam[(ee, dl)] for dl in grid[1]],
-                }
-                for ee in grid[0]
-                if ee in (1.1, 2.0)
-            ]
-            + [
-                {
-                    "label": "paper, e^ε = 2.0",
-                    "x": list(DELTAS),
-                    "y": list(PAPER_TABLE_3[2.0]),
-                    "paper": True,
-                }  # fmt: skip
-            ],
-        },
+        "plot": _lambda_plot(lam, grid),
+    }
+
+
+def _table3(
+    m: sp.csr_matrix, grid: tuple[tuple[float, ...], tuple[float, ...]], search_seconds: float
+) -> tuple[list[list[Any]], dict[tuple[float, float], int]]:
+    """Table 3: λ (O-UMP) over e^ε × δ beside the printed values; also λ by (e^ε, δ)."""
+    rows: list[list[Any]] = []
+    lam: dict[tuple[float, float], int] = {}
+    # the LP is homogeneous in b (every right-hand side is b): solve once for b = 1, scale
+    lp_unit, _ = lp_relaxation(m, 1.0, -np.ones(m.shape[1]))
+    for ee in grid[0]:
+        for dl in grid[1]:
+            b = privacy_bound(math.log(ee), dl)
+            sol = solve_oump(
+                m, b, method="lp-greedy", search_seconds=search_seconds, lp_unit=lp_unit
+            )
+            lam[(ee, dl)] = int(sol.objective)
+            paper = PAPER_TABLE_3.get(ee, (None,) * 7)[DELTAS.index(dl)] if dl in DELTAS else None
+            rows.append(
+                [
+                    ee,
+                    dl,
+                    round(b, 6),
+                    round(sol.info["lp_optimum"], 2),
+                    sol.info["lp_floor"],
+                    int(sol.objective),
+                    paper,
+                ]  # fmt: skip
+            )
+    return rows, lam
+
+
+def _dump_table(m: sp.csr_matrix, n_pairs: int, mip_seconds: float) -> list[list[Any]]:
+    """D-UMP: SPE vs ours vs exact at the paper's Table 6 settings."""
+    d_rows = []
+    for ee, dl in ((1.1, 0.1), (1.4, 0.2), (1.7, 1e-3), (2.0, 0.5), (2.3, 0.8)):
+        b = privacy_bound(math.log(ee), dl)
+        spe = solve_dump(m, b, method="spe")
+        ours = solve_dump(m, b, method="spe-violated")
+        exact = solve_dump(m, b, method="mip", time_limit=mip_seconds)
+        gap = exact.info.get("mip_gap", float("nan"))
+        d_rows.append(
+            [
+                ee,
+                dl,
+                f"{spe.objective / n_pairs:.2%}",
+                f"{ours.objective / n_pairs:.2%}",
+                f"{exact.objective / n_pairs:.2%}",
+                f"{gap:.3g}",
+                f"{spe.seconds:.3f}",
+                f"{ours.seconds:.3f}",
+                f"{exact.seconds:.1f}",
+            ]  # fmt: skip
+        )
+    return d_rows
+
+
+def _fump_table(
+    m: sp.csr_matrix, inp: UmpInput, lam: dict[tuple[float, float], int], search_seconds: float
+) -> tuple[list[list[Any]], Solution | None]:
+    """F-UMP at e^ε = 2, δ = 0.5 (§6.3): |O| as a share of λ, several s; also the F-UMP output
+    whose DiffRatio is plotted."""
+    b = privacy_bound(math.log(2.0), 0.5)
+    lam2 = lam.get((2.0, 0.5)) or int(solve_oump(m, b, search_seconds=search_seconds).objective)
+    f_rows = []
+    example = None
+    for share in (0.25, 0.5):
+        size = max(1, int(share * lam2))
+        for s in (1 / 100, 1 / 250, 1 / 500, 1 / 1000):
+            f = solve_fump(m, b, inp.c_ij, output_size=size, min_support=s)
+            fr = frequent_pairs(inp.c_ij, f.x, s)
+            f_rows.append(
+                [
+                    size,
+                    f"1/{round(1 / s)}",
+                    fr["frequent_in_input"],
+                    _fmt(fr["recall"]),
+                    _fmt(fr["precision"]),
+                    _fmt(fr["sum_support_distance"]),
+                    _fmt(fr["avg_support_distance"]),
+                ]  # fmt: skip
+            )
+            if share == 0.5 and s == 1 / 500:
+                example = f
+    return f_rows, example
+
+
+def _lambda_plot(
+    lam: dict[tuple[float, float], int], grid: tuple[tuple[float, ...], tuple[float, ...]]
+) -> dict[str, Any]:
+    """λ against δ: ours at two e^ε, the paper's at e^ε = 2."""
+    return {
+        "xlabel": "δ",
+        "ylabel": "λ",
+        "xlog": True,
+        "series": [
+            {
+                "label": f"ours, e^ε = {ee}",
+                "x": list(grid[1]),
+                "y": [lam[(ee, dl)] for dl in grid[1]],
+            }
+            for ee in grid[0]
+            if ee in (1.1, 2.0)
+        ]
+        + [
+            {
+                "label": "paper, e^ε = 2.0",
+                "x": list(DELTAS),
+                "y": list(PAPER_TABLE_3[2.0]),
+                "paper": True,
+            }  # fmt: skip
+        ],
     }
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -30,11 +31,35 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from searchveil.errors import InternalError, InvalidParameterError
-from searchveil.validate import check_choice, check_positive
+from searchveil.validate import check_positive, parse_choice
 
-O_METHODS = ("lp-greedy", "lp-floor", "mip")
-F_METHODS = ("lp", "mip")
-D_METHODS = ("spe-violated", "spe", "mip")
+
+class OMethod(StrEnum):
+    """O-UMP (output size) solvers."""
+
+    LP_GREEDY = "lp-greedy"
+    LP_FLOOR = "lp-floor"
+    MIP = "mip"
+
+
+class FMethod(StrEnum):
+    """F-UMP (frequent pairs) solvers."""
+
+    LP = "lp"
+    MIP = "mip"
+
+
+class DMethod(StrEnum):
+    """D-UMP (diversity) solvers."""
+
+    SPE_VIOLATED = "spe-violated"
+    SPE = "spe"
+    MIP = "mip"
+
+
+O_METHODS = tuple(x.value for x in OMethod)
+F_METHODS = tuple(x.value for x in FMethod)
+D_METHODS = tuple(x.value for x in DMethod)
 
 
 @dataclass
@@ -211,7 +236,7 @@ def solve_oump(
     m: sp.csr_matrix,
     b: float,
     *,
-    method: str = "lp-greedy",
+    method: OMethod | str = OMethod.LP_GREEDY,
     time_limit: float = 60.0,
     search_seconds: float = 5.0,
     lp_unit: npt.NDArray[np.float64] | None = None,
@@ -221,7 +246,7 @@ def solve_oump(
     :func:`local_search` for ``search_seconds``. Every right-hand side equals b, so the LP is
     homogeneous: if ``lp_unit`` is optimal for b = 1, ``b · lp_unit`` is optimal for b (a grid
     over (ε, δ) needs one LP solve)."""
-    check_choice("method", method, O_METHODS)
+    method = parse_choice("method", method, OMethod)
     check_positive("time_limit", time_limit)
     t0 = time.perf_counter()
     n = m.shape[1]
@@ -258,11 +283,11 @@ def solve_fump(
     *,
     output_size: int,
     min_support: float,
-    method: str = "lp",
+    method: FMethod | str = FMethod.LP,
     time_limit: float = 60.0,
 ) -> Solution:
     """F-UMP: min Σ over frequent pairs (c_ij/|D| ≥ s) of |x_ij/|O| − c_ij/|D|| with Σ x = |O|."""
-    check_choice("method", method, F_METHODS)
+    method = parse_choice("method", method, FMethod)
     if output_size < 1:
         raise InvalidParameterError("output_size", output_size, "an integer ≥ 1")
     t0 = time.perf_counter()
@@ -357,10 +382,14 @@ def _spe_sweep(
 
 
 def solve_dump(
-    m: sp.csr_matrix, b: float, *, method: str = "spe-violated", time_limit: float = 60.0
+    m: sp.csr_matrix,
+    b: float,
+    *,
+    method: DMethod | str = DMethod.SPE_VIOLATED,
+    time_limit: float = 60.0,
 ) -> Solution:
     """D-UMP: maximize the number of pairs output once (x ∈ {0, 1})."""
-    check_choice("method", method, D_METHODS)
+    method = parse_choice("method", method, DMethod)
     t0 = time.perf_counter()
     n = m.shape[1]
     info: dict[str, Any] = {}

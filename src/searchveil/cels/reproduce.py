@@ -4,11 +4,11 @@
   on the AOL top-1000 sample (paper cleaning: pairs with total count ≥ 20), the MSNBC head
   (10k sequences; every category is a pair) and a synthetic AOL-like log. CELS's counts are
   the centralized solve of the joint LP — the protocol computes exactly that LP (checked by
-  ``tests/test_cels_protocol.py``) — and LS is :func:`searchveil.collab.local.local_sanitize`
+  ``tests/test_cels_protocol.py``) — and LS is :func:`searchveil.cels.local.local_sanitize`
   with each party's share of the CELS |O|. Metric: the KL utility loss of eq. (2) of the
   counts (the expected output), and the share of pairs output (diversity).
 * **Bandwidth (Table 5 layout)**: total bytes of all parties for r = 2…10, modelled by
-  :mod:`searchveil.collab.costs` at the paper's key sizes (512-bit Paillier, 1024-bit
+  :mod:`searchveil.cels.costs` at the paper's key sizes (512-bit Paillier, 1024-bit
   commutative elements) beside the paper's MB, and at ours (3072-bit Paillier, 32-byte
   Curve25519 elements);
   measured runs (real processes, TLS) for small r calibrate the model.
@@ -32,10 +32,10 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from searchveil.collab.costs import predict_bytes, protocol_sizes
-from searchveil.collab.local import local_sanitize
-from searchveil.collab.protocol import CelsParams, Share
-from searchveil.collab.runner import run_local
+from searchveil.cels.costs import predict_bytes, protocol_sizes
+from searchveil.cels.local import local_sanitize
+from searchveil.cels.params import CelsParams, Share
+from searchveil.cels.runner import run_local
 from searchveil.io.readers import read_log
 from searchveil.model import SearchLog, click_histogram
 from searchveil.release.ump import constraint_block, constraint_matrix, preprocess

@@ -1,12 +1,8 @@
 """Transport for the CELS parties: a full mesh of mutually authenticated TLS connections, with
 liveness: a dead, stopped or cut-off peer is detected in seconds and stops every party.
 
-* **Certificates.** :func:`make_certificates` creates a throw-away CA and one certificate per
-  party (ECDSA P-256, SAN ``DNS:cels-party-<id>`` and ``IP:127.0.0.1``) with ``cryptography``.
-  A party accepts a peer only if the TLS handshake verifies against the CA *and* the peer's
-  certificate is byte-for-byte the one listed for that party id in the configuration
-  (certificate pinning): an unknown peer, even one signed by the same CA, is refused.
-  Both sides use ``CERT_REQUIRED``, TLS ≥ 1.2.
+* **Certificates** (:mod:`searchveil.cels.config`): a party accepts a peer only if its
+  certificate verifies against the CA and is the one pinned for that party id.
 * **Mesh** (phase ``mesh``). Party i connects to every party j < i (retrying while j starts)
   and accepts connections from every j > i, all within ``connect_timeout`` (60 s by default);
   the first frame on a connection is ``hello`` (party id and the run's session token). A
@@ -37,9 +33,7 @@ liveness: a dead, stopped or cut-off peer is detected in seconds and stops every
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
-import ipaddress
 import json
 import os
 import queue
@@ -47,18 +41,16 @@ import ssl
 import struct
 import threading
 import time
-import tomllib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
+from searchveil.cels.config import (
+    Config,
+    fingerprint_pem,
+)
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
@@ -68,9 +60,6 @@ MAX_JSON = 64 << 20
 MAX_BLOB = 8 << 30
 READ_CHUNK = 1 << 20
 
-DEFAULT_TIMEOUT = 600.0
-DEFAULT_CONNECT_TIMEOUT = 60.0
-DEFAULT_HEARTBEAT_TIMEOUT = 10.0
 STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on_stuck
 
 PHASES = (
@@ -116,139 +105,6 @@ def why(exc: BaseException) -> str:
     """An exception as text that is never empty (``TimeoutError()`` has no message)."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-@dataclass(frozen=True)
-class PartyAddress:
-    id: int
-    host: str
-    port: int
-    cert: Path
-    key: Path | None
-
-
-@dataclass(frozen=True)
-class Config:
-    parties: dict[int, PartyAddress]
-    ca: Path
-    session: str
-    timeout: float = DEFAULT_TIMEOUT
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
-
-    @property
-    def ids(self) -> list[int]:
-        return sorted(self.parties)
-
-
-def _seconds(raw: dict[str, Any], key: str, default: float, path: Path) -> float:
-    v = raw.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-        raise InputFormatError(str(path), f"{key} must be a positive number of seconds")
-    return float(v)
-
-
-def load_config(path: Path) -> Config:
-    """Read ``parties.toml``: ``ca``, ``session``, ``timeout``, ``connect_timeout``,
-    ``heartbeat_timeout`` and ``[[party]]`` tables with ``id``, ``host``, ``port``, ``cert`` and
-    (for the party itself) ``key``; relative paths are relative to the file."""
-    try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InputFormatError(str(path), f"cannot read the party configuration: {exc}") from exc
-    base = Path(path).parent
-
-    def p(v: Any, what: str) -> Path:
-        if not isinstance(v, str) or not v:
-            raise InputFormatError(str(path), f"{what} must be a path string")
-        q = Path(v)
-        return q if q.is_absolute() else base / q
-
-    parties: dict[int, PartyAddress] = {}
-    for t in raw.get("party", []):
-        if not isinstance(t, dict) or not isinstance(t.get("id"), int):
-            raise InputFormatError(str(path), "every [[party]] needs an integer id")
-        if not isinstance(t.get("port"), int) or not 0 < t["port"] < 65536:
-            raise InputFormatError(str(path), f"party {t['id']}: port must be in 1..65535")
-        if t["id"] in parties:
-            raise InputFormatError(str(path), f"party id {t['id']} is listed twice")
-        parties[t["id"]] = PartyAddress(
-            t["id"], str(t.get("host", "127.0.0.1")), t["port"], p(t.get("cert"), "cert"),
-            p(t["key"], "key") if "key" in t else None,
-        )  # fmt: skip
-    ids = sorted(parties)
-    if ids != list(range(len(ids))) or len(ids) < 3:
-        raise InputFormatError(str(path), "parties must be numbered 0..r with r ≥ 2 (0 = solver)")
-    session = raw.get("session", "")
-    if not isinstance(session, str):
-        raise InputFormatError(str(path), "session must be a string")
-    return Config(
-        parties, p(raw.get("ca"), "ca"), session,
-        _seconds(raw, "timeout", DEFAULT_TIMEOUT, path),
-        _seconds(raw, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, path),
-        _seconds(raw, "heartbeat_timeout", DEFAULT_HEARTBEAT_TIMEOUT, path),
-    )  # fmt: skip
-
-
-def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict[str, Any]:
-    """A throw-away CA and party certificates in ``directory``; returns the file names."""
-    directory.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "searchveil CELS test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    files: dict[str, Any] = {"ca": "ca.pem", "parties": {}}
-    for i in range(n_parties):
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"cels-party-{i}")])
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=days))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName(f"cels-party-{i}"),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    ]
-                ),
-                critical=False,
-            )  # fmt: skip
-            .sign(ca_key, hashes.SHA256())
-        )
-        (directory / f"p{i}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (directory / f"p{i}.key").write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        files["parties"][i] = {"cert": f"p{i}.pem", "key": f"p{i}.key"}
-    return files
-
-
-def _fingerprint_pem(path: Path) -> str:
-    try:
-        cert = x509.load_pem_x509_certificate(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise InputFormatError(str(path), f"not a PEM certificate: {exc}") from exc
-    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
 
 
 def open_private(path: Path) -> IO[bytes]:
@@ -318,7 +174,7 @@ class Mesh:
         self.others = [j for j in config.ids if j != me]
         self._queues: dict[int, queue.Queue[Frame]] = {j: queue.Queue() for j in self.others}
         self._writers: dict[int, asyncio.StreamWriter] = {}
-        self._pins = {j: _fingerprint_pem(a.cert) for j, a in config.parties.items()}
+        self._pins = {j: fingerprint_pem(a.cert) for j, a in config.parties.items()}
         self._lock = threading.Lock()
         self._failure: ProtocolError | None = None
         self._failed_at = 0.0

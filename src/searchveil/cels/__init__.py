@@ -4,6 +4,8 @@ CELS Theorem 2, each party a separate process over mutual TLS. See docs/privacy/
 
 Modules: :mod:`.paillier` (additive HE, fixed-base obfuscators), :mod:`.commutative`
 (commutative cipher on Curve25519's prime-order subgroup), :mod:`.precompute` (worker
-processes), :mod:`.wire` (framing, TLS mesh, liveness), :mod:`.protocol` (Algorithms 1–3 +
-local sampling), :mod:`.local` (the LS baseline), :mod:`.runner` (``cels run``),
+processes), :mod:`.config` (parties.toml, certificates), :mod:`.wire` (framing, TLS mesh, liveness),
+:mod:`.params` (``CelsParams``, ``Share``), :mod:`.protocol` (``run_party``: the phases of
+:mod:`.union` (1–3), :mod:`.solve` (4–7) and :mod:`.output` (8–10) on :mod:`.party`'s state),
+:mod:`.faults` (test hooks), :mod:`.local` (the LS baseline), :mod:`.runner` (``cels run``),
 :mod:`.costs` (bandwidth/work model), :mod:`.reproduce`."""

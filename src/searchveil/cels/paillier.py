@@ -10,7 +10,7 @@ refuses RSA below 1024 bits, so the insecure 512-bit comparison keys use gmpy2's
 g^m = 1 + m·n (mod n²) needs no exponentiation. Decryption uses the CRT (mod p² and q²).
 
 * ``Enc(m) = (1 + m n) · r mod n²`` with an *obfuscator* r, an n-th residue that does not
-  depend on m and is computed ahead (:mod:`searchveil.collab.precompute`, in worker processes):
+  depend on m and is computed ahead (:mod:`searchveil.cels.precompute`, in worker processes):
   - without a fixed base, r = ρ^n with ρ uniform in Z*_n from the OS CSPRNG (``secrets``);
   - keys made by :func:`generate_keypair` carry the fixed base h_s = x^n mod n² (x uniform in
     Z*_n, published with n, as in Damgård–Jurik–Nielsen, IJIS 2010, §4), and r = h_s^α with α

@@ -34,15 +34,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from searchveil.collab.protocol import TEST_HOOKS_ENV, CelsParams
-from searchveil.collab.wire import (
+from searchveil.cels.config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HEARTBEAT_TIMEOUT,
-    PHASES,
-    ProtocolError,
     make_certificates,
-    open_private,
 )
+from searchveil.cels.faults import TEST_HOOKS_ENV
+from searchveil.cels.params import CelsParams
+from searchveil.cels.wire import PHASES, ProtocolError, open_private
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.io.ledger import (
     build_provenance,
@@ -233,24 +232,11 @@ def run_local(
     ``<out>.private.json`` beside it: every party's input record and figures of the run).
 
     Test hooks (never used by the CLI): ``faults`` — party → ``PHASE:KIND[@PEER]`` (see
-    :func:`searchveil.collab.protocol.inject_fault`); ``signals`` — (watched party, phase,
+    :func:`searchveil.cels.faults.inject_fault`); ``signals`` — (watched party, phase,
     target party, signal): send the signal to the target once the watched party has reached
     the phase; ``detect_stopped=False`` leaves stopped parties to the heartbeats."""
-    if len(shares) < 2:
-        raise InvalidParameterError("share", len(shares), "at least two --share files")
-    for s in shares:
-        if not Path(s).is_file():
-            raise InvalidParameterError("share", str(s), "an existing log file")
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"output {str(out)!r} already exists; choose a new --out")
-    if not out.parent.exists():
-        raise InvalidParameterError("out", str(out), "a path whose parent directory exists")
-    prov_path = provenance_path(out, provenance)
-    if prov_path.exists() and not overwrite:
-        raise OutputExistsError(f"provenance record {str(prov_path)!r} already exists")
-    if transcripts is not None and transcripts.exists() and any(transcripts.iterdir()):
-        raise OutputExistsError(f"transcript directory {str(transcripts)!r} is not empty")
+    prov_path = _check_paths(shares, out, provenance, transcripts, overwrite)
     n = len(shares) + 1
     data_workers = default_workers(n) if workers is None else workers
     t0 = time.perf_counter()
@@ -301,35 +287,7 @@ def run_local(
                 f.close()
         if outcome is not None:
             raise outcome
-        ref = tmpd / "P0"
-        for k in range(1, n):
-            other = tmpd / f"P{k}"
-            for name in ("log.tsv", "ledger.json"):
-                if not filecmp.cmp(ref / name, other / name, shallow=False):
-                    raise ProtocolError(f"P{k}'s {name} differs from P0's", peer=k)
-        records = [read_provenance(tmpd / f"P{k}") for k in range(n)]
-        prov = build_provenance(
-            inputs=[i for r in records for i in r.get("inputs", [])],
-            report={"cels_parties": [r["report"]["cels_party"] for r in records]},
-            extra={"mechanism": "cels", "runner": "cels run (all parties on this machine)"},
-        )
-        if out.exists():
-            shutil.rmtree(out)
-        staged = out.parent / f".{out.name}.tmp-{secure_token()}"
-        shutil.copytree(ref, staged)
-        ledger_sha = hashlib.sha256((staged / "ledger.json").read_bytes()).hexdigest()
-        prov["release"] = {"directory": str(out.resolve()), "ledger_sha256": ledger_sha}
-        ptmp = prov_path.with_name(f".{prov_path.name}.tmp-{secure_token()}")
-        with open_private(ptmp) as fh:
-            fh.write((json.dumps(prov, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-        staged.rename(out)
-        os.replace(ptmp, prov_path)
-        if transcripts is not None:
-            transcripts.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(transcripts, 0o700)
-            for tf in sorted(trd.iterdir()):
-                with tf.open("rb") as src, open_private(transcripts / tf.name) as dst:
-                    shutil.copyfileobj(src, dst)
+        prov = _publish(tmpd, n, out, prov_path, transcripts)
     ledger = read_ledger(out)
     return {
         "out": str(out),
@@ -340,6 +298,67 @@ def run_local(
         "party_stats": prov["report"]["cels_parties"],
         "transcripts": str(transcripts) if transcripts is not None else None,
     }
+
+
+def _check_paths(
+    shares: list[Path], out: Path, provenance: Path | None, transcripts: Path | None,
+    overwrite: bool,
+) -> Path:  # fmt: skip
+    """Fail before any party starts: the shares exist, nothing would be overwritten; returns
+    the provenance record's path."""
+    if len(shares) < 2:
+        raise InvalidParameterError("share", len(shares), "at least two --share files")
+    for s in shares:
+        if not Path(s).is_file():
+            raise InvalidParameterError("share", str(s), "an existing log file")
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"output {str(out)!r} already exists; choose a new --out")
+    if not out.parent.exists():
+        raise InvalidParameterError("out", str(out), "a path whose parent directory exists")
+    prov_path = provenance_path(out, provenance)
+    if prov_path.exists() and not overwrite:
+        raise OutputExistsError(f"provenance record {str(prov_path)!r} already exists")
+    if transcripts is not None and transcripts.exists() and any(transcripts.iterdir()):
+        raise OutputExistsError(f"transcript directory {str(transcripts)!r} is not empty")
+    return prov_path
+
+
+def _publish(
+    tmpd: Path, n: int, out: Path, prov_path: Path, transcripts: Path | None
+) -> dict[str, Any]:
+    """Every party's release must equal P0's; then move P0's release to ``out``, write the
+    joint private provenance record and copy the transcripts (owner-only). Returns the
+    provenance record."""
+    ref = tmpd / "P0"
+    for k in range(1, n):
+        other = tmpd / f"P{k}"
+        for name in ("log.tsv", "ledger.json"):
+            if not filecmp.cmp(ref / name, other / name, shallow=False):
+                raise ProtocolError(f"P{k}'s {name} differs from P0's", peer=k)
+    records = [read_provenance(tmpd / f"P{k}") for k in range(n)]
+    prov = build_provenance(
+        inputs=[i for r in records for i in r.get("inputs", [])],
+        report={"cels_parties": [r["report"]["cels_party"] for r in records]},
+        extra={"mechanism": "cels", "runner": "cels run (all parties on this machine)"},
+    )
+    if out.exists():
+        shutil.rmtree(out)
+    staged = out.parent / f".{out.name}.tmp-{secure_token()}"
+    shutil.copytree(ref, staged)
+    ledger_sha = hashlib.sha256((staged / "ledger.json").read_bytes()).hexdigest()
+    prov["release"] = {"directory": str(out.resolve()), "ledger_sha256": ledger_sha}
+    ptmp = prov_path.with_name(f".{prov_path.name}.tmp-{secure_token()}")
+    with open_private(ptmp) as fh:
+        fh.write((json.dumps(prov, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    staged.rename(out)
+    os.replace(ptmp, prov_path)
+    if transcripts is not None:
+        transcripts.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(transcripts, 0o700)
+        for tf in sorted((tmpd / "transcripts").iterdir()):
+            with tf.open("rb") as src, open_private(transcripts / tf.name) as dst:
+                shutil.copyfileobj(src, dst)
+    return prov
 
 
 def _kill_group(p: subprocess.Popen[bytes]) -> None:

@@ -1,5 +1,5 @@
 """Sizes and a bandwidth / work model of the CELS protocol as implemented in
-:mod:`searchveil.collab.protocol` (compare CELS §5.3, whose O(r ℓ (m + n)) count assumes one
+:mod:`searchveil.cels.protocol` (compare CELS §5.3, whose O(r ℓ (m + n)) count assumes one
 ciphertext per matrix entry and no packing).
 
 :func:`protocol_sizes` computes — without any cryptography — the quantities the protocol's
@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil.collab import commutative as cm
-from searchveil.collab.protocol import RECORD_CHUNK, prune_dominated
+from searchveil.cels import commutative as cm
+from searchveil.cels.params import RECORD_CHUNK
+from searchveil.cels.union import prune_dominated
 from searchveil.model import ClickHistogram
 from searchveil.release.ump import constraint_block
 from searchveil.rng import secure_token

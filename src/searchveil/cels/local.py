@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil.collab.protocol import NEIGHBOURING, CelsParams, Share
+from searchveil.cels.params import NEIGHBOURING, CelsParams, Share
 from searchveil.io.ledger import build_ledger, build_provenance
 from searchveil.model import ClickHistogram
 from searchveil.release.ump import (

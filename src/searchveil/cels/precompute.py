@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from searchveil.collab.paillier import PrivateKey, PublicKey
+from searchveil.cels.paillier import PrivateKey, PublicKey
 
 BATCH = 16
 

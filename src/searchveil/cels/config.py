@@ -1,0 +1,165 @@
+"""The CELS parties' configuration (``parties.toml``: addresses, pinned certificates, the
+session token and the timeouts) and throw-away certificates for a local run
+(:func:`make_certificates`); the transport that uses them is :mod:`searchveil.cels.wire`.
+
+* **Certificates.** :func:`make_certificates` creates a throw-away CA and one certificate per
+  party (ECDSA P-256, SAN ``DNS:cels-party-<id>`` and ``IP:127.0.0.1``) with ``cryptography``.
+  A party accepts a peer only if the TLS handshake verifies against the CA *and* the peer's
+  certificate is byte-for-byte the one listed for that party id in the configuration
+  (certificate pinning): an unknown peer, even one signed by the same CA, is refused.
+  Both sides use ``CERT_REQUIRED``, TLS ≥ 1.2.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from searchveil.errors import InputFormatError
+
+DEFAULT_TIMEOUT = 600.0
+DEFAULT_CONNECT_TIMEOUT = 60.0
+DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class PartyAddress:
+    id: int
+    host: str
+    port: int
+    cert: Path
+    key: Path | None
+
+
+@dataclass(frozen=True)
+class Config:
+    parties: dict[int, PartyAddress]
+    ca: Path
+    session: str
+    timeout: float = DEFAULT_TIMEOUT
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
+
+    @property
+    def ids(self) -> list[int]:
+        return sorted(self.parties)
+
+
+def _seconds(raw: dict[str, Any], key: str, default: float, path: Path) -> float:
+    v = raw.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise InputFormatError(str(path), f"{key} must be a positive number of seconds")
+    return float(v)
+
+
+def load_config(path: Path) -> Config:
+    """Read ``parties.toml``: ``ca``, ``session``, ``timeout``, ``connect_timeout``,
+    ``heartbeat_timeout`` and ``[[party]]`` tables with ``id``, ``host``, ``port``, ``cert`` and
+    (for the party itself) ``key``; relative paths are relative to the file."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputFormatError(str(path), f"cannot read the party configuration: {exc}") from exc
+    base = Path(path).parent
+
+    def p(v: Any, what: str) -> Path:
+        if not isinstance(v, str) or not v:
+            raise InputFormatError(str(path), f"{what} must be a path string")
+        q = Path(v)
+        return q if q.is_absolute() else base / q
+
+    parties: dict[int, PartyAddress] = {}
+    for t in raw.get("party", []):
+        if not isinstance(t, dict) or not isinstance(t.get("id"), int):
+            raise InputFormatError(str(path), "every [[party]] needs an integer id")
+        if not isinstance(t.get("port"), int) or not 0 < t["port"] < 65536:
+            raise InputFormatError(str(path), f"party {t['id']}: port must be in 1..65535")
+        if t["id"] in parties:
+            raise InputFormatError(str(path), f"party id {t['id']} is listed twice")
+        parties[t["id"]] = PartyAddress(
+            t["id"], str(t.get("host", "127.0.0.1")), t["port"], p(t.get("cert"), "cert"),
+            p(t["key"], "key") if "key" in t else None,
+        )  # fmt: skip
+    ids = sorted(parties)
+    if ids != list(range(len(ids))) or len(ids) < 3:
+        raise InputFormatError(str(path), "parties must be numbered 0..r with r ≥ 2 (0 = solver)")
+    session = raw.get("session", "")
+    if not isinstance(session, str):
+        raise InputFormatError(str(path), "session must be a string")
+    return Config(
+        parties, p(raw.get("ca"), "ca"), session,
+        _seconds(raw, "timeout", DEFAULT_TIMEOUT, path),
+        _seconds(raw, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, path),
+        _seconds(raw, "heartbeat_timeout", DEFAULT_HEARTBEAT_TIMEOUT, path),
+    )  # fmt: skip
+
+
+def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict[str, Any]:
+    """A throw-away CA and party certificates in ``directory``; returns the file names."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "searchveil CELS test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files: dict[str, Any] = {"ca": "ca.pem", "parties": {}}
+    for i in range(n_parties):
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"cels-party-{i}")])
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=days))
+            .add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName(f"cels-party-{i}"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )  # fmt: skip
+            .sign(ca_key, hashes.SHA256())
+        )
+        (directory / f"p{i}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (directory / f"p{i}.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        files["parties"][i] = {"cert": f"p{i}.pem", "key": f"p{i}.key"}
+    return files
+
+
+def fingerprint_pem(path: Path) -> str:
+    try:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise InputFormatError(str(path), f"not a PEM certificate: {exc}") from exc
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
