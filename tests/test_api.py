@@ -87,7 +87,8 @@ PUBLIC_PATHS = {
     "searchveil.params": ["exact_threshold_privacy", "keep_probability", "korolova_solve_exact",
                           "korolova_advice", "zealous_advice"],
     "searchveil.cli.params": ["korolova_advice", "zealous_advice"],
-    "searchveil.engines": ["Engine", "make_engine", "run_release"],
+    "searchveil.engines": ["Engine", "make_engine"],
+    "searchveil.release.run": ["release_file", "run_release"],
     "searchveil.evaluate.reproduce": ["default_log_path", "run_experiments"],
 }  # fmt: skip
 

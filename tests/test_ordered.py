@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
 from searchveil.engines import ordered
 from searchveil.engines.ordered import NotGrouped, ordered_counts
-from searchveil.engines.plans import run_release
 from searchveil.errors import InputFormatError
 from searchveil.release.korolova import korolova_counts, release_korolova
+from searchveil.release.run import run_release
 from searchveil.release.zealous import zealous_counts
 
 # raw queries that normalise to the same text ("a b") or differ only in case / blanks
@@ -70,7 +70,7 @@ def _check(path: Path) -> None:
     for algo, params in PARAMS:
         fn = korolova_counts if algo == "korolova" else zealous_counts
         mem = fn(log, params, rng=make_rng(0))
-        counts, figures, rows, sha = ordered_counts(path, algo, params, normalize=True)
+        counts, figures, rows, sha = ordered_counts(path, params.bounding_plan(), normalize=True)
         assert rows == log.n_rows and sha == log.info.sha256
         assert figures == mem.figures, (algo, params)
         for name, table in mem.counts.items():
@@ -113,7 +113,7 @@ def test_ordered_pass_on_parquet_batches(
     for algo, params in PARAMS:
         fn = korolova_counts if algo == "korolova" else zealous_counts
         mem = fn(log, params, rng=make_rng(0))
-        counts, figures, rows, _ = ordered_counts(pq, algo, params, normalize=True)
+        counts, figures, rows, _ = ordered_counts(pq, params.bounding_plan(), normalize=True)
         assert figures == mem.figures and rows == log.n_rows
         for name, table in mem.counts.items():
             assert _same_counts(table, counts[name]), (algo, params, name)
@@ -131,7 +131,7 @@ def test_interleaved_users_are_detected_and_fall_back(tmp_path: Path) -> None:
            ["1", "2", "1"])  # fmt: skip
     _, params = PARAMS[0]
     with pytest.raises(NotGrouped):
-        ordered_counts(path, "korolova", params, normalize=True)
+        ordered_counts(path, params.bounding_plan(), normalize=True)
     rel = run_release("polars", "korolova", path, params, rng=make_rng(5))
     mem = release_korolova(read_log(path), params, rng=make_rng(5))
     assert rel.report["engine_plan"].startswith("hash")
@@ -142,10 +142,10 @@ def test_interleaved_users_are_detected_and_fall_back(tmp_path: Path) -> None:
 def test_unnormalized_counts_keep_raw_text(tmp_path: Path) -> None:
     path = tmp_path / "log.tsv"
     _write(path, [[("A b", TIMES[0], ""), ("a b", TIMES[0], ""), ("a b", TIMES[1], "")]], ["1"])
-    counts, figures, _, _ = ordered_counts(path, "korolova", PARAMS[0][1], normalize=False)
+    counts, figures, _, _ = ordered_counts(path, PARAMS[0][1].bounding_plan(), normalize=False)
     assert figures["query_events"] == 3  # "A b" and "a b" at the same time: two events raw
     assert sorted(counts["queries"].rows()) == [("A b", 1), ("a b", 1)]  # d = 2
-    counts, figures, _, _ = ordered_counts(path, "korolova", PARAMS[0][1], normalize=True)
+    counts, figures, _, _ = ordered_counts(path, PARAMS[0][1].bounding_plan(), normalize=True)
     assert figures["query_events"] == 2 and counts["queries"].rows() == [("a b", 2)]
 
 
@@ -169,7 +169,7 @@ def test_bad_input_is_a_typed_error(tmp_path: Path, content: bytes, problem: str
     path = tmp_path / ("log.tsv.gz" if content[:2] == b"\x1f\x8b" else "log.tsv")
     path.write_bytes(content)
     with pytest.raises(InputFormatError, match=problem):
-        ordered_counts(path, "korolova", PARAMS[0][1], normalize=True)
+        ordered_counts(path, PARAMS[0][1].bounding_plan(), normalize=True)
 
 
 def test_extraction_thread_keeps_order_and_raises() -> None:

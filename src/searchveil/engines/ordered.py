@@ -46,10 +46,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil.engines.base import BoundingPlan, HistogramParams
-from searchveil.engines.rows import start_fingerprint
+from searchveil.engines.contract import Bounding, BoundingPlan, Item, Source
 from searchveil.errors import InputFormatError, InternalError, InvalidParameterError
-from searchveil.io.files import PARQUET_DAMAGED, check_parquet, decompress_problem
+from searchveil.io.files import PARQUET_DAMAGED, decompress_problem, start_fingerprint
+from searchveil.io.formats import Container, check_parquet, container
 from searchveil.io.readers import AOL_COLUMNS, ragged_problem
 from searchveil.model import PAIR_SEP, normalize_query
 
@@ -137,11 +137,6 @@ class _HashingReader:
         return False
 
 
-def _is_gzip(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
 class TextBlocks:
     """Blocks of whole lines of a (gzipped) text file, produced by a reader thread; the
     header line separately; the file's SHA-256 once iteration has ended."""
@@ -168,7 +163,7 @@ class TextBlocks:
         try:
             with self.path.open("rb") as raw:
                 hr = _HashingReader(raw, self.hasher)
-                if _is_gzip(self.path):
+                if container(self.path) == Container.GZIP:
                     from isal import igzip
 
                     f: Any = igzip.GzipFile(fileobj=hr, mode="rb")
@@ -687,21 +682,20 @@ def _flagged(chunks: Iterator[pl.DataFrame], normalize: bool) -> Iterator[pl.Dat
 
 
 def ordered_counts(
-    path: Path,
-    algorithm: str,
-    params: HistogramParams | BoundingPlan,
+    source: Source | Path,
+    plan: BoundingPlan,
     *,
     normalize: bool,
     fingerprint: str = "full",
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
-    """Bounded counts of ``algorithm`` (``korolova`` or ``zealous`` with item type queries or
-    clicks) in one ordered pass. Returns (counts, figures, rows, sha256); raises
+    """Bounded counts of ``plan`` (events, distinct queries or clicks; or the pools) in one
+    ordered pass. Returns (counts, figures, rows, sha256); raises
     :class:`NotGrouped` when the users' rows are not contiguous. ``fingerprint``: ``full``
     (whole-file SHA-256) or ``fast`` (Parquet footer + size, :func:`start_fingerprint`)."""
     for user_numeric in (True, False):
         try:
             return _ordered_counts(
-                path, algorithm, params, normalize=normalize, user_numeric=user_numeric,
+                Source.of(source), plan, normalize=normalize, user_numeric=user_numeric,
                 fingerprint=fingerprint,
             )  # fmt: skip
         except _NotNumeric:
@@ -710,22 +704,23 @@ def ordered_counts(
 
 
 def _ordered_counts(
-    path: Path,
-    algorithm: str,
-    params: HistogramParams | BoundingPlan,
+    source: Source,
+    bp: BoundingPlan,
     *,
     normalize: bool,
     user_numeric: bool,
     fingerprint: str,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
-    bp = params if isinstance(params, BoundingPlan) else BoundingPlan.of(params)
-    korolova = bp.algorithm == "korolova"
+    path = source.path
+    if bp.keep not in (Bounding.EVENTS, Bounding.DISTINCT, Bounding.POOLS):
+        raise InvalidParameterError("bounding plan", bp.keep, "events | distinct | pools")
+    by_events = bp.keep == Bounding.EVENTS
     # selection strategies (issue 24): each user's first per_user distinct queries (and first
     # clicks_per_user distinct (query, url) clicks) as rows, not counts
-    pools = bp.algorithm == "select"
+    pools = bp.keep == Bounding.POOLS
     item = bp.item
-    with_url = bp.clicks_per_user is not None if korolova or pools else item == "clicks"
-    if path.name.lower().endswith(".parquet"):
+    with_url = bp.with_url
+    if source.parquet:
         src = _parquet_source(path, with_url, fingerprint)
     else:
         if fingerprint != "full":
@@ -738,13 +733,13 @@ def _ordered_counts(
     counts: dict[str, pl.DataFrame] = {}
     figures: dict[str, int] = {}
     try:
-        if korolova and not bp.distinct:
+        if by_events and not bp.distinct:
             q_fold = _Fold(["query"])
             q_dist = None
         else:
-            q_fold = _Fold(["query"] if item == "queries" else ["query", "url"])
+            q_fold = _Fold(["query"] if item == Item.QUERIES else ["query", "url"])
             q_dist = _Distinct(bp.per_user, q_fold.keys)
-        c_fold = _Fold(["query", "url"]) if (korolova and with_url) else None
+        c_fold = _Fold(["query", "url"]) if (by_events and with_url) else None
         tally = {"events": 0, "clicks": 0}  # kept rows; updated by the extraction thread only
         q_rows: list[pl.DataFrame] = []  # pools: the kept rows themselves
         c_rows: list[pl.DataFrame] = []
@@ -775,7 +770,7 @@ def _ordered_counts(
                     c_rows.append(kept_c)
                     tally["clicks"] += kept_c.height
                 return
-            if q_dist is None:  # Korolova: first d events
+            if q_dist is None:  # events: first d events
                 kept = (  # lazy: only the query column is filtered (projection first)
                     df.lazy()
                     .filter(pl.col("_es") & (pl.col("_er") <= bp.per_user))
@@ -859,7 +854,7 @@ def _ordered_counts(
         if c_dist is not None:
             counts["click_pool"] = _pool_frame(c_rows, ["query", "url"], user_numeric)
             figures |= {"clicks": st.click_rows, "pool_clicks": kept_clicks}
-    elif korolova:
+    elif by_events:
         counts["queries"] = q_fold.result()
         figures = {
             "users": st.users,

@@ -27,7 +27,8 @@ from typing import Any
 import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.files import PARQUET_DAMAGED, check_parquet, decompress_problem, file_sha256
+from searchveil.io.files import PARQUET_DAMAGED, decompress_problem, file_sha256
+from searchveil.io.formats import Container, check_parquet, container, layout
 from searchveil.io.profiles import PROFILE_NAMES, PROFILES
 from searchveil.io.trec import read_trec_session
 from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
@@ -165,19 +166,9 @@ class ReaderOptions:
         return cls(**values)
 
 
-def _is_gzip(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def _is_parquet(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(4) == b"PAR1"
-
-
 def _raw_bytes(path: Path) -> bytes:
     try:
-        if _is_gzip(path):
+        if container(path) == Container.GZIP:
             with gzip.open(path, "rb") as f:
                 return f.read()
         return path.read_bytes()
@@ -482,21 +473,6 @@ def _finish(df: pl.DataFrame, path: Path, info: InputInfo, session_gap_minutes: 
     return SearchLog(df=df, info=info)
 
 
-def _sniff(path: Path, fmt: str) -> str:
-    if fmt != "auto":
-        return fmt
-    if _is_parquet(path) or path.name.lower().endswith(".parquet"):
-        return "parquet"  # (a file named .parquet that is not one gets check_parquet's error)
-    name = path.name.lower().removesuffix(".gz")
-    if name.endswith(".seq"):
-        return "msnbc"
-    if name.endswith(".xml"):
-        return "trec-session"
-    if name.endswith((".csv", ".tsv", ".txt")) and not name.endswith(".tsv"):
-        return "csv"
-    return "aol"
-
-
 def read_log(
     path: str | os.PathLike[str],
     options: ReaderOptions | None = None,
@@ -544,7 +520,7 @@ def read_log(
         raise InputFormatError(str(p), "no such file")
     if p.is_dir():
         raise InputFormatError(str(p), "is a directory, expected a file")
-    kind = _sniff(p, o.fmt)
+    kind = layout(p, o.fmt)
     sha = file_sha256(p)
     bad = _BadRows(p, o.on_bad_rows)
     if kind == "parquet":
@@ -848,7 +824,7 @@ def scan_log(
     p = Path(path)
     if not p.exists():
         raise InputFormatError(str(p), "no such file")
-    kind = _sniff(p, fmt)
+    kind = layout(p, fmt)
     m = columns or ColumnMapping()
     if kind == "parquet":
         lf = pl.scan_parquet(p)

@@ -38,12 +38,14 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from searchveil.bounding import bound_contributions
+from searchveil.engines.contract import NO_RNG, Bounding, BoundingPlan, Item
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.ledger import build_ledger, public_file_record
 from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
@@ -172,6 +174,10 @@ class KorolovaParams:
     #: how the parameters were solved (set by :meth:`from_budget`; recorded in the ledger)
     epsilon_split_weights: tuple[float, ...] | None = None
     threshold_rule: str | None = None
+    #: the (ε, δ) these parameters must meet: set by :meth:`from_budget`, or given with the
+    #: direct form to be checked (by :func:`searchveil.release.run.release_file`, before any
+    #: noise); not a parameter of the mechanism (not in :meth:`to_dict`)
+    budget: Budget | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_int("d", self.d, minimum=1)
@@ -279,6 +285,7 @@ class KorolovaParams:
             clamp_negative=clamp_negative,
             epsilon_split_weights=tuple(w),
             threshold_rule=threshold_rule,
+            budget=Budget(epsilon, delta),
             **kw,
         )
         acc = "exact" if threshold_rule == "exact" else "paper"
@@ -390,7 +397,22 @@ class KorolovaParams:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "budget"}
+
+    def bounding_plan(self) -> BoundingPlan:
+        """What an engine keeps for Release-Data: each user's first d query events (first d
+        distinct queries with ``distinct``) and, with click counts, first d_c click rows;
+        counted by :func:`korolova_counts` on the row plan. Only ``strategy="first"`` runs on
+        an engine."""
+        if self.strategy != "first":
+            raise InvalidParameterError(
+                "bounding", self.strategy, "first with --engine polars|spark (random: memory)"
+            )
+        clicks = self.d_c if self.url_selection != "none" else None
+        count = partial(korolova_counts, params=self, rng=NO_RNG)
+        return BoundingPlan(
+            Bounding.EVENTS, Item.QUERIES, self.d, self.distinct, clicks, count_rows=count
+        )
 
 
 def read_serp(

@@ -25,12 +25,13 @@ is the one definition of the noise, accounting and ledger for both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from searchveil.engines.contract import Bounding, BoundingPlan, Item, UserItemPools
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -131,6 +132,11 @@ class SelectParams:
     def click_pool(self) -> int | None:
         return None if self.d_c is None else CLICK_POOL_FACTOR * self.d_c
 
+    def bounding_plan(self) -> BoundingPlan:
+        """What an engine keeps for a selection release: each user's first ``pool`` distinct
+        queries and, with clicks, first ``click_pool`` distinct clicked (query, url) pairs."""
+        return BoundingPlan(Bounding.POOLS, Item.QUERIES, self.pool, True, self.click_pool)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "selection": self.strategy,
@@ -156,31 +162,6 @@ class SelectParams:
                 "delta_split": "equal between query and (query, url) selection",
             }
         return out
-
-
-@dataclass
-class UserItemPools:
-    """What a selection release needs from the data: each user's first ``pool`` distinct
-    queries (``queries``: user, item, rank) and, with clicks, first ``click_pool`` distinct
-    clicked (query, url) pairs (``clicks``: user, query, url, rank); report figures; the
-    private input record (for the provenance record, never the ledger). Produced in memory
-    (:func:`pools_from_log`) or by an engine."""
-
-    queries: pl.DataFrame
-    clicks: pl.DataFrame | None
-    figures: dict[str, int]
-    input: dict[str, Any]
-    plan: str = "memory"
-    #: in memory only: every query event (user, item) — for the exact single-user figures and
-    #: the released volume share (private figures for the data holder, report only)
-    events: pl.DataFrame | None = field(default=None, repr=False)
-    #: optional: the items exactly one user holds in the whole log (column ``item``), when the
-    #: caller has counted them already (the demo) — private, for the report's exposure figure
-    single_items: pl.DataFrame | None = field(default=None, repr=False)
-
-    @property
-    def users(self) -> int:
-        return int(self.figures["users"])
 
 
 def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:

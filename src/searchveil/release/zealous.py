@@ -26,13 +26,15 @@ Decisions (``docs/privacy/zealous.md``):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from searchveil.bounding import bound_contributions
+from searchveil.engines.contract import NO_RNG, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import Budget, as_budget, check_budget, within_budget
@@ -91,6 +93,9 @@ class ZealousParams:
     guarantee: str
     users: int | None = None
     strategy: str = "first"
+    #: the (ε, δ) these parameters must meet (set by :meth:`from_budget`, or given with the
+    #: direct form to be checked); not a parameter of the mechanism (not in :meth:`to_dict`)
+    budget: Budget | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_int("m", self.m, minimum=1)
@@ -158,6 +163,7 @@ class ZealousParams:
             guarantee=guarantee,
             users=users,
             strategy=strategy,
+            budget=Budget(epsilon, delta),
         )
         pr = params.privacy("exact")
         if not (within_budget(pr["epsilon"], eps) and within_budget(pr["delta"], dl)):
@@ -231,7 +237,22 @@ class ZealousParams:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "budget"}
+
+    def bounding_plan(self) -> BoundingPlan:
+        """What an engine keeps for ZEALOUS: the first occurrence of each user's first m
+        distinct queries or (query, url) clicks; counted by :func:`zealous_counts` on the row
+        plan. Only ``strategy="first"`` and item types queries | clicks run on an engine."""
+        if self.strategy != "first":
+            raise InvalidParameterError(
+                "bounding", self.strategy, "first with --engine polars|spark (random: memory)"
+            )
+        if self.item_type not in (Item.QUERIES, Item.CLICKS):
+            raise InvalidParameterError(
+                "item-type", self.item_type, "queries | clicks with --engine polars|spark"
+            )
+        count = partial(zealous_counts, params=self, rng=NO_RNG)
+        return BoundingPlan(Bounding.DISTINCT, Item(self.item_type), self.m, True, count_rows=count)
 
 
 def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) -> BoundedCounts:
