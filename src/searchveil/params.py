@@ -122,7 +122,9 @@ def single_user_exposure(
         else check_int("single_user_items", single_user_items, minimum=0)
     )
     chk = single_user_check(delta, users)
-    expected = float(arr.sum())
+    # fsum: correctly rounded, so the figure does not depend on the order of the items (an
+    # engine's counts arrive in no fixed order)
+    expected = math.fsum(arr.tolist())
     return {
         "single_user_items": n,
         "expected_single_user_published": expected,
