@@ -22,7 +22,7 @@ from rich.table import Table
 
 from searchveil.cli._common import JsonOpt, emit, err_console, out_console, run
 from searchveil.errors import InvalidParameterError
-from searchveil.params import korolova_advice, zealous_advice
+from searchveil.release.advice import korolova_advice, zealous_advice
 
 __all__ = ["register", "korolova_advice", "zealous_advice"]  # the advisors live in params
 
