@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
-from searchveil.engines import ordered
+from searchveil.engines import ordered, sources
 from searchveil.engines.ordered import NotGrouped, ordered_counts
 from searchveil.errors import InputFormatError
 from searchveil.release.korolova import korolova_counts, release_korolova
@@ -85,7 +85,7 @@ def _check(path: Path) -> None:
 def test_ordered_pass_equals_memory_bounding(
     users, block: int, gz: bool, text_ids: bool, tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(ordered, "BLOCK_BYTES", block)
+    monkeypatch.setattr(sources, "BLOCK_BYTES", block)
     ids = [f"u{i}x" if text_ids else str(100 - 7 * i) for i in range(len(users))]  # unsorted ids
     path = tmp_path / ("log.tsv.gz" if gz else "log.tsv")
     _write(path, users, ids)
@@ -100,7 +100,7 @@ def test_ordered_pass_equals_memory_bounding(
 def test_ordered_pass_on_parquet_batches(
     users, batch: int, text_ids: bool, tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(ordered, "PARQUET_BATCH_ROWS", batch)
+    monkeypatch.setattr(sources, "PARQUET_BATCH_ROWS", batch)
     ids = [f"u{i}" if text_ids else str(i * 3) for i in range(len(users))]
     tsv = tmp_path / "log.tsv"
     _write(tsv, users, ids)
@@ -120,7 +120,7 @@ def test_ordered_pass_on_parquet_batches(
 
 
 def test_real_logs_in_small_chunks(aol_215_path: Path, aol_top1000_path: Path, monkeypatch):
-    monkeypatch.setattr(ordered, "BLOCK_BYTES", 1 << 18)  # ~60 chunks of the top-1000 log
+    monkeypatch.setattr(sources, "BLOCK_BYTES", 1 << 18)  # ~60 chunks of the top-1000 log
     for path in (aol_215_path, aol_top1000_path):
         _check(path)
 
@@ -199,13 +199,13 @@ def test_text_blocks_start_small_and_double(tmp_path: Path, monkeypatch) -> None
     """The .gz reader's first block is FIRST_BLOCK_BYTES (parsing starts early), then blocks
     double up to the block size; every block holds whole lines and together they are the
     file."""
-    monkeypatch.setattr(ordered, "FIRST_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr(sources, "FIRST_BLOCK_BYTES", 1 << 12)
     lines = [f"{i}\tquery number {i}\t2006-03-01 10:00:00\t\t\n" for i in range(20_000)]
     body = "".join(lines).encode()
     path = tmp_path / "log.tsv.gz"
     with gzip.open(path, "wb") as f:
         f.write(b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n" + body)
-    blocks = ordered.TextBlocks(path, block_bytes=1 << 16)
+    blocks = sources.TextBlocks(path, block_bytes=1 << 16)
     got = list(blocks)
     assert b"".join(got) == body
     assert all(b.endswith(b"\n") for b in got)

@@ -9,13 +9,9 @@ import polars as pl
 
 from searchveil.engines.base import Engine, ReducedRows
 from searchveil.engines.contract import BoundedCounts, BoundingPlan, Source, UserItemPools
-from searchveil.engines.ordered import (
-    ENGINE_LAYOUT,
-    NotGrouped,
-    ordered_counts,
-    validate_aol_text,
-)
+from searchveil.engines.ordered import NotGrouped, ordered_counts
 from searchveil.engines.rows import input_record, rows_plan_counts, rows_plan_log
+from searchveil.engines.sources import ENGINE_LAYOUT, validate_aol_text
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED, start_fingerprint
 from searchveil.io.formats import check_parquet

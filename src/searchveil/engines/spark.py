@@ -42,8 +42,8 @@ from searchveil.engines.contract import (
     Source,
     UserItemPools,
 )
-from searchveil.engines.ordered import ENGINE_LAYOUT
 from searchveil.engines.rows import input_record, rows_plan_log
+from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_ordered import (
     GROUP_KEYS,
     OUTPUT_DDL,
