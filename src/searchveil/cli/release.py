@@ -424,6 +424,38 @@ def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
     return res
 
 
+def _selection(selection: str, o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
+    """``release korolova --selection``: the options it refuses, its parameters, the release."""
+    others = {"--serp": o.serp, "--K": o.K, "--b": o.b, "--bq": o.b_q, "--bc": o.b_c,
+              "--url-K": o.url_K, "--url-b": o.url_b, "--serp-depth": o.serp_depth}  # fmt: skip
+    for name, v in others.items():
+        if v is not None:
+            raise InvalidParameterError(name, v, "unset with --selection")
+    allowed = ("auto", "none") if o.d_c is None else ("auto", "private")
+    if o.urls not in allowed:
+        raise InvalidParameterError(
+            "urls",
+            o.urls,
+            " | ".join(allowed)
+            + " with --selection"
+            + ("" if o.d_c is None else " and --max-clicks"),
+        )
+    if o.bounding != "first" or o.distinct or o.threshold_rule != "exact":
+        raise InvalidParameterError(
+            "bounding/distinct-users/threshold-rule",
+            (o.bounding, o.distinct, o.threshold_rule),
+            "the defaults with --selection (it always uses each user's first distinct queries)",
+        )
+    params = select_params(
+        selection=selection, epsilon=o.epsilon, delta=o.delta, d=o.d, d_c=o.d_c, split=o.split,
+        clamp=o.clamp, max_users=o.max_users,
+    )  # fmt: skip
+    res = _selected(run_opts, params, o.max_users)
+    if o.max_users is not None:
+        res["max_users"] = o.max_users
+    return res
+
+
 # -- the commands (parsing only) --------------------------------------------------------------
 
 
@@ -515,42 +547,15 @@ def korolova_command(
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance)  # fmt: skip
+        opts = KorolovaOptions(
+            epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
+            serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
+            distinct=distinct_users, bounding=bounding, clamp=clamp_negative, K=K, b=b,
+            b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b, max_users=max_users,
+        )  # fmt: skip
         if selection is not None:
-            others = {"--serp": serp, "--K": K, "--b": b, "--bq": b_q, "--bc": b_c,
-                      "--url-K": url_K, "--url-b": url_b, "--serp-depth": serp_depth}  # fmt: skip
-            for name, v in others.items():
-                if v is not None:
-                    raise InvalidParameterError(name, v, "unset with --selection")
-            allowed = ("auto", "none") if max_clicks is None else ("auto", "private")
-            if urls not in allowed:
-                raise InvalidParameterError(
-                    "urls",
-                    urls,
-                    " | ".join(allowed)
-                    + " with --selection"
-                    + ("" if max_clicks is None else " and --max-clicks"),
-                )
-            if bounding != "first" or distinct_users or threshold_rule != "exact":
-                raise InvalidParameterError(
-                    "bounding/distinct-users/threshold-rule",
-                    (bounding, distinct_users, threshold_rule),
-                    "the defaults with --selection (it always uses each user's first distinct "
-                    "queries)",
-                )
-            params = select_params(
-                selection=selection, epsilon=epsilon, delta=delta, d=max_queries,
-                d_c=max_clicks, split=split, clamp=clamp_negative, max_users=max_users,
-            )  # fmt: skip
-            res = _selected(run_opts, params, max_users)
-            if max_users is not None:
-                res["max_users"] = max_users
+            res = _selection(selection, opts, run_opts)
         else:
-            opts = KorolovaOptions(
-                epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
-                serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
-                distinct=distinct_users, bounding=bounding, clamp=clamp_negative, K=K, b=b,
-                b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b, max_users=max_users,
-            )  # fmt: skip
             res = _korolova(opts, run_opts)
         emit(res, json_out, _human)
 

@@ -246,6 +246,58 @@ def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
     return out
 
 
+def _select_pairs(
+    pools: UserItemPools,
+    params: SelectParams,
+    queries: pl.DataFrame,
+    pair_strat: Any,
+    rng: RandomSource,
+) -> tuple[pl.DataFrame, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """The (query, url) pairs of the released queries: selection by the same strategy among
+    each user's first clicks, then noisy click counts. Returns the table, the strategy's
+    description, the report's figures and the ledger events."""
+    assert pools.clicks is not None and params.d_c is not None
+    assert params.eps_click_counts is not None
+    released_q = queries.select(pl.col("query"))
+    cand = (
+        pools.clicks.join(released_q, on="query", how="semi")
+        .sort(["user", "rank"])
+        .with_columns(
+            item=pl.col("query") + PAIR_SEP + pl.col("url"),
+            rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
+        )
+    )
+    ppool = ItemPool.from_frame(cand.select("user", "item", "rank"))
+    psel = _selected(ppool, pair_strat.select_pool(ppool, rng), params.d_c)
+    lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
+    porder = psel.sort("item")
+    pn = porder.get_column("count").to_numpy() + lap_c.sample(porder.height, rng)
+    parts = porder.get_column("item").str.split_exact(PAIR_SEP, 1)
+    clicks = pl.DataFrame(
+        {
+            "query": parts.struct.field("field_0"),
+            "url": parts.struct.field("field_1"),
+            "noisy_count": pl.Series(pn, dtype=pl.Int64),
+        }
+    )
+    if params.clamp_negative:
+        clicks = clicks.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    clicks = clicks.sort(["query", "noisy_count", "url"], descending=[False, True, False])
+    detail: dict[str, Any] = pair_strat.describe()
+    report = {
+        "clicks": pools.figures.get("clicks", 0),
+        "candidate_pairs": int(cand.get_column("item").n_unique()),
+        "pairs_released": clicks.height,
+        "url_selection": detail,
+    }
+    events = [
+        {"step": "select_urls", **_event(detail)},
+        {"step": "click_counts", "mechanism": "laplace", "noise": lap_c.describe(),
+         "l1_sensitivity": params.d_c, "epsilon": params.eps_click_counts, "delta": 0.0},
+    ]  # fmt: skip
+    return clicks, detail, report, events
+
+
 def release_select_pools(
     pools: UserItemPools,
     params: SelectParams,
@@ -324,46 +376,12 @@ def release_select_pools(
     ]  # fmt: skip
     clicks_detail = None
     if pair_strat is not None:
-        assert pools.clicks is not None and params.d_c is not None
-        assert params.eps_click_counts is not None
-        released_q = queries.select(pl.col("query"))
-        cand = (
-            pools.clicks.join(released_q, on="query", how="semi")
-            .sort(["user", "rank"])
-            .with_columns(
-                item=pl.col("query") + PAIR_SEP + pl.col("url"),
-                rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
-            )
+        clicks, clicks_detail, click_report, click_events = _select_pairs(
+            pools, params, queries, pair_strat, rng
         )
-        ppool = ItemPool.from_frame(cand.select("user", "item", "rank"))
-        psel = _selected(ppool, pair_strat.select_pool(ppool, rng), params.d_c)
-        lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
-        porder = psel.sort("item")
-        pn = porder.get_column("count").to_numpy() + lap_c.sample(porder.height, rng)
-        parts = porder.get_column("item").str.split_exact(PAIR_SEP, 1)
-        clicks = pl.DataFrame(
-            {
-                "query": parts.struct.field("field_0"),
-                "url": parts.struct.field("field_1"),
-                "noisy_count": pl.Series(pn, dtype=pl.Int64),
-            }
-        )
-        if params.clamp_negative:
-            clicks = clicks.with_columns(pl.col("noisy_count").clip(lower_bound=0))
-        tables["clicks"] = clicks.sort(["query", "noisy_count", "url"],
-                                       descending=[False, True, False])  # fmt: skip
-        clicks_detail = pair_strat.describe()
-        report |= {
-            "clicks": pools.figures.get("clicks", 0),
-            "candidate_pairs": int(cand.get_column("item").n_unique()),
-            "pairs_released": clicks.height,
-            "url_selection": clicks_detail,
-        }
-        events += [
-            {"step": "select_urls", **_event(clicks_detail)},
-            {"step": "click_counts", "mechanism": "laplace", "noise": lap_c.describe(),
-             "l1_sensitivity": params.d_c, "epsilon": params.eps_click_counts, "delta": 0.0},
-        ]  # fmt: skip
+        tables["clicks"] = clicks
+        report |= click_report
+        events += click_events
     report["epsilon"] = eps
     report["delta"] = delta
     report["parameters"] = params.to_dict()

@@ -265,6 +265,77 @@ def _check_call(
     return exact
 
 
+def _click_counts(
+    bounded: BoundedCounts,
+    params: KorolovaParams,
+    queries: pl.DataFrame,
+    serp_table: pl.DataFrame | None,
+    rng: RandomSource,
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Step 4: the URLs of the released queries (a public SERP, or private selection by
+    thresholding) and their noisy click counts; with the report's click figures."""
+    assert params.d_c is not None and params.b_c is not None
+    pair_counts = bounded.table("clicks", ["query", "url"], ordered=getattr(rng, "seeded", True))
+    released = queries.select("query")
+    pair_counts = pair_counts.join(released, on="query", how="semi")
+    if params.url_selection == "serp":
+        assert serp_table is not None
+        cand = serp_table.join(released, on="query", how="semi").select("query", "url")
+        cand = (
+            cand.join(pair_counts, on=["query", "url"], how="left")
+            .with_columns(pl.col("count").fill_null(0))
+            .sort(["query", "url"])
+        )
+    else:
+        assert params.url_K is not None and params.url_b is not None
+        cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
+    cn = noisy_counts(cand.get_column("count"), scale=params.b_c, rng=rng)
+    clicks_out = cand.with_columns(noisy_count=pl.Series(cn, dtype=pl.Int64))
+    if params.clamp_negative:
+        clicks_out = clicks_out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    fig = bounded.figures
+    report = {
+        "clicks": fig["clicks"],
+        "clicks_after_bounding": fig["clicks_after_bounding"],
+        "candidate_pairs": pair_counts.height if params.url_selection == "private" else cand.height,
+        "pairs_released": clicks_out.height,
+    }
+    return clicks_out, report
+
+
+def _ledger_parameters(
+    params: KorolovaParams, budget: Budget | None, serp: Serp | pl.DataFrame | None
+) -> dict[str, Any]:
+    """The ledger's ``parameters``: the parameters, the noise scales as run, the threshold
+    semantics, the budget checked, the treatment of negative counts (and the SERP depth)."""
+    parameters: dict[str, Any] = params.to_dict() | {
+        "noise_effective_scales": {
+            "b": DiscreteLaplace(scale=params.b).effective_scale,
+            "b_q": DiscreteLaplace(scale=params.b_q).effective_scale,
+            **(
+                {"b_c": DiscreteLaplace(scale=params.b_c).effective_scale}
+                if params.b_c is not None
+                else {}
+            ),
+            **(
+                {"url_b": DiscreteLaplace(scale=params.url_b).effective_scale}
+                if params.url_b is not None
+                else {}
+            ),
+        },
+        "threshold_semantics": "released iff count + noise > K (integer noisy counts)",
+        "budget": None if budget is None else budget.to_dict(),
+        "negative_counts": "clamped to 0 (post-processing)"
+        if params.clamp_negative
+        else "published as drawn",
+    }
+    if params.url_selection == "serp":
+        parameters["serp_depth"] = serp.depth if isinstance(serp, Serp) else None
+    if params.url_selection == "serp":
+        parameters["serp_depth"] = serp.depth if isinstance(serp, Serp) else None
+    return parameters
+
+
 def release_korolova_counts(
     bounded: BoundedCounts,
     params: KorolovaParams,
@@ -309,37 +380,8 @@ def release_korolova_counts(
     # 4. URLs and click counts
     clicks_out: pl.DataFrame | None = None
     if params.url_selection != "none":
-        assert params.d_c is not None and params.b_c is not None
-        pair_counts = bounded.table(
-            "clicks", ["query", "url"], ordered=getattr(rng, "seeded", True)
-        )
-        released = queries.select("query")
-        pair_counts = pair_counts.join(released, on="query", how="semi")
-        if params.url_selection == "serp":
-            assert serp_table is not None
-            cand = serp_table.join(released, on="query", how="semi").select("query", "url")
-            cand = (
-                cand.join(pair_counts, on=["query", "url"], how="left")
-                .with_columns(pl.col("count").fill_null(0))
-                .sort(["query", "url"])
-            )
-        else:
-            assert params.url_K is not None and params.url_b is not None
-            cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
-        cn = noisy_counts(cand.get_column("count"), scale=params.b_c, rng=rng)
-        clicks_out = cand.with_columns(noisy_count=pl.Series(cn, dtype=pl.Int64))
-        if params.clamp_negative:
-            clicks_out = clicks_out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
-        report.update(
-            {
-                "clicks": fig["clicks"],
-                "clicks_after_bounding": fig["clicks_after_bounding"],
-                "candidate_pairs": pair_counts.height
-                if params.url_selection == "private"
-                else cand.height,
-                "pairs_released": clicks_out.height,
-            }
-        )
+        clicks_out, click_report = _click_counts(bounded, params, queries, serp_table, rng)
+        report.update(click_report)
     report["parameters"] = params.to_dict()
     report["epsilon"] = exact["epsilon"]
     report["delta"] = exact["delta"]
@@ -363,29 +405,7 @@ def release_korolova_counts(
         tables["clicks"] = clicks_out.select("query", "url", "noisy_count").sort(
             ["query", "noisy_count", "url"], descending=[False, True, False]
         )
-    parameters = params.to_dict() | {
-        "noise_effective_scales": {
-            "b": DiscreteLaplace(scale=params.b).effective_scale,
-            "b_q": DiscreteLaplace(scale=params.b_q).effective_scale,
-            **(
-                {"b_c": DiscreteLaplace(scale=params.b_c).effective_scale}
-                if params.b_c is not None
-                else {}
-            ),
-            **(
-                {"url_b": DiscreteLaplace(scale=params.url_b).effective_scale}
-                if params.url_b is not None
-                else {}
-            ),
-        },
-        "threshold_semantics": "released iff count + noise > K (integer noisy counts)",
-        "budget": None if budget is None else budget.to_dict(),
-        "negative_counts": "clamped to 0 (post-processing)"
-        if params.clamp_negative
-        else "published as drawn",
-    }
-    if params.url_selection == "serp":
-        parameters["serp_depth"] = serp.depth if isinstance(serp, Serp) else None
+    parameters = _ledger_parameters(params, budget, serp)
     serp_rec = _serp_record(serp)
     ledger = build_ledger(
         mechanism=MECHANISM,
