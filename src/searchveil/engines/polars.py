@@ -15,7 +15,8 @@ from searchveil.engines.sources import ENGINE_LAYOUT, validate_aol_text
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED, start_fingerprint
 from searchveil.io.formats import check_parquet
-from searchveil.io.readers import AOL_COLUMNS, parse_time
+from searchveil.io.readers import AOL_COLUMNS
+from searchveil.io.times import parse_time
 from searchveil.model import normalize_query
 
 

@@ -31,7 +31,8 @@ from searchveil.engines.base import Engine, ReducedRows, Table
 from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item, Source
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
-from searchveil.io.readers import ReaderOptions, parse_time
+from searchveil.io.readers import ReaderOptions
+from searchveil.io.times import parse_time
 from searchveil.model import InputInfo, SearchLog, add_sessions
 
 __all__ = [

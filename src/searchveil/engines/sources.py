@@ -22,7 +22,8 @@ import polars as pl
 from searchveil.errors import InputFormatError, InternalError
 from searchveil.io.files import PARQUET_DAMAGED, decompress_problem, start_fingerprint
 from searchveil.io.formats import Container, check_parquet, container
-from searchveil.io.readers import AOL_COLUMNS, ragged_problem
+from searchveil.io.readers import AOL_COLUMNS
+from searchveil.io.text import ragged_problem
 
 __all__ = [
     "BLOCK_BYTES",
