@@ -49,7 +49,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import provenance_path
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.accounting import Budget
-from searchveil.mechanisms.selection import STRATEGIES, default_d
+from searchveil.mechanisms.selection import default_d
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.kanonymity import KAnonParams
 from searchveil.release.korolova import (
@@ -60,10 +60,10 @@ from searchveil.release.korolova import (
     split_parts,
 )
 from searchveil.release.run import ReleaseParams, release_file
-from searchveil.release.select import SelectParams
+from searchveil.release.select import SelectionStrategy, SelectParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
-from searchveil.validate import check_choice, check_int
+from searchveil.validate import check_int, parse_choice
 
 EpsOpt = Annotated[
     float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
@@ -287,7 +287,7 @@ def select_params(
     strategy's data-independent default (:func:`default_d`, from ε, δ and ``--max-users``)."""
     _need_budget(epsilon, delta)
     assert epsilon is not None and delta is not None
-    check_choice("selection", selection, STRATEGIES)
+    parse_choice("selection", selection, SelectionStrategy)
     parts = 2 if d_c is None else 4
     w = _parse_split(split, parts) or tuple([1.0] * parts)
     if max_users is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,22 @@ from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
+from searchveil.validate import parse_choice
 
 PLAN_NAME = "spark window plan"
 POOL_PLAN_NAME = "spark pool plan"
 ORDERED_PLAN_NAME = "spark ordered pass"
-SPARK_PLANS = ("auto", "ordered", "window")
+
+
+class SparkPlan(StrEnum):
+    """How Spark bounds: ``auto`` (the ordered pass, else the window plan), or one of them."""
+
+    AUTO = "auto"
+    ORDERED = "ordered"
+    WINDOW = "window"
+
+
+SPARK_PLANS = tuple(p.value for p in SparkPlan)
 SPARK_UNREADABLE = (
     "Spark could not read it as the AOL layout (a row with the wrong number of fields, or a "
     "damaged .gz or Parquet file?); `searchveil stats` on it names the first bad line "
@@ -109,8 +121,7 @@ class SparkEngine(Engine):
         fingerprint: str = "full",
         plan: str = "auto",
     ) -> None:
-        if plan not in SPARK_PLANS:
-            raise InvalidParameterError("spark plan", plan, " | ".join(SPARK_PLANS))
+        plan = parse_choice("spark plan", plan, SparkPlan)
         if plan == "ordered" and not HAVE_PANDAS:
             raise InvalidParameterError("spark plan", plan, "auto or window (pandas is missing)")
         self.plan = plan

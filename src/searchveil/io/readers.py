@@ -25,10 +25,11 @@ import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import PARQUET_DAMAGED, file_sha256
-from searchveil.io.formats import check_parquet, layout
+from searchveil.io.formats import Layout, check_parquet, layout
 from searchveil.io.profiles import PROFILE_NAMES, PROFILES
 from searchveil.io.text import (
     BadRows,
+    OnBadRows,
     decode_check,
     ragged_rows_problem,
     raw_bytes,
@@ -39,7 +40,7 @@ from searchveil.io.text import (
 from searchveil.io.times import check_time_options, parse_time, time_expr, time_problem
 from searchveil.io.trec import read_trec_session
 from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
-from searchveil.validate import check_choice
+from searchveil.validate import check_choice, parse_choice
 
 __all__ = [
     "ColumnMapping",
@@ -52,7 +53,7 @@ __all__ = [
     "MSNBC_CATEGORIES",
 ]
 
-FORMATS = ("auto", "aol", "csv", "parquet", "msnbc", "trec-session")
+FORMATS = tuple(f.value for f in Layout)
 TIME_FORMATS = ("auto", "iso", "epoch", "epoch-ms", "STRFTIME-PATTERN")
 # names the reader creates; input columns with these names are kept as ``input_<name>``
 INTERNAL_COLUMNS = ("user", "query", "time", "rank", "url", "session", "row", "click_order")
@@ -359,8 +360,8 @@ def read_log(
         )
     o = options
     p = Path(path)
-    check_choice("format", o.fmt, FORMATS)
-    check_choice("on_bad_rows", o.on_bad_rows, ("error", "skip"))
+    parse_choice("format", o.fmt, Layout)
+    parse_choice("on_bad_rows", o.on_bad_rows, OnBadRows)
     if o.session_gap_minutes <= 0:
         raise InvalidParameterError("session_gap_minutes", o.session_gap_minutes, "a number > 0")
     if o.delimiter is not None and len(o.delimiter) != 1:

@@ -11,6 +11,7 @@ import codecs
 import gzip
 import io
 import zlib
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from searchveil.io.formats import Container, container
 
 __all__ = [
     "BadRows",
+    "OnBadRows",
     "decode_check",
     "raw_bytes",
     "read_lines",
@@ -97,6 +99,14 @@ def split_fields(lines: pl.Series, sep: str, n: int) -> pl.DataFrame:
         .select(pl.col("_l").str.split_exact(sep, n - 1).alias("s"))
         .unnest("s")
     )
+
+
+class OnBadRows(StrEnum):
+    """``--on-bad-rows``: refuse the input at the first bad row (naming its line), or skip and
+    count such rows."""
+
+    ERROR = "error"
+    SKIP = "skip"
 
 
 class BadRows:

@@ -27,7 +27,7 @@ from searchveil.release.korolova.accounting import (
     korolova_solve_paper,
 )
 from searchveil.release.zealous.accounting import (
-    GUARANTEES,
+    Guarantee,
     zealous_exact_privacy,
     zealous_exact_probabilistic,
     zealous_optimal_tau,
@@ -36,7 +36,7 @@ from searchveil.release.zealous.accounting import (
     zealous_theorem3_delta,
     zealous_thesis_delta,
 )
-from searchveil.validate import check_choice, check_int
+from searchveil.validate import check_int, parse_choice
 
 __all__ = ["korolova_advice", "zealous_advice"]
 
@@ -194,7 +194,7 @@ def zealous_advice(
     guarantee: str,
 ) -> dict[str, Any]:
 
-    check_choice("guarantee", guarantee, GUARANTEES)
+    guarantee = parse_choice("guarantee", guarantee, Guarantee)
     rows: list[dict[str, Any]] = []
     if lams is None and tau_primes is None:
         if epsilon is None or delta is None:

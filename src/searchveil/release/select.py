@@ -26,6 +26,7 @@ is the one definition of the noise, accounting and ledger for both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,7 @@ from searchveil.release.histogram import (
     users_bound_source,
 )
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
     "MECHANISM",
@@ -69,9 +70,24 @@ MECHANISM = "query-release-selection"
 CLICK_POOL_FACTOR = 4
 
 
+class SelectionStrategy(StrEnum):
+    """``--selection``: the strategy that selects queries (and pairs) on each user's first
+    distinct items (:mod:`searchveil.mechanisms.selection`; docs/selection-strategies.md)."""
+
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
+    POLICY_GAUSSIAN = "policy-gaussian"
+    MAD = "mad"
+    MAD2R = "mad2r"
+    DP_SIPS = "dp-sips"
+
+
+assert tuple(SelectionStrategy) == STRATEGIES, "SelectionStrategy and STRATEGIES must agree"
+
+
 @dataclass(frozen=True)
 class SelectParams:
-    strategy: str
+    strategy: SelectionStrategy | str  # (a member once constructed)
     epsilon: float
     delta: float
     d: int
@@ -82,7 +98,8 @@ class SelectParams:
     d_rule: str = "given (--max-queries)"
 
     def __post_init__(self) -> None:
-        check_choice("selection", self.strategy, STRATEGIES)
+        strategy = parse_choice("selection", self.strategy, SelectionStrategy)
+        object.__setattr__(self, "strategy", strategy)
         check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
         check_int("d", self.d, minimum=1, maximum=4096)

@@ -6,24 +6,25 @@ or given directly, with their privacy map) and the contribution bounding they de
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from functools import partial
 from typing import Any
 
 from searchveil.bounding import bound_contributions
 from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
-from searchveil.mechanisms.accounting import Budget, within_budget
+from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import exact_threshold_privacy
 from searchveil.model import SearchLog, items
-from searchveil.release.counts import count_by
+from searchveil.release.counts import BoundingStrategy, count_by
 from searchveil.release.korolova.accounting import (
     korolova_paper_privacy,
     korolova_paper_selection,
     solve_threshold,
 )
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
     "KorolovaParams",
@@ -33,10 +34,41 @@ __all__ = [
     "split_parts",
     "URL_SELECTIONS",
     "THRESHOLD_RULES",
+    "ThresholdRule",
+    "UrlSelection",
+    "UrlsOption",
 ]
 
-URL_SELECTIONS = ("none", "serp", "private")
-THRESHOLD_RULES = ("exact", "paper", "improved")
+
+class UrlSelection(StrEnum):
+    """Which URLs get click counts: none, a public SERP's, or privately selected ones."""
+
+    NONE = "none"
+    SERP = "serp"
+    PRIVATE = "private"
+
+
+class UrlsOption(StrEnum):
+    """``--urls``: a :class:`UrlSelection`, or ``auto`` (resolved by
+    :func:`resolve_url_selection`)."""
+
+    AUTO = "auto"
+    NONE = "none"
+    SERP = "serp"
+    PRIVATE = "private"
+
+
+class ThresholdRule(StrEnum):
+    """How :meth:`KorolovaParams.from_budget` solves K: ``exact`` (smallest integer K whose
+    exact discrete (ε, δ) fits), ``paper`` (⌈K⌉ of Table 4.1) or ``improved`` (⌈K⌉ of §4.8)."""
+
+    EXACT = "exact"
+    PAPER = "paper"
+    IMPROVED = "improved"
+
+
+URL_SELECTIONS = tuple(u.value for u in UrlSelection)
+THRESHOLD_RULES = tuple(r.value for r in ThresholdRule)
 
 #: ε shares of the steps present, in this order: selection, query counts [, URL selection
 #: (private URLs only)] [, click counts]
@@ -45,8 +77,7 @@ _SPLIT_PARTS = {"none": 2, "serp": 3, "private": 4}
 
 def split_parts(url_selection: str) -> int:
     """How many ε weights ``from_budget``'s ``split`` takes for ``url_selection``."""
-    check_choice("url_selection", url_selection, URL_SELECTIONS)
-    return _SPLIT_PARTS[url_selection]
+    return _SPLIT_PARTS[parse_choice("url_selection", url_selection, UrlSelection)]
 
 
 def default_split(url_selection: str) -> tuple[float, ...]:
@@ -54,10 +85,10 @@ def default_split(url_selection: str) -> tuple[float, ...]:
     return tuple([1.0] * split_parts(url_selection))
 
 
-def resolve_url_selection(urls: str, *, d_c: int | None, serp_given: bool) -> str:
+def resolve_url_selection(urls: str, *, d_c: int | None, serp_given: bool) -> UrlSelection:
     """``urls="auto"`` → ``none`` without ``d_c``, ``serp`` with a SERP, else ``private``; the
     combination of URL selection, ``d_c`` and a SERP is checked (typed errors)."""
-    check_choice("urls", urls, ("auto", *URL_SELECTIONS))
+    urls = parse_choice("urls", urls, UrlsOption)
     if urls == "auto":
         urls = "none" if d_c is None else ("serp" if serp_given else "private")
     if urls != "none" and d_c is None:
@@ -68,7 +99,7 @@ def resolve_url_selection(urls: str, *, d_c: int | None, serp_given: bool) -> st
         raise InvalidParameterError("serp", "given", "only with --urls serp")
     if urls == "none" and d_c is not None:
         raise InvalidParameterError("max-clicks", d_c, "unset with --urls none")
-    return urls
+    return UrlSelection(urls)
 
 
 @dataclass(frozen=True)
@@ -84,17 +115,17 @@ class KorolovaParams:
     K: float
     b: float
     b_q: float
-    url_selection: str = "none"
+    url_selection: UrlSelection | str = "none"  # (a member once constructed)
     d_c: int | None = None
     b_c: float | None = None
     url_K: float | None = None
     url_b: float | None = None
     distinct: bool = False
-    strategy: str = "first"
+    strategy: BoundingStrategy | str = "first"
     clamp_negative: bool = False
     #: how the parameters were solved (set by :meth:`from_budget`; recorded in the ledger)
     epsilon_split_weights: tuple[float, ...] | None = None
-    threshold_rule: str | None = None
+    threshold_rule: ThresholdRule | str | None = None
     #: the (ε, δ) these parameters must meet: set by :meth:`from_budget`, or given with the
     #: direct form to be checked (by :func:`searchveil.release.run.release_file`, before any
     #: noise); not a parameter of the mechanism (not in :meth:`to_dict`)
@@ -103,11 +134,14 @@ class KorolovaParams:
     def __post_init__(self) -> None:
         check_int("d", self.d, minimum=1)
         if self.threshold_rule is not None:
-            check_choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
+            rule = parse_choice("threshold_rule", self.threshold_rule, ThresholdRule)
+            object.__setattr__(self, "threshold_rule", rule)
         check_positive("b", self.b)
         check_positive("b_q", self.b_q)
-        check_choice("url_selection", self.url_selection, URL_SELECTIONS)
-        check_choice("strategy", self.strategy, ("first", "random"))
+        urls = parse_choice("url_selection", self.url_selection, UrlSelection)
+        object.__setattr__(self, "url_selection", urls)
+        strategy = parse_choice("strategy", self.strategy, BoundingStrategy)
+        object.__setattr__(self, "strategy", strategy)
         need = 1 if self.distinct else self.d
         if not isinstance(self.K, int | float) or isinstance(self.K, bool) or self.K < need:
             raise InvalidParameterError(
@@ -170,8 +204,8 @@ class KorolovaParams:
         eps = check_positive("epsilon", epsilon)
         dl = check_probability("delta", delta)
         d = check_int("d", d, minimum=1)
-        check_choice("url_selection", url_selection, URL_SELECTIONS)
-        check_choice("threshold_rule", threshold_rule, THRESHOLD_RULES)
+        parse_choice("url_selection", url_selection, UrlSelection)
+        rule = parse_choice("threshold_rule", threshold_rule, ThresholdRule)
         parts = split_parts(url_selection)
         if split is None or len(split) != parts:
             raise InvalidParameterError(
@@ -180,9 +214,7 @@ class KorolovaParams:
         w = [check_positive("split", float(x)) for x in split]
         shares = [eps * x / sum(w) for x in w]
         n_thr = 2 if url_selection == "private" else 1
-        K, b = solve_threshold(
-            threshold_rule, epsilon=shares[0], delta=dl / n_thr, d=d, distinct=distinct
-        )
+        K, b = solve_threshold(rule, epsilon=shares[0], delta=dl / n_thr, d=d, distinct=distinct)
         b_q = d / shares[1]
         kw: dict[str, Any] = {}
         if url_selection != "none":
@@ -191,9 +223,7 @@ class KorolovaParams:
             kw["b_c"] = d_c / shares[-1]
         if url_selection == "private":
             assert d_c is not None
-            uK, ub = solve_threshold(
-                threshold_rule, epsilon=shares[2], delta=dl / 2, d=d_c, distinct=False
-            )
+            uK, ub = solve_threshold(rule, epsilon=shares[2], delta=dl / 2, d=d_c, distinct=False)
             kw["url_K"], kw["url_b"] = uK, ub
         params = cls(
             d=d,
@@ -205,13 +235,13 @@ class KorolovaParams:
             strategy=strategy,
             clamp_negative=clamp_negative,
             epsilon_split_weights=tuple(w),
-            threshold_rule=threshold_rule,
+            threshold_rule=rule,
             budget=Budget(epsilon, delta),
             **kw,
         )
-        acc = "exact" if threshold_rule == "exact" else "paper"
+        acc = Accounting.EXACT if rule == ThresholdRule.EXACT else Accounting.PAPER
         pr = params.privacy(acc)
-        if threshold_rule == "improved":  # §4.8's δ is the one this rule solves for
+        if rule == ThresholdRule.IMPROVED:  # §4.8's δ is the one this rule solves for
             pr["delta"] = pr["delta_improved_4_8"]
         if not (within_budget(pr["epsilon"], eps) and within_budget(pr["delta"], dl)):
             raise InvalidParameterError(
@@ -229,7 +259,7 @@ class KorolovaParams:
         ``exact``: tight values for the discrete mechanism run (effective noise scales);
         ``paper``: Theorem 3 (and §4.8's δ) for continuous Laplace noise.
         """
-        check_choice("accounting", accounting, ("exact", "paper"))
+        accounting = parse_choice("accounting", accounting, Accounting)
         events: list[dict[str, Any]] = []
         q_noise = DiscreteLaplace(scale=self.b_q)
         if accounting == "exact":

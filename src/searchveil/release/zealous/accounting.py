@@ -8,6 +8,7 @@ corrected Theorem 2 ((ε, δ)-indistinguishability), Proposition 4's τ — each
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.threshold import SelectionPrivacy, discrete_sf, effective_scale
@@ -15,6 +16,7 @@ from searchveil.validate import check_int, check_positive, check_probability
 
 __all__ = [
     "GUARANTEES",
+    "Guarantee",
     "zealous_lambda",
     "zealous_tau_prime",
     "zealous_theorem3_delta",
@@ -26,7 +28,16 @@ __all__ = [
     "zealous_exact_probabilistic",
 ]
 
-GUARANTEES = ("probabilistic", "indistinguishability")
+
+class Guarantee(StrEnum):
+    """Which ZEALOUS guarantee: probabilistic differential privacy (Theorem 3, with a public
+    bound U on the users) or (ε, δ)-indistinguishability (Theorem 2, corrected)."""
+
+    PROBABILISTIC = "probabilistic"
+    INDISTINGUISHABILITY = "indistinguishability"
+
+
+GUARANTEES = tuple(g.value for g in Guarantee)
 
 
 def zealous_lambda(*, epsilon: float, m: int) -> float:

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from functools import partial
 from typing import Any
 
 from searchveil.bounding import bound_contributions
 from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
-from searchveil.mechanisms.accounting import Budget, within_budget
+from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, SearchLog, items
-from searchveil.release.counts import count_by
+from searchveil.release.counts import BoundingStrategy, count_by
 from searchveil.release.zealous.accounting import (
-    GUARANTEES,
+    Guarantee,
     zealous_exact_privacy,
     zealous_exact_probabilistic,
     zealous_optimal_tau,
@@ -28,9 +29,21 @@ from searchveil.release.zealous.accounting import (
     zealous_thesis_delta,
 )
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
-__all__ = ["ZealousParams", "zealous_counts", "PART_COLUMNS"]
+__all__ = ["ZealousParams", "ZealousItem", "zealous_counts", "PART_COLUMNS"]
+
+
+class ZealousItem(StrEnum):
+    """The items ZEALOUS counts (:data:`searchveil.model.ITEM_KINDS`)."""
+
+    KEYWORDS = "keywords"
+    QUERIES = "queries"
+    CLICKS = "clicks"
+    QUERY_PAIRS = "query_pairs"
+
+
+assert tuple(ZealousItem) == ITEM_KINDS, "ZealousItem and model.ITEM_KINDS must agree"
 
 # the two parts of an item key for clicks and query pairs (model.items uses a TAB inside the key)
 PART_COLUMNS = {"clicks": ("query", "url"), "query_pairs": ("query", "next_query")}
@@ -45,10 +58,10 @@ class ZealousParams:
     tau: int
     lam: float
     tau_prime: float
-    item_type: str
-    guarantee: str
+    item_type: ZealousItem | str  # (members once constructed)
+    guarantee: Guarantee | str
     users: int | None = None
-    strategy: str = "first"
+    strategy: BoundingStrategy | str = "first"
     #: the (ε, δ) these parameters must meet (set by :meth:`from_budget`, or given with the
     #: direct form to be checked); not a parameter of the mechanism (not in :meth:`to_dict`)
     budget: Budget | None = field(default=None, compare=False, repr=False)
@@ -57,9 +70,12 @@ class ZealousParams:
         check_int("m", self.m, minimum=1)
         check_int("tau", self.tau, minimum=1)
         check_positive("lambda", self.lam)
-        check_choice("item_type", self.item_type, ITEM_KINDS)
-        check_choice("guarantee", self.guarantee, GUARANTEES)
-        check_choice("strategy", self.strategy, ("first", "random"))
+        object.__setattr__(
+            self, "item_type", parse_choice("item_type", self.item_type, ZealousItem)
+        )
+        object.__setattr__(self, "guarantee", parse_choice("guarantee", self.guarantee, Guarantee))
+        strategy = parse_choice("strategy", self.strategy, BoundingStrategy)
+        object.__setattr__(self, "strategy", strategy)
         if not isinstance(self.tau_prime, int | float) or self.tau_prime < self.tau:
             raise InvalidParameterError("tau_prime", self.tau_prime, f"a number >= tau={self.tau}")
         if self.guarantee == "probabilistic":
@@ -93,7 +109,7 @@ class ZealousParams:
         eps = check_positive("epsilon", epsilon)
         dl = check_probability("delta", delta)
         m = check_int("m", m, minimum=1)
-        check_choice("guarantee", guarantee, GUARANTEES)
+        guarantee = parse_choice("guarantee", guarantee, Guarantee)
         if guarantee == "probabilistic":
             if users is None:
                 raise InvalidParameterError(
@@ -132,7 +148,7 @@ class ZealousParams:
 
     def privacy(self, accounting: str = "exact") -> dict[str, Any]:
         """(ε, δ) of the chosen guarantee: ``exact`` (discrete, as run) or ``paper``."""
-        check_choice("accounting", accounting, ("exact", "paper"))
+        accounting = parse_choice("accounting", accounting, Accounting)
         if self.guarantee == "probabilistic":
             assert self.users is not None
             if accounting == "exact":
