@@ -45,6 +45,7 @@ from searchveil.cli._common import (
     run,
     with_reader_options,
 )  # fmt: skip
+from searchveil.cli.sanitize import ump_command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import provenance_path
 from searchveil.io.readers import ReaderOptions
@@ -650,10 +651,11 @@ def kanon_command(
 
 def register(app: typer.Typer) -> None:
     rel = typer.Typer(
-        help="Private releases: korolova (query-click graph), zealous, kanon (baseline).",
+        help="Private releases: korolova (query-click graph), zealous, kanon (baseline), ump.",
         no_args_is_help=True,
     )
     app.add_typer(rel, name="release")
     rel.command("korolova")(korolova_command)
     rel.command("zealous")(zealous_command)
     rel.command("kanon")(kanon_command)
+    rel.command("ump")(ump_command)
