@@ -541,7 +541,7 @@ def korolova_command(
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
-    """Korolova's Release-Data (thesis ch.4): private queries and clicks with noisy counts."""
+    """Korolova's Release-Data (thesis ch.4): private queries, clicks and noisy counts."""
 
     def body() -> None:
         run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
