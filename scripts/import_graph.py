@@ -45,9 +45,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("io", ("io", "report.html")),
     ("mechanisms", ("mechanisms", "audit")),
     ("params", ("params",)),
+    # the backends: bound contributions for a BoundingPlan, never see a family's parameters
+    ("engines", ("engines",)),
     # sibling families on one floor: each may use another's PUBLIC names, without cycles
     ("families", ("release", "cels", "tabular", "social", "attacks", "synth")),
-    ("engines", ("engines",)),
     ("evaluate", ("evaluate",)),
     ("report", ("report",)),
     ("cli", ("cli", "__main__", "")),  # "" = the package itself (the public facade)
@@ -55,7 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 # Function-local imports of searchveil modules are refused except these (importer, imported):
 # the optional Spark engine, whose module imports pyspark, is imported once, when asked for.
-LOCAL_IMPORTS_ALLOWED = {("searchveil.engines.plans", "searchveil.engines.spark")}
+LOCAL_IMPORTS_ALLOWED = {("searchveil.engines.backends", "searchveil.engines.spark")}
 
 
 @dataclass(frozen=True)

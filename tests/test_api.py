@@ -84,10 +84,12 @@ PUBLIC_PATHS = {
     "searchveil.release.histogram": ["HistogramRelease", "write_release", "noisy_counts",
                                      "noisy_threshold"],
     "searchveil.release._histogram": ["BoundedCounts", "HistogramRelease", "write_release"],
-    "searchveil.params": ["exact_threshold_privacy", "keep_probability", "korolova_solve_exact",
-                          "korolova_advice", "zealous_advice"],
+    "searchveil.mechanisms.threshold": ["exact_threshold_privacy", "keep_probability",
+                                        "korolova_solve_exact"],
+    "searchveil.release.advice": ["korolova_advice", "zealous_advice"],
     "searchveil.cli.params": ["korolova_advice", "zealous_advice"],
-    "searchveil.engines": ["Engine", "make_engine", "run_release"],
+    "searchveil.engines": ["Engine", "make_engine"],
+    "searchveil.release.run": ["release_file", "run_release"],
     "searchveil.evaluate.reproduce": ["default_log_path", "run_experiments"],
 }  # fmt: skip
 

@@ -13,8 +13,8 @@ import pytest
 from searchveil.errors import InvalidParameterError
 from searchveil.evaluate.dcurve import dcurve, dcurve_from_events, format_dcurve
 from searchveil.mechanisms.selection import GaussianThreshold, user_item_sets
+from searchveil.mechanisms.threshold import effective_scale, korolova_solve_exact
 from searchveil.model import SearchLog, items
-from searchveil.params import effective_scale, korolova_solve_exact
 from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.rng import make_rng
 

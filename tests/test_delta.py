@@ -17,15 +17,10 @@ from typer.testing import CliRunner
 from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.threshold import discrete_sf
+from searchveil.mechanisms.threshold import discrete_sf, exact_threshold_privacy
 from searchveil.model import SearchLog
-from searchveil.params import (
-    exact_threshold_privacy,
-    korolova_advice,
-    single_user_check,
-    single_user_exposure,
-    solve_delta_single_user,
-)
+from searchveil.params import single_user_check, single_user_exposure, solve_delta_single_user
+from searchveil.release.advice import korolova_advice
 from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.release.select import SelectParams, release_select
 from searchveil.release.zealous import ZealousParams, release_zealous

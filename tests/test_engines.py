@@ -14,11 +14,10 @@ from typer.testing import CliRunner
 from _engine_cases import CASES, same_tables
 from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
 from searchveil.cli import app
-from searchveil.engines.plans import run_release
-from searchveil.engines.rows import parquet_footer_sha256
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.files import file_sha256
+from searchveil.io.files import file_sha256, parquet_footer_sha256
 from searchveil.release import release_kanon, release_korolova, release_zealous
+from searchveil.release.run import run_release
 
 FN = {"korolova": release_korolova, "zealous": release_zealous, "kanon": release_kanon}
 runner = CliRunner()

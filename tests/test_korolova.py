@@ -13,13 +13,10 @@ import pytest
 from searchveil.errors import BudgetExceededError, InputFormatError, InvalidParameterError
 from searchveil.io.ledger import read_ledger, read_provenance
 from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.mechanisms.threshold import exact_threshold_privacy
 from searchveil.model import SearchLog, items
-from searchveil.params import (
-    exact_threshold_privacy,
-    korolova_paper_privacy,
-    korolova_paper_selection,
-)
 from searchveil.release import KorolovaParams, read_serp, release_korolova, write_release
+from searchveil.release.korolova.accounting import korolova_paper_privacy, korolova_paper_selection
 from searchveil.rng import make_rng
 
 LN10 = math.log(10)

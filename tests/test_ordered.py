@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
-from searchveil.engines import ordered
+from searchveil.engines import ordered, sources
 from searchveil.engines.ordered import NotGrouped, ordered_counts
-from searchveil.engines.plans import run_release
 from searchveil.errors import InputFormatError
 from searchveil.release.korolova import korolova_counts, release_korolova
+from searchveil.release.run import run_release
 from searchveil.release.zealous import zealous_counts
 
 # raw queries that normalise to the same text ("a b") or differ only in case / blanks
@@ -70,7 +70,7 @@ def _check(path: Path) -> None:
     for algo, params in PARAMS:
         fn = korolova_counts if algo == "korolova" else zealous_counts
         mem = fn(log, params, rng=make_rng(0))
-        counts, figures, rows, sha = ordered_counts(path, algo, params, normalize=True)
+        counts, figures, rows, sha = ordered_counts(path, params.bounding_plan(), normalize=True)
         assert rows == log.n_rows and sha == log.info.sha256
         assert figures == mem.figures, (algo, params)
         for name, table in mem.counts.items():
@@ -85,7 +85,7 @@ def _check(path: Path) -> None:
 def test_ordered_pass_equals_memory_bounding(
     users, block: int, gz: bool, text_ids: bool, tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(ordered, "BLOCK_BYTES", block)
+    monkeypatch.setattr(sources, "BLOCK_BYTES", block)
     ids = [f"u{i}x" if text_ids else str(100 - 7 * i) for i in range(len(users))]  # unsorted ids
     path = tmp_path / ("log.tsv.gz" if gz else "log.tsv")
     _write(path, users, ids)
@@ -100,7 +100,7 @@ def test_ordered_pass_equals_memory_bounding(
 def test_ordered_pass_on_parquet_batches(
     users, batch: int, text_ids: bool, tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(ordered, "PARQUET_BATCH_ROWS", batch)
+    monkeypatch.setattr(sources, "PARQUET_BATCH_ROWS", batch)
     ids = [f"u{i}" if text_ids else str(i * 3) for i in range(len(users))]
     tsv = tmp_path / "log.tsv"
     _write(tsv, users, ids)
@@ -113,14 +113,14 @@ def test_ordered_pass_on_parquet_batches(
     for algo, params in PARAMS:
         fn = korolova_counts if algo == "korolova" else zealous_counts
         mem = fn(log, params, rng=make_rng(0))
-        counts, figures, rows, _ = ordered_counts(pq, algo, params, normalize=True)
+        counts, figures, rows, _ = ordered_counts(pq, params.bounding_plan(), normalize=True)
         assert figures == mem.figures and rows == log.n_rows
         for name, table in mem.counts.items():
             assert _same_counts(table, counts[name]), (algo, params, name)
 
 
 def test_real_logs_in_small_chunks(aol_215_path: Path, aol_top1000_path: Path, monkeypatch):
-    monkeypatch.setattr(ordered, "BLOCK_BYTES", 1 << 18)  # ~60 chunks of the top-1000 log
+    monkeypatch.setattr(sources, "BLOCK_BYTES", 1 << 18)  # ~60 chunks of the top-1000 log
     for path in (aol_215_path, aol_top1000_path):
         _check(path)
 
@@ -131,7 +131,7 @@ def test_interleaved_users_are_detected_and_fall_back(tmp_path: Path) -> None:
            ["1", "2", "1"])  # fmt: skip
     _, params = PARAMS[0]
     with pytest.raises(NotGrouped):
-        ordered_counts(path, "korolova", params, normalize=True)
+        ordered_counts(path, params.bounding_plan(), normalize=True)
     rel = run_release("polars", "korolova", path, params, rng=make_rng(5))
     mem = release_korolova(read_log(path), params, rng=make_rng(5))
     assert rel.report["engine_plan"].startswith("hash")
@@ -142,10 +142,10 @@ def test_interleaved_users_are_detected_and_fall_back(tmp_path: Path) -> None:
 def test_unnormalized_counts_keep_raw_text(tmp_path: Path) -> None:
     path = tmp_path / "log.tsv"
     _write(path, [[("A b", TIMES[0], ""), ("a b", TIMES[0], ""), ("a b", TIMES[1], "")]], ["1"])
-    counts, figures, _, _ = ordered_counts(path, "korolova", PARAMS[0][1], normalize=False)
+    counts, figures, _, _ = ordered_counts(path, PARAMS[0][1].bounding_plan(), normalize=False)
     assert figures["query_events"] == 3  # "A b" and "a b" at the same time: two events raw
     assert sorted(counts["queries"].rows()) == [("A b", 1), ("a b", 1)]  # d = 2
-    counts, figures, _, _ = ordered_counts(path, "korolova", PARAMS[0][1], normalize=True)
+    counts, figures, _, _ = ordered_counts(path, PARAMS[0][1].bounding_plan(), normalize=True)
     assert figures["query_events"] == 2 and counts["queries"].rows() == [("a b", 2)]
 
 
@@ -169,7 +169,7 @@ def test_bad_input_is_a_typed_error(tmp_path: Path, content: bytes, problem: str
     path = tmp_path / ("log.tsv.gz" if content[:2] == b"\x1f\x8b" else "log.tsv")
     path.write_bytes(content)
     with pytest.raises(InputFormatError, match=problem):
-        ordered_counts(path, "korolova", PARAMS[0][1], normalize=True)
+        ordered_counts(path, PARAMS[0][1].bounding_plan(), normalize=True)
 
 
 def test_extraction_thread_keeps_order_and_raises() -> None:
@@ -199,13 +199,13 @@ def test_text_blocks_start_small_and_double(tmp_path: Path, monkeypatch) -> None
     """The .gz reader's first block is FIRST_BLOCK_BYTES (parsing starts early), then blocks
     double up to the block size; every block holds whole lines and together they are the
     file."""
-    monkeypatch.setattr(ordered, "FIRST_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr(sources, "FIRST_BLOCK_BYTES", 1 << 12)
     lines = [f"{i}\tquery number {i}\t2006-03-01 10:00:00\t\t\n" for i in range(20_000)]
     body = "".join(lines).encode()
     path = tmp_path / "log.tsv.gz"
     with gzip.open(path, "wb") as f:
         f.write(b"AnonID\tQuery\tQueryTime\tItemRank\tClickURL\n" + body)
-    blocks = ordered.TextBlocks(path, block_bytes=1 << 16)
+    blocks = sources.TextBlocks(path, block_bytes=1 << 16)
     got = list(blocks)
     assert b"".join(got) == body
     assert all(b.endswith(b"\n") for b in got)

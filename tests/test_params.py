@@ -12,17 +12,22 @@ from scipy.stats import beta as beta_dist
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.params import (
+from searchveil.mechanisms.threshold import (
     effective_scale,
     exact_threshold_privacy,
     keep_probability,
     keep_probability_curve,
+    korolova_solve_exact,
+)
+from searchveil.release.histogram import noisy_threshold
+from searchveil.release.korolova.accounting import (
     korolova_alpha,
     korolova_paper_privacy,
     korolova_paper_selection,
-    korolova_solve_exact,
     korolova_solve_improved,
     korolova_solve_paper,
+)
+from searchveil.release.zealous.accounting import (
     zealous_exact_privacy,
     zealous_exact_probabilistic,
     zealous_optimal_tau,
@@ -32,7 +37,6 @@ from searchveil.params import (
     zealous_theorem3_delta,
     zealous_thesis_delta,
 )
-from searchveil.release.histogram import noisy_threshold
 from searchveil.rng import make_rng
 
 # ---------------------------------------------------------------------------------------------

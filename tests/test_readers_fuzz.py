@@ -287,8 +287,8 @@ def test_engine_skips_blank_lines_as_the_memory_reader_does(tmp_path: Path) -> N
     spaced = rows[:5] + ["", "  \t "] + rows[5:20] + ["\r"] + rows[20:]
     blanks.write_text(HEADER + "\n" + "\n".join(spaced) + "\n\n")
     params = KorolovaParams(d=2, K=2.0, b=1.0, b_q=1.0)
-    a = ordered_counts(plain, "korolova", params, normalize=True)
-    b = ordered_counts(blanks, "korolova", params, normalize=True)
+    a = ordered_counts(plain, params.bounding_plan(), normalize=True)
+    b = ordered_counts(blanks, params.bounding_plan(), normalize=True)
     assert a[0]["queries"].sort("query").equals(b[0]["queries"].sort("query"))
     assert a[1] == b[1] and a[2] == b[2]
 

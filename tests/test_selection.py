@@ -36,8 +36,8 @@ from searchveil.mechanisms.selection import (
     zcdp_delta,
     zcdp_rho,
 )
+from searchveil.mechanisms.threshold import exact_threshold_privacy, korolova_solve_exact
 from searchveil.model import items
-from searchveil.params import exact_threshold_privacy, korolova_solve_exact
 from searchveil.release.select import SelectParams, release_select
 from searchveil.rng import make_rng
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from _engine_cases import CASES, same_tables
 from searchveil import make_rng, read_log
 from searchveil.cli import app
-from searchveil.engines.plans import run_release
 from searchveil.release import release_kanon, release_korolova, release_zealous
+from searchveil.release.run import run_release
 
 pytestmark = pytest.mark.spark
 FN = {"korolova": release_korolova, "zealous": release_zealous, "kanon": release_kanon}
@@ -170,7 +170,7 @@ def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, ao
         for algo, params in _bounded_params():
             fn = korolova_counts if algo == "korolova" else zealous_counts
             mem = fn(log, params, rng=NO_RNG)
-            sp = engine.bounded_counts(path, algo, params)
+            sp = engine.bounded_counts(path, params.bounding_plan())
             assert sp.plan == "spark window plan"
             assert sp.figures == mem.figures, (path.name, algo, params)
             # every input record says how the hash was taken (--fingerprint; memory: full)
@@ -188,7 +188,7 @@ def test_spark_selection_equals_memory_and_polars(strategy: str, spark_master: s
     """``release korolova --selection`` (issue 24): the users' first items from Spark's pool
     plan, the Polars ordered pass and memory give the same query and click tables under a
     seed."""
-    from searchveil.engines.plans import run_select
+    from searchveil.release.run import run_select
     from searchveil.release.select import SelectParams, release_select
 
     sp_ = SelectParams(strategy=strategy, epsilon=20.0, delta=1e-5, d=40, d_c=3,

@@ -25,7 +25,6 @@ import pytest
 from _engine_cases import CASES
 from searchveil import KorolovaParams, ZealousParams, read_log
 from searchveil.engines import spark_ordered
-from searchveil.engines.base import BoundingPlan
 from searchveil.engines.rows import NO_RNG
 from searchveil.engines.spark_ordered import GROUP_KEYS, NotContiguous, PartitionPass, stitch
 from searchveil.release.korolova import korolova_counts
@@ -96,8 +95,8 @@ def _columns(path: Path) -> pl.DataFrame:
 
 def _simulate(df: pl.DataFrame, cuts: list[int], params: Any, normalize: bool) -> Any:
     """The ordered pass over the partitions ``df[cuts[i]:cuts[i+1]]``, aggregated as on Spark."""
-    bp = BoundingPlan.of(params)
-    with_url = bp.clicks_per_user is not None if bp.algorithm == "korolova" else bp.item == "clicks"
+    bp = params.bounding_plan()
+    with_url = bp.with_url
     cols = ["u", "q", "t"] + (["url"] if with_url else [])
     bounds = [0, *cuts, df.height]
     outs = []
@@ -111,7 +110,7 @@ def _simulate(df: pl.DataFrame, cuts: list[int], params: Any, normalize: bool) -
     )
     agg = out.group_by(GROUP_KEYS).agg(pl.col("n").sum())
     agg = agg.filter((pl.col("kind") != "u") | (pl.col("n") > 1))
-    return stitch(agg, params, normalize=normalize)
+    return stitch(agg, bp, normalize=normalize)
 
 
 def _check(path: Path, cut_sets: list[list[int]], normalize: bool) -> int:
@@ -230,7 +229,7 @@ def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
         for algo, params in cases.get(path.name, _params()[:4]):
             fn = korolova_counts if algo == "korolova" else zealous_counts
             mem = fn(log, params, rng=NO_RNG)
-            sp = engine.bounded_counts(path, algo, params)
+            sp = engine.bounded_counts(path, params.bounding_plan())
             assert sp.plan == ORDERED_PLAN_NAME
             assert sp.figures == mem.figures, (path.name, algo, params)
             assert sp.input == mem.input, path.name
@@ -249,12 +248,12 @@ def test_spark_unsorted_falls_back_to_window_plan(tmp_path: Path, small_splits: 
     path = _tiny_parquet_text(tmp_path, UNSORTED)
     params = KorolovaParams(d=2, K=2, b=0.5, b_q=1.0, url_selection="none")
     mem = korolova_counts(read_log(path), params, rng=NO_RNG)
-    sp = SparkEngine(master="local[2]").bounded_counts(path, "korolova", params)
+    sp = SparkEngine(master="local[2]").bounded_counts(path, params.bounding_plan())
     assert sp.plan == PLAN_NAME
     assert sp.figures == mem.figures
     assert sp.table("queries", ["query"]).equals(mem.table("queries", ["query"]))
     with pytest.raises(InvalidParameterError, match="not contiguous"):
-        SparkEngine(master="local[2]", plan="ordered").bounded_counts(path, "korolova", params)
+        SparkEngine(master="local[2]", plan="ordered").bounded_counts(path, params.bounding_plan())
 
 
 def _tiny_parquet_text(tmp_path: Path, text: str) -> Path:

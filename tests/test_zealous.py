@@ -10,14 +10,14 @@ import pytest
 
 from searchveil.errors import BudgetExceededError, InvalidParameterError
 from searchveil.model import ITEM_KINDS, SearchLog, items
-from searchveil.params import (
+from searchveil.release import ZealousParams, release_zealous, write_release
+from searchveil.release.zealous.accounting import (
     zealous_exact_privacy,
     zealous_exact_probabilistic,
     zealous_optimal_tau,
     zealous_tau_prime,
     zealous_theorem3_delta,
 )
-from searchveil.release import ZealousParams, release_zealous, write_release
 from searchveil.rng import make_rng
 
 

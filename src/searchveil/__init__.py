@@ -2,7 +2,8 @@
 
 The public API: read a log (:func:`read_log`), derive items and histograms
 (:mod:`searchveil.model`), bound contributions (:mod:`searchveil.bounding`), and release with a
-mechanism from :mod:`searchveil.release`; randomness comes from :func:`make_rng`.
+mechanism from :mod:`searchveil.release` — or do all of it from a file in one call
+(:func:`release_file`, what the ``release`` commands wrap); randomness comes from :func:`make_rng`.
 """
 
 from searchveil.errors import (
@@ -24,6 +25,7 @@ from searchveil.release import (
     release_zealous,
     write_release,
 )
+from searchveil.release.run import release_file
 from searchveil.rng import SecureRandom, SeededRandom, make_rng
 from searchveil.version import __version__
 
@@ -44,6 +46,7 @@ __all__ = [
     "ZealousParams",
     "make_rng",
     "read_log",
+    "release_file",
     "release_kanon",
     "release_korolova",
     "release_zealous",

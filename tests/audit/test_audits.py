@@ -76,7 +76,7 @@ def test_korolova_release_passes_the_audit() -> None:
                                         split=(1.0, 1.0))  # fmt: skip
     pr = params.privacy("exact")
     trials = 40_000
-    from searchveil.params import keep_probability
+    from searchveil.mechanisms.threshold import keep_probability
 
     def keep(n: np.ndarray) -> np.ndarray:
         return np.asarray(keep_probability(n, threshold=params.K, scale=params.b, noise="discrete"))
@@ -155,7 +155,7 @@ def test_mutation_skipped_bounding_is_caught(monkeypatch: pytest.MonkeyPatch) ->
     """Korolova's real release path with its bounding step (Limit-User-Activity) replaced by
     the identity: each user posed the query 3 times, so neighbouring counts differ by 3 instead
     of ≤ d = 1 — the audit must fail; with the real bounding it passes."""
-    import searchveil.release.korolova as korolova
+    import searchveil.release.korolova.params as korolova
 
     params = KorolovaParams.from_budget(epsilon=EPS, delta=DELTA, d=1, url_selection="none",
                                         split=(1.0, 1.0))  # fmt: skip

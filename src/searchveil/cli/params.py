@@ -22,9 +22,9 @@ from rich.table import Table
 
 from searchveil.cli._common import JsonOpt, emit, err_console, out_console, run
 from searchveil.errors import InvalidParameterError
-from searchveil.params import korolova_advice, zealous_advice
+from searchveil.release.advice import korolova_advice, zealous_advice
 
-__all__ = ["register", "korolova_advice", "zealous_advice"]  # the advisors live in params
+__all__ = ["register", "korolova_command", "zealous_command"]
 
 
 def _ints(name: str, s: str | None) -> list[int] | None:
@@ -67,113 +67,115 @@ def _table(rows: list[dict[str, Any]], title: str) -> None:
     out_console.print(t)
 
 
+def korolova_command(
+    epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
+    exp_epsilon: Annotated[
+        float | None, typer.Option("--exp-epsilon", help="e^ε instead of ε")
+    ] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="δ")] = None,
+    max_queries: Annotated[
+        str, typer.Option("--max-queries", help="d, or a comma-separated list")
+    ] = "",
+    K: Annotated[float | None, typer.Option("--K", help="report mode: threshold")] = None,
+    b: Annotated[float | None, typer.Option("--b", help="report mode: noise")] = None,
+    b_q: Annotated[float | None, typer.Option("--bq", help="query-count noise")] = None,
+    max_clicks: Annotated[int | None, typer.Option("--max-clicks", help="d_c")] = None,
+    b_c: Annotated[float | None, typer.Option("--bc", help="click-count noise")] = None,
+    distinct_users: Annotated[
+        bool, typer.Option("--distinct-users", help="counts of distinct users")
+    ] = False,
+    keep_curve: Annotated[
+        int | None, typer.Option("--keep-curve", help="keep probability for counts 0..N")
+    ] = None,
+    max_users: Annotated[
+        int | None,
+        typer.Option("--max-users", help="U: public bound on users (δ < 1/U check)"),
+    ] = None,
+    single_user_items: Annotated[
+        int | None,
+        typer.Option(
+            "--single-user-items",
+            help="queries held by exactly one user (private: for the data holder)",
+        ),
+    ] = None,
+    max_single_user_items: Annotated[
+        float | None,
+        typer.Option(
+            "--max-single-user-items",
+            help="solve δ so that the expected single-user queries published ≤ this",
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Korolova Release-Data: K and b from (ε, δ, d), or (ε, δ) from (K, b, d)."""
+
+    def body() -> None:
+        d_list = _ints("max-queries", max_queries) or []
+        if not d_list:
+            raise InvalidParameterError("max-queries", max_queries, "d >= 1 (or a list)")
+        res = korolova_advice(
+            epsilon=_epsilon(epsilon, exp_epsilon), delta=delta, d_list=d_list, K=K, b=b,
+            b_q=b_q, d_c=max_clicks, b_c=b_c, distinct=distinct_users, keep_curve=keep_curve,
+            users=max_users, single_user_items=single_user_items,
+            max_single_user_items=max_single_user_items,
+        )  # fmt: skip
+        for w in res.get("warnings", []):
+            err_console.print(f"[bold red]warning[/]: {w}")
+
+        def human(r: dict[str, Any]) -> None:
+            if "delta_solved" in r:
+                s = r["delta_solved"]
+                out_console.print(
+                    f"δ = {s['delta']:.3g} (expected single-user queries published ≤ "
+                    f"{s['target']:g} for N ≤ {s['single_user_items_bound']:,}: "
+                    f"{s['source']}; rounded down to a power of ten)"
+                )
+            _table(r["rows"], f"Korolova Release-Data ({r['mode']})")
+            if "note" in r:
+                out_console.print(r["note"])
+            if "keep_curve" in r:
+                _table(r["keep_curve"], "keep probability vs count (Fig 4.1)")
+
+        emit(res, json_out, human)
+
+    run(body)
+
+
+def zealous_command(
+    epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="δ")] = None,
+    max_items: Annotated[int | None, typer.Option("--max-items", help="m")] = None,
+    tau: Annotated[str | None, typer.Option("--tau", help="τ, or a list")] = None,
+    max_users: Annotated[
+        int | None, typer.Option("--max-users", help="U: public upper bound on users")
+    ] = None,
+    lam: Annotated[str | None, typer.Option("--lambda", help="report mode: λ list")] = None,
+    tau_prime: Annotated[
+        str | None, typer.Option("--tau-prime", help="report mode: τ' list")
+    ] = None,
+    guarantee: Annotated[
+        str, typer.Option("--guarantee", help="probabilistic | indistinguishability")
+    ] = "probabilistic",
+    json_out: JsonOpt = False,
+) -> None:
+    """ZEALOUS: λ and τ' from (ε, δ, m, τ, U), or δ (Thm 3) and δ' for given λ, τ'."""
+
+    def body() -> None:
+        if max_items is None:
+            raise InvalidParameterError("max-items", None, "an integer m >= 1")
+        res = zealous_advice(
+            epsilon=epsilon, delta=delta, m=max_items, taus=_ints("tau", tau),
+            users=max_users, lams=_floats("lambda", lam),
+            tau_primes=_floats("tau-prime", tau_prime), guarantee=guarantee,
+        )  # fmt: skip
+        emit(res, json_out, lambda r: _table(r["rows"], f"ZEALOUS ({r['mode']})"))
+
+    run(body)
+
+
 def register(app: typer.Typer) -> None:
     par = typer.Typer(help="Parameter advisor (solve parameters or report ε, δ).",
                       no_args_is_help=True)  # fmt: skip
     app.add_typer(par, name="params")
-
-    @par.command("korolova")
-    def korolova(
-        epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
-        exp_epsilon: Annotated[
-            float | None, typer.Option("--exp-epsilon", help="e^ε instead of ε")
-        ] = None,
-        delta: Annotated[float | None, typer.Option("--delta", help="δ")] = None,
-        max_queries: Annotated[
-            str, typer.Option("--max-queries", help="d, or a comma-separated list")
-        ] = "",
-        K: Annotated[float | None, typer.Option("--K", help="report mode: threshold")] = None,
-        b: Annotated[float | None, typer.Option("--b", help="report mode: noise")] = None,
-        b_q: Annotated[float | None, typer.Option("--bq", help="query-count noise")] = None,
-        max_clicks: Annotated[int | None, typer.Option("--max-clicks", help="d_c")] = None,
-        b_c: Annotated[float | None, typer.Option("--bc", help="click-count noise")] = None,
-        distinct_users: Annotated[
-            bool, typer.Option("--distinct-users", help="counts of distinct users")
-        ] = False,
-        keep_curve: Annotated[
-            int | None, typer.Option("--keep-curve", help="keep probability for counts 0..N")
-        ] = None,
-        max_users: Annotated[
-            int | None,
-            typer.Option("--max-users", help="U: public bound on users (δ < 1/U check)"),
-        ] = None,
-        single_user_items: Annotated[
-            int | None,
-            typer.Option(
-                "--single-user-items",
-                help="queries held by exactly one user (private: for the data holder)",
-            ),
-        ] = None,
-        max_single_user_items: Annotated[
-            float | None,
-            typer.Option(
-                "--max-single-user-items",
-                help="solve δ so that the expected single-user queries published ≤ this",
-            ),
-        ] = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Korolova Release-Data: K and b from (ε, δ, d), or (ε, δ) from (K, b, d)."""
-
-        def body() -> None:
-            d_list = _ints("max-queries", max_queries) or []
-            if not d_list:
-                raise InvalidParameterError("max-queries", max_queries, "d >= 1 (or a list)")
-            res = korolova_advice(
-                epsilon=_epsilon(epsilon, exp_epsilon), delta=delta, d_list=d_list, K=K, b=b,
-                b_q=b_q, d_c=max_clicks, b_c=b_c, distinct=distinct_users, keep_curve=keep_curve,
-                users=max_users, single_user_items=single_user_items,
-                max_single_user_items=max_single_user_items,
-            )  # fmt: skip
-            for w in res.get("warnings", []):
-                err_console.print(f"[bold red]warning[/]: {w}")
-
-            def human(r: dict[str, Any]) -> None:
-                if "delta_solved" in r:
-                    s = r["delta_solved"]
-                    out_console.print(
-                        f"δ = {s['delta']:.3g} (expected single-user queries published ≤ "
-                        f"{s['target']:g} for N ≤ {s['single_user_items_bound']:,}: "
-                        f"{s['source']}; rounded down to a power of ten)"
-                    )
-                _table(r["rows"], f"Korolova Release-Data ({r['mode']})")
-                if "note" in r:
-                    out_console.print(r["note"])
-                if "keep_curve" in r:
-                    _table(r["keep_curve"], "keep probability vs count (Fig 4.1)")
-
-            emit(res, json_out, human)
-
-        run(body)
-
-    @par.command("zealous")
-    def zealous(
-        epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
-        delta: Annotated[float | None, typer.Option("--delta", help="δ")] = None,
-        max_items: Annotated[int | None, typer.Option("--max-items", help="m")] = None,
-        tau: Annotated[str | None, typer.Option("--tau", help="τ, or a list")] = None,
-        max_users: Annotated[
-            int | None, typer.Option("--max-users", help="U: public upper bound on users")
-        ] = None,
-        lam: Annotated[str | None, typer.Option("--lambda", help="report mode: λ list")] = None,
-        tau_prime: Annotated[
-            str | None, typer.Option("--tau-prime", help="report mode: τ' list")
-        ] = None,
-        guarantee: Annotated[
-            str, typer.Option("--guarantee", help="probabilistic | indistinguishability")
-        ] = "probabilistic",
-        json_out: JsonOpt = False,
-    ) -> None:
-        """ZEALOUS: λ and τ' from (ε, δ, m, τ, U), or δ (Thm 3) and δ' for given λ, τ'."""
-
-        def body() -> None:
-            if max_items is None:
-                raise InvalidParameterError("max-items", None, "an integer m >= 1")
-            res = zealous_advice(
-                epsilon=epsilon, delta=delta, m=max_items, taus=_ints("tau", tau),
-                users=max_users, lams=_floats("lambda", lam),
-                tau_primes=_floats("tau-prime", tau_prime), guarantee=guarantee,
-            )  # fmt: skip
-            emit(res, json_out, lambda r: _table(r["rows"], f"ZEALOUS ({r['mode']})"))
-
-        run(body)
+    par.command("korolova")(korolova_command)
+    par.command("zealous")(zealous_command)

@@ -20,14 +20,11 @@ the ledger of :func:`searchveil.release.release_korolova` for the same parameter
 
 from __future__ import annotations
 
-import gzip
 import math
-import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import polars as pl
 import typer
 from rich.table import Table
 
@@ -48,30 +45,14 @@ from searchveil.cli._common import (
     run,
     with_reader_options,
 )  # fmt: skip
-from searchveil.engines.base import PlanParams
-from searchveil.engines.plans import (
-    ENGINES,
-    PLAN_ALGORITHMS,
-    check_fingerprint,
-    check_plan,
-    run_release,
-    run_select,
-)
+from searchveil.cli.sanitize import ump_command
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import check_release_dir, provenance_path
-from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
-from searchveil.mechanisms.accounting import Budget, check_budget
-from searchveil.mechanisms.selection import STRATEGIES, default_d
-from searchveil.model import SearchLog
-from searchveil.release import (
-    KAnonParams,
-    ZealousParams,
-    release_kanon,
-    release_korolova,
-    release_zealous,
-    write_release,
-)
+from searchveil.io.ledger import provenance_path
+from searchveil.io.readers import ReaderOptions
+from searchveil.mechanisms.accounting import Budget
+from searchveil.mechanisms.selection import default_d
 from searchveil.release.histogram import HistogramRelease
+from searchveil.release.kanonymity import KAnonParams
 from searchveil.release.korolova import (
     KorolovaParams,
     default_split,
@@ -79,9 +60,11 @@ from searchveil.release.korolova import (
     resolve_url_selection,
     split_parts,
 )
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.run import ReleaseParams, release_file
+from searchveil.release.select import SelectionStrategy, SelectParams
+from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
-from searchveil.validate import check_choice, check_int
+from searchveil.validate import check_int, parse_choice
 
 EpsOpt = Annotated[
     float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
@@ -115,19 +98,12 @@ BoundOpt = Annotated[
 ]
 
 
-_RELEASES: dict[str, Any] = {
-    "korolova": release_korolova,
-    "zealous": release_zealous,
-    "kanon": release_kanon,
-}
-
-
 @dataclass(frozen=True)
 class RunOptions:
     """Where a release command reads, runs and writes (the options every release shares)."""
 
     input: Path
-    reader: dict[str, Any]
+    reader: ReaderOptions
     out: Path
     out_fmt: str
     overwrite: bool
@@ -195,126 +171,25 @@ def _need_budget(epsilon: float | None, delta: float | None) -> None:
         raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
 
 
-def _read(input: Path, kw: dict[str, Any], json_out: bool) -> SearchLog:
-    with progress(not json_out) as step:
-        done = step(f"reading {input.name}")
-        log = read_log(input, **kw)
-        done()
-    return log
-
-
-_ENGINE_FLAGS = {
-    "columns": "--user-col/--query-col/... (column mapping)",
-    "has_header": "--no-header",
-    "session_gap_minutes": "--session-gap",
-}
-
-
-def _check_engine_reader(engine: str, input: Path, kw: dict[str, Any]) -> None:
-    """The engines read the AOL layout (TSV, .gz) or Parquet with the default reader options:
-    any other reader option (a profile, positional columns, another encoding or time format)
-    is refused, naming the option, rather than silently read differently."""
-    defaults = ReaderOptions().kwargs()
-    for key, default in defaults.items():
-        if key in ("fmt", "profile", "normalize"):  # the engines normalise (or not) alike
-            continue
-        if kw.get(key, default) != default:
-            flag = _ENGINE_FLAGS.get(key, "--" + key.replace("_", "-"))
-            raise InvalidParameterError(
-                flag, kw.get(key), f"the default with --engine {engine} (or --engine memory)"
-            )
-    if kw.get("profile") not in (None, "aol"):
-        raise InvalidParameterError(
-            "profile", kw.get("profile"), f"aol (or none) with --engine {engine}"
-        )
-    if kw.get("fmt") not in ("auto", "aol", "parquet"):
-        raise InvalidParameterError(
-            "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
-        )
-
-
-def _aol_header(path: Path) -> bool:
-    """Whether ``path`` is a Parquet file or a TSV (optionally .gz) whose header has the AOL
-    columns: the layout the fast engine reads."""
-    name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
-            cols = list(pl.read_parquet_schema(path).keys())
-        else:
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rb") as fh:
-                cols = fh.readline(1 << 16).decode("utf-8", "replace").rstrip("\r\n").split("\t")
-    except (OSError, EOFError, zlib.error, pl.exceptions.PolarsError):
-        return False  # not the engines' layout: the in-memory reader says what is wrong
-    return all(c in cols for c in AOL_COLUMNS)
-
-
-def _auto_engine(algorithm: str, params: PlanParams, o: RunOptions) -> str:
-    """``--engine auto``: the polars engine when the algorithm has an engine plan, the bounding
-    is ``first``, every reader option is the default and the input is in the AOL layout (TSV,
-    .gz, Parquet); memory otherwise. Both give the same tables under a seed (tested)."""
-    if algorithm not in PLAN_ALGORITHMS or not o.input.is_file():
-        return "memory"
-    try:
-        check_plan(algorithm, params, "polars")
-    except InvalidParameterError:
-        return "memory"
-    defaults = {k: v for k, v in ReaderOptions().kwargs().items() if k != "fmt"}
-    given = {k: v for k, v in o.reader.items() if k != "fmt"}
-    if given != defaults or o.reader.get("fmt") != "auto":
-        return "memory"  # (an explicit --format is honoured by the memory reader, recorded alike)
-    return "polars" if _aol_header(o.input) else "memory"
-
-
-def _release_with(
-    algorithm: str,
-    params: PlanParams,
-    run_opts: RunOptions,
-    release_kwargs: dict[str, Any] | None = None,
+def _release_and_write(
+    params: ReleaseParams,
+    o: RunOptions,
+    *,
+    what: str,
+    max_users: int | None = None,
+    serp: Any = None,
 ) -> HistogramRelease:
-    """Read + release in memory, or bound on an engine and release the reduced log."""
-    o = run_opts
-    check_choice("engine", o.engine, ("auto", *ENGINES))
-    auto = o.engine == "auto"
-    if auto:
-        o = replace(o, engine=_auto_engine(algorithm, params, o))
-    rng = make_rng(o.seed)
-    check_fingerprint(o.fingerprint, o.input if o.engine != "memory" else None)
-    if o.engine == "memory" and o.fingerprint != "full":
-        raise InvalidParameterError("fingerprint", o.fingerprint, "full with --engine memory")
-    if o.engine == "memory":
-        log = _read(o.input, o.reader, o.json_out)
-        with progress(not o.json_out) as step:
-            done = step(algorithm)
-            rel: HistogramRelease = _RELEASES[algorithm](log, params, rng=rng,
-                                                         **(release_kwargs or {}))  # fmt: skip
-            done()
-        return rel
-    _check_engine_reader(o.engine, o.input, o.reader)
+    """:func:`~searchveil.release.run.release_file` with the command's options, under a
+    progress line; the warning of the report (if any) on stderr."""
     with progress(not o.json_out) as step:
-        done = step(f"{algorithm} on the {o.engine} engine")
-        rel = run_release(
-            o.engine, algorithm, o.input, params, rng=rng, spark_master=o.spark_master,
-            normalize=o.reader.get("normalize", True), release_kwargs=release_kwargs,
+        done = step(what)
+        rel = release_file(
+            o.input, params, rng=make_rng(o.seed), engine=o.engine, reader=o.reader, out=o.out,
+            out_format=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
+            max_users=max_users, serp=serp, spark_master=o.spark_master,
             fingerprint=o.fingerprint,
         )  # fmt: skip
         done()
-    if auto:
-        # the ledger never names the engine (provenance does); the report says auto chose it
-        rel.report["engine"] = rel.report.get("engine", {}) | {"selected_by": "--engine auto"}
-    return rel
-
-
-def _release_and_write(
-    algorithm: str,
-    params: PlanParams,
-    run_opts: RunOptions,
-    release_kwargs: dict[str, Any] | None = None,
-) -> HistogramRelease:
-    o = run_opts
-    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
-    rel = _release_with(algorithm, params, run_opts, release_kwargs)
-    write_release(rel, o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
     warn = (rel.report.get("single_user") or {}).get("warning")
     if warn:
         err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
@@ -413,7 +288,7 @@ def select_params(
     strategy's data-independent default (:func:`default_d`, from ε, δ and ``--max-users``)."""
     _need_budget(epsilon, delta)
     assert epsilon is not None and delta is not None
-    check_choice("selection", selection, STRATEGIES)
+    parse_choice("selection", selection, SelectionStrategy)
     parts = 2 if d_c is None else 4
     w = _parse_split(split, parts) or tuple([1.0] * parts)
     if max_users is not None:
@@ -441,54 +316,12 @@ def _selected(
     run_opts: RunOptions, params: SelectParams, max_users: int | None = None
 ) -> dict[str, Any]:
     o = run_opts
-    check_choice("engine", o.engine, ("auto", *ENGINES))
-    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
-    engine = o.engine
-    if engine == "auto":
-        engine = _auto_select_engine(o)
-    check_fingerprint(o.fingerprint, o.input if engine != "memory" else None)
-    if engine == "memory" and o.fingerprint != "full":
-        raise InvalidParameterError("fingerprint", o.fingerprint, "full with --engine memory")
-    rng = make_rng(o.seed)
-    if engine == "memory":
-        log = _read(o.input, o.reader, o.json_out)
-        with progress(not o.json_out) as step:
-            done = step(f"selection ({params.strategy}) and counts")
-            release = release_select(log, params, rng=rng, max_users=max_users)
-            done()
-    else:
-        _check_engine_reader(engine, o.input, o.reader)
-        with progress(not o.json_out) as step:
-            done = step(f"selection ({params.strategy}) on the {engine} engine")
-            release = run_select(
-                engine, o.input, params, rng=rng, spark_master=o.spark_master,
-                normalize=o.reader.get("normalize", True), fingerprint=o.fingerprint,
-                max_users=max_users,
-            )  # fmt: skip
-            done()
-        if o.engine == "auto":  # the same bytes as memory (tested): the report says which
-            release.report["engine"] = release.report.get("engine", {}) | {
-                "selected_by": "--engine auto"
-            }
-    write_release(release, o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance)
-    warn = (release.report.get("single_user") or {}).get("warning")
-    if warn:
-        err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
+    release = _release_and_write(
+        params, o, what=f"selection ({params.strategy}) and counts", max_users=max_users
+    )
     res = _summary(release, o.out, list(params.split), o.provenance)
     res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
     return res
-
-
-def _auto_select_engine(o: RunOptions) -> str:
-    """``--engine auto`` for ``--selection``: polars when the input is a file in the AOL layout
-    (TSV, .gz, Parquet) read with the default reader options, else memory."""
-    if not o.input.is_file():
-        return "memory"
-    defaults = {k: v for k, v in ReaderOptions().kwargs().items() if k != "fmt"}
-    given = {k: v for k, v in o.reader.items() if k != "fmt"}
-    if given != defaults or o.reader.get("fmt") != "auto":
-        return "memory"
-    return "polars" if _aol_header(o.input) else "memory"
 
 
 def korolova_params(o: KorolovaOptions) -> KorolovaParams:
@@ -512,7 +345,7 @@ def korolova_params(o: KorolovaOptions) -> KorolovaParams:
         return KorolovaParams(
             d=o.d, K=o.K, b=o.b, b_q=o.b_q, url_selection=urls, d_c=o.d_c, b_c=o.b_c,
             url_K=o.url_K, url_b=o.url_b, distinct=o.distinct, strategy=o.bounding,
-            clamp_negative=o.clamp,
+            clamp_negative=o.clamp, budget=_budget(o.epsilon, o.delta),
         )  # fmt: skip
     _need_budget(o.epsilon, o.delta)
     assert o.epsilon is not None and o.delta is not None
@@ -526,19 +359,14 @@ def korolova_params(o: KorolovaOptions) -> KorolovaParams:
 
 def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
     params = korolova_params(o)
-    budget = _budget(o.epsilon, o.delta)
-    check_budget(params.privacy("exact"), budget, what="release korolova")
     serp = (
-        load_serp(o.serp, normalize=run_opts.reader.get("normalize", True), depth=o.serp_depth)
+        load_serp(o.serp, normalize=run_opts.reader.normalize, depth=o.serp_depth)
         if o.serp is not None
         else None
     )
-    if o.max_users is not None:
-        check_int("max-users", o.max_users, minimum=1)
     release = _release_and_write(
-        "korolova", params, run_opts,
-        release_kwargs={"serp": serp, "budget": budget, "max_users": o.max_users},
-    )  # fmt: skip
+        params, run_opts, what="korolova", max_users=o.max_users, serp=serp
+    )
     split = params.epsilon_split_weights
     res = _summary(release, run_opts.out, list(split) if split else None, run_opts.provenance)
     res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
@@ -573,6 +401,7 @@ def _zealous(
         params = ZealousParams(
             m=m, tau=tau if tau is not None else 1, lam=lam, tau_prime=tau_prime,
             item_type=item_type, guarantee=guarantee, users=users, strategy=bounding,
+            budget=_budget(epsilon, delta),
         )  # fmt: skip
     else:
         _need_budget(epsilon, delta)
@@ -581,9 +410,7 @@ def _zealous(
             epsilon=epsilon, delta=delta, m=m, item_type=item_type, guarantee=guarantee,
             tau=tau, users=users, strategy=bounding,
         )  # fmt: skip
-    budget = _budget(epsilon, delta)
-    check_budget(params.privacy("exact"), budget, what="release zealous")
-    release = _release_and_write("zealous", params, run_opts, release_kwargs={"budget": budget})
+    release = _release_and_write(params, run_opts, what="zealous")
     res = _summary(release, run_opts.out, provenance=run_opts.provenance)
     res["top"] = {"items": _top(release, "items")}
     return res
@@ -592,9 +419,41 @@ def _zealous(
 def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
     if k is None:
         raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
-    release = _release_and_write("kanon", KAnonParams(k=k), run_opts)
+    release = _release_and_write(KAnonParams(k=k), run_opts, what="kanon")
     res = _summary(release, run_opts.out, provenance=run_opts.provenance)
     res["top"] = {"queries": _top(release, "queries")}
+    return res
+
+
+def _selection(selection: str, o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
+    """``release korolova --selection``: the options it refuses, its parameters, the release."""
+    others = {"--serp": o.serp, "--K": o.K, "--b": o.b, "--bq": o.b_q, "--bc": o.b_c,
+              "--url-K": o.url_K, "--url-b": o.url_b, "--serp-depth": o.serp_depth}  # fmt: skip
+    for name, v in others.items():
+        if v is not None:
+            raise InvalidParameterError(name, v, "unset with --selection")
+    allowed = ("auto", "none") if o.d_c is None else ("auto", "private")
+    if o.urls not in allowed:
+        raise InvalidParameterError(
+            "urls",
+            o.urls,
+            " | ".join(allowed)
+            + " with --selection"
+            + ("" if o.d_c is None else " and --max-clicks"),
+        )
+    if o.bounding != "first" or o.distinct or o.threshold_rule != "exact":
+        raise InvalidParameterError(
+            "bounding/distinct-users/threshold-rule",
+            (o.bounding, o.distinct, o.threshold_rule),
+            "the defaults with --selection (it always uses each user's first distinct queries)",
+        )
+    params = select_params(
+        selection=selection, epsilon=o.epsilon, delta=o.delta, d=o.d, d_c=o.d_c, split=o.split,
+        clamp=o.clamp, max_users=o.max_users,
+    )  # fmt: skip
+    res = _selected(run_opts, params, o.max_users)
+    if o.max_users is not None:
+        res["max_users"] = o.max_users
     return res
 
 
@@ -682,50 +541,22 @@ def korolova_command(
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
-    """Korolova's Release-Data (thesis ch.4): private queries and clicks with noisy counts."""
+    """Korolova's Release-Data (thesis ch.4): private queries, clicks and noisy counts."""
 
     def body() -> None:
-        kw = reader.kwargs()
-        run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
+        run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance)  # fmt: skip
+        opts = KorolovaOptions(
+            epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
+            serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
+            distinct=distinct_users, bounding=bounding, clamp=clamp_negative, K=K, b=b,
+            b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b, max_users=max_users,
+        )  # fmt: skip
         if selection is not None:
-            others = {"--serp": serp, "--K": K, "--b": b, "--bq": b_q, "--bc": b_c,
-                      "--url-K": url_K, "--url-b": url_b, "--serp-depth": serp_depth}  # fmt: skip
-            for name, v in others.items():
-                if v is not None:
-                    raise InvalidParameterError(name, v, "unset with --selection")
-            allowed = ("auto", "none") if max_clicks is None else ("auto", "private")
-            if urls not in allowed:
-                raise InvalidParameterError(
-                    "urls",
-                    urls,
-                    " | ".join(allowed)
-                    + " with --selection"
-                    + ("" if max_clicks is None else " and --max-clicks"),
-                )
-            if bounding != "first" or distinct_users or threshold_rule != "exact":
-                raise InvalidParameterError(
-                    "bounding/distinct-users/threshold-rule",
-                    (bounding, distinct_users, threshold_rule),
-                    "the defaults with --selection (it always uses each user's first distinct "
-                    "queries)",
-                )
-            params = select_params(
-                selection=selection, epsilon=epsilon, delta=delta, d=max_queries,
-                d_c=max_clicks, split=split, clamp=clamp_negative, max_users=max_users,
-            )  # fmt: skip
-            res = _selected(run_opts, params, max_users)
-            if max_users is not None:
-                res["max_users"] = max_users
+            res = _selection(selection, opts, run_opts)
         else:
-            opts = KorolovaOptions(
-                epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
-                serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
-                distinct=distinct_users, bounding=bounding, clamp=clamp_negative, K=K, b=b,
-                b_q=b_q, b_c=b_c, url_K=url_K, url_b=url_b, max_users=max_users,
-            )  # fmt: skip
             res = _korolova(opts, run_opts)
         emit(res, json_out, _human)
 
@@ -775,8 +606,7 @@ def zealous_command(
     """ZEALOUS (Götz et al. §4): frequent keywords / queries / clicks / query pairs."""
 
     def body() -> None:
-        kw = reader.kwargs()
-        run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
+        run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance)  # fmt: skip
@@ -810,8 +640,7 @@ def kanon_command(
     """k-query anonymity (Adar; the NON-differentially-private baseline of Götz §7)."""
 
     def body() -> None:
-        kw = reader.kwargs()
-        run_opts = RunOptions(input=input, reader=kw, out=out, out_fmt=output_format,
+        run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance)  # fmt: skip
@@ -822,10 +651,11 @@ def kanon_command(
 
 def register(app: typer.Typer) -> None:
     rel = typer.Typer(
-        help="Private releases: korolova (query-click graph), zealous, kanon (baseline).",
+        help="Private releases: korolova (query-click graph), zealous, kanon (baseline), ump.",
         no_args_is_help=True,
     )
     app.add_typer(rel, name="release")
     rel.command("korolova")(korolova_command)
     rel.command("zealous")(zealous_command)
     rel.command("kanon")(kanon_command)
+    rel.command("ump")(ump_command)

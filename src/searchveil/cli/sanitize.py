@@ -1,7 +1,9 @@
-"""``searchveil sanitize ump``: the same-schema release of Hong et al. EDBT 2012."""
+"""``searchveil release ump``: the same-schema release of Hong et al. EDBT 2012 (package
+:mod:`searchveil.release.ump`); ``searchveil sanitize ump`` is its old, hidden name."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Annotated, Any
 
@@ -18,6 +20,7 @@ from searchveil.cli._common import (
     ProvenanceOpt,
     SeedOpt,
     emit,
+    err_console,
     out_console,
     progress,
     run,
@@ -70,119 +73,139 @@ def _human(r: dict[str, Any]) -> None:
     )
 
 
+@with_reader_options
+def ump_command(
+    input: InputArg,
+    out: OutDirOpt,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            "--objective",
+            help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS eq. 2, "
+            "needs --output-size; b = min(ε/2, ln 1/(1−δ)))",
+        ),
+    ] = None,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", help="ε of the sampling (no default)")
+    ] = None,
+    delta: Annotated[
+        float | None, typer.Option("--delta", help="δ of the sampling (no default)")
+    ] = None,
+    output_size: Annotated[
+        int | None, typer.Option("--output-size", help="|O| for --objective frequent | kl")
+    ] = None,
+    min_support: Annotated[
+        float | None, typer.Option("--min-support", help="s for --objective frequent")
+    ] = None,
+    solver: Annotated[
+        str | None,
+        typer.Option(
+            "--solver",
+            help="size: lp-greedy | lp-floor | mip; frequent: lp | mip; diversity: "
+            "spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
+        ),
+    ] = None,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="seconds for a MIP solve")
+    ] = 60.0,
+    search_seconds: Annotated[
+        float, typer.Option("--search-seconds", help="O-UMP local search time (lp-greedy)")
+    ] = 5.0,
+    count_epsilon: Annotated[
+        float | None,
+        typer.Option("--count-epsilon", help="ε' of Laplace noise on the counts (optional)"),
+    ] = None,
+    sensitivity: Annotated[
+        float | None,
+        typer.Option("--sensitivity", help="d: ASSUMED bound on the counts' sensitivity"),
+    ] = None,
+    seed: SeedOpt = None,
+    output_format: OutFmtOpt = "tsv",
+    overwrite: OverwriteOpt = False,
+    provenance: ProvenanceOpt = None,
+    reader: ReaderOptions = READER_DEFAULT,
+    json_out: JsonOpt = False,
+) -> None:
+    """UMP (Hong et al. EDBT 2012): a same-schema log of sampled user ids.
+
+    Optimal output counts per (query, url) pair under the per-user privacy constraints, then
+    multinomial sampling of user ids. Writes `log` (AnonID, Query, ClickURL, Count) and
+    `counts` (query, url, x_ij) + ledger.json, and the private provenance record (solver
+    figures, metrics) beside the release."""
+
+    def body() -> None:
+
+        if objective is None:
+            raise InvalidParameterError(
+                "objective", None, "size | frequent | diversity | kl (no default)"
+            )
+        if epsilon is None:
+            raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+        if delta is None:
+            raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+        sv = solver
+        if sv == "exact":
+            sv = "mip"
+        params = UmpParams(
+            objective=objective, epsilon=epsilon, delta=delta, solver=sv,
+            output_size=output_size, min_support=min_support, time_limit=time_limit,
+            search_seconds=search_seconds, count_epsilon=count_epsilon,
+            sensitivity=sensitivity,
+        )  # fmt: skip
+        kw = reader.kwargs()
+        check_release_dir(out, fmt=output_format, overwrite=overwrite, provenance=provenance)
+        with progress(not json_out) as step:
+            done = step(f"reading {input.name}")
+            log = read_log(input, **kw)
+            done()
+            done = step(f"solving {params.objective} ({params.method}) and sampling")
+            rel = release_ump(log, params, rng=make_rng(seed))
+            done()
+        write_release(rel, out, fmt=output_format, overwrite=overwrite, provenance=provenance)
+        led = rel.ledger
+        res = {
+            "out": str(out),
+            "provenance": str(provenance_path(out, provenance)),
+            "objective": objective,
+            "notion": led["notion"],
+            "epsilon": led["epsilon"],
+            "delta": led["delta"],
+            "b": rel.report["b"],
+            "seeded": led["seeded"],
+            "solver": rel.report["solver"],
+            "metrics": rel.report["metrics"],
+            "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
+            "outputs": {k: v.height for k, v in rel.tables.items()},
+            "count_noise": rel.report.get("count_noise"),
+            "counts_are_private": False,
+        }
+        if not math.isfinite(res["b"]):
+            raise InvalidParameterError("epsilon/delta", (epsilon, delta), "finite b")
+        emit(res, json_out, _human)
+
+    run(body)
+
+
+DEPRECATED = (
+    "note: `searchveil sanitize ump` is now `searchveil release ump` (same options); the old "
+    "name will be removed in a future release"
+)
+
+
+@functools.wraps(ump_command)
+def sanitize_ump_command(*args: Any, **kwargs: Any) -> None:
+    # the old name of ``release ump`` (hidden; its help is release ump's): a one-line note on
+    # stderr — not with --json, whose output stays machine-readable — then the command
+    if not kwargs.get("json_out"):
+        err_console.print(DEPRECATED, highlight=False, soft_wrap=True)
+    ump_command(*args, **kwargs)
+
+
 def register(app: typer.Typer) -> None:
+    """``sanitize ump``: a hidden alias of ``release ump`` (registered by
+    :mod:`searchveil.cli.release`), kept for one release."""
     san = typer.Typer(
-        help="Same-schema releases (user id, query, url, count).", no_args_is_help=True
+        help="Old name of `release ump` (hidden; kept for one release).", no_args_is_help=True
     )
-    app.add_typer(san, name="sanitize")
-
-    @san.command("ump")
-    @with_reader_options
-    def ump(
-        input: InputArg,
-        out: OutDirOpt,
-        objective: Annotated[
-            str | None,
-            typer.Option(
-                "--objective",
-                help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS eq. 2, "
-                "needs --output-size; b = min(ε/2, ln 1/(1−δ)))",
-            ),
-        ] = None,
-        epsilon: Annotated[
-            float | None, typer.Option("--epsilon", help="ε of the sampling (no default)")
-        ] = None,
-        delta: Annotated[
-            float | None, typer.Option("--delta", help="δ of the sampling (no default)")
-        ] = None,
-        output_size: Annotated[
-            int | None, typer.Option("--output-size", help="|O| for --objective frequent | kl")
-        ] = None,
-        min_support: Annotated[
-            float | None, typer.Option("--min-support", help="s for --objective frequent")
-        ] = None,
-        solver: Annotated[
-            str | None,
-            typer.Option(
-                "--solver",
-                help="size: lp-greedy | lp-floor | mip; frequent: lp | mip; diversity: "
-                "spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
-            ),
-        ] = None,
-        time_limit: Annotated[
-            float, typer.Option("--time-limit", help="seconds for a MIP solve")
-        ] = 60.0,
-        search_seconds: Annotated[
-            float, typer.Option("--search-seconds", help="O-UMP local search time (lp-greedy)")
-        ] = 5.0,
-        count_epsilon: Annotated[
-            float | None,
-            typer.Option("--count-epsilon", help="ε' of Laplace noise on the counts (optional)"),
-        ] = None,
-        sensitivity: Annotated[
-            float | None,
-            typer.Option("--sensitivity", help="d: ASSUMED bound on the counts' sensitivity"),
-        ] = None,
-        seed: SeedOpt = None,
-        output_format: OutFmtOpt = "tsv",
-        overwrite: OverwriteOpt = False,
-        provenance: ProvenanceOpt = None,
-        reader: ReaderOptions = READER_DEFAULT,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Hong et al. EDBT 2012: optimal output counts per (query, url) pair under the
-        per-user privacy constraints, then multinomial sampling of user ids. Writes `log`
-        (AnonID, Query, ClickURL, Count) and `counts` (query, url, x_ij) + ledger.json, and the
-        private provenance record (solver figures, metrics) beside the release."""
-
-        def body() -> None:
-
-            if objective is None:
-                raise InvalidParameterError(
-                    "objective", None, "size | frequent | diversity | kl (no default)"
-                )
-            if epsilon is None:
-                raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-            if delta is None:
-                raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
-            sv = solver
-            if sv == "exact":
-                sv = "mip"
-            params = UmpParams(
-                objective=objective, epsilon=epsilon, delta=delta, solver=sv,
-                output_size=output_size, min_support=min_support, time_limit=time_limit,
-                search_seconds=search_seconds, count_epsilon=count_epsilon,
-                sensitivity=sensitivity,
-            )  # fmt: skip
-            kw = reader.kwargs()
-            check_release_dir(out, fmt=output_format, overwrite=overwrite, provenance=provenance)
-            with progress(not json_out) as step:
-                done = step(f"reading {input.name}")
-                log = read_log(input, **kw)
-                done()
-                done = step(f"solving {params.objective} ({params.method}) and sampling")
-                rel = release_ump(log, params, rng=make_rng(seed))
-                done()
-            write_release(rel, out, fmt=output_format, overwrite=overwrite, provenance=provenance)
-            led = rel.ledger
-            res = {
-                "out": str(out),
-                "provenance": str(provenance_path(out, provenance)),
-                "objective": objective,
-                "notion": led["notion"],
-                "epsilon": led["epsilon"],
-                "delta": led["delta"],
-                "b": rel.report["b"],
-                "seeded": led["seeded"],
-                "solver": rel.report["solver"],
-                "metrics": rel.report["metrics"],
-                "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
-                "outputs": {k: v.height for k, v in rel.tables.items()},
-                "count_noise": rel.report.get("count_noise"),
-                "counts_are_private": False,
-            }
-            if not math.isfinite(res["b"]):
-                raise InvalidParameterError("epsilon/delta", (epsilon, delta), "finite b")
-            emit(res, json_out, _human)
-
-        run(body)
+    app.add_typer(san, name="sanitize", hidden=True)
+    san.command("ump", short_help="Old name of `release ump`.")(sanitize_ump_command)

@@ -1,5 +1,7 @@
 """The engine interface (see :mod:`searchveil.engines`): the few dataframe operations the row
-plan needs (:mod:`searchveil.engines.rows`) and the bounded counts of the histogram releases.
+plan needs (:mod:`searchveil.engines.rows`) and the three entry points a release asks for —
+bounded counts, item pools, reduced rows — each given a
+:class:`~searchveil.engines.contract.BoundingPlan` (never a family's parameters).
 
 :class:`Engine` is an abstract base class: :class:`~searchveil.engines.polars.PolarsEngine` and
 :class:`~searchveil.engines.spark.SparkEngine` subclass it and the plans are typed against it.
@@ -16,50 +18,25 @@ from typing import Any
 
 import polars as pl
 
+from searchveil.engines.contract import BoundedCounts, BoundingPlan, Source, UserItemPools
 from searchveil.io.readers import AOL_COLUMNS
-from searchveil.release.counts import BoundedCounts
-from searchveil.release.kanonymity import KAnonParams
-from searchveil.release.korolova import KorolovaParams
-from searchveil.release.select import UserItemPools
-from searchveil.release.zealous import ZealousParams
+from searchveil.model import SearchLog
 
-__all__ = ["AOL_COLUMNS", "Engine", "PlanParams", "HistogramParams", "BoundingPlan", "Table"]
+__all__ = ["AOL_COLUMNS", "Engine", "ReducedRows", "Table"]
 
 #: an engine's lazy table (engine-specific; opaque to the plans)
 Table = Any
-#: the parameters of the releases whose bounding runs on an engine
-HistogramParams = KorolovaParams | ZealousParams
-PlanParams = KorolovaParams | ZealousParams | KAnonParams
 
 
-@dataclass(frozen=True)
-class BoundingPlan:
-    """What an engine needs of a histogram release's parameters to bound contributions.
+@dataclass
+class ReducedRows:
+    """The rows a plan keeps (:attr:`~searchveil.engines.contract.Bounding.SHARED`), as a log,
+    with the whole input's totals and private input record."""
 
-    ``item``: the counted items (``queries``, or ``clicks`` for ZEALOUS click items);
-    ``per_user``: d (Korolova, query events) or m (ZEALOUS, distinct items); ``distinct``: the
-    first *distinct* items are kept (ZEALOUS; Korolova with distinct-user counts);
-    ``clicks_per_user``: Korolova's d_c when click counts are released, else ``None``.
-    """
-
-    algorithm: str
-    item: str
-    per_user: int
-    distinct: bool
-    clicks_per_user: int | None = None
-
-    @classmethod
-    def for_pools(cls, queries: int, clicks: int | None = None) -> BoundingPlan:
-        """Selection strategies (issue 24): each user's first ``queries`` distinct queries and
-        first ``clicks`` distinct clicked (query, url) pairs, as rows."""
-        return cls("select", "queries", queries, True, clicks)
-
-    @classmethod
-    def of(cls, params: HistogramParams) -> BoundingPlan:
-        if isinstance(params, KorolovaParams):
-            clicks = params.d_c if params.url_selection != "none" else None
-            return cls("korolova", "queries", params.d, params.distinct, clicks)
-        return cls("zealous", params.item_type, params.m, True)
+    log: SearchLog
+    rows: int  # rows of the whole input
+    users: int  # users of the whole input
+    input: dict[str, Any]  # the private input record of the whole file
 
 
 class Engine(ABC):
@@ -68,7 +45,7 @@ class Engine(ABC):
     name: str = ""
 
     @abstractmethod
-    def scan(self, path: str) -> Table:
+    def scan(self, source: Source | str | Path) -> Table:
         """Canonical columns: user, query (normalised), time (text), url (null = no click),
         rank (text), row (file order, increasing)."""
 
@@ -117,14 +94,18 @@ class Engine(ABC):
         return self.collect(plan), self.totals(table)
 
     @abstractmethod
-    def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
-        """Korolova / ZEALOUS: the counts of the file after contribution bounding."""
+    def bounded_counts(self, source: Source | Path, plan: BoundingPlan) -> BoundedCounts:
+        """Histogram releases (``plan.keep`` events or distinct): the counts of the file after
+        contribution bounding."""
 
     @abstractmethod
-    def item_pools(self, path: Path, plan: BoundingPlan) -> UserItemPools:
-        """Selection strategies: each user's first distinct queries (and clicked pairs) as rows
-        (:class:`~searchveil.release.select.UserItemPools`), ``plan`` from
-        :meth:`BoundingPlan.for_pools`."""
+    def item_pools(self, source: Source | Path, plan: BoundingPlan) -> UserItemPools:
+        """Selection strategies (``plan.keep`` pools): each user's first distinct queries (and
+        clicked pairs) as rows."""
+
+    @abstractmethod
+    def rows(self, source: Source | Path, plan: BoundingPlan) -> ReducedRows:
+        """The rows the row plan keeps (``plan.keep`` shared), as a log."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

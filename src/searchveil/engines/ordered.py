@@ -8,11 +8,11 @@ over each chunk, with a small *carry* (the last row, the last user's event and c
 distinct items so far) handed from chunk to chunk. Only the kept items (≤ d per user) are ever
 normalised, hashed or grouped, so the cost is one scan plus work proportional to users × d.
 
-Inputs stream in chunks: a ``.gz`` file is inflated by ISA-L in a reader thread (it releases
-the GIL, and hashes the compressed bytes for the provenance record as it reads them) while
-Polars parses and bounds the previous chunk; Parquet arrives as Polars batches. Memory is
-bounded by a few chunks plus the kept items, which are folded into counts every few million
-rows.
+Inputs stream in chunks (:mod:`searchveil.engines.sources`): a gzip file is inflated by ISA-L
+in a reader thread (it releases the GIL, and hashes the compressed bytes for the provenance
+record as it reads them) while Polars parses and bounds the previous chunk; Parquet arrives as
+Polars batches. Memory is bounded by a few chunks plus the kept items, which are folded into
+counts every few million rows.
 
 Exactly the in-memory definitions (``searchveil.model``, ``searchveil.bounding``):
 
@@ -33,9 +33,6 @@ Users are compared as they are written (after stripping blanks); numeric ids are
 
 from __future__ import annotations
 
-import hashlib
-import queue
-import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,23 +43,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil.engines.base import BoundingPlan, HistogramParams
-from searchveil.engines.rows import start_fingerprint
+from searchveil.engines.contract import Bounding, BoundingPlan, Item, Source
+from searchveil.engines.sources import (
+    NotNumeric,
+    Prefetch,
+    parquet_source,
+    tsv_source,
+)
 from searchveil.errors import InputFormatError, InternalError, InvalidParameterError
-from searchveil.io.files import PARQUET_DAMAGED, check_parquet, decompress_problem
-from searchveil.io.readers import AOL_COLUMNS, ragged_problem
 from searchveil.model import PAIR_SEP, normalize_query
 
-__all__ = ["NotGrouped", "ordered_counts", "validate_aol_text", "BLOCK_BYTES"]
+__all__ = ["NotGrouped", "ordered_counts"]
 
-BLOCK_BYTES = 1 << 25  # 32 MiB of text per chunk
-FIRST_BLOCK_BYTES = 1 << 21  # the first chunk: 2 MiB, doubling up to BLOCK_BYTES
-PARQUET_BATCH_ROWS = 1 << 20
-# above this many rows (from the footer), Parquet batches are half as long: the Polars reader
-# holds several decoded batches ahead, and with the partial counts of a long input that is what
-# sets the peak (36M rows: 1.8 GB with 1M-row batches, 1.6 GB with 512k; 10M rows: 1M-row
-# batches are 3-5% quicker and peak at 1 GB either way)
-PARQUET_LONG_ROWS = 16_000_000
 FOLD_ROWS = 2_000_000  # kept items held before counting them into a partial count
 MERGE_PARTIALS = 8  # partial counts held before merging them
 # a string that is not equal to its normalisation contains one of these (A-Z, any character
@@ -90,381 +82,6 @@ def _pool_frame(rows: list[pl.DataFrame], keys: list[str], user_numeric: bool) -
 
 class NotGrouped(Exception):
     """The input's user rows are not contiguous; use the hash-based plan."""
-
-
-# ----------------------------------------------------------------------------------- reading
-
-
-def _stop_thread(stop: threading.Event, q: queue.Queue[Any], t: threading.Thread) -> None:
-    """Ask a producer thread to stop and drain its queue until it has (it may be blocked on
-    a full queue)."""
-    stop.set()
-    while t.is_alive():
-        try:
-            q.get_nowait()
-        except queue.Empty:
-            t.join(0.05)
-
-
-class _HashingReader:
-    """A binary file that feeds every byte it reads into a SHA-256."""
-
-    def __init__(self, fh: Any, h: Any) -> None:
-        self.fh, self.h = fh, h
-
-    def read(self, n: int = -1) -> bytes:
-        b = self.fh.read(n)
-        self.h.update(b)
-        return b
-
-    def readinto(self, buf: Any) -> int:
-        n = self.fh.readinto(buf)
-        self.h.update(memoryview(buf)[:n])
-        return int(n)
-
-    def drain(self) -> None:
-        for b in iter(lambda: self.fh.read(1 << 22), b""):
-            self.h.update(b)
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
-
-    @property
-    def closed(self) -> bool:
-        return False
-
-
-def _is_gzip(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-class TextBlocks:
-    """Blocks of whole lines of a (gzipped) text file, produced by a reader thread; the
-    header line separately; the file's SHA-256 once iteration has ended."""
-
-    def __init__(self, path: Path, block_bytes: int | None = None) -> None:
-        self.path = path
-        self.block_bytes = block_bytes or BLOCK_BYTES
-        self.hasher = hashlib.sha256()
-        self._q: queue.Queue[Any] = queue.Queue(maxsize=2)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._produce, daemon=True)
-        self._t.start()
-        first = self._get()
-        if first is None:
-            raise InputFormatError(str(path), "empty input")
-        nl = first.find(b"\n")
-        if nl < 0:
-            self.header, self._first = first, b""
-        else:
-            self.header, self._first = first[:nl], first[nl + 1 :]
-        self.header = self.header.rstrip(b"\r")
-
-    def _produce(self) -> None:
-        try:
-            with self.path.open("rb") as raw:
-                hr = _HashingReader(raw, self.hasher)
-                if _is_gzip(self.path):
-                    from isal import igzip
-
-                    f: Any = igzip.GzipFile(fileobj=hr, mode="rb")
-                else:
-                    f = hr
-                rest = b""
-                # the first blocks are small, so that parsing and bounding start after a few
-                # milliseconds of inflating instead of a whole block's; then they double
-                size = min(self.block_bytes, FIRST_BLOCK_BYTES)
-                while not self._stop.is_set():
-                    buf = f.read(size)
-                    size = min(self.block_bytes, 2 * size)
-                    if not buf:
-                        break
-                    if rest:
-                        buf = rest + buf
-                    cut = buf.rfind(b"\n") + 1
-                    if cut == 0:
-                        rest = buf
-                        continue
-                    rest = buf[cut:]
-                    self._q.put(buf[:cut] if cut < len(buf) else buf)
-                if rest:
-                    self._q.put(rest)
-                hr.drain()
-            self._q.put(None)
-        except Exception as exc:  # noqa: BLE001 - handed to the consumer
-            self._q.put(exc)
-
-    def _get(self) -> bytes | None:
-        item = self._q.get()
-        if isinstance(item, Exception):
-            self._stop.set()
-            raise InputFormatError(str(self.path), decompress_problem(item)) from item
-        return item  # type: ignore[no-any-return,unused-ignore]
-
-    def __iter__(self) -> Iterator[bytes]:
-        if self._first:
-            yield self._first
-        while True:
-            b = self._get()
-            if b is None:
-                return
-            yield b
-
-    def close(self) -> None:
-        _stop_thread(self._stop, self._q, self._t)
-
-    def sha256(self) -> str:
-        self._t.join()
-        return self.hasher.hexdigest()
-
-
-class _Prefetch:
-    """Run an iterator one step ahead in a thread: Polars parses the next block (releasing
-    the GIL) while the caller bounds the current one, and ISA-L inflates the one after."""
-
-    _END = object()
-
-    def __init__(self, it: Iterator[Any], depth: int = 1) -> None:
-        self._it = it
-        self._q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _run(self) -> None:
-        try:
-            for x in self._it:
-                if self._stop.is_set():
-                    return
-                self._q.put((None, x))
-            self._q.put((None, self._END))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-            self._q.put((exc, None))
-
-    def __iter__(self) -> Iterator[Any]:
-        while True:
-            exc, x = self._q.get()
-            if exc is not None:
-                raise exc
-            if x is self._END:
-                return
-            yield x
-
-    def close(self) -> None:
-        _stop_thread(self._stop, self._q, self._t)
-
-
-@dataclass
-class _Source:
-    """Chunks with columns ``u, q, t`` (+ ``url``) in file order, and the file's SHA-256."""
-
-    chunks: Iterator[pl.DataFrame]
-    sha256: Any  # () -> str
-    close: Any  # () -> None
-
-
-def _canonical(df: Any, user_numeric: bool, with_url: bool) -> Any:
-    """The pass's columns ``u, q, t`` (+ ``url``) of a DataFrame or LazyFrame of AOL columns."""
-    u = pl.col("AnonID")
-    cols = [
-        (u if user_numeric else u.cast(pl.String).str.strip_chars()).alias("u"),
-        pl.col("Query").cast(pl.String).fill_null("").alias("q"),
-        pl.col("QueryTime").cast(pl.String).alias("t"),
-    ]
-    if with_url:
-        url = pl.col("ClickURL").cast(pl.String).str.strip_chars()
-        cols.append(pl.when(url == "").then(None).otherwise(url).alias("url"))
-    return df.select(cols)
-
-
-ENGINE_LAYOUT = (
-    "--engine polars and --engine spark read the AOL layout only (tab-separated, header "
-    "AnonID Query QueryTime ItemRank ClickURL); for another layout use --engine memory with "
-    "--user-col/--query-col/... or --profile"
-)
-_BAD_ROWS_HINT = "--on-bad-rows skip drops such rows"
-
-
-def _tab_count(b: bytes) -> int:
-    return int(np.count_nonzero(np.frombuffer(b, np.uint8) == 9))
-
-
-def _block_lines(b: bytes) -> list[bytes]:
-    """The physical lines of a block (whole lines; the last may lack its newline)."""
-    lines = b.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
-def check_block(path: Path, b: bytes, n: int, first_line: int) -> list[int]:
-    """Find the first line of block ``b`` (``first_line`` = the file's line number of its first
-    line) that is not ``n`` tab-separated UTF-8 fields without NUL bytes, and raise
-    :class:`InputFormatError` naming it; with none, return the indexes of the block's blank
-    lines (which the in-memory reader skips too). The slow path of :func:`_tsv_source`: it
-    runs only when a block's totals show a problem."""
-    blank = []
-    for i, raw in enumerate(_block_lines(b)):
-        line = raw.rstrip(b"\r")
-        if not line.strip():
-            blank.append(i)
-            continue
-        where = first_line + i
-        if b"\0" in line:
-            raise InputFormatError(str(path), "NUL byte in a text file (is it binary?)", where)
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputFormatError(
-                str(path),
-                f"bytes {line[exc.start : exc.start + 4]!r} are not valid utf-8 (try --encoding, "
-                "e.g. gb18030 or latin-1)",
-                where,
-            ) from None
-        found = line.count(b"\t") + 1
-        if found != n:
-            raise InputFormatError(
-                str(path), f"{ragged_problem(n, found, chr(9))} ({_BAD_ROWS_HINT})", where
-            )
-    return blank
-
-
-def _tsv_source(path: Path, with_url: bool, user_numeric: bool) -> _Source:
-    blocks = TextBlocks(path)
-    try:
-        names = [h.strip() for h in blocks.header.decode("utf-8").split("\t")]
-    except UnicodeDecodeError:
-        blocks.close()
-        raise InputFormatError(
-            str(path), "the header is not valid utf-8 (try --encoding)", 1
-        ) from None
-    missing = [c for c in AOL_COLUMNS if c not in names]
-    if missing:
-        blocks.close()
-        raise InputFormatError(
-            str(path), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}", 1
-        )
-    seen: set[str] = set()
-    unique = []
-    for i, n in enumerate(names):  # positional names for duplicates / blanks
-        unique.append(n if n and n not in seen else f"_col{i}")
-        seen.add(n)
-    n_fields = len(unique)
-    schema: dict[str, Any] = {n: pl.String for n in unique}
-    if user_numeric:
-        schema["AnonID"] = pl.Int64
-
-    def read(b: bytes, sch: dict[str, Any]) -> pl.DataFrame:
-        # every column, not a projection: Polars then refuses a row with too many fields (and
-        # parses no slower), so the tab count below proves every row has exactly n_fields
-        return pl.read_csv(b, has_header=False, separator="\t", quote_char=None, schema=sch)
-
-    def chunks() -> Iterator[pl.DataFrame]:
-        line = 2  # the file's line number of the block's first line (line 1: the header)
-        for b in blocks:
-            try:
-                df = read(b, schema)
-            except pl.exceptions.PolarsError as exc:
-                if user_numeric:  # text ids? (then the whole pass restarts reading text)
-                    try:
-                        read(b, schema | {"AnonID": pl.String})
-                    except pl.exceptions.PolarsError:
-                        pass
-                    else:
-                        raise _NotNumeric from None
-                check_block(path, b, n_fields, line)  # names the line
-                last = line + b.count(b"\n")
-                raise InputFormatError(
-                    str(path),
-                    f"lines {line}-{last} cannot be read as the AOL layout ({n_fields} "
-                    "tab-separated fields as in the header)",
-                    line,
-                ) from exc
-            rows = df.height  # one per physical line, blank ones included (as null rows)
-            kept: np.ndarray | None = None
-            if b"\0" in b or _tab_count(b) != (n_fields - 1) * rows:
-                # raises on a bad line; else the totals differ only by blank lines
-                blank = check_block(path, b, n_fields, line)
-                if not blank or rows != len(_block_lines(b)):
-                    raise InternalError("a block's field count and its lines disagree")
-                mask = np.ones(rows, dtype=bool)
-                mask[blank] = False
-                kept = np.flatnonzero(mask)
-                df = df.filter(pl.Series(mask))
-            u = df.get_column("AnonID")
-            if user_numeric:
-                no_user = u.is_null() if u.null_count() else None
-            else:
-                no_user = u.str.strip_chars().fill_null("") == ""
-            if no_user is not None and no_user.any():
-                i = int(no_user.arg_true()[0])
-                at = line + (int(kept[i]) if kept is not None else i)
-                raise InputFormatError(
-                    str(path), f"user id in column 'AnonID' is missing ({_BAD_ROWS_HINT})", at
-                )
-            line += rows
-            yield _canonical(df, user_numeric, with_url)
-
-    ahead = _Prefetch(chunks())
-
-    def close() -> None:
-        ahead.close()
-        blocks.close()
-
-    return _Source(iter(ahead), blocks.sha256, close)
-
-
-def validate_aol_text(path: Path) -> None:
-    """Read an AOL-layout text file (``.gz`` or plain) through the same checks as the ordered
-    pass — header, field count of every line, UTF-8, NUL bytes, user ids — and raise
-    :class:`InputFormatError` naming the first bad line. For the plans that scan the file with
-    a lazy reader, which checks none of this (one extra read of the file)."""
-    for user_numeric in (True, False):
-        src = _tsv_source(path, False, user_numeric)
-        try:
-            for _ in src.chunks:
-                pass
-            return
-        except _NotNumeric:
-            continue
-        finally:
-            src.close()
-
-
-def _parquet_source(path: Path, with_url: bool, fingerprint: str) -> _Source:
-    check_parquet(path)
-    lf = pl.scan_parquet(path)
-    try:
-        schema = lf.collect_schema()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
-    missing = [c for c in AOL_COLUMNS if c not in schema.names()]
-    if missing:
-        raise InputFormatError(
-            str(path), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
-        )
-    numeric = schema["AnonID"].is_integer()
-    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
-    sha = start_fingerprint(path, fingerprint)  # a full hash overlaps the scan
-
-    def chunks() -> Iterator[pl.DataFrame]:
-        try:
-            n_rows = lf.select(pl.len()).collect().item()  # from the footer
-            batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
-            plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
-            yield from plan.collect_batches(chunk_size=max(1, batch))
-        except pl.exceptions.PolarsError as exc:
-            raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
-
-    return _Source(chunks(), sha.result, lambda: None)
-
-
-class _NotNumeric(Exception):
-    """A user id that is not an integer: read the ids as text instead."""
 
 
 # ----------------------------------------------------------------------------------- bounding
@@ -687,161 +304,57 @@ def _flagged(chunks: Iterator[pl.DataFrame], normalize: bool) -> Iterator[pl.Dat
 
 
 def ordered_counts(
-    path: Path,
-    algorithm: str,
-    params: HistogramParams | BoundingPlan,
+    source: Source | Path,
+    plan: BoundingPlan,
     *,
     normalize: bool,
     fingerprint: str = "full",
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
-    """Bounded counts of ``algorithm`` (``korolova`` or ``zealous`` with item type queries or
-    clicks) in one ordered pass. Returns (counts, figures, rows, sha256); raises
+    """Bounded counts of ``plan`` (events, distinct queries or clicks; or the pools) in one
+    ordered pass. Returns (counts, figures, rows, sha256); raises
     :class:`NotGrouped` when the users' rows are not contiguous. ``fingerprint``: ``full``
     (whole-file SHA-256) or ``fast`` (Parquet footer + size, :func:`start_fingerprint`)."""
     for user_numeric in (True, False):
         try:
             return _ordered_counts(
-                path, algorithm, params, normalize=normalize, user_numeric=user_numeric,
+                Source.of(source), plan, normalize=normalize, user_numeric=user_numeric,
                 fingerprint=fingerprint,
             )  # fmt: skip
-        except _NotNumeric:
+        except NotNumeric:
             continue
     raise InternalError("user ids were neither numeric nor text")
 
 
 def _ordered_counts(
-    path: Path,
-    algorithm: str,
-    params: HistogramParams | BoundingPlan,
+    source: Source,
+    bp: BoundingPlan,
     *,
     normalize: bool,
     user_numeric: bool,
     fingerprint: str,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
-    bp = params if isinstance(params, BoundingPlan) else BoundingPlan.of(params)
-    korolova = bp.algorithm == "korolova"
-    # selection strategies (issue 24): each user's first per_user distinct queries (and first
-    # clicks_per_user distinct (query, url) clicks) as rows, not counts
-    pools = bp.algorithm == "select"
-    item = bp.item
-    with_url = bp.clicks_per_user is not None if korolova or pools else item == "clicks"
-    if path.name.lower().endswith(".parquet"):
-        src = _parquet_source(path, with_url, fingerprint)
+    path = source.path
+    if bp.keep not in (Bounding.EVENTS, Bounding.DISTINCT, Bounding.POOLS):
+        raise InvalidParameterError("bounding plan", bp.keep, "events | distinct | pools")
+    if source.parquet:
+        src = parquet_source(path, bp.with_url, fingerprint)
     else:
         if fingerprint != "full":
             raise InvalidParameterError(
                 "fingerprint", fingerprint, "full, or fast with a Parquet file input"
             )
-        src = _tsv_source(path, with_url, user_numeric)
+        src = tsv_source(path, bp.with_url, user_numeric)
     st = _State()
-    flagged: _Prefetch | None = None
-    counts: dict[str, pl.DataFrame] = {}
-    figures: dict[str, int] = {}
+    flagged: Prefetch | None = None
     try:
-        if korolova and not bp.distinct:
-            q_fold = _Fold(["query"])
-            q_dist = None
-        else:
-            q_fold = _Fold(["query"] if item == "queries" else ["query", "url"])
-            q_dist = _Distinct(bp.per_user, q_fold.keys)
-        c_fold = _Fold(["query", "url"]) if (korolova and with_url) else None
-        tally = {"events": 0, "clicks": 0}  # kept rows; updated by the extraction thread only
-        q_rows: list[pl.DataFrame] = []  # pools: the kept rows themselves
-        c_rows: list[pl.DataFrame] = []
-        c_dist = (
-            _Distinct(bp.clicks_per_user or 0, ["query", "url"]) if pools and with_url else None
-        )
-
-        def extract(df: pl.DataFrame) -> None:
-            """Chunk i's kept items into the folds (in the extraction thread, in order)."""
-            if pools:
-                assert q_dist is not None
-                ev = (
-                    df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
-                ).collect()
-                ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
-                kept = q_dist.keep(ev)
-                q_rows.append(kept)
-                tally["events"] += kept.height
-                if c_dist is not None:
-                    cl = (
-                        df.lazy()
-                        .filter(pl.col("url").is_not_null())
-                        .select("u", pl.col("q").alias("query"), "url")
-                        .collect()
-                    )
-                    cl = cl.with_columns(query=_normalize(cl.get_column("query"), normalize))
-                    kept_c = c_dist.keep(cl)
-                    c_rows.append(kept_c)
-                    tally["clicks"] += kept_c.height
-                return
-            if q_dist is None:  # Korolova: first d events
-                kept = (  # lazy: only the query column is filtered (projection first)
-                    df.lazy()
-                    .filter(pl.col("_es") & (pl.col("_er") <= bp.per_user))
-                    .select(pl.col("q").alias("query"))
-                    .collect()
-                )
-                kept = kept.with_columns(query=_normalize(kept.get_column("query"), normalize))
-                q_fold.add(kept)
-                tally["events"] += kept.height
-            elif item == "queries":  # first m distinct queries (first occurrence)
-                ev = (
-                    df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query"))
-                ).collect()
-                ev = ev.with_columns(query=_normalize(ev.get_column("query"), normalize))
-                kept = q_dist.keep(ev)
-                q_fold.add(kept)
-                tally["events"] += kept.height
-            else:  # ZEALOUS clicks: first m distinct (query, url)
-                cl = (
-                    df.lazy()
-                    .filter(pl.col("url").is_not_null())
-                    .select("u", pl.col("q").alias("query"), "url")
-                    .collect()
-                )
-                cl = cl.with_columns(query=_normalize(cl.get_column("query"), normalize))
-                kept = q_dist.keep(cl)
-                q_fold.add(kept)
-                tally["events"] += kept.height
-            if c_fold is not None:
-                kc = (
-                    df.lazy()
-                    .filter(
-                        pl.col("url").is_not_null() & (pl.col("_cr") <= (bp.clicks_per_user or 0))
-                    )
-                    .select(pl.col("q").alias("query"), "url")
-                    .collect()
-                )
-                kc = kc.with_columns(query=_normalize(kc.get_column("query"), normalize))
-                c_fold.add(kc)
-                tally["clicks"] += kc.height
-
+        ex = _Extractor(bp, normalize)
         # three threads: flags of chunk i+1 (a chunk ahead: they need only the raw row before
         # it) | ranks and bookkeeping of chunk i | extraction of chunk i-1
-        flagged = _Prefetch(_flagged(src.chunks, normalize))
+        flagged = Prefetch(_flagged(src.chunks, normalize))
         with _InOrder() as worker:
             for df in flagged:
-                df = _ranks(df, st, with_url)
-                new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
-                if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(
-                    new_users
-                ):
-                    raise NotGrouped
-                st.seen_users.update(new_users)
-                last = df.row(df.height - 1, named=True)
-                st.u, st.q, st.t = last["u"], last["q"], last["t"]
-                st.events = int(last["_er"])
-                st.rows += df.height
-                st.users += len(new_users)
-                n_events = int(df.get_column("_es").sum())
-                st.query_events += n_events
-                if with_url:
-                    st.clicks = int(last["_cr"])
-                    st.click_rows += int(df.get_column("url").is_not_null().sum())
-                worker.submit(extract, df)
+                worker.submit(ex.extract, _account(df, st, bp.with_url))
             worker.finish()
-        kept_events, kept_clicks = tally["events"], tally["clicks"]
         if st.rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
         sha = src.sha256()
@@ -849,36 +362,151 @@ def _ordered_counts(
         if flagged is not None:
             flagged.close()
         src.close()
-    if pools:
-        counts["query_pool"] = _pool_frame(q_rows, ["query"], user_numeric)
-        figures = {
-            "users": st.users,
-            "query_events": st.query_events,
-            "pool_queries": kept_events,
-        }
-        if c_dist is not None:
-            counts["click_pool"] = _pool_frame(c_rows, ["query", "url"], user_numeric)
-            figures |= {"clicks": st.click_rows, "pool_clicks": kept_clicks}
-    elif korolova:
-        counts["queries"] = q_fold.result()
-        figures = {
-            "users": st.users,
-            "query_events": st.query_events,
-            "query_events_after_bounding": kept_events,
-        }
-        if c_fold is not None:
-            counts["clicks"] = c_fold.result()
-            figures |= {"clicks": st.click_rows, "clicks_after_bounding": kept_clicks}
-    else:
-        res = q_fold.result()
-        if item == "queries":
+    counts, figures = ex.result(st, user_numeric)
+    return counts, figures, st.rows, sha
+
+
+def _account(df: pl.DataFrame, st: _State, with_url: bool) -> pl.DataFrame:
+    """Chunk i's ranks and the pass's bookkeeping (in the caller's thread, in order); raises
+    :class:`NotGrouped` when a user starts a second run."""
+    df = _ranks(df, st, with_url)
+    new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
+    if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(new_users):
+        raise NotGrouped
+    st.seen_users.update(new_users)
+    last = df.row(df.height - 1, named=True)
+    st.u, st.q, st.t = last["u"], last["q"], last["t"]
+    st.events = int(last["_er"])
+    st.rows += df.height
+    st.users += len(new_users)
+    st.query_events += int(df.get_column("_es").sum())
+    if with_url:
+        st.clicks = int(last["_cr"])
+        st.click_rows += int(df.get_column("url").is_not_null().sum())
+    return df
+
+
+class _Extractor:
+    """The kept items of each chunk (in the extraction thread, in order) and, at the end, the
+    counts (or the pools) and figures of the plan."""
+
+    def __init__(self, bp: BoundingPlan, normalize: bool) -> None:
+        self.bp, self.normalize = bp, normalize
+        self.by_events = bp.keep == Bounding.EVENTS
+        # selection strategies (issue 24): each user's first per_user distinct queries (and
+        # first clicks_per_user distinct (query, url) clicks) as rows, not counts
+        self.pools = bp.keep == Bounding.POOLS
+        self.q_dist: _Distinct | None
+        if self.by_events and not bp.distinct:
+            self.q_fold = _Fold(["query"])
+            self.q_dist = None
+        else:
+            self.q_fold = _Fold(["query"] if bp.item == Item.QUERIES else ["query", "url"])
+            self.q_dist = _Distinct(bp.per_user, self.q_fold.keys)
+        self.c_fold = _Fold(["query", "url"]) if (self.by_events and bp.with_url) else None
+        self.tally = {"events": 0, "clicks": 0}  # kept rows
+        self.q_rows: list[pl.DataFrame] = []  # pools: the kept rows themselves
+        self.c_rows: list[pl.DataFrame] = []
+        self.c_dist = (
+            _Distinct(bp.clicks_per_user or 0, ["query", "url"])
+            if self.pools and bp.with_url
+            else None
+        )
+
+    def _events(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Event starts as ``u, query`` (normalised)."""
+        ev = df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query")).collect()
+        return ev.with_columns(query=_normalize(ev.get_column("query"), self.normalize))
+
+    def _clicks(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Click rows as ``u, query, url`` (query normalised)."""
+        cl = (
+            df.lazy()
+            .filter(pl.col("url").is_not_null())
+            .select("u", pl.col("q").alias("query"), "url")
+            .collect()
+        )
+        return cl.with_columns(query=_normalize(cl.get_column("query"), self.normalize))
+
+    def extract(self, df: pl.DataFrame) -> None:
+        """Chunk i's kept items into the folds (or the pools)."""
+        if self.pools:
+            self._extract_pools(df)
+            return
+        if self.q_dist is None:  # events: first d events
+            kept = (  # lazy: only the query column is filtered (projection first)
+                df.lazy()
+                .filter(pl.col("_es") & (pl.col("_er") <= self.bp.per_user))
+                .select(pl.col("q").alias("query"))
+                .collect()
+            )
+            kept = kept.with_columns(query=_normalize(kept.get_column("query"), self.normalize))
+        elif self.bp.item == Item.QUERIES:  # first m distinct queries (first occurrence)
+            kept = self.q_dist.keep(self._events(df))
+        else:  # distinct clicks: first m distinct (query, url)
+            kept = self.q_dist.keep(self._clicks(df))
+        self.q_fold.add(kept)
+        self.tally["events"] += kept.height
+        if self.c_fold is not None:
+            d_c = self.bp.clicks_per_user or 0
+            kc = (
+                df.lazy()
+                .filter(pl.col("url").is_not_null() & (pl.col("_cr") <= d_c))
+                .select(pl.col("q").alias("query"), "url")
+                .collect()
+            )
+            kc = kc.with_columns(query=_normalize(kc.get_column("query"), self.normalize))
+            self.c_fold.add(kc)
+            self.tally["clicks"] += kc.height
+
+    def _extract_pools(self, df: pl.DataFrame) -> None:
+        assert self.q_dist is not None
+        kept = self.q_dist.keep(self._events(df))
+        self.q_rows.append(kept)
+        self.tally["events"] += kept.height
+        if self.c_dist is not None:
+            kept_c = self.c_dist.keep(self._clicks(df))
+            self.c_rows.append(kept_c)
+            self.tally["clicks"] += kept_c.height
+
+    def result(
+        self, st: _State, user_numeric: bool
+    ) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
+        kept_events, kept_clicks = self.tally["events"], self.tally["clicks"]
+        counts: dict[str, pl.DataFrame] = {}
+        figures: dict[str, int]
+        if self.pools:
+            counts["query_pool"] = _pool_frame(self.q_rows, ["query"], user_numeric)
+            figures = {
+                "users": st.users,
+                "query_events": st.query_events,
+                "pool_queries": kept_events,
+            }
+            if self.c_dist is not None:
+                counts["click_pool"] = _pool_frame(self.c_rows, ["query", "url"], user_numeric)
+                figures |= {"clicks": st.click_rows, "pool_clicks": kept_clicks}
+            return counts, figures
+        if self.by_events:
+            counts["queries"] = self.q_fold.result()
+            figures = {
+                "users": st.users,
+                "query_events": st.query_events,
+                "query_events_after_bounding": kept_events,
+            }
+            if self.c_fold is not None:
+                counts["clicks"] = self.c_fold.result()
+                figures |= {"clicks": st.click_rows, "clicks_after_bounding": kept_clicks}
+            return counts, figures
+        res = self.q_fold.result()
+        queries = self.bp.item == Item.QUERIES
+        if queries:
             res = res.with_columns(item=pl.col("query"))
         else:
             res = res.with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))
         counts["items"] = res
         figures = {
             "users": st.users,
-            "items": st.query_events if item == "queries" else st.click_rows,
+            "items": st.query_events if queries else st.click_rows,
             "items_after_bounding": kept_events,
         }
-    return counts, figures, st.rows, sha
+        return counts, figures

@@ -7,20 +7,17 @@ from typing import Any
 
 import polars as pl
 
-from searchveil.engines.base import BoundingPlan, Engine, HistogramParams
-from searchveil.engines.ordered import (
-    ENGINE_LAYOUT,
-    NotGrouped,
-    ordered_counts,
-    validate_aol_text,
-)
-from searchveil.engines.rows import input_record, rows_plan_counts, start_fingerprint
+from searchveil.engines.base import Engine, ReducedRows
+from searchveil.engines.contract import BoundedCounts, BoundingPlan, Source, UserItemPools
+from searchveil.engines.ordered import NotGrouped, ordered_counts
+from searchveil.engines.rows import input_record, rows_plan_counts, rows_plan_log
+from searchveil.engines.sources import ENGINE_LAYOUT, validate_aol_text
 from searchveil.errors import InputFormatError
-from searchveil.io.files import PARQUET_DAMAGED, check_parquet
-from searchveil.io.readers import AOL_COLUMNS, parse_time
+from searchveil.io.files import PARQUET_DAMAGED, start_fingerprint
+from searchveil.io.formats import check_parquet
+from searchveil.io.readers import AOL_COLUMNS
+from searchveil.io.times import parse_time
 from searchveil.model import normalize_query
-from searchveil.release.counts import BoundedCounts
-from searchveil.release.select import UserItemPools
 
 
 class PolarsEngine(Engine):
@@ -30,10 +27,11 @@ class PolarsEngine(Engine):
         self.normalize = normalize
         self.fingerprint = fingerprint
 
-    def scan(self, path: str) -> pl.LazyFrame:
-        p = Path(path)
+    def scan(self, source: Source | str | Path) -> pl.LazyFrame:
+        src = Source.of(source)
+        p = src.path
         self._path = str(p)
-        if p.name.lower().endswith(".parquet"):
+        if src.parquet:
             check_parquet(p)
             lf = pl.scan_parquet(p)
         else:
@@ -158,41 +156,48 @@ class PolarsEngine(Engine):
         r = self.collect(table.select(pl.len().alias("rows"), pl.col("user").n_unique()))
         return {"rows": int(r.item(0, "rows")), "users": int(r.item(0, "user"))}
 
-    def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
+    def bounded_counts(self, source: Source | Path, plan: BoundingPlan) -> BoundedCounts:
         """The ordered single pass when users' rows are contiguous (it checks), else the
-        hash-based row plan (:func:`searchveil.engines.plans.rows_plan_counts`)."""
+        hash-based row plan (:func:`searchveil.engines.rows.rows_plan_counts`)."""
+        src = Source.of(source)
         try:
             counts, figures, rows, sha = ordered_counts(
-                path, algorithm, params, normalize=self.normalize, fingerprint=self.fingerprint
+                src, plan, normalize=self.normalize, fingerprint=self.fingerprint
             )
         except NotGrouped:
             self.plan = "hash (users not contiguous)"
             b = rows_plan_counts(
-                self, algorithm, path, params, normalize=self.normalize,
-                fingerprint=self.fingerprint,
-            )  # fmt: skip
+                self, src, plan, normalize=self.normalize, fingerprint=self.fingerprint
+            )
             b.plan = self.plan
             return b
         self.plan = "ordered single pass"
-        rec = input_record(path, sha, rows, figures["users"], self.normalize, self.fingerprint)
+        rec = input_record(src, sha, rows, figures["users"], self.normalize, self.fingerprint)
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=self.plan)
 
-    def item_pools(self, path: Path, plan: BoundingPlan) -> UserItemPools:
+    def item_pools(self, source: Source | Path, plan: BoundingPlan) -> UserItemPools:
         """The ordered single pass when users' rows are contiguous, else one lazy query (first
         row of each (user, query) / (user, query, url), the first N per user)."""
+        src = Source.of(source)
         try:
             counts, figures, rows, sha = ordered_counts(
-                path, "select", plan, normalize=self.normalize, fingerprint=self.fingerprint
+                src, plan, normalize=self.normalize, fingerprint=self.fingerprint
             )
             self.plan = "ordered single pass"
         except NotGrouped:
             self.plan = "hash (users not contiguous)"
-            sha_f = start_fingerprint(path, self.fingerprint)
-            counts, figures, rows = _pools_lazy(self.scan(str(path)), plan)
+            sha_f = start_fingerprint(src.path, self.fingerprint)
+            counts, figures, rows = _pools_lazy(self.scan(src), plan)
             sha = sha_f.result()
-        rec = input_record(path, sha, rows, figures["users"], self.normalize, self.fingerprint)
+        rec = input_record(src, sha, rows, figures["users"], self.normalize, self.fingerprint)
         return UserItemPools(queries=counts["query_pool"], clicks=counts.get("click_pool"),
                              figures=figures, input=rec, plan=self.plan)  # fmt: skip
+
+    def rows(self, source: Source | Path, plan: BoundingPlan) -> ReducedRows:
+        """The row plan (:func:`searchveil.engines.rows.rows_plan_log`)."""
+        return rows_plan_log(
+            self, source, plan, normalize=self.normalize, fingerprint=self.fingerprint
+        )
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"engine": "polars", "version": pl.__version__}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,17 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
-from searchveil.engines.base import BoundingPlan, Engine, HistogramParams
-from searchveil.engines.ordered import ENGINE_LAYOUT
-from searchveil.engines.rows import input_record, start_fingerprint
+from searchveil.engines.base import Engine, ReducedRows
+from searchveil.engines.contract import (
+    BoundedCounts,
+    Bounding,
+    BoundingPlan,
+    Item,
+    Source,
+    UserItemPools,
+)
+from searchveil.engines.rows import input_record, rows_plan_log
+from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_ordered import (
     GROUP_KEYS,
     OUTPUT_DDL,
@@ -44,16 +53,26 @@ from searchveil.engines.spark_ordered import (
     stitch,
 )
 from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.files import start_fingerprint
+from searchveil.io.formats import Container, container, gzip_named_as_such
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
-from searchveil.release.counts import BoundedCounts
-from searchveil.release.korolova import KorolovaParams
-from searchveil.release.select import UserItemPools
+from searchveil.validate import parse_choice
 
 PLAN_NAME = "spark window plan"
 POOL_PLAN_NAME = "spark pool plan"
 ORDERED_PLAN_NAME = "spark ordered pass"
-SPARK_PLANS = ("auto", "ordered", "window")
+
+
+class SparkPlan(StrEnum):
+    """How Spark bounds: ``auto`` (the ordered pass, else the window plan), or one of them."""
+
+    AUTO = "auto"
+    ORDERED = "ordered"
+    WINDOW = "window"
+
+
+SPARK_PLANS = tuple(p.value for p in SparkPlan)
 SPARK_UNREADABLE = (
     "Spark could not read it as the AOL layout (a row with the wrong number of fields, or a "
     "damaged .gz or Parquet file?); `searchveil stats` on it names the first bad line "
@@ -102,8 +121,7 @@ class SparkEngine(Engine):
         fingerprint: str = "full",
         plan: str = "auto",
     ) -> None:
-        if plan not in SPARK_PLANS:
-            raise InvalidParameterError("spark plan", plan, " | ".join(SPARK_PLANS))
+        plan = parse_choice("spark plan", plan, SparkPlan)
         if plan == "ordered" and not HAVE_PANDAS:
             raise InvalidParameterError("spark plan", plan, "auto or window (pandas is missing)")
         self.plan = plan
@@ -112,9 +130,16 @@ class SparkEngine(Engine):
         self.fingerprint = fingerprint
         self.spark = spark_session(master)
 
-    def _read(self, path: str) -> Any:
+    def _read(self, source: Source | str | Path) -> Any:
         """The input as a Spark DataFrame (Parquet, or AOL TSV/.gz with a header)."""
-        if path.lower().endswith(".parquet"):
+        src = Source.of(source)
+        path = str(src.path)
+        if not src.parquet and container(path) == Container.GZIP and not gzip_named_as_such(path):
+            # Spark picks the codec by the file name: a gzip file must be named .gz for it
+            raise InputFormatError(
+                path, "a gzip file not named .gz: Spark reads it as text (rename it to .gz)"
+            )
+        if src.parquet:
             df = self.spark.read.parquet(path)
         else:
             df = (
@@ -132,7 +157,7 @@ class SparkEngine(Engine):
         self._path = path
         return df
 
-    def scan(self, path: str) -> Any:
+    def scan(self, path: Source | str | Path) -> Any:
 
         df = self._read(path)
         q = F.coalesce(F.col("Query").cast("string"), F.lit(""))
@@ -154,7 +179,7 @@ class SparkEngine(Engine):
             "qh", F.xxhash64("query")
         )
 
-    def scan_narrow(self, path: str, *, url: bool) -> Any:
+    def scan_narrow(self, path: Source | str | Path, *, url: bool) -> Any:
         """``user, query, time, row`` (+ ``url``) for :func:`window_plan`: only the columns the
         counts need, the query coalesced but *not* normalised, an integer user id kept as is
         (trimming its text would change nothing)."""
@@ -239,23 +264,21 @@ class SparkEngine(Engine):
         r = table.agg(F.count("*").alias("rows"), F.countDistinct("user").alias("users")).collect()
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
-    def bounded_counts(self, path: Path, algorithm: str, params: HistogramParams) -> BoundedCounts:
+    def bounded_counts(self, source: Source | Path, bp: BoundingPlan) -> BoundedCounts:
         """Bounded counts computed on Spark (the ordered pass, else :func:`window_plan`); only
         the counts and a few figures come to the driver. The file's SHA-256 is streamed in a
         thread meanwhile."""
+        src = Source.of(source)
+        path = src.path
         sha = start_fingerprint(path, self.fingerprint)  # a full hash overlaps Spark's work
-        with_url = (
-            params.url_selection != "none"
-            if isinstance(params, KorolovaParams)
-            else params.item_type == "clicks"
-        )
+        with_url = bp.with_url
         result = None
         name = ORDERED_PLAN_NAME
         try:
             if self.plan != "window" and HAVE_PANDAS:
-                table = self.scan_narrow(str(path), url=with_url)
+                table = self.scan_narrow(src, url=with_url)
                 try:
-                    result = ordered_plan(table, params, normalize=self.normalize)
+                    result = ordered_plan(table, bp, normalize=self.normalize)
                 except NotContiguous:
                     if self.plan == "ordered":
                         raise InvalidParameterError(
@@ -263,11 +286,11 @@ class SparkEngine(Engine):
                         ) from None
             if result is None:
                 name = PLAN_NAME
-                table = self.scan_narrow(str(path), url=with_url)
-                plan, keys = window_plan(table, algorithm, params, normalize=self.normalize)
+                table = self.scan_narrow(src, url=with_url)
+                plan, keys = window_plan(table, bp, normalize=self.normalize)
                 arrow = plan.toArrow()
                 out = pl.DataFrame(pl.from_arrow(arrow))
-                result = _split_plan_output(out, algorithm, params, keys)
+                result = _split_plan_output(out, bp, keys)
         except (InputFormatError, InvalidParameterError):
             raise
         except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
@@ -276,16 +299,18 @@ class SparkEngine(Engine):
         if rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
         rec = input_record(
-            path, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
+            src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
         )
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=name)
 
-    def item_pools(self, path: Path, plan: BoundingPlan) -> UserItemPools:
+    def item_pools(self, source: Source | Path, plan: BoundingPlan) -> UserItemPools:
         """Selection strategies: each user's first distinct queries (and clicked pairs) —
         :func:`pool_plan`, one shuffle of the rows by user — come to the driver with Arrow."""
+        src = Source.of(source)
+        path = src.path
         sha = start_fingerprint(path, self.fingerprint)
         try:
-            table = self.scan_narrow(str(path), url=plan.clicks_per_user is not None)
+            table = self.scan_narrow(src, url=plan.clicks_per_user is not None)
             counts, figures, rows = pool_plan(table, plan, normalize=self.normalize)
         except (InputFormatError, InvalidParameterError):
             raise
@@ -294,10 +319,16 @@ class SparkEngine(Engine):
         if rows == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
         rec = input_record(
-            path, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
+            src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
         )
         return UserItemPools(queries=counts["query_pool"], clicks=counts.get("click_pool"),
                              figures=figures, input=rec, plan=POOL_PLAN_NAME)  # fmt: skip
+
+    def rows(self, source: Source | Path, plan: BoundingPlan) -> ReducedRows:
+        """The row plan (:func:`searchveil.engines.rows.rows_plan_log`) on Spark."""
+        return rows_plan_log(
+            self, source, plan, normalize=self.normalize, fingerprint=self.fingerprint
+        )
 
     def describe(self) -> dict[str, Any]:
 
@@ -305,7 +336,7 @@ class SparkEngine(Engine):
 
 
 def ordered_plan(
-    table: Any, params: HistogramParams, *, normalize: bool
+    table: Any, bp: BoundingPlan, *, normalize: bool
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
     """The ordered pass (:mod:`searchveil.engines.spark_ordered`): ``mapInArrow`` runs
     :class:`~searchveil.engines.spark_ordered.PartitionPass` on each partition of ``table``
@@ -315,7 +346,6 @@ def ordered_plan(
     stitches them (:func:`~searchveil.engines.spark_ordered.stitch`, which raises
     :class:`~searchveil.engines.spark_ordered.NotContiguous` when the users are not contiguous).
     Returns (counts, figures, rows)."""
-    bp = BoundingPlan.of(params)
     with_url = "url" in table.columns
     cols = [F.col("user").alias("u"), F.col("query").alias("q"), F.col("time").alias("t")]
     if with_url:
@@ -330,11 +360,11 @@ def ordered_plan(
     agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
     agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
     res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
-    return stitch(res, params, normalize=normalize)
+    return stitch(res, bp, normalize=normalize)
 
 
 def window_plan(
-    table: Any, algorithm: str, params: HistogramParams, *, normalize: bool
+    table: Any, bp: BoundingPlan, *, normalize: bool
 ) -> tuple[Any, dict[str, list[str]]]:
     """One Spark query whose (small) result holds the bounded counts and the figures.
 
@@ -361,14 +391,10 @@ def window_plan(
     Returns the plan and, per count table, the key columns of the result that name it.
     """
 
-    bp = BoundingPlan.of(params)
-    korolova = bp.algorithm == "korolova"
+    by_events = bp.keep == Bounding.EVENTS
     item, distinct, m = bp.item, bp.distinct, bp.per_user
-    if not korolova:
-        if item not in ("queries", "clicks"):
-            raise InvalidParameterError(
-                "item-type", item, "queries | clicks with --engine polars|spark"
-            )
+    if not by_events and bp.keep != Bounding.DISTINCT:
+        raise InvalidParameterError("bounding plan", bp.keep, "events | distinct")
 
     def norm(c: Any) -> Any:
         return F.trim(F.regexp_replace(F.lower(c), _WHITESPACE, " ")) if normalize else c
@@ -451,11 +477,11 @@ def window_plan(
     rn = F.row_number().over(Window.partitionBy("user").orderBy(query.isNull(), row))
     g = g.select(F.when(query.isNotNull() & (rn <= m), query).alias("k_query"), "n", "us", "events")
     out = g.groupBy("k_query").agg(F.count(one).alias("pairs"), *sums)
-    return out, {"queries" if korolova else "items": ["k_query"]}
+    return out, {"queries" if by_events else "items": ["k_query"]}
 
 
 def _split_plan_output(
-    out: pl.DataFrame, algorithm: str, params: HistogramParams, keys: dict[str, list[str]]
+    out: pl.DataFrame, bp: BoundingPlan, keys: dict[str, list[str]]
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
     """The counts, figures and row count from :func:`window_plan`'s result."""
 
@@ -477,8 +503,7 @@ def _split_plan_output(
 
     rows = total("n")
     users = total("us")
-    bp = BoundingPlan.of(params)
-    if algorithm == "korolova" and not bp.distinct:
+    if bp.keep == Bounding.EVENTS and not bp.distinct:
         counts = {"queries": table("queries", "kept")}
         figures = {
             "users": users,
@@ -492,11 +517,11 @@ def _split_plan_output(
     name = next(iter(keys))
     res = table(name, "pairs")
     kept = int(res.get_column("count").sum() or 0)
-    if algorithm == "korolova":  # distinct
+    if bp.keep == Bounding.EVENTS:  # distinct
         figures = {"users": users, "query_events": total("events")}
         figures["query_events_after_bounding"] = kept
         return {"queries": res}, figures, rows
-    if bp.item == "queries":
+    if bp.item == Item.QUERIES:
         res = res.with_columns(item=pl.col("query")).select("item", "count")
         n_items = total("events")
     else:

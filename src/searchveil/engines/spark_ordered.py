@@ -55,7 +55,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from searchveil.engines.base import BoundingPlan, HistogramParams
+from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.model import PAIR_SEP, normalize_query
 
 __all__ = [
@@ -282,7 +282,7 @@ class PartitionPass:
         bp = self.plan
         parts = []
         url = pl.col("url") if self.with_url else pl.lit(None, pl.String)
-        if bp.algorithm == "korolova" and not bp.distinct:
+        if bp.keep == Bounding.EVENTS and not bp.distinct:
             ev = df.filter(pl.col("_es") & (pl.col("_er") <= bp.per_user)).select(
                 "_ri", _k=pl.lit("e"), _r="_er", query="q", url=pl.lit(None, pl.String)
             )
@@ -302,7 +302,7 @@ class PartitionPass:
             pool = pool.with_columns(query=normalized(pool.get_column("query"), self.normalize))
             parts.append(self._distinct(pool, first_ri))
         out = pl.concat(parts) if len(parts) > 1 else parts[0]
-        if bp.algorithm == "korolova" and not bp.distinct:
+        if bp.keep == Bounding.EVENTS and not bp.distinct:
             out = out.with_columns(query=normalized(out.get_column("query"), self.normalize))
         return out
 
@@ -331,7 +331,7 @@ class PartitionPass:
         if cand.height == 0:
             return
         bp = self.plan
-        if bp.algorithm == "korolova" and not bp.distinct:
+        if bp.keep == Bounding.EVENTS and not bp.distinct:
             q = cand.filter((pl.col("_k") == "e") & (pl.col("_r") <= bp.per_user))
             self._kept_q.append(q.select("query"))
             self._fig["kept"] += q.height
@@ -445,12 +445,11 @@ def _same_event(
 
 
 def stitch(
-    out: pl.DataFrame, params: HistogramParams, *, normalize: bool
+    out: pl.DataFrame, bp: BoundingPlan, *, normalize: bool
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
     """Counts, figures and rows from the aggregated partition output (``kind, ..., n``);
     raises :class:`NotContiguous` when a user's rows are not contiguous."""
-    bp = BoundingPlan.of(params)
-    korolova = bp.algorithm == "korolova"
+    by_events = bp.keep == Bounding.EVENTS
     fig = Counter(
         dict(out.filter(pl.col("kind") == "f").group_by("query").agg(pl.col("n").sum()).iter_rows())
     )
@@ -531,7 +530,7 @@ def stitch(
         # the seeded releases sort by key themselves (BoundedCounts.table)
         return both.group_by(ks).agg(pl.col("count").sum())
 
-    if korolova and not bp.distinct:
+    if by_events and not bp.distinct:
         counts = {"queries": count("q", ["query"], kept_q)}
         figures = {
             "users": users,
@@ -547,7 +546,7 @@ def stitch(
         return counts, figures, rows
     res = count("q", keys, kept_q)
     kept = int(fig["kept"]) + len(kept_q)
-    if korolova:
+    if by_events:
         return (
             {"queries": res},
             {"users": users, "query_events": events, "query_events_after_bounding": kept},

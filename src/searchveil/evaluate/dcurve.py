@@ -59,8 +59,8 @@ from searchveil.mechanisms.selection import (
     RoundsSelection,
     make_strategy,
 )
+from searchveil.mechanisms.threshold import effective_scale, keep_probability, korolova_solve_exact
 from searchveil.model import SearchLog, query_events
-from searchveil.params import effective_scale, keep_probability, korolova_solve_exact
 from searchveil.rng import SeededRandom
 from searchveil.validate import check_int, check_positive, check_probability
 

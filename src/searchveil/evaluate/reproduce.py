@@ -32,17 +32,17 @@ from searchveil.evaluate._release import original_histograms
 from searchveil.evaluate.distribution import compare_histograms
 from searchveil.io.datasets import default_log_path
 from searchveil.io.readers import read_log
+from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import PAIR_SEP
-from searchveil.params import (
-    keep_probability,
-    korolova_solve_paper,
+from searchveil.release.korolova import KorolovaParams, release_korolova
+from searchveil.release.korolova.accounting import korolova_solve_paper
+from searchveil.release.zealous import PART_COLUMNS, ZealousParams, release_zealous
+from searchveil.release.zealous.accounting import (
     zealous_optimal_tau,
     zealous_tau_prime,
     zealous_theorem3_delta,
     zealous_thesis_delta,
 )
-from searchveil.release.korolova import KorolovaParams, release_korolova
-from searchveil.release.zealous import PART_COLUMNS, ZealousParams, release_zealous
 from searchveil.rng import make_rng
 
 __all__ = ["EXPERIMENTS", "run_experiments", "default_log_path"]

@@ -2,10 +2,19 @@
 computed in a background thread while an engine reads the file (hashlib releases the GIL, so
 the hash overlaps the engine's work instead of adding a second pass).
 
-Also the checks every reader shares on a damaged container, worded for the user rather than in
-the terms of the library underneath: a truncated or corrupt gzip stream
-(:func:`decompress_problem`) and a file that is not, or no longer, a whole Parquet file
-(:func:`check_parquet`)."""
+Input fingerprints for the provenance record (:func:`start_fingerprint`): ``full`` — the
+SHA-256 of the file's bytes, hashed in a thread while an engine reads; ``fast`` (Parquet only) —
+the SHA-256 of the file size and the Parquet footer (schema, every row group's offsets, sizes,
+row counts and column statistics), which reads a few KB instead of the whole file. ``fast``
+identifies the file as written by its writer, not byte for byte: two files with equal footers
+and sizes but different data pages get the same fingerprint (a rewrite by any Parquet writer
+changes offsets or statistics, but a deliberate in-place edit of page bytes need not). The
+private input record says which (``fingerprint``: ``full`` | ``fast``).
+
+Also the words every reader shares for a damaged container, in the user's terms rather than
+those of the library underneath: a truncated or corrupt gzip stream (:func:`decompress_problem`)
+and an undecodable Parquet file (:data:`PARQUET_DAMAGED`). Which container a file is:
+:mod:`searchveil.io.formats`."""
 
 from __future__ import annotations
 
@@ -14,14 +23,22 @@ import hashlib
 import os
 import threading
 import zlib
+from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
-from searchveil.errors import InputFormatError
+from searchveil.errors import InvalidParameterError
+from searchveil.io.formats import is_parquet, parquet_footer
+from searchveil.validate import parse_choice
 
 __all__ = [
     "file_sha256",
     "BackgroundHash",
-    "check_parquet",
+    "Fingerprint",
+    "FINGERPRINTS",
+    "check_fingerprint",
+    "parquet_footer_sha256",
+    "start_fingerprint",
     "decompress_problem",
     "PARQUET_DAMAGED",
 ]
@@ -88,29 +105,56 @@ def decompress_problem(exc: BaseException) -> str:
     return "cannot read the file"
 
 
-def check_parquet(path: str | os.PathLike[str]) -> None:
-    """Raise :class:`InputFormatError` unless ``path`` has the frame of a Parquet file: the
-    bytes ``PAR1`` at both ends and a footer that fits in the file (what a truncated copy or a
-    text file named ``.parquet`` lacks). Reads 8 bytes at each end."""
-    p = Path(path)
-    size = p.stat().st_size
-    with p.open("rb") as f:
-        head = f.read(4)
-        f.seek(max(0, size - 8))
-        tail = f.read(8)
-    if head != b"PAR1":
-        raise InputFormatError(
-            str(p),
-            "not a Parquet file (a Parquet file starts with the bytes PAR1); if it is a text "
-            "log, rename it or pass --format aol or --format csv",
+# -- input fingerprints ---------------------------------------------------------------------------
+class Fingerprint(StrEnum):
+    """How the provenance record's input hash is computed (see the module docstring)."""
+
+    FULL = "full"
+    FAST = "fast"
+
+
+FINGERPRINTS = tuple(f.value for f in Fingerprint)
+_FAST_TAG = b"searchveil parquet footer fingerprint v1\0"
+
+
+class Digest(Protocol):
+    def result(self) -> str: ...
+
+
+def check_fingerprint(fingerprint: str, path: str | os.PathLike[str] | None = None) -> Fingerprint:
+    """``full`` always; ``fast`` only for a Parquet file (a typed error otherwise)."""
+    fp = parse_choice("fingerprint", fingerprint, Fingerprint)
+    if fp == Fingerprint.FAST and path is not None and not is_parquet(path):
+        raise InvalidParameterError(
+            "fingerprint", fingerprint, "full, or fast with a Parquet file input"
         )
-    if size < 12 or tail[4:] != b"PAR1":
-        raise InputFormatError(
-            str(p),
-            "truncated or damaged Parquet file: it does not end with the Parquet footer (is the "
-            "copy or download complete?)",
-        )
-    if int.from_bytes(tail[:4], "little") + 12 > size:
-        raise InputFormatError(
-            str(p), "damaged Parquet file: its footer is longer than the file (truncated?)"
-        )
+    return fp
+
+
+def parquet_footer_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a tag, the file size (8 bytes, little-endian), the Parquet footer (its
+    Thrift metadata) and the 8-byte trailer; reads only the end of the file."""
+    size, footer, tail = parquet_footer(path)
+    h = hashlib.sha256(_FAST_TAG)
+    h.update(size.to_bytes(8, "little"))
+    h.update(footer)
+    h.update(tail)
+    return h.hexdigest()
+
+
+class _Ready:
+    """A fingerprint already computed (the ``fast`` one), with BackgroundHash's interface."""
+
+    def __init__(self, digest: str) -> None:
+        self._digest = digest
+
+    def result(self) -> str:
+        return self._digest
+
+
+def start_fingerprint(path: str | os.PathLike[str], fingerprint: str = "full") -> Digest:
+    """An object whose ``result()`` is the input's fingerprint: the whole-file SHA-256 hashed
+    in a thread (``full``) or the Parquet footer hash (``fast``, computed now)."""
+    if check_fingerprint(fingerprint, path) == Fingerprint.FAST:
+        return _Ready(parquet_footer_sha256(path))
+    return BackgroundHash(path)

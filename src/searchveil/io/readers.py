@@ -14,12 +14,9 @@ problem, or with ``on_bad_rows="skip"`` are dropped and counted (``InputInfo.bad
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
-import gzip
-import io
 import os
-import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,11 +24,23 @@ from typing import Any
 import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
-from searchveil.io.files import PARQUET_DAMAGED, check_parquet, decompress_problem, file_sha256
+from searchveil.io.files import PARQUET_DAMAGED, file_sha256
+from searchveil.io.formats import Layout, check_parquet, layout
 from searchveil.io.profiles import PROFILE_NAMES, PROFILES
+from searchveil.io.text import (
+    BadRows,
+    OnBadRows,
+    decode_check,
+    ragged_rows_problem,
+    raw_bytes,
+    read_lines,
+    sep_name,
+    split_fields,
+)
+from searchveil.io.times import check_time_options, parse_time, time_expr, time_problem
 from searchveil.io.trec import read_trec_session
 from searchveil.model import InputInfo, SearchLog, add_sessions, normalize_query
-from searchveil.validate import check_choice
+from searchveil.validate import check_choice, parse_choice
 
 __all__ = [
     "ColumnMapping",
@@ -39,13 +48,12 @@ __all__ = [
     "INTERNAL_COLUMNS",
     "read_log",
     "scan_log",
-    "parse_time",
     "FORMATS",
     "AOL_COLUMNS",
     "MSNBC_CATEGORIES",
 ]
 
-FORMATS = ("auto", "aol", "csv", "parquet", "msnbc", "trec-session")
+FORMATS = tuple(f.value for f in Layout)
 TIME_FORMATS = ("auto", "iso", "epoch", "epoch-ms", "STRFTIME-PATTERN")
 # names the reader creates; input columns with these names are kept as ``input_<name>``
 INTERNAL_COLUMNS = ("user", "query", "time", "rank", "url", "session", "row", "click_order")
@@ -54,8 +62,6 @@ MSNBC_CATEGORIES = (
     "frontpage", "news", "tech", "local", "opinion", "on-air", "misc", "weather", "msn-news",
     "health", "living", "business", "msn-sports", "sports", "summary", "bbs", "travel",
 )  # fmt: skip
-_TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
-_MAX_BAD_EXAMPLES = 5
 
 
 @dataclass(frozen=True)
@@ -165,189 +171,11 @@ class ReaderOptions:
         return cls(**values)
 
 
-def _is_gzip(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def _is_parquet(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(4) == b"PAR1"
-
-
-def _raw_bytes(path: Path) -> bytes:
-    try:
-        if _is_gzip(path):
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        return path.read_bytes()
-    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-        raise InputFormatError(str(path), decompress_problem(exc)) from exc
-
-
-def _line_of(data: bytes, pos: int) -> int:
-    return data.count(b"\n", 0, pos) + 1
-
-
-def _decode_check(path: Path, data: bytes, encoding: str) -> bytes:
-    """Return UTF-8 bytes of ``data`` decoded strictly with ``encoding``."""
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise InvalidParameterError("encoding", encoding, "a Python codec name") from None
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line = _line_of(data, exc.start)
-        raise InputFormatError(
-            str(path),
-            f"bytes {data[exc.start : exc.start + 4]!r} are not valid {encoding} "
-            f"(try --encoding, e.g. gb18030 or latin-1)",
-            line,
-        ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        raise InputFormatError(str(path), "NUL byte in a text file (is it binary?)", line)
-    if codecs.lookup(encoding).name == "utf-8":
-        return data[3:] if data.startswith(codecs.BOM_UTF8) else data
-    return text.encode("utf-8")
-
-
-def _read_lines(path: Path, data: bytes) -> pl.Series:
-    """Every line of ``data`` (UTF-8) as a String Series, empty lines kept, ``\\r`` stripped."""
-    try:
-        df = pl.read_csv(
-            io.BytesIO(data),
-            has_header=False,
-            separator="\x00",
-            quote_char=None,
-            schema={"line": pl.String},
-            raise_if_empty=False,
-        )
-    except pl.exceptions.PolarsError as exc:  # pragma: no cover - NUL is checked before
-        raise InputFormatError(str(path), f"cannot split into lines: {exc}") from None
-    lines = df.get_column("line").fill_null("")
-    return lines.str.strip_suffix("\r")
-
-
-def _split_fields(lines: pl.Series, sep: str, n: int) -> pl.DataFrame:
-    return (
-        pl.DataFrame({"_l": lines})
-        .select(pl.col("_l").str.split_exact(sep, n - 1).alias("s"))
-        .unnest("s")
-    )
-
-
-class _BadRows:
-    """Collects bad rows: raise on the first (mode "error") or drop and count (mode "skip")."""
-
-    def __init__(self, path: Path, mode: str) -> None:
-        self.path = path
-        self.mode = mode
-        self.count = 0
-        self.examples: list[dict[str, Any]] = []
-
-    def handle(self, mask: pl.Series, lines: pl.Series, problem: str) -> pl.Series:
-        """``mask`` marks bad rows; returns the keep-mask."""
-        n_bad = int(mask.sum() or 0)
-        if n_bad == 0:
-            return ~mask
-        first = int(mask.arg_true()[0])
-        line_no = int(lines[first])
-        if self.mode == "error":
-            raise InputFormatError(
-                str(self.path),
-                f"{problem} ({n_bad} such row(s); --on-bad-rows skip drops them)",
-                line_no,
-            )
-        self.count += n_bad
-        for i in mask.arg_true()[: _MAX_BAD_EXAMPLES - len(self.examples)]:
-            self.examples.append({"line": int(lines[int(i)]), "problem": problem})
-        return ~mask
-
-
-def parse_time(col: pl.Expr) -> pl.Expr:
-    """Timestamps in any of the accepted formats (AOL's ``2006-03-01 07:17:12`` first) as a
-    Datetime; null where none parses."""
-    parsed = [col.str.strptime(pl.Datetime("us"), f, strict=False) for f in _TIME_FORMATS]
-    return pl.coalesce(parsed)
-
-
-_DATE_DIRECTIVES = ("%Y", "%y", "%m", "%d", "%F", "%D", "%j", "%b", "%B", "%s", "%G", "%U")
-_ISO_FORMATS = (
-    "%Y-%m-%dT%H:%M:%S%.f",
-    "%Y-%m-%dT%H:%M:%S",
-    "%Y-%m-%dT%H:%M",
-    "%Y-%m-%d %H:%M:%S%.f",
-    "%Y-%m-%d %H:%M:%S",
-    "%Y-%m-%d %H:%M",
-    "%Y-%m-%d",
-)
-
-
-def _check_time_options(time_format: str | None, date: str | None) -> None:
-    if time_format is not None and time_format not in ("auto", "iso", "epoch", "epoch-ms"):
-        if "%" not in time_format:
-            raise InvalidParameterError(
-                "time-format", time_format, "iso | epoch | epoch-ms | a strftime pattern"
-            )
-    if date is not None:
-        ok = pl.Series([date]).str.strptime(pl.Date, "%Y-%m-%d", strict=False)[0]
-        if ok is None:
-            raise InvalidParameterError("date", date, "a date YYYY-MM-DD")
-        if time_format is None or "%" not in time_format or _has_date(time_format):
-            raise InvalidParameterError(
-                "date", date, "only with a time-of-day --time-format such as %H:%M:%S"
-            )
-
-
-def _has_date(pattern: str) -> bool:
-    return any(d in pattern for d in _DATE_DIRECTIVES)
-
-
-def time_expr(col: pl.Expr, time_format: str | None, date: str | None = None) -> pl.Expr:
-    """Parse ``col`` (strings) with a ``--time-format`` (see :class:`ReaderOptions`) into a
-    Datetime; null where the value does not parse."""
-    s = col.str.strip_chars()
-    if time_format in (None, "auto"):
-        return parse_time(s)
-    if time_format == "iso":
-        s = s.str.strip_suffix("Z")
-        return pl.coalesce(
-            [s.str.strptime(pl.Datetime("us"), f, strict=False) for f in _ISO_FORMATS]
-        )
-    if time_format in ("epoch", "epoch-ms"):
-        unit = "s" if time_format == "epoch" else "ms"
-        n = s.cast(pl.Float64, strict=False)
-        scale = 1_000_000 if unit == "s" else 1_000
-        us = (n * scale).round(0).cast(pl.Int64, strict=False)
-        return pl.from_epoch(us, time_unit="us")
-    if _has_date(time_format):
-        return s.str.strptime(pl.Datetime("us"), time_format, strict=False)
-    day = date or "1970-01-01"
-    return (pl.lit(day + " ") + s).str.strptime(
-        pl.Datetime("us"), "%Y-%m-%d " + time_format, strict=False
-    )
-
-
-def _time_problem(column: str, time_format: str | None) -> str:
-    want = {
-        None: "'YYYY-MM-DD HH:MM[:SS]' (set --time-format for other layouts)",
-        "auto": "'YYYY-MM-DD HH:MM[:SS]' (set --time-format for other layouts)",
-        "iso": "an ISO 8601 date-time",
-        "epoch": "seconds since 1970 (--time-format epoch)",
-        "epoch-ms": "milliseconds since 1970 (--time-format epoch-ms)",
-    }.get(time_format, f"in --time-format {time_format!r}")
-    return f"time in column {column!r} is not {want}"
-
-
 def _canonicalize(
     raw: pl.DataFrame,
     line_numbers: pl.Series,
     mapping: ColumnMapping,
-    bad: _BadRows,
+    bad: BadRows,
     *,
     normalize: bool,
     user_numeric: bool | None,
@@ -437,7 +265,23 @@ def _canonicalize(
         [*exprs, *extras, pl.col("__line").alias("_line")]
     )
 
-    raw_user = rc(mapping.user)
+    return df.filter(_valid_rows(df, rc, m, bad, user_numeric, time_format))
+
+
+def _valid_rows(
+    df: pl.DataFrame,
+    rc: Callable[[str], pl.Series],
+    m: dict[str, str | None],
+    bad: BadRows,
+    user_numeric: bool,
+    time_format: str | None,
+) -> pl.Series:
+    """Which canonical rows to keep: a missing (or, for numeric ids, non-integer) user, a
+    time, rank or rank-click value that does not parse is a bad row (refused or skipped by
+    ``bad``); ``rc(name)``: the raw column of input column ``name``."""
+    user_col = m["user"]
+    assert user_col is not None  # the user column is always mapped
+    raw_user = rc(user_col)
     bad_user = df.get_column("user").is_null() | (raw_user.str.strip_chars().fill_null("") == "")
     keep = bad.handle(
         bad_user,
@@ -449,7 +293,7 @@ def _canonicalize(
         raw_time = rc(m["time"]).str.strip_chars().fill_null("")
         bad_time = df.get_column("time").is_null() & (raw_time != "")
         keep = keep & bad.handle(
-            bad_time & keep, df.get_column("_line"), _time_problem(m["time"], time_format)
+            bad_time & keep, df.get_column("_line"), time_problem(m["time"], time_format)
         )
     if m["rank_click"]:
         raw_rc = rc(m["rank_click"]).str.strip_chars().fill_null("")
@@ -469,7 +313,7 @@ def _canonicalize(
             df.get_column("_line"),
             f"rank in column {m['rank']!r} is not an integer",
         )
-    return df.filter(keep)
+    return keep
 
 
 def _finish(df: pl.DataFrame, path: Path, info: InputInfo, session_gap_minutes: float) -> SearchLog:
@@ -480,21 +324,6 @@ def _finish(df: pl.DataFrame, path: Path, info: InputInfo, session_gap_minutes: 
     if "_line" in df.columns:
         df = df.drop("_line")
     return SearchLog(df=df, info=info)
-
-
-def _sniff(path: Path, fmt: str) -> str:
-    if fmt != "auto":
-        return fmt
-    if _is_parquet(path) or path.name.lower().endswith(".parquet"):
-        return "parquet"  # (a file named .parquet that is not one gets check_parquet's error)
-    name = path.name.lower().removesuffix(".gz")
-    if name.endswith(".seq"):
-        return "msnbc"
-    if name.endswith(".xml"):
-        return "trec-session"
-    if name.endswith((".csv", ".tsv", ".txt")) and not name.endswith(".tsv"):
-        return "csv"
-    return "aol"
 
 
 def read_log(
@@ -531,32 +360,32 @@ def read_log(
         )
     o = options
     p = Path(path)
-    check_choice("format", o.fmt, FORMATS)
-    check_choice("on_bad_rows", o.on_bad_rows, ("error", "skip"))
+    parse_choice("format", o.fmt, Layout)
+    parse_choice("on_bad_rows", o.on_bad_rows, OnBadRows)
     if o.session_gap_minutes <= 0:
         raise InvalidParameterError("session_gap_minutes", o.session_gap_minutes, "a number > 0")
     if o.delimiter is not None and len(o.delimiter) != 1:
         raise InvalidParameterError(
             "delimiter", o.delimiter, "a single character, e.g. ',' or '\\t'"
         )
-    _check_time_options(o.time_format, o.date)
+    check_time_options(o.time_format, o.date)
     if not p.exists():
         raise InputFormatError(str(p), "no such file")
     if p.is_dir():
         raise InputFormatError(str(p), "is a directory, expected a file")
-    kind = _sniff(p, o.fmt)
+    kind = layout(p, o.fmt)
     sha = file_sha256(p)
-    bad = _BadRows(p, o.on_bad_rows)
+    bad = BadRows(p, o.on_bad_rows)
     if kind == "parquet":
         return _read_parquet(p, sha, o, bad)
-    data = _decode_check(p, _raw_bytes(p), o.encoding)
+    data = decode_check(p, raw_bytes(p), o.encoding)
     if not data.strip():
         raise InputFormatError(str(p), "empty file")
     if kind == "msnbc":
         return _read_msnbc(p, data, sha, o)
     if kind == "trec-session":
         return _read_trec(p, data, sha, o)
-    lines = _read_lines(p, data)
+    lines = read_lines(p, data)
     line_numbers = pl.Series("_line", range(1, lines.len() + 1), dtype=pl.Int64)
     # drop blank lines (keeping the physical numbering)
     nonblank = lines.str.strip_chars() != ""
@@ -582,9 +411,11 @@ def read_log(
     n = len(header)
     counts = lines.str.count_matches(sep, literal=True)
     ragged = counts != n - 1
-    keep = bad.handle(ragged, line_numbers, _ragged_problem(ragged, counts, n, sep, o.has_header))
+    keep = bad.handle(
+        ragged, line_numbers, ragged_rows_problem(ragged, counts, n, sep, o.has_header)
+    )
     lines, line_numbers = lines.filter(keep), line_numbers.filter(keep)
-    raw = _split_fields(lines, sep, n)
+    raw = split_fields(lines, sep, n)
     raw.columns = _dedupe(header)
     df = _canonicalize(
         raw, line_numbers, mapping, bad, normalize=o.normalize, user_numeric=None,
@@ -603,33 +434,6 @@ def read_log(
         reader=o.to_dict(),
     )
     return _finish(df, p, info, o.session_gap_minutes)
-
-
-def sep_name(sep: str) -> str:
-    """A field separator in words (for messages)."""
-    return {"\t": "tabs", ",": "commas", ";": "semicolons", " ": "spaces"}.get(sep, repr(sep))
-
-
-def ragged_problem(n: int, found: int, sep: str, where: str = "the header") -> str:
-    """The message of a row whose field count differs from the header's."""
-    return (
-        f"ragged row: expected {n} fields separated by {sep_name(sep)} as in {where}, found {found}"
-    )
-
-
-def _ragged_problem(
-    ragged: pl.Series, counts: pl.Series, n: int, sep: str, has_header: bool
-) -> str:
-    if not ragged.any():
-        return ""
-    found = int(counts.filter(ragged)[0]) + 1
-    msg = ragged_problem(n, found, sep, "the header" if has_header else "the first line")
-    n_bad = int(ragged.sum() or 0)
-    if n_bad >= 10 and n_bad * 2 > ragged.len():  # most rows: the layout, not a few lines
-        msg += "; most rows differ, so check the layout: --delimiter (the field separator), " + (
-            "--no-header if the first line is data" if has_header else "--header"
-        )
-    return msg
 
 
 def _drop_absent_defaults(mapping: ColumnMapping, header: list[str]) -> ColumnMapping:
@@ -723,7 +527,7 @@ def _header_hint(header: list[str], kind: str) -> str:
     return "; ".join(hints)
 
 
-def _read_parquet(p: Path, sha: str, o: ReaderOptions, bad: _BadRows) -> SearchLog:
+def _read_parquet(p: Path, sha: str, o: ReaderOptions, bad: BadRows) -> SearchLog:
     mapping = o.columns or ColumnMapping()
     check_parquet(p)
     try:
@@ -794,7 +598,7 @@ def _read_msnbc(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
     Following CELS §6, each category is one query-url pair: query = category name, url =
     ``msnbc.com/<category>``; visits are rows in order (no timestamps).
     """
-    lines = _read_lines(p, data)
+    lines = read_lines(p, data)
     df = pl.DataFrame({"_l": lines}).with_row_index("user", offset=1)
     df = df.with_columns(pl.col("user").cast(pl.Int64))
     tokens = df.with_columns(pl.col("_l").str.strip_chars().str.split(" ").alias("tok")).explode(
@@ -848,7 +652,7 @@ def scan_log(
     p = Path(path)
     if not p.exists():
         raise InputFormatError(str(p), "no such file")
-    kind = _sniff(p, fmt)
+    kind = layout(p, fmt)
     m = columns or ColumnMapping()
     if kind == "parquet":
         lf = pl.scan_parquet(p)

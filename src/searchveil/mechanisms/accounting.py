@@ -14,15 +14,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from searchveil.errors import BudgetExceededError
 from searchveil.validate import check_positive, check_probability
 
-__all__ = ["BUDGET_TOLERANCE", "Budget", "within_budget", "check_budget", "as_budget"]
+__all__ = ["Accounting", "BUDGET_TOLERANCE", "Budget", "within_budget", "check_budget", "as_budget"]
 
 #: Relative slack of every budget comparison (rounding of sums of ε shares, not privacy slack).
 BUDGET_TOLERANCE = 1e-9
+
+
+class Accounting(StrEnum):
+    """Which privacy map: ``exact`` (tight, for the discrete mechanism run) or ``paper`` (the
+    papers' formulas for continuous noise)."""
+
+    EXACT = "exact"
+    PAPER = "paper"
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""The Laplace threshold (Korolova's Select-Queries; also ZEALOUS' second threshold) and its
-privacy map: which counts pass ``count + noise > K``, and what that costs.
+"""The Laplace threshold (Korolova's Select-Queries; also ZEALOUS' second threshold, and the
+selection strategies) and its privacy map: which counts pass ``count + noise > K``, and what
+that costs. Only the mechanism-generic part lives here; the papers' own formulas are with
+their families (:mod:`searchveil.release.korolova.accounting`,
+:mod:`searchveil.release.zealous.accounting`).
 
-Korolova, PhD thesis, Stanford 2012, ch.4: Lemma 1 and Theorem 3 (the selection step's (ε, δ)
-for continuous Laplace noise, the ``paper`` accounting), §4.5 / Table 4.1 (K from (ε, δ, d)),
-§4.8 (the improved δ). ``exact_threshold_privacy`` is the tight (ε, δ) for the mechanism
+``exact_threshold_privacy`` is the tight (ε, δ) for the mechanism
 searchveil runs: *discrete* Laplace noise ``P[X=k] ∝ e^{-|k|/b}`` on integer counts, an integer
 threshold and the *effective* scale of the exact sampler (derivation in
 ``docs/privacy/korolova.md``; brute-forced on neighbouring inputs in the tests).
@@ -13,8 +14,7 @@ integer ``n + X`` this is ``X >= floor(K) + 1 - n``; the keep probability of an 
 ``n`` is ``sf(floor(K) + 1 - n)`` of the discrete Laplace (:func:`discrete_sf`).
 
 The mechanisms that use it (the selection strategies of :mod:`searchveil.mechanisms.selection`,
-the releases of :mod:`searchveil.release`) and the advisor (:mod:`searchveil.params`) import it
-from here; :mod:`searchveil.params` re-exports every name for its callers.
+the releases of :mod:`searchveil.release`, the advisor) import it from here.
 """
 
 from __future__ import annotations
@@ -36,11 +36,7 @@ __all__ = [
     "discrete_sf",
     "keep_probability",
     "keep_probability_curve",
-    "korolova_alpha",
     "check_threshold",
-    "korolova_paper_selection",
-    "korolova_solve_paper",
-    "korolova_solve_improved",
     "exact_threshold_privacy",
     "korolova_solve_exact",
 ]
@@ -110,13 +106,6 @@ def _knapsack_max(values: npt.NDArray[np.float64], total: int) -> float:
     return float(g[total])
 
 
-def korolova_alpha(K: float, b: float) -> float:
-    """α = max(e^{1/b}, 1 + 1/(2e^{(K-1)/b} - 1)) (Theorem 3)."""
-    x = (K - 1.0) / b
-    second = 1.0 + 1.0 / (2.0 * math.exp(x) - 1.0) if x < 700 else 1.0
-    return max(math.exp(1.0 / b), second)
-
-
 def check_threshold(K: float, d: int, distinct: bool) -> float:
     K = check_positive("K", K)
     need = 1 if distinct else d
@@ -128,48 +117,6 @@ def check_threshold(K: float, d: int, distinct: bool) -> float:
             + ("1 when a user adds at most 1 per query)" if distinct else "d)"),
         )
     return K
-
-
-def korolova_paper_selection(
-    *, d: int, K: float, b: float, distinct: bool = False
-) -> dict[str, float]:
-    """Select-Queries under the paper's accounting (Lemma 1 and §4.8), continuous Lap(b).
-
-    ``distinct``: each user adds at most 1 to a query's count (distinct queries); the same
-    proof with M(y_i, D2) <= 1 gives δ = (d/2)e^{(1-K)/b} (needs K >= 1).
-    """
-    d = check_int("d", d, minimum=1)
-    b = check_positive("b", b)
-    K = check_threshold(K, d, distinct)
-    alpha = korolova_alpha(K, b)
-    eps = d * math.log(alpha)
-    if distinct:
-        delta = 0.5 * d * math.exp((1.0 - K) / b)
-        improved = delta
-    else:
-        delta = 0.5 * d * math.exp((d - K) / b)
-        improved = 0.5 * math.exp(-K / b) * (math.exp(d / b) + d - 1)
-    return {"alpha": alpha, "epsilon": eps, "delta": delta, "delta_improved": improved}
-
-
-def korolova_solve_paper(*, epsilon: float, delta: float, d: int) -> dict[str, float]:
-    """§4.5 / Lemma 1 setting (Table 4.1): b = d/ε, K = d(1 - ln(2δ/d)/ε)."""
-    eps = check_positive("epsilon", epsilon)
-    dl = check_probability("delta", delta)
-    d = check_int("d", d, minimum=1)
-    b = d / eps
-    K = d * (1.0 - math.log(2.0 * dl / d) / eps)
-    return {"K": K, "b": b, "alpha_is_exp_1_over_b": korolova_alpha(K, b) <= math.exp(1 / b)}
-
-
-def korolova_solve_improved(*, epsilon: float, delta: float, d: int) -> dict[str, float]:
-    """§4.8: b = d/ε, K = (d/ε)(ln(e^ε + d - 1) - ln(2δ))."""
-    eps = check_positive("epsilon", epsilon)
-    dl = check_probability("delta", delta)
-    d = check_int("d", d, minimum=1)
-    b = d / eps
-    K = (d / eps) * (math.log(math.exp(eps) + d - 1) - math.log(2.0 * dl))
-    return {"K": K, "b": b}
 
 
 def exact_threshold_privacy(
@@ -238,7 +185,9 @@ def korolova_solve_exact(
         return pr.epsilon <= eps * (1 + 1e-12) and pr.delta <= dl
 
     lo = 1 if distinct else d
-    hi = max(lo, math.ceil(korolova_solve_paper(epsilon=eps, delta=dl, d=d)["K"]))
+    # bracket: the continuous-noise K of Korolova's Table 4.1, d(1 - ln(2δ/d)/ε), is never
+    # smaller than the exact one
+    hi = max(lo, math.ceil(d * (1.0 - math.log(2.0 * dl / d) / eps)))
     grow = 0
     while not ok(hi):
         hi = hi * 2 + 1

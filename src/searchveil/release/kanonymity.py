@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from searchveil.engines.contract import Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.model import InputInfo, SearchLog, items, query_events
@@ -41,6 +42,11 @@ class KAnonParams:
 
     def __post_init__(self) -> None:
         check_int("k", self.k, minimum=1)
+
+    def bounding_plan(self) -> BoundingPlan:
+        """What an engine keeps for k-query anonymity: the rows of the queries posed by at
+        least k distinct users (with the whole input's sessions)."""
+        return BoundingPlan(Bounding.SHARED, Item.QUERIES, self.k)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -25,12 +25,14 @@ is the one definition of the noise, accounting and ledger for both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from searchveil.engines.contract import Bounding, BoundingPlan, Item, UserItemPools
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -52,7 +54,7 @@ from searchveil.release.histogram import (
     users_bound_source,
 )
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
     "MECHANISM",
@@ -68,9 +70,24 @@ MECHANISM = "query-release-selection"
 CLICK_POOL_FACTOR = 4
 
 
+class SelectionStrategy(StrEnum):
+    """``--selection``: the strategy that selects queries (and pairs) on each user's first
+    distinct items (:mod:`searchveil.mechanisms.selection`; docs/selection-strategies.md)."""
+
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
+    POLICY_GAUSSIAN = "policy-gaussian"
+    MAD = "mad"
+    MAD2R = "mad2r"
+    DP_SIPS = "dp-sips"
+
+
+assert tuple(SelectionStrategy) == STRATEGIES, "SelectionStrategy and STRATEGIES must agree"
+
+
 @dataclass(frozen=True)
 class SelectParams:
-    strategy: str
+    strategy: SelectionStrategy | str  # (a member once constructed)
     epsilon: float
     delta: float
     d: int
@@ -81,7 +98,8 @@ class SelectParams:
     d_rule: str = "given (--max-queries)"
 
     def __post_init__(self) -> None:
-        check_choice("selection", self.strategy, STRATEGIES)
+        strategy = parse_choice("selection", self.strategy, SelectionStrategy)
+        object.__setattr__(self, "strategy", strategy)
         check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
         check_int("d", self.d, minimum=1, maximum=4096)
@@ -131,6 +149,11 @@ class SelectParams:
     def click_pool(self) -> int | None:
         return None if self.d_c is None else CLICK_POOL_FACTOR * self.d_c
 
+    def bounding_plan(self) -> BoundingPlan:
+        """What an engine keeps for a selection release: each user's first ``pool`` distinct
+        queries and, with clicks, first ``click_pool`` distinct clicked (query, url) pairs."""
+        return BoundingPlan(Bounding.POOLS, Item.QUERIES, self.pool, True, self.click_pool)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "selection": self.strategy,
@@ -156,31 +179,6 @@ class SelectParams:
                 "delta_split": "equal between query and (query, url) selection",
             }
         return out
-
-
-@dataclass
-class UserItemPools:
-    """What a selection release needs from the data: each user's first ``pool`` distinct
-    queries (``queries``: user, item, rank) and, with clicks, first ``click_pool`` distinct
-    clicked (query, url) pairs (``clicks``: user, query, url, rank); report figures; the
-    private input record (for the provenance record, never the ledger). Produced in memory
-    (:func:`pools_from_log`) or by an engine."""
-
-    queries: pl.DataFrame
-    clicks: pl.DataFrame | None
-    figures: dict[str, int]
-    input: dict[str, Any]
-    plan: str = "memory"
-    #: in memory only: every query event (user, item) — for the exact single-user figures and
-    #: the released volume share (private figures for the data holder, report only)
-    events: pl.DataFrame | None = field(default=None, repr=False)
-    #: optional: the items exactly one user holds in the whole log (column ``item``), when the
-    #: caller has counted them already (the demo) — private, for the report's exposure figure
-    single_items: pl.DataFrame | None = field(default=None, repr=False)
-
-    @property
-    def users(self) -> int:
-        return int(self.figures["users"])
 
 
 def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
@@ -265,6 +263,58 @@ def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
     return out
 
 
+def _select_pairs(
+    pools: UserItemPools,
+    params: SelectParams,
+    queries: pl.DataFrame,
+    pair_strat: Any,
+    rng: RandomSource,
+) -> tuple[pl.DataFrame, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """The (query, url) pairs of the released queries: selection by the same strategy among
+    each user's first clicks, then noisy click counts. Returns the table, the strategy's
+    description, the report's figures and the ledger events."""
+    assert pools.clicks is not None and params.d_c is not None
+    assert params.eps_click_counts is not None
+    released_q = queries.select(pl.col("query"))
+    cand = (
+        pools.clicks.join(released_q, on="query", how="semi")
+        .sort(["user", "rank"])
+        .with_columns(
+            item=pl.col("query") + PAIR_SEP + pl.col("url"),
+            rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
+        )
+    )
+    ppool = ItemPool.from_frame(cand.select("user", "item", "rank"))
+    psel = _selected(ppool, pair_strat.select_pool(ppool, rng), params.d_c)
+    lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
+    porder = psel.sort("item")
+    pn = porder.get_column("count").to_numpy() + lap_c.sample(porder.height, rng)
+    parts = porder.get_column("item").str.split_exact(PAIR_SEP, 1)
+    clicks = pl.DataFrame(
+        {
+            "query": parts.struct.field("field_0"),
+            "url": parts.struct.field("field_1"),
+            "noisy_count": pl.Series(pn, dtype=pl.Int64),
+        }
+    )
+    if params.clamp_negative:
+        clicks = clicks.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    clicks = clicks.sort(["query", "noisy_count", "url"], descending=[False, True, False])
+    detail: dict[str, Any] = pair_strat.describe()
+    report = {
+        "clicks": pools.figures.get("clicks", 0),
+        "candidate_pairs": int(cand.get_column("item").n_unique()),
+        "pairs_released": clicks.height,
+        "url_selection": detail,
+    }
+    events = [
+        {"step": "select_urls", **_event(detail)},
+        {"step": "click_counts", "mechanism": "laplace", "noise": lap_c.describe(),
+         "l1_sensitivity": params.d_c, "epsilon": params.eps_click_counts, "delta": 0.0},
+    ]  # fmt: skip
+    return clicks, detail, report, events
+
+
 def release_select_pools(
     pools: UserItemPools,
     params: SelectParams,
@@ -343,46 +393,12 @@ def release_select_pools(
     ]  # fmt: skip
     clicks_detail = None
     if pair_strat is not None:
-        assert pools.clicks is not None and params.d_c is not None
-        assert params.eps_click_counts is not None
-        released_q = queries.select(pl.col("query"))
-        cand = (
-            pools.clicks.join(released_q, on="query", how="semi")
-            .sort(["user", "rank"])
-            .with_columns(
-                item=pl.col("query") + PAIR_SEP + pl.col("url"),
-                rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
-            )
+        clicks, clicks_detail, click_report, click_events = _select_pairs(
+            pools, params, queries, pair_strat, rng
         )
-        ppool = ItemPool.from_frame(cand.select("user", "item", "rank"))
-        psel = _selected(ppool, pair_strat.select_pool(ppool, rng), params.d_c)
-        lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
-        porder = psel.sort("item")
-        pn = porder.get_column("count").to_numpy() + lap_c.sample(porder.height, rng)
-        parts = porder.get_column("item").str.split_exact(PAIR_SEP, 1)
-        clicks = pl.DataFrame(
-            {
-                "query": parts.struct.field("field_0"),
-                "url": parts.struct.field("field_1"),
-                "noisy_count": pl.Series(pn, dtype=pl.Int64),
-            }
-        )
-        if params.clamp_negative:
-            clicks = clicks.with_columns(pl.col("noisy_count").clip(lower_bound=0))
-        tables["clicks"] = clicks.sort(["query", "noisy_count", "url"],
-                                       descending=[False, True, False])  # fmt: skip
-        clicks_detail = pair_strat.describe()
-        report |= {
-            "clicks": pools.figures.get("clicks", 0),
-            "candidate_pairs": int(cand.get_column("item").n_unique()),
-            "pairs_released": clicks.height,
-            "url_selection": clicks_detail,
-        }
-        events += [
-            {"step": "select_urls", **_event(clicks_detail)},
-            {"step": "click_counts", "mechanism": "laplace", "noise": lap_c.describe(),
-             "l1_sensitivity": params.d_c, "epsilon": params.eps_click_counts, "delta": 0.0},
-        ]  # fmt: skip
+        tables["clicks"] = clicks
+        report |= click_report
+        events += click_events
     report["epsilon"] = eps
     report["delta"] = delta
     report["parameters"] = params.to_dict()

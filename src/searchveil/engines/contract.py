@@ -1,0 +1,189 @@
+"""The contract between the release families and the engines (the backends).
+
+A family's parameters say *what* each user may contribute as a :class:`BoundingPlan`
+(``params.bounding_plan()``); an engine (:class:`~searchveil.engines.base.Engine`) does the
+data-size-dependent work for it and returns :class:`BoundedCounts` (histogram releases),
+:class:`UserItemPools` (selection strategies) or reduced rows (k-anonymity). The engines never
+see a family's parameters or name an algorithm: a plan is stated in bounding terms only
+(:class:`Bounding`), and the in-memory counting the row plan falls back on is the family's own
+function, handed in with the plan (:attr:`BoundingPlan.count_rows`).
+
+:class:`Source` is an input file whose layout was detected once
+(:func:`searchveil.io.formats.layout`, by content).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil.io.formats import Layout, layout
+from searchveil.model import SearchLog
+
+__all__ = [
+    "Bounding",
+    "BoundingPlan",
+    "BoundedCounts",
+    "Item",
+    "NO_RNG",
+    "Source",
+    "UserItemPools",
+]
+
+
+class Bounding(StrEnum):
+    """What a user keeps, in bounding terms.
+
+    ``events``: the first ``per_user`` query events (with ``distinct``, the first ``per_user``
+    distinct queries) and, when ``clicks_per_user`` is set, the first ``clicks_per_user`` click
+    rows; counted per query (and per (query, url)). ``distinct``: the first occurrence of each
+    of the first ``per_user`` distinct items; counted per item. ``pools``: the first
+    ``per_user`` distinct queries (and ``clicks_per_user`` distinct clicked pairs) as rows.
+    ``shared``: the rows of the queries held by at least ``per_user`` distinct users.
+    """
+
+    EVENTS = "events"
+    DISTINCT = "distinct"
+    POOLS = "pools"
+    SHARED = "shared"
+
+
+class Item(StrEnum):
+    """The items an engine can bound and count."""
+
+    QUERIES = "queries"
+    CLICKS = "clicks"
+
+
+@dataclass(frozen=True)
+class BoundingPlan:
+    """What an engine needs to bound contributions (given by the family's parameters).
+
+    ``count_rows``: the family's in-memory bounding and counting of a (reduced) log into
+    :class:`BoundedCounts` — what the row plan runs on the rows it keeps (idempotent on them).
+    """
+
+    keep: Bounding
+    item: Item
+    per_user: int
+    distinct: bool = False
+    clicks_per_user: int | None = None
+    count_rows: Callable[[SearchLog], BoundedCounts] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @property
+    def with_url(self) -> bool:
+        """Whether the plan reads the clicked URL."""
+        if self.keep in (Bounding.EVENTS, Bounding.POOLS):
+            return self.clicks_per_user is not None
+        return self.item == Item.CLICKS
+
+
+@dataclass(frozen=True)
+class Source:
+    """An input file and its layout, detected once (by content)."""
+
+    path: Path
+    layout: Layout
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str] | Source) -> Source:
+        if isinstance(path, Source):
+            return path
+        return cls(Path(path), layout(path))
+
+    @property
+    def parquet(self) -> bool:
+        return self.layout == Layout.PARQUET
+
+
+@dataclass
+class BoundedCounts:
+    """What a histogram release needs from the data: per-item counts *after* contribution
+    bounding, a few report figures, and the private record of the input (for the provenance
+    record, never the public ledger).
+
+    The in-memory path computes it from a :class:`~searchveil.model.SearchLog`
+    (:func:`searchveil.release.korolova.korolova_counts`,
+    :func:`searchveil.release.zealous.zealous_counts`); an engine computes it from a file too
+    large to hold (:mod:`searchveil.engines`). Either way the release function that consumes it
+    is the single definition of noise, thresholds, accounting and ledger. Bounding itself is part
+    of that contract: each engine's bounding is tested equal to
+    :func:`searchveil.bounding.bound_contributions` on real logs.
+
+    ``counts``: name → frame of key columns + ``count`` (Int64); with seeded randomness the
+    release sorts them by key before drawing noise, so a seeded draw order depends only on the
+    counts (see :meth:`table`).
+    ``figures``: report figures (``users``, ``query_events``, ...). ``input``: the private input
+    record (file, SHA-256, rows, users, ...). ``plan``: which engine plan computed them.
+    """
+
+    counts: dict[str, pl.DataFrame]
+    figures: dict[str, int]
+    input: dict[str, Any]
+    plan: str = "memory"  # how the counts were computed (reported, not used)
+
+    @property
+    def users(self) -> int:
+        return int(self.figures["users"])
+
+    def table(self, name: str, keys: list[str], *, ordered: bool = True) -> pl.DataFrame:
+        """``counts[name]`` with ``keys`` + ``count`` (empty if absent), sorted by the keys when
+        ``ordered``.
+
+        The releases ask for the sorted order when the randomness is seeded, so that a seeded
+        experiment draws the same noise for the same item whichever engine counted. With the
+        secure source the noise is i.i.d., so the order in which items receive their draws does
+        not change the output distribution, and sorting millions of query strings is skipped.
+        """
+        df = self.counts.get(name)
+        if df is None or df.height == 0:
+            schema: dict[str, Any] = {k: pl.String for k in keys} | {"count": pl.Int64}
+            if df is not None:
+                schema = {k: df.schema.get(k, pl.String) for k in keys} | {"count": pl.Int64}
+            return pl.DataFrame(schema=schema)
+        out = df.select(*keys, pl.col("count").cast(pl.Int64))
+        return out.sort(keys) if ordered else out
+
+
+@dataclass
+class UserItemPools:
+    """What a selection release needs from the data: each user's first ``pool`` distinct
+    queries (``queries``: user, item, rank) and, with clicks, first ``click_pool`` distinct
+    clicked (query, url) pairs (``clicks``: user, query, url, rank); report figures; the
+    private input record (for the provenance record, never the ledger). Produced in memory
+    (:func:`pools_from_log`) or by an engine."""
+
+    queries: pl.DataFrame
+    clicks: pl.DataFrame | None
+    figures: dict[str, int]
+    input: dict[str, Any]
+    plan: str = "memory"
+    #: in memory only: every query event (user, item) — for the exact single-user figures and
+    #: the released volume share (private figures for the data holder, report only)
+    events: pl.DataFrame | None = field(default=None, repr=False)
+    #: optional: the items exactly one user holds in the whole log (column ``item``), when the
+    #: caller has counted them already (the demo) — private, for the report's exposure figure
+    single_items: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def users(self) -> int:
+        return int(self.figures["users"])
+
+
+class NoRandomness:
+    """Bounding with strategy 'first' draws nothing; anything else is a bug."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"engine bounding must not draw randomness ({name})")
+
+
+#: the randomness handed to the in-memory bounding on engine rows: drawing from it is a bug
+NO_RNG: Any = NoRandomness()

@@ -1,0 +1,432 @@
+"""Korolova's Release-Data: the private query-click graph (Korolova, PhD thesis, Stanford 2012,
+ch.4: Algorithm 3, Theorem 3, §4.5, §4.8).
+
+Steps (Algorithm 3), each a fresh, independent noise draw per query / (query, url):
+
+1. Limit-User-Activity — keep each user's first ``d`` query events and first ``d_c`` clicks
+   (or a uniformly random ``d`` / ``d_c`` with ``strategy="random"``), via
+   :func:`searchveil.bounding.bound_contributions`. With ``distinct=True`` the first ``d``
+   *distinct* queries are kept and a query's count is its number of distinct users.
+2. Select-Queries — ``Q = {q : M(q, D) + X > K}``, X discrete Laplace(b).
+3. Get-Query-Counts — ``M(q, D) + X_q``, X_q discrete Laplace(b_q), fresh.
+4. Get-Click-Counts — for the URLs of each released query, the bounded click count + discrete
+   Laplace(b_c). Which URLs:
+
+   * ``url_selection="serp"``: a public SERP file (query → ranked URLs, what the engine shows
+     anyone who types the query). Every listed URL of a released query gets a noisy count,
+     including URLs nobody clicked (true count 0) — publishing only clicked ones would leak.
+   * ``url_selection="private"``: no public SERP; (query, url) pairs of released queries are
+     selected by the same thresholding on their bounded click counts (each user ≤ d_c clicks;
+     threshold ``url_K`` ≥ d_c, noise ``url_b``), spending their own (ε, δ).
+   * ``url_selection="none"``: queries only.
+
+Negative noisy counts can be clamped to 0 (post-processing, §4.5; recorded in the ledger).
+
+Decisions (see ``docs/privacy/korolova.md``):
+
+* Noise is the *discrete* Laplace; thresholds are applied to integer noisy counts. The
+  reported (ε, δ) is the ``exact`` accounting of :mod:`searchveil.params` for the mechanism
+  run (effective noise scales, integer counts); Theorem 3's values are recorded beside it as
+  ``paper_accounting``. Parameters solved from a budget use an integer threshold, for which
+  the exact values never exceed Theorem 3's.
+* ``K >= d`` is enforced (``K >= 1`` for distinct-user counts); likewise ``url_K >= d_c``.
+* Neighbouring logs differ by adding or removing one user's whole history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.ledger import build_ledger, public_file_record
+from searchveil.mechanisms.accounting import Budget, as_budget, check_budget
+from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.mechanisms.threshold import keep_probability
+from searchveil.model import SearchLog, items, normalize_query
+from searchveil.params import single_user_exposure
+from searchveil.release.counts import BoundedCounts
+from searchveil.release.histogram import (
+    USER_NEIGHBOURS,
+    HistogramRelease,
+    check_declared_users,
+    delta_users_check,
+    noisy_counts,
+    noisy_threshold,
+    users_bound_source,
+)
+from searchveil.release.korolova.params import KorolovaParams, korolova_counts
+from searchveil.rng import RandomSource
+from searchveil.validate import check_int
+
+__all__ = [
+    "KorolovaRelease",
+    "release_korolova",
+    "release_korolova_counts",
+    "single_user_counts",
+    "exposure_from_counts",
+    "read_serp",
+    "load_serp",
+    "Serp",
+    "MECHANISM",
+]
+
+MECHANISM = "korolova-release-data"
+
+KorolovaRelease = HistogramRelease
+
+
+def read_serp(
+    path: str | Path, *, normalize: bool = True, depth: int | None = None
+) -> pl.DataFrame:
+    """A public SERP file: tab-separated ``query<TAB>rank<TAB>url`` lines (rank: integer >= 1,
+    1 = top); an optional first line ``query<TAB>rank<TAB>url`` is a header. ``depth`` keeps the
+    top ``depth`` ranks of each query. Returns distinct ``query, rank, url``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFormatError(str(p), "SERP file not found")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(str(p), f"not UTF-8: {exc}") from None
+    rows: list[tuple[str, int, str]] = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if i == 1 and [x.strip().lower() for x in parts] == ["query", "rank", "url"]:
+            continue
+        if len(parts) != 3:
+            raise InputFormatError(str(p), "expected 3 tab-separated fields query, rank, url", i)
+        q, r, u = parts
+        try:
+            rank = int(r)
+        except ValueError:
+            raise InputFormatError(str(p), f"rank {r!r} is not an integer", i) from None
+        if rank < 1 or not u.strip() or not q.strip():
+            raise InputFormatError(str(p), "rank must be >= 1 and query/url non-empty", i)
+        rows.append((q, rank, u.strip()))
+    df = pl.DataFrame(
+        rows, schema={"query": pl.String, "rank": pl.Int64, "url": pl.String}, orient="row"
+    )
+    if normalize:
+        df = df.with_columns(normalize_query(pl.col("query")))
+    if depth is not None:
+        df = df.filter(pl.col("rank") <= check_int("serp_depth", depth, minimum=1))
+    return df.unique(subset=["query", "url"], keep="first").sort(["query", "rank", "url"])
+
+
+@dataclass(frozen=True)
+class Serp:
+    """A public SERP table (``query, rank, url``) with the public ledger's record of its file
+    (:func:`load_serp`: role, file name, SHA-256, rows) and the depth used."""
+
+    table: pl.DataFrame
+    source: dict[str, Any] = field(default_factory=dict)
+    depth: int | None = None
+
+
+def load_serp(path: str | Path, *, normalize: bool = True, depth: int | None = None) -> Serp:
+    """:func:`read_serp` plus the public ledger's record of the file: its name (not its path:
+    where the data holder keeps it is not published), the SHA-256 of its bytes, and its rows
+    used (after ``depth``)."""
+    table = read_serp(path, normalize=normalize, depth=depth)
+    return Serp(
+        table=table,
+        source=public_file_record(path, role="serp", rows=table.height),
+        depth=depth,
+    )
+
+
+def _serp_table(serp: Serp | pl.DataFrame | None) -> pl.DataFrame | None:
+    return serp.table if isinstance(serp, Serp) else serp
+
+
+def _serp_record(serp: Serp | pl.DataFrame | None) -> dict[str, Any] | None:
+    """The public ledger's record of the SERP: the file's for a :class:`Serp`; for a bare
+    table, the SHA-256 of its rows (``query<TAB>rank<TAB>url`` lines in the table's order)."""
+    if serp is None:
+        return None
+    if isinstance(serp, Serp):
+        return dict(serp.source)
+    text = serp.select("query", "rank", "url").write_csv(separator="\t", include_header=False)
+    return {
+        "role": "serp",
+        "source": "a table given in memory; sha256 of its query<TAB>rank<TAB>url rows",
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "rows": serp.height,
+    }
+
+
+def single_user_counts(
+    events: pl.DataFrame, counts: pl.DataFrame, key: str
+) -> tuple[pl.DataFrame, int]:
+    """The rows of ``counts`` (bounded counts keyed by ``key``) whose item is held by exactly one
+    user of ``events`` (columns ``user, item``), and the number of such items in ``events``:
+    what the single-user exposure needs (issue 12, ``docs/privacy/delta.md``). Private figures
+    for the data holder, never published. Kept out of :class:`BoundedCounts` (which every engine
+    produces identically) and passed to the release as ``single_user``."""
+    single = (
+        events.group_by("item")
+        .agg(pl.col("user").n_unique().alias("holders"))
+        .filter(pl.col("holders") == 1)
+        .select(pl.col("item").alias(key))
+    )
+    return counts.join(single, on=key, how="semi"), single.height
+
+
+def exposure_from_counts(
+    bounded: BoundedCounts,
+    name: str,
+    *,
+    key: str,
+    keep: Any,
+    max_single_count: int,
+    delta: float,
+    users: int,
+    single_user: tuple[pl.DataFrame, int] | None = None,
+) -> dict[str, Any]:
+    """The single-user exposure of a threshold release: Σ over items held by one user of their
+    exact release probability ``keep(count)``. Exact when ``single_user`` (from
+    :func:`single_user_counts`; the in-memory path) is given; otherwise (counts from an engine,
+    which does not count holders) an upper bound: the sum over every item whose bounded count is
+    ≤ ``max_single_count`` (a single-user item cannot have more), marked ``"exact": False``."""
+    if single_user is not None:
+        c = single_user[0].get_column("count").to_numpy()
+        n = int(single_user[1])
+        exact = True
+    else:
+        allc = bounded.table(name, [key], ordered=False).get_column("count").to_numpy()
+        c = allc[allc <= max_single_count]
+        n = int(c.size)
+        exact = False
+    out = single_user_exposure(
+        keep(c) if c.size else [], delta=delta, users=users, single_user_items=n
+    )
+    out["exact"] = exact
+    if not exact:
+        out["note"] += (
+            "; upper bound: the engine did not count holders, so every item with a bounded "
+            f"count ≤ {max_single_count} is counted as single-user (single_user_items too)"
+        )
+    return out
+
+
+def release_korolova(
+    log: SearchLog,
+    params: KorolovaParams,
+    *,
+    rng: RandomSource,
+    serp: Serp | pl.DataFrame | None = None,
+    budget: Budget | tuple[float, float] | None = None,
+    max_users: int | None = None,
+) -> KorolovaRelease:
+    """Run Release-Data on ``log``. Returns tables ``queries`` (query, noisy_count) and, with
+    URLs, ``clicks`` (query, url, noisy_count); the report; the ledger.
+
+    ``serp``: the public SERP when ``url_selection="serp"`` — from :func:`load_serp` (the
+    ledger records the file's name and SHA-256) or a table from :func:`read_serp` (the ledger
+    records the SHA-256 of its rows).
+    ``budget``: optional (ε, δ) the release must not exceed (checked before any noise is drawn,
+    :func:`searchveil.mechanisms.accounting.check_budget`).
+    ``max_users``: a public upper bound U on the number of users the data holder *declares*
+    (recorded as ``declared.max_users``; the ledger's δ < 1/U check uses it, never the exact
+    count); an input with more users is refused.
+    """
+    _check_call(params, serp, budget)
+    check_declared_users(max_users, log.n_users)
+    bounded = korolova_counts(log, params, rng=rng)
+    single = single_user_counts(
+        items(log, "queries"), bounded.table("queries", ["query"], ordered=False), "query"
+    )
+    return release_korolova_counts(
+        bounded, params, rng=rng, serp=serp, budget=budget, single_user=single,
+        max_users=max_users,
+    )  # fmt: skip
+
+
+def _check_call(
+    params: object, serp: Serp | pl.DataFrame | None, budget: Budget | tuple[float, float] | None
+) -> dict[str, Any]:
+    if not isinstance(params, KorolovaParams):
+        raise InvalidParameterError("params", params, "a KorolovaParams")
+    if (serp is None) == (params.url_selection == "serp"):
+        raise InvalidParameterError(
+            "serp",
+            "given" if serp is not None else None,
+            "a SERP table exactly when url_selection='serp'",
+        )
+    exact = params.privacy("exact")
+    check_budget(exact, budget)
+    return exact
+
+
+def _click_counts(
+    bounded: BoundedCounts,
+    params: KorolovaParams,
+    queries: pl.DataFrame,
+    serp_table: pl.DataFrame | None,
+    rng: RandomSource,
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Step 4: the URLs of the released queries (a public SERP, or private selection by
+    thresholding) and their noisy click counts; with the report's click figures."""
+    assert params.d_c is not None and params.b_c is not None
+    pair_counts = bounded.table("clicks", ["query", "url"], ordered=getattr(rng, "seeded", True))
+    released = queries.select("query")
+    pair_counts = pair_counts.join(released, on="query", how="semi")
+    if params.url_selection == "serp":
+        assert serp_table is not None
+        cand = serp_table.join(released, on="query", how="semi").select("query", "url")
+        cand = (
+            cand.join(pair_counts, on=["query", "url"], how="left")
+            .with_columns(pl.col("count").fill_null(0))
+            .sort(["query", "url"])
+        )
+    else:
+        assert params.url_K is not None and params.url_b is not None
+        cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
+    cn = noisy_counts(cand.get_column("count"), scale=params.b_c, rng=rng)
+    clicks_out = cand.with_columns(noisy_count=pl.Series(cn, dtype=pl.Int64))
+    if params.clamp_negative:
+        clicks_out = clicks_out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    fig = bounded.figures
+    report = {
+        "clicks": fig["clicks"],
+        "clicks_after_bounding": fig["clicks_after_bounding"],
+        "candidate_pairs": pair_counts.height if params.url_selection == "private" else cand.height,
+        "pairs_released": clicks_out.height,
+    }
+    return clicks_out, report
+
+
+def _ledger_parameters(
+    params: KorolovaParams, budget: Budget | None, serp: Serp | pl.DataFrame | None
+) -> dict[str, Any]:
+    """The ledger's ``parameters``: the parameters, the noise scales as run, the threshold
+    semantics, the budget checked, the treatment of negative counts (and the SERP depth)."""
+    parameters: dict[str, Any] = params.to_dict() | {
+        "noise_effective_scales": {
+            "b": DiscreteLaplace(scale=params.b).effective_scale,
+            "b_q": DiscreteLaplace(scale=params.b_q).effective_scale,
+            **(
+                {"b_c": DiscreteLaplace(scale=params.b_c).effective_scale}
+                if params.b_c is not None
+                else {}
+            ),
+            **(
+                {"url_b": DiscreteLaplace(scale=params.url_b).effective_scale}
+                if params.url_b is not None
+                else {}
+            ),
+        },
+        "threshold_semantics": "released iff count + noise > K (integer noisy counts)",
+        "budget": None if budget is None else budget.to_dict(),
+        "negative_counts": "clamped to 0 (post-processing)"
+        if params.clamp_negative
+        else "published as drawn",
+    }
+    if params.url_selection == "serp":
+        parameters["serp_depth"] = serp.depth if isinstance(serp, Serp) else None
+    if params.url_selection == "serp":
+        parameters["serp_depth"] = serp.depth if isinstance(serp, Serp) else None
+    return parameters
+
+
+def release_korolova_counts(
+    bounded: BoundedCounts,
+    params: KorolovaParams,
+    *,
+    rng: RandomSource,
+    serp: Serp | pl.DataFrame | None = None,
+    budget: Budget | tuple[float, float] | None = None,
+    single_user: tuple[pl.DataFrame, int] | None = None,
+    max_users: int | None = None,
+) -> KorolovaRelease:
+    """Steps 2–4 of Release-Data on counts already bounded by step 1 (from
+    :func:`korolova_counts` or an engine): the one definition of the noise, thresholds,
+    accounting and ledger. ``single_user``: :func:`single_user_counts` of the log, for the exact
+    single-user exposure in the report (without it, an upper bound). ``max_users``: the
+    declared public bound U (see :func:`release_korolova`)."""
+    exact = _check_call(params, serp, budget)
+    check_declared_users(max_users, bounded.users)
+    budget = as_budget(budget)
+    serp_table = _serp_table(serp)
+    paper = params.privacy("paper")
+    counts = bounded.table("queries", ["query"], ordered=getattr(rng, "seeded", True))
+    # 2. Select-Queries
+    selected = noisy_threshold(counts, threshold=params.K, scale=params.b, rng=rng)
+    # 3. Get-Query-Counts (fresh noise)
+    qn = noisy_counts(selected.get_column("count"), scale=params.b_q, rng=rng)
+    queries = selected.with_columns(noisy_count=pl.Series(qn, dtype=pl.Int64))
+    if params.clamp_negative:
+        queries = queries.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    fig = bounded.figures
+    report: dict[str, Any] = {
+        "mechanism": MECHANISM,
+        "users": bounded.users,
+        "query_events": fig["query_events"],
+        "query_events_after_bounding": fig["query_events_after_bounding"],
+        "distinct_queries": counts.height,
+        "queries_released": queries.height,
+        "queries_dropped": counts.height - queries.height,
+        "released_query_volume": int(queries.get_column("count").sum() or 0),
+        "bounded_query_volume": int(counts.get_column("count").sum() or 0),
+    }
+
+    # 4. URLs and click counts
+    clicks_out: pl.DataFrame | None = None
+    if params.url_selection != "none":
+        clicks_out, click_report = _click_counts(bounded, params, queries, serp_table, rng)
+        report.update(click_report)
+    report["parameters"] = params.to_dict()
+    report["epsilon"] = exact["epsilon"]
+    report["delta"] = exact["delta"]
+    b_eff = DiscreteLaplace(scale=params.b).effective_scale
+    report["single_user"] = exposure_from_counts(
+        bounded, "queries", key="query", delta=exact["delta"],
+        users=max_users if max_users is not None else max(1, bounded.users),
+        keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
+        max_single_count=1 if params.distinct else params.d, single_user=single_user,
+    )  # fmt: skip
+    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    report["paper_epsilon"] = paper["epsilon"]
+    report["paper_delta"] = paper["delta"]
+
+    tables = {
+        "queries": queries.select("query", "noisy_count").sort(
+            ["noisy_count", "query"], descending=[True, False]
+        )
+    }
+    if clicks_out is not None:
+        tables["clicks"] = clicks_out.select("query", "url", "noisy_count").sort(
+            ["query", "noisy_count", "url"], descending=[False, True, False]
+        )
+    parameters = _ledger_parameters(params, budget, serp)
+    serp_rec = _serp_record(serp)
+    ledger = build_ledger(
+        mechanism=MECHANISM,
+        notion="(epsilon, delta)-differential privacy, add/remove one user's history",
+        neighbouring=USER_NEIGHBOURS,
+        epsilon=exact["epsilon"],
+        delta=exact["delta"],
+        parameters=parameters,
+        public_inputs=[serp_rec] if serp_rec is not None else [],
+        declared={"max_users": max_users} if max_users is not None else {},
+        rng=rng,
+        events=exact["events"],
+        extra={
+            "accounting": "exact: tight (ε, δ) for discrete Laplace noise as run "
+            "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
+            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
+            "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
+            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], max_users)},
+        },
+    )
+    return HistogramRelease(
+        tables=tables, report=report, ledger=ledger, inputs=[bounded.input],
+        figures={"plan": bounded.plan},
+    )  # fmt: skip

@@ -1,0 +1,341 @@
+"""One call from a log file to a written release: :func:`release_file` (what ``searchveil
+release korolova|zealous|kanon`` wraps), and the one place that decides which algorithm runs
+(:data:`FAMILIES`: the parameters' class names the family).
+
+:func:`release_file` checks the budget once (the one the parameters carry, ``params.budget``:
+set by ``from_budget``, or given with the direct form), chooses where the release runs
+(:func:`choose_engine`: the Polars engine whenever the input and options allow it, else in
+memory — both give the same tables and public ledger under a seed), detects the input's
+layout once (:class:`~searchveil.engines.contract.Source`, by content), runs the release and,
+when ``out`` is given, writes it with its provenance record once.
+
+On an engine (:func:`release_on_engine`) the engine bounds contributions
+(``params.bounding_plan()``) and the family's release runs on what it returns. Which engine and
+plan ran is private — the plan depends on the input's layout (whether each user's rows are
+contiguous) — so it goes to the report and the provenance figures, never the public ledger:
+every engine writes the same ledger.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from searchveil.engines import Engine, EngineName, Source, make_engine
+from searchveil.errors import InvalidParameterError
+from searchveil.io.files import check_fingerprint
+from searchveil.io.formats import Container, container
+from searchveil.io.ledger import check_release_dir
+from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
+from searchveil.mechanisms.accounting import check_budget
+from searchveil.model import SearchLog
+from searchveil.release.histogram import HistogramRelease, write_release
+from searchveil.release.kanonymity import KAnonParams, release_kanon
+from searchveil.release.korolova import KorolovaParams, release_korolova, release_korolova_counts
+from searchveil.release.select import SelectParams, release_select, release_select_pools
+from searchveil.release.zealous import ZealousParams, release_zealous, release_zealous_counts
+from searchveil.rng import RandomSource
+from searchveil.validate import check_int, parse_choice
+
+__all__ = [
+    "EngineChoice",
+    "FAMILIES",
+    "Family",
+    "ReleaseParams",
+    "choose_engine",
+    "release_file",
+    "release_on_engine",
+    "run_release",
+    "run_select",
+]
+
+ReleaseParams = KorolovaParams | ZealousParams | KAnonParams | SelectParams
+
+
+class EngineChoice(StrEnum):
+    """``--engine``: ``auto`` (polars whenever the input and options allow it), or one."""
+
+    AUTO = "auto"
+    MEMORY = "memory"
+    POLARS = "polars"
+    SPARK = "spark"
+
+
+# -- the families: which release runs for which parameters ------------------------------------
+def _counts_on(
+    counts_release: Callable[..., HistogramRelease],
+) -> Callable[..., HistogramRelease]:
+    def on_engine(
+        engine: Engine, source: Source, params: Any, *, rng: RandomSource, **kw: Any
+    ) -> HistogramRelease:
+        bounded = engine.bounded_counts(source, params.bounding_plan())
+        rel = counts_release(bounded, params, rng=rng, **kw)
+        rel.report["engine_plan"] = bounded.plan
+        if "rows_after_engine_bounding" in bounded.figures:
+            rel.report["rows_after_engine_bounding"] = bounded.figures["rows_after_engine_bounding"]
+        return rel
+
+    return on_engine
+
+
+def _kanon_on(
+    engine: Engine, source: Source, params: KAnonParams, *, rng: RandomSource
+) -> HistogramRelease:
+    reduced = engine.rows(source, params.bounding_plan())
+    rel: HistogramRelease = release_kanon(reduced.log, params, rng=rng)
+    rel.report["rows_after_engine_bounding"] = reduced.log.df.height
+    rel.report["users"] = reduced.users
+    # the private input record is the whole file's (the release saw only the reduced rows)
+    rel.inputs = [reduced.input]
+    return rel
+
+
+def _select_on(
+    engine: Engine,
+    source: Source,
+    params: SelectParams,
+    *,
+    rng: RandomSource,
+    max_users: int | None = None,
+) -> HistogramRelease:
+    pools = engine.item_pools(source, params.bounding_plan())
+    rel = release_select_pools(pools, params, rng=rng, max_users=max_users)
+    rel.report["engine_plan"] = pools.plan
+    return rel
+
+
+@dataclass(frozen=True)
+class Family:
+    """A release family: its name, the release of an in-memory log, the release on an engine,
+    and the keyword arguments it takes beyond ``rng``."""
+
+    name: str
+    in_memory: Callable[..., HistogramRelease]
+    on_engine: Callable[..., HistogramRelease]
+    options: tuple[str, ...] = ()
+
+
+#: the one table that says which release runs for which parameters
+FAMILIES: dict[type, Family] = {
+    KorolovaParams: Family(
+        "korolova", release_korolova, _counts_on(release_korolova_counts),
+        ("serp", "budget", "max_users"),
+    ),
+    ZealousParams: Family(
+        "zealous", release_zealous, _counts_on(release_zealous_counts), ("budget",)
+    ),
+    KAnonParams: Family("kanon", release_kanon, _kanon_on),
+    SelectParams: Family("select", release_select, _select_on, ("max_users",)),
+}  # fmt: skip
+
+
+def family_of(params: object) -> Family:
+    fam = FAMILIES.get(type(params))
+    if fam is None:
+        allowed = " | ".join(t.__name__ for t in FAMILIES)
+        raise InvalidParameterError("params", params, f"a {allowed}")
+    return fam
+
+
+# -- where a release runs -----------------------------------------------------------------------
+_ENGINE_FLAGS = {
+    "columns": "--user-col/--query-col/... (column mapping)",
+    "has_header": "--no-header",
+    "session_gap_minutes": "--session-gap",
+}
+
+
+def check_engine_reader(engine: str, reader: ReaderOptions) -> None:
+    """The engines read the AOL layout (TSV, gzip) or Parquet with the default reader options:
+    any other reader option (a profile, positional columns, another encoding or time format)
+    is refused, naming the option, rather than silently read differently."""
+    kw = reader.kwargs()
+    for key, default in ReaderOptions().kwargs().items():
+        if key in ("fmt", "profile", "normalize"):  # the engines normalise (or not) alike
+            continue
+        if kw.get(key, default) != default:
+            flag = _ENGINE_FLAGS.get(key, "--" + key.replace("_", "-"))
+            raise InvalidParameterError(
+                flag, kw.get(key), f"the default with --engine {engine} (or --engine memory)"
+            )
+    if kw.get("profile") not in (None, "aol"):
+        raise InvalidParameterError(
+            "profile", kw.get("profile"), f"aol (or none) with --engine {engine}"
+        )
+    if kw.get("fmt") not in ("auto", "aol", "parquet"):
+        raise InvalidParameterError(
+            "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
+        )
+
+
+def has_aol_columns(path: Path) -> bool:
+    """Whether ``path`` is a Parquet file or a (gzipped) TSV whose header has the AOL columns:
+    the layout the engines read. The container is detected by content."""
+    try:
+        kind = container(path)
+        if kind == Container.PARQUET:
+            cols = list(pl.read_parquet_schema(path).keys())
+        else:
+            opener: Any = gzip.open if kind == Container.GZIP else open
+            with opener(path, "rb") as fh:
+                cols = fh.readline(1 << 16).decode("utf-8", "replace").rstrip("\r\n").split("\t")
+    except (OSError, EOFError, zlib.error, pl.exceptions.PolarsError):
+        return False  # not the engines' layout: the in-memory reader says what is wrong
+    return all(c in cols for c in AOL_COLUMNS)
+
+
+def choose_engine(path: Path, params: ReleaseParams, reader: ReaderOptions) -> EngineName:
+    """``--engine auto``: the polars engine when the parameters have an engine plan (bounding
+    ``first``, item types the engines count), every reader option is the default and the
+    input is in the AOL layout (TSV, gzip, Parquet); memory otherwise. Both give the same
+    tables under a seed (tested)."""
+    if not path.is_file():
+        return EngineName.MEMORY
+    try:
+        params.bounding_plan()
+    except InvalidParameterError:
+        return EngineName.MEMORY
+    defaults = {k: v for k, v in ReaderOptions().kwargs().items() if k != "fmt"}
+    given = {k: v for k, v in reader.kwargs().items() if k != "fmt"}
+    if given != defaults or reader.fmt != "auto":
+        return EngineName.MEMORY  # (an explicit --format is honoured by the memory reader)
+    return EngineName.POLARS if has_aol_columns(path) else EngineName.MEMORY
+
+
+# -- the releases ---------------------------------------------------------------------------------
+def release_on_engine(
+    engine: Engine, source: Source | Path, params: ReleaseParams, *, rng: RandomSource, **kw: Any
+) -> HistogramRelease:
+    """Bound on ``engine``, release in memory (the family's own release function); the report
+    and the provenance figures name the engine (the public ledger does not)."""
+    rel = family_of(params).on_engine(engine, Source.of(source), params, rng=rng, **kw)
+    rel.report["engine"] = engine.describe()
+    rel.figures["engine"] = engine.describe()
+    return rel
+
+
+def _release_kwargs(
+    fam: Family, params: ReleaseParams, serp: Any, max_users: int | None
+) -> dict[str, Any]:
+    given = {"serp": serp, "max_users": max_users}
+    for name, value in given.items():
+        if value is not None and name not in fam.options:
+            raise InvalidParameterError(name, value, f"unset for a {fam.name} release")
+    kw = {k: v for k, v in given.items() if k in fam.options}
+    if "budget" in fam.options:
+        kw["budget"] = getattr(params, "budget", None)
+    return kw
+
+
+def release_file(
+    path: str | os.PathLike[str],
+    params: ReleaseParams,
+    *,
+    rng: RandomSource,
+    engine: str = "auto",
+    reader: ReaderOptions | None = None,
+    out: str | os.PathLike[str] | None = None,
+    out_format: str = "tsv",
+    overwrite: bool = False,
+    provenance: str | os.PathLike[str] | None = None,
+    max_users: int | None = None,
+    serp: Any = None,
+    spark_master: str = "local[*]",
+    fingerprint: str = "full",
+) -> HistogramRelease:
+    """Release the log at ``path`` with ``params`` (a Korolova, ZEALOUS, k-anonymity or
+    selection parameter set) and, with ``out``, write the tables, the public ledger and the
+    private provenance record (``<out>.private.json`` or ``provenance``) atomically.
+
+    ``engine``: ``auto`` (:func:`choose_engine`) | ``memory`` | ``polars`` | ``spark``;
+    ``reader``: how the in-memory reader reads the file (the engines need the defaults);
+    ``max_users``: the declared public bound U (Korolova, selection); ``serp``: Korolova's
+    public SERP (:func:`~searchveil.release.korolova.load_serp`); ``fingerprint``: the
+    provenance record's input hash on an engine, ``full`` | ``fast`` (Parquet only).
+    The budget is the one the parameters carry (``params.budget``), checked before any data
+    are read.
+    """
+    p = Path(path)
+    opts = reader if reader is not None else ReaderOptions()
+    fam = family_of(params)
+    choice = parse_choice("engine", engine, EngineChoice)
+    if isinstance(params, KorolovaParams | ZealousParams) and params.budget is not None:
+        check_budget(params.privacy("exact"), params.budget, what=f"release {fam.name}")
+    if max_users is not None:
+        check_int("max-users", max_users, minimum=1)
+    kw = _release_kwargs(fam, params, serp, max_users)
+    if out is not None:
+        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+    where = choose_engine(p, params, opts) if choice == EngineChoice.AUTO else EngineName(choice)
+    check_fingerprint(fingerprint, p if where != EngineName.MEMORY else None)
+    if where == EngineName.MEMORY:
+        if fingerprint != "full":
+            raise InvalidParameterError("fingerprint", fingerprint, "full with --engine memory")
+        log: SearchLog = read_log(p, opts)
+        rel = fam.in_memory(log, params, rng=rng, **kw)
+    else:
+        check_engine_reader(where, opts)
+        params.bounding_plan()  # what the engines cannot do: a typed error before any reading
+        eng = make_engine(where, spark_master=spark_master, normalize=opts.normalize,
+                          fingerprint=fingerprint)  # fmt: skip
+        rel = release_on_engine(eng, Source.of(p), params, rng=rng, **kw)
+        if choice == EngineChoice.AUTO:  # the same bytes as memory (tested): the report says so
+            rel.report["engine"] = rel.report["engine"] | {"selected_by": "--engine auto"}
+    if out is not None:
+        write_release(rel, out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+    return rel
+
+
+# -- engine releases by name (the form the engine tests use) ----------------------------------
+def run_release(
+    engine_name: str,
+    algorithm: str,
+    path: Path,
+    params: ReleaseParams,
+    *,
+    rng: RandomSource,
+    spark_master: str = "local[*]",
+    normalize: bool = True,
+    release_kwargs: dict[str, Any] | None = None,
+    fingerprint: str = "full",
+) -> HistogramRelease:
+    """Bound on the named engine, release in memory (:func:`release_on_engine`); ``algorithm``
+    must name the family of ``params`` (``korolova`` | ``zealous`` | ``kanon``)."""
+    fam = family_of(params)
+    if algorithm != fam.name or isinstance(params, SelectParams):
+        raise InvalidParameterError("algorithm", algorithm, f"{fam.name} for these parameters")
+    params.bounding_plan()
+    check_fingerprint(fingerprint, Path(path))
+    engine = make_engine(
+        engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint
+    )
+    return release_on_engine(engine, Path(path), params, rng=rng, **(release_kwargs or {}))
+
+
+def run_select(
+    engine_name: str,
+    path: Path,
+    params: SelectParams,
+    *,
+    rng: RandomSource,
+    spark_master: str = "local[*]",
+    normalize: bool = True,
+    fingerprint: str = "full",
+    max_users: int | None = None,
+) -> HistogramRelease:
+    """``release korolova --selection`` on the named engine (:func:`release_on_engine`)."""
+    if not isinstance(params, SelectParams):
+        raise InvalidParameterError("params", params, "a SelectParams")
+    check_fingerprint(fingerprint, Path(path))
+    engine = make_engine(
+        engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint
+    )
+    return release_on_engine(engine, Path(path), params, rng=rng, max_users=max_users)
