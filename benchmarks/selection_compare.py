@@ -39,12 +39,8 @@ import polars as pl
 from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events
 from searchveil.io.readers import read_log
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.selection import (
-    ItemPool,
-    default_d,
-    make_strategy,
-    user_item_pool,
-)
+from searchveil.mechanisms.rounds import ItemPool, user_item_pool
+from searchveil.mechanisms.selection import default_d, make_strategy
 from searchveil.model import query_events
 from searchveil.params import korolova_solve_exact
 from searchveil.rng import make_rng

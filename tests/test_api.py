@@ -83,7 +83,6 @@ PUBLIC_PATHS = {
     "searchveil.release.counts": ["BoundedCounts", "count_by"],
     "searchveil.release.histogram": ["HistogramRelease", "write_release", "noisy_counts",
                                      "noisy_threshold"],
-    "searchveil.release._histogram": ["BoundedCounts", "HistogramRelease", "write_release"],
     "searchveil.mechanisms.threshold": ["exact_threshold_privacy", "keep_probability",
                                         "korolova_solve_exact"],
     "searchveil.release.advice": ["korolova_advice", "zealous_advice"],

@@ -70,12 +70,11 @@ _DETECTION = [
     re.compile(r"""endswith\([^\n]*["']\.(parquet|gz|tsv)["']"""),
 ]
 FORMATS = "io/formats.py"
-#: name tests that do not detect an input log's format (three are in modules of other parts of
-#: issue 25, whose owners may move them onto io.formats): an OUTPUT format from a name the user
+#: name tests that do not detect an input log's format: an OUTPUT format from a name the user
 #: chose, the files of a release directory searchveil wrote itself, a non-log input
 NOT_INPUT_DETECTION = {
     "io/ledger.py": "which files the release writer staged are text (its leak check)",
-    "synth.py": "the synthetic log's output format from the --out name",
+    "synth/files.py": "the synthetic log's output format from the --out name",
     "evaluate/_release.py": "the table files of a release directory searchveil wrote",
     "tabular/hierarchy.py": "ARX hierarchy files (not search logs)",
 }

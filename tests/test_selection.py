@@ -16,25 +16,27 @@ from typer.testing import CliRunner
 from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian
-from searchveil.mechanisms.selection import (
-    REFERENCE_DISTINCT_PER_USER,
+from searchveil.mechanisms.rounds import (
     ROUND_STRATEGIES,
-    STRATEGIES,
-    GaussianThreshold,
     ItemPool,
-    LaplaceThreshold,
-    PolicyGaussian,
     RoundsSelection,
     WeightedRound,
+    unit_weights,
+    user_item_pool,
+    zcdp_delta,
+    zcdp_rho,
+)
+from searchveil.mechanisms.selection import (
+    REFERENCE_DISTINCT_PER_USER,
+    STRATEGIES,
+    GaussianThreshold,
+    LaplaceThreshold,
+    PolicyGaussian,
     analytic_gaussian_sigma,
     default_d,
     gaussian_delta,
     make_strategy,
-    unit_weights,
-    user_item_pool,
     user_item_sets,
-    zcdp_delta,
-    zcdp_rho,
 )
 from searchveil.mechanisms.threshold import exact_threshold_privacy, korolova_solve_exact
 from searchveil.model import items
@@ -239,7 +241,7 @@ def test_unit_weights_are_exact_floors_within_the_l2_budget() -> None:
 
 
 def test_round_threshold_is_the_smallest_meeting_its_delta() -> None:
-    from searchveil.mechanisms.selection import _round_threshold
+    from searchveil.mechanisms.rounds import _round_threshold
 
     t = _round_threshold(4.5, 256, 20, 1e-8)
     assert WeightedRound(4.5, t, 256, 20).delta_unique() <= 1e-8

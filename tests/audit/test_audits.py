@@ -16,12 +16,8 @@ import pytest
 
 from searchveil.audit import AuditResult, audit_event, epsilon_lower_bound
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.selection import (
-    ItemPool,
-    LaplaceThreshold,
-    RoundsSelection,
-    make_strategy,
-)
+from searchveil.mechanisms.rounds import ItemPool, RoundsSelection
+from searchveil.mechanisms.selection import LaplaceThreshold, make_strategy
 from searchveil.model import SearchLog
 from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.release.zealous import ZealousParams, release_zealous

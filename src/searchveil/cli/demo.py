@@ -74,7 +74,8 @@ from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events
 from searchveil.io.ledger import read_provenance, write_json_atomic
 from searchveil.io.readers import ReaderOptions, read_log
-from searchveil.mechanisms.selection import STRATEGIES, default_d, user_item_pool
+from searchveil.mechanisms.rounds import user_item_pool
+from searchveil.mechanisms.selection import STRATEGIES, default_d
 from searchveil.model import SearchLog, items
 from searchveil.params import SINGLE_USER_TARGET, solve_delta_single_user
 from searchveil.release.counts import BoundedCounts

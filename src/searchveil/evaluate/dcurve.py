@@ -51,12 +51,11 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
+from searchveil.mechanisms.rounds import ItemPool, RoundsSelection
 from searchveil.mechanisms.selection import (
     GaussianThreshold,
-    ItemPool,
     LaplaceThreshold,
     PolicyGaussian,
-    RoundsSelection,
     make_strategy,
 )
 from searchveil.mechanisms.threshold import effective_scale, keep_probability, korolova_solve_exact

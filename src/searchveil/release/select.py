@@ -36,14 +36,8 @@ from searchveil.engines.contract import Bounding, BoundingPlan, Item, UserItemPo
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.selection import (
-    POOL_FACTOR,
-    ROUND_STRATEGIES,
-    STRATEGIES,
-    ItemPool,
-    make_strategy,
-    user_item_pool,
-)
+from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool, user_item_pool
+from searchveil.mechanisms.selection import STRATEGIES, make_strategy
 from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
 from searchveil.release.histogram import (
