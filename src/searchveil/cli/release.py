@@ -50,7 +50,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import provenance_path
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.accounting import Budget
-from searchveil.mechanisms.selection import default_d
+from searchveil.mechanisms.selection import SelectionStrategy, default_d
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.kanonymity import KAnonParams
 from searchveil.release.korolova import (
@@ -61,7 +61,7 @@ from searchveil.release.korolova import (
     split_parts,
 )
 from searchveil.release.run import ReleaseParams, release_file
-from searchveil.release.select import SelectionStrategy, SelectParams
+from searchveil.release.select import SelectParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
 from searchveil.validate import check_int, parse_choice

@@ -40,7 +40,7 @@ from typing import Any
 from searchveil.errors import InvalidParameterError, SearchveilError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate._release import original_histograms
-from searchveil.mechanisms.selection import STRATEGIES, default_d
+from searchveil.mechanisms.selection import SelectionStrategy, default_d
 from searchveil.model import SearchLog
 from searchveil.release.histogram import write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
@@ -48,7 +48,7 @@ from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.release.select import SelectParams, release_select
 from searchveil.release.zealous import ZealousParams, release_zealous
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice
+from searchveil.validate import parse_choice
 
 __all__ = ["Setting", "parse_setting", "default_settings", "run_setting", "compare_settings"]
 
@@ -130,7 +130,7 @@ def run_setting(
     o = setting.options
     if setting.mechanism == "select":
         strategy = o.get("strategy", "mad2r")
-        check_choice("strategy", strategy, STRATEGIES)
+        strategy = parse_choice("strategy", strategy, SelectionStrategy)
         if "d" in o:
             d, rule = _int(setting, "d", 20), "given (compare setting)"
         else:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -55,9 +56,29 @@ from searchveil.mechanisms.threshold import (
     korolova_solve_exact,
 )
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
+from searchveil.validate import (
+    check_int,
+    check_positive,
+    check_probability,
+    parse_choice,
+)
 
 STRATEGIES = ("laplace", "gaussian", "policy-gaussian", *ROUND_STRATEGIES)
+
+
+class SelectionStrategy(StrEnum):
+    """``--selection``: the strategy that selects queries (and pairs) on each user's first
+    distinct items (:mod:`searchveil.mechanisms.selection`; docs/selection-strategies.md)."""
+
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
+    POLICY_GAUSSIAN = "policy-gaussian"
+    MAD = "mad"
+    MAD2R = "mad2r"
+    DP_SIPS = "dp-sips"
+
+
+assert tuple(SelectionStrategy) == STRATEGIES, "SelectionStrategy and STRATEGIES must agree"
 
 
 # ----------------------------------------------------------------------------- shared pieces
@@ -413,7 +434,7 @@ def default_d(
     the rules depend on U only through δ (the examples use δ = 1/(10·U))."""
     from scipy import stats  # imported when first used: it doubles the CLI start-up
 
-    check_choice("selection", strategy, STRATEGIES)
+    parse_choice("selection", strategy, SelectionStrategy)
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
     if max_users is not None:
@@ -448,7 +469,7 @@ Strategy = LaplaceThreshold | GaussianThreshold | PolicyGaussian | RoundsSelecti
 
 def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> Strategy:
     """The strategy ``name`` calibrated to (ε, δ) for users with ≤ d distinct items."""
-    check_choice("selection", name, STRATEGIES)
+    parse_choice("selection", name, SelectionStrategy)
     if name == "laplace":
         return LaplaceThreshold.for_budget(epsilon=epsilon, delta=delta, d=d)
     if name == "gaussian":

@@ -26,7 +26,6 @@ is the one definition of the noise, accounting and ledger for both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool, user_item_pool
-from searchveil.mechanisms.selection import STRATEGIES, make_strategy
+from searchveil.mechanisms.selection import SelectionStrategy, make_strategy
 from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
 from searchveil.release.histogram import (
@@ -62,21 +61,6 @@ __all__ = [
 MECHANISM = "query-release-selection"
 #: each user's first CLICK_POOL_FACTOR·d_c distinct clicked pairs are candidates
 CLICK_POOL_FACTOR = 4
-
-
-class SelectionStrategy(StrEnum):
-    """``--selection``: the strategy that selects queries (and pairs) on each user's first
-    distinct items (:mod:`searchveil.mechanisms.selection`; docs/selection-strategies.md)."""
-
-    LAPLACE = "laplace"
-    GAUSSIAN = "gaussian"
-    POLICY_GAUSSIAN = "policy-gaussian"
-    MAD = "mad"
-    MAD2R = "mad2r"
-    DP_SIPS = "dp-sips"
-
-
-assert tuple(SelectionStrategy) == STRATEGIES, "SelectionStrategy and STRATEGIES must agree"
 
 
 @dataclass(frozen=True)
