@@ -67,13 +67,26 @@ def build_app(modules: list[str] | None = None) -> typer.Typer:
     return a
 
 
+# commands of a group defined outside the group's own module: (group, command) -> module
+_SUB_OWNER = {("release", "ump"): "searchveil.cli.sanitize"}
+
+
 def _modules_for(argv: list[str]) -> list[str] | None:
-    """The one module that defines the command in ``argv`` (None: all of them)."""
-    first = next((x for x in argv if not x.startswith("-")), None)
-    if first is None:
+    """The modules that define the command in ``argv``: its group's module, and the module of
+    a subcommand defined elsewhere (``release ump``; every such module for the group's own
+    help). None: all of them."""
+    words = [x for x in argv if not x.startswith("-")]
+    if not words:
         return None
+    first = words[0]
     owner = _OWNER.get(first, f"searchveil.cli.{first}")
-    return [owner] if owner in COMMAND_MODULES else None
+    if owner not in COMMAND_MODULES:
+        return None
+    if len(words) > 1 and (first, words[1]) in _SUB_OWNER:
+        return [owner, _SUB_OWNER[(first, words[1])]]
+    if len(words) > 1:
+        return [owner]
+    return [owner, *sorted({m for (g, _), m in _SUB_OWNER.items() if g == first})]
 
 
 def __getattr__(name: str) -> typer.Typer:

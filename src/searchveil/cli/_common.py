@@ -356,3 +356,22 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], Callable[[], None
             return lambda: prog.update(task, completed=1)
 
         yield step
+
+
+#: the ``release`` group's help (its commands live in cli/release.py and cli/sanitize.py)
+RELEASE_GROUP_HELP = (
+    "Private releases: korolova (query-click graph), zealous, kanon (baseline), ump."
+)
+
+
+def command_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
+    """The command group ``name`` of ``app``, created by the first module that asks: a group
+    whose commands live in several modules (``release``: korolova, zealous, kanon in
+    cli/release.py; ump in cli/sanitize.py, which alone loads the UMP solvers and scipy), so
+    each command's start-up loads only its own module."""
+    for info in app.registered_groups:
+        if info.name == name and info.typer_instance is not None:
+            return info.typer_instance
+    group = typer.Typer(help=help, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group

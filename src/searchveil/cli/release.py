@@ -30,6 +30,7 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     READER_DEFAULT,
+    RELEASE_GROUP_HELP,
     InputArg,
     JsonOpt,
     MaxUsersOpt,
@@ -38,6 +39,7 @@ from searchveil.cli._common import (
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    command_group,
     emit,
     err_console,
     out_console,
@@ -45,7 +47,6 @@ from searchveil.cli._common import (
     run,
     with_reader_options,
 )  # fmt: skip
-from searchveil.cli.sanitize import ump_command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import provenance_path
 from searchveil.io.readers import ReaderOptions
@@ -650,12 +651,7 @@ def kanon_command(
 
 
 def register(app: typer.Typer) -> None:
-    rel = typer.Typer(
-        help="Private releases: korolova (query-click graph), zealous, kanon (baseline), ump.",
-        no_args_is_help=True,
-    )
-    app.add_typer(rel, name="release")
+    rel = command_group(app, "release", RELEASE_GROUP_HELP)
     rel.command("korolova")(korolova_command)
     rel.command("zealous")(zealous_command)
     rel.command("kanon")(kanon_command)
-    rel.command("ump")(ump_command)

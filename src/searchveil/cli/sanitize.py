@@ -12,6 +12,7 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     READER_DEFAULT,
+    RELEASE_GROUP_HELP,
     InputArg,
     JsonOpt,
     OutDirOpt,
@@ -19,6 +20,7 @@ from searchveil.cli._common import (
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    command_group,
     emit,
     err_console,
     out_console,
@@ -202,8 +204,9 @@ def sanitize_ump_command(*args: Any, **kwargs: Any) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """``sanitize ump``: a hidden alias of ``release ump`` (registered by
-    :mod:`searchveil.cli.release`), kept for one release."""
+    """``release ump`` (in the ``release`` group, :func:`command_group`) and ``sanitize ump``,
+    its hidden old name, kept for one release."""
+    command_group(app, "release", RELEASE_GROUP_HELP).command("ump")(ump_command)
     san = typer.Typer(
         help="Old name of `release ump` (hidden; kept for one release).", no_args_is_help=True
     )
