@@ -106,7 +106,8 @@ EncodingOpt = Annotated[
 BadRowsOpt = Annotated[
     str | None,
     typer.Option(
-        "--on-bad-rows", help="error (default) | skip (skipped rows are counted in the ledger)"
+        "--on-bad-rows",
+        help="error (default) | skip (skipped rows are counted in the private provenance record)",
     ),
 ]
 NoNormOpt = Annotated[

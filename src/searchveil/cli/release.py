@@ -90,8 +90,8 @@ FingerprintOpt = Annotated[
     str,
     typer.Option(
         "--fingerprint",
-        help="the ledger's input hash with --engine polars|spark: full (SHA-256 of the file) | "
-        "fast (Parquet only: SHA-256 of the footer's row-group metadata and the file size)",
+        help="the provenance record's input hash with --engine polars|spark: full (SHA-256 of "
+        "the file) | fast (Parquet only: SHA-256 of the footer's row-group metadata and size)",
     ),
 ]
 BoundOpt = Annotated[
