@@ -257,7 +257,7 @@ def test_mutation_sensitivity_off_by_one_is_caught(
 ) -> None:
     """Each user's weight doubled (ℓ2 sensitivity 2 where the calibration assumes 1): the audit
     of the same rounds, with the same claimed (ε, δ), must fail."""
-    import searchveil.mechanisms.selection as sel
+    import searchveil.mechanisms.rounds as sel
 
     st = make_strategy(name, epsilon=EPS, delta=DELTA, d=1)
     assert isinstance(st, RoundsSelection)
