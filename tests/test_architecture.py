@@ -6,27 +6,19 @@ function-local import but the one optional engine; and the committed picture
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from _import_graph import load
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "import_graph.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["import_graph"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-g = _load()
+g = load()
 
 
 def test_the_package_keeps_its_architecture() -> None:

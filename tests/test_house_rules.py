@@ -12,28 +12,17 @@ and a scan of the sources):
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
+
+from _import_graph import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "import_graph.py"
 PKG = ROOT / "src" / "searchveil"
 
 
-def _graph():
-    if "import_graph" in sys.modules:
-        return sys.modules["import_graph"]
-    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["import_graph"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-g = _graph()
+g = load()
 
 FAMILIES = ("release", "tabular", "cels", "social", "attacks", "synth", "params")
 

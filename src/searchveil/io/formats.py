@@ -15,9 +15,13 @@ resolves ``--format auto`` from the container and, for text, from the file name 
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 from enum import StrEnum
 from pathlib import Path
+
+import polars as pl
 
 from searchveil.errors import InputFormatError
 from searchveil.validate import parse_choice
@@ -106,6 +110,21 @@ def layout(path: str | os.PathLike[str], fmt: str = "auto") -> Layout:
     if name.endswith((".csv", ".txt")):
         return Layout.CSV
     return Layout.AOL
+
+
+def header_columns(path: str | os.PathLike[str]) -> list[str] | None:
+    """The column names a file declares, read by its container: a Parquet file's schema, or the
+    tab-separated first line of a (gzipped) text file. None when the file cannot be read so
+    (the reader then says what is wrong, in the user's terms)."""
+    p = Path(path)
+    try:
+        kind = container(p)
+        if kind == Container.PARQUET:
+            return list(pl.read_parquet_schema(p).keys())
+        with gzip.open(p, "rb") if kind == Container.GZIP else p.open("rb") as fh:
+            return fh.readline(1 << 16).decode("utf-8", "replace").rstrip("\r\n").split("\t")
+    except (OSError, EOFError, zlib.error, pl.exceptions.PolarsError):
+        return None
 
 
 def gzip_named_as_such(path: str | os.PathLike[str]) -> bool:

@@ -18,21 +18,17 @@ every engine writes the same ledger.
 
 from __future__ import annotations
 
-import gzip
 import os
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from searchveil.engines import Engine, EngineName, Source, make_engine
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import check_fingerprint
-from searchveil.io.formats import Container, container
+from searchveil.io.formats import header_columns
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
 from searchveil.mechanisms.accounting import check_budget
@@ -178,18 +174,9 @@ def check_engine_reader(engine: str, reader: ReaderOptions) -> None:
 
 def has_aol_columns(path: Path) -> bool:
     """Whether ``path`` is a Parquet file or a (gzipped) TSV whose header has the AOL columns:
-    the layout the engines read. The container is detected by content."""
-    try:
-        kind = container(path)
-        if kind == Container.PARQUET:
-            cols = list(pl.read_parquet_schema(path).keys())
-        else:
-            opener: Any = gzip.open if kind == Container.GZIP else open
-            with opener(path, "rb") as fh:
-                cols = fh.readline(1 << 16).decode("utf-8", "replace").rstrip("\r\n").split("\t")
-    except (OSError, EOFError, zlib.error, pl.exceptions.PolarsError):
-        return False  # not the engines' layout: the in-memory reader says what is wrong
-    return all(c in cols for c in AOL_COLUMNS)
+    the layout the engines read (:func:`~searchveil.io.formats.header_columns`, by content)."""
+    cols = header_columns(path)
+    return cols is not None and all(c in cols for c in AOL_COLUMNS)
 
 
 def choose_engine(path: Path, params: ReleaseParams, reader: ReaderOptions) -> EngineName:

@@ -106,6 +106,16 @@ def _spent(platform: AdPlatform, advertiser: str) -> float:
     return float(platform.spent.get(advertiser, 0.0))
 
 
+def _outcome(platform: AdPlatform, advertiser: str, user: int, truth: int, guess: int | None,
+             why: str, campaigns: int, fakes: int) -> AttackOutcome:  # fmt: skip
+    """The end of an attack: the fake accounts deleted, the guess judged against the truth."""
+    platform.delete_fake_accounts(advertiser)
+    out = "inconclusive" if guess is None else ("correct" if guess == truth else "wrong")
+    return AttackOutcome(
+        user, truth, guess, out, why, campaigns, fakes, _spent(platform, advertiser)
+    )
+
+
 def _fakes(platform: AdPlatform, advertiser: str, profile: dict[str, int], use: bool) -> list[int]:
     if not use or not platform.policy.min_reach:
         return []
@@ -153,14 +163,7 @@ def inference_from_impressions(
     m_imp = d.days * d.win_probability * (1 + (d.frequency_cap - 1) * d.extra_impressions)
 
     def finish(guess: int | None, why: str) -> AttackOutcome:
-        platform.delete_fake_accounts(advertiser)
-        if guess is None:
-            out = "inconclusive"
-        else:
-            out = "correct" if guess == truth else "wrong"
-        return AttackOutcome(
-            user, truth, guess, out, why, campaigns, len(fakes), _spent(platform, advertiser)
-        )
+        return _outcome(platform, advertiser, user, truth, guess, why, campaigns, len(fakes))
 
     done = False
     for _ in range(rounds):
@@ -250,14 +253,7 @@ def inference_from_clicks(
     reason = "no impressions"
 
     def finish(guess: int | None, why: str) -> AttackOutcome:
-        platform.delete_fake_accounts(advertiser)
-        if guess is None:
-            out = "inconclusive"
-        else:
-            out = "correct" if guess == truth else "wrong"
-        return AttackOutcome(
-            user, truth, guess, out, why, campaigns, len(fakes), _spent(platform, advertiser)
-        )
+        return _outcome(platform, advertiser, user, truth, guess, why, campaigns, len(fakes))
 
     for _ in range(rounds):
         try:
