@@ -163,6 +163,14 @@ KOROLOVA = {
         ["--max-queries", 10, "--selection", "policy-gaussian", "--max-users", 1000],
         ["queries.tsv"],
     ),
+    # issue 24's strategies: d from (ε, δ, U) alone (no --max-queries), rounds, pair selection
+    "selection-mad": (["--max-queries", 10, "--selection", "mad"], ["queries.tsv"]),
+    "selection-dp-sips": (["--max-queries", 10, "--selection", "dp-sips"], ["queries.tsv"]),
+    "selection-mad2r-default-d": (["--selection", "mad2r", "--max-users", 1000], ["queries.tsv"]),
+    "selection-mad2r-clicks": (
+        ["--selection", "mad2r", "--max-users", 1000, "--max-clicks", 2, "--urls", "private"],
+        ["queries.tsv", "clicks.tsv"],
+    ),
 }
 
 
@@ -204,7 +212,7 @@ def test_kanon_leaves_no_private_traces(block: dict[str, Any]) -> None:
 
 def test_ump_neighbours(block: dict[str, Any]) -> None:
     argv = ["--objective", "size", "--search-seconds", 0, "--epsilon", 0.69, "--delta", 1e-7]
-    a, _ = _audit_pair(block, "ump", argv, ["log.tsv", "counts.tsv"], prefix=("sanitize", "ump"))
+    a, _ = _audit_pair(block, "ump", argv, ["log.tsv", "counts.tsv"], prefix=("release", "ump"))
     led = json.loads((a / "ledger.json").read_text())
     assert "solver" not in led and led["guarantee"]["counts_are_private"] is False
 
@@ -382,7 +390,7 @@ ORDER_CASES = {
     "zealous": (("release", "zealous"), ["--epsilon", 2.0, "--delta", 1e-7, "--max-items", 2,
                                          "--max-users", 1000]),
     "kanon": (("release", "kanon"), ["--k", 5]),
-    "ump": (("sanitize", "ump"), ["--objective", "size", "--search-seconds", 0, "--epsilon",
+    "ump": (("release", "ump"), ["--objective", "size", "--search-seconds", 0, "--epsilon",
                                   0.69, "--delta", 1e-7]),
 }  # fmt: skip
 
