@@ -156,10 +156,16 @@ class Precomputer:
     def close(self) -> None:
         if self._ex is not None:
             procs = list(getattr(self._ex, "_processes", {}).values())
+            # the executor's manager thread also reaps the workers: when it wins that race, our
+            # own join() cannot see the exit status (waitpid fails) and the process still looks
+            # alive, so wait for that thread, which sets every worker's exit code
+            manager = getattr(self._ex, "_executor_manager_thread", None)
             self._ex.shutdown(wait=False, cancel_futures=True)
             for p in procs:  # a batch in progress is not worth waiting for
                 if p.is_alive():
                     p.kill()
+            if manager is not None:
+                manager.join(15)
             for p in procs:  # SIGKILLed: reaping is quick, but a loaded machine can take seconds
                 p.join(15)
             self._ex = None

@@ -496,8 +496,14 @@ def _diagnose(
         if src["party"] != culprit:
             cause += f" (seen by P{src['party']})"
     if culprit == 0:
-        # P0 waits while the data parties work: the phase is theirs when it failed
-        seen = [parties[k]["phase"] for k in order if k != 0 and parties[k]["blames"] == 0]
-        if seen and seen[0] in PHASES:
-            phase = seen[0]
+        # P0 waits while the data parties work: the phase is theirs when it failed — the
+        # furthest any of them had reached (a slower party may still be finishing the one
+        # before, which is not where the run was)
+        seen = [
+            parties[k]["phase"]
+            for k in order
+            if k != 0 and parties[k]["blames"] == 0 and parties[k]["phase"] in PHASES
+        ]
+        if seen:
+            phase = max(seen, key=PHASES.index)
     return RunFailed(culprit, phase, cause, parties, time.monotonic() - t_fail)
