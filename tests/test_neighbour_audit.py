@@ -211,7 +211,7 @@ def test_kanon_leaves_no_private_traces(block: dict[str, Any]) -> None:
 
 
 def test_ump_neighbours(block: dict[str, Any]) -> None:
-    argv = ["--objective", "size", "--search-seconds", 0, "--epsilon", 0.69, "--delta", 1e-7]
+    argv = ["--mode", "conditional", "--objective", "size", "--search-seconds", 0, "--epsilon", 0.69, "--delta", 1e-7]
     a, _ = _audit_pair(block, "ump", argv, ["log.tsv", "counts.tsv"], prefix=("release", "ump"))
     led = json.loads((a / "ledger.json").read_text())
     assert "solver" not in led and led["guarantee"]["counts_are_private"] is False
@@ -390,7 +390,7 @@ ORDER_CASES = {
     "zealous": (("release", "zealous"), ["--epsilon", 2.0, "--delta", 1e-7, "--max-items", 2,
                                          "--max-users", 1000]),
     "kanon": (("release", "kanon"), ["--k", 5]),
-    "ump": (("release", "ump"), ["--objective", "size", "--search-seconds", 0, "--epsilon",
+    "ump": (("release", "ump"), ["--mode", "conditional", "--objective", "size", "--search-seconds", 0, "--epsilon",
                                   0.69, "--delta", 1e-7]),
 }  # fmt: skip
 
