@@ -24,6 +24,7 @@ pair counts, 1/4 sampler, 1/4 lower bounds, and ε_c = ε − b.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -39,7 +40,7 @@ from searchveil.engines.contract import BoundedCounts
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.model import SearchLog, click_histogram, items
+from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
 from searchveil.params import single_user_check
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import (
@@ -122,6 +123,7 @@ class E2EObjective(StrEnum):
     DIVERSITY = "diversity"
 
 
+@functools.lru_cache(maxsize=512)
 def _zealous(epsilon: float, delta: float, m: int) -> ZealousParams:
     return ZealousParams.from_budget(
         epsilon=epsilon, delta=delta, m=m, item_type="clicks", guarantee="indistinguishability"
@@ -310,33 +312,36 @@ class E2EParams:
 
 
 # -- the steps ---------------------------------------------------------------------------------
-def bounded_pairs(log: SearchLog, m: int) -> pl.DataFrame:
-    """Step 1: ``user, item, query, url`` — each user's first m distinct clicked pairs."""
-    it = items(log, "clicks")
+def bounded_pairs(log: SearchLog, m: int, clicks: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Step 1: ``user, item, query, url`` — each user's first m distinct clicked pairs
+    (``clicks``: ``items(log, "clicks")`` if already computed)."""
+    it = items(log, "clicks") if clicks is None else clicks
     return bound_contributions(it, max_per_user=m, distinct=True).select(
         "user", "item", "query", "url"
     )
 
 
 def _pair_counts(
-    log: SearchLog, bounded: pl.DataFrame, zp: ZealousParams, *, rng: RandomSource
-) -> HistogramRelease:
+    log: SearchLog, clicks: pl.DataFrame, bounded: pl.DataFrame, zp: ZealousParams, *,
+    rng: RandomSource,
+) -> HistogramRelease:  # fmt: skip
     """Step 2: ZEALOUS over the bounded pairs (the one definition of its noise and accounting)."""
     counts = count_by(bounded, ["item", "query", "url"], distinct_users=True)
     bc = BoundedCounts(
         counts={"items": counts},
-        figures={"users": log.n_users, "items": items(log, "clicks").height,
+        figures={"users": log.n_users, "items": clicks.height,
                  "items_after_bounding": bounded.height},
         input=log.ledger_input(),
     )  # fmt: skip
     # the exact single-user exposure for the (private) report
-    single = single_user_counts(items(log, "clicks"), counts, "item")
+    single = single_user_counts(clicks, counts, "item")
     return release_zealous_counts(bc, zp, rng=rng, single_user=single)
 
 
 def activity_profile(bounded: pl.DataFrame, published: pl.DataFrame, m: int) -> np.ndarray:
     """Exact a_j (j = 1…m): the users of the bounded log holding exactly j published pairs."""
-    per_user = bounded.join(published.select("item"), on="item", how="semi").group_by("user").len()
+    keys = published.select("query", "url")  # (ZEALOUS writes its own item label: join on both)
+    per_user = bounded.join(keys, on=["query", "url"], how="semi").group_by("user").len()
     j = per_user.get_column("len").to_numpy()
     return np.bincount(j, minlength=m + 1)[1 : m + 1].astype(np.int64)
 
@@ -414,7 +419,11 @@ def _real_ids(
     """Steps 3–5 with real ids: allocation from the noisy counts, sampling of real holders."""
     zp = params.zealous()
     margin = lower_bound_margin(zp, gamma=params.gamma)
-    pairs = published.select("item", "query", "url", "noisy_count").sort("query", "url")
+    pairs = (
+        published.select("query", "url", "noisy_count")
+        .sort("query", "url")
+        .with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))  # bounded_pairs' item
+    )
     x = robust_allocation(pairs.get_column("noisy_count").to_numpy(), margin=margin,
                           m=params.max_pairs, b=params.b, objective=params.objective)  # fmt: skip
     drawn = pairs.select("item", "query", "url").with_columns(pl.Series("x", x))
@@ -460,11 +469,17 @@ def _metrics(log: SearchLog, out_log: pl.DataFrame, *, synthetic: bool) -> dict[
 
 
 def release_ump_e2e(
-    log: SearchLog, params: E2EParams, *, rng: RandomSource, progress: Any = None
+    log: SearchLog,
+    params: E2EParams,
+    *,
+    rng: RandomSource,
+    progress: Any = None,
+    metrics: bool = True,
 ) -> HistogramRelease:
     """The end-to-end release: tables ``log`` (AnonID, Query, ClickURL, Count), ``counts``
     (query, url, x_ij) and, with synthetic ids, ``profile`` (pairs_per_user, users); with real
     ids ``pairs`` (query, url, noisy_count: the published counts the allocation read).
+    ``metrics=False`` skips the private utility figures (audits run the release many times).
     ``progress(label)`` (optional) is called at the start of each phase with a label and returns
     a function ending it."""
 
@@ -475,10 +490,11 @@ def release_ump_e2e(
     pr = params.privacy()
     zp = params.zealous()
     done = phase(f"bounding (first {params.max_pairs} distinct clicked pairs per user)")
-    bounded = bounded_pairs(log, params.max_pairs)
+    clicks = items(log, "clicks")
+    bounded = bounded_pairs(log, params.max_pairs, clicks)
     done()
     done = phase("noisy pair counts (ZEALOUS over clicks)")
-    zrel = _pair_counts(log, bounded, zp, rng=rng)
+    zrel = _pair_counts(log, clicks, bounded, zp, rng=rng)
     published = zrel.tables["items"]
     done()
     tables: dict[str, pl.DataFrame]
@@ -522,9 +538,10 @@ def release_ump_e2e(
             "users_bound": params.max_users or log.n_users,
             "value": (params.max_users or log.n_users) * params.delta_sampler,
         }
-    done = phase("utility figures (private report)")
-    report["metrics"] = _metrics(log, tables["log"], synthetic=params.ids == UserIds.SYNTHETIC)
-    done()
+    if metrics:
+        done = phase("utility figures (private report)")
+        report["metrics"] = _metrics(log, tables["log"], synthetic=params.ids == "synthetic")
+        done()
     report["parameters"] = params.to_dict()
     report["epsilon"], report["delta"] = pr["epsilon"], pr["delta"]
     users_bound = params.max_users
