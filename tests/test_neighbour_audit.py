@@ -212,7 +212,7 @@ def test_kanon_leaves_no_private_traces(block: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     ("ids", "public"),
-    [("synthetic", ["log.tsv", "counts.tsv", "profile.tsv"]),
+    [("synthetic", ["log.tsv", "counts.tsv", "profile.tsv", "queries.tsv"]),
      ("real", ["log.tsv", "counts.tsv", "pairs.tsv"])],
 )  # fmt: skip
 def test_ump_e2e_neighbours(block: dict[str, Any], ids: str, public: list[str]) -> None:
@@ -227,8 +227,18 @@ def test_ump_e2e_neighbours(block: dict[str, Any], ids: str, public: list[str]) 
 
 
 def test_ump_neighbours(block: dict[str, Any]) -> None:
-    argv = ["--mode", "conditional",
-            "--objective", "size", "--search-seconds", 0, "--epsilon", 0.69, "--delta", 1e-7]
+    argv = [
+        "--mode",
+        "conditional",
+        "--objective",
+        "size",
+        "--search-seconds",
+        0,
+        "--epsilon",
+        0.69,
+        "--delta",
+        1e-7,
+    ]
     a, _ = _audit_pair(block, "ump", argv, ["log.tsv", "counts.tsv"], prefix=("release", "ump"))
     led = json.loads((a / "ledger.json").read_text())
     assert "solver" not in led and led["guarantee"]["counts_are_private"] is False

@@ -298,8 +298,19 @@ def test_cli_sanitize(tmp_path: Path, aol_215_path: Path) -> None:
         ["--objective", "size", "--epsilon", "-1", "--delta", "0.5"],
     ):
         target = tmp_path / "bad"
-        r = runner.invoke(app, ["sanitize", "ump", "--mode", "conditional",
-                                str(aol_215_path), "--out", str(target), *bad])
+        r = runner.invoke(
+            app,
+            [
+                "sanitize",
+                "ump",
+                "--mode",
+                "conditional",
+                str(aol_215_path),
+                "--out",
+                str(target),
+                *bad,
+            ],
+        )
         assert r.exit_code == 2, (bad, r.output)
         assert not target.exists()
 

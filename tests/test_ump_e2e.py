@@ -159,7 +159,7 @@ def test_size_allocation_matches_the_lp_and_diversity_is_optimal(seed: int) -> N
     n = noisy.size
     c = np.r_[-np.ones(n), np.zeros(n + 1)]
     a_ub = np.zeros((n + 1, 2 * n + 1))
-    a_ub[0, n:2 * n], a_ub[0, -1] = 1.0, m
+    a_ub[0, n : 2 * n], a_ub[0, -1] = 1.0, m
     for p in range(n):
         a_ub[p + 1, p], a_ub[p + 1, n + p], a_ub[p + 1, -1] = ell[p], -1.0, -1.0
     lp = linprog(c, A_ub=a_ub, b_ub=np.r_[b, np.zeros(n)], bounds=(0, None), method="highs")
@@ -213,8 +213,21 @@ def test_generator_on_nothing() -> None:
 
 
 # -- releases -------------------------------------------------------------------------------------
-def test_synthetic_release_is_non_empty_consistent_and_random(big: SearchLog) -> None:
-    p = E2EParams.from_budget(epsilon=2.3, delta=1e-5, max_pairs=2, max_users=5000)
+def _counted(log: SearchLog, p: E2EParams, queries: pl.DataFrame | None) -> pl.DataFrame:
+    """An independent restatement of what each pair step counts per user."""
+    cl = items(log, "clicks").sort("user", "pos").unique(["user", "item"], keep="first",
+                                                         maintain_order=True)  # fmt: skip
+    first = pl.int_range(pl.len()).over("user")
+    if p.pairs == "zealous":
+        return cl.filter(first < p.max_pairs)
+    sp = p.select()
+    cl = cl.filter(first < sp.click_pool).join(queries, on="query", how="semi")
+    return cl.filter(pl.int_range(pl.len()).over("user") < sp.d_c)
+
+
+@pytest.mark.parametrize("pairs", ["mad2r", "zealous"])
+def test_synthetic_release_is_non_empty_consistent_and_random(big: SearchLog, pairs: str) -> None:
+    p = E2EParams.from_budget(epsilon=2.3, delta=1e-5, max_pairs=2, max_users=5000, pairs=pairs)
     counts = []
     for seed in (1, 2):
         rel = release_ump_e2e(big, p, rng=SeededRandom(seed))
@@ -230,9 +243,9 @@ def test_synthetic_release_is_non_empty_consistent_and_random(big: SearchLog) ->
         assert "users" not in json.dumps(led["parameters"])
         # the exact profile counts each (user, published pair) once: Σ j·a_j = Σ n_p
         exact = np.array(rel.report["profile_exact"])
-        n_p = bounded_pairs(big, p.max_pairs).join(
-            cnt.select("query", "url"), on=["query", "url"], how="semi"
-        )
+        queries = rel.tables["queries"].select("query") if pairs == "mad2r" else None
+        n_p = _counted(big, p, queries).join(cnt.select("query", "url"), on=["query", "url"],
+                                             how="semi")  # fmt: skip
         assert int((np.arange(1, exact.size + 1) * exact).sum()) == n_p.height > 0
         counts.append(cnt)
     assert not counts[0].equals(counts[1])  # two seeds, two different count vectors
@@ -290,7 +303,7 @@ def test_cli_default_is_end_to_end(big_file: Path, tmp_path: Path) -> None:
     assert res["mode"] == "e2e" and res["counts_are_private"] is True
     assert led["guarantee"]["counts_are_private"] is True and led["seeded"] is False
     assert sorted(p.name for p in out.iterdir()) == [
-        "counts.tsv", "ledger.json", "log.tsv", "profile.tsv"
+        "counts.tsv", "ledger.json", "log.tsv", "profile.tsv", "queries.tsv"
     ]  # fmt: skip
     assert res["outputs"]["log"] > 0 and "metrics" in res["private"]
     assert (tmp_path / "r.private.json").exists()
@@ -346,8 +359,9 @@ def audit_output_size(trials: int, *, halve_noise: bool = False, monkeypatch=Non
         rows = [(u, "qa", "http://a/", 0) for u in range(n)] + [(99, "qb", "http://b/", 1)]
         df = pl.DataFrame(rows, schema=["user", "query", "url", "m"], orient="row")
         return SearchLog.from_frame(
-            df.with_columns(time=pl.datetime(2006, 3, 1) + pl.duration(minutes=pl.col("m")))
-            .drop("m")
+            df.with_columns(time=pl.datetime(2006, 3, 1) + pl.duration(minutes=pl.col("m"))).drop(
+                "m"
+            )
         )
 
     p = E2EParams(epsilon=1.0, delta=1e-3, max_pairs=1)

@@ -40,6 +40,7 @@ from searchveil.engines.contract import BoundedCounts
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.mechanisms.selection import default_d
 from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
 from searchveil.params import single_user_check
 from searchveil.release.counts import count_by
@@ -50,6 +51,7 @@ from searchveil.release.histogram import (
     delta_users_check,
 )
 from searchveil.release.korolova.release import single_user_counts
+from searchveil.release.select import SelectParams, release_select
 from searchveil.release.ump.generate import generate_log
 from searchveil.release.ump.metrics import kl_divergence
 from searchveil.release.ump.sampling import sample_users, sampled_log
@@ -115,6 +117,17 @@ class UserIds(StrEnum):
     REAL = "real"
 
 
+class PairStep(StrEnum):
+    """``--pairs``: which DP release of pair counts the log is built from. ``mad2r``: the
+    query-click release of ``release korolova --selection mad2r --max-clicks m`` (MAD2R query
+    selection, then pair selection among their clicks, fresh Laplace click counts; the released
+    queries are published too); ``zealous``: ZEALOUS over clicks (one noisy thresholded
+    histogram; what the CELS joint version runs, and what real ids need)."""
+
+    MAD2R = "mad2r"
+    ZEALOUS = "zealous"
+
+
 class E2EObjective(StrEnum):
     """What the allocation of the real-id mode maximises: Σ x (O-UMP) or the pairs with x ≥ 1
     (D-UMP)."""
@@ -178,8 +191,19 @@ class E2EParams:
     split: tuple[float, float] = (0.9, 0.1)
     max_users: int | None = None
     max_pairs_rule: str = "given (--max-pairs)"
+    #: ``None``: mad2r with synthetic ids, zealous with real ids
+    pairs: PairStep | str | None = None
 
     def __post_init__(self) -> None:
+        real = parse_choice("ids", self.ids, UserIds) == UserIds.REAL
+        default = PairStep.ZEALOUS if real else PairStep.MAD2R
+        pairs = default if self.pairs is None else parse_choice("pairs", self.pairs, PairStep)
+        object.__setattr__(self, "pairs", pairs)
+        if real and self.pairs != "zealous":
+            raise InvalidParameterError(
+                "pairs", str(self.pairs), "zealous with --ids real (the lower confidence "
+                "bounds need one noisy count per pair with a known per-user bound)",
+            )  # fmt: skip
         check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
         check_int("max-pairs", self.max_pairs, minimum=1, maximum=MAX_PAIRS_LIMIT)
@@ -206,7 +230,7 @@ class E2EParams:
             raise InvalidParameterError(
                 "epsilon", self.epsilon, f"a number > b = {self.b:.3g} (the sampler's share)"
             )
-        self.zealous()  # the pair-count step must be solvable within its share
+        self.pair_privacy()  # the pair-count step must be solvable within its share
 
     @classmethod
     def from_budget(
@@ -219,17 +243,21 @@ class E2EParams:
         objective: E2EObjective | str = E2EObjective.SIZE,
         split: tuple[float, float] | None = None,
         max_users: int | None = None,
+        pairs: PairStep | str | None = None,
     ) -> E2EParams:
         """The parameters for a total (ε, δ); without ``max_pairs`` the default rule
-        (:func:`default_max_pairs`) picks m from the pair-count step's share alone."""
+        (:func:`default_max_pairs`) picks m from the pair-count step's share alone; ``pairs``
+        defaults to ``mad2r`` with synthetic ids and ``zealous`` with real ids."""
         probe = cls(epsilon=epsilon, delta=delta, max_pairs=1, ids=ids, objective=objective,
-                    split=split or (0.9, 0.1), max_users=max_users)  # fmt: skip
+                    split=split or (0.9, 0.1), max_users=max_users, pairs=pairs)  # fmt: skip
+        pairs = probe.pairs
         if max_pairs is None:
             m, rule = default_max_pairs(epsilon=probe.eps_counts, delta=probe.delta_counts)
         else:
             m, rule = check_int("max-pairs", max_pairs, minimum=1), "given (--max-pairs)"
         return cls(epsilon=epsilon, delta=delta, max_pairs=m, ids=ids, objective=objective,
-                   split=probe.split, max_users=max_users, max_pairs_rule=rule)  # fmt: skip
+                   split=probe.split, max_users=max_users, max_pairs_rule=rule,
+                   pairs=pairs)  # fmt: skip
 
     # -- the split ------------------------------------------------------------------------
     @property
@@ -264,15 +292,38 @@ class E2EParams:
     def zealous(self) -> ZealousParams:
         return _zealous(self.eps_counts, self.delta_counts, self.max_pairs)
 
+    def select(self) -> SelectParams:
+        """The query-click release of ``pairs="mad2r"``: d by its own public default rule,
+        d_c = m, the select family's equal split of the pair step's (ε_c, δ_c)."""
+        probe = SelectParams(strategy="mad2r", epsilon=self.eps_counts, delta=self.delta_counts,
+                             d=1, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
+        d, rule = default_d("mad2r", epsilon=probe.eps_selection, delta=probe.delta_selection)
+        return SelectParams(strategy="mad2r", epsilon=self.eps_counts, delta=self.delta_counts,
+                            d=d, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0),
+                            d_rule=rule)  # fmt: skip
+
+    def pair_privacy(self) -> dict[str, Any]:
+        """(ε, δ) and events of the pair-count step."""
+        if self.pairs == PairStep.ZEALOUS:
+            zpr = self.zealous().privacy("exact")
+            return {"epsilon": float(zpr["epsilon"]), "delta": float(zpr["delta"]),
+                    "events": list(zpr["events"])}  # fmt: skip
+        sp = self.select()
+        pr = sp.privacy()
+        event = {"step": "query_click_release", "mechanism": "query-release-selection (mad2r)",
+                 "d": sp.d, "d_c": sp.d_c, "epsilon": pr["epsilon"], "delta": pr["delta"],
+                 "note": "its own events are in the select family's ledger "
+                 "(docs/privacy/selection.md); basic composition of its four steps"}  # fmt: skip
+        return {"epsilon": pr["epsilon"], "delta": pr["delta"], "events": [event]}
+
     def profile_noise(self) -> DiscreteLaplace:
         return DiscreteLaplace.for_epsilon(self.eps_profile, 1)
 
     def privacy(self) -> dict[str, Any]:
         """The exact (ε, δ) of the whole pipeline, its split and one event per step."""
-        zp = self.zealous()
-        zpr = zp.privacy("exact")
-        events = list(zpr["events"])
-        eps, dl = float(zpr["epsilon"]), float(zpr["delta"])
+        ppr = self.pair_privacy()
+        events = list(ppr["events"])
+        eps, dl = float(ppr["epsilon"]), float(ppr["delta"])
         split: dict[str, Any] = {"pair_counts": {"epsilon": eps, "delta": dl}}
         if self.ids == UserIds.SYNTHETIC:
             lap = self.profile_noise()
@@ -284,7 +335,7 @@ class E2EParams:
             split["generation"] = {"epsilon": 0.0, "delta": 0.0, "note": "post-processing"}
             eps += e_h
         else:
-            tg = lower_bound_margin(zp, gamma=self.gamma)
+            tg = lower_bound_margin(self.zealous(), gamma=self.gamma)
             events.append({"step": "lower_bounds", "margin_tau_gamma": tg, "epsilon": 0.0,
                            "delta": self.gamma, "note": "P[a holder count below its bound] "
                            "over a user's m pairs"})  # fmt: skip
@@ -300,11 +351,16 @@ class E2EParams:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("max_users")
-        zp = self.zealous()
-        d |= {"split": list(self.split), "pair_counts": {"lambda": zp.lam, "tau": zp.tau,
-              "tau_prime": zp.tau_prime, "epsilon": self.eps_counts,
-              "delta": self.delta_counts}}  # fmt: skip
+        d["split"] = list(self.split)
+        if self.pairs == PairStep.ZEALOUS:
+            zp = self.zealous()
+            d["pair_counts"] = {"mechanism": "zealous", "lambda": zp.lam, "tau": zp.tau,
+                                "tau_prime": zp.tau_prime, "epsilon": self.eps_counts,
+                                "delta": self.delta_counts}  # fmt: skip
+        else:
+            d["pair_counts"] = {"mechanism": "query-release-selection"} | self.select().to_dict()
         if self.ids == UserIds.REAL:
+            zp = self.zealous()
             d |= {"b": self.b, "tau_gamma": lower_bound_margin(zp, gamma=self.gamma)}
         else:
             d |= {"profile_noise_scale": self.profile_noise().scale}
@@ -336,6 +392,31 @@ def _pair_counts(
     # the exact single-user exposure for the (private) report
     single = single_user_counts(clicks, counts, "item")
     return release_zealous_counts(bc, zp, rng=rng, single_user=single)
+
+
+def _pairs_step(
+    log: SearchLog, params: E2EParams, *, rng: RandomSource
+) -> tuple[pl.DataFrame, dict[str, pl.DataFrame], pl.DataFrame, dict[str, Any]]:
+    """Step 2 (module docstring): the published pairs (``query, url, noisy_count``), other
+    published tables, the bounded pairs every user holds (``user, item, query, url``: what the
+    counts counted, for the profile and the sampler) and the private single-user figures."""
+    clicks = items(log, "clicks")
+    if params.pairs == PairStep.ZEALOUS:
+        bounded = bounded_pairs(log, params.max_pairs, clicks)
+        zrel = _pair_counts(log, clicks, bounded, params.zealous(), rng=rng)
+        return zrel.tables["items"], {}, bounded, zrel.report["single_user"]
+    sp = params.select()
+    srel = release_select(log, sp, rng=rng, max_users=params.max_users)
+    published = srel.tables["clicks"]
+    # what the click counts counted: each user's first d_c distinct pairs on released queries
+    # among their first click_pool distinct pairs (docs/privacy/selection.md)
+    assert sp.click_pool is not None and sp.d_c is not None
+    pool = bound_contributions(clicks, max_per_user=sp.click_pool, distinct=True)
+    on_released = pool.join(srel.tables["queries"].select("query"), on="query", how="semi")
+    bounded = bound_contributions(on_released, max_per_user=sp.d_c, distinct=True).select(
+        "user", "item", "query", "url"
+    )
+    return published, {"queries": srel.tables["queries"]}, bounded, srel.report["single_user"]
 
 
 def activity_profile(bounded: pl.DataFrame, published: pl.DataFrame, m: int) -> np.ndarray:
@@ -438,7 +519,9 @@ def _real_ids(
     if int((np.asarray(c.sum(axis=1)).ravel() == 0)[x > 0].sum()):
         raise InternalError("a pair with x > 0 has no holder in the bounded log")
     triplets = sample_users(c, x, rng=rng)
-    log = sampled_log(drawn.select("query", "url"), users, triplets)
+    log = sampled_log(drawn.select("query", "url"), users, triplets).with_columns(
+        pl.col("AnonID").cast(bounded.schema["user"])
+    )
     loads = true_loads(bounded, drawn, x)
     check = {"max_load": float(loads.max()) if loads.size else 0.0, "b": params.b,
              "users_over_b": int((loads > params.b).sum()), "margin_tau_gamma": margin}  # fmt: skip
@@ -468,6 +551,81 @@ def _metrics(log: SearchLog, out_log: pl.DataFrame, *, synthetic: bool) -> dict[
     }
 
 
+def synthetic_tables(
+    published: pl.DataFrame,
+    exact_profile: npt.ArrayLike,
+    params: E2EParams,
+    *,
+    rng: RandomSource,
+    progress: Any = None,
+) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
+    """Steps 3–4 with synthetic ids, from the published pairs (``query, url, noisy_count``) and
+    the *exact* activity profile (j = 1…m) of the pairs with a positive noisy count: the profile
+    gets its noise here, then the log is generated. The one definition for ``release ump`` and
+    the CELS joint version (whose exact profile is a secure sum). Returns the tables ``log``,
+    ``counts``, ``profile`` and the generator's figures."""
+
+    def phase(label: str) -> Any:
+        return progress(label) if progress is not None else (lambda: None)
+
+    done = phase("noisy activity profile")
+    exact = np.asarray(exact_profile, dtype=np.int64)
+    if exact.size != params.max_pairs:
+        raise InternalError(f"the activity profile has {exact.size} bins, not m = "
+                            f"{params.max_pairs}")  # fmt: skip
+    noisy = np.clip(params.profile_noise().release(exact, rng), 0, None)
+    done()
+    done = phase("generating the log (synthetic users)")
+    pairs = published.select(
+        "query", "url", pl.col("noisy_count").clip(lower_bound=0).alias("x")
+    ).sort("query", "url")
+    gen = generate_log(pairs, noisy, rng=rng)
+    done()
+    tables = {
+        "log": gen.log,
+        "counts": pairs.rename({"x": "x_ij"}).filter(pl.col("x_ij") > 0),
+        "profile": pl.DataFrame(
+            {"pairs_per_user": np.arange(1, params.max_pairs + 1), "users": noisy.astype(np.int64)}
+        ),  # fmt: skip
+    }
+    return tables, gen.figures()
+
+
+def e2e_ledger(
+    params: E2EParams, *, rng: RandomSource | None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The public ledger of an end-to-end release (``extra``: further ledger keys, e.g. the
+    CELS ``protocol``). A function of the public parameters only."""
+    pr = params.privacy()
+    guarantee = {
+        "covers": "everything written: the published pair counts, the allocation and the log",
+        "counts_are_private": True,
+        "split": pr["split"],
+        "delta_vs_users": delta_users_check(pr["delta"], params.max_users),
+        "user_ids": str(params.ids),
+    }
+    if params.ids == UserIds.REAL:
+        guarantee["note"] = (
+            "each user's id appears with probability <= 1 - e^{-b}; the log is empty or nearly "
+            "so at every delta < 1/U (docs/privacy/ump.md)"
+        )
+    mechanism = MECHANISM_SYNTHETIC if params.ids == UserIds.SYNTHETIC else MECHANISM_REAL
+    return build_ledger(
+        mechanism=mechanism,
+        notion=NOTION,
+        neighbouring=USER_NEIGHBOURS,
+        epsilon=pr["epsilon"],
+        delta=pr["delta"],
+        parameters=params.to_dict(),
+        declared={"max_users": params.max_users} if params.max_users is not None else {},
+        rng=rng,
+        events=pr["events"],
+        extra={"guarantee": guarantee,
+               "reference": "Hong et al., EDBT 2012 (same-schema release); Götz et al., TKDE "
+               "2012 (ZEALOUS); docs/privacy/ump.md (end-to-end mode)"} | (extra or {}),
+    )  # fmt: skip
+
+
 def release_ump_e2e(
     log: SearchLog,
     params: E2EParams,
@@ -477,53 +635,29 @@ def release_ump_e2e(
     metrics: bool = True,
 ) -> HistogramRelease:
     """The end-to-end release: tables ``log`` (AnonID, Query, ClickURL, Count), ``counts``
-    (query, url, x_ij) and, with synthetic ids, ``profile`` (pairs_per_user, users); with real
-    ids ``pairs`` (query, url, noisy_count: the published counts the allocation read).
-    ``metrics=False`` skips the private utility figures (audits run the release many times).
-    ``progress(label)`` (optional) is called at the start of each phase with a label and returns
-    a function ending it."""
+    (query, url, x_ij) and, with synthetic ids, ``profile`` (pairs_per_user, users) (and
+    ``queries`` with ``pairs="mad2r"``); with real ids ``pairs`` (query, url, noisy_count: the
+    published counts the allocation read). ``metrics=False`` skips the private utility figures
+    (audits run the release many times). ``progress(label)`` (optional) is called at the start
+    of each phase with a label and returns a function ending it."""
 
     def phase(label: str) -> Any:
         return progress(label) if progress is not None else (lambda: None)
 
     check_declared_users(params.max_users, log.n_users)
-    pr = params.privacy()
-    zp = params.zealous()
-    done = phase(f"bounding (first {params.max_pairs} distinct clicked pairs per user)")
-    clicks = items(log, "clicks")
-    bounded = bounded_pairs(log, params.max_pairs, clicks)
+    ledger = e2e_ledger(params, rng=rng)  # the accounting, before any noise is drawn
+    done = phase(f"noisy pair counts ({params.pairs}; at most {params.max_pairs} pairs per user)")
+    published, extra, bounded, single = _pairs_step(log, params, rng=rng)
     done()
-    done = phase("noisy pair counts (ZEALOUS over clicks)")
-    zrel = _pair_counts(log, clicks, bounded, zp, rng=rng)
-    published = zrel.tables["items"]
-    done()
-    tables: dict[str, pl.DataFrame]
-    report: dict[str, Any] = {"mechanism": MECHANISM_SYNTHETIC if params.ids == "synthetic"
-                              else MECHANISM_REAL, "users": log.n_users,
+    report: dict[str, Any] = {"mechanism": ledger["mechanism"], "users": log.n_users,
                               "pairs_published": published.height,
-                              "single_user": zrel.report["single_user"]}  # fmt: skip
+                              "single_user": single}  # fmt: skip
     if params.ids == UserIds.SYNTHETIC:
-        done = phase("noisy activity profile")
-        exact = activity_profile(bounded, published, params.max_pairs)
-        noisy = np.clip(params.profile_noise().release(exact, rng), 0, None)
-        done()
-        done = phase("generating the log (synthetic users)")
-        pairs = published.select("query", "url", pl.col("noisy_count").alias("x")).sort(
-            "query", "url"
-        )
-        gen = generate_log(pairs, noisy, rng=rng)
-        done()
-        tables = {
-            "log": gen.log,
-            "counts": pairs.rename({"x": "x_ij"}),
-            "profile": pl.DataFrame(
-                {
-                    "pairs_per_user": np.arange(1, params.max_pairs + 1),
-                    "users": noisy.astype(np.int64),
-                }
-            ),  # fmt: skip
-        }
-        report["generator"] = gen.figures()
+        positive = published.filter(pl.col("noisy_count") > 0)  # the pairs the log will hold
+        exact = activity_profile(bounded, positive, params.max_pairs)
+        tables, report["generator"] = synthetic_tables(published, exact, params, rng=rng,
+                                                       progress=progress)  # fmt: skip
+        tables = extra | tables
         report["profile_exact"] = exact.tolist()
     else:
         done = phase("allocation from the noisy counts and sampling of real holders")
@@ -533,46 +667,19 @@ def release_ump_e2e(
                   "pairs": published.select("query", "url", "noisy_count").sort(
                       "query", "url")}  # fmt: skip
         report["constraint_on_true_log"] = check
-        report["expected_users_bound"] = {
-            "rule": "E[users in the log] <= U·(1 − e^{−b})",
-            "users_bound": params.max_users or log.n_users,
-            "value": (params.max_users or log.n_users) * params.delta_sampler,
-        }
+        users = params.max_users or log.n_users
+        report["expected_users_bound"] = {"rule": "E[users in the log] <= U·(1 − e^{−b})",
+                                          "users_bound": users,
+                                          "value": users * params.delta_sampler}  # fmt: skip
     if metrics:
         done = phase("utility figures (private report)")
         report["metrics"] = _metrics(log, tables["log"], synthetic=params.ids == "synthetic")
         done()
     report["parameters"] = params.to_dict()
-    report["epsilon"], report["delta"] = pr["epsilon"], pr["delta"]
-    users_bound = params.max_users
-    guarantee = {
-        "covers": "everything written: the published pair counts, the allocation and the log",
-        "counts_are_private": True,
-        "split": pr["split"],
-        "delta_vs_users": delta_users_check(pr["delta"], users_bound),
-        "user_ids": str(params.ids),
-    }
-    if params.ids == UserIds.REAL:
-        guarantee["note"] = (
-            "each user's id appears with probability <= 1 - e^{-b}; the log is empty or nearly "
-            "so at every delta < 1/U (docs/privacy/ump.md)"
-        )
-    ledger = build_ledger(
-        mechanism=str(report["mechanism"]),
-        notion=NOTION,
-        neighbouring=USER_NEIGHBOURS,
-        epsilon=pr["epsilon"],
-        delta=pr["delta"],
-        parameters=params.to_dict(),
-        declared={"max_users": users_bound} if users_bound is not None else {},
-        rng=rng,
-        events=pr["events"],
-        extra={"guarantee": guarantee,
-               "reference": "Hong et al., EDBT 2012 (same-schema release); Götz et al., TKDE "
-               "2012 (ZEALOUS); docs/privacy/ump.md (end-to-end mode)"},
-    )  # fmt: skip
-    if users_bound is not None:
-        report["single_user"]["delta_check"] = single_user_check(pr["delta"], users_bound)
+    report["epsilon"], report["delta"] = ledger["epsilon"], ledger["delta"]
+    if params.max_users is not None:
+        report["single_user"]["delta_check"] = single_user_check(ledger["delta"],
+                                                                 params.max_users)  # fmt: skip
     return HistogramRelease(
         tables=tables, report=report, ledger=ledger, inputs=[log.ledger_input()]
     )
