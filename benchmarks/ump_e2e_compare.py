@@ -94,8 +94,13 @@ def main() -> None:
             write_release(rel, out)
             rows[name] = _figures(log, out, time.perf_counter() - t)
             rows[name]["max_pairs"] = p.max_pairs
-            print(name, json.dumps({k: v for k, v in rows[name].items()
-                                    if k not in ("caching", "substitution")}), flush=True)
+            print(
+                name,
+                json.dumps(
+                    {k: v for k, v in rows[name].items() if k not in ("caching", "substitution")}
+                ),
+                flush=True,
+            )
         out = Path(tmp) / "conditional"
         q: Any = mp.get_context("spawn").Queue()
         t = time.perf_counter()
