@@ -151,7 +151,7 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     params = E2EParams.from_budget(
         epsilon=opts["epsilon"], delta=opts["delta"], max_pairs=opts["max_pairs"], ids=ids,
         objective=objective or "size", split=_parse_split(opts["split"]),
-        max_users=opts["max_users"],
+        max_users=opts["max_users"], pairs=opts["pairs"],
     )  # fmt: skip
     out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
     check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
@@ -166,7 +166,8 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     su = rep["single_user"]
     return {
         "out": str(out), "provenance": str(provenance_path(out, prov)), "mode": "e2e",
-        "ids": str(ids), "mechanism": led["mechanism"], "notion": led["notion"],
+        "ids": str(ids), "pairs": str(params.pairs), "mechanism": led["mechanism"],
+        "notion": led["notion"],
         "epsilon": led["epsilon"], "delta": led["delta"], "split": led["guarantee"]["split"],
         "counts_are_private": True, "seeded": led["seeded"], "max_pairs": params.max_pairs,
         "max_pairs_rule": params.max_pairs_rule, "pairs_published": rep["pairs_published"],
@@ -183,7 +184,7 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
 
 def _conditional(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     """``--mode conditional``: Hong et al.'s counts from the exact histogram (NOT DP)."""
-    for k in ("ids", "max_pairs", "split", "max_users"):
+    for k in ("ids", "max_pairs", "split", "max_users", "pairs"):
         default = "synthetic" if k == "ids" else None
         if opts[k] != default:
             raise InvalidParameterError(
@@ -259,6 +260,14 @@ def ump_command(
             "(default: a public rule from ε, δ)",
         ),  # fmt: skip
     ] = None,
+    pairs: Annotated[
+        str | None,
+        typer.Option(
+            "--pairs",
+            help="e2e: pair counts from mad2r (query-click release; "
+            "default with synthetic ids) | zealous (default with real ids)",
+        ),  # fmt: skip
+    ] = None,
     max_users: MaxUsersOpt = None,
     split: Annotated[
         str | None,
@@ -321,14 +330,15 @@ def ump_command(
 ) -> None:
     """Same-schema log (AnonID, Query, ClickURL, Count), DP end to end by default.
 
-    --mode e2e (default): each user's first m distinct clicked pairs, noisy thresholded pair
-    counts (ZEALOUS over clicks), then a log of synthetic users generated from those counts and
-    a noisy profile of pairs per user (--ids synthetic), or Hong et al.'s sampling of real ids
-    from an allocation of the noisy counts (--ids real). Everything written is covered by one
-    (ε, δ). --mode conditional: Hong et al. EDBT 2012's optimal counts from the exact
-    histogram, NOT differentially private (only the sampling given the counts is); for
-    reproducing the paper. Writes `log`, `counts` (+ `profile` or `pairs`), ledger.json, and
-    the private provenance record beside the release."""
+    --mode e2e (default): noisy pair counts (--pairs mad2r: a MAD2R query-click release;
+    zealous: ZEALOUS over each user's first m clicked pairs), then a log of synthetic users
+    generated from them and a noisy profile of pairs per user (--ids synthetic), or Hong et
+    al.'s sampling of real ids from an allocation of the noisy counts (--ids real: empty or
+    nearly so at δ < 1/U). One (ε, δ) covers everything written. --mode conditional: Hong et
+    al. EDBT 2012's counts from the exact histogram, NOT differentially private (only the
+    sampling given the counts is); for reproducing the paper. Writes `log`, `counts` (+
+    `profile`, `queries` or `pairs`), ledger.json, and the private provenance record beside
+    the release."""
     opts = dict(locals())
 
     def body() -> None:
