@@ -65,7 +65,7 @@ __all__ = [
 
 
 #: distinct queries per user whose ordered pairs :func:`user_query_pairs` forms
-COOCCURRENCE_MAX_QUERIES = 20
+COOCCURRENCE_MAX_QUERIES = 8
 
 
 def user_query_pairs(
@@ -75,9 +75,11 @@ def user_query_pairs(
     """Query pairs of a log without session order (a same-schema release: AnonID, Query,
     ClickURL, Count): every ordered pair of two distinct queries of one user, among the user's
     first ``max_queries`` distinct queries in string order, as an ``item, count`` histogram
-    (``item`` = q + TAB + q'). Applied to the original log and to the release alike, so the
-    substitutions learned from the two are comparable (Götz §7.3 uses consecutive queries of a
-    session, which a log without times does not have)."""
+    (``item`` = q + TAB + q'), keeping pairs seen for at least two users (a pair one user forms
+    says nothing about rephrasing, and the ones kept bound the cost on large logs). Applied to
+    the original log and to the release alike, so the substitutions learned from the two are
+    comparable (Götz §7.3 uses consecutive queries of a session, which a log without times does
+    not have)."""
     check_int("max_queries", max_queries, minimum=2)
     uq = (
         df.select(pl.col(user).cast(pl.String).alias("u"), pl.col(query).alias("q"))
@@ -89,6 +91,7 @@ def user_query_pairs(
     return (
         pairs.group_by((pl.col("q") + PAIR_SEP + pl.col("q2")).alias("item"))
         .agg(pl.len().cast(pl.Int64).alias("count"))
+        .filter(pl.col("count") >= 2)
         .sort(["count", "item"], descending=[True, False])
     )
 
