@@ -401,3 +401,30 @@ def test_output_size_audit_full_and_its_mutant(monkeypatch: pytest.MonkeyPatch) 
     assert res.epsilon_lower_bound > 0.5 * res.epsilon_claimed, res
     bad = audit_output_size(1500, halve_noise=True, monkeypatch=monkeypatch)
     assert not bad.passed, bad  # the audit catches a pipeline with half the noise
+
+
+# -- evaluation of a same-schema release --------------------------------------------------------
+def test_user_query_pairs_are_cooccurrences_of_two_users_or_more() -> None:
+    from searchveil.evaluate.substitution import user_query_pairs
+
+    df = pl.DataFrame({"user": [1, 1, 2, 2, 2, 3], "query": ["a", "b", "a", "b", "c", "c"]})
+    got = dict(zip(*user_query_pairs(df).select("item", "count").to_dict(as_series=False).values(),
+                   strict=True))  # fmt: skip
+    assert got == {"a\tb": 2, "b\ta": 2}  # (a, c), (b, c) come from one user only
+
+
+def test_evaluate_scores_an_end_to_end_release(big_file: Path, tmp_path: Path) -> None:
+    from searchveil.evaluate import evaluate_release
+
+    out = tmp_path / "r"
+    r = runner.invoke(app, ["release", "ump", str(big_file), "--out", str(out), "--epsilon",
+                            "2.3", "--delta", "1e-5", "--max-users", "5000", "--seed", "4",
+                            "--max-pairs", "2"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    ev = evaluate_release(read_log(big_file), out, metrics=("caching", "substitution"))
+    ump = ev["ump"]
+    assert ump["applicable"] and ump["user_ids"].startswith("synthetic")
+    assert ump["output_size"] == pl.read_csv(out / "log.tsv", separator="\t")["Count"].sum()
+    assert 0 < ump["volume_share"] <= 1 and "diff_ratio" not in ump
+    assert ev["substitution"]["pairs"].startswith("co-occurrence")
+    assert ev["caching"]["applicable"]
