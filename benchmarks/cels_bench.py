@@ -105,7 +105,7 @@ def main() -> int:
                 paths.append(p)
             params = CelsParams(
                 epsilon=args.epsilon, delta=args.delta, objective="kl", key_bits=args.key_bits,
-                min_count=args.min_count,
+                min_count=args.min_count, mode="conditional",
             )  # fmt: skip
             res["loadavg_before"] = os.getloadavg()
             t0 = time.perf_counter()

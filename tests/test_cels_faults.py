@@ -29,7 +29,8 @@ from searchveil.cels.params import CelsParams
 from searchveil.cels.runner import RunFailed, run_local, write_config
 from test_cels_protocol import _write_shares
 
-PARAMS = CelsParams(epsilon=2.0, delta=0.3, objective="kl", key_bits=512)  # TEST KEY
+PARAMS = CelsParams(epsilon=2.0, delta=0.3, objective="kl", key_bits=512,  # TEST KEY
+                    mode="conditional")
 DATA = 2  # the data party that fails
 MATRIX_PHASES = ("mesh", "union", "sum", "nlp", "solve", "sample", "commit")
 FAULTS = ("kill_p0", "kill_data", "stop_data", "garbage", "truncated", "drop")
@@ -143,7 +144,8 @@ def test_party_connect_timeout_names_peer_and_cause(tmp_path) -> None:
     t0 = time.monotonic()
     res = subprocess.run(  # noqa: S603 - our own interpreter and module
         [sys.executable, "-m", "searchveil", "cels", "party", "--config", str(cfg), "--id", "1",
-         "--share", str(share), "--epsilon", "2", "--delta", "0.3", "--objective", "kl",
+         "--share", str(share), "--epsilon", "2", "--delta", "0.3", "--mode", "conditional",
+         "--objective", "kl",
          "--key-bits", "512", "--out", str(tmp_path / "o"), "--connect-timeout", "3",
          "--workers", "0"],
         capture_output=True, text=True, env=env, timeout=60,

@@ -34,6 +34,7 @@ from searchveil.io.readers import read_log
 from searchveil.model import click_histogram
 from searchveil.release.ump import constraint_matrix, preprocess
 from searchveil.release.ump.kl import cels_bound, kl_objective, max_output_size, solve_kl
+from searchveil.release.ump.release import NOT_DP
 from searchveil.rng import make_rng
 
 TEST_KEY_BITS = 512  # TEST KEY (insecure, fast); never a default
@@ -71,7 +72,8 @@ def shares(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 @pytest.fixture(scope="module")
 def joint(shares: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
     d = tmp_path_factory.mktemp("run")
-    params = CelsParams(epsilon=EPS, delta=DELTA, objective="kl", key_bits=TEST_KEY_BITS)
+    params = CelsParams(epsilon=EPS, delta=DELTA, objective="kl", key_bits=TEST_KEY_BITS,
+                        mode="conditional")
     res = run_local(shares, params, d / "out", transcripts=d / "tr", seed=7, timeout=60)
     return {"res": res, "dir": d, "params": params}
 
@@ -90,6 +92,11 @@ def test_joint_output_exact_constraints_and_central_equality(shares, joint) -> N
     assert b_led == pytest.approx(b) and b == pytest.approx(min(EPS / 2, -np.log1p(-DELTA)))
     assert "NOT secure" in led["protocol"]["paillier"]
     assert led["seeded"] is True and led["for_release"] is False
+    # the named conditional mode is labelled in the ledger: not differentially private
+    g = led["guarantee"]
+    assert g["mode"] == "conditional" and g["differentially_private"] is False
+    assert g["label"] == NOT_DP and led["notion"].startswith(NOT_DP)
+    assert g["counts_are_private"] is False
     stats = joint["res"]["party_stats"]
     phases = {"union", "sum", "rows", "nlp", "unpermute", "verify", "sample", "output"}
     for p in stats[1:]:
@@ -149,7 +156,8 @@ def test_transcripts_hold_no_foreign_plaintext(shares, joint) -> None:
 
 @pytest.mark.slow
 def test_size_objective_and_local_baseline(shares, tmp_path) -> None:
-    params = CelsParams(epsilon=EPS, delta=DELTA, objective="size", key_bits=TEST_KEY_BITS)
+    params = CelsParams(epsilon=EPS, delta=DELTA, objective="size", key_bits=TEST_KEY_BITS,
+                        mode="conditional")
     res = run_local(shares, params, tmp_path / "o", seed=3, timeout=60)
     inp = preprocess(click_histogram(read_log(shares[0].parent / "all.tsv")))
     m = constraint_matrix(inp)
@@ -221,7 +229,7 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
     args = ["cels", "local", *sum((["--share", str(s)] for s in shares), [])]
     res = CliRunner().invoke(
         app, [*args, "--out", str(tmp_path / "ls"), "--epsilon", "2", "--delta", "0.3",
-              "--objective", "kl", "--seed", "1", "--json"],
+              "--mode", "conditional", "--objective", "kl", "--seed", "1", "--json"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
@@ -229,10 +237,19 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
     led = json.loads((tmp_path / "ls" / "ledger.json").read_text())
     assert led["mechanism"] == "cels-local-sanitization"
     assert led["guarantee"]["b"] == pytest.approx(cels_bound(2, 0.3))
+    g = led["guarantee"]  # labelled: not differentially private
+    assert g["differentially_private"] is False and g["label"] == NOT_DP
+    assert led["notion"].startswith(NOT_DP)
+    cond = ["--mode", "conditional"]
     for bad in (
-        ["--epsilon", "2", "--objective", "kl"],  # no δ
-        ["--epsilon", "2", "--delta", "0.3"],  # no objective
-        ["--epsilon", "2", "--delta", "0.3", "--objective", "kl", "--key-bits", "1000"],
+        ["--epsilon", "2", "--objective", "kl", *cond],  # no δ
+        ["--epsilon", "2", "--delta", "0.3", *cond],  # no objective
+        ["--epsilon", "2", "--delta", "0.3", "--objective", "kl", "--key-bits", "1000", *cond],
+        ["--epsilon", "2", "--delta", "1e-5", "--objective", "kl"],  # e2e: no objective
+        ["--epsilon", "2", "--delta", "1e-5", "--min-count", "20"],  # e2e: conditional option
+        ["--epsilon", "2", "--delta", "0.3", "--objective", "kl", "--max-pairs", "4", *cond],
+        ["--epsilon", "2", "--delta", "0.01", "--max-users", "1000"],  # e2e: δ ≥ 1/U
+        ["--epsilon", "2", "--delta", "1e-5", "--mode", "joint"],
     ):
         out = tmp_path / "bad"
         res = CliRunner().invoke(
@@ -242,7 +259,7 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
         assert res.exit_code == 2 and not out.exists(), res.output
     res = CliRunner().invoke(
         app, ["cels", "run", "--share", str(shares[0]), "--out", str(tmp_path / "one"),
-              "--epsilon", "2", "--delta", "0.3", "--objective", "kl"],
+              "--epsilon", "2", "--delta", "1e-5"],
     )  # fmt: skip
     assert res.exit_code == 2 and "at least two" in res.output
 
@@ -283,7 +300,8 @@ def test_three_shares_of_a_real_aol_block(aol_215_path, tmp_path) -> None:
         sub.write_csv(p, separator="\t", quote_style="never")
         paths.append(p)
     eps, delta = 20.0, 0.3  # large δ so the output is not empty (δ < 1/215 gives |𝕆| < 1)
-    params = CelsParams(epsilon=eps, delta=delta, objective="kl", key_bits=TEST_KEY_BITS)
+    params = CelsParams(epsilon=eps, delta=delta, objective="kl", key_bits=TEST_KEY_BITS,
+                        mode="conditional")
     res = run_local(paths, params, tmp_path / "out", seed=5, timeout=120)
     out = pl.read_csv(tmp_path / "out" / "log.tsv", separator="\t", infer_schema=False)
     out = out.with_columns(pl.col("Count").cast(pl.Int64))
@@ -376,8 +394,8 @@ def test_neighbour_audit_cels_local(shares, tmp_path) -> None:
     for name, paths in (("a", shares), ("b", d_prime)):
         res = CliRunner().invoke(
             app, ["cels", "local", *sum((["--share", str(s)] for s in paths), []), "--out",
-                  str(tmp_path / name), "--epsilon", "2", "--delta", "0.3", "--objective", "kl",
-                  "--seed", "5", "--json"],
+                  str(tmp_path / name), "--epsilon", "2", "--delta", "0.3", "--mode",
+                  "conditional", "--objective", "kl", "--seed", "5", "--json"],
         )  # fmt: skip
         assert res.exit_code == 0, res.output
         assert_only_public_files(tmp_path / name, ["log.tsv"])

@@ -1,4 +1,10 @@
-"""Local sanitization (LS), the baseline of CELS §6.4 (Hong et al., TKDE 2015, Fig. 5): every
+"""``cels local``. ``--mode e2e`` (:func:`local_e2e`): the joint end-to-end release computed
+without the protocol — the shares pooled, users kept apart by party, and ``release ump``'s
+synthetic-id release with ZEALOUS pair counts: the same computation as ``cels run``, the same
+ledger but for the protocol's keys (docs/privacy/cels.md §5).
+
+``--mode conditional`` (:func:`local_sanitize`, NOT differentially private): local
+sanitization (LS), the baseline of CELS §6.4 (Hong et al., TKDE 2015, Fig. 5): every
 party sanitizes its own log alone — Condition 1 and the constraints computed from its *own*
 counts, the same b = min(ε/2, ln 1/(1−δ)), and its share of |O| — and the outputs are unioned.
 
@@ -14,6 +20,7 @@ public ledger.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +29,8 @@ import polars as pl
 
 from searchveil.cels.params import NEIGHBOURING, CelsParams, Share
 from searchveil.io.ledger import build_ledger, build_provenance
-from searchveil.model import ClickHistogram
+from searchveil.io.readers import read_log
+from searchveil.model import ClickHistogram, InputInfo, SearchLog
 from searchveil.release.ump import (
     constraint_matrix,
     preprocess,
@@ -30,10 +38,52 @@ from searchveil.release.ump import (
     sampled_log,
     solve_oump,
 )
+from searchveil.release.ump.e2e import release_ump_e2e
 from searchveil.release.ump.kl import kl_loss, max_output_size, solve_kl
+from searchveil.release.ump.release import NOT_DP
 from searchveil.rng import RandomSource
 
-NOTION = "(ε,δ)-DP of each party's multinomial sampling given its counts (CELS Thm 2)"
+NOTION = f"{NOT_DP}; only each party's multinomial sampling given its counts is (ε,δ)-DP (CELS Thm 2)"
+
+
+def pooled_log(logs: list[SearchLog]) -> SearchLog:
+    """The parties' logs as one: every user named by its party (``P<k>:<id>``, so users of two
+    parties stay apart, as in the protocol), each user's rows in their order."""
+    frames, offset = [], 0
+    for k, lg in enumerate(logs, start=1):
+        df = lg.df.with_columns(
+            pl.format("P{}:{}", pl.lit(k), pl.col("user")).alias("user"),
+            (pl.col("row") + offset).alias("row"),
+        )
+        frames.append(df)
+        offset += lg.n_rows
+    df = pl.concat(frames, how="vertical_relaxed")
+    info = InputInfo(path="<cels local: pooled shares>", sha256="", rows=df.height, format="memory")
+    return SearchLog(df=df, info=info)
+
+
+def local_e2e(paths: list[Path], params: CelsParams, *, rng: RandomSource) -> dict[str, Any]:
+    """``cels local --mode e2e``: the tables (log, counts, profile), the public ledger (that of
+    ``cels run`` without its ``protocol`` key; randomness as described by ``rng``) and the
+    private provenance record (every share's input record and the release's report)."""
+    ep = params.e2e()
+    logs = [read_log(p) for p in paths]
+    rel = release_ump_e2e(pooled_log(logs), ep, rng=rng)
+    provenance = build_provenance(
+        inputs=[lg.ledger_input() for lg in logs],
+        report=rel.report,
+        extra={"mechanism": rel.ledger["mechanism"],
+               "runner": "cels local (the joint e2e release without the protocol)"},
+    )  # fmt: skip
+    return {
+        "tables": rel.tables,
+        "ledger": rel.ledger,
+        "provenance": provenance,
+        "mode": "e2e",
+        "parties": len(paths),
+        "pairs_published": rel.report["pairs_published"],
+        "outputs": {k: v.height for k, v in rel.tables.items()},
+    }
 
 
 def global_counts(hists: list[ClickHistogram]) -> pl.DataFrame:
@@ -128,6 +178,9 @@ def local_sanitize(
         },
         extra={
             "guarantee": {
+                "mode": "conditional",
+                "differentially_private": False,
+                "label": NOT_DP,
                 "b": b,
                 "counts_are_private": False,
                 "warning": "each party's counts x come from its private log and are not "

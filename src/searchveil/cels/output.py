@@ -18,6 +18,7 @@ from searchveil.cels import commutative as cm
 from searchveil.cels.paillier import (
     key_strength,
 )
+from searchveil.cels.e2e_release import e2e_public_ledger, encode_tables
 from searchveil.cels.params import (
     NEIGHBOURING,
     NOTION,
@@ -45,6 +46,8 @@ from searchveil.io.ledger import (
     check_public_ledger,
 )
 from searchveil.release.ump import sample_users
+from searchveil.release.ump.e2e import UmpMode
+from searchveil.release.ump.release import NOT_DP
 
 T = TypeVar("T")
 
@@ -112,7 +115,10 @@ class OutputPhases(PartyBase):
                 elems.append(cm.encode_chunk(rid + bytes([i, len(chunks), len(ch)]) + ch))
         return elems
 
-    def output_union(self, records: list[str]) -> list[str]:
+    def output_union(self, records: list[str], *, dedupe: bool = False) -> list[str]:
+        """The joint list of every party's ``records`` (Algorithm 3 with shuffles), sorted;
+        ``dedupe`` (the e2e mode's reveal, where parties holding the same published pair send
+        the same record): P_r drops repeated records before it broadcasts the list."""
         key = cm.RecordKey.generate()
         elems = self._encode_records(records)
 
@@ -171,7 +177,7 @@ class OutputPhases(PartyBase):
                 out.append(b"".join(by_index[i] for i in range(totals[rid])).decode("utf-8"))
             except UnicodeDecodeError as exc:
                 raise bad from exc
-        out.sort()
+        out = sorted(set(out)) if dedupe else sorted(out)
         blob = "\n".join(out).encode("utf-8")
         for j in [0, *self.data[:-1]]:
             self.mesh.send(j, "output", {"rows": len(out)}, blob)
@@ -188,11 +194,14 @@ class OutputPhases(PartyBase):
         return rows
 
     # -- 10. commit --------------------------------------------------------------------------
-    def commit(self, records: list[str]) -> PartyResult:
+    def commit(
+        self, records: list[str], tables: dict[str, pl.DataFrame] | None = None
+    ) -> PartyResult:
         """Agree on the public ledger and the output: exchange only public facts (whether each
         party was seeded, P0's clock), build the same ledger, exchange SHA-256(ledger, output).
         Per-party figures (bytes, seconds, solver report, repairs) stay in this party's private
-        provenance record (``PartyResult.stats``)."""
+        provenance record (``PartyResult.stats``). ``tables``: the e2e mode's release (log,
+        counts, profile; ``records`` unused), in place of the joint records."""
         self.phase("commit")
         pub: dict[str, Any] = {
             "party": self.me,
@@ -210,13 +219,14 @@ class OutputPhases(PartyBase):
                 if f.body["party"] != j:
                     raise ProtocolError(f"P{j} sent another party's statistics", peer=j)
                 allpub[j] = f.body
-        df = _records_frame(records)
+        df = _records_frame(records) if tables is None else tables["log"]
         seeded = any(p["seeded"] for p in allpub.values())
         ledger = public_ledger(
             self.params, self.r, df, created=allpub[0]["time_utc"], seeded=seeded
         )
         canon = json.dumps(ledger, sort_keys=True, ensure_ascii=False).encode("utf-8")
-        digest = hashlib.sha256(canon + b"\x00" + "\n".join(records).encode("utf-8")).hexdigest()
+        body = "\n".join(records).encode("utf-8") if tables is None else encode_tables(tables)
+        digest = hashlib.sha256(canon + b"\x00" + body).hexdigest()
         for j in self.mesh.config.ids:
             if j != self.me:
                 self.mesh.send(j, "commit", {"digest": digest})
@@ -236,15 +246,16 @@ class OutputPhases(PartyBase):
             "seeded": bool(self.rng.seeded),
             "extra": self.extra,
         }
-        return PartyResult(df, ledger, digest, json.loads(json.dumps(stats, default=float)))
+        return PartyResult(df, ledger, digest, json.loads(json.dumps(stats, default=float)),
+                           tables=tables or {})  # fmt: skip
 
 
 def public_ledger(
     params: CelsParams, r: int, df: pl.DataFrame, *, created: str, seeded: bool
 ) -> dict[str, Any]:
     """The public ledger of a CELS release — identical on every party, and a function of the
-    public parameters and the released log only."""
-    ledger = build_ledger(
+    public parameters and the released log only (the e2e mode's: of the parameters only)."""
+    ledger = e2e_public_ledger(params, r) if params.mode == UmpMode.E2E else build_ledger(
         mechanism="cels",
         notion=NOTION,
         neighbouring=NEIGHBOURING,
@@ -259,6 +270,9 @@ def public_ledger(
         },
         extra={
             "guarantee": {
+                "mode": "conditional",
+                "differentially_private": False,
+                "label": NOT_DP,
                 "b": params.b,
                 "counts_are_private": False,
                 "warning": "the counts x come from the private logs and are not differentially "

@@ -1,7 +1,13 @@
 """The CELS protocol (Hong et al., TKDE 2015, §4.2: Algorithms 1–3 and local sampling), one
 party per process: P0 is the solver and data recipient, P1…Pr hold disjoint users' logs.
 
-Phases (each party runs :func:`run_party`; docs/privacy/cels.md has the full analysis):
+Two modes (``CelsParams.mode``). ``e2e`` (the default) runs the joint end-to-end DP release —
+mesh, setup, union, sum, publish, output, profile, commit; its phases are in :mod:`.e2e`
+(docs/privacy/cels.md §5). ``conditional`` is the paper's protocol below, NOT differentially
+private (counts computed from the exact histogram), kept for reproducing its figures.
+
+Phases of the conditional mode (each party runs :func:`run_party`; docs/privacy/cels.md has
+the full analysis):
 
 0. **mesh**, **setup** — TLS connections (:mod:`.wire`); P0 sends its Paillier public key (n and
    the fixed base h_s of the obfuscators) and the agreed parameters. From here every data party
@@ -56,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from searchveil.cels.config import Config
+from searchveil.cels.e2e import E2EPhases
 from searchveil.cels.faults import inject_fault, parse_fault
 from searchveil.cels.output import OutputPhases
 from searchveil.cels.paillier import (
@@ -79,13 +86,21 @@ from searchveil.io.ledger import (
     build_provenance,
     write_json_atomic,
 )
+from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.kl import kl_loss
 from searchveil.rng import RandomSource
 
 
-class Party(UnionPhases, SolvePhases, OutputPhases):
+class Party(E2EPhases, UnionPhases, SolvePhases, OutputPhases):
     """One party of the protocol: the phases of :mod:`.union`, :mod:`.solve` and
-    :mod:`.output` on the state of :class:`~searchveil.cels.party.PartyBase`."""
+    :mod:`.output` (``--mode conditional``) or of :mod:`.e2e` (``--mode e2e``) on the state of
+    :class:`~searchveil.cels.party.PartyBase`."""
+
+    def run(self) -> PartyResult:
+        """Every phase of this party's mode, then the commit round."""
+        if self.params.mode == UmpMode.E2E:
+            return self.commit([], tables=self.run_e2e())
+        return self.commit(self.run_phases())
 
     def run_phases(self) -> list[str]:
         """Setup and every phase of this party, in order; returns the joint output's records
@@ -201,7 +216,8 @@ def run_party(
         sys.stderr.flush()
         os._exit(2)
 
-    precomp = Precomputer(workers)  # forks now, before any thread exists
+    # forks now, before any thread exists (the e2e mode encrypts nothing under P0's key)
+    precomp = Precomputer(workers if params.mode == UmpMode.CONDITIONAL else 0)
     on_phase("mesh")
     ok = False
     try:
@@ -218,7 +234,7 @@ def run_party(
                 fault=flt if flt and flt[0] != "mesh" else None, precompute=precompute,
             )  # fmt: skip
             try:
-                result = party.commit(party.run_phases())
+                result = party.run()
             except (ProtocolError, InputFormatError, InvalidParameterError) as exc:
                 err = _as_protocol_error(exc, mesh)
                 text = _failure_text(me, err)
@@ -246,7 +262,8 @@ def run_party(
             drop_partial()
     if out is not None:
         with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
-            w.write_table("log", result.output)
+            for name, table in (result.tables or {"log": result.output}).items():
+                w.write_table(name, table)
             w.write_ledger(result.ledger)
             w.write_provenance(party_provenance(share, result.stats))
     if partial is not None and transcript is not None:

@@ -49,6 +49,7 @@ from searchveil.io.ledger import (
     read_ledger,
     read_provenance,
 )
+from searchveil.release.ump.e2e import UmpMode
 from searchveil.rng import secure_token
 
 GRACE = 2.0  # seconds the other parties get to stop on their own after a failure
@@ -119,9 +120,7 @@ def party_command(
     cmd = [
         sys.executable, "-m", "searchveil", "cels", "party", "--config", str(config),
         "--id", str(k), "--epsilon", repr(params.epsilon), "--delta", repr(params.delta),
-        "--objective", params.objective, "--key-bits", str(params.key_bits),
-        "--output-share", repr(params.output_share), "--breakpoints", str(params.breakpoints),
-        "--min-count", str(params.min_count), "--out", str(out), "--json",
+        *mode_arguments(params), "--out", str(out), "--json",
     ]  # fmt: skip
     if share is not None:
         cmd += ["--share", str(share)]
@@ -136,6 +135,23 @@ def party_command(
     if workers is not None:
         cmd += ["--workers", str(workers)]
     return [*cmd, "--parent-pid", str(os.getpid())]
+
+
+def mode_arguments(params: CelsParams) -> list[str]:
+    """``--mode`` and the options of that mode (the other mode's are refused)."""
+    if params.mode == UmpMode.E2E:
+        args = ["--mode", "e2e", "--max-pairs", str(params.e2e().max_pairs)]
+        if params.max_users is not None:
+            args += ["--max-users", str(params.max_users)]
+        if params.split is not None:
+            args += ["--split", ",".join(repr(float(w)) for w in params.split)]
+        return args
+    assert params.objective is not None
+    return [
+        "--mode", "conditional", "--objective", params.objective,
+        "--key-bits", str(params.key_bits), "--output-share", repr(params.output_share),
+        "--breakpoints", str(params.breakpoints), "--min-count", str(params.min_count),
+    ]  # fmt: skip
 
 
 def default_workers(n_parties: int) -> int:
@@ -330,9 +346,12 @@ def _publish(
     joint private provenance record and copy the transcripts (owner-only). Returns the
     provenance record."""
     ref = tmpd / "P0"
+    files = sorted(f.name for f in ref.iterdir())  # log.tsv (+ counts.tsv, profile.tsv), ledger
     for k in range(1, n):
         other = tmpd / f"P{k}"
-        for name in ("log.tsv", "ledger.json"):
+        if sorted(f.name for f in other.iterdir()) != files:
+            raise ProtocolError(f"P{k}'s release holds other files than P0's", peer=k)
+        for name in files:
             if not filecmp.cmp(ref / name, other / name, shallow=False):
                 raise ProtocolError(f"P{k}'s {name} differs from P0's", peer=k)
     records = [read_provenance(tmpd / f"P{k}") for k in range(n)]

@@ -140,6 +140,26 @@ class UnionPhases(PartyBase):
         return pos
 
     # -- 2. secure counts sum (Algorithm 1, masked) -----------------------------------------------
+    def ring_sum(self, vec: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64] | None:
+        """Algorithm 1 as a masked ring sum (docs/privacy/cels.md §2, correction 7): the sum
+        mod 2⁶⁴ of every data party's ``vec`` (all of one length), known to P1 alone (returned
+        there; None at the others). P1 adds a uniform 64-bit mask from the CSPRNG, P2…Pr add
+        their vectors along the ring, P1 removes the mask: every value another party sees is
+        uniform."""
+        n = int(vec.size)
+        if self.me == 1:
+            mask = SecureRandom().words(n)
+            self.mesh.send(self.succ(), "sum_fwd", {"n": n}, (vec + mask).astype(">u8").tobytes())
+        f = self.mesh.recv(self.pred(), "sum_fwd")
+        expect(f.body, {"n": int}, f.peer)
+        if f.body["n"] != n or len(f.blob) != 8 * n:
+            raise ProtocolError(f"P{f.peer} sent a sum of the wrong length", peer=f.peer)
+        acc = np.frombuffer(f.blob, dtype=">u8").astype(np.uint64)
+        if self.me == 1:
+            return acc - mask
+        self.mesh.send(self.succ(), "sum_fwd", {"n": n}, (acc + vec).astype(">u8").tobytes())
+        return None
+
     def secure_sum(self, pos: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
         """J (universe positions kept by Condition 1 and ``min_count``) and their totals."""
         assert self.share is not None
@@ -154,14 +174,8 @@ class UnionPhases(PartyBase):
             raise InvalidParameterError("parties", self.r, "at most 15 data parties")
         vec = np.zeros(n, dtype=np.uint64)
         vec[pos] = (cnt.astype(np.uint64) << np.uint64(HOLDER_BITS)) | hol.astype(np.uint64)
-        if self.me == 1:
-            mask = SecureRandom().words(n)
-            self.mesh.send(self.succ(), "sum_fwd", {"n": n}, (vec + mask).astype(">u8").tobytes())
-            f = self.mesh.recv(self.pred(), "sum_fwd")
-            expect(f.body, {"n": int}, f.peer)
-            if f.body["n"] != n or len(f.blob) != 8 * n:
-                raise ProtocolError(f"P{f.peer} sent a sum of the wrong length", peer=f.peer)
-            tot = np.frombuffer(f.blob, dtype=">u8").astype(np.uint64) - mask
+        tot = self.ring_sum(vec)
+        if tot is not None:  # P1
             c_tot = (tot >> np.uint64(HOLDER_BITS)).astype(np.int64)
             h_tot = (tot & np.uint64((1 << HOLDER_BITS) - 1)).astype(np.int64)
             keep = np.flatnonzero((h_tot >= 2) & (c_tot >= self.params.min_count))
@@ -170,12 +184,6 @@ class UnionPhases(PartyBase):
             for j in self.data[1:]:
                 self.mesh.send(j, "sum_result", {"n": n, "j": int(keep.size)}, blob)
         else:
-            f = self.mesh.recv(self.pred(), "sum_fwd")
-            expect(f.body, {"n": int}, f.peer)
-            if f.body["n"] != n or len(f.blob) != 8 * n:
-                raise ProtocolError(f"P{f.peer} sent a sum of the wrong length", peer=f.peer)
-            acc = np.frombuffer(f.blob, dtype=">u8").astype(np.uint64) + vec
-            self.mesh.send(self.succ(), "sum_fwd", {"n": n}, acc.astype(">u8").tobytes())
             f = self.mesh.recv(1, "sum_result")
             expect(f.body, {"n": int, "j": int}, 1)
             nj = f.body["j"]

@@ -54,7 +54,7 @@ from searchveil.cels.config import (
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
-VERSION = 2
+VERSION = 3
 HEADER = struct.Struct(">4sBBHIQ")
 MAX_JSON = 64 << 20
 MAX_BLOB = 8 << 30
@@ -62,14 +62,17 @@ READ_CHUNK = 1 << 20
 
 STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on_stuck
 
+#: every phase of both modes in run order (conditional: no publish/profile; e2e: no rows …
+#: sample — docs/privacy/cels.md)
 PHASES = (
-    "mesh", "setup", "union", "sum", "rows", "nlp", "solve", "unpermute", "verify", "sample",
-    "output", "commit",
+    "mesh", "setup", "union", "sum", "publish", "rows", "nlp", "solve", "unpermute", "verify",
+    "sample", "output", "profile", "commit",
 )  # fmt: skip
 TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
     "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
     "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
+    "params", "e2e_pub", "e2e_tables",
 )  # fmt: skip
 TRANSCRIPT_MAGIC = b"CELS-TRANSCRIPT "
 TRANSCRIPT_WARNING = (

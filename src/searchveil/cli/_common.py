@@ -146,6 +146,19 @@ ProvenanceOpt = Annotated[
         "report); default: OUT.private.json beside the release directory, never inside it",
     ),
 ]
+def parse_split(split: str | None) -> tuple[float, float] | None:
+    """``--split a,b`` of the end-to-end same-schema releases (pair counts, profile)."""
+    if split is None:
+        return None
+    try:
+        a, b = (float(v) for v in split.replace(":", ",").split(","))
+    except ValueError:
+        raise InvalidParameterError(
+            "split", split, "two comma-separated positive weights: pair counts, profile"
+        ) from None
+    return (a, b)
+
+
 MaxUsersOpt = Annotated[
     int | None,
     typer.Option(

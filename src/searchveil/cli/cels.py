@@ -1,8 +1,11 @@
 """``searchveil cels``: collaborative search-log sanitization (Hong et al., TKDE 2015).
 
-``cels party`` runs one party (P0 = solver, P1…Pr = data holders) from a ``parties.toml``;
-``cels run`` starts all of them as local processes over loopback mutual TLS; ``cels local`` is
-the paper's local-sanitization baseline (LS); ``cels reproduce`` the §6 experiments."""
+``cels party`` runs one party (P0 = recipient/solver, P1…Pr = data holders) from a
+``parties.toml``; ``cels run`` starts all of them as local processes over loopback mutual TLS;
+``cels local`` is the same release without the protocol (``--mode e2e``) or the paper's
+local-sanitization baseline (LS, ``--mode conditional``); ``cels reproduce`` the §6
+experiments. ``--mode e2e`` (default): the joint end-to-end DP release; ``--mode conditional``:
+the paper's protocol, NOT differentially private (docs/privacy/cels.md)."""
 
 from __future__ import annotations
 
@@ -23,40 +26,80 @@ from searchveil.cels.config import (
     load_config,
 )
 from searchveil.cels.faults import TEST_HOOKS_ENV
-from searchveil.cels.local import local_sanitize
-from searchveil.cels.params import CelsParams, Share
+from searchveil.cels.local import local_e2e, local_sanitize
+from searchveil.cels.params import CONDITIONAL_DEFAULTS, CelsParams, Share
 from searchveil.cels.protocol import run_party
 from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
     JsonOpt,
+    MaxUsersOpt,
     OutDirOpt,
     SeedOpt,
     emit,
     err_console,
     out_console,
+    parse_split,
     run,
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
+from searchveil.release.ump.e2e import UmpMode
+from searchveil.release.ump.release import NOT_DP
 from searchveil.rng import make_rng
+from searchveil.validate import parse_choice
 
 EpsOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
 DeltaOpt = Annotated[
     float | None,
     typer.Option("--delta", help="δ (no default; protects everyone only if < 1/users)"),
 ]
-ObjOpt = Annotated[str | None, typer.Option("--objective", help="kl | size (no default)")]
-KeyOpt = Annotated[
-    int,
+COND = "conditional: "
+ModeOpt = Annotated[
+    str,
     typer.Option(
-        "--key-bits", help="Paillier key size (3072; 512/1024 = paper-comparison keys, insecure)"
+        "--mode",
+        help="e2e (the joint end-to-end DP release: ZEALOUS pair counts, a noisy profile, a log "
+        f"of synthetic users) | conditional ({NOT_DP}; the paper's protocol, for reproducing "
+        "it)",
     ),
 ]
-ShareOpt = Annotated[float, typer.Option("--output-share", help="kl: |O| as a share of |𝕆|")]
-KOpt = Annotated[int, typer.Option("--breakpoints", help="kl: K breakpoints (Appendix B)")]
+MaxPairsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-pairs",
+        help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from "
+        "ε, δ)",
+    ),
+]
+SplitOpt = Annotated[
+    str | None,
+    typer.Option("--split", help="e2e: ε weights of pair counts, profile (default 0.9,0.1)"),
+]
+ObjOpt = Annotated[
+    str | None, typer.Option("--objective", help=COND + "kl | size (no default)")
+]
+KeyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--key-bits",
+        help=COND + "Paillier key size [default: 3072; 512/1024 = paper-comparison keys, "
+        "insecure]",
+    ),
+]
+ShareOpt = Annotated[
+    float | None,
+    typer.Option("--output-share", help=COND + "kl: |O| as a share of |𝕆| [default: 0.5]"),
+]
+KOpt = Annotated[
+    int | None,
+    typer.Option("--breakpoints", help=COND + "kl: K breakpoints (Appendix B) [default: 33]"),
+]
 MinCountOpt = Annotated[
-    int, typer.Option("--min-count", help="drop pairs with total count below this (paper: 20)")
+    int | None,
+    typer.Option(
+        "--min-count", help=COND + "drop pairs with total count below this [default: 1; paper: 20]"
+    ),
 ]
 TimeoutOpt = Annotated[
     float | None,
@@ -104,20 +147,34 @@ TRANSCRIPT_HELP = (
 
 
 def _params(
-    epsilon: float | None, delta: float | None, objective: str | None, key_bits: int,
-    output_share: float, breakpoints: int, min_count: int,
-) -> Any:  # fmt: skip
-
+    epsilon: float | None, delta: float | None, mode: str, *, objective: str | None = None,
+    key_bits: int | None = None, output_share: float | None = None,
+    breakpoints: int | None = None, min_count: int | None = None,
+    max_pairs: int | None = None, max_users: int | None = None, split: str | None = None,
+) -> CelsParams:  # fmt: skip
+    """The agreed parameters from the options; an option of the other mode is an error (its
+    name, the value and the mode it belongs to)."""
     if epsilon is None:
         raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
     if delta is None:
         raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+    m = parse_choice("mode", mode, UmpMode)
+    cond = {"objective": objective, "key_bits": key_bits, "output_share": output_share,
+            "breakpoints": breakpoints, "min_count": min_count}  # fmt: skip
+    e2e = {"max_pairs": max_pairs, "max_users": max_users, "split": split}
+    for k, v in (cond if m == UmpMode.E2E else e2e).items():
+        if v is not None:
+            other = "conditional" if m == UmpMode.E2E else "e2e"
+            raise InvalidParameterError(
+                k.replace("_", "-"), v, f"not set: it is an option of --mode {other}"
+            )
+    if m == UmpMode.E2E:
+        return CelsParams(epsilon=epsilon, delta=delta, mode=m, max_pairs=max_pairs,
+                          max_users=max_users, split=parse_split(split))  # fmt: skip
     if objective is None:
         raise InvalidParameterError("objective", None, "kl | size (no default)")
-    return CelsParams(
-        epsilon=epsilon, delta=delta, objective=objective, key_bits=key_bits,
-        output_share=output_share, breakpoints=breakpoints, min_count=min_count,
-    )  # fmt: skip
+    given = {k: v for k, v in cond.items() if v is not None}
+    return CelsParams(epsilon=epsilon, delta=delta, mode=m, **(CONDITIONAL_DEFAULTS | given))
 
 
 def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
@@ -133,13 +190,29 @@ def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]])
             f"{sum(p['cpu_seconds'].values()) + sum(p.get('worker_cpu_seconds', {}).values()):.1f}",
         )  # fmt: skip
     out_console.print(t)
-    noisy = led.get("noisy", {})
-    out_console.print(
-        f"ε = {led['epsilon']}, δ = {led['delta']}, b = {led['guarantee']['b']:.6g}; "
-        f"output rows {noisy.get('output_rows', 0):,}, |O| = {noisy.get('output_size', 0):,}"
-    )
+    _print_guarantee(led)
     if led.get("seeded"):
         out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
+
+
+def _print_guarantee(led: dict[str, Any]) -> None:
+    """ε, δ and what is released (a function of the public ledger)."""
+    g = led["guarantee"]
+    rows = {k: v.get("rows", 0) for k, v in led.get("outputs", {}).items()}
+    if g.get("counts_are_private"):
+        split = ", ".join(f"{k.replace('_', ' ')} ε {v['epsilon']:.4g}"
+                          for k, v in g["split"].items())  # fmt: skip
+        out_console.print(
+            f"end-to-end (ε, δ) = ({led['epsilon']:.6g}, {led['delta']:.4g}) — {split}; "
+            + ", ".join(f"{k} {n:,} rows" for k, n in rows.items())
+        )
+    else:
+        noisy = led.get("noisy", {})
+        out_console.print(
+            f"ε = {led['epsilon']}, δ = {led['delta']}, b = {g['b']:.6g}; output rows "
+            f"{noisy.get('output_rows', 0):,}, |O| = {noisy.get('output_size', 0):,}"
+        )
+        out_console.print(f"note: --mode conditional is {NOT_DP} (docs/privacy/cels.md)")
 
 
 def _watch_parent(pid: int) -> None:
@@ -161,11 +234,15 @@ def party(
     share: Annotated[Path | None, typer.Option("--share", help="this party's log (P1…Pr)")] = None,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
+    mode: ModeOpt = "e2e",
+    max_pairs: MaxPairsOpt = None,
+    max_users: MaxUsersOpt = None,
+    split: SplitOpt = None,
     objective: ObjOpt = None,
-    key_bits: KeyOpt = 3072,
-    output_share: ShareOpt = 0.5,
-    breakpoints: KOpt = 33,
-    min_count: MinCountOpt = 1,
+    key_bits: KeyOpt = None,
+    output_share: ShareOpt = None,
+    breakpoints: KOpt = None,
+    min_count: MinCountOpt = None,
     transcript: Annotated[
         Path | None, typer.Option("--transcript", help=TRANSCRIPT_HELP + " to this file")
     ] = None,
@@ -193,14 +270,21 @@ def party(
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run one CELS party (P0 = solver, P1…Pr = data holders) from a parties.toml.
+    """Run one CELS party (P0 = recipient/solver, P1…Pr = data holders) from a parties.toml.
 
-    Writes --out (log.tsv and the public ledger.json) and the PRIVATE provenance record beside
-    it only if every party ends with the same output."""
+    --mode e2e (default): the joint end-to-end DP release (log of synthetic users, counts,
+    profile). --mode conditional: the paper's protocol, NOT differentially private (counts
+    computed from the exact histogram). Writes --out (the tables and the public ledger.json)
+    and the PRIVATE provenance record beside it only if every party ends with the same
+    output."""
 
     def body() -> None:
 
-        params = _params(epsilon, delta, objective, key_bits, output_share, breakpoints, min_count)
+        params = _params(
+            epsilon, delta, mode, objective=objective, key_bits=key_bits,
+            output_share=output_share, breakpoints=breakpoints, min_count=min_count,
+            max_pairs=max_pairs, max_users=max_users, split=split,
+        )  # fmt: skip
         if parent_pid is not None:
             _watch_parent(parent_pid)
         cfg = load_config(config)
@@ -210,7 +294,8 @@ def party(
             connect_timeout=connect_timeout or cfg.connect_timeout,
             heartbeat_timeout=heartbeat_timeout or cfg.heartbeat_timeout,
         )
-        sh = Share.read(share) if share is not None else None
+        m = params.e2e().max_pairs if params.mode == UmpMode.E2E else None
+        sh = Share.read(share, max_pairs=m) if share is not None else None
         nworkers = workers if workers is not None else max(0, (os.cpu_count() or 1) - 1)
 
         def prog(phase: str) -> None:
@@ -244,11 +329,15 @@ def run_cmd(
     out: OutDirOpt,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
+    mode: ModeOpt = "e2e",
+    max_pairs: MaxPairsOpt = None,
+    max_users: MaxUsersOpt = None,
+    split: SplitOpt = None,
     objective: ObjOpt = None,
-    key_bits: KeyOpt = 3072,
-    output_share: ShareOpt = 0.5,
-    breakpoints: KOpt = 33,
-    min_count: MinCountOpt = 1,
+    key_bits: KeyOpt = None,
+    output_share: ShareOpt = None,
+    breakpoints: KOpt = None,
+    min_count: MinCountOpt = None,
     transcripts: Annotated[
         Path | None,
         typer.Option(
@@ -267,14 +356,23 @@ def run_cmd(
 ) -> None:
     """Run CELS with every party as a local process (loopback mutual TLS).
 
-    Starts P0…Pr with throw-away certificates; if any party fails, stops them all at once and
-    says which, in which phase and why."""
+    --mode e2e (default): the joint end-to-end DP release — each party bounds its users to m
+    pairs, P1 adds ZEALOUS noise to the secure-sum holder counts, the published pairs are
+    revealed, a noisy activity profile, a log of synthetic users; one (ε, δ) for everything
+    written. --mode conditional: the paper's protocol (LP, Algorithm 2, sampling of real ids),
+    NOT differentially private: counts computed from the exact histogram. Starts P0…Pr with
+    throw-away certificates; if any party fails, stops them all at once and says which, in
+    which phase and why."""
 
     def body() -> None:
 
-        params = _params(epsilon, delta, objective, key_bits, output_share, breakpoints, min_count)
+        params = _params(
+            epsilon, delta, mode, objective=objective, key_bits=key_bits,
+            output_share=output_share, breakpoints=breakpoints, min_count=min_count,
+            max_pairs=max_pairs, max_users=max_users, split=split,
+        )  # fmt: skip
         if not json_out:
-            err_console.print(f"starting {len(share) + 1} parties (P0 = solver) …")
+            err_console.print(f"starting {len(share) + 1} parties ({params.mode}; P0 = recipient) …")
         res = run_local(
             share, params, out, transcripts=transcripts, seed=seed,
             timeout=timeout or DEFAULT_TIMEOUT,
@@ -295,34 +393,56 @@ def local_cmd(
     out: OutDirOpt,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
+    mode: ModeOpt = "e2e",
+    max_pairs: MaxPairsOpt = None,
+    max_users: MaxUsersOpt = None,
+    split: SplitOpt = None,
     objective: ObjOpt = None,
-    output_share: ShareOpt = 0.5,
-    breakpoints: KOpt = 33,
-    min_count: MinCountOpt = 1,
+    output_share: ShareOpt = None,
+    breakpoints: KOpt = None,
+    min_count: MinCountOpt = None,
     output_size: Annotated[
         int | None,
-        typer.Option("--output-size", help="kl: total |O| to split by input size (optional)"),
+        typer.Option(
+            "--output-size", help=COND + "kl: total |O| to split by input size (optional)"
+        ),
     ] = None,
     seed: SeedOpt = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """The LS baseline: every party sanitizes alone and the outputs are unioned.
+    """The joint release without the protocol (e2e), or the LS baseline (conditional).
 
-    Each party uses the same b and its share of |O|."""
+    --mode e2e (default): the shares pooled (users kept apart by party) and released as `cels
+    run` releases them — the same computation and ledger, no protocol. --mode conditional: the
+    paper's LS baseline, NOT differentially private: every party sanitizes alone (same b, its
+    share of |O|) and the outputs are unioned."""
 
     def body() -> None:
 
-        params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
+        params = _params(
+            epsilon, delta, mode, objective=objective, output_share=output_share,
+            breakpoints=breakpoints, min_count=min_count, max_pairs=max_pairs,
+            max_users=max_users, split=split,
+        )  # fmt: skip
+        if params.mode == UmpMode.E2E and output_size is not None:
+            raise InvalidParameterError(
+                "output-size", output_size, "not set: it is an option of --mode conditional"
+            )
         ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
-        shares = [Share.read(s) for s in share]
-        res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
+        if params.mode == UmpMode.E2E:
+            res = local_e2e(share, params, rng=make_rng(seed))
+        else:
+            shares = [Share.read(s) for s in share]
+            res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
         with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
-            w.write_table("log", res["log"])
+            for name, table in (res["tables"] if "tables" in res else {"log": res["log"]}).items():
+                w.write_table(name, table)
             w.write_ledger(res["ledger"])
             prov = w.write_provenance(res["provenance"])
-        summary = {k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
+        skip = ("log", "tables", "ledger", "provenance")
+        summary = {k: v for k, v in res.items() if k not in skip}
         summary["out"] = str(out)
         summary["provenance"] = str(prov)
         emit(summary, json_out, lambda r: out_console.print(r))
@@ -332,12 +452,17 @@ def local_cmd(
 
 def reproduce_cmd(
     report: Annotated[Path, typer.Option("--report", help="HTML report to write")],
-    key_bits: KeyOpt = 512,
+    key_bits: Annotated[
+        int, typer.Option("--key-bits", help="Paillier key size of the measured runs")
+    ] = 512,
     parties: Annotated[str, typer.Option("--parties", help="r values, e.g. 2,4,8")] = "2,4,8",
     quick: Annotated[bool, typer.Option("--quick", help="small inputs only")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Rerun §6: CELS vs LS utility (Fig. 5), bandwidth (Table 5), runtime vs r."""
+    """Rerun §6 (conditional mode, NOT DP): CELS vs LS (Fig. 5), Table 5, runtime vs r.
+
+    The paper's protocol and baseline (--mode conditional): not differentially private, counts
+    computed from the exact histogram; kept to reproduce the paper's figures."""
 
     def body() -> None:
 
@@ -350,7 +475,8 @@ def reproduce_cmd(
 
 def register(app: typer.Typer) -> None:
     cels = typer.Typer(
-        help="CELS: parties jointly sanitize their search logs (Hong et al. TKDE 2015).",
+        help="CELS: parties jointly release a same-schema log of their search logs (Hong et al. "
+        "TKDE 2015); DP end to end by default.",
         no_args_is_help=True,
     )
     app.add_typer(cels, name="cels")
