@@ -11,6 +11,10 @@ Faults come from the test-only hooks (``cels party --inject-fault PHASE:KIND``, 
 for P0 while the data parties work, from the runner's ``signals`` hook (a real SIGKILL sent
 from outside while P1 pauses in the phase). Keys are 512-bit TEST KEYS (insecure, fast), the
 input is tiny. One case per phase runs by default; the rest are marked ``slow``.
+
+The e2e mode (the default; docs/privacy/cels.md §5) has phases of its own — publish, output
+(the reveal of the published pairs), profile — with a case each (``E2E_FAULTS``: a data party,
+P1 and P0 killed, a garbage frame); the publish case runs by default.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import pytest
 from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.params import CelsParams
 from searchveil.cels.runner import RunFailed, run_local, write_config
+from test_cels_e2e import PARAMS as E2E_PARAMS
+from test_cels_e2e import _write_crafted_shares
 from test_cels_protocol import _write_shares
 
 PARAMS = CelsParams(epsilon=2.0, delta=0.3, objective="kl", key_bits=512,  # TEST KEY
@@ -199,3 +205,40 @@ def test_schema_violation_and_wrong_certificate(small_shares, tmp_path) -> None:
                   workers=0, config_hook=swap)  # fmt: skip
     assert ei.value.phase == "mesh" and "P2" in str(ei.value)
     assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
+
+
+# -- the e2e mode (issue 29): its own phases publish, output, profile ---------------------------
+@pytest.fixture(scope="module")
+def e2e_shares(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return _write_crafted_shares(tmp_path_factory.mktemp("e2e-faults"), users=900)
+
+
+E2E_FAULTS = {  # case: (run_local keywords, culprit, phase)
+    "publish-kill_data": ({"faults": {2: "publish:kill"}}, 2, "publish"),
+    "profile-kill_p1": ({"faults": {1: "profile:kill"}}, 1, "profile"),
+    # P0 killed from outside while the data parties are in the profile's ring sum
+    "profile-kill_p0": ({"faults": {1: "profile:pause"},
+                         "signals": [(1, "profile", 0, signal.SIGKILL)]}, 0, "profile"),
+    "output-garbage": ({"faults": {3: "output:garbage"}}, 3, "output"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=[] if c == "publish-kill_data" else [pytest.mark.slow]) for c in E2E_FAULTS],
+)  # fmt: skip
+def test_e2e_fault_stops_every_party(e2e_shares, tmp_path, case: str) -> None:
+    """A party killed (or sending garbage) mid-protocol: every party exits non-zero within the
+    bound, the message names the party, the phase and the cause, nothing is written."""
+    kw, culprit, phase = E2E_FAULTS[case]
+    out = tmp_path / "out"
+    with pytest.raises(RunFailed) as ei:
+        run_local(e2e_shares, E2E_PARAMS, out, transcripts=tmp_path / "tr", timeout=60,
+                  connect_timeout=20, workers=0, **kw)  # fmt: skip
+    e = ei.value
+    assert e.culprit == culprit and e.phase == phase, str(e)
+    assert f"in phase '{phase}': P{culprit} " in str(e) and "nothing written" in str(e)
+    assert all(p["exit_code"] not in (0, None) for p in e.parties), e.parties
+    assert e.seconds_to_report <= 10.0
+    assert not out.exists() and not (tmp_path / "tr").exists()
+    assert not list(tmp_path.glob(".out.tmp-*"))
