@@ -179,8 +179,10 @@ def test_transcripts_hold_no_unpublished_string(shares, joint) -> None:
     blobs = {k: (tr / f"P{k}.bin").read_bytes() for k in range(4)}
     assert stat.S_IMODE((tr / "P1.bin").stat().st_mode) == 0o600
     every = pl.concat([pl.read_csv(p, separator="\t", infer_schema=False) for p in shares])
-    unpublished = every.select("Query", "ClickURL").unique().join(
-        published, left_on=["Query", "ClickURL"], right_on=["query", "url"], how="anti"
+    unpublished = (
+        every.select("Query", "ClickURL")
+        .unique()
+        .join(published, left_on=["Query", "ClickURL"], right_on=["query", "url"], how="anti")
     )
     assert unpublished.height >= 2900
     assert unpublished.get_column("Query").str.starts_with("secret of ").all()
@@ -235,15 +237,22 @@ def test_local_is_release_ump_on_the_union(shares, tmp_path) -> None:
     led.pop("created_utc"), cled.pop("created_utc")
     assert led == cled
     # bounding each share = bounding the union (parties hold disjoint users)
-    per_share = pl.concat(
-        [count_by(Share.read(s, max_pairs=M).bounded, ["query", "url"], distinct_users=True)
-         for s in shares]  # fmt: skip
-    ).group_by("query", "url").agg(pl.col("count").sum())
+    per_share = (
+        pl.concat(
+            [
+                count_by(Share.read(s, max_pairs=M).bounded, ["query", "url"], distinct_users=True)
+                for s in shares
+            ]  # fmt: skip
+        )
+        .group_by("query", "url")
+        .agg(pl.col("count").sum())
+    )
     union = count_by(
         bounded_pairs(read_log(shares[0].parent / "all.tsv"), M), ["query", "url"],
         distinct_users=True,
     )  # fmt: skip
-    assert per_share.sort("query", "url").equals(union.select(per_share.columns).sort("query", "url"))
+    key = ["query", "url"]
+    assert per_share.sort(key).equals(union.select(per_share.columns).sort(key))
     # two seeds: different counts
     other = local_e2e(shares, PARAMS, rng=make_rng(SEED + 1))
     assert not other["tables"]["counts"].equals(res["tables"]["counts"])

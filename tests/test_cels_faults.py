@@ -35,8 +35,13 @@ from test_cels_e2e import PARAMS as E2E_PARAMS
 from test_cels_e2e import _write_crafted_shares
 from test_cels_protocol import _write_shares
 
-PARAMS = CelsParams(epsilon=2.0, delta=0.3, objective="kl", key_bits=512,  # TEST KEY
-                    mode="conditional")
+PARAMS = CelsParams(
+    epsilon=2.0,
+    delta=0.3,
+    objective="kl",
+    key_bits=512,  # TEST KEY
+    mode="conditional",
+)
 DATA = 2  # the data party that fails
 MATRIX_PHASES = ("mesh", "union", "sum", "nlp", "solve", "sample", "commit")
 FAULTS = ("kill_p0", "kill_data", "stop_data", "garbage", "truncated", "drop")
@@ -223,10 +228,13 @@ E2E_FAULTS = {  # case: (run_local keywords, culprit, phase)
 }  # fmt: skip
 
 
+E2E_DEFAULT = "publish-kill_data"
+
+
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, marks=[] if c == "publish-kill_data" else [pytest.mark.slow]) for c in E2E_FAULTS],
-)  # fmt: skip
+    [pytest.param(c, marks=[] if c == E2E_DEFAULT else [pytest.mark.slow]) for c in E2E_FAULTS],
+)
 def test_e2e_fault_stops_every_party(e2e_shares, tmp_path, case: str) -> None:
     """A party killed (or sending garbage) mid-protocol: every party exits non-zero within the
     bound, the message names the party, the phase and the cause, nothing is written."""

@@ -72,8 +72,9 @@ def shares(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 @pytest.fixture(scope="module")
 def joint(shares: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
     d = tmp_path_factory.mktemp("run")
-    params = CelsParams(epsilon=EPS, delta=DELTA, objective="kl", key_bits=TEST_KEY_BITS,
-                        mode="conditional")
+    params = CelsParams(
+        epsilon=EPS, delta=DELTA, objective="kl", key_bits=TEST_KEY_BITS, mode="conditional"
+    )
     res = run_local(shares, params, d / "out", transcripts=d / "tr", seed=7, timeout=60)
     return {"res": res, "dir": d, "params": params}
 
@@ -156,8 +157,9 @@ def test_transcripts_hold_no_foreign_plaintext(shares, joint) -> None:
 
 @pytest.mark.slow
 def test_size_objective_and_local_baseline(shares, tmp_path) -> None:
-    params = CelsParams(epsilon=EPS, delta=DELTA, objective="size", key_bits=TEST_KEY_BITS,
-                        mode="conditional")
+    params = CelsParams(
+        epsilon=EPS, delta=DELTA, objective="size", key_bits=TEST_KEY_BITS, mode="conditional"
+    )
     res = run_local(shares, params, tmp_path / "o", seed=3, timeout=60)
     inp = preprocess(click_histogram(read_log(shares[0].parent / "all.tsv")))
     m = constraint_matrix(inp)
@@ -300,8 +302,9 @@ def test_three_shares_of_a_real_aol_block(aol_215_path, tmp_path) -> None:
         sub.write_csv(p, separator="\t", quote_style="never")
         paths.append(p)
     eps, delta = 20.0, 0.3  # large δ so the output is not empty (δ < 1/215 gives |𝕆| < 1)
-    params = CelsParams(epsilon=eps, delta=delta, objective="kl", key_bits=TEST_KEY_BITS,
-                        mode="conditional")
+    params = CelsParams(
+        epsilon=eps, delta=delta, objective="kl", key_bits=TEST_KEY_BITS, mode="conditional"
+    )
     res = run_local(paths, params, tmp_path / "out", seed=5, timeout=120)
     out = pl.read_csv(tmp_path / "out" / "log.tsv", separator="\t", infer_schema=False)
     out = out.with_columns(pl.col("Count").cast(pl.Int64))

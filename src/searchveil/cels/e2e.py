@@ -133,9 +133,11 @@ class E2EPhases(UnionPhases, OutputPhases):
             raise ProtocolError("P1 sent a malformed list of published pairs", peer=1)
         arr = blob_to_ints(f, 2 * k)
         pub, noisy = arr[:k], arr[k:]
-        if (np.diff(pub) <= 0).any() or (k and (pub[0] < 0 or pub[-1] >= n)) or (
-            noisy <= tau_prime
-        ).any():
+        if (
+            (np.diff(pub) <= 0).any()
+            or (k and (pub[0] < 0 or pub[-1] >= n))
+            or (noisy <= tau_prime).any()
+        ):
             raise ProtocolError("P1 sent a malformed list of published pairs", peer=1)
         return pub, noisy
 

@@ -158,9 +158,10 @@ def check_tables(
     if not tables["counts"].equals(want):
         raise fail("do not match the published pair counts")
     prof = tables["profile"]
-    if prof.get_column("pairs_per_user").to_list() != list(range(1, m + 1)) or (
-        prof.get_column("users") < 0
-    ).any():
+    if (
+        prof.get_column("pairs_per_user").to_list() != list(range(1, m + 1))
+        or (prof.get_column("users") < 0).any()
+    ):
         raise fail(f"hold a malformed activity profile (bins 1..{m})")
     log = tables["log"]
     keys = ["AnonID", "Query", "ClickURL"]

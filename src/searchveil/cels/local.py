@@ -43,7 +43,9 @@ from searchveil.release.ump.kl import kl_loss, max_output_size, solve_kl
 from searchveil.release.ump.release import NOT_DP
 from searchveil.rng import RandomSource
 
-NOTION = f"{NOT_DP}; only each party's multinomial sampling given its counts is (ε,δ)-DP (CELS Thm 2)"
+NOTION = (
+    f"{NOT_DP}; only each party's multinomial sampling given its counts is (ε,δ)-DP (CELS Thm 2)"
+)
 
 
 def pooled_log(logs: list[SearchLog]) -> SearchLog:

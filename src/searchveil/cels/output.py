@@ -15,10 +15,10 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.cels import commutative as cm
+from searchveil.cels.e2e_release import e2e_public_ledger, encode_tables
 from searchveil.cels.paillier import (
     key_strength,
 )
-from searchveil.cels.e2e_release import e2e_public_ledger, encode_tables
 from searchveil.cels.params import (
     NEIGHBOURING,
     NOTION,
@@ -255,7 +255,9 @@ def public_ledger(
 ) -> dict[str, Any]:
     """The public ledger of a CELS release — identical on every party, and a function of the
     public parameters and the released log only (the e2e mode's: of the parameters only)."""
-    ledger = e2e_public_ledger(params, r) if params.mode == UmpMode.E2E else build_ledger(
+    if params.mode == UmpMode.E2E:
+        return _stamped(e2e_public_ledger(params, r), created=created, seeded=seeded)
+    ledger = build_ledger(
         mechanism="cels",
         notion=NOTION,
         neighbouring=NEIGHBOURING,
@@ -287,6 +289,11 @@ def public_ledger(
             },
         },
     )
+    return _stamped(ledger, created=created, seeded=seeded)
+
+
+def _stamped(ledger: dict[str, Any], *, created: str, seeded: bool) -> dict[str, Any]:
+    """The commit round's public facts: P0's clock, whether any party was seeded."""
     ledger["created_utc"] = created
     ledger["seeded"] = seeded
     ledger["for_release"] = not seeded

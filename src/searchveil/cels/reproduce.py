@@ -127,8 +127,9 @@ def utility_cels_vs_ls(
         x = sol.x if sol is not None else np.zeros(cij.size, dtype=np.int64)
         cels_kl = utility_from_counts(cij, x)
         for r in rs:
-            params = CelsParams(epsilon=eps, delta=dl, objective="kl", min_count=min_count,
-                                mode="conditional")
+            params = CelsParams(
+                epsilon=eps, delta=dl, objective="kl", min_count=min_count, mode="conditional"
+            )
             ls = local_sanitize(
                 _shares(split_users(log, r)), params, rng=make_rng(r),
                 output_size=int(x.sum()) if x.sum() else None,
@@ -178,7 +179,11 @@ def measured_run(
             _write_tsv(lg, p)
             paths.append(p)
         params = CelsParams(
-            epsilon=eps, delta=dl, objective="kl", key_bits=key_bits, min_count=min_count,
+            epsilon=eps,
+            delta=dl,
+            objective="kl",
+            key_bits=key_bits,
+            min_count=min_count,
             mode="conditional",
         )
         t0 = time.perf_counter()

@@ -62,12 +62,9 @@ READ_CHUNK = 1 << 20
 
 STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on_stuck
 
-#: every phase of both modes in run order (conditional: no publish/profile; e2e: no rows …
-#: sample — docs/privacy/cels.md)
-PHASES = (
-    "mesh", "setup", "union", "sum", "publish", "rows", "nlp", "solve", "unpermute", "verify",
-    "sample", "output", "profile", "commit",
-)  # fmt: skip
+#: both modes' phases in run order (conditional: no publish, profile; e2e: no rows … sample)
+PHASES = ("mesh", "setup", "union", "sum", "publish", "rows", "nlp", "solve", "unpermute",
+          "verify", "sample", "output", "profile", "commit")  # fmt: skip
 TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
     "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",

@@ -146,6 +146,8 @@ ProvenanceOpt = Annotated[
         "report); default: OUT.private.json beside the release directory, never inside it",
     ),
 ]
+
+
 def parse_split(split: str | None) -> tuple[float, float] | None:
     """``--split a,b`` of the end-to-end same-schema releases (pair counts, profile)."""
     if split is None:

@@ -68,23 +68,19 @@ MaxPairsOpt = Annotated[
     int | None,
     typer.Option(
         "--max-pairs",
-        help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from "
-        "ε, δ)",
+        help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from ε, δ)",
     ),
 ]
 SplitOpt = Annotated[
     str | None,
     typer.Option("--split", help="e2e: ε weights of pair counts, profile (default 0.9,0.1)"),
 ]
-ObjOpt = Annotated[
-    str | None, typer.Option("--objective", help=COND + "kl | size (no default)")
-]
+ObjOpt = Annotated[str | None, typer.Option("--objective", help=COND + "kl | size (no default)")]
 KeyOpt = Annotated[
     int | None,
     typer.Option(
         "--key-bits",
-        help=COND + "Paillier key size [default: 3072; 512/1024 = paper-comparison keys, "
-        "insecure]",
+        help=COND + "Paillier key size [default: 3072; 512/1024 = paper-comparison keys, insecure]",
     ),
 ]
 ShareOpt = Annotated[
@@ -270,7 +266,7 @@ def party(
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run one CELS party (P0 = recipient/solver, P1…Pr = data holders) from a parties.toml.
+    """Run one CELS party (P0 = recipient, P1…Pr = data holders) from a parties.toml.
 
     --mode e2e (default): the joint end-to-end DP release (log of synthetic users, counts,
     profile). --mode conditional: the paper's protocol, NOT differentially private (counts
@@ -279,7 +275,6 @@ def party(
     output."""
 
     def body() -> None:
-
         params = _params(
             epsilon, delta, mode, objective=objective, key_bits=key_bits,
             output_share=output_share, breakpoints=breakpoints, min_count=min_count,
@@ -365,14 +360,14 @@ def run_cmd(
     which phase and why."""
 
     def body() -> None:
-
         params = _params(
             epsilon, delta, mode, objective=objective, key_bits=key_bits,
             output_share=output_share, breakpoints=breakpoints, min_count=min_count,
             max_pairs=max_pairs, max_users=max_users, split=split,
         )  # fmt: skip
         if not json_out:
-            err_console.print(f"starting {len(share) + 1} parties ({params.mode}; P0 = recipient) …")
+            n = len(share) + 1
+            err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
         res = run_local(
             share, params, out, transcripts=transcripts, seed=seed,
             timeout=timeout or DEFAULT_TIMEOUT,
@@ -420,7 +415,6 @@ def local_cmd(
     share of |O|) and the outputs are unioned."""
 
     def body() -> None:
-
         params = _params(
             epsilon, delta, mode, objective=objective, output_share=output_share,
             breakpoints=breakpoints, min_count=min_count, max_pairs=max_pairs,
@@ -437,7 +431,8 @@ def local_cmd(
             shares = [Share.read(s) for s in share]
             res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
         with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
-            for name, table in (res["tables"] if "tables" in res else {"log": res["log"]}).items():
+            tables = res["tables"] if "tables" in res else {"log": res["log"]}
+            for name, table in tables.items():
                 w.write_table(name, table)
             w.write_ledger(res["ledger"])
             prov = w.write_provenance(res["provenance"])
@@ -475,8 +470,7 @@ def reproduce_cmd(
 
 def register(app: typer.Typer) -> None:
     cels = typer.Typer(
-        help="CELS: parties jointly release a same-schema log of their search logs (Hong et al. "
-        "TKDE 2015); DP end to end by default.",
+        help="CELS: parties jointly publish one same-schema log (DP end to end by default).",
         no_args_is_help=True,
     )
     app.add_typer(cels, name="cels")
