@@ -1,4 +1,6 @@
-"""``cels reproduce``: the experiments of CELS §6 (Hong et al., TKDE 2015) on the data we have.
+"""``cels reproduce``: the experiments of CELS §6 (Hong et al., TKDE 2015) on the data we have,
+with the paper's protocol (``--mode conditional``: NOT differentially private, counts computed
+from the exact histogram; the report says so).
 
 * **Utility, CELS vs LS (Fig. 5)** for r = 2, 4, 8 parties (users split round-robin by id)
   on the AOL top-1000 sample (paper cleaning: pairs with total count ≥ 20), the MSNBC head
@@ -46,6 +48,7 @@ from searchveil.release.ump.kl import (
     max_output_size,
     solve_kl,
 )
+from searchveil.release.ump.release import NOT_DP
 from searchveil.report.html import img, page, table, write_report
 from searchveil.rng import make_rng
 
@@ -309,6 +312,9 @@ def reproduce(
 
 def _html(res: dict[str, Any], key_bits: int) -> str:
     body = [
+        f'<div class="warn">The paper\'s protocol (<code>--mode conditional</code>): {NOT_DP} '
+        "— only the sampling given the counts is (ε, δ)-DP. The default of <code>cels run</code> "
+        "is the joint end-to-end DP release (docs/privacy/cels.md §5).</div>",
         '<div class="warn">Settings with δ ≥ 1/users (the paper\'s b values) let every user '
         "appear in the output with probability up to δ: they reproduce the paper but do NOT "
         "protect everyone. The δ &lt; 1/users rows protect everyone and output almost nothing."
