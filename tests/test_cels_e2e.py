@@ -38,7 +38,13 @@ from _neighbour import (
     assert_same_public_ledger,
     public_ledger_diff,
 )
-from searchveil.cels.e2e_release import check_tables, decode_tables, encode_tables
+from searchveil.cels.e2e_release import (
+    TABLE_SCHEMAS,
+    check_tables,
+    decode_tables,
+    encode_tables,
+    tables_size_bound,
+)
 from searchveil.cels.local import local_e2e, pooled_log
 from searchveil.cels.params import E2E_NOISY_FIELDS, CelsParams, Share
 from searchveil.cels.runner import run_local
@@ -132,6 +138,11 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     )
     assert tot.sort("query", "url").equals(counts.sort("query", "url"))
     assert t["profile"].get_column("pairs_per_user").to_list() == ["1", "2", "3", "4"]
+    # what P1 sent is within the bound every receiver can compute from public values
+    typed = {n: pl.read_csv(out / f"{n}.tsv", separator="\t", quote_char=None,
+                            schema=TABLE_SCHEMAS[n]) for n in TABLE_SCHEMAS}  # fmt: skip
+    pub = counts.rename({"x_ij": "noisy_count"})
+    assert len(encode_tables(typed)) <= tables_size_bound(pub, M)
     # the phases that ran: no LP, no Algorithm 2, no sampling of real ids
     stats = joint["res"]["party_stats"]
     for p in stats[1:]:
@@ -316,6 +327,7 @@ def test_tables_are_checked_by_every_receiver() -> None:
     }  # fmt: skip
     got = decode_tables(encode_tables(tables), 1)
     check_tables(got, published, 2, 1)
+    assert len(encode_tables(tables)) <= tables_size_bound(published, 2)
     for k in got:
         assert got[k].equals(tables[k])
     doc = json.loads(encode_tables(tables))
@@ -324,6 +336,7 @@ def test_tables_are_checked_by_every_receiver() -> None:
         json.dumps({k: v for k, v in doc.items() if k != "profile"}).encode(),
         json.dumps(doc | {"profile": {"pairs_per_user": [1, 2], "users": [0, True]}}).encode(),
         json.dumps(doc | {"counts": doc["counts"] | {"x_ij": [2]}}).encode(),
+        json.dumps(doc | {"counts": doc["counts"] | {"x_ij": [2, 1 << 70]}}).encode(),
     ]
     for blob in broken:
         with pytest.raises(ProtocolError) as ei:

@@ -37,6 +37,7 @@ __all__ = [
     "e2e_public_ledger",
     "encode_tables",
     "joint_pair_counts",
+    "tables_size_bound",
 ]
 
 #: the e2e release's tables, in the order they are written (as ``release ump`` writes them)
@@ -135,8 +136,28 @@ def decode_tables(blob: bytes, peer: int) -> dict[str, pl.DataFrame]:
             want = str if dtype == pl.String else int
             if not all(type(v) is want for v in cols[c]):  # bool is not an int here
                 raise bad
-        out[name] = pl.DataFrame({c: cols[c] for c in schema}, schema=schema)
+        try:
+            out[name] = pl.DataFrame({c: cols[c] for c in schema}, schema=schema)
+        except (OverflowError, ValueError, TypeError, pl.exceptions.PolarsError) as exc:
+            raise bad from exc  # e.g. an integer beyond 64 bits
     return out
+
+
+def tables_size_bound(published: pl.DataFrame, m: int) -> int:
+    """An upper bound on ``len(encode_tables(tables))`` for the tables of these published
+    pairs (``query, url, noisy_count``) and m bins, from public values only: the log has at
+    most Σ x_p rows, pair p's strings in at most x_p of them (a frame cap, issue 30)."""
+    x = published.get_column("noisy_count").clip(lower_bound=0).to_numpy()
+    strings = [
+        len(json.dumps(q, ensure_ascii=False).encode("utf-8"))
+        + len(json.dumps(u, ensure_ascii=False).encode("utf-8"))
+        for q, u in published.select("query", "url").iter_rows()
+    ]
+    per_pair = np.asarray(strings, dtype=np.int64) + 2  # two commas
+    ints = 21  # an int64 in decimal and a comma
+    log = int((x * per_pair).sum()) + 2 * ints * int(x.sum())
+    counts = int(per_pair.sum()) + ints * len(strings)
+    return log + counts + 2 * ints * m + 512  # + names and brackets
 
 
 def check_tables(
