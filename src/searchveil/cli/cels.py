@@ -33,7 +33,6 @@ from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
     JsonOpt,
-    MaxUsersOpt,
     OutDirOpt,
     SeedOpt,
     emit,
@@ -71,6 +70,14 @@ MaxPairsOpt = Annotated[
         help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from ε, δ)",
     ),
 ]
+MaxUsersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-users",
+        help="e2e: U, a public upper bound on the number of users of all parties you DECLARE "
+        "(never read from the data): δ must be < 1/U; a larger joint input is refused",
+    ),
+]
 SplitOpt = Annotated[
     str | None,
     typer.Option("--split", help="e2e: ε weights of pair counts, profile (default 0.9,0.1)"),
@@ -80,21 +87,21 @@ KeyOpt = Annotated[
     int | None,
     typer.Option(
         "--key-bits",
-        help=COND + "Paillier key size [default: 3072; 512/1024 = paper-comparison keys, insecure]",
+        help=COND + "Paillier key size (default 3072; 512/1024 = paper-comparison keys, insecure)",
     ),
 ]
 ShareOpt = Annotated[
     float | None,
-    typer.Option("--output-share", help=COND + "kl: |O| as a share of |𝕆| [default: 0.5]"),
+    typer.Option("--output-share", help=COND + "kl: |O| as a share of |𝕆| (default 0.5)"),
 ]
 KOpt = Annotated[
     int | None,
-    typer.Option("--breakpoints", help=COND + "kl: K breakpoints (Appendix B) [default: 33]"),
+    typer.Option("--breakpoints", help=COND + "kl: K breakpoints (Appendix B; default 33)"),
 ]
 MinCountOpt = Annotated[
     int | None,
     typer.Option(
-        "--min-count", help=COND + "drop pairs with total count below this [default: 1; paper: 20]"
+        "--min-count", help=COND + "drop pairs with total count below this (default 1; paper: 20)"
     ),
 ]
 TimeoutOpt = Annotated[
@@ -124,8 +131,8 @@ WorkersOpt = Annotated[
     int | None,
     typer.Option(
         "--workers",
-        help="processes computing Paillier obfuscators ahead and decrypting (0 = none; default: "
-        "CPUs - 1 for a party, CPUs / parties for cels run)",
+        help="conditional: processes computing Paillier obfuscators ahead and decrypting (0 = "
+        "none; default: CPUs - 1 for a party, CPUs / parties for cels run)",
     ),
 ]
 ProvenanceOpt = Annotated[
