@@ -266,9 +266,10 @@ def test_mutation_sensitivity_off_by_one_is_caught(
     name: str, trials: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each user's weight doubled (ℓ2 sensitivity 2 where the calibration assumes 1): the audit
-    of the same rounds, with the same claimed (ε, δ), must fail. The counts are the fewest that
-    catch each mutant (DP-SIPS needs 1.2M, about 20 s: the full tier; MAD and MAD2R run the
-    same rounds code in the default tier)."""
+    of the same rounds, with the same claimed (ε, δ), must fail. Fewer trials would not catch
+    these mutants (at half the counts the expected bound stays near or below the claim);
+    DP-SIPS needs 1.2M, about 20 s: the full tier's, while MAD and MAD2R run the same rounds
+    code in the default tier."""
     import searchveil.mechanisms.rounds as sel
 
     st = make_strategy(name, epsilon=EPS, delta=DELTA, d=1)
