@@ -266,10 +266,10 @@ def test_mutation_sensitivity_off_by_one_is_caught(
     name: str, trials: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each user's weight doubled (ℓ2 sensitivity 2 where the calibration assumes 1): the audit
-    of the same rounds, with the same claimed (ε, δ), must fail. Fewer trials would not catch
-    these mutants (at half the counts the expected bound stays near or below the claim);
-    DP-SIPS needs 1.2M, about 20 s: the full tier's, while MAD and MAD2R run the same rounds
-    code in the default tier."""
+    of the same rounds, with the same claimed (ε, δ), must fail. The counts stay as they were:
+    the margin by which a mutant is caught shrinks fast with fewer trials (MAD2R is no longer
+    caught at 200,000, DP-SIPS at 400,000). DP-SIPS at 1.2M (about 20 s) is the full tier's;
+    MAD and MAD2R run the same rounds code in the default tier."""
     import searchveil.mechanisms.rounds as sel
 
     st = make_strategy(name, epsilon=EPS, delta=DELTA, d=1)
