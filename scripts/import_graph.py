@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -74,6 +75,17 @@ class Import:
     local: bool  # inside a function or class body
 
 
+@functools.cache
+def _tree(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def parse(path: Path) -> ast.Module:
+    """The syntax tree of a source file, parsed once per version of the file."""
+    st = path.stat()
+    return _tree(path, (st.st_mtime_ns, st.st_size))
+
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(SRC).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -97,7 +109,7 @@ def imports() -> list[Import]:
     mods = modules()
     out: list[Import] = []
     for name, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parse(path)
         top = {id(n) for n in tree.body}
         is_pkg = path.name == "__init__.py"
         for node in ast.walk(tree):
@@ -126,7 +138,7 @@ def dynamic_imports() -> list[tuple[str, int]]:
     """(module, line) of every call that loads a module by its name."""
     out: list[tuple[str, int]] = []
     for name, path in modules().items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parse(path)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue

@@ -268,8 +268,8 @@ def test_mutation_sensitivity_off_by_one_is_caught(
     """Each user's weight doubled (ℓ2 sensitivity 2 where the calibration assumes 1): the audit
     of the same rounds, with the same claimed (ε, δ), must fail. The counts stay as they were:
     the margin by which a mutant is caught shrinks fast with fewer trials (MAD2R is no longer
-    caught at 200,000, DP-SIPS only barely at 400,000). DP-SIPS at 1.2M (about 20 s) is the full tier's;
-    MAD and MAD2R run the same rounds code in the default tier."""
+    caught at 200,000, DP-SIPS only barely at 400,000). DP-SIPS at 1.2M (about 20 s) is the
+    full tier's; MAD and MAD2R run the same rounds code in the default tier."""
     import searchveil.mechanisms.rounds as sel
 
     st = make_strategy(name, epsilon=EPS, delta=DELTA, d=1)
