@@ -84,7 +84,7 @@ def session(engine: str, path: Path, window: bool) -> dict[str, Any]:
         return now
 
     from searchveil import KorolovaParams, make_rng
-    from searchveil.engines.plans import make_engine
+    from searchveil.engines.backends import make_engine
     from searchveil.release.histogram import write_release
     from searchveil.release.korolova import release_korolova_counts
 

@@ -119,6 +119,7 @@ def test_ordered_pass_on_parquet_batches(
             assert _same_counts(table, counts[name]), (algo, params, name)
 
 
+@pytest.mark.slow
 def test_real_logs_in_small_chunks(aol_215_path: Path, aol_top1000_path: Path, monkeypatch):
     monkeypatch.setattr(sources, "BLOCK_BYTES", 1 << 18)  # ~60 chunks of the top-1000 log
     for path in (aol_215_path, aol_top1000_path):

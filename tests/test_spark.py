@@ -16,7 +16,9 @@ from searchveil.cli import app
 from searchveil.release import release_kanon, release_korolova, release_zealous
 from searchveil.release.run import run_release
 
-pytestmark = pytest.mark.spark
+# the full tier: a JVM and a SparkSession per process (tests/test_spark_smoke.py is the
+# default tier's one Spark test)
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 FN = {"korolova": release_korolova, "zealous": release_zealous, "kanon": release_kanon}
 
 

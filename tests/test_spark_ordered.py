@@ -133,7 +133,7 @@ def _check(path: Path, cut_sets: list[list[int]], normalize: bool) -> int:
     return n
 
 
-@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("normalize", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_partition_pass_equals_memory_every_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, normalize: bool
 ) -> None:

@@ -73,6 +73,7 @@ def test_constraints_match_theorem_1_on_the_papers_example() -> None:
     assert (constraint_matrix(inp, parties=3) != constraint_matrix(inp)).nnz == 0
 
 
+@pytest.mark.slow
 def test_issue_measurement_reproduced_on_aol_top1000(aol_top1000) -> None:
     """Printed in the issue before any code existed: LP optimum 557.6, floor of the LP 182 (at
     ε = 0.693, δ = 0.5); our rounding must reach ≥ 1.8× the floor."""
@@ -182,6 +183,7 @@ def test_sampler_is_exactly_multinomial() -> None:
     assert obs[1] == 0 and stats.chi2.sf(chi, 2) > 1e-6
 
 
+@pytest.mark.slow
 def test_release_invariants_on_real_logs(aol_215, aol_top1000) -> None:
     for log, eps, delta in ((aol_215, math.log(2), 0.5), (aol_top1000, math.log(1.4), 0.1)):
         inp = preprocess(click_histogram(log))

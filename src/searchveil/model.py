@@ -151,25 +151,34 @@ def normalize_query(expr: pl.Expr) -> pl.Expr:
 
 
 def add_sessions(df: pl.DataFrame, *, gap_minutes: float = 30.0) -> pl.DataFrame:
-    """Add ``session`` (Int64, 0-based within each user) and sort by (user, row)."""
+    """Add ``session`` (Int64, 0-based within each user) and sort by (user, row).
+
+    After the sort each user's rows are one run, so "the user's previous row" is the previous
+    row unless the run starts there, and a count within the user is a running count minus its
+    value where the run starts: the same result as windows ``over("user")``, without their
+    per-user cost (a log of 10^5 single-row users took seconds)."""
     df = df.sort(["user", "row"], maintain_order=True)
+    user = pl.col("user")
+    first = user.ne_missing(user.shift(1)) | (pl.int_range(pl.len()) == 0)  # a user's first row
     if "_session_raw" in df.columns:
         raw = pl.col("_session_raw")
-        new = (raw != raw.shift(1).over("user")).fill_null(True)
-        df = df.with_columns(session=(new.cast(pl.Int64).cum_sum().over("user") - 1)).drop(
-            "_session_raw"
-        )
-        return df
+        new = first | (raw != raw.shift(1)).fill_null(True)
+        return df.with_columns(session=_within_user(new, first)).drop("_session_raw")
     gap = pl.duration(seconds=int(gap_minutes * 60))
     t = pl.col("time")
-    prev = t.shift(1).over("user")
+    prev = pl.when(~first).then(t.shift(1))
     new = prev.is_null() | t.is_null() | ((t - prev) > gap)
     if df.get_column("time").null_count() == df.height:
-        new = pl.lit(False)
-        # no times at all: one session per user
-        first = pl.col("row") == pl.col("row").min().over("user")
-        new = first
-    return df.with_columns(session=(new.cast(pl.Int64).cum_sum().over("user") - 1))
+        new = first  # no times at all: one session per user
+    return df.with_columns(session=_within_user(new, first))
+
+
+def _within_user(new: pl.Expr, first: pl.Expr) -> pl.Expr:
+    """0-based running count of ``new`` within each user's run of rows (``first`` marks where
+    a run starts, and ``new`` holds there)."""
+    total = new.cast(pl.Int64).cum_sum()
+    before = pl.when(first).then(total - new.cast(pl.Int64)).forward_fill()
+    return total - before - 1
 
 
 def query_events(log: SearchLog) -> pl.DataFrame:
