@@ -113,7 +113,8 @@ def test_sanitize_ump_objective_kl_cli(tmp_path) -> None:
     out = tmp_path / "rel"
     res = CliRunner().invoke(
         app,
-        ["sanitize", "ump", str(path), "--out", str(out), "--objective", "kl",
+        ["sanitize", "ump", "--mode", "conditional",
+         str(path), "--out", str(out), "--objective", "kl",
          "--epsilon", "2", "--delta", "0.3", "--output-size", "10", "--seed", "3", "--json"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -132,7 +133,8 @@ def test_sanitize_ump_objective_kl_cli(tmp_path) -> None:
     assert (m @ x <= r["b"]).all()
     bad = CliRunner().invoke(
         app,
-        ["sanitize", "ump", str(path), "--out", str(tmp_path / "r2"), "--objective", "kl",
+        ["sanitize", "ump", "--mode", "conditional",
+         str(path), "--out", str(tmp_path / "r2"), "--objective", "kl",
          "--epsilon", "2", "--delta", "0.01", "--json"],
     )  # fmt: skip
     assert bad.exit_code == 2 and not (tmp_path / "r2").exists()

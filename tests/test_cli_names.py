@@ -15,7 +15,8 @@ from searchveil.cli.sanitize import DEPRECATED
 runner = CliRunner()
 # lp-floor: deterministic (lp-greedy's local search stops on the clock, so two runs under load
 # may differ)
-ARGS = ["--objective", "size", "--solver", "lp-floor", "--epsilon", "0.7", "--delta", "0.5",
+ARGS = ["--mode", "conditional",
+        "--objective", "size", "--solver", "lp-floor", "--epsilon", "0.7", "--delta", "0.5",
         "--seed", "3"]  # fmt: skip
 
 

@@ -210,8 +210,35 @@ def test_kanon_leaves_no_private_traces(block: dict[str, Any]) -> None:
     _audit_pair(block, "kanon", ["--k", 5], public, dp=False, prefix=("release", "kanon"))
 
 
+@pytest.mark.parametrize(
+    ("ids", "public"),
+    [("synthetic", ["log.tsv", "counts.tsv", "profile.tsv", "queries.tsv"]),
+     ("real", ["log.tsv", "counts.tsv", "pairs.tsv"])],
+)  # fmt: skip
+def test_ump_e2e_neighbours(block: dict[str, Any], ids: str, public: list[str]) -> None:
+    """The default mode of release ump (issue 29): end to end DP, no mode flag."""
+    argv = ["--epsilon", 2.3, "--delta", 1e-7, "--max-users", 1000, "--ids", ids]
+    a, _ = _audit_pair(block, f"ump-e2e-{ids}", argv, public, prefix=("release", "ump"))
+    led = json.loads((a / "ledger.json").read_text())
+    g = led["guarantee"]
+    assert g["counts_are_private"] is True and g["user_ids"] == ids
+    assert led["epsilon"] <= 2.3 * (1 + 1e-9) and led["delta"] <= 1e-7
+    assert sum(s["epsilon"] for s in g["split"].values()) == pytest.approx(led["epsilon"])
+
+
 def test_ump_neighbours(block: dict[str, Any]) -> None:
-    argv = ["--objective", "size", "--search-seconds", 0, "--epsilon", 0.69, "--delta", 1e-7]
+    argv = [
+        "--mode",
+        "conditional",
+        "--objective",
+        "size",
+        "--search-seconds",
+        0,
+        "--epsilon",
+        0.69,
+        "--delta",
+        1e-7,
+    ]
     a, _ = _audit_pair(block, "ump", argv, ["log.tsv", "counts.tsv"], prefix=("release", "ump"))
     led = json.loads((a / "ledger.json").read_text())
     assert "solver" not in led and led["guarantee"]["counts_are_private"] is False
@@ -390,7 +417,10 @@ ORDER_CASES = {
     "zealous": (("release", "zealous"), ["--epsilon", 2.0, "--delta", 1e-7, "--max-items", 2,
                                          "--max-users", 1000]),
     "kanon": (("release", "kanon"), ["--k", 5]),
-    "ump": (("release", "ump"), ["--objective", "size", "--search-seconds", 0, "--epsilon",
+    "ump-e2e": (("release", "ump"), ["--epsilon", 2.3, "--delta", 1e-4, "--max-users", 1000,
+                                      "--max-pairs", 2]),
+    "ump": (("release", "ump"), ["--mode", "conditional",
+                                 "--objective", "size", "--search-seconds", 0, "--epsilon",
                                   0.69, "--delta", 1e-7]),
 }  # fmt: skip
 
@@ -411,7 +441,7 @@ def test_output_is_not_in_input_order(block: dict[str, Any], family: str) -> Non
     assert files
     for f in files:
         assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), f
-    if family == "ump":  # the sampled log is sorted by its published ids, not the input's order
+    if family.startswith("ump"):  # the log is sorted by its published ids, not the input's order
         ids = pl.read_csv(outs[1] / "log.tsv", separator="\t").get_column("AnonID").to_list()
         assert ids == sorted(ids)
 

@@ -76,7 +76,8 @@ def _evaluate(tmp: Path) -> list[Path]:
 def _evaluate_ump(tmp: Path) -> list[Path]:
     """``sanitize ump`` writes no report of its own: ``evaluate`` of its release adds the UMP
     metrics."""
-    _cli("sanitize", "ump", SAMPLE, "--out", tmp / "ump", "--objective", "diversity",
+    _cli("sanitize", "ump", SAMPLE, "--mode", "conditional",
+         "--out", tmp / "ump", "--objective", "diversity",
          "--epsilon", 0.7, "--delta", 0.5, "--solver", "spe", "--seed", 1)  # fmt: skip
     _cli("evaluate", SAMPLE, tmp / "ump", "--report", tmp / "ump.html",
          "--substitution-queries", 50)  # fmt: skip

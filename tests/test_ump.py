@@ -282,7 +282,8 @@ def test_count_noise_keeps_constraints_and_is_recorded(aol_215) -> None:
 
 def test_cli_sanitize(tmp_path: Path, aol_215_path: Path) -> None:
     out = tmp_path / "u"
-    r = runner.invoke(app, ["sanitize", "ump", str(aol_215_path), "--out", str(out),
+    r = runner.invoke(app, ["sanitize", "ump", "--mode", "conditional",
+                            str(aol_215_path), "--out", str(out),
                             "--objective", "diversity", "--epsilon", "0.7", "--delta", "0.5",
                             "--solver", "spe", "--seed", "1", "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -299,7 +300,19 @@ def test_cli_sanitize(tmp_path: Path, aol_215_path: Path) -> None:
         ["--objective", "size", "--epsilon", "-1", "--delta", "0.5"],
     ):
         target = tmp_path / "bad"
-        r = runner.invoke(app, ["sanitize", "ump", str(aol_215_path), "--out", str(target), *bad])
+        r = runner.invoke(
+            app,
+            [
+                "sanitize",
+                "ump",
+                "--mode",
+                "conditional",
+                str(aol_215_path),
+                "--out",
+                str(target),
+                *bad,
+            ],
+        )
         assert r.exit_code == 2, (bad, r.output)
         assert not target.exists()
 
@@ -322,7 +335,8 @@ def test_reproduction_tables_on_a_small_log(aol_215) -> None:
 
 def test_evaluate_reads_a_ump_release(tmp_path: Path, aol_215_path: Path) -> None:
     out = tmp_path / "u"
-    r = runner.invoke(app, ["sanitize", "ump", str(aol_215_path), "--out", str(out),
+    r = runner.invoke(app, ["sanitize", "ump", "--mode", "conditional",
+                            str(aol_215_path), "--out", str(out),
                             "--objective", "size", "--epsilon", "0.7", "--delta", "0.5",
                             "--search-seconds", "0.1", "--seed", "3", "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output

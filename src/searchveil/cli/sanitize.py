@@ -1,5 +1,7 @@
-"""``searchveil release ump``: the same-schema release of Hong et al. EDBT 2012 (package
-:mod:`searchveil.release.ump`); ``searchveil sanitize ump`` is its old, hidden name."""
+"""``searchveil release ump``: the same-schema release (package :mod:`searchveil.release.ump`):
+end to end differentially private by default (``--mode e2e``), or Hong et al. EDBT 2012's
+counts from the exact histogram (``--mode conditional``, NOT differentially private);
+``searchveil sanitize ump`` is its old, hidden name."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from searchveil.cli._common import (
     RELEASE_GROUP_HELP,
     InputArg,
     JsonOpt,
+    MaxUsersOpt,
     OutDirOpt,
     OutFmtOpt,
     OverwriteOpt,
@@ -33,7 +36,43 @@ from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.release import write_release
 from searchveil.release.ump import UmpParams, release_ump
+from searchveil.release.ump.e2e import E2EParams, UmpMode, UserIds, release_ump_e2e
 from searchveil.rng import make_rng
+from searchveil.validate import parse_choice
+
+
+def _human_e2e(r: dict[str, Any]) -> None:
+    t = Table(title=f"{r['mechanism']} → {r['out']}", show_header=False)
+    t.add_column("")
+    t.add_column("", justify="right")
+    t.add_row("guarantee", r["notion"])
+    t.add_row("ε, δ (end to end)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
+    for step, s in r["split"].items():
+        t.add_row(f"  {step.replace('_', ' ')}", f"ε {s['epsilon']:.4g}, δ {s['delta']:.3g}")
+    t.add_row("m (distinct pairs kept per user)", f"{r['max_pairs']} — {r['max_pairs_rule']}")
+    t.add_row("published pairs (DP)", f"{r['pairs_published']:,}")
+    for name, rows in r["outputs"].items():
+        t.add_row(f"table {name}", f"{rows:,} rows")
+    pv = r["private"]
+    m = pv["metrics"]
+    t.add_row("(private) output rows / input click rows", f"{m['output_rows']:,} / "
+              f"{m['input_click_rows']:,}")  # fmt: skip
+    t.add_row("(private) share of click volume on published pairs", f"{m['volume_share']:.2%}")
+    su = pv.get("single_user_items_expected")
+    if su is not None:
+        t.add_row("(private) expected single-user pairs published", f"{su:.3g}")
+    if "constraint_on_true_log" in pv:
+        c = pv["constraint_on_true_log"]
+        t.add_row("(private) max user load / b (true log)", f"{c['max_load']:.3g} / {c['b']:.3g}")
+    if r["seeded"]:
+        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
+    t.add_row("private provenance (do not publish)", r["provenance"])
+    out_console.print(t)
+    if r["ids"] == "real":
+        out_console.print(
+            "note: with real user ids each user appears with probability <= 1 - e^-b; the log "
+            "is empty or nearly so at every δ < 1/U (docs/privacy/ump.md)."
+        )
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -70,56 +109,217 @@ def _human(r: dict[str, Any]) -> None:
     t.add_row("private provenance (do not publish)", r["provenance"])
     out_console.print(t)
     out_console.print(
-        "note: the counts x_ij come from the private log; only the sampling is covered by "
-        "(ε, δ) (docs/privacy/ump.md)."
+        "note: --mode conditional is NOT differentially private: the counts x_ij are computed "
+        "from the exact histogram; only the sampling given them is covered by (ε, δ) "
+        "(docs/privacy/ump.md)."
     )
+
+
+_CONDITIONAL_ONLY = (
+    "solver", "output_size", "min_support", "time_limit", "search_seconds", "count_epsilon",
+    "sensitivity",
+)  # fmt: skip
+
+
+def _parse_split(split: str | None) -> tuple[float, float] | None:
+    if split is None:
+        return None
+    try:
+        a, b = (float(v) for v in split.replace(":", ",").split(","))
+    except ValueError:
+        raise InvalidParameterError(
+            "split", split, "two comma-separated positive weights: pair counts, profile"
+        ) from None
+    return (a, b)
+
+
+def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
+    """``--mode e2e``: the end-to-end DP release (release/ump/e2e.py)."""
+    given = [k for k in _CONDITIONAL_ONLY if opts[k] is not None]
+    if given:
+        raise InvalidParameterError(
+            given[0].replace("_", "-"), opts[given[0]],
+            "not set: it is an option of --mode conditional (the paper's counts)",
+        )  # fmt: skip
+    ids = parse_choice("ids", opts["ids"], UserIds)
+    objective = opts["objective"]
+    if objective is not None and ids != UserIds.REAL:
+        raise InvalidParameterError(
+            "objective", objective, "not set with --ids synthetic (it chooses the counts of "
+            "the real-id sampling: --ids real --objective size|diversity)",
+        )  # fmt: skip
+    params = E2EParams.from_budget(
+        epsilon=opts["epsilon"], delta=opts["delta"], max_pairs=opts["max_pairs"], ids=ids,
+        objective=objective or "size", split=_parse_split(opts["split"]),
+        max_users=opts["max_users"], pairs=opts["pairs"],
+    )  # fmt: skip
+    out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
+    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+    done = step(f"reading {opts['input'].name}")
+    log = read_log(opts["input"], **opts["reader"].kwargs())
+    done()
+    rel = release_ump_e2e(log, params, rng=make_rng(opts["seed"]), progress=step)
+    done = step(f"writing {out}")
+    write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+    done()
+    led, rep = rel.ledger, rel.report
+    su = rep["single_user"]
+    return {
+        "out": str(out), "provenance": str(provenance_path(out, prov)), "mode": "e2e",
+        "ids": str(ids), "pairs": str(params.pairs), "mechanism": led["mechanism"],
+        "notion": led["notion"],
+        "epsilon": led["epsilon"], "delta": led["delta"], "split": led["guarantee"]["split"],
+        "counts_are_private": True, "seeded": led["seeded"], "max_pairs": params.max_pairs,
+        "max_pairs_rule": params.max_pairs_rule, "pairs_published": rep["pairs_published"],
+        "outputs": {k: v.height for k, v in rel.tables.items()},
+        "private": {
+            "note": "computed from the private log: for the data holder, never publish",
+            "metrics": rep["metrics"],
+            "single_user_items_expected": su.get("expected_published"),
+            **({"constraint_on_true_log": rep["constraint_on_true_log"]}
+               if "constraint_on_true_log" in rep else {}),
+        },
+    }  # fmt: skip
+
+
+def _conditional(opts: dict[str, Any], step: Any) -> dict[str, Any]:
+    """``--mode conditional``: Hong et al.'s counts from the exact histogram (NOT DP)."""
+    for k in ("ids", "max_pairs", "split", "max_users", "pairs"):
+        default = "synthetic" if k == "ids" else None
+        if opts[k] != default:
+            raise InvalidParameterError(
+                k.replace("_", "-"), opts[k], "not set: it is an option of --mode e2e"
+            )
+    if opts["objective"] is None:
+        raise InvalidParameterError(
+            "objective", None, "size | frequent | diversity | kl (no default)"
+        )
+    sv = "mip" if opts["solver"] == "exact" else opts["solver"]
+    params = UmpParams(
+        objective=opts["objective"], epsilon=opts["epsilon"], delta=opts["delta"], solver=sv,
+        output_size=opts["output_size"], min_support=opts["min_support"],
+        time_limit=60.0 if opts["time_limit"] is None else opts["time_limit"],
+        search_seconds=5.0 if opts["search_seconds"] is None else opts["search_seconds"],
+        count_epsilon=opts["count_epsilon"], sensitivity=opts["sensitivity"],
+    )  # fmt: skip
+    if not math.isfinite(params.b):
+        raise InvalidParameterError("epsilon/delta", (params.epsilon, params.delta), "finite b")
+    out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
+    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+    done = step(f"reading {opts['input'].name}")
+    log = read_log(opts["input"], **opts["reader"].kwargs())
+    done()
+    done = step(f"solving {params.objective} ({params.method}) and sampling")
+    rel = release_ump(log, params, rng=make_rng(opts["seed"]))
+    done()
+    write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+    led = rel.ledger
+    return {
+        "out": str(out), "provenance": str(provenance_path(out, prov)), "mode": "conditional",
+        "objective": opts["objective"], "notion": led["notion"], "epsilon": led["epsilon"],
+        "delta": led["delta"], "b": rel.report["b"], "seeded": led["seeded"],
+        "solver": rel.report["solver"], "metrics": rel.report["metrics"],
+        "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
+        "outputs": {k: v.height for k, v in rel.tables.items()},
+        "count_noise": rel.report.get("count_noise"), "counts_are_private": False,
+        "differentially_private": False,
+    }  # fmt: skip
 
 
 @with_reader_options
 def ump_command(
     input: InputArg,
     out: OutDirOpt,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
+    ] = None,
+    delta: Annotated[
+        float | None, typer.Option("--delta", help="total δ of the release (no default)")
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="e2e (DP end to end) | conditional (the paper's counts from the exact "
+            "histogram: NOT differentially private; for reproducing the paper)",
+        ),
+    ] = "e2e",
+    ids: Annotated[
+        str,
+        typer.Option(
+            "--ids",
+            help="e2e: synthetic (log generated from DP counts) | real (Hong's sampling of "
+            "real ids: empty or nearly so at δ < 1/U)",
+        ),
+    ] = "synthetic",
+    max_pairs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-pairs",
+            help="e2e: m, distinct (query, url) pairs kept per user "
+            "(default: a public rule from ε, δ)",
+        ),  # fmt: skip
+    ] = None,
+    pairs: Annotated[
+        str | None,
+        typer.Option(
+            "--pairs",
+            help="e2e: pair counts from mad2r (query-click release; "
+            "default with synthetic ids) | zealous (default with real ids)",
+        ),  # fmt: skip
+    ] = None,
+    max_users: MaxUsersOpt = None,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split", help="e2e synthetic: ε weights of pair counts, profile (default 0.9,0.1)"
+        ),  # fmt: skip
+    ] = None,
     objective: Annotated[
         str | None,
         typer.Option(
             "--objective",
-            help="size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS eq. 2, "
-            "needs --output-size; b = min(ε/2, ln 1/(1−δ)))",
+            help="conditional: size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS "
+            "eq. 2, needs --output-size); e2e --ids real: size | diversity",
         ),
     ] = None,
-    epsilon: Annotated[
-        float | None, typer.Option("--epsilon", help="ε of the sampling (no default)")
-    ] = None,
-    delta: Annotated[
-        float | None, typer.Option("--delta", help="δ of the sampling (no default)")
-    ] = None,
     output_size: Annotated[
-        int | None, typer.Option("--output-size", help="|O| for --objective frequent | kl")
+        int | None,
+        typer.Option("--output-size", help="conditional: |O| for --objective frequent | kl"),
     ] = None,
     min_support: Annotated[
-        float | None, typer.Option("--min-support", help="s for --objective frequent")
+        float | None,
+        typer.Option("--min-support", help="conditional: s for --objective frequent"),
     ] = None,
     solver: Annotated[
         str | None,
         typer.Option(
             "--solver",
-            help="size: lp-greedy | lp-floor | mip; frequent: lp | mip; diversity: "
-            "spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
+            help="conditional: size: lp-greedy | lp-floor | mip; frequent: lp | mip; "
+            "diversity: spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
         ),
     ] = None,
     time_limit: Annotated[
-        float, typer.Option("--time-limit", help="seconds for a MIP solve")
-    ] = 60.0,
+        float | None,
+        typer.Option(
+            "--time-limit", help="conditional: seconds for a MIP solve [default: 60]"
+        ),  # fmt: skip
+    ] = None,
     search_seconds: Annotated[
-        float, typer.Option("--search-seconds", help="O-UMP local search time (lp-greedy)")
-    ] = 5.0,
+        float | None,
+        typer.Option(
+            "--search-seconds", help="conditional: O-UMP local search time (lp-greedy) [default: 5]"
+        ),  # fmt: skip
+    ] = None,
     count_epsilon: Annotated[
         float | None,
-        typer.Option("--count-epsilon", help="ε' of Laplace noise on the counts (optional)"),
+        typer.Option("--count-epsilon", help="conditional: ε' of Laplace noise on the counts"),
     ] = None,
     sensitivity: Annotated[
         float | None,
-        typer.Option("--sensitivity", help="d: ASSUMED bound on the counts' sensitivity"),
+        typer.Option(
+            "--sensitivity", help="conditional: d, ASSUMED bound on the counts' sensitivity"
+        ),  # fmt: skip
     ] = None,
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
@@ -128,62 +328,29 @@ def ump_command(
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
-    """UMP (Hong et al. EDBT 2012): a same-schema log of sampled user ids.
+    """Same-schema log (AnonID, Query, ClickURL, Count), DP end to end by default.
 
-    Optimal output counts per (query, url) pair under the per-user privacy constraints, then
-    multinomial sampling of user ids. Writes `log` (AnonID, Query, ClickURL, Count) and
-    `counts` (query, url, x_ij) + ledger.json, and the private provenance record (solver
-    figures, metrics) beside the release."""
+    --mode e2e (default): noisy pair counts (--pairs mad2r: a MAD2R query-click release;
+    zealous: ZEALOUS over each user's first m clicked pairs), then a log of synthetic users
+    generated from them and a noisy profile of pairs per user (--ids synthetic), or Hong et
+    al.'s sampling of real ids from an allocation of the noisy counts (--ids real: empty or
+    nearly so at δ < 1/U). One (ε, δ) covers everything written. --mode conditional: Hong et
+    al. EDBT 2012's counts from the exact histogram, NOT differentially private (only the
+    sampling given the counts is); for reproducing the paper. Writes `log`, `counts` (+
+    `profile`, `queries` or `pairs`), ledger.json, and the private provenance record beside
+    the release."""
+    opts = dict(locals())
 
     def body() -> None:
-
-        if objective is None:
-            raise InvalidParameterError(
-                "objective", None, "size | frequent | diversity | kl (no default)"
-            )
         if epsilon is None:
             raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
         if delta is None:
             raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
-        sv = solver
-        if sv == "exact":
-            sv = "mip"
-        params = UmpParams(
-            objective=objective, epsilon=epsilon, delta=delta, solver=sv,
-            output_size=output_size, min_support=min_support, time_limit=time_limit,
-            search_seconds=search_seconds, count_epsilon=count_epsilon,
-            sensitivity=sensitivity,
-        )  # fmt: skip
-        kw = reader.kwargs()
-        check_release_dir(out, fmt=output_format, overwrite=overwrite, provenance=provenance)
+        m = parse_choice("mode", mode, UmpMode)
         with progress(not json_out) as step:
-            done = step(f"reading {input.name}")
-            log = read_log(input, **kw)
-            done()
-            done = step(f"solving {params.objective} ({params.method}) and sampling")
-            rel = release_ump(log, params, rng=make_rng(seed))
-            done()
-        write_release(rel, out, fmt=output_format, overwrite=overwrite, provenance=provenance)
-        led = rel.ledger
-        res = {
-            "out": str(out),
-            "provenance": str(provenance_path(out, provenance)),
-            "objective": objective,
-            "notion": led["notion"],
-            "epsilon": led["epsilon"],
-            "delta": led["delta"],
-            "b": rel.report["b"],
-            "seeded": led["seeded"],
-            "solver": rel.report["solver"],
-            "metrics": rel.report["metrics"],
-            "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
-            "outputs": {k: v.height for k, v in rel.tables.items()},
-            "count_noise": rel.report.get("count_noise"),
-            "counts_are_private": False,
-        }
-        if not math.isfinite(res["b"]):
-            raise InvalidParameterError("epsilon/delta", (epsilon, delta), "finite b")
-        emit(res, json_out, _human)
+            res = (_e2e if m == UmpMode.E2E else _conditional)(opts, step)
+        res["seeded"] = bool(res["seeded"])
+        emit(res, json_out, _human_e2e if m == UmpMode.E2E else _human)
 
     run(body)
 

@@ -37,7 +37,11 @@ from searchveil.evaluate.caching import DEFAULT_BUDGETS, PostingProxy, evaluate_
 from searchveil.evaluate.distribution import compare_histograms
 from searchveil.evaluate.fear import evaluate_fears
 from searchveil.evaluate.keywords import DEFAULT_SEEDS, THRESHOLDS, evaluate_keywords
-from searchveil.evaluate.substitution import evaluate_substitution
+from searchveil.evaluate.substitution import (
+    COOCCURRENCE_MAX_QUERIES,
+    evaluate_substitution,
+    user_query_pairs,
+)
 from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog
 from searchveil.release.ump.metrics import evaluate_same_schema
 
@@ -73,7 +77,8 @@ def _ump_metrics(log: SearchLog, rel: ReleaseData) -> dict[str, Any]:
     released = rel.same_schema_log
     if released is None or not any(c in released.columns for c in ("Count", "count")):
         return not_applicable("not a same-schema (AnonID, Query, ClickURL, Count) release")
-    result = evaluate_same_schema(log, released)
+    synthetic = str(rel.mechanism).endswith("synthetic-ids")
+    result = evaluate_same_schema(log, released, synthetic_ids=synthetic)
     out = dict(result) if isinstance(result, dict) else {"value": result}
     out["applicable"] = True
     return out
@@ -143,7 +148,23 @@ def evaluate_loaded(
             else not_applicable("the release has neither keywords nor queries")
         )
     if "substitution" in metrics:
-        if "query_pairs" in hist:
+        same = rel.same_schema_log
+        if "query_pairs" not in hist and same is not None and "Query" in same.columns:
+            # a same-schema log has users but no session order: co-occurrence pairs, the same
+            # definition on the original and on the release
+            result["substitution"] = evaluate_substitution(
+                orig["queries"],
+                user_query_pairs(log.df),
+                hist.get("queries", _queries_from_pairs(user_query_pairs(same, user="AnonID",
+                                                                         query="Query"))),
+                user_query_pairs(same, user="AnonID", query="Query"),
+                n_queries=substitution_queries,
+            )  # fmt: skip
+            result["substitution"]["pairs"] = (
+                "co-occurrence: ordered pairs of distinct queries of one user (first "
+                f"{COOCCURRENCE_MAX_QUERIES} in string order), on the original and the release"
+            )
+        elif "query_pairs" in hist:
             rq = hist.get("queries")
             if rq is None:
                 # word statistics for phrase segmentation from the released pairs themselves

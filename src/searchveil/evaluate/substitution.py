@@ -52,6 +52,8 @@ from searchveil.model import PAIR_SEP
 from searchveil.validate import check_int, check_nonnegative
 
 __all__ = [
+    "COOCCURRENCE_MAX_QUERIES",
+    "user_query_pairs",
     "SubstitutionModel",
     "fit_substitutions",
     "llr",
@@ -60,6 +62,38 @@ __all__ = [
     "ndcg",
     "evaluate_substitution",
 ]
+
+
+#: distinct queries per user whose ordered pairs :func:`user_query_pairs` forms
+COOCCURRENCE_MAX_QUERIES = 8
+
+
+def user_query_pairs(
+    df: pl.DataFrame, *, user: str = "user", query: str = "query",
+    max_queries: int = COOCCURRENCE_MAX_QUERIES,
+) -> pl.DataFrame:  # fmt: skip
+    """Query pairs of a log without session order (a same-schema release: AnonID, Query,
+    ClickURL, Count): every ordered pair of two distinct queries of one user, among the user's
+    first ``max_queries`` distinct queries in string order, as an ``item, count`` histogram
+    (``item`` = q + TAB + q'), keeping pairs seen for at least two users (a pair one user forms
+    says nothing about rephrasing, and the ones kept bound the cost on large logs). Applied to
+    the original log and to the release alike, so the substitutions learned from the two are
+    comparable (Götz §7.3 uses consecutive queries of a session, which a log without times does
+    not have)."""
+    check_int("max_queries", max_queries, minimum=2)
+    uq = (
+        df.select(pl.col(user).cast(pl.String).alias("u"), pl.col(query).alias("q"))
+        .unique()
+        .sort("u", "q")
+        .filter(pl.int_range(pl.len()).over("u") < max_queries)
+    )
+    pairs = uq.join(uq, on="u", suffix="2").filter(pl.col("q") != pl.col("q2"))
+    return (
+        pairs.group_by((pl.col("q") + PAIR_SEP + pl.col("q2")).alias("item"))
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .filter(pl.col("count") >= 2)
+        .sort(["count", "item"], descending=[True, False])
+    )
 
 
 def llr(k11: float, k12: float, k21: float, k22: float) -> float:

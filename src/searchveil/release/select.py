@@ -118,6 +118,30 @@ class SelectParams:
         """δ of each selection step: all of δ without clicks, half with them."""
         return self.delta if self.d_c is None else self.delta / 2
 
+    def strategies(self) -> tuple[Any, Any]:
+        """The query strategy and (with clicks) the pair strategy, calibrated to their shares."""
+        strat = make_strategy(self.strategy, epsilon=self.eps_selection,
+                              delta=self.delta_selection, d=self.d)  # fmt: skip
+        pair_strat = None
+        if self.d_c is not None:
+            assert self.eps_url_selection is not None
+            pair_strat = make_strategy(self.strategy, epsilon=self.eps_url_selection,
+                                       delta=self.delta_selection, d=self.d_c)  # fmt: skip
+        return strat, pair_strat
+
+    def privacy(self) -> dict[str, float]:
+        """(ε, δ) of the release: selection + counts (+ pair selection + click counts), by
+        basic composition of the strategies' own (ε, δ) and the Laplace counts' ε."""
+        strat, pair_strat = self.strategies()
+        sel = strat.privacy()
+        eps = float(sel["epsilon"]) + self.eps_counts
+        delta = float(sel["delta"])
+        if pair_strat is not None:
+            assert self.eps_click_counts is not None
+            eps += float(pair_strat.privacy()["epsilon"]) + self.eps_click_counts
+            delta += float(pair_strat.privacy()["delta"])
+        return {"epsilon": eps, "delta": delta}
+
     @property
     def pool(self) -> int:
         """Distinct queries per user the strategy may use."""
@@ -309,21 +333,11 @@ def release_select_pools(
         raise InvalidParameterError(
             "max-clicks", params.d_c, "set exactly when the pools include clicks"
         )
-    strat = make_strategy(params.strategy, epsilon=params.eps_selection,
-                          delta=params.delta_selection, d=params.d)  # fmt: skip
+    strat, pair_strat = params.strategies()
     sel_priv = strat.describe()
     # accounting first: check the whole release's (ε, δ) before any noise is drawn
-    pair_strat = None
-    if params.d_c is not None:
-        assert params.eps_url_selection is not None
-        pair_strat = make_strategy(params.strategy, epsilon=params.eps_url_selection,
-                                   delta=params.delta_selection, d=params.d_c)  # fmt: skip
-    eps = float(sel_priv["epsilon"]) + params.eps_counts
-    delta = float(sel_priv["delta"])
-    if pair_strat is not None:
-        assert params.eps_click_counts is not None
-        eps += float(pair_strat.privacy()["epsilon"]) + params.eps_click_counts
-        delta += float(pair_strat.privacy()["delta"])
+    spent = params.privacy()
+    eps, delta = spent["epsilon"], spent["delta"]
     if not (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9)):
         raise InvalidParameterError(
             "epsilon", params.epsilon, f"a budget the strategies meet (ε={eps:g}, δ={delta:g})"

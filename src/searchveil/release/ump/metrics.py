@@ -93,6 +93,7 @@ def ump_metrics(
         "output_size": int(x.sum()),
         "output_pairs": int((x > 0).sum()),
         "diversity": float((x > 0).mean()) if x.size else 0.0,
+        "volume_share": float(c_ij[x > 0].sum() / c_ij.sum()) if c_ij.sum() else 0.0,
         "kl_divergence": kl_divergence(c_ij, x) if x.size else None,
         "frequent": frequent_pairs(c_ij, x, min_support),
     }
@@ -102,10 +103,12 @@ def ump_metrics(
 
 
 def evaluate_same_schema(
-    log: Any, released: Any, *, min_support: float = 1 / 500
+    log: Any, released: Any, *, min_support: float = 1 / 500, synthetic_ids: bool = False
 ) -> dict[str, Any]:
     """The metrics above for a released same-schema log (``AnonID, Query, ClickURL, Count``)
-    against its original log (used by ``searchveil evaluate``)."""
+    against its original log (used by ``searchveil evaluate``). With ``synthetic_ids`` (the
+    end-to-end mode's generated users) the ids name no input user: the pair metrics are
+    computed, the per-triplet DiffRatio is not."""
     import polars as pl
 
     inp = preprocess(click_histogram(log))
@@ -118,7 +121,16 @@ def evaluate_same_schema(
     )
     pairs = inp.pairs.select("pair_id", "query", "url")
     users = pl.DataFrame({"user": [str(u) for u in inp.users]}).with_row_index("uidx")
-    j = rel.join(pairs, on=["query", "url"], how="left").join(users, on="user", how="left")
+    j = rel.join(pairs, on=["query", "url"], how="left")
+    if synthetic_ids:  # no user to match: pair-level figures only
+        known = j.drop_nulls(["pair_id"])
+        p = known.get_column("pair_id").to_numpy().astype(np.int64)
+        x = np.bincount(p, weights=known.get_column("n").to_numpy(), minlength=inp.n_pairs)
+        res = ump_metrics(inp.c, inp.c_ij, x.astype(np.int64), None, min_support=min_support)
+        res["rows_not_in_input"] = j.height - known.height
+        res["user_ids"] = "synthetic (no triplet DiffRatio)"
+        return res
+    j = j.join(users, on="user", how="left")
     unknown = j.filter(pl.col("pair_id").is_null() | pl.col("uidx").is_null())
     known = j.drop_nulls(["pair_id", "uidx"])
     p = known.get_column("pair_id").to_numpy().astype(np.int64)

@@ -1,4 +1,7 @@
-"""``release_ump``: the same-schema sanitization of Hong et al. EDBT 2012 (Algorithm 1).
+"""``release_ump``: the same-schema sanitization of Hong et al. EDBT 2012 (Algorithm 1) — the
+*conditional* mode of ``release ump`` (``--mode conditional``): **not differentially private**,
+the counts are computed from the exact histogram; kept by name to reproduce the papers' tables.
+The end-to-end DP mode is :mod:`searchveil.release.ump.e2e`.
 
 histogram (``click_histogram``) → Condition 1 (``preprocess``) → constraints (``M x ≤ b``) →
 objective + solver (O-UMP / F-UMP / D-UMP) → counts x → multinomial sampling of user ids →
@@ -70,7 +73,12 @@ SOLVERS: dict[UmpObjective, type[StrEnum]] = {
     UmpObjective.DIVERSITY: DMethod,
     UmpObjective.KL: KLMethod,
 }
-NOTION = "(ε,δ)-probabilistic DP of the sampling given the counts (Hong et al. Thm 1)"
+#: the conditional mode's label (ledger, report, --help): the counts are not private
+NOT_DP = "not differentially private: counts computed from the exact histogram"
+NOTION = (
+    f"{NOT_DP}; only the sampling given the counts is (ε,δ)-probabilistically DP "
+    "(Hong et al. Thm 1)"
+)
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,9 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
     # public: the parameters, b and the notion; the solver's figures (optimum, status, output
     # size) and the count-noise repair figures are computed from the private log: provenance
     guarantee: dict[str, Any] = {
+        "mode": "conditional",
+        "differentially_private": False,
+        "label": NOT_DP,
         "covers": "the sampling of user ids given the counts x_ij (Hong et al. Theorem 1)",
         "counts_are_private": False,
         "warning": "the counts x_ij (table counts, and the Count column of the log) are "

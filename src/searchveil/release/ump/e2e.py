@@ -1,0 +1,685 @@
+"""The end-to-end differentially private same-schema release (the default of ``release ump``;
+docs/privacy/ump.md, "The end-to-end mode", which holds the proof).
+
+Pipeline — nothing after step 2 reads the exact histogram:
+
+1. **Bounding**: each user's first ``m`` distinct clicked (query, url) pairs (ZEALOUS step 1).
+2. **Pair counts**: ZEALOUS over clicks with τ = 1 (:func:`release_zealous_counts`): noisy
+   distinct-holder counts ñ_p = n_p + DLap(m/ε_c), published iff ñ_p > τ' — (ε_c, δ_c)-DP.
+3. ``ids="synthetic"`` (default): the **activity profile** — users holding exactly j published
+   pairs, j = 1…m, plus DLap(1/ε_h) (ε_h-DP, ℓ1 sensitivity 1) — then the log **generated**
+   from steps 2–3 (:mod:`.generate`). Total (ε_c + ε_h, δ_c).
+   ``ids="real"``: **lower confidence bounds** L_p = ñ_p − τ_γ, an **allocation** x from them
+   under the robust constraint "the m largest x_p·ln(L_p/(L_p − 1)) sum to ≤ b" and Hong et
+   al.'s **multinomial sampling** of real holders. Total (ε_c + b, δ_c + (1 − e^{−b}) + γ).
+
+Any DP log with real ids shows each user with probability ≤ δ (the theorem in the docs), so
+``ids="real"`` is empty or nearly so at every δ < 1/U; the synthetic ids are the default.
+
+Decisions: the holders of a pair are weighted 1 each (the bounded log holds a pair once per user);
+the default ``m`` is :func:`default_max_pairs` (public: (ε_c, δ_c) and a public reference sample);
+the ε split is ``split`` (default 0.9 pair counts / 0.1 profile); with real ids δ is split 1/2
+pair counts, 1/4 sampler, 1/4 lower bounds, and ε_c = ε − b.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import scipy.sparse as sp
+
+from searchveil.bounding import bound_contributions
+from searchveil.engines.contract import BoundedCounts
+from searchveil.errors import InternalError, InvalidParameterError
+from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.mechanisms.selection import default_d
+from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
+from searchveil.params import single_user_check
+from searchveil.release.counts import count_by
+from searchveil.release.histogram import (
+    USER_NEIGHBOURS,
+    HistogramRelease,
+    check_declared_users,
+    delta_users_check,
+)
+from searchveil.release.korolova.release import single_user_counts
+from searchveil.release.select import SelectParams, release_select
+from searchveil.release.ump.generate import generate_log
+from searchveil.release.ump.metrics import kl_divergence
+from searchveil.release.ump.sampling import sample_users, sampled_log
+from searchveil.release.zealous.params import ZealousParams
+from searchveil.release.zealous.release import release_zealous_counts
+from searchveil.rng import RandomSource
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
+
+__all__ = [
+    "E2EObjective",
+    "E2EParams",
+    "MECHANISM_REAL",
+    "MECHANISM_SYNTHETIC",
+    "REFERENCE_DISTINCT_PAIRS_PER_USER",
+    "UmpMode",
+    "UserIds",
+    "bounded_pairs",
+    "default_max_pairs",
+    "lower_bound_margin",
+    "release_ump_e2e",
+    "robust_allocation",
+    "true_loads",
+]
+
+MECHANISM_SYNTHETIC = "ump-e2e-synthetic-ids"
+MECHANISM_REAL = "ump-e2e-real-ids"
+NOTION = (
+    "(ε, δ)-differential privacy of everything written (end to end: counts, allocation and "
+    "log; docs/privacy/ump.md)"
+)
+MAX_PAIRS_LIMIT = 4096
+DEFAULT_MAX_PAIRS_CAP = 64
+#: δ shares with real ids: pair counts, sampler (1 − e^{−b}), lower-bound failure γ
+REAL_DELTA_SHARES = (0.5, 0.25, 0.25)
+
+#: distinct clicked (query, url) pairs per user, (count, users), in the public reference sample
+#: bundled with searchveil (the 168 of its 215 random AOL users who clicked; src/searchveil/data).
+#: A public population model for the default m, never the log being released; a test checks it
+#: against the bundled file.
+REFERENCE_DISTINCT_PAIRS_PER_USER: tuple[tuple[int, int], ...] = (
+    (1, 26), (2, 13), (3, 14), (4, 6), (5, 8), (6, 7), (7, 9), (8, 5), (9, 7), (10, 4), (11, 2),
+    (12, 2), (13, 1), (14, 1), (15, 4), (16, 1), (18, 4), (20, 3), (21, 2), (22, 1), (23, 2),
+    (24, 2), (25, 4), (27, 2), (28, 1), (29, 2), (31, 2), (34, 1), (35, 1), (37, 1), (38, 2),
+    (45, 2), (52, 1), (53, 1), (54, 1), (55, 2), (56, 1), (57, 1), (60, 1), (75, 1), (78, 2),
+    (87, 1), (97, 1), (115, 2), (128, 1), (137, 1), (150, 1), (175, 1), (178, 1), (179, 1),
+    (198, 1), (200, 1), (271, 1), (396, 1), (448, 1),
+)  # fmt: skip
+
+
+class UmpMode(StrEnum):
+    """``--mode``: ``e2e`` (DP end to end, the default) or ``conditional`` (the papers' counts
+    from the exact histogram — NOT differentially private; for reproducing their tables)."""
+
+    E2E = "e2e"
+    CONDITIONAL = "conditional"
+
+
+class UserIds(StrEnum):
+    """``--ids`` of the end-to-end mode: ``synthetic`` (a log generated from DP statistics) or
+    ``real`` (Hong et al.'s sampling of real holders; empty or nearly so at δ < 1/U)."""
+
+    SYNTHETIC = "synthetic"
+    REAL = "real"
+
+
+class PairStep(StrEnum):
+    """``--pairs``: which DP release of pair counts the log is built from. ``mad2r``: the
+    query-click release of ``release korolova --selection mad2r --max-clicks m`` (MAD2R query
+    selection, then pair selection among their clicks, fresh Laplace click counts; the released
+    queries are published too); ``zealous``: ZEALOUS over clicks (one noisy thresholded
+    histogram; what the CELS joint version runs, and what real ids need)."""
+
+    MAD2R = "mad2r"
+    ZEALOUS = "zealous"
+
+
+class E2EObjective(StrEnum):
+    """What the allocation of the real-id mode maximises: Σ x (O-UMP) or the pairs with x ≥ 1
+    (D-UMP)."""
+
+    SIZE = "size"
+    DIVERSITY = "diversity"
+
+
+@functools.lru_cache(maxsize=512)
+def _zealous(epsilon: float, delta: float, m: int) -> ZealousParams:
+    return ZealousParams.from_budget(
+        epsilon=epsilon, delta=delta, m=m, item_type="clicks", guarantee="indistinguishability"
+    )
+
+
+def default_max_pairs(*, epsilon: float, delta: float) -> tuple[int, str]:
+    """The default m from the pair-count step's (ε_c, δ_c) and public knowledge only: the
+    m ≤ 64 maximising E[min(K, m)]² / τ'(m), with K the distinct clicked pairs per user of the
+    public reference sample (:data:`REFERENCE_DISTINCT_PAIRS_PER_USER`) and τ'(m) the ZEALOUS
+    threshold. Why: a pair whose holders keep it among their first m has count ∝ E[min(K, m)];
+    with a power-law tail of pair popularity (pairs with more than t holders ∝ t^−2) the rows of
+    the published pairs grow as E[min(K, m)]² / τ'(m) (docs/privacy/ump.md)."""
+    ks = np.repeat(
+        np.array([k for k, _ in REFERENCE_DISTINCT_PAIRS_PER_USER], dtype=np.float64),
+        [n for _, n in REFERENCE_DISTINCT_PAIRS_PER_USER],
+    )
+    best = (-1.0, 1)
+    for m in range(1, DEFAULT_MAX_PAIRS_CAP + 1):
+        score = float(np.minimum(ks, m).mean()) ** 2 / _zealous(epsilon, delta, m).tau_prime
+        if score > best[0]:
+            best = (score, m)
+    m = best[1]
+    return m, (
+        f"m = {m} maximises E[min(K,m)]²/τ'(m) over the public reference sample's distinct "
+        "clicked pairs per user (docs/privacy/ump.md)"
+    )
+
+
+def lower_bound_margin(zealous: ZealousParams, *, gamma: float) -> int:
+    """τ_γ: the least integer with m·P[DLap(λ) > τ_γ] ≤ γ (λ the effective scale sampled)."""
+    lap = DiscreteLaplace(scale=DiscreteLaplace(scale=zealous.lam).effective_scale)
+    t = 0
+    while zealous.m * float(lap.sf(t + 1)) > gamma:
+        t += max(1, int(lap.scale))
+    while t > 0 and zealous.m * float(lap.sf(t)) <= gamma:
+        t -= 1
+    return t
+
+
+@dataclass(frozen=True)
+class E2EParams:
+    """Parameters of the end-to-end release; build with :meth:`from_budget` (default m, the
+    δ < 1/U refusal). ``split``: relative ε weights of (pair counts, activity profile) — the
+    profile's weight is unused with real ids."""
+
+    epsilon: float
+    delta: float
+    max_pairs: int
+    ids: UserIds | str = UserIds.SYNTHETIC
+    objective: E2EObjective | str = E2EObjective.SIZE
+    split: tuple[float, float] = (0.9, 0.1)
+    max_users: int | None = None
+    max_pairs_rule: str = "given (--max-pairs)"
+    #: ``None``: mad2r with synthetic ids, zealous with real ids
+    pairs: PairStep | str | None = None
+
+    def __post_init__(self) -> None:
+        real = parse_choice("ids", self.ids, UserIds) == UserIds.REAL
+        default = PairStep.ZEALOUS if real else PairStep.MAD2R
+        pairs = default if self.pairs is None else parse_choice("pairs", self.pairs, PairStep)
+        object.__setattr__(self, "pairs", pairs)
+        if real and self.pairs != "zealous":
+            raise InvalidParameterError(
+                "pairs", str(self.pairs), "zealous with --ids real (the lower confidence "
+                "bounds need one noisy count per pair with a known per-user bound)",
+            )  # fmt: skip
+        check_positive("epsilon", self.epsilon)
+        check_probability("delta", self.delta)
+        check_int("max-pairs", self.max_pairs, minimum=1, maximum=MAX_PAIRS_LIMIT)
+        object.__setattr__(self, "ids", parse_choice("ids", self.ids, UserIds))
+        object.__setattr__(
+            self, "objective", parse_choice("objective", self.objective, E2EObjective)
+        )
+        if len(self.split) != 2 or not all(
+            isinstance(w, int | float) and w > 0 and math.isfinite(w) for w in self.split
+        ):
+            raise InvalidParameterError(
+                "split", self.split, "2 positive weights (pair counts, activity profile)"
+            )
+        if self.max_users is not None:
+            check_int("max-users", self.max_users, minimum=1)
+            if not self.delta < 1.0 / self.max_users:
+                raise InvalidParameterError(
+                    "delta",
+                    self.delta,
+                    f"a number < 1/U = {1.0 / self.max_users:.3g} (--max-users {self.max_users}"
+                    f"; δ = 1/(10·U) = {0.1 / self.max_users:.3g} is the documented choice)",
+                )
+        if self.ids == UserIds.REAL and not self.epsilon > self.b:
+            raise InvalidParameterError(
+                "epsilon", self.epsilon, f"a number > b = {self.b:.3g} (the sampler's share)"
+            )
+        self.pair_privacy()  # the pair-count step must be solvable within its share
+
+    @classmethod
+    def from_budget(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        max_pairs: int | None = None,
+        ids: UserIds | str = UserIds.SYNTHETIC,
+        objective: E2EObjective | str = E2EObjective.SIZE,
+        split: tuple[float, float] | None = None,
+        max_users: int | None = None,
+        pairs: PairStep | str | None = None,
+    ) -> E2EParams:
+        """The parameters for a total (ε, δ); without ``max_pairs`` the default rule
+        (:func:`default_max_pairs`) picks m from the pair-count step's share alone; ``pairs``
+        defaults to ``mad2r`` with synthetic ids and ``zealous`` with real ids."""
+        probe = cls(epsilon=epsilon, delta=delta, max_pairs=1, ids=ids, objective=objective,
+                    split=split or (0.9, 0.1), max_users=max_users, pairs=pairs)  # fmt: skip
+        pairs = probe.pairs
+        if max_pairs is None:
+            m, rule = default_max_pairs(epsilon=probe.eps_counts, delta=probe.delta_counts)
+        else:
+            m, rule = check_int("max-pairs", max_pairs, minimum=1), "given (--max-pairs)"
+        return cls(epsilon=epsilon, delta=delta, max_pairs=m, ids=ids, objective=objective,
+                   split=probe.split, max_users=max_users, max_pairs_rule=rule,
+                   pairs=pairs)  # fmt: skip
+
+    # -- the split ------------------------------------------------------------------------
+    @property
+    def delta_counts(self) -> float:
+        return self.delta if self.ids == UserIds.SYNTHETIC else self.delta * REAL_DELTA_SHARES[0]
+
+    @property
+    def delta_sampler(self) -> float:
+        """1 − e^{−b}: each user's probability of appearing (real ids)."""
+        return self.delta * REAL_DELTA_SHARES[1] if self.ids == UserIds.REAL else 0.0
+
+    @property
+    def gamma(self) -> float:
+        """The probability, per user, that a lower bound fails (real ids)."""
+        return self.delta * REAL_DELTA_SHARES[2] if self.ids == UserIds.REAL else 0.0
+
+    @property
+    def b(self) -> float:
+        """The sampler's ε and every user's load bound: b = −ln(1 − δ_s) (real ids)."""
+        return -math.log1p(-self.delta_sampler) if self.ids == UserIds.REAL else 0.0
+
+    @property
+    def eps_counts(self) -> float:
+        if self.ids == UserIds.REAL:
+            return self.epsilon - self.b
+        return self.epsilon * self.split[0] / sum(self.split)
+
+    @property
+    def eps_profile(self) -> float:
+        return 0.0 if self.ids == UserIds.REAL else self.epsilon * self.split[1] / sum(self.split)
+
+    def zealous(self) -> ZealousParams:
+        return _zealous(self.eps_counts, self.delta_counts, self.max_pairs)
+
+    def select(self) -> SelectParams:
+        """The query-click release of ``pairs="mad2r"``: d by its own public default rule,
+        d_c = m, the select family's equal split of the pair step's (ε_c, δ_c)."""
+        probe = SelectParams(strategy="mad2r", epsilon=self.eps_counts, delta=self.delta_counts,
+                             d=1, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
+        d, rule = default_d("mad2r", epsilon=probe.eps_selection, delta=probe.delta_selection)
+        return SelectParams(strategy="mad2r", epsilon=self.eps_counts, delta=self.delta_counts,
+                            d=d, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0),
+                            d_rule=rule)  # fmt: skip
+
+    def pair_privacy(self) -> dict[str, Any]:
+        """(ε, δ) and events of the pair-count step."""
+        if self.pairs == PairStep.ZEALOUS:
+            zpr = self.zealous().privacy("exact")
+            return {"epsilon": float(zpr["epsilon"]), "delta": float(zpr["delta"]),
+                    "events": list(zpr["events"])}  # fmt: skip
+        sp = self.select()
+        pr = sp.privacy()
+        event = {"step": "query_click_release", "mechanism": "query-release-selection (mad2r)",
+                 "d": sp.d, "d_c": sp.d_c, "epsilon": pr["epsilon"], "delta": pr["delta"],
+                 "note": "its own events are in the select family's ledger "
+                 "(docs/privacy/selection.md); basic composition of its four steps"}  # fmt: skip
+        return {"epsilon": pr["epsilon"], "delta": pr["delta"], "events": [event]}
+
+    def profile_noise(self) -> DiscreteLaplace:
+        return DiscreteLaplace.for_epsilon(self.eps_profile, 1)
+
+    def privacy(self) -> dict[str, Any]:
+        """The exact (ε, δ) of the whole pipeline, its split and one event per step."""
+        ppr = self.pair_privacy()
+        events = list(ppr["events"])
+        eps, dl = float(ppr["epsilon"]), float(ppr["delta"])
+        split: dict[str, Any] = {"pair_counts": {"epsilon": eps, "delta": dl}}
+        if self.ids == UserIds.SYNTHETIC:
+            lap = self.profile_noise()
+            e_h = lap.epsilon(1)
+            events.append({"step": "activity_profile", "mechanism": "discrete_laplace_histogram",
+                           "noise": lap.describe(), "l1_sensitivity": 1, "bins": self.max_pairs,
+                           "epsilon": e_h, "delta": 0.0})  # fmt: skip
+            split["activity_profile"] = {"epsilon": e_h, "delta": 0.0}
+            split["generation"] = {"epsilon": 0.0, "delta": 0.0, "note": "post-processing"}
+            eps += e_h
+        else:
+            tg = lower_bound_margin(self.zealous(), gamma=self.gamma)
+            events.append({"step": "lower_bounds", "margin_tau_gamma": tg, "epsilon": 0.0,
+                           "delta": self.gamma, "note": "P[a holder count below its bound] "
+                           "over a user's m pairs"})  # fmt: skip
+            events.append({"step": "multinomial_sampling", "b": self.b, "epsilon": self.b,
+                           "delta": self.delta_sampler, "reference": "Hong et al. EDBT 2012 "
+                           "Thm 1, robust top-m constraint"})  # fmt: skip
+            split["lower_bounds"] = {"epsilon": 0.0, "delta": self.gamma}
+            split["sampling"] = {"epsilon": self.b, "delta": self.delta_sampler}
+            eps += self.b
+            dl += self.delta_sampler + self.gamma
+        return {"epsilon": eps, "delta": dl, "split": split, "events": events}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("max_users")
+        d["split"] = list(self.split)
+        if self.pairs == PairStep.ZEALOUS:
+            zp = self.zealous()
+            d["pair_counts"] = {"mechanism": "zealous", "lambda": zp.lam, "tau": zp.tau,
+                                "tau_prime": zp.tau_prime, "epsilon": self.eps_counts,
+                                "delta": self.delta_counts}  # fmt: skip
+        else:
+            d["pair_counts"] = {"mechanism": "query-release-selection"} | self.select().to_dict()
+        if self.ids == UserIds.REAL:
+            zp = self.zealous()
+            d |= {"b": self.b, "tau_gamma": lower_bound_margin(zp, gamma=self.gamma)}
+        else:
+            d |= {"profile_noise_scale": self.profile_noise().scale}
+        return d
+
+
+# -- the steps ---------------------------------------------------------------------------------
+def bounded_pairs(log: SearchLog, m: int, clicks: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Step 1: ``user, item, query, url`` — each user's first m distinct clicked pairs
+    (``clicks``: ``items(log, "clicks")`` if already computed)."""
+    it = items(log, "clicks") if clicks is None else clicks
+    return bound_contributions(it, max_per_user=m, distinct=True).select(
+        "user", "item", "query", "url"
+    )
+
+
+def _pair_counts(
+    log: SearchLog, clicks: pl.DataFrame, bounded: pl.DataFrame, zp: ZealousParams, *,
+    rng: RandomSource,
+) -> HistogramRelease:  # fmt: skip
+    """Step 2: ZEALOUS over the bounded pairs (the one definition of its noise and accounting)."""
+    counts = count_by(bounded, ["item", "query", "url"], distinct_users=True)
+    bc = BoundedCounts(
+        counts={"items": counts},
+        figures={"users": log.n_users, "items": clicks.height,
+                 "items_after_bounding": bounded.height},
+        input=log.ledger_input(),
+    )  # fmt: skip
+    # the exact single-user exposure for the (private) report
+    single = single_user_counts(clicks, counts, "item")
+    return release_zealous_counts(bc, zp, rng=rng, single_user=single)
+
+
+def _pairs_step(
+    log: SearchLog, params: E2EParams, *, rng: RandomSource
+) -> tuple[pl.DataFrame, dict[str, pl.DataFrame], pl.DataFrame, dict[str, Any]]:
+    """Step 2 (module docstring): the published pairs (``query, url, noisy_count``), other
+    published tables, the bounded pairs every user holds (``user, item, query, url``: what the
+    counts counted, for the profile and the sampler) and the private single-user figures."""
+    clicks = items(log, "clicks")
+    if params.pairs == PairStep.ZEALOUS:
+        bounded = bounded_pairs(log, params.max_pairs, clicks)
+        zrel = _pair_counts(log, clicks, bounded, params.zealous(), rng=rng)
+        return zrel.tables["items"], {}, bounded, zrel.report["single_user"]
+    sp = params.select()
+    srel = release_select(log, sp, rng=rng, max_users=params.max_users)
+    published = srel.tables["clicks"]
+    # what the click counts counted: each user's first d_c distinct pairs on released queries
+    # among their first click_pool distinct pairs (docs/privacy/selection.md)
+    assert sp.click_pool is not None and sp.d_c is not None
+    pool = bound_contributions(clicks, max_per_user=sp.click_pool, distinct=True)
+    on_released = pool.join(srel.tables["queries"].select("query"), on="query", how="semi")
+    bounded = bound_contributions(on_released, max_per_user=sp.d_c, distinct=True).select(
+        "user", "item", "query", "url"
+    )
+    return published, {"queries": srel.tables["queries"]}, bounded, srel.report["single_user"]
+
+
+def activity_profile(bounded: pl.DataFrame, published: pl.DataFrame, m: int) -> np.ndarray:
+    """Exact a_j (j = 1…m): the users of the bounded log holding exactly j published pairs."""
+    keys = published.select("query", "url")  # (ZEALOUS writes its own item label: join on both)
+    per_user = bounded.join(keys, on=["query", "url"], how="semi").group_by("user").len()
+    j = per_user.get_column("len").to_numpy()
+    return np.bincount(j, minlength=m + 1)[1 : m + 1].astype(np.int64)
+
+
+def robust_allocation(
+    noisy: npt.ArrayLike, *, margin: int, m: int, b: float, objective: E2EObjective | str
+) -> npt.NDArray[np.int64]:
+    """Counts x from the published noisy counts only: L = ñ − margin, ℓ = ln(L/(L−1)) (x = 0
+    where L < 2), under "the m largest x_p·ℓ_p sum to ≤ b".
+
+    ``size``: the LP max Σ x_p s.t. that constraint has the closed form b·max(max_p 1/ℓ_p,
+    Σ_p (1/ℓ_p)/m) (its vertices are b·e_p and (b/m)·1 on every set of ≥ m pairs); floored, then
+    filled greedily (smallest ℓ first, one draw at a time while the top-m sum stays ≤ b).
+    ``diversity``: x_p = 1 on the longest prefix of pairs by increasing ℓ whose m largest ℓ
+    sum to ≤ b (optimal: any feasible 0/1 set can be replaced by that prefix)."""
+    objective = parse_choice("objective", objective, E2EObjective)
+    lo = np.asarray(noisy, dtype=np.float64) - margin
+    ok = lo >= 2
+    ell = np.full(lo.size, np.inf)
+    ell[ok] = np.log(lo[ok] / (lo[ok] - 1.0))
+    x = np.zeros(lo.size, dtype=np.int64)
+    order = np.argsort(ell, kind="stable")
+    cand = order[np.isfinite(ell[order]) & (ell[order] <= b)]
+    if cand.size == 0:
+        return x
+    if objective == E2EObjective.DIVERSITY:
+        e = ell[cand]
+        cs = np.r_[0.0, np.cumsum(e)]
+        n = np.arange(1, e.size + 1)
+        top = cs[n] - cs[np.maximum(n - m, 0)]  # the m largest of a sorted prefix: its last m
+        k = int(np.searchsorted(top > b, True))  # top is increasing: first prefix over b
+        x[cand[:k]] = 1
+        return x
+    w = 1.0 / ell[cand]
+    if w.max() >= w.sum() / m:
+        x[cand[0]] = int(math.floor(b / ell[cand[0]]))
+    else:
+        x[cand] = np.floor(b / (m * ell[cand])).astype(np.int64)
+    load = x * np.where(np.isfinite(ell), ell, 0.0)
+
+    def top_m(v: np.ndarray) -> float:
+        return float(v.sum()) if v.size <= m else float(np.partition(v, v.size - m)[-m:].sum())
+
+    for p in cand:  # greedy fill
+        while True:
+            load[p] += ell[p]
+            if top_m(load) <= b:
+                x[p] += 1
+            else:
+                load[p] -= ell[p]
+                break
+    return x
+
+
+def true_loads(
+    bounded: pl.DataFrame, pairs: pl.DataFrame, x: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """Private check: every user's load Σ_{p ∈ Ā_k} x_p·ln(n_p/(n_p − 1)) with the exact
+    holder counts n_p of the bounded log (∞ where a user holds a drawn pair alone)."""
+    xs = pairs.select("item").with_columns(pl.Series("x", np.asarray(x, dtype=np.int64)))
+    held = bounded.join(xs.filter(pl.col("x") > 0), on="item", how="inner")
+    if held.height == 0:
+        return np.zeros(0)
+    n = held.group_by("item").agg(pl.col("user").n_unique().alias("n"))
+    held = held.join(n, on="item").with_columns(
+        coef=pl.when(pl.col("n") > 1).then(-(1.0 - 1.0 / pl.col("n")).log()).otherwise(float("inf"))
+    )
+    per_user = held.group_by("user").agg((pl.col("x") * pl.col("coef")).sum().alias("load"))
+    return per_user.get_column("load").to_numpy()
+
+
+def _real_ids(
+    bounded: pl.DataFrame, published: pl.DataFrame, params: E2EParams, *, rng: RandomSource
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Steps 3–5 with real ids: allocation from the noisy counts, sampling of real holders."""
+    zp = params.zealous()
+    margin = lower_bound_margin(zp, gamma=params.gamma)
+    pairs = (
+        published.select("query", "url", "noisy_count")
+        .sort("query", "url")
+        .with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))  # bounded_pairs' item
+    )
+    x = robust_allocation(pairs.get_column("noisy_count").to_numpy(), margin=margin,
+                          m=params.max_pairs, b=params.b, objective=params.objective)  # fmt: skip
+    drawn = pairs.select("item", "query", "url").with_columns(pl.Series("x", x))
+    held = bounded.join(drawn.filter(pl.col("x") > 0).select("item"), on="item", how="semi")
+    users = np.sort(held.get_column("user").unique().to_numpy())
+    item_idx = {it: i for i, it in enumerate(drawn.get_column("item").to_list())}
+    rows = np.array([item_idx[i] for i in held.get_column("item").to_list()], dtype=np.int64)
+    cols = np.searchsorted(users, held.get_column("user").to_numpy())
+    c = sp.csr_matrix(
+        (np.ones(rows.size, dtype=np.int64), (rows, cols)), shape=(drawn.height, users.size)
+    )
+    if int((np.asarray(c.sum(axis=1)).ravel() == 0)[x > 0].sum()):
+        raise InternalError("a pair with x > 0 has no holder in the bounded log")
+    triplets = sample_users(c, x, rng=rng)
+    log = sampled_log(drawn.select("query", "url"), users, triplets).with_columns(
+        pl.col("AnonID").cast(bounded.schema["user"])
+    )
+    loads = true_loads(bounded, drawn, x)
+    check = {"max_load": float(loads.max()) if loads.size else 0.0, "b": params.b,
+             "users_over_b": int((loads > params.b).sum()), "margin_tau_gamma": margin}  # fmt: skip
+    return log, drawn.select("query", "url", pl.col("x").alias("x_ij")), check
+
+
+def _metrics(log: SearchLog, out_log: pl.DataFrame, *, synthetic: bool) -> dict[str, Any]:
+    """The private utility figures of the written log against the input (report only)."""
+    hist = click_histogram(log)
+    pairs = hist.pairs.select("query", "url", pl.col("count").alias("c"))
+    got = out_log.group_by(pl.col("Query").alias("query"), pl.col("ClickURL").alias("url")).agg(
+        pl.col("Count").sum().alias("x")
+    )
+    j = pairs.join(got, on=["query", "url"], how="left").with_columns(pl.col("x").fill_null(0))
+    c = j.get_column("c").to_numpy()
+    x = j.get_column("x").to_numpy()
+    total = float(c.sum()) or 1.0
+    return {
+        "input_click_rows": int(c.sum()),
+        "input_pairs": int(c.size),
+        "output_rows": int(out_log.get_column("Count").sum()) if out_log.height else 0,
+        "output_log_lines": out_log.height,
+        "output_pairs": int((x > 0).sum()),
+        "volume_share": float(c[x > 0].sum()) / total,
+        "kl_divergence": kl_divergence(c, x) if c.size else None,
+        "user_ids": "synthetic" if synthetic else "real",
+    }
+
+
+def synthetic_tables(
+    published: pl.DataFrame,
+    exact_profile: npt.ArrayLike,
+    params: E2EParams,
+    *,
+    rng: RandomSource,
+    progress: Any = None,
+) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
+    """Steps 3–4 with synthetic ids, from the published pairs (``query, url, noisy_count``) and
+    the *exact* activity profile (j = 1…m) of the pairs with a positive noisy count: the profile
+    gets its noise here, then the log is generated. The one definition for ``release ump`` and
+    the CELS joint version (whose exact profile is a secure sum). Returns the tables ``log``,
+    ``counts``, ``profile`` and the generator's figures."""
+
+    def phase(label: str) -> Any:
+        return progress(label) if progress is not None else (lambda: None)
+
+    done = phase("noisy activity profile")
+    exact = np.asarray(exact_profile, dtype=np.int64)
+    if exact.size != params.max_pairs:
+        raise InternalError(f"the activity profile has {exact.size} bins, not m = "
+                            f"{params.max_pairs}")  # fmt: skip
+    noisy = np.clip(params.profile_noise().release(exact, rng), 0, None)
+    done()
+    done = phase("generating the log (synthetic users)")
+    pairs = published.select(
+        "query", "url", pl.col("noisy_count").clip(lower_bound=0).alias("x")
+    ).sort("query", "url")
+    gen = generate_log(pairs, noisy, rng=rng)
+    done()
+    tables = {
+        "log": gen.log,
+        "counts": pairs.rename({"x": "x_ij"}).filter(pl.col("x_ij") > 0),
+        "profile": pl.DataFrame(
+            {"pairs_per_user": np.arange(1, params.max_pairs + 1), "users": noisy.astype(np.int64)}
+        ),  # fmt: skip
+    }
+    return tables, gen.figures()
+
+
+def e2e_ledger(
+    params: E2EParams, *, rng: RandomSource | None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The public ledger of an end-to-end release (``extra``: further ledger keys, e.g. the
+    CELS ``protocol``). A function of the public parameters only."""
+    pr = params.privacy()
+    guarantee = {
+        "covers": "everything written: the published pair counts, the allocation and the log",
+        "counts_are_private": True,
+        "split": pr["split"],
+        "delta_vs_users": delta_users_check(pr["delta"], params.max_users),
+        "user_ids": str(params.ids),
+    }
+    if params.ids == UserIds.REAL:
+        guarantee["note"] = (
+            "each user's id appears with probability <= 1 - e^{-b}; the log is empty or nearly "
+            "so at every delta < 1/U (docs/privacy/ump.md)"
+        )
+    mechanism = MECHANISM_SYNTHETIC if params.ids == UserIds.SYNTHETIC else MECHANISM_REAL
+    return build_ledger(
+        mechanism=mechanism,
+        notion=NOTION,
+        neighbouring=USER_NEIGHBOURS,
+        epsilon=pr["epsilon"],
+        delta=pr["delta"],
+        parameters=params.to_dict(),
+        declared={"max_users": params.max_users} if params.max_users is not None else {},
+        rng=rng,
+        events=pr["events"],
+        extra={"guarantee": guarantee,
+               "reference": "Hong et al., EDBT 2012 (same-schema release); Götz et al., TKDE "
+               "2012 (ZEALOUS); docs/privacy/ump.md (end-to-end mode)"} | (extra or {}),
+    )  # fmt: skip
+
+
+def release_ump_e2e(
+    log: SearchLog,
+    params: E2EParams,
+    *,
+    rng: RandomSource,
+    progress: Any = None,
+    metrics: bool = True,
+) -> HistogramRelease:
+    """The end-to-end release: tables ``log`` (AnonID, Query, ClickURL, Count), ``counts``
+    (query, url, x_ij) and, with synthetic ids, ``profile`` (pairs_per_user, users) (and
+    ``queries`` with ``pairs="mad2r"``); with real ids ``pairs`` (query, url, noisy_count: the
+    published counts the allocation read). ``metrics=False`` skips the private utility figures
+    (audits run the release many times). ``progress(label)`` (optional) is called at the start
+    of each phase with a label and returns a function ending it."""
+
+    def phase(label: str) -> Any:
+        return progress(label) if progress is not None else (lambda: None)
+
+    check_declared_users(params.max_users, log.n_users)
+    ledger = e2e_ledger(params, rng=rng)  # the accounting, before any noise is drawn
+    done = phase(f"noisy pair counts ({params.pairs}; at most {params.max_pairs} pairs per user)")
+    published, extra, bounded, single = _pairs_step(log, params, rng=rng)
+    done()
+    report: dict[str, Any] = {"mechanism": ledger["mechanism"], "users": log.n_users,
+                              "pairs_published": published.height,
+                              "single_user": single}  # fmt: skip
+    if params.ids == UserIds.SYNTHETIC:
+        positive = published.filter(pl.col("noisy_count") > 0)  # the pairs the log will hold
+        exact = activity_profile(bounded, positive, params.max_pairs)
+        tables, report["generator"] = synthetic_tables(published, exact, params, rng=rng,
+                                                       progress=progress)  # fmt: skip
+        tables = extra | tables
+        report["profile_exact"] = exact.tolist()
+    else:
+        done = phase("allocation from the noisy counts and sampling of real holders")
+        out_log, counts, check = _real_ids(bounded, published, params, rng=rng)
+        done()
+        tables = {"log": out_log, "counts": counts.filter(pl.col("x_ij") > 0),
+                  "pairs": published.select("query", "url", "noisy_count").sort(
+                      "query", "url")}  # fmt: skip
+        report["constraint_on_true_log"] = check
+        users = params.max_users or log.n_users
+        report["expected_users_bound"] = {"rule": "E[users in the log] <= U·(1 − e^{−b})",
+                                          "users_bound": users,
+                                          "value": users * params.delta_sampler}  # fmt: skip
+    if metrics:
+        done = phase("utility figures (private report)")
+        report["metrics"] = _metrics(log, tables["log"], synthetic=params.ids == "synthetic")
+        done()
+    report["parameters"] = params.to_dict()
+    report["epsilon"], report["delta"] = ledger["epsilon"], ledger["delta"]
+    if params.max_users is not None:
+        report["single_user"]["delta_check"] = single_user_check(ledger["delta"],
+                                                                 params.max_users)  # fmt: skip
+    return HistogramRelease(
+        tables=tables, report=report, ledger=ledger, inputs=[log.ledger_input()]
+    )
