@@ -395,6 +395,7 @@ def test_output_size_audit_fast() -> None:
 
 
 @pytest.mark.audit
+@pytest.mark.slow
 def test_output_size_audit_full_and_its_mutant(monkeypatch: pytest.MonkeyPatch) -> None:
     res = audit_output_size(4000)
     assert res.passed, res
