@@ -39,6 +39,7 @@ from searchveil.cli._common import (
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
+from searchveil.io.paths import check_private_path, input_list
 from searchveil.rng import make_rng
 
 EpsOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
@@ -315,10 +316,11 @@ def local_cmd(
     def body() -> None:
 
         params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
-        ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
+        inputs = input_list(share=share)
+        ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
         shares = [Share.read(s) for s in share]
         res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
+        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs) as w:
             w.write_table("log", res["log"])
             w.write_ledger(res["ledger"])
             prov = w.write_provenance(res["provenance"])
@@ -342,6 +344,7 @@ def reproduce_cmd(
     def body() -> None:
 
         rs = tuple(int(v) for v in parties.split(",") if v.strip())
+        check_private_path(report, option="report")  # before any work (issue 30)
         res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
         emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
 

@@ -48,7 +48,8 @@ from searchveil.cli._common import (
     with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import provenance_path
+from searchveil.io.ledger import check_release_dir, provenance_path
+from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.selection import SelectionStrategy, default_d
@@ -360,6 +361,10 @@ def korolova_params(o: KorolovaOptions) -> KorolovaParams:
 
 def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
     params = korolova_params(o)
+    check_release_dir(
+        run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite,
+        provenance=run_opts.provenance, inputs=input_list(input=run_opts.input, serp=o.serp),
+    )  # fmt: skip
     serp = (
         load_serp(o.serp, normalize=run_opts.reader.normalize, depth=o.serp_depth)
         if o.serp is not None

@@ -30,6 +30,7 @@ from searchveil.cli._common import (
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir, provenance_path
+from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.release import write_release
 from searchveil.release.ump import UmpParams, release_ump
@@ -155,7 +156,8 @@ def ump_command(
             sensitivity=sensitivity,
         )  # fmt: skip
         kw = reader.kwargs()
-        check_release_dir(out, fmt=output_format, overwrite=overwrite, provenance=provenance)
+        check_release_dir(out, fmt=output_format, overwrite=overwrite, provenance=provenance,
+                          inputs=input_list(input=input))  # fmt: skip
         with progress(not json_out) as step:
             done = step(f"reading {input.name}")
             log = read_log(input, **kw)

@@ -30,10 +30,12 @@ from searchveil.io.graphs import (
 )
 from searchveil.io.ledger import (
     build_provenance,
+    check_release_dir,
     provenance_path,
     write_json_atomic,
     write_private_json,
 )
+from searchveil.io.paths import check_private_path, input_list
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
 from searchveil.social.accuracy import corollary1
@@ -186,6 +188,8 @@ def recommend_cmd(
         if target and all_targets:
             raise InvalidParameterError("target", target, "either --target or --all-targets")
         util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
+        check_release_dir(out, overwrite=overwrite, provenance=provenance,
+                          inputs=input_list(graph=graph, node_list=node_list))  # fmt: skip
         universe = node_universe(graph, node_list, nodes, public_node_set)
         with progress(not json_out) as step:
             done = step("recommending")
@@ -264,9 +268,13 @@ def reproduce_cmd(
         if ledger_path is None:
             raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
         prov_path = provenance_path(ledger_path, provenance)
-        for p in (report, ledger_path, prov_path):
-            if p is not None and not p.parent.exists():
-                raise InvalidParameterError("report", str(p), "a path whose directory exists")
+        inputs = input_list(graph=graph, node_list=node_list)
+        # the report and the provenance record are private, the ledger public: none may land
+        # inside a release directory or on an input (issue 30)
+        outs = {"report": report, "ledger": ledger_path, "provenance": prov_path}
+        for name, p in outs.items():
+            if p is not None:
+                check_private_path(p, option=name, inputs=inputs)
         universe = node_universe(graph, node_list, nodes, public_node_set)
         rng = make_rng(seed)
         with progress(not json_out) as step:
@@ -281,9 +289,9 @@ def reproduce_cmd(
         )
         html = social_report(res) if report else None
         write_json_atomic(ledger_path, led)
-        write_private_json(prov_path, prov)
+        write_private_json(prov_path, prov, option="provenance", inputs=inputs)
         if html is not None and report is not None:
-            write_report(report, html)
+            write_report(report, html, inputs=inputs)
         out = public_result(res, per_target=per_target)
         out["report"] = str(report) if report else None
         out["ledger_path"] = str(ledger_path)

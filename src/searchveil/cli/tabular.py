@@ -25,7 +25,8 @@ from searchveil.cli._common import (
     run,
 )
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import provenance_path
+from searchveil.io.ledger import check_release_dir, provenance_path
+from searchveil.io.paths import check_private_path, input_list
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
 from searchveil.tabular.api import ModelParams, load, run_model, table_stats, write_release
@@ -271,6 +272,10 @@ def anonymize(
     Writes `table` + ledger.json atomically, and the PRIVATE provenance record beside them."""
 
     def body() -> None:
+        check_release_dir(
+            out, fmt=output_format, overwrite=overwrite, provenance=provenance,
+            inputs=input_list(table=table, hierarchies=hierarchies, side_table=side_table),
+        )  # fmt: skip
         rng = make_rng(seed)
         with progress(not json_out) as step:
             done = step("reading")
@@ -353,6 +358,9 @@ def compare_cmd(
         if delta is None:
             raise InvalidParameterError("delta", None, "a value (no default)")
         ms = [m.strip() for m in methods.split(",") if m.strip()]
+        inputs = input_list(table=table, hierarchies=hierarchies, test=test)
+        if report is not None:
+            check_private_path(report, option="report", inputs=inputs)
         t = load(table, hierarchies, _qi(qi))
         if test is None:
             train, held = split(t, seed or 0)
@@ -362,7 +370,7 @@ def compare_cmd(
                                seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
         res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
         if report is not None:
-            write_report(report, compare_report(rows, train, held))
+            write_report(report, compare_report(rows, train, held), inputs=inputs)
             res["report"] = str(report)
 
         def human(r: dict[str, Any]) -> None:
@@ -408,6 +416,8 @@ def reproduce_cmd(
     """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
 
     def body() -> None:
+        if report is not None:
+            check_private_path(report, option="report", inputs=input_list(data=data))
         with progress(not json_out) as step:
             done = step("experiments")
             res = reproduce(data, report=report, quick=quick, seed=seed or 0)

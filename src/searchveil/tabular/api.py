@@ -252,7 +252,12 @@ def write_release(
         report={**rel.private, "released": int(rel.rows.size)},
         figures={"metrics": metrics, **(figures or {})},
     )
-    with ReleaseWriter(out, fmt=fmt, overwrite=overwrite, provenance=provenance) as w:
+    inputs = [("table", t.source), *(("hierarchies", h.source) for h in t.hierarchies)]
+    if side_table is not None:
+        inputs.append(("side-table", side_table.source))
+    with ReleaseWriter(
+        out, fmt=fmt, overwrite=overwrite, provenance=provenance, inputs=inputs
+    ) as w:
         w.write_table("table", rel.frame)
         led = w.write_ledger(ledger)
         w.write_provenance(prov)
