@@ -202,19 +202,6 @@ def check_private_path(
     cannot be written (no parent directory; a directory in the way of a file). Returns
     ``path``. Writes nothing."""
     p = Path(path)
-    if not p.parent.is_dir():
-        raise InvalidParameterError(option, str(p), "a path whose parent directory exists")
-    if not directory and p.is_dir():
-        raise InvalidParameterError(option, str(p), "a file path, not a directory")
-    if directory and p.exists() and (not p.is_dir() or any(True for _ in os.scandir(p))):
-        raise OutputExistsError(
-            f"--{option} {str(p)!r} exists and is not an empty directory; choose a new one"
-        )
-    for name, q in inputs:
-        if q is not None and is_within(q, p):
-            raise InvalidParameterError(
-                option, str(p), f"a path apart from the input --{name} {str(q)!r}"
-            )
     why = (
         "is private and a release directory is published: write it beside the release, "
         "never inside it"
@@ -224,6 +211,19 @@ def check_private_path(
             raise InvalidParameterError(
                 option, str(p), f"a path outside the release directory {str(r)!r} (this file {why})"
             )
+    for name, q in inputs:
+        if q is not None and is_within(q, p):
+            raise InvalidParameterError(
+                option, str(p), f"a path apart from the input --{name} {str(q)!r}"
+            )
+    if not p.parent.is_dir():
+        raise InvalidParameterError(option, str(p), "a path whose parent directory exists")
+    if not directory and p.is_dir():
+        raise InvalidParameterError(option, str(p), "a file path, not a directory")
+    if directory and p.exists() and (not p.is_dir() or any(True for _ in os.scandir(p))):
+        raise OutputExistsError(
+            f"--{option} {str(p)!r} exists and is not an empty directory; choose a new one"
+        )
     rel = enclosing_release(p if directory and p.is_dir() else p.parent)
     if rel is not None:
         raise InvalidParameterError(
