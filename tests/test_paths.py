@@ -73,24 +73,29 @@ def test_library_writer_refuses_the_same(release: Path, tmp_path: Path) -> None:
 # -- staging: crash leftovers, only our own ----------------------------------------------------
 def test_clean_stale_removes_only_marked_unlocked_staging(tmp_path: Path) -> None:
     target = tmp_path / "rel"
-    ours = tmp_path / ".rel.tmp-aaaa"
+    ours = tmp_path / ".rel.tmp-aaaaaaaaaaaa"
     (ours / "new").mkdir(parents=True)
     (ours / STAGE_MARK).write_text("x")
-    theirs = tmp_path / ".rel.tmp-bbbb"  # no marker: not ours
+    theirs = tmp_path / ".rel.tmp-bbbbbbbbbbbb"  # no marker: not ours
     theirs.mkdir()
     (theirs / "data").write_text("keep")
-    live = tmp_path / ".rel.tmp-cccc"  # marked but locked by a live run
+    live = tmp_path / ".rel.tmp-cccccccccccc"  # marked but locked by a live run
     live.mkdir()
     (live / STAGE_MARK).write_text("x")
     fd = os.open(live / STAGE_MARK, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)
+    empty = tmp_path / ".rel.tmp-eeeeeeeeeeee"  # killed before its marker: nothing to lose
+    empty.mkdir()
+    other = tmp_path / ".rel.tmp-notatoken"  # not our name
+    other.mkdir()
     try:
-        assert clean_stale(target) == [ours]
+        assert sorted(clean_stale(target)) == [ours, empty]
     finally:
         os.close(fd)
-    assert theirs.exists() and live.exists() and not ours.exists()
+    assert theirs.exists() and live.exists() and other.exists()
+    assert not ours.exists() and not empty.exists()
     # the fallback swap's crash window (old moved aside, new not yet in): the old comes back
-    crashed = tmp_path / ".rel.tmp-dddd"
+    crashed = tmp_path / ".rel.tmp-dddddddddddd"
     (crashed / "old").mkdir(parents=True)
     (crashed / "old" / "ledger.json").write_text("{}")
     (crashed / STAGE_MARK).write_text("x")

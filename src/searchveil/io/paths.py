@@ -39,6 +39,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -69,6 +70,7 @@ __all__ = [
 STAGE_MARK = ".searchveil-staging"
 LEDGER_FILE = "ledger.json"
 _NEW, _OLD = "new", "old"
+_TOKEN_CHARS = len(secure_token())
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -281,23 +283,47 @@ def _fsync_tree(path: Path) -> None:
         _fsync(path)
 
 
+def _remove_staging(root: Path) -> None:
+    """Remove a staging directory so that a kill at any point leaves it recognisable: its
+    content first, the marker next, the (then empty) directory last."""
+    for e in os.scandir(root):
+        if e.name == STAGE_MARK:
+            continue
+        if e.is_dir(follow_symlinks=False):
+            shutil.rmtree(e.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(e.path)
+    with contextlib.suppress(OSError):
+        os.unlink(root / STAGE_MARK)
+    with contextlib.suppress(OSError):
+        os.rmdir(root)
+
+
 def clean_stale(target: str | os.PathLike[str]) -> list[Path]:
     """Remove the staging directories a crashed or killed run left beside ``target`` — only
-    ``.<name>.tmp-*`` directories holding :data:`STAGE_MARK` whose lock no live process holds
-    — after putting an old directory back in place if the crash fell between the two renames
-    of the fallback swap. Returns the directories removed."""
+    ``.<name>.tmp-<token>`` directories that hold :data:`STAGE_MARK` with no live process
+    holding its lock, or that are empty (a kill between creating the directory and its
+    marker, or after removing the marker; an empty directory holds nothing to lose) — after
+    putting an old directory back in place if the crash fell between the two renames of the
+    fallback swap. Returns the directories removed."""
     t = Path(target)
-    prefix = f".{t.name}.tmp-"
+    pattern = re.compile(rf"\.{re.escape(t.name)}\.tmp-[0-9a-f]{{{_TOKEN_CHARS}}}")
     removed: list[Path] = []
     try:
-        entries = [e for e in os.scandir(t.parent) if e.name.startswith(prefix)]
+        entries = [e for e in os.scandir(t.parent) if pattern.fullmatch(e.name)]
     except OSError:
         return removed
     for e in entries:
         root = Path(e.path)
+        if e.is_symlink() or not e.is_dir():
+            continue
         mark = root / STAGE_MARK
-        if e.is_symlink() or not e.is_dir() or not mark.is_file():
-            continue  # not ours
+        if not mark.is_file():
+            with contextlib.suppress(OSError):
+                os.rmdir(root)  # only if empty: anything else is not ours to remove
+                removed.append(root)
+            continue
         try:
             fd = os.open(mark, os.O_RDONLY)
         except OSError:
@@ -310,7 +336,7 @@ def clean_stale(target: str | os.PathLike[str]) -> list[Path]:
             old = root / _OLD
             if old.is_dir() and not os.path.lexists(t):
                 os.rename(old, t)
-            shutil.rmtree(root, ignore_errors=True)
+            _remove_staging(root)
             removed.append(root)
         finally:
             os.close(fd)
@@ -379,7 +405,8 @@ class Staging:
 
     def discard(self) -> None:
         """Remove the staging directory (and anything in it)."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self.root.is_dir():
+            _remove_staging(self.root)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
