@@ -21,10 +21,10 @@ from searchveil.tabular.recoding import (
     SELECTION_SHARE,
     Score,
     anonymize_recoding,
-    shuffle_release,
 )
 from searchveil.tabular.release import (
     TabularRelease,
+    shuffle_release,
     anonymize_aggregate,
     anonymize_dp,
     anonymize_threshold,
@@ -172,6 +172,8 @@ def run_model(
             steps=p.steps,
             max_records=p.max_records,
         )
+    if model in (Model.FOUAD2014, Model.SAFEPUB):  # they shuffle their rows themselves
+        return rel, meas
     return shuffle_release(rel, rng), meas
 
 
