@@ -359,6 +359,20 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], Callable[[], None
         yield step
 
 
+#: what every command's ``private`` sub-object of ``--json`` says (issue 30): exact figures of
+#: the private input are labelled — "(private)" in tables, under ``private`` in JSON
+PRIVATE_NOTE = (
+    "exact figures of the private input, for the data holder: not covered by the release's "
+    "guarantee — never publish them"
+)
+PRIVATE = " (private)"
+
+
+def private_block(**figures: Any) -> dict[str, Any]:
+    """The ``private`` sub-object of a command's ``--json``: the note, then ``figures``."""
+    return {"note": PRIVATE_NOTE, **figures}
+
+
 #: the ``release`` group's help (its commands live in cli/release.py and cli/sanitize.py)
 RELEASE_GROUP_HELP = (
     "Private releases: korolova (query-click graph), zealous, kanon (baseline), ump."

@@ -29,12 +29,14 @@ from searchveil.cels.protocol import run_party
 from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
+    PRIVATE,
     JsonOpt,
     OutDirOpt,
     SeedOpt,
     emit,
     err_console,
     out_console,
+    private_block,
     run,
 )
 from searchveil.errors import InvalidParameterError
@@ -123,7 +125,7 @@ def _params(
 
 def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
     """The public ledger's figures and (private, this machine's) per-party traffic and time."""
-    t = Table(title=title, show_header=True)
+    t = Table(title=title + " — per-party traffic and time" + PRIVATE, show_header=True)
     for c in ("party", "sent", "received", "wall s", "CPU s (with workers)"):
         t.add_column(c, justify="right")
     for p in stats:
@@ -228,9 +230,10 @@ def party(
             "out": str(out),
             "digest": res.digest,
             "output_rows": res.output.height,
-            "traffic": res.stats["traffic"],
-            "seconds": res.stats["seconds"],
-            "cpu_seconds": res.stats["cpu_seconds"],
+            "private": private_block(
+                traffic=res.stats["traffic"], seconds=res.stats["seconds"],
+                cpu_seconds=res.stats["cpu_seconds"],
+            ),  # fmt: skip
         }
         emit(
             summary, json_out,
@@ -283,9 +286,10 @@ def run_cmd(
             heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
             workers=workers, overwrite=overwrite, provenance=provenance,
         )  # fmt: skip
+        res["private"] = private_block(party_stats=res.pop("party_stats"))
         emit(
             res, json_out,
-            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["party_stats"]),
+            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["private"]["party_stats"]),
         )  # fmt: skip
 
     run(body)
@@ -324,9 +328,10 @@ def local_cmd(
             w.write_table("log", res["log"])
             w.write_ledger(res["ledger"])
             prov = w.write_provenance(res["provenance"])
-        summary = {k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
-        summary["out"] = str(out)
-        summary["provenance"] = str(prov)
+        summary: dict[str, Any] = {"out": str(out), "provenance": str(prov)}
+        summary["private"] = private_block(
+            **{k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
+        )
         emit(summary, json_out, lambda r: out_console.print(r))
 
     run(body)

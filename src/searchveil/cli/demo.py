@@ -63,6 +63,7 @@ from searchveil.cli._common import (
     SeedOpt,
     emit,
     out_console,
+    private_block,
     progress,
     reader_cli_args,
     run,
@@ -129,6 +130,9 @@ DEMO_SAMPLE_D_RULE = (
     "declared by the demo: d = 21, the thesis' d (Korolova 2012 §4.6.1.2), because the default "
     "rule's reference sample is the very sample released"
 )
+#: the exact figures of the logs in each run of the demo's --json (labelled private)
+DEMO_PRIVATE_FIGURES = ("users", "distinct_queries", "released_query_volume",
+                        "released_volume_pct", "single_user", "single_user_published")  # fmt: skip
 #: what a demo directory may hold, so --overwrite replaces only a directory the demo wrote
 DEMO_ENTRIES = {"real": "release", "synthetic": "release", "real.private.json": "record",
                 "synthetic.private.json": "record", "real-report.html": "report",
@@ -378,16 +382,16 @@ def _human(r: dict[str, Any]) -> None:
     for name in r["runs"]:
         t.add_column(name, justify="right")
     rows = [
-        ("users", "users", "{:,}"),
-        ("distinct queries in the log", "distinct_queries", "{:,}"),
+        ("users (private)", "users", "{:,}"),
+        ("distinct queries in the log (private)", "distinct_queries", "{:,}"),
         ("queries released", "queries_released", "{:,}"),
-        ("released query volume", "released_query_volume", "{:,}"),
+        ("released query volume (private)", "released_query_volume", "{:,}"),
         ("threshold / noise (last round; user units)", None, ""),
         ("ε (exact accounting)", "epsilon", "{:.4f}"),
         ("δ (solved; exact accounting)", "delta", "{:.3g}"),
         ("single-user queries in the log (private)", None, "n"),
-        ("… expected published", None, "e"),
-        ("… actually published", "single_user_published", "{:,}"),
+        ("… expected published (private)", None, "e"),
+        ("… actually published (private)", "single_user_published", "{:,}"),
     ]
     for label, key, f in rows:
         if key is None and f == "n":
@@ -625,6 +629,7 @@ def _result(
     return {
         "out": str(final),
         "report": str(final / "report.html"),
+        "private": private_block(figures=[f"runs.*.{k}" for k in DEMO_PRIVATE_FIGURES]),
         "sample": sample,
         "reader": reader.to_dict(),
         "seeded": seeded,

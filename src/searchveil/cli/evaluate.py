@@ -20,6 +20,7 @@ from searchveil.cli._common import (
     emit,
     err_console,
     out_console,
+    private_block,
     progress,
     run,
     with_reader_options,
@@ -221,6 +222,7 @@ def evaluate(
                 substitution_queries=substitution_queries,
             )
             _with_provenance(result, prov, provenance_path(release_dir, provenance))
+            result["private"] = private_block(scope="every figure: computed from the private log")
             done()
             if report is not None:
                 done = step("writing the report")
@@ -309,6 +311,7 @@ def compare(
             result: dict[str, Any] = {
                 "schema": "searchveil.compare/1",
                 "for_publication": False,
+                "private": private_block(scope="every figure: computed from the private log"),
                 "input": log.ledger_input(),
                 "epsilon": eps,
                 "delta": dl,

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    PRIVATE,
     READER_DEFAULT,
     RELEASE_GROUP_HELP,
     InputArg,
@@ -24,6 +25,7 @@ from searchveil.cli._common import (
     emit,
     err_console,
     out_console,
+    private_block,
     progress,
     run,
     with_reader_options,
@@ -44,21 +46,24 @@ def _human(r: dict[str, Any]) -> None:
     t.add_row("guarantee", r["notion"])
     t.add_row("ε, δ (sampling)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
     t.add_row("b (privacy bound of every user)", f"{r['b']:.6g}")
-    s = r["solver"]
+    pv = r["private"]
+    s = pv["solver"]
     t.add_row("solver", f"{s['method']} — {s['status']} ({s['seconds']:.2f} s)")
     for k in ("lp_optimum", "lp_floor", "mip_gap", "actual_output_size", "added_back"):
         if k in s:
-            t.add_row(f"solver {k.replace('_', ' ')}", f"{s[k]:,.4g}")
-    m = r["metrics"]
-    t.add_row("pairs after Condition 1", f"{r['pairs_after_condition_1']:,}")
+            t.add_row(f"solver {k.replace('_', ' ')}" + PRIVATE, f"{s[k]:,.4g}")
+    m = pv["metrics"]
+    t.add_row("pairs after Condition 1" + PRIVATE, f"{pv['pairs_after_condition_1']:,}")
     t.add_row("output size |O|", f"{m['output_size']:,}")
-    t.add_row("output pairs (diversity)", f"{m['output_pairs']:,} ({m['diversity']:.2%})")
+    t.add_row("output pairs (diversity)" + PRIVATE,
+              f"{m['output_pairs']:,} ({m['diversity']:.2%})")  # fmt: skip
     fr = m["frequent"]
     rec = "—" if fr["recall"] is None else f"{fr['recall']:.3f}"
     pre = "—" if fr["precision"] is None else f"{fr['precision']:.3f}"
-    t.add_row(f"frequent pairs (s = {fr['min_support']:.4g}) recall / precision", f"{rec} / {pre}")
+    t.add_row(f"frequent pairs (s = {fr['min_support']:.4g}) recall / precision" + PRIVATE,
+              f"{rec} / {pre}")  # fmt: skip
     kl = "—" if m["kl_divergence"] is None else f"{m['kl_divergence']:.4f}"
-    t.add_row("KL divergence (CELS eq. 2)", kl)
+    t.add_row("KL divergence (CELS eq. 2)" + PRIVATE, kl)
     if r.get("count_noise"):
         cn = r["count_noise"]
         t.add_row(
@@ -176,12 +181,13 @@ def ump_command(
             "delta": led["delta"],
             "b": rel.report["b"],
             "seeded": led["seeded"],
-            "solver": rel.report["solver"],
-            "metrics": rel.report["metrics"],
-            "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
             "outputs": {k: v.height for k, v in rel.tables.items()},
             "count_noise": rel.report.get("count_noise"),
             "counts_are_private": False,
+            "private": private_block(
+                solver=rel.report["solver"], metrics=rel.report["metrics"],
+                pairs_after_condition_1=rel.report["pairs_after_condition_1"],
+            ),  # fmt: skip
         }
         if not math.isfinite(res["b"]):
             raise InvalidParameterError("epsilon/delta", (epsilon, delta), "finite b")

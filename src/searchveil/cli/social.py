@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    PRIVATE,
     HtmlReportOpt,
     JsonOpt,
     OutDirOpt,
@@ -18,6 +19,7 @@ from searchveil.cli._common import (
     SeedOpt,
     emit,
     out_console,
+    private_block,
     progress,
     run,
 )
@@ -66,7 +68,9 @@ PublicNodeSetOpt = Annotated[
     typer.Option(
         "--public-node-set",
         help="declare that the node ids occurring in --graph are public and use them as the "
-        "universe (only if that set really is public)",
+        "universe (only if that set really is public): an edge to a node that occurs in no "
+        "other edge is then visible with certainty, since the node is in the universe only "
+        "because of that edge",
     ),
 ]
 
@@ -95,9 +99,9 @@ def _human_recommend(r: dict[str, Any]) -> None:
     t = Table(title=f"social recommend ({r['mechanism']}) → {r['out']}", show_header=False)
     t.add_column("")
     t.add_column("", justify="right")
-    g = r["graph"]
+    g = r["private"]["graph"]
     t.add_row(
-        "graph (private figures)",
+        "graph" + PRIVATE,
         f"{g['nodes']:,} nodes, {g['edges']:,} edges, max degree {g['max_degree']:,}",
     )
     t.add_row("public node universe", f"{r['universe']['nodes']:,} nodes")
@@ -116,9 +120,10 @@ def _human_recommend(r: dict[str, Any]) -> None:
 
 
 def _human_reproduce(r: dict[str, Any]) -> None:
+    g = r["private"]
     out_console.print(
-        f"{r['graph'].get('file', 'graph')}: {r['nodes']:,} nodes, {r['edges']:,} edges, "
-        f"max degree {r['max_degree']:,}; {r['targets_sampled']:,} targets"
+        f"{r['graph'].get('file', 'graph')}: {g['nodes']:,} nodes, {g['edges']:,} edges, "
+        f"max degree {g['max_degree']:,} (private); {r['targets_sampled']:,} targets"
     )
     t = Table(title="mean accuracy per mechanism")
     for h in ("utility", "ε", "A_E", "A_L", "P&F", "A_S", "bound", "bound > 0.5"):
@@ -199,6 +204,7 @@ def recommend_cmd(
                 rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
             )  # fmt: skip
             done()
+        res["private"] = private_block(graph=res.pop("graph"))
         return res
 
     emit(run(body), json_out, _human_recommend)
@@ -293,6 +299,7 @@ def reproduce_cmd(
         if html is not None and report is not None:
             write_report(report, html, inputs=inputs)
         out = public_result(res, per_target=per_target)
+        out["private"] = private_block(**{k: out.pop(k) for k in ("nodes", "edges", "max_degree")})
         out["report"] = str(report) if report else None
         out["ledger_path"] = str(ledger_path)
         out["provenance"] = str(prov_path)

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    PRIVATE,
     DeltaOpt,
     EpsilonOpt,
     HtmlReportOpt,
@@ -21,6 +22,7 @@ from searchveil.cli._common import (
     emit,
     err_console,
     out_console,
+    private_block,
     progress,
     run,
 )
@@ -206,12 +208,12 @@ def _anonymize_result(
         "seeded": led["seeded"],
         "parameters": led["parameters"],
         "noisy": led["noisy"],
-        "summary": prov["report"],
-        "metrics": prov["figures"]["metrics"],
+        "private": private_block(summary=prov["report"], metrics=prov["figures"]["metrics"]),
     }
 
 
 def _human_anonymize(r: dict[str, Any]) -> None:
+    pv = r["private"]
     _kv(
         f"{r['mechanism']} → {r['out']}",
         {
@@ -223,14 +225,14 @@ def _human_anonymize(r: dict[str, Any]) -> None:
                 "keep_probability", r["parameters"].get("sampling_probability")
             ),
             "level vector": r["noisy"].get("level"),
-            **r["summary"],
-            **{k2: v for k2, v in r["metrics"].items()},
+            **{k2 + ("" if k2 == "released" else PRIVATE): v for k2, v in pv["summary"].items()},
+            **{k2 + PRIVATE: v for k2, v in pv["metrics"].items()},
         },
     )
-    n_rel = r["summary"].get("released", 0)
+    n_rel = pv["summary"].get("released", 0)
     out_console.print(
-        f"released {n_rel:,} of {r['metrics']['records']:,} records "
-        f"({100 * r['metrics']['released_fraction']:.1f} %); private figures in "
+        f"released {n_rel:,} of {pv['metrics']['records']:,} records (private) "
+        f"({100 * pv['metrics']['released_fraction']:.1f} %); private figures in "
         f"{r['provenance']} (do not publish)"
     )
     if r["seeded"]:
