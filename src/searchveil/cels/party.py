@@ -86,6 +86,8 @@ def pk_body(pk: PublicKey) -> dict[str, Any]:
 
 
 def pk_from(body: Any, bits: int, peer: int) -> PublicKey:
+    """P0's public key as a data party uses it: P0's n (of the agreed size) and a fixed base
+    of this party's own; P0's base is checked (:meth:`PublicKey.check_fixed_base`), not used."""
     if not isinstance(body, dict):
         raise ProtocolError(f"P{peer} sent a malformed public key", peer=peer)
     expect(body, {"n": str, "hs": str}, peer)
@@ -102,7 +104,9 @@ def pk_from(body: Any, bits: int, peer: int) -> PublicKey:
         pk.check_fixed_base()
     except InputFormatError as exc:
         raise ProtocolError(f"P{peer}: {exc.problem}", peer=peer) from exc
-    return pk
+    # no public check can tell an honest base from one of small order (PublicKey.
+    # check_fixed_base): this party randomises under P0's n with a base of its own
+    return pk.with_own_base()
 
 
 def parse_frame(f: Frame, fn: Callable[[bytes], T]) -> T:
