@@ -14,7 +14,9 @@ import scipy.sparse as sp
 
 from searchveil.cels import commutative as cm
 from searchveil.cels.faults import inject_fault
+from searchveil.cels.frames import Frame
 from searchveil.cels.paillier import (
+    Packer,
     PrivateKey,
     PublicKey,
     generate_keypair,
@@ -22,7 +24,6 @@ from searchveil.cels.paillier import (
 from searchveil.cels.params import PRECOMPUTE, CelsParams, Share
 from searchveil.cels.precompute import Precomputer
 from searchveil.cels.wire import (
-    Frame,
     Mesh,
     ProtocolError,
     expect,
@@ -142,6 +143,7 @@ class PartyBase:
     ell: int
     offset: int
     sigma: npt.NDArray[np.int64]
+    pk0_n: int
 
     def __init__(
         self,
@@ -188,6 +190,18 @@ class PartyBase:
     def check(self) -> None:
         self.mesh.check()
 
+    def allow_after_rows(self, n: int, ell: int, ms: list[int], key_n: int) -> None:
+        """The frame caps of phases 4–8 (:meth:`Mesh.allow`) from the sizes every party knows
+        once the rows are announced: n = |J|, ℓ = Σ m'_k, the m'_k and P0's modulus."""
+        packer = Packer(key_n)
+        per_col = packer.n_plaintexts(ell + 1)
+        nz, nb = n * per_col, packer.n_plaintexts(ell)
+        c = PublicKey(key_n).ciphertext_bytes
+        self.mesh.allow("nlp", max(c * (nz + nb), 8 * ell * max(ms, default=0), 8 * n))
+        for phase in ("solve", "unpermute", "verify"):
+            self.mesh.allow(phase, 8 * n)
+        self.mesh.allow("sample", 16 * n)
+
     # -- setup: P0's key and the agreed parameters ------------------------------------------
     def setup(self) -> PrivateKey | PublicKey:
         p = self.params.to_dict()
@@ -201,6 +215,7 @@ class PartyBase:
         if f.body["params"] != json.loads(json.dumps(p)):
             raise ProtocolError("P0 runs with different parameters", peer=0)
         pk0 = pk_from(f.body["key"], self.params.key_bits, 0)
+        self.pk0_n = pk0.n
         # obfuscators under P0's key for Algorithm 2, computed while the union runs
         self.precomp.produce("pk0", pk0, self.precompute * (2 if self.me == 1 else 1))
         return pk0

@@ -98,6 +98,7 @@ class Party(UnionPhases, SolvePhases, OutputPhases):
             self.phase("nlp")
             self.solve(key)
             self.phase("output")
+            self.allow_output(self.recv_padded_length())
             f = self.mesh.recv(self.r, "output")
             expect(f.body, {"rows": int}, self.r)
             records = self._records_from(f)

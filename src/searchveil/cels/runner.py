@@ -42,8 +42,9 @@ from searchveil.cels.config import (
     make_certificates,
 )
 from searchveil.cels.faults import TEST_HOOKS_ENV
+from searchveil.cels.frames import open_private
 from searchveil.cels.params import CelsParams
-from searchveil.cels.wire import PHASES, ProtocolError, open_private
+from searchveil.cels.wire import PHASES, ProtocolError
 from searchveil.errors import InvalidParameterError, OutputExistsError, OutputWriteError
 from searchveil.io.ledger import (
     build_provenance,
