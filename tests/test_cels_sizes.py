@@ -15,8 +15,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from searchveil.cels.config import load_config
 from searchveil.cels.params import CelsParams
 from searchveil.cels.runner import run_local, write_config

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from _neighbour import public_ledger_diff
 from typer.testing import CliRunner
 
 import searchveil.cli.demo as demo_mod
 import searchveil.mechanisms.selection as selection
+from _neighbour import public_ledger_diff
 from searchveil.cli import app
 from searchveil.io.readers import read_log
 from searchveil.model import items
@@ -39,9 +39,7 @@ def _without_user(tmp_path: Path) -> tuple[Path, str]:
     """D′: the sample without its first user (in id order) holding 31–75 distinct queries."""
     q = items(read_log(SAMPLE), "queries")
     per_user = q.group_by("user").agg(pl.col("item").n_unique().alias("k"))
-    user = str(
-        per_user.filter(pl.col("k").is_between(31, 75)).sort("user").get_column("user")[0]
-    )
+    user = str(per_user.filter(pl.col("k").is_between(31, 75)).sort("user").get_column("user")[0])
     lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
     kept = [lines[0], *(ln for ln in lines[1:] if ln.split("\t", 1)[0] != user)]
     assert len(kept) < len(lines)

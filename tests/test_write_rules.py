@@ -150,7 +150,8 @@ def test_tabular_social_attack_refuse_before_any_work(tmp_path: Path) -> None:
     g.mkdir()
     shutil.copy(GRAPH, g / "graph.txt")
     r = _run("social", "recommend", "--graph", g / "graph.txt", "--out", g, "--overwrite",
-             "--epsilon", 1, "--mechanism", "exponential", "--target", 1, "--nodes", 10)  # fmt: skip
+             "--epsilon", 1, "--mechanism", "exponential", "--target", 1,
+             "--nodes", 10)  # fmt: skip
     assert r.exit_code == 2 and "graph" in r.output, r.output
     assert _tree(data) == before and (g / "graph.txt").read_bytes() == GRAPH.read_bytes()
     rel = tmp_path / "rel"

@@ -231,7 +231,8 @@ def party(
             "digest": res.digest,
             "output_rows": res.output.height,
             "private": private_block(
-                traffic=res.stats["traffic"], seconds=res.stats["seconds"],
+                traffic=res.stats["traffic"],
+                seconds=res.stats["seconds"],
                 cpu_seconds=res.stats["cpu_seconds"],
             ),  # fmt: skip
         }

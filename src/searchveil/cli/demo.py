@@ -1,7 +1,9 @@
 """``searchveil demo``: the README's main job.
 
 1. A query-click release with the best selection strategy measured (``--selection``, default
-   MAD2R: docs/selection-strategies.md; e^ε = 10, the strategy's data-independent default d,
+   MAD2R: docs/selection-strategies.md; e^ε = 10, d from public information only — on the
+   bundled sample a declared d = 21 (the thesis' d; the default rule's reference is that very
+   sample, docs/privacy/selection.md), on your own LOG the strategy's data-independent default,
    d_c = 1 click, queries and (query, url) pairs selected privately) on the bundled real sample
    (215 AOL users), with the utility report of ``searchveil evaluate``. ``--selection
    korolova`` runs the thesis' Release-Data instead (d = d_c = 1, privately selected URLs).
@@ -369,7 +371,8 @@ def _human(r: dict[str, Any]) -> None:
     what = (
         f"Korolova Release-Data, e^ε = 10, d = {DEMO_D} query"
         if sel == "korolova"
-        else f"{sel} selection, e^ε = 10, d = the strategy's default ({r['parameters']['d']}) "
+        else f"{sel} selection, e^ε = 10, d = {r['parameters']['d']} (public: declared on the "
+        "sample, the strategy's default on a LOG) "
         "queries"
     )
     out_console.print(
@@ -624,7 +627,7 @@ def _result(
             "selection step (as the thesis' Fig. 4.2); the synthetic release splits ε between "
             "selection and counts, so it keeps a little less. The curves read the whole "
             "(synthetic) log: a data-holder diagnostic; choosing d from the curve of a private "
-            "log costs privacy, so the releases use each strategy's data-independent default d."
+            "log costs privacy, so the releases take d from public information only."
         )
     return {
         "out": str(final),

@@ -185,7 +185,8 @@ def ump_command(
             "count_noise": rel.report.get("count_noise"),
             "counts_are_private": False,
             "private": private_block(
-                solver=rel.report["solver"], metrics=rel.report["metrics"],
+                solver=rel.report["solver"],
+                metrics=rel.report["metrics"],
                 pairs_after_condition_1=rel.report["pairs_after_condition_1"],
             ),  # fmt: skip
         }

@@ -1,10 +1,11 @@
 """Release directories, the public privacy ledger and the private provenance record.
 
 A release is a directory holding its output tables and ``ledger.json``. :class:`ReleaseWriter`
-builds it in a temporary sibling directory (``.<name>.tmp-<random>``) and renames it into place
-only when every table and the ledger are written, so a failed run leaves nothing behind and a
-reader never sees a half-written release. An existing output directory is an error unless
-``overwrite=True`` (then it is replaced after the new release is complete).
+builds it in a staging directory beside it and swaps it into place only when every table and
+the ledger are written (:class:`searchveil.io.paths.Staging`), so a failed or killed run leaves
+nothing behind and a reader never sees a half-written release. An existing output directory is
+an error unless ``overwrite=True``, and then only a complete searchveil release holding none of
+the run's inputs is replaced, after the new release is complete (:mod:`searchveil.io.paths`).
 
 **Two records per run** (docs/privacy/published.md):
 

@@ -132,8 +132,10 @@ def release_problems(directory: str | os.PathLike[str]) -> str | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return "its ledger.json is not valid JSON"
     outputs = data.get("outputs") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("tool") != "searchveil" or not isinstance(
-        outputs, dict
+    if (
+        not isinstance(data, dict)
+        or data.get("tool") != "searchveil"
+        or not isinstance(outputs, dict)
     ):
         return "its ledger.json is not a searchveil ledger"
     listed = {v.get("file") for v in outputs.values() if isinstance(v, dict)}
@@ -414,14 +416,14 @@ class Staging:
 
 # -- private files -----------------------------------------------------------------------------
 @contextlib.contextmanager
-def private_file(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
-    """Open a staged, owner-only file that replaces ``path`` when the block ends without an
-    error (nothing is left otherwise). The caller checks the path first
+def private_file(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """Open (binary) a staged, owner-only file that replaces ``path`` when the block ends
+    without an error (nothing is left otherwise). The caller checks the path first
     (:func:`check_private_path`)."""
     with Staging(path, directory=False, private=True) as st:
         try:
             fd = os.open(st.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            fh = os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+            fh = os.fdopen(fd, "wb")
         except OSError as exc:
             raise OutputWriteError(str(path), exc) from exc
         try:

@@ -3,7 +3,6 @@ from JSON."""
 
 from __future__ import annotations
 
-import os
 import threading
 import zlib
 from collections.abc import Callable

@@ -24,10 +24,10 @@ from searchveil.tabular.recoding import (
 )
 from searchveil.tabular.release import (
     TabularRelease,
-    shuffle_release,
     anonymize_aggregate,
     anonymize_dp,
     anonymize_threshold,
+    shuffle_release,
 )
 from searchveil.validate import parse_choice
 
