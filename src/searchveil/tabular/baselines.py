@@ -243,15 +243,8 @@ def safepub(
     }
     events: list[dict[str, Any]] = []
     if n_hat is not None:
-        events.append(
-            {
-                "event": "record count (δ < 1/n policy)",
-                "mechanism": "discrete Laplace",
-                "epsilon": eps_n,
-                "delta": 0.0,
-                "output": "noisy.n_hat",
-            }  # fmt: skip
-        )
+        events.append({"event": "record count (δ < 1/n policy)", "mechanism": "discrete Laplace",
+                       "epsilon": eps_n, "delta": 0.0, "output": "noisy.n_hat"})  # fmt: skip
     events += [
         {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
         {"event": "sampling + k-suppression", "epsilon": eps_anon, "delta": delta_anon, "k": k},
