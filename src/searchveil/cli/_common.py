@@ -135,7 +135,12 @@ EpsilonOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no defa
 DeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ (no default)")]
 HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
 OverwriteOpt = Annotated[
-    bool, typer.Option("--overwrite", help="replace an existing --out directory")
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="replace an existing --out — a directory only if it is a complete searchveil "
+        "release (its ledger lists every file) holding none of the inputs",
+    ),
 ]
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
 ProvenanceOpt = Annotated[

@@ -32,6 +32,7 @@ from searchveil.cli._common import (
     PRIVATE,
     JsonOpt,
     OutDirOpt,
+    OverwriteOpt,
     SeedOpt,
     emit,
     err_console,
@@ -266,7 +267,7 @@ def run_cmd(
     heartbeat_timeout: HeartbeatOpt = None,
     workers: WorkersOpt = None,
     seed: SeedOpt = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -310,7 +311,7 @@ def local_cmd(
         typer.Option("--output-size", help="kl: total |O| to split by input size (optional)"),
     ] = None,
     seed: SeedOpt = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
