@@ -105,9 +105,15 @@ def test_existing_output_refused(tmp_path: Path, aol_215_path: Path) -> None:
     args = ["release", "kanon", aol_215_path, "--out", out, "--k", "3", "--seed", "1"]
     r = _run(args)
     assert r.exit_code == 2 and (out / "keep.txt").exists()
+    # issue 30: --overwrite replaces only a complete searchveil release, never keep.txt
+    r = _run([*args, "--overwrite", "--json"])
+    assert r.exit_code == 2 and "complete searchveil release" in r.output
+    assert (out / "keep.txt").read_text() == "x"
+    (out / "keep.txt").unlink()
+    assert _run([*args, "--json"]).exit_code == 0  # an empty directory is used as it is
     r = _run([*args, "--overwrite", "--json"])
     assert r.exit_code == 0, r.output
-    assert not (out / "keep.txt").exists() and (out / "log.tsv").exists()
+    assert (out / "log.tsv").exists()
 
 
 def test_zealous_cli(tmp_path: Path, aol_215_path: Path) -> None:

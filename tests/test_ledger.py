@@ -73,6 +73,14 @@ def test_existing_output(tmp_path: Path) -> None:
     (out / "keep.txt").write_text("x")
     with pytest.raises(OutputExistsError):
         ReleaseWriter(out)
+    # issue 30: --overwrite replaces only a complete searchveil release, never a directory
+    # holding something else
+    with pytest.raises(OutputExistsError, match="complete searchveil release"):
+        ReleaseWriter(out, overwrite=True)
+    assert (out / "keep.txt").read_text() == "x"
+    (out / "keep.txt").unlink()
+    with ReleaseWriter(out, overwrite=True) as w:
+        w.write_ledger(ledger(SecureRandom()))
     with ReleaseWriter(out, overwrite=True) as w:
         w.write_ledger(ledger(SecureRandom()))
     assert sorted(p.name for p in out.iterdir()) == ["ledger.json"]

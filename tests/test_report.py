@@ -105,7 +105,7 @@ def _assert_self_contained(text: str) -> None:
 
 def test_evaluate_json_keys_stable(evaluated) -> None:
     res, _ = evaluated
-    assert set(res) == TOP_KEYS | {"report", "provenance"}
+    assert set(res) == TOP_KEYS | {"report", "provenance", "private"}  # issue 30: labelled
     assert res["schema"] == SCHEMA
     # the release's private record was found beside it; the original is the input it names
     assert res["provenance"]["original_matches_input"] is True

@@ -291,7 +291,7 @@ def test_cli_sanitize(tmp_path: Path, aol_215_path: Path) -> None:
     led = json.loads((out / "ledger.json").read_text())
     assert set(led["outputs"]) == {"log", "counts"}
     assert led["outputs"]["log"]["columns"] == ["AnonID", "Query", "ClickURL", "Count"]
-    assert res["metrics"]["output_pairs"] == led["outputs"]["counts"]["rows"]
+    assert res["private"]["metrics"]["output_pairs"] == led["outputs"]["counts"]["rows"]
     for bad in (
         ["--epsilon", "0.7", "--delta", "0.5"],
         ["--objective", "size", "--delta", "0.5"],
@@ -346,5 +346,5 @@ def test_evaluate_reads_a_ump_release(tmp_path: Path, aol_215_path: Path) -> Non
     assert r.exit_code == 0, r.output
     ev = json.loads(r.stdout)["ump"]
     assert ev["applicable"] is True and ev["rows_not_in_input"] == 0
-    assert ev["output_size"] == san["metrics"]["output_size"]
-    assert ev["kl_divergence"] == pytest.approx(san["metrics"]["kl_divergence"])
+    assert ev["output_size"] == san["private"]["metrics"]["output_size"]
+    assert ev["kl_divergence"] == pytest.approx(san["private"]["metrics"]["kl_divergence"])

@@ -135,7 +135,12 @@ EpsilonOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no defa
 DeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ (no default)")]
 HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
 OverwriteOpt = Annotated[
-    bool, typer.Option("--overwrite", help="replace an existing --out directory")
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="replace an existing --out — a directory only if it is a complete searchveil "
+        "release (its ledger lists every file) holding none of the inputs",
+    ),
 ]
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
 ProvenanceOpt = Annotated[
@@ -357,6 +362,20 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], Callable[[], None
             return lambda: prog.update(task, completed=1)
 
         yield step
+
+
+#: what every command's ``private`` sub-object of ``--json`` says (issue 30): exact figures of
+#: the private input are labelled — "(private)" in tables, under ``private`` in JSON
+PRIVATE_NOTE = (
+    "exact figures of the private input, for the data holder: not covered by the release's "
+    "guarantee — never publish them"
+)
+PRIVATE = " (private)"
+
+
+def private_block(**figures: Any) -> dict[str, Any]:
+    """The ``private`` sub-object of a command's ``--json``: the note, then ``figures``."""
+    return {"note": PRIVATE_NOTE, **figures}
 
 
 #: the ``release`` group's help (its commands live in cli/release.py and cli/sanitize.py)

@@ -29,16 +29,20 @@ from searchveil.cels.protocol import run_party
 from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
+    PRIVATE,
     JsonOpt,
     OutDirOpt,
+    OverwriteOpt,
     SeedOpt,
     emit,
     err_console,
     out_console,
+    private_block,
     run,
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
+from searchveil.io.paths import check_private_path, input_list
 from searchveil.rng import make_rng
 
 EpsOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
@@ -122,7 +126,7 @@ def _params(
 
 def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
     """The public ledger's figures and (private, this machine's) per-party traffic and time."""
-    t = Table(title=title, show_header=True)
+    t = Table(title=title + " — per-party traffic and time" + PRIVATE, show_header=True)
     for c in ("party", "sent", "received", "wall s", "CPU s (with workers)"):
         t.add_column(c, justify="right")
     for p in stats:
@@ -227,9 +231,11 @@ def party(
             "out": str(out),
             "digest": res.digest,
             "output_rows": res.output.height,
-            "traffic": res.stats["traffic"],
-            "seconds": res.stats["seconds"],
-            "cpu_seconds": res.stats["cpu_seconds"],
+            "private": private_block(
+                traffic=res.stats["traffic"],
+                seconds=res.stats["seconds"],
+                cpu_seconds=res.stats["cpu_seconds"],
+            ),  # fmt: skip
         }
         emit(
             summary, json_out,
@@ -261,7 +267,7 @@ def run_cmd(
     heartbeat_timeout: HeartbeatOpt = None,
     workers: WorkersOpt = None,
     seed: SeedOpt = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -282,9 +288,10 @@ def run_cmd(
             heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
             workers=workers, overwrite=overwrite, provenance=provenance,
         )  # fmt: skip
+        res["private"] = private_block(party_stats=res.pop("party_stats"))
         emit(
             res, json_out,
-            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["party_stats"]),
+            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["private"]["party_stats"]),
         )  # fmt: skip
 
     run(body)
@@ -304,7 +311,7 @@ def local_cmd(
         typer.Option("--output-size", help="kl: total |O| to split by input size (optional)"),
     ] = None,
     seed: SeedOpt = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -315,16 +322,18 @@ def local_cmd(
     def body() -> None:
 
         params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
-        ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
+        inputs = input_list(share=share)
+        ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
         shares = [Share.read(s) for s in share]
         res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
+        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs) as w:
             w.write_table("log", res["log"])
             w.write_ledger(res["ledger"])
             prov = w.write_provenance(res["provenance"])
-        summary = {k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
-        summary["out"] = str(out)
-        summary["provenance"] = str(prov)
+        summary: dict[str, Any] = {"out": str(out), "provenance": str(prov)}
+        summary["private"] = private_block(
+            **{k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
+        )
         emit(summary, json_out, lambda r: out_console.print(r))
 
     run(body)
@@ -342,6 +351,7 @@ def reproduce_cmd(
     def body() -> None:
 
         rs = tuple(int(v) for v in parties.split(",") if v.strip())
+        check_private_path(report, option="report")  # before any work (issue 30)
         res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
         emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
 

@@ -29,6 +29,7 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    PRIVATE,
     READER_DEFAULT,
     RELEASE_GROUP_HELP,
     InputArg,
@@ -43,12 +44,14 @@ from searchveil.cli._common import (
     emit,
     err_console,
     out_console,
+    private_block,
     progress,
     run,
     with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import provenance_path
+from searchveil.io.ledger import check_release_dir, provenance_path
+from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.selection import SelectionStrategy, default_d
@@ -211,8 +214,9 @@ def _summary(
         "accounting": led.get("accounting"),
         "paper_accounting": led.get("paper_accounting"),
         "seeded": led["seeded"],
-        "report": release.report,
+        "parameters": led["parameters"],
         "outputs": {k: v.height for k, v in release.tables.items()},
+        "private": private_block(report=release.report),
     }
     if split is not None:
         res["split"] = split
@@ -239,23 +243,29 @@ def _human(r: dict[str, Any]) -> None:
         t.add_row("guarantee", r["notion"])
     if "split" in r:
         t.add_row("ε split (weights)", str(r["split"]))
-    su = r["report"].get("single_user")
+    report = r["private"]["report"]
+    su = report.get("single_user")
     if su:
         t.add_row(
-            "single-user items published (expected)",
+            "single-user items published (expected)" + PRIVATE,
             f"{su['expected_single_user_published']:.3g} of {su['single_user_items']:,} "
             + ("(exact; private figure: not in the release)" if su.get("exact")
                else "(upper bound; private figure: not in the release)"),
         )  # fmt: skip
-        t.add_row("δ < 1/U", "yes" if su["delta_check"]["ok"] else "NO — see warning")
-    for k, v in r["report"].items():
+        declared = su["delta_check"].get("users_bound_source", "").startswith("declared")
+        t.add_row("δ < 1/U" + ("" if declared else " (U = the exact users: private)"),
+                  "yes" if su["delta_check"]["ok"] else "NO — see warning")  # fmt: skip
+    for k, v in report.items():
         if k in ("parameters", "mechanism", "notion", "epsilon", "delta"):
             continue
         if k in ("paper_epsilon", "paper_delta"):
             continue
         if isinstance(v, int | float | str):
-            t.add_row(k.replace("_", " "), f"{v:,}" if isinstance(v, int) else str(v))
-    for k, v in r["report"].get("parameters", {}).items():
+            # how many rows a table has is public (the release shows it); the rest is not
+            public = k in r["parameters"] or k == "engine_plan" or k.endswith("_released")
+            mark = "" if public else PRIVATE
+            t.add_row(k.replace("_", " ") + mark, f"{v:,}" if isinstance(v, int) else str(v))
+    for k, v in report.get("parameters", {}).items():
         if v is not None:
             t.add_row(f"param {k}", str(v))
     for name, rows in r["outputs"].items():
@@ -360,6 +370,10 @@ def korolova_params(o: KorolovaOptions) -> KorolovaParams:
 
 def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
     params = korolova_params(o)
+    check_release_dir(
+        run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite,
+        provenance=run_opts.provenance, inputs=input_list(input=run_opts.input, serp=o.serp),
+    )  # fmt: skip
     serp = (
         load_serp(o.serp, normalize=run_opts.reader.normalize, depth=o.serp_depth)
         if o.serp is not None

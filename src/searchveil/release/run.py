@@ -260,7 +260,8 @@ def release_file(
         check_int("max-users", max_users, minimum=1)
     kw = _release_kwargs(fam, params, serp, max_users)
     if out is not None:
-        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance,
+                          inputs=[("input", p)])  # fmt: skip
     where = choose_engine(p, params, opts) if choice == EngineChoice.AUTO else EngineName(choice)
     check_fingerprint(fingerprint, p if where != EngineName.MEMORY else None)
     if where == EngineName.MEMORY:

@@ -142,7 +142,9 @@ def release_recommendations(
     )
     out = Path(out_dir)
     # fails early if --out (or the provenance record) exists
-    writer = ReleaseWriter(out, fmt=fmt, overwrite=overwrite, provenance=provenance)
+    writer = ReleaseWriter(
+        out, fmt=fmt, overwrite=overwrite, provenance=provenance, inputs=[("graph", graph_path)]
+    )
     idx = resolve_targets(universe, targets)  # public: checked before the graph is read
     graph = read_edge_list(graph_path, undirected=True, universe=universe)
     utility.check_graph(graph)

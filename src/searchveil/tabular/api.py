@@ -21,13 +21,13 @@ from searchveil.tabular.recoding import (
     SELECTION_SHARE,
     Score,
     anonymize_recoding,
-    shuffle_release,
 )
 from searchveil.tabular.release import (
     TabularRelease,
     anonymize_aggregate,
     anonymize_dp,
     anonymize_threshold,
+    shuffle_release,
 )
 from searchveil.validate import parse_choice
 
@@ -172,6 +172,8 @@ def run_model(
             steps=p.steps,
             max_records=p.max_records,
         )
+    if model in (Model.FOUAD2014, Model.SAFEPUB):  # they shuffle their rows themselves
+        return rel, meas
     return shuffle_release(rel, rng), meas
 
 
@@ -252,7 +254,12 @@ def write_release(
         report={**rel.private, "released": int(rel.rows.size)},
         figures={"metrics": metrics, **(figures or {})},
     )
-    with ReleaseWriter(out, fmt=fmt, overwrite=overwrite, provenance=provenance) as w:
+    inputs = [("table", t.source), *(("hierarchies", h.source) for h in t.hierarchies)]
+    if side_table is not None:
+        inputs.append(("side-table", side_table.source))
+    with ReleaseWriter(
+        out, fmt=fmt, overwrite=overwrite, provenance=provenance, inputs=inputs
+    ) as w:
         w.write_table("table", rel.frame)
         led = w.write_ledger(ledger)
         w.write_provenance(prov)
