@@ -15,14 +15,33 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import polars as pl
 
-from searchveil.errors import InvalidParameterError
+from searchveil.errors import InternalError, InvalidParameterError
+from searchveil.model import normalize_query, same_event
 from searchveil.rng import RandomSource
 from searchveil.validate import check_int, parse_choice
 
-__all__ = ["BoundingStrategy", "bound_contributions", "Sensitivities"]
+__all__ = [
+    "STREAM_KEYS",
+    "Bounder",
+    "BoundingStrategy",
+    "Carry",
+    "KernelSpec",
+    "NotContiguous",
+    "Rule",
+    "Segment",
+    "Sensitivities",
+    "Stream",
+    "bound_contributions",
+    "bound_log",
+    "cut",
+    "first_per_user",
+    "normalized",
+    "resolve",
+]
 
 
 class BoundingStrategy(StrEnum):
@@ -92,10 +111,10 @@ def bound_contributions(
         if col not in df.columns:
             raise InvalidParameterError("column", col, f"one of the frame's columns {df.columns}")
     out = df.sort([user_col, order_col], maintain_order=True)
+    if strategy == "first":
+        return first_per_user(out, d, user=user_col, distinct_on=[item_col] if distinct else None)
     if distinct:
         out = out.unique(subset=[user_col, item_col], keep="first", maintain_order=True)
-    if strategy == "first":
-        return out.filter(pl.int_range(pl.len()).over(user_col) < d)
     if rng is None:
         raise InvalidParameterError("rng", None, "a RandomSource when strategy='random'")
     keys = pl.Series("_key", rng.random_keys(out.height))
@@ -104,3 +123,355 @@ def bound_contributions(
         .filter(pl.col("_key").rank("ordinal").over(user_col) <= d)
         .drop("_key")
     )
+
+
+# --------------------------------------------------------------------------- the kernel
+#
+# Everything below is the one definition of "a user's first d events / first d distinct items"
+# that the in-memory releases, the Polars ordered pass and Spark's partitions all run.
+
+
+class NotContiguous(Exception):
+    """A user's rows are not contiguous in the input (the ordered plans need them to be)."""
+
+
+class Stream(StrEnum):
+    """The rows a rule counts: ``events`` — the first row of each query event (key: the
+    query); ``clicks`` — every row with a clicked URL (key: the query and the URL)."""
+
+    EVENTS = "events"
+    CLICKS = "clicks"
+
+
+#: the key columns of each stream's kept rows
+STREAM_KEYS: dict[Stream, list[str]] = {Stream.EVENTS: ["query"], Stream.CLICKS: ["query", "url"]}
+# a string that is not equal to its normalisation contains one of these (A-Z, any character
+# outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
+# row, or a space at either end); strings without them are left as they are
+_NEEDS_NORMALIZING = r"[^ !-@\[-~]|  |^ | $"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Keep each user's first ``n`` rows of a stream; with ``distinct``, the first occurrence
+    of each of the user's first ``n`` distinct keys."""
+
+    n: int
+    distinct: bool = False
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What the kernel keeps: a rule per stream (``None``: the stream is not kept), and whether
+    queries are normalised (:func:`~searchveil.model.normalize_query`) — the engines read raw
+    text; the in-memory log is normalised by its reader already."""
+
+    events: Rule | None = None
+    clicks: Rule | None = None
+    normalize: bool = False
+
+    def rules(self) -> list[tuple[Stream, Rule]]:
+        return [(s, r) for s, r in ((Stream.EVENTS, self.events), (Stream.CLICKS, self.clicks))
+                if r is not None]  # fmt: skip
+
+
+def normalized(s: pl.Series, normalize: bool) -> pl.Series:
+    """:func:`~searchveil.model.normalize_query` applied only to the strings it would change."""
+    if not normalize or s.len() == 0:
+        return s
+    mask = s.str.contains(_NEEDS_NORMALIZING).fill_null(False)
+    if not mask.any():
+        return s
+    idx = mask.arg_true()
+    fixed = pl.select(normalize_query(pl.lit(s.gather(idx)))).to_series()
+    return s.scatter(idx, fixed)
+
+
+def _run_position(run: pl.Expr) -> pl.Expr:
+    """0-based position of each row within its run of equal ``run`` values (runs contiguous):
+    a running count that restarts at each run, without grouping."""
+    i = pl.int_range(pl.len(), dtype=pl.Int64)
+    start = (run != run.shift(1)).fill_null(True)
+    return i - pl.when(start).then(i).otherwise(None).forward_fill()
+
+
+def _first_rows(df: pl.DataFrame, run: str, keys: list[str] | None, n: int) -> pl.DataFrame:
+    """The rule: the first ``n`` rows of each run of ``run`` (with ``keys``: the first row of
+    each of the run's first ``n`` distinct keys), in order, with ``_rank`` (0-based)."""
+    lf = df.lazy()
+    if keys:
+        lf = lf.filter(pl.struct(run, *keys).is_first_distinct())
+    return lf.with_columns(_rank=_run_position(pl.col(run))).filter(pl.col("_rank") < n).collect()
+
+
+def first_per_user(
+    df: pl.DataFrame,
+    n: int,
+    *,
+    user: str = "user",
+    distinct_on: list[str] | None = None,
+    rank: str | None = None,
+) -> pl.DataFrame:
+    """Each user's first ``n`` rows (with ``distinct_on``: the first row of each of the user's
+    first ``n`` distinct values of those columns), ``df`` holding each user's rows together and
+    in order; with ``rank``, a column of that name gives the 0-based rank within the user.
+    The kernel's rule (:func:`_first_rows`) on a whole frame."""
+    check_int("n", n, minimum=1)
+    runs = df.with_columns(_run=(pl.col(user) != pl.col(user).shift(1)).fill_null(True).cum_sum())
+    out = _first_rows(runs, "_run", distinct_on, n).drop("_run")
+    return out.rename({"_rank": rank}) if rank else out.drop("_rank")
+
+
+def _flags(df: pl.DataFrame, normalize: bool) -> pl.DataFrame:
+    """``_us`` (a user's first row in the frame) and ``_es`` (a query event's first row:
+    :func:`~searchveil.model.same_event` with the previous row; the frame's first row starts
+    both). Raw text is compared first; rows whose raw query differs from the previous row's at
+    the same user and time are settled on the normalised text."""
+    u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
+    pu, pq, pt = u.shift(1), q.shift(1), t.shift(1)
+    any_q = pl.lit(True)
+    out = df.with_columns(
+        _us=(u != pu).fill_null(True),
+        _es=~same_event(u, q, t, pu, pq, pt),
+        _amb=same_event(u, any_q, t, pu, any_q, pt) & (q != pq).fill_null(False),
+    )
+    amb = out.get_column("_amb")
+    if normalize and amb.any():
+        pair = out.select(a=q.filter(pl.col("_amb")), b=pq.filter(pl.col("_amb")))
+        same = normalized(pair.get_column("a"), True) == normalized(pair.get_column("b"), True)
+        out = out.with_columns(out.get_column("_es").scatter(amb.arg_true(), ~same))
+    return out.drop("_amb")
+
+
+@dataclass
+class Carry:
+    """The open user at the end of what a :class:`Bounder` was fed: its last row, the number
+    of rows of each stream it has so far, and (distinct rules) the keys it kept."""
+
+    user: Any
+    q: Any
+    t: Any
+    count: dict[Stream, int]
+    keys: dict[Stream, pl.DataFrame]
+
+
+@dataclass
+class Segment:
+    """A stretch of rows bounded on its own, as if its first row started a user (so it can be
+    cut anywhere, in any thread or on any executor): its first run's kept rows with ranks
+    counted from the segment's start (``head``: final once the rows before it are known, by
+    :meth:`Bounder.add`), its first and last row, the number of stream rows of its first and
+    last run, the last run's kept keys, and its figures. The kept rows of its other runs are
+    final and returned beside it (:func:`cut`)."""
+
+    first: tuple[Any, Any, Any]  # (user, query, time) of the first row
+    last: Carry  # the last run, as a carry (its counts and keys from the segment's start)
+    runs: int
+    head: dict[Stream, pl.DataFrame]
+    head_count: dict[Stream, int]
+    figures: dict[str, int]
+    run_users: pl.Series | None = None
+
+
+def _stream_rows(df: pl.DataFrame, stream: Stream) -> pl.DataFrame:
+    if stream == Stream.EVENTS:
+        return df.filter(pl.col("_es")).select("u", "_run", query="q")
+    return df.filter(pl.col("url").is_not_null()).select("u", "_run", query="q", url="url")
+
+
+def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.DataFrame]]:
+    """Bound one non-empty frame of rows ``u, q, t`` (+ ``url``) in order, each user's rows
+    together: the :class:`Segment` and the final kept rows (``u``, keys, ``_rank``) of every
+    run but the first."""
+    marked = _flags(df, spec.normalize)
+    marked = marked.with_columns(_run=pl.col("_us").cum_sum().cast(pl.Int64) - 1)
+    runs = int(marked.item(marked.height - 1, "_run")) + 1
+    head: dict[Stream, pl.DataFrame] = {}
+    body: dict[Stream, pl.DataFrame] = {}
+    head_count: dict[Stream, int] = {}
+    tail_count: dict[Stream, int] = {}
+    tail_keys: dict[Stream, pl.DataFrame] = {}
+    for stream, rule in spec.rules():
+        rows = _stream_rows(marked, stream)
+        keys = STREAM_KEYS[stream]
+        if rule.distinct:  # distinctness is decided on the normalised keys
+            rows = rows.with_columns(query=normalized(rows.get_column("query"), spec.normalize))
+        kept = _first_rows(rows, "_run", keys if rule.distinct else None, rule.n)
+        if not rule.distinct:  # only the kept keys are normalised
+            kept = kept.with_columns(query=normalized(kept.get_column("query"), spec.normalize))
+        run = rows.get_column("_run")
+        head_count[stream] = int((run == 0).sum())
+        tail_count[stream] = int((run == runs - 1).sum())
+        is_head = pl.col("_run") == 0
+        head[stream] = kept.filter(is_head).select("u", *keys, "_rank")
+        body[stream] = kept.filter(~is_head).select("u", *keys, "_rank")
+        tail_keys[stream] = kept.filter(pl.col("_run") == runs - 1).select(keys)
+    first = df.row(0, named=True)
+    last = df.row(df.height - 1, named=True)
+    figures = {
+        "rows": df.height,
+        "runs": runs,
+        "events": int(marked.get_column("_es").sum()),
+        "clicks": int(df.get_column("url").is_not_null().sum()) if "url" in df.columns else 0,
+    }
+    seg = Segment(
+        first=(first["u"], first["q"], first["t"]),
+        last=Carry(last["u"], last["q"], last["t"], tail_count, tail_keys),
+        runs=runs,
+        head=head,
+        head_count=head_count,
+        figures=figures,
+        run_users=marked.get_column("u").filter(marked.get_column("_us")),
+    )
+    return seg, body
+
+
+def _continues(carry: Carry | None, first: tuple[Any, Any, Any], normalize: bool) -> tuple[
+    bool, bool]:  # fmt: skip
+    """(the segment's first row is the carried user's, it continues the carried query event)
+    — :func:`_flags` on the two rows."""
+    if carry is None or first[0] is None or carry.user != first[0]:
+        return False, False
+    pair = pl.DataFrame(
+        {"u": [carry.user, first[0]], "q": [carry.q, first[1]], "t": [carry.t, first[2]]}
+    )
+    return True, not bool(_flags(pair, normalize).item(1, "_es"))
+
+
+def resolve(
+    carry: Carry | None, seg: Segment, spec: KernelSpec
+) -> tuple[dict[Stream, pl.DataFrame], dict[Stream, int], Carry, bool, bool]:
+    """Join a segment to what precedes it: its first run's kept rows, now final (ranks counted
+    from the carried user's start), the carried user's stream counts after that run, the new
+    carry, and (whether the first run continues the carried user, whether its first row
+    continues the carried query event).
+
+    For the carried user the rule goes on where it stopped: a first-``n`` rule keeps the run's
+    rows whose rank, shifted by the user's earlier rows, is below ``n`` (a first row that
+    continues the carried event is not an event, and every later event moves down by one); a
+    distinct rule keeps the run's kept keys the user has not kept yet, up to ``n`` in all.
+    The run's own first ``n`` (distinct) rows are enough for both: the user's earlier rows only
+    ever take places away."""
+    cont, flip = _continues(carry, seg.first, spec.normalize)
+    head: dict[Stream, pl.DataFrame] = {}
+    total: dict[Stream, int] = {}
+    keys_after: dict[Stream, pl.DataFrame] = {}
+    for stream, rule in spec.rules():
+        cand, keys = seg.head[stream], STREAM_KEYS[stream]
+        skip = int(flip and stream == Stream.EVENTS)
+        if not cont:
+            kept, before = cand, 0
+        elif rule.distinct:
+            assert carry is not None
+            had = carry.keys[stream]
+            fresh = cand.filter(~pl.struct(keys).is_in(had.select(pl.struct(keys)).to_series()))
+            kept = fresh.head(max(0, rule.n - had.height)).with_columns(
+                _rank=pl.int_range(pl.len(), dtype=pl.Int64) + had.height
+            )
+            before = carry.count[stream]
+        else:
+            assert carry is not None
+            before = carry.count[stream]
+            shifted = cand.filter(pl.col("_rank") >= skip).with_columns(
+                pl.col("_rank") + (before - skip)
+            )
+            kept = shifted.filter(pl.col("_rank") < rule.n)
+        head[stream] = kept
+        total[stream] = before + seg.head_count[stream] - skip
+        if cont and rule.distinct:
+            assert carry is not None
+            keys_after[stream] = pl.concat([carry.keys[stream], kept.select(keys)])
+        else:
+            keys_after[stream] = kept.select(keys)
+    if seg.runs == 1:  # the segment is one run: the carry is that run, carried on
+        new = Carry(seg.last.user, seg.last.q, seg.last.t, total, keys_after)
+    else:
+        new = seg.last
+    return head, total, new, cont, flip
+
+
+class Bounder:
+    """Feeds frames of rows (:func:`cut`) in order and returns, for each, the final kept rows
+    of every stream (``u``, keys, ``_rank``), holding the :class:`Carry` from frame to frame.
+
+    ``detached``: the rows fed are a stretch of a longer input (a Spark partition) whose
+    first run may continue a user of the stretch before it: that run's kept rows are held
+    back (:meth:`summary` hands them on as a :class:`Segment`, to be :meth:`add`-ed in order
+    where the stretches meet). ``check``: raise :class:`NotContiguous` when a user starts a
+    second run. :attr:`figures`: ``rows``, ``users``, ``events``, ``clicks`` so far."""
+
+    def __init__(self, spec: KernelSpec, *, detached: bool = False, check: bool = False) -> None:
+        self.spec, self.detached, self.check = spec, detached, check
+        self.carry: Carry | None = None
+        self.figures: dict[str, int] = {"rows": 0, "users": 0, "events": 0, "clicks": 0}
+        self._seen: set[Any] = set()
+        self._first: tuple[Any, Any, Any] | None = None
+        self._held: dict[Stream, list[pl.DataFrame]] = {s: [] for s, _ in spec.rules()}
+        self._held_count: dict[Stream, int] = {}
+        self._first_open = False
+
+    def feed(self, df: pl.DataFrame) -> dict[Stream, pl.DataFrame]:
+        """The final kept rows of ``df`` (non-empty), given everything fed before."""
+        return self.add(*cut(df, self.spec))
+
+    def add(
+        self, seg: Segment, body: dict[Stream, pl.DataFrame] | None = None
+    ) -> dict[Stream, pl.DataFrame]:
+        """Join ``seg`` (and the final rows ``body`` of its other runs) to what came before."""
+        first_seg = self._first is None
+        head, total, carry, cont, flip = resolve(self.carry, seg, self.spec)
+        if self.check and seg.run_users is not None:
+            new = seg.run_users.slice(1) if cont else seg.run_users
+            fresh = set(new.to_list())
+            if len(fresh) < new.len() or not self._seen.isdisjoint(fresh):
+                raise NotContiguous
+            self._seen |= fresh
+        f = self.figures
+        f["rows"] += seg.figures["rows"]
+        f["users"] += seg.runs - int(cont)
+        f["events"] += seg.figures["events"] - int(flip)
+        f["clicks"] += seg.figures["clicks"]
+        if first_seg:
+            self._first = seg.first
+        hold = self.detached and (first_seg or (self._first_open and cont))
+        out = {}
+        for stream, _ in self.spec.rules():
+            parts = [] if hold else [head[stream]]
+            if hold:
+                self._held[stream].append(head[stream])
+            if body is not None and body[stream].height:
+                parts.append(body[stream])
+            out[stream] = pl.concat(parts) if len(parts) > 1 else (
+                parts[0] if parts else head[stream].clear())  # fmt: skip
+        if hold:
+            self._held_count = total
+        self._first_open = hold and seg.runs == 1
+        self.carry = carry
+        return out
+
+    def summary(self) -> Segment:
+        """What a detached bounder was fed, as one segment (its held first run as the head)."""
+        if self._first is None or self.carry is None:
+            raise InternalError("summary() of a bounder fed no rows")
+        head = {s: pl.concat(parts) for s, parts in self._held.items()}
+        return Segment(
+            first=self._first, last=self.carry, runs=self.figures["users"], head=head,
+            head_count=self._held_count,
+            figures=self.figures | {"runs": self.figures["users"]},
+        )  # fmt: skip
+
+
+def bound_log(df: pl.DataFrame, spec: KernelSpec) -> tuple[dict[Stream, pl.DataFrame], dict[str,
+              int]]:  # fmt: skip
+    """The kernel on an in-memory log (``user, query, time, url``, each user's rows together
+    and in order — :class:`~searchveil.model.SearchLog` is sorted by user and row): the kept
+    rows of each stream (``user``, keys, ``rank``) and the figures."""
+    cols = {"u": pl.col("user"), "q": pl.col("query"), "t": pl.col("time"), "url": pl.col("url")}
+    b = Bounder(spec)
+    if df.height == 0:
+        empty = df.select(user=pl.col("user"), query=pl.col("query"), url=pl.col("url"))
+        kept = {s: empty.select("user", *STREAM_KEYS[s]).with_columns(rank=pl.lit(0, pl.Int64))
+                for s, _ in spec.rules()}  # fmt: skip
+        return kept, b.figures
+    kept = b.feed(df.select(**cols))
+    return {s: k.rename({"u": "user", "_rank": "rank"}) for s, k in kept.items()}, b.figures

@@ -23,6 +23,8 @@ from typing import Any
 
 import polars as pl
 
+from searchveil.bounding import KernelSpec, Rule
+from searchveil.errors import InvalidParameterError
 from searchveil.io.formats import Layout, layout
 from searchveil.model import SearchLog
 
@@ -84,6 +86,24 @@ class BoundingPlan:
         if self.keep in (Bounding.EVENTS, Bounding.POOLS):
             return self.clicks_per_user is not None
         return self.item == Item.CLICKS
+
+    def kernel_spec(self, *, normalize: bool = False) -> KernelSpec:
+        """The plan as the bounding kernel's rules (:mod:`searchveil.bounding`): what every
+        engine, and the in-memory release, runs. ``normalize``: the rows' queries are raw
+        text (the engines) rather than normalised by a reader (in memory)."""
+        d_c = self.clicks_per_user
+        if self.keep == Bounding.EVENTS:
+            clicks = None if d_c is None else Rule(d_c)
+            return KernelSpec(Rule(self.per_user, self.distinct), clicks, normalize)
+        if self.keep == Bounding.DISTINCT:
+            rule = Rule(self.per_user, True)
+            if self.item == Item.CLICKS:
+                return KernelSpec(None, rule, normalize)
+            return KernelSpec(rule, None, normalize)
+        if self.keep == Bounding.POOLS:
+            clicks = None if d_c is None else Rule(d_c, True)
+            return KernelSpec(Rule(self.per_user, True), clicks, normalize)
+        raise InvalidParameterError("bounding plan", self.keep, "events | distinct | pools")
 
 
 @dataclass(frozen=True)

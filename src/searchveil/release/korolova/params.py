@@ -10,7 +10,7 @@ from enum import StrEnum
 from functools import partial
 from typing import Any
 
-from searchveil.bounding import bound_contributions
+from searchveil.bounding import Stream, bound_contributions, bound_log
 from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
@@ -368,27 +368,33 @@ class KorolovaParams:
 
 def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:
     """Limit-User-Activity (step 1) on an in-memory log: the bounded query counts and, with
-    URLs, the bounded (query, url) click counts (``rng`` only for ``strategy="random"``)."""
-    ev = items(log, "queries")
-    bounded = bound_contributions(
-        ev, max_per_user=params.d, strategy=params.strategy, rng=rng, distinct=params.distinct
-    )
-    counts = {
-        "queries": count_by(
-            bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct
-        )
-    }
-    figures = {
-        "users": log.n_users,
-        "query_events": ev.height,
-        "query_events_after_bounding": bounded.height,
-    }
-    if params.url_selection != "none":
-        assert params.d_c is not None
-        cl = items(log, "clicks")
-        bounded_c = bound_contributions(
-            cl, max_per_user=params.d_c, strategy=params.strategy, rng=rng
-        )
+    URLs, the bounded (query, url) click counts. ``strategy="first"`` runs the bounding kernel
+    (:func:`~searchveil.bounding.bound_log`, the engines' own); ``"random"`` draws from
+    ``rng``."""
+    clicks = params.url_selection != "none"
+    if params.strategy == "first":
+        kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
+        bounded = kept[Stream.EVENTS]
+        figures = {"users": fig["users"], "query_events": fig["events"],
+                   "query_events_after_bounding": bounded.height}  # fmt: skip
+        bounded_c = kept.get(Stream.CLICKS)
+        n_clicks = fig["clicks"]
+    else:
+        ev = items(log, "queries").rename({"item": "query"})
+        bounded = bound_contributions(ev, max_per_user=params.d, strategy=params.strategy,
+                                      rng=rng, distinct=params.distinct, item_col="query")  # fmt: skip
+        figures = {"users": log.n_users, "query_events": ev.height,
+                   "query_events_after_bounding": bounded.height}  # fmt: skip
+        bounded_c = None
+        if clicks:
+            assert params.d_c is not None
+            cl = items(log, "clicks")
+            bounded_c = bound_contributions(cl, max_per_user=params.d_c, strategy=params.strategy,
+                                            rng=rng)  # fmt: skip
+            n_clicks = cl.height
+    counts = {"queries": count_by(bounded, ["query"], distinct_users=params.distinct)}
+    if clicks:
+        assert bounded_c is not None
         counts["clicks"] = count_by(bounded_c, ["query", "url"])
-        figures |= {"clicks": cl.height, "clicks_after_bounding": bounded_c.height}
+        figures |= {"clicks": n_clicks, "clicks_after_bounding": bounded_c.height}
     return BoundedCounts(counts=counts, figures=figures, input=log.ledger_input())

@@ -11,12 +11,14 @@ from enum import StrEnum
 from functools import partial
 from typing import Any
 
-from searchveil.bounding import bound_contributions
+import polars as pl
+
+from searchveil.bounding import Stream, bound_contributions, bound_log
 from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.model import ITEM_KINDS, SearchLog, items
+from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog, items
 from searchveil.release.counts import BoundingStrategy, count_by
 from searchveil.release.zealous.accounting import (
     Guarantee,
@@ -228,13 +230,29 @@ class ZealousParams:
 
 
 def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) -> BoundedCounts:
-    """Step 1–2 on an in-memory log: each user's m distinct items, counted in distinct users
-    (``rng`` only for ``strategy="random"``)."""
-    it = items(log, params.item_type)
-    bounded = bound_contributions(
-        it, max_per_user=params.m, strategy=params.strategy, rng=rng, distinct=True
-    )
+    """Step 1–2 on an in-memory log: each user's m distinct items, counted in distinct users.
+    Queries and clicks with ``strategy="first"`` run the bounding kernel
+    (:func:`~searchveil.bounding.bound_log`, the engines' own); keywords and query pairs keep
+    their first m distinct items with :func:`~searchveil.bounding.bound_contributions` (the
+    kernel's rule on the item rows); ``"random"`` draws from ``rng``."""
     parts = list(PART_COLUMNS.get(params.item_type, ()))
+    if params.strategy == "first" and params.item_type in (Item.QUERIES, Item.CLICKS):
+        kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
+        if params.item_type == Item.QUERIES:
+            bounded = kept[Stream.EVENTS].with_columns(item=pl.col("query"))
+            n_items = fig["events"]
+        else:
+            bounded = kept[Stream.CLICKS].with_columns(
+                item=pl.col("query") + PAIR_SEP + pl.col("url")
+            )
+            n_items = fig["clicks"]
+        users = fig["users"]
+    else:
+        it = items(log, params.item_type)
+        bounded = bound_contributions(
+            it, max_per_user=params.m, strategy=params.strategy, rng=rng, distinct=True
+        )
+        n_items, users = it.height, log.n_users
     counts = count_by(bounded, ["item", *parts], distinct_users=True)
-    figures = {"users": log.n_users, "items": it.height, "items_after_bounding": bounded.height}
+    figures = {"users": users, "items": n_items, "items_after_bounding": bounded.height}
     return BoundedCounts(counts={"items": counts}, figures=figures, input=log.ledger_input())
