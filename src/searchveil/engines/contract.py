@@ -5,8 +5,8 @@ A family's parameters say *what* each user may contribute as a :class:`BoundingP
 data-size-dependent work for it and returns :class:`BoundedCounts` (histogram releases),
 :class:`UserItemPools` (selection strategies) or reduced rows (k-anonymity). The engines never
 see a family's parameters or name an algorithm: a plan is stated in bounding terms only
-(:class:`Bounding`), and the in-memory counting the row plan falls back on is the family's own
-function, handed in with the plan (:attr:`BoundingPlan.count_rows`).
+(:class:`Bounding`), and every engine runs it as the rules of the one bounding kernel
+(:meth:`BoundingPlan.kernel_spec`, :mod:`searchveil.bounding`).
 
 :class:`Source` is an input file whose layout was detected once
 (:func:`searchveil.io.formats.layout`, by content).
@@ -15,7 +15,6 @@ function, handed in with the plan (:attr:`BoundingPlan.count_rows`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -26,7 +25,6 @@ import polars as pl
 from searchveil.bounding import KernelSpec, Rule
 from searchveil.errors import InvalidParameterError
 from searchveil.io.formats import Layout, layout
-from searchveil.model import SearchLog
 
 __all__ = [
     "Bounding",
@@ -65,20 +63,13 @@ class Item(StrEnum):
 
 @dataclass(frozen=True)
 class BoundingPlan:
-    """What an engine needs to bound contributions (given by the family's parameters).
-
-    ``count_rows``: the family's in-memory bounding and counting of a (reduced) log into
-    :class:`BoundedCounts` — what the row plan runs on the rows it keeps (idempotent on them).
-    """
+    """What an engine needs to bound contributions (given by the family's parameters)."""
 
     keep: Bounding
     item: Item
     per_user: int
     distinct: bool = False
     clicks_per_user: int | None = None
-    count_rows: Callable[[SearchLog], BoundedCounts] | None = field(
-        default=None, compare=False, repr=False
-    )
 
     @property
     def with_url(self) -> bool:

@@ -24,6 +24,7 @@ import importlib.util
 import os
 import sys
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,42 +35,35 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
+from searchveil.bounding import NotContiguous
 from searchveil.engines.base import Engine, ReducedRows
-from searchveil.engines.contract import (
-    BoundedCounts,
-    Bounding,
-    BoundingPlan,
-    Item,
-    Source,
-    UserItemPools,
-)
+from searchveil.engines.contract import BoundedCounts, BoundingPlan, Source, UserItemPools
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_ordered import (
     GROUP_KEYS,
     OUTPUT_DDL,
-    NotContiguous,
-    PartitionPass,
-    stitch,
+    PartitionInput,
+    join_partitions,
+    partition_rows,
 )
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
 from searchveil.io.readers import AOL_COLUMNS
-from searchveil.model import PAIR_SEP
 from searchveil.validate import parse_choice
 
-PLAN_NAME = "spark window plan"
-POOL_PLAN_NAME = "spark pool plan"
+SHUFFLE_PLAN_NAME = "spark shuffled by user"
 ORDERED_PLAN_NAME = "spark ordered pass"
 
 
 class SparkPlan(StrEnum):
-    """How Spark bounds: ``auto`` (the ordered pass, else the window plan), or one of them."""
+    """How Spark bounds: ``auto`` (the ordered pass, else the rows shuffled by user), or one
+    of them."""
 
     AUTO = "auto"
     ORDERED = "ordered"
-    WINDOW = "window"
+    SHUFFLE = "shuffle"
 
 
 SPARK_PLANS = tuple(p.value for p in SparkPlan)
@@ -78,12 +72,12 @@ SPARK_UNREADABLE = (
     "damaged .gz or Parquet file?); `searchveil stats` on it names the first bad line "
     "(SEARCHVEIL_DEBUG=1 shows Spark's own message)"
 )
-# PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it);
-# without it the engine runs the window plan
-HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
-# White_Space class of Polars' (Rust) \s, so normalisation agrees with the in-memory reader
-_WHITESPACE = r"(?U)\s+"
+# White_Space class of Polars' (Rust) \s: the blanks the kernel strips from a text user id
+_EDGE_BLANKS = r"(?U)^\s+|\s+$"
+_WHITESPACE = r"(?U)\s+"  # k-anonymity's normalisation, in Spark SQL (its row plan)
+# PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it)
+HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 
 _SESSIONS: dict[str, Any] = {}
 
@@ -102,6 +96,8 @@ def spark_session(master: str = "local[*]") -> Any:
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "131072")
+        # times reach Python as Spark's text of them: the instants in UTC, not the JVM's zone
+        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"))
         .getOrCreate()
     )
@@ -122,8 +118,11 @@ class SparkEngine(Engine):
         plan: str = "auto",
     ) -> None:
         plan = parse_choice("spark plan", plan, SparkPlan)
-        if plan == "ordered" and not HAVE_PANDAS:
-            raise InvalidParameterError("spark plan", plan, "auto or window (pandas is missing)")
+        if not HAVE_PANDAS:
+            raise InvalidParameterError(
+                "engine", "spark", "polars | memory (pandas, which Spark's mapInArrow needs, "
+                "is not installed: pip install 'searchveil[spark]')"
+            )
         self.plan = plan
         self.master = master
         self.normalize = normalize
@@ -174,29 +173,7 @@ class SparkEngine(Engine):
         ]
         if "SessionID" in df.columns:
             cols.append(F.col("SessionID").cast("string").alias("_session_raw"))
-        out = df.select(*cols)
-        return out.withColumn("ev", F.xxhash64("query", "time")).withColumn(
-            "qh", F.xxhash64("query")
-        )
-
-    def scan_narrow(self, path: Source | str | Path, *, url: bool) -> Any:
-        """``user, query, time, row`` (+ ``url``) for :func:`window_plan`: only the columns the
-        counts need, the query coalesced but *not* normalised, an integer user id kept as is
-        (trimming its text would change nothing)."""
-
-        df = self._read(path)
-        user = F.col("AnonID")
-        if not isinstance(df.schema["AnonID"].dataType, IntegralType):
-            user = F.trim(user.cast("string"))
-        cols = [
-            user.alias("user"),
-            F.coalesce(F.col("Query").cast("string"), F.lit("")).alias("query"),
-            F.col("QueryTime").cast("string").alias("time"),
-        ]
-        if url:
-            u = F.trim(F.col("ClickURL").cast("string"))
-            cols.append(F.when(u == "", None).otherwise(u).alias("url"))
-        return df.select(*cols, F.monotonically_increasing_id().alias("row"))
+        return df.select(*cols)
 
     def with_sessions(self, table: Any, gap_minutes: float = 30.0) -> Any:
 
@@ -217,29 +194,8 @@ class SparkEngine(Engine):
         )
         return out.drop("_new", "_ts")
 
-    def events(self, table: Any) -> Any:
-
-        return table.groupBy("user", "ev").agg(F.min("row").alias("row"), F.first("qh").alias("qh"))
-
-    def first_per_user(
-        self, table: Any, n: int, *, order: str = "row", distinct_on: list[str] | None = None
-    ) -> Any:
-
-        t = table
-        if distinct_on:
-            t = t.groupBy("user", *distinct_on).agg(F.min(order).alias(order))
-        w = Window.partitionBy("user").orderBy(order)
-        return t.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") <= n).drop("_r")
-
     def semi_join(self, table: Any, keys: Any, on: list[str]) -> Any:
         return table.join(keys.select(*on).distinct(), on=on, how="left_semi")
-
-    def union_rows(self, a: Any, b: Any) -> Any:
-        return a.unionByName(b).dropDuplicates(["row"])
-
-    def filter_clicks(self, table: Any) -> Any:
-
-        return table.filter(F.col("url").isNotNull())
 
     def users_with_counts(self, table: Any, key: str, minimum: int) -> Any:
 
@@ -264,33 +220,30 @@ class SparkEngine(Engine):
         r = table.agg(F.count("*").alias("rows"), F.countDistinct("user").alias("users")).collect()
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
-    def bounded_counts(self, source: Source | Path, bp: BoundingPlan) -> BoundedCounts:
-        """Bounded counts computed on Spark (the ordered pass, else :func:`window_plan`); only
-        the counts and a few figures come to the driver. The file's SHA-256 is streamed in a
-        thread meanwhile."""
+    def _kernel(
+        self, source: Source | Path, bp: BoundingPlan
+    ) -> tuple[dict[str, pl.DataFrame], dict[str, int], dict[str, Any], str]:
+        """The bounding kernel on Spark (:func:`kernel_plan`): the ordered pass, else the rows
+        shuffled by user; only counts (or the pools) and a few rows per partition reach the
+        driver. The file's SHA-256 is streamed in a thread meanwhile."""
         src = Source.of(source)
         path = src.path
         sha = start_fingerprint(path, self.fingerprint)  # a full hash overlaps Spark's work
-        with_url = bp.with_url
-        result = None
-        name = ORDERED_PLAN_NAME
+        result, name = None, ORDERED_PLAN_NAME
         try:
-            if self.plan != "window" and HAVE_PANDAS:
-                table = self.scan_narrow(src, url=with_url)
+            df = self._read(src)
+            if self.plan != SparkPlan.SHUFFLE:
                 try:
-                    result = ordered_plan(table, bp, normalize=self.normalize)
+                    result = kernel_plan(df, bp, normalize=self.normalize, parquet=src.parquet)
                 except NotContiguous:
-                    if self.plan == "ordered":
+                    if self.plan == SparkPlan.ORDERED:
                         raise InvalidParameterError(
-                            "spark plan", "ordered", "auto or window (users are not contiguous)"
+                            "spark plan", "ordered", "auto or shuffle (users are not contiguous)"
                         ) from None
             if result is None:
-                name = PLAN_NAME
-                table = self.scan_narrow(src, url=with_url)
-                plan, keys = window_plan(table, bp, normalize=self.normalize)
-                arrow = plan.toArrow()
-                out = pl.DataFrame(pl.from_arrow(arrow))
-                result = _split_plan_output(out, bp, keys)
+                name = SHUFFLE_PLAN_NAME
+                result = kernel_plan(df, bp, normalize=self.normalize, parquet=src.parquet,
+                                     shuffle=True)  # fmt: skip
         except (InputFormatError, InvalidParameterError):
             raise
         except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
@@ -301,28 +254,19 @@ class SparkEngine(Engine):
         rec = input_record(
             src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
         )
+        return counts, figures, rec, name
+
+    def bounded_counts(self, source: Source | Path, bp: BoundingPlan) -> BoundedCounts:
+        """Histogram releases: the kernel's counts (:meth:`_kernel`)."""
+        counts, figures, rec, name = self._kernel(source, bp)
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=name)
 
     def item_pools(self, source: Source | Path, plan: BoundingPlan) -> UserItemPools:
-        """Selection strategies: each user's first distinct queries (and clicked pairs) —
-        :func:`pool_plan`, one shuffle of the rows by user — come to the driver with Arrow."""
-        src = Source.of(source)
-        path = src.path
-        sha = start_fingerprint(path, self.fingerprint)
-        try:
-            table = self.scan_narrow(src, url=plan.clicks_per_user is not None)
-            counts, figures, rows = pool_plan(table, plan, normalize=self.normalize)
-        except (InputFormatError, InvalidParameterError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError(str(path), f"Spark could not read the input: {exc}") from None
-        if rows == 0:
-            raise InputFormatError(str(path), "no data rows left (empty input)")
-        rec = input_record(
-            src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
-        )
+        """Selection strategies: each user's first distinct queries (and clicked pairs), the
+        kernel's kept rows (:meth:`_kernel`), come to the driver with Arrow."""
+        counts, figures, rec, name = self._kernel(source, plan)
         return UserItemPools(queries=counts["query_pool"], clicks=counts.get("click_pool"),
-                             figures=figures, input=rec, plan=POOL_PLAN_NAME)  # fmt: skip
+                             figures=figures, input=rec, plan=name)  # fmt: skip
 
     def rows(self, source: Source | Path, plan: BoundingPlan) -> ReducedRows:
         """The row plan (:func:`searchveil.engines.rows.rows_plan_log`) on Spark."""
@@ -335,242 +279,47 @@ class SparkEngine(Engine):
         return {"engine": "spark", "version": pyspark.__version__, "master": self.master}
 
 
-def ordered_plan(
-    table: Any, bp: BoundingPlan, *, normalize: bool
+def _per_partition(how: PartitionInput, batches: Any) -> Any:
+    """``mapInArrow``'s function on an executor: the kernel over this partition's batches."""
+    ctx = TaskContext.get()
+    part = ctx.partitionId() if ctx is not None else 0
+    yield from partition_rows(batches, how, part)
+
+
+def kernel_plan(
+    df: Any, bp: BoundingPlan, *, normalize: bool, parquet: bool, shuffle: bool = False
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """The ordered pass (:mod:`searchveil.engines.spark_ordered`): ``mapInArrow`` runs
-    :class:`~searchveil.engines.spark_ordered.PartitionPass` on each partition of ``table``
-    (``user, query, time`` [+ ``url``] from :meth:`SparkEngine.scan_narrow`, in file order);
-    one aggregation sums the per-item counts of the partitions' interior users and returns the
-    boundary users' candidates and state and the users seen in more than one run; the driver
-    stitches them (:func:`~searchveil.engines.spark_ordered.stitch`, which raises
-    :class:`~searchveil.engines.spark_ordered.NotContiguous` when the users are not contiguous).
-    Returns (counts, figures, rows)."""
-    with_url = "url" in table.columns
-    cols = [F.col("user").alias("u"), F.col("query").alias("q"), F.col("time").alias("t")]
+    """The bounding kernel on every partition of ``df`` (AOL columns, in input order) with
+    ``mapInArrow`` (:func:`~searchveil.engines.spark_ordered.partition_rows`), one aggregation
+    of the partitions' small output, and the driver's join
+    (:func:`~searchveil.engines.spark_ordered.join_partitions`, which raises
+    :class:`~searchveil.bounding.NotContiguous` when users are not contiguous). ``shuffle``:
+    first move each user's rows to one partition, in input order (one shuffle of the rows; any
+    input). The rows reach Python as Spark reads them — no normalisation, trimming or parsing
+    in Spark: every engine reads them with the same code
+    (:func:`~searchveil.engines.sources.canonical_rows`). Returns (counts, figures, rows)."""
+    with_url = bp.with_url
+    integral = isinstance(df.schema["AnonID"].dataType, IntegralType)
+    user = F.col("AnonID") if integral else F.col("AnonID").cast("string")
+    cols = [user.alias("AnonID"), F.col("Query").cast("string").alias("Query"),
+            F.col("QueryTime").cast("string").alias("QueryTime")]  # fmt: skip
     if with_url:
-        cols.append(F.col("url"))
-
-    def per_partition(batches: Any) -> Any:
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx is not None else 0
-        yield from PartitionPass(bp, normalize, part, with_url).run(batches)
-
-    out = table.select(*cols).mapInArrow(per_partition, OUTPUT_DDL)
+        cols.append(F.col("ClickURL").cast("string").alias("ClickURL"))
+    table = df.select(*cols)
+    if shuffle:
+        # the key the kernel compares: integer ids as they are, text ids without blanks
+        key = F.col("AnonID") if integral else F.regexp_replace("AnonID", _EDGE_BLANKS, "")
+        table = (
+            table.withColumn("_row", F.monotonically_increasing_id())
+            .withColumn("_key", key)
+            .repartition("_key")
+            .sortWithinPartitions("_key", "_row")
+            .drop("_row", "_key")
+        )
+    spec = bp.kernel_spec(normalize=normalize)
+    how = PartitionInput(bp, spec, integral, with_url, parquet)
+    out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
     agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
     agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
     res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
-    return stitch(res, bp, normalize=normalize)
-
-
-def window_plan(
-    table: Any, bp: BoundingPlan, *, normalize: bool
-) -> tuple[Any, dict[str, list[str]]]:
-    """One Spark query whose (small) result holds the bounded counts and the figures.
-
-    ``table`` has ``user, query, time, row`` (+ ``url``) with the query *not yet normalised*
-    (:meth:`SparkEngine.scan_narrow`): normalisation, the costly part of the scan, is applied
-    after bounding, to the kept keys only (and, when two consecutive rows of one user have
-    the same time but different raw text, to decide whether they are one event).
-
-    Rows are shuffled once by user and ordered by ``row`` (window ``w``); a row starts a query
-    event (``es``) when it is the user's first row, its time or the previous row's time is
-    null, or the time or the (normalised) query differs from the previous row's — the
-    in-memory run definition (:func:`searchveil.model.query_events`).
-
-    * Korolova: kept events are event starts whose running event number is ≤ d, kept clicks
-      the click rows whose running click number is ≤ d_c.
-    * distinct items (Korolova ``distinct``, ZEALOUS): the first row of each (user, item)
-      (the first row of a user's query always starts an event, so only event starts are
-      grouped), ranked per user by that row; the first m are kept, each (user, item) once, so
-      a count is a count of distinct users. The grouping by (user, item) and the ranking reuse
-      the partitioning by user (no further shuffle of rows).
-
-    The result is grouped by the kept keys (null for rows or items not kept) with the figure
-    columns summed per group; the driver adds them up (:func:`_split_plan_output`).
-    Returns the plan and, per count table, the key columns of the result that name it.
-    """
-
-    by_events = bp.keep == Bounding.EVENTS
-    item, distinct, m = bp.item, bp.distinct, bp.per_user
-    if not by_events and bp.keep != Bounding.DISTINCT:
-        raise InvalidParameterError("bounding plan", bp.keep, "events | distinct")
-
-    def norm(c: Any) -> Any:
-        return F.trim(F.regexp_replace(F.lower(c), _WHITESPACE, " ")) if normalize else c
-
-    def flag(c: Any) -> Any:
-        return c.cast("int")
-
-    row, query, url, time = F.col("row"), F.col("query"), F.col("url"), F.col("time")
-    one = F.lit(1)
-
-    if item == "clicks":  # ZEALOUS clicks: no events needed, only click rows and users
-        click = url.isNotNull()
-        g = table.groupBy("user", F.when(click, query).alias("query"), "url").agg(
-            F.min("row").alias("row"), F.count(one).alias("n"), F.count("url").alias("c")
-        )
-        if normalize:  # the raw text's groups, merged by normalised text
-            g = g.groupBy("user", norm(query).alias("query"), "url").agg(
-                F.min("row").alias("row"), F.sum("n").alias("n"), F.sum("c").alias("c")
-            )
-        rn = F.row_number().over(Window.partitionBy("user").orderBy(url.isNull(), row))
-        keep = click & (rn <= m)
-        g = g.select(
-            F.when(keep, query).alias("k_query"),
-            F.when(keep, url).alias("k_url"),
-            "n",
-            "c",
-            flag(rn == 1).alias("us"),
-        )
-        out = g.groupBy("k_query", "k_url").agg(
-            F.count(one).alias("pairs"),
-            F.sum("n").alias("n"),
-            F.sum("us").alias("us"),
-            F.sum("c").alias("clicks"),
-        )
-        return out, {"items": ["k_query", "k_url"]}
-
-    w = Window.partitionBy("user").orderBy("row")
-    t = table.select("*", F.lag("query").over(w).alias("pq"), F.lag("time").over(w).alias("pt"))
-    pq, pt = F.col("pq"), F.col("pt")
-    same_q = (query == pq) | (norm(query) == norm(pq)) if normalize else query == pq
-    # cheap tests first: Spark evaluates AND / OR lazily, so normalisation runs only when one
-    # user's consecutive rows have the same time and different raw text
-    same = pq.isNotNull() & time.isNotNull() & pt.isNotNull() & (time == pt) & same_q
-    t = t.withColumn("us", flag(pq.isNull())).withColumn("es", flag(~same)).drop("pq", "pt")
-    if not distinct:
-        running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        kept_ev = (F.col("es") == 1) & (F.sum("es").over(running) <= m)
-        sel = [F.when(kept_ev, norm(query)).alias("k_query")]
-        aggs = [
-            F.count(one).alias("n"),
-            F.sum("us").alias("us"),
-            F.sum("es").alias("events"),
-            F.count("k_query").alias("kept"),
-        ]
-        keys = {"queries": ["k_query"]}
-        if bp.clicks_per_user is not None:
-            click = url.isNotNull()
-            kept_cl = click & (F.sum(flag(click)).over(running) <= bp.clicks_per_user)
-            sel += [
-                F.when(kept_cl, norm(query)).alias("k_cquery"),
-                F.when(kept_cl, url).alias("k_url"),
-                flag(click).alias("c"),
-            ]
-            aggs += [F.sum("c").alias("clicks"), F.count("k_url").alias("kept_c")]
-            keys["clicks"] = ["k_cquery", "k_url"]
-        t = t.select(*sel, "us", "es")
-        return t.groupBy(*[k for ks in keys.values() for k in ks]).agg(*aggs), keys
-
-    # the first row of each (user, query) is an event start: group event starts by (user,
-    # query), the other rows by (user, null) (they carry only the figures)
-    sums = [F.sum("n").alias("n"), F.sum("us").alias("us"), F.sum("events").alias("events")]
-    g = t.groupBy("user", F.when(F.col("es") == 1, query).alias("query")).agg(
-        F.min("row").alias("row"),
-        F.count(one).alias("n"),
-        F.sum("us").alias("us"),
-        F.sum("es").alias("events"),
-    )
-    if normalize:
-        g = g.groupBy("user", norm(query).alias("query")).agg(F.min("row").alias("row"), *sums)
-    rn = F.row_number().over(Window.partitionBy("user").orderBy(query.isNull(), row))
-    g = g.select(F.when(query.isNotNull() & (rn <= m), query).alias("k_query"), "n", "us", "events")
-    out = g.groupBy("k_query").agg(F.count(one).alias("pairs"), *sums)
-    return out, {"queries" if by_events else "items": ["k_query"]}
-
-
-def _split_plan_output(
-    out: pl.DataFrame, bp: BoundingPlan, keys: dict[str, list[str]]
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """The counts, figures and row count from :func:`window_plan`'s result."""
-
-    all_keys = [k for ks in keys.values() for k in ks]
-
-    def total(col: str) -> int:
-        return int(out.get_column(col).sum() or 0)
-
-    def table(name: str, count: str) -> pl.DataFrame:
-        ks = keys[name]
-        kept = out.filter(pl.col(ks[-1]).is_not_null())
-        if ks == all_keys:  # Spark grouped by exactly these keys
-            res = kept.select(*ks, pl.col(count).cast(pl.Int64).alias("count"))
-        else:  # Korolova with clicks: the query and the click keys share the result
-            res = kept.group_by(ks).agg(pl.col(count).sum().cast(pl.Int64).alias("count"))
-            res = res.filter(pl.col("count") > 0)
-        names = ["query"] if len(ks) == 1 else ["query", "url"]
-        return res.rename(dict(zip(ks, names, strict=True))).select(*names, "count")
-
-    rows = total("n")
-    users = total("us")
-    if bp.keep == Bounding.EVENTS and not bp.distinct:
-        counts = {"queries": table("queries", "kept")}
-        figures = {
-            "users": users,
-            "query_events": total("events"),
-            "query_events_after_bounding": total("kept"),
-        }
-        if "clicks" in keys:
-            counts["clicks"] = table("clicks", "kept_c")
-            figures |= {"clicks": total("clicks"), "clicks_after_bounding": total("kept_c")}
-        return counts, figures, rows
-    name = next(iter(keys))
-    res = table(name, "pairs")
-    kept = int(res.get_column("count").sum() or 0)
-    if bp.keep == Bounding.EVENTS:  # distinct
-        figures = {"users": users, "query_events": total("events")}
-        figures["query_events_after_bounding"] = kept
-        return {"queries": res}, figures, rows
-    if bp.item == Item.QUERIES:
-        res = res.with_columns(item=pl.col("query")).select("item", "count")
-        n_items = total("events")
-    else:
-        res = res.with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))
-        res = res.select("item", "query", "url", "count")
-        n_items = total("clicks")
-    return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}, rows
-
-
-def pool_plan(
-    table: Any, plan: BoundingPlan, *, normalize: bool
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """Each user's first ``plan.per_user`` distinct (normalised) queries and, with clicks,
-    first ``plan.clicks_per_user`` distinct clicked (query, url) pairs, ranked by the row of
-    their first occurrence (the first row of a query always starts an event); plus the figures
-    (rows, users, query events as in :func:`window_plan`, click rows). ``table``: from
-    :meth:`SparkEngine.scan_narrow`."""
-
-    def norm(c: Any) -> Any:
-        return F.trim(F.regexp_replace(F.lower(c), _WHITESPACE, " ")) if normalize else c
-
-    row, query, time = F.col("row"), F.col("query"), F.col("time")
-    w = Window.partitionBy("user").orderBy("row")
-    t = table.select("*", F.lag("query").over(w).alias("pq"), F.lag("time").over(w).alias("pt"))
-    pq, pt = F.col("pq"), F.col("pt")
-    same_q = (query == pq) | (norm(query) == norm(pq)) if normalize else query == pq
-    same = pq.isNotNull() & time.isNotNull() & pt.isNotNull() & (time == pt) & same_q
-    t = t.withColumn("es", (~same).cast("int")).withColumn("us", pq.isNull().cast("int"))
-    aggs = [F.count(F.lit(1)).alias("rows"), F.sum("us").alias("users"),
-            F.sum("es").alias("events")]  # fmt: skip
-    if "url" in table.columns:
-        aggs.append(F.count("url").alias("clicks"))
-    tot = t.agg(*aggs).collect()[0]
-    figures = {"users": int(tot["users"] or 0), "query_events": int(tot["events"] or 0)}
-
-    def first(df: Any, keys: list[str], n: int) -> pl.DataFrame:
-        g = df.groupBy("user", *keys).agg(F.min("row").alias("row"))
-        rn = F.row_number().over(Window.partitionBy("user").orderBy("row"))
-        g = g.select("user", *keys, (rn - 1).alias("rank")).filter(F.col("rank") < n)
-        return pl.DataFrame(pl.from_arrow(g.toArrow())).with_columns(pl.col("rank").cast(pl.Int64))
-
-    qs = table.select("user", norm(query).alias("query"), row)
-    counts = {"query_pool": first(qs, ["query"], plan.per_user).rename({"query": "item"})}
-    figures["pool_queries"] = counts["query_pool"].height
-    if plan.clicks_per_user is not None:
-        cl = table.filter(F.col("url").isNotNull()).select(
-            "user", norm(query).alias("query"), "url", row
-        )
-        counts["click_pool"] = first(cl, ["query", "url"], plan.clicks_per_user)
-        figures |= {"clicks": int(tot["clicks"] or 0),
-                    "pool_clicks": counts["click_pool"].height}  # fmt: skip
-    return counts, figures, int(tot["rows"] or 0)
+    return join_partitions(res, bp, spec, pl.Int64 if integral else pl.String)

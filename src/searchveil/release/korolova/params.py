@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from functools import partial
 from typing import Any
 
 from searchveil.bounding import Stream, bound_contributions, bound_log
-from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
+from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -352,18 +351,15 @@ class KorolovaParams:
 
     def bounding_plan(self) -> BoundingPlan:
         """What an engine keeps for Release-Data: each user's first d query events (first d
-        distinct queries with ``distinct``) and, with click counts, first d_c click rows;
-        counted by :func:`korolova_counts` on the row plan. Only ``strategy="first"`` runs on
-        an engine."""
+        distinct queries with ``distinct``) and, with click counts, first d_c click rows: the
+        bounding kernel's rules (``kernel_spec()``), here and on every engine. Only
+        ``strategy="first"`` runs on an engine."""
         if self.strategy != "first":
             raise InvalidParameterError(
                 "bounding", self.strategy, "first with --engine polars|spark (random: memory)"
             )
         clicks = self.d_c if self.url_selection != "none" else None
-        count = partial(korolova_counts, params=self, rng=NO_RNG)
-        return BoundingPlan(
-            Bounding.EVENTS, Item.QUERIES, self.d, self.distinct, clicks, count_rows=count
-        )
+        return BoundingPlan(Bounding.EVENTS, Item.QUERIES, self.d, self.distinct, clicks)
 
 
 def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from functools import partial
 from typing import Any
 
 import polars as pl
 
 from searchveil.bounding import Stream, bound_contributions, bound_log
-from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
+from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -215,8 +214,8 @@ class ZealousParams:
 
     def bounding_plan(self) -> BoundingPlan:
         """What an engine keeps for ZEALOUS: the first occurrence of each user's first m
-        distinct queries or (query, url) clicks; counted by :func:`zealous_counts` on the row
-        plan. Only ``strategy="first"`` and item types queries | clicks run on an engine."""
+        distinct queries or (query, url) clicks: the bounding kernel's rules
+        (``kernel_spec()``), here and on every engine. Only ``strategy="first"`` and item types queries | clicks run on an engine."""
         if self.strategy != "first":
             raise InvalidParameterError(
                 "bounding", self.strategy, "first with --engine polars|spark (random: memory)"
@@ -225,8 +224,7 @@ class ZealousParams:
             raise InvalidParameterError(
                 "item-type", self.item_type, "queries | clicks with --engine polars|spark"
             )
-        count = partial(zealous_counts, params=self, rng=NO_RNG)
-        return BoundingPlan(Bounding.DISTINCT, Item(self.item_type), self.m, True, count_rows=count)
+        return BoundingPlan(Bounding.DISTINCT, Item(self.item_type), self.m, True)
 
 
 def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) -> BoundedCounts:
