@@ -158,11 +158,12 @@ class Tally:
                 out |= {"clicks": clicks, "clicks_after_bounding": self.kept[cl]}
             return counts, out
         if bp.item == Item.QUERIES:
-            res = self.folds[ev].result().with_columns(item=pl.col("query"))
+            res = self.folds[ev].result().select(item="query", count="count")
             n_items, kept = events, self.kept[ev]
         else:
             res = self.folds[cl].result()
-            res = res.with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))
+            res = res.select(item=pl.col("query") + PAIR_SEP + pl.col("url"), query="query",
+                             url="url", count="count")
             n_items, kept = clicks, self.kept[cl]
         return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}
 

@@ -64,13 +64,13 @@ OUTPUT_SCHEMA = pa.schema(
         ("user", pa.string()),
         ("query", pa.string()),
         ("url", pa.string()),
-        ("n", pa.int64()),  # count (c, u, f); rank (p, h)
+        ("n", pa.int64()),  # count (c, u, f; summed by the aggregation)
         ("part", pa.int32()),
         ("t", pa.string()),  # s: the first row's time
         ("q2", pa.string()),  # s: the last run's user, query and time
         ("t2", pa.string()),
         ("u2", pa.string()),
-        ("n2", pa.int64()),  # s: the last run's stream count
+        ("n2", pa.int64()),  # s: the last run's stream count; p, h: the rank
     ]
 )
 OUTPUT_DDL = ", ".join(
@@ -116,9 +116,9 @@ def _rows(kind: str, stream: Stream, df: pl.DataFrame, part: int, rank: bool) ->
                             "query": df.get_column("query")}  # fmt: skip
     if "url" in df.columns:
         cols["url"] = df.get_column("url")
-    if rank:
+    if rank:  # a key, not summed: the same item twice in a user's first d stays two rows
         cols["user"] = df.get_column("u").cast(pl.String)
-        cols["n"] = df.get_column("_rank")
+        cols["n2"] = df.get_column("_rank")
     return _frame(cols, df.height)
 
 
@@ -211,8 +211,8 @@ def _segments(out: pl.DataFrame, spec: KernelSpec) -> list[Segment]:
         for stream, _ in spec.rules():
             ks = STREAM_KEYS[stream]
             st = states[stream]
-            h = heads.filter(pl.col("stream") == stream.value).sort("n")
-            head[stream] = h.select(u="user", *ks, _rank="n")
+            h = heads.filter(pl.col("stream") == stream.value).sort("n2")
+            head[stream] = h.select(u="user", *ks, _rank="n2")
             keys[stream] = keyed.filter(pl.col("stream") == stream.value).select(ks)
             count[stream], n2[stream] = int(st["n"]), int(st["n2"])
         st = next(iter(states.values()))
@@ -245,7 +245,7 @@ def join_partitions(
         mine = out.filter((pl.col("stream") == stream.value)
                           & pl.col("kind").is_in(["c", "p"]))  # fmt: skip
         if bp.keep == Bounding.POOLS:
-            tally.add({stream: mine.select(u="user", *STREAM_KEYS[stream], _rank="n")})
+            tally.add({stream: mine.select(u="user", *STREAM_KEYS[stream], _rank="n2")})
         else:
             counts = mine.select(*STREAM_KEYS[stream], count="n")
             tally.add_counts(stream, counts, int(counts.get_column("count").sum() or 0))
