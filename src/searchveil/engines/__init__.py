@@ -35,6 +35,7 @@ from searchveil.engines.contract import (
     BoundingPlan,
     Item,
     Source,
+    TableSource,
     UserItemPools,
 )
 
@@ -48,6 +49,7 @@ __all__ = [
     "Item",
     "ReducedRows",
     "Source",
+    "TableSource",
     "UserItemPools",
     "make_engine",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "Item",
     "NO_RNG",
     "Source",
+    "TableSource",
     "UserItemPools",
 ]
 
@@ -108,11 +109,34 @@ class Source:
     def of(cls, path: str | os.PathLike[str] | Source) -> Source:
         if isinstance(path, Source):
             return path
+        if isinstance(path, TableSource):
+            raise InvalidParameterError(
+                "input", path.label, "a log file (a table is read by --engine spark only)"
+            )
         return cls(Path(path), layout(path))
 
     @property
     def parquet(self) -> bool:
         return self.layout == Layout.PARQUET
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """A table an engine reads itself instead of a file: a catalog table by ``name`` (Spark:
+    ``spark.table(name)``), or a Spark DataFrame (``frame``, opaque here), with the columns that
+    hold the AOL layout's fields (``columns``: AOL name → the table's column; unnamed fields
+    are the AOL names)."""
+
+    name: str | None = None
+    frame: Any = field(default=None, compare=False, repr=False)
+    columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.name if self.name is not None else "a Spark DataFrame"
+
+    def column(self, aol_name: str) -> str:
+        return dict(self.columns).get(aol_name, aol_name)
 
 
 @dataclass

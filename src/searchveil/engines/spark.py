@@ -21,8 +21,11 @@ itself).
 from __future__ import annotations
 
 import importlib.util
+import hashlib
 import os
 import sys
+import tempfile
+import zipfile
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -37,7 +40,13 @@ from pyspark.sql.types import IntegralType
 
 from searchveil.bounding import NotContiguous
 from searchveil.engines.base import Engine, ReducedRows
-from searchveil.engines.contract import BoundedCounts, BoundingPlan, Source, UserItemPools
+from searchveil.engines.contract import (
+    BoundedCounts,
+    BoundingPlan,
+    Source,
+    TableSource,
+    UserItemPools,
+)
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_ordered import (
@@ -79,31 +88,60 @@ _WHITESPACE = r"(?U)\s+"  # k-anonymity's normalisation, in Spark SQL (its row p
 # PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it)
 HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 
-_SESSIONS: dict[str, Any] = {}
+_SESSIONS: dict[tuple[Any, ...], Any] = {}
 
 
-def spark_session(master: str = "local[*]") -> Any:
-    """A shared SparkSession (quiet, no UI, Arrow on)."""
-    if master in _SESSIONS:
-        return _SESSIONS[master]
+def spark_session(
+    master: str = "local[*]", *, remote: str | None = None, conf: tuple[tuple[str, str], ...] = ()
+) -> Any:
+    """A shared SparkSession (quiet, no UI, Arrow on, times in UTC): a classic one on
+    ``master``, or a Spark Connect client of ``remote`` (``sc://host:port``); ``conf``: more
+    ``spark.*`` settings (a catalog, a metastore). Off the driver's machine (any master but
+    ``local``, and Spark Connect) the executors get this searchveil, zipped (:func:`ship_code`),
+    so driver and executors always run the same bounding code."""
+    key = (master, remote, conf)
+    if key in _SESSIONS:
+        return _SESSIONS[key]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("searchveil")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "131072")
+    builder = SparkSession.builder.remote(remote) if remote else SparkSession.builder.master(master)
+    settings = {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "131072",
         # times reach Python as Spark's text of them: the instants in UTC, not the JVM's zone
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    _SESSIONS[master] = spark
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if not remote:  # settings of the driver's own JVM
+        settings |= {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.memory": os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"),
+        }
+    for k, v in {**settings, **dict(conf)}.items():
+        builder = builder.config(k, v)
+    spark = builder.appName("searchveil").getOrCreate()
+    if not remote:
+        spark.sparkContext.setLogLevel("ERROR")
+    if remote or not master.startswith("local"):
+        ship_code(spark, remote=bool(remote))
+    _SESSIONS[key] = spark
     return spark
+
+
+def ship_code(spark: Any, *, remote: bool) -> Path:
+    """Zip the running searchveil package (its Python files) and add it to the session's
+    Python path on every executor: the executors then import the driver's own code, whatever
+    is installed on them (they still need polars, pyarrow and pandas)."""
+    pkg = Path(__file__).resolve().parents[1]
+    out = Path(tempfile.mkdtemp(prefix="searchveil-ship-")) / "searchveil.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(pkg.rglob("*.py")):
+            z.write(f, Path("searchveil") / f.relative_to(pkg))
+    if remote:
+        spark.addArtifacts(str(out), pyfile=True)
+    else:
+        spark.sparkContext.addPyFile(str(out))
+    return out
 
 
 class SparkEngine(Engine):
@@ -116,6 +154,8 @@ class SparkEngine(Engine):
         normalize: bool = True,
         fingerprint: str = "full",
         plan: str = "auto",
+        remote: str | None = None,
+        conf: tuple[tuple[str, str], ...] = (),
     ) -> None:
         plan = parse_choice("spark plan", plan, SparkPlan)
         if not HAVE_PANDAS:
@@ -124,13 +164,16 @@ class SparkEngine(Engine):
                 "is not installed: pip install 'searchveil[spark]')"
             )
         self.plan = plan
-        self.master = master
+        self.master, self.remote = master, remote
         self.normalize = normalize
         self.fingerprint = fingerprint
-        self.spark = spark_session(master)
+        self.spark = spark_session(master, remote=remote, conf=conf)
 
-    def _read(self, source: Source | str | Path) -> Any:
-        """The input as a Spark DataFrame (Parquet, or AOL TSV/.gz with a header)."""
+    def _read(self, source: Source | TableSource | str | Path) -> Any:
+        """The input as a Spark DataFrame of AOL columns: a file (Parquet, or AOL TSV/.gz with
+        a header), or a table (:meth:`_read_table`)."""
+        if isinstance(source, TableSource):
+            return self._read_table(source)
         src = Source.of(source)
         path = str(src.path)
         if not src.parquet and container(path) == Container.GZIP and not gzip_named_as_such(path):
@@ -155,6 +198,27 @@ class SparkEngine(Engine):
             )
         self._path = path
         return df
+
+    def _read_table(self, table: TableSource) -> Any:
+        """A catalog table or a DataFrame, its mapped columns renamed to the AOL layout's."""
+        self._path = table.label
+        try:
+            df = table.frame if table.frame is not None else self.spark.table(table.name)
+        except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException (no such table)
+            raise InvalidParameterError(
+                "spark-table", table.label, f"a table of the session's catalog ({exc})"
+            ) from None
+        cols = []
+        for aol in AOL_COLUMNS:
+            name = table.column(aol)
+            if name in df.columns:
+                cols.append(F.col(name).alias(aol))
+            elif aol in ("AnonID", "Query"):
+                raise InputFormatError(table.label, f"no column {name!r} (the {aol} field; map "
+                                       "it with --user-col/--query-col/...)")  # fmt: skip
+            else:  # an absent time, rank or URL: empty, as in a log without them
+                cols.append(F.lit(None).cast("string").alias(aol))
+        return df.select(*cols)
 
     def scan(self, path: Source | str | Path) -> Any:
 
@@ -221,20 +285,29 @@ class SparkEngine(Engine):
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
     def _kernel(
-        self, source: Source | Path, bp: BoundingPlan
+        self, source: Source | TableSource | Path, bp: BoundingPlan
     ) -> tuple[dict[str, pl.DataFrame], dict[str, int], dict[str, Any], str]:
         """The bounding kernel on Spark (:func:`kernel_plan`): the ordered pass, else the rows
         shuffled by user; only counts (or the pools) and a few rows per partition reach the
-        driver. The file's SHA-256 is streamed in a thread meanwhile."""
-        src = Source.of(source)
-        path = src.path
-        sha = start_fingerprint(path, self.fingerprint)  # a full hash overlaps Spark's work
+        driver. A file's SHA-256 is streamed in a thread meanwhile; a table's snapshot is
+        taken before it is read (:func:`table_snapshot`)."""
+        table = source if isinstance(source, TableSource) else None
+        src = None if table is not None else Source.of(source)  # type: ignore[arg-type]
+        where = table.label if table is not None else str(src.path)  # type: ignore[union-attr]
+        # a table's values are typed, not text: times are read as a Parquet file's are
+        parquet = table is not None or src.parquet  # type: ignore[union-attr]
         result, name = None, ORDERED_PLAN_NAME
         try:
-            df = self._read(src)
+            if table is not None:
+                df = self._read(table)
+                snap = table_snapshot(self.spark, table, df)
+            else:
+                assert src is not None
+                sha = start_fingerprint(src.path, self.fingerprint)  # overlaps Spark's work
+                df = self._read(src)
             if self.plan != SparkPlan.SHUFFLE:
                 try:
-                    result = kernel_plan(df, bp, normalize=self.normalize, parquet=src.parquet)
+                    result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet)
                 except NotContiguous:
                     if self.plan == SparkPlan.ORDERED:
                         raise InvalidParameterError(
@@ -242,18 +315,23 @@ class SparkEngine(Engine):
                         ) from None
             if result is None:
                 name = SHUFFLE_PLAN_NAME
-                result = kernel_plan(df, bp, normalize=self.normalize, parquet=src.parquet,
+                result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet,
                                      shuffle=True)  # fmt: skip
         except (InputFormatError, InvalidParameterError):
             raise
         except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError(str(path), SPARK_UNREADABLE) from exc
+            raise InputFormatError(where, SPARK_UNREADABLE) from exc
         counts, figures, rows = result
         if rows == 0:
-            raise InputFormatError(str(path), "no data rows left (empty input)")
-        rec = input_record(
-            src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
-        )
+            raise InputFormatError(where, "no data rows left (empty input)")
+        if table is not None:
+            rec = snap | {"rows": rows, "users": figures["users"],
+                          "queries_normalized": self.normalize}  # fmt: skip
+        else:
+            assert src is not None
+            rec = input_record(
+                src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
+            )
         return counts, figures, rec, name
 
     def bounded_counts(self, source: Source | Path, bp: BoundingPlan) -> BoundedCounts:
@@ -275,8 +353,8 @@ class SparkEngine(Engine):
         )
 
     def describe(self) -> dict[str, Any]:
-
-        return {"engine": "spark", "version": pyspark.__version__, "master": self.master}
+        where = {"remote": self.remote} if self.remote else {"master": self.master}
+        return {"engine": "spark", "version": pyspark.__version__} | where
 
 
 def _per_partition(how: PartitionInput, batches: Any) -> Any:
@@ -323,3 +401,33 @@ def kernel_plan(
     agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
     res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
     return join_partitions(res, bp, spec, pl.Int64 if integral else pl.String)
+
+
+def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:
+    """The private input record of a table: its name and, where the catalog keeps one, the
+    version read — a Delta table's version (``DESCRIBE HISTORY``), an Iceberg table's snapshot
+    id; else, for a table of files, a SHA-256 of its files' paths, sizes and modification
+    times (local files; the paths alone elsewhere)."""
+    rec: dict[str, Any] = {"table": table.name, "format": "spark table",
+                           "columns": dict(table.columns) or None}  # fmt: skip
+    if table.name is not None:
+        for query, key in ((f"DESCRIBE HISTORY {table.name} LIMIT 1", "version"),
+                           (f"SELECT snapshot_id FROM {table.name}.snapshots "
+                            "ORDER BY committed_at DESC LIMIT 1", "snapshot_id")):  # fmt: skip
+            try:
+                row = spark.sql(query).collect()
+            except Exception:  # noqa: BLE001, S112 - not a Delta / Iceberg table
+                continue
+            if row:
+                return rec | {"snapshot": {"kind": "delta" if key == "version" else "iceberg",
+                                           key: row[0][key]}}  # fmt: skip
+    try:
+        files = sorted(df.inputFiles())
+    except Exception:  # noqa: BLE001 - not a table of files
+        return rec | {"snapshot": None}
+    h = hashlib.sha256()
+    for f in files:
+        local = f.removeprefix("file:")
+        st = os.stat(local) if os.path.exists(local) else None
+        h.update(f"{f}\t{st.st_size if st else ''}\t{st.st_mtime_ns if st else ''}\n".encode())
+    return rec | {"snapshot": {"kind": "files", "files": len(files), "sha256": h.hexdigest()}}
