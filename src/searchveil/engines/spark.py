@@ -218,7 +218,11 @@ class SparkEngine(Engine):
                                        "it with --user-col/--query-col/...)")  # fmt: skip
             else:  # an absent time, rank or URL: empty, as in a log without them
                 cols.append(F.lit(None).cast("string").alias(aol))
-        return df.select(*cols)
+        try:  # a table of files: its order is its files' (by path), each in file order
+            return df.select(*cols, F.col("_metadata.file_path").alias("_sv_file"),
+                             F.col("_metadata.row_index").alias("_sv_row"))  # fmt: skip
+        except Exception:  # noqa: BLE001 - no file metadata: Spark's scan order
+            return df.select(*cols)
 
     def scan(self, path: Source | str | Path) -> Any:
 
@@ -385,14 +389,19 @@ def kernel_plan(
         cols.append(F.col("ClickURL").cast("string").alias("ClickURL"))
     table = df.select(*cols)
     if shuffle:
-        # the key the kernel compares: integer ids as they are, text ids without blanks
+        # the key the kernel compares: integer ids as they are, text ids without blanks; each
+        # user's rows in input order — a table's by file path and row, a file's by position
         key = F.col("AnonID") if integral else F.regexp_replace("AnonID", _EDGE_BLANKS, "")
+        files = "_sv_file" in df.columns
+        order = [F.col("_sv_file"), F.col("_sv_row")] if files else [
+            F.monotonically_increasing_id()]  # fmt: skip
+        names = [f"_o{i}" for i in range(len(order))]
         table = (
-            table.withColumn("_row", F.monotonically_increasing_id())
+            df.select(*cols, *[o.alias(n) for o, n in zip(order, names, strict=True)])
             .withColumn("_key", key)
             .repartition("_key")
-            .sortWithinPartitions("_key", "_row")
-            .drop("_row", "_key")
+            .sortWithinPartitions("_key", *names)
+            .drop(*names, "_key")
         )
     spec = bp.kernel_spec(normalize=normalize)
     how = PartitionInput(bp, spec, integral, with_url, parquet)
