@@ -168,3 +168,48 @@ def test_cluster_executors_run_the_shipped_code(cluster: str) -> None:
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(rows) == 4
     assert all("searchveil.zip" in row["file"] for row in rows), rows
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``sc://127.0.0.1:PORT`` of a Spark Connect server (local[2]) started from the jar in
+    PySpark's wheel, torn down whatever happens."""
+    pytest.importorskip("grpc", reason="the Spark Connect client needs the `spark` extra")
+    import pyspark
+
+    tmp = tmp_path_factory.mktemp("connect")
+    port = _free_port()
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    args = [str(submit), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master", "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}",
+            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf", "spark.ui.enabled=false", "spark-internal"]  # fmt: skip
+    env = os.environ | {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    log = tmp / "server.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp,
+                                start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "Spark Connect server started" not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail(f"the Spark Connect server did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(1)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        _stop([proc])
+
+
+def test_spark_connect_release_equals_polars(connect_server: str, log_parquet: Path,
+                                             tmp_path: Path) -> None:  # fmt: skip
+    """``--spark-remote sc://...``: the client ships the kernel to the server's executors
+    (``addArtifacts``), and the release is byte-identical to ``--engine polars``."""
+    kind = RELEASES["korolova"]
+    args = [kind[0], kind[1], str(log_parquet), *kind[2:]]
+    r = _cli(args, tmp_path / "spark", ["--engine", "spark", "--spark-remote", connect_server])
+    assert r.returncode == 0, r.stderr[-3000:]
+    r2 = _cli(args, tmp_path / "polars", ["--engine", "polars"])
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert_same_release(tmp_path / "spark", tmp_path / "polars")
+    prov = json.loads((tmp_path / "spark.private.json").read_text())
+    assert prov["figures"]["engine"]["remote"] == connect_server
