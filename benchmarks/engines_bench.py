@@ -108,10 +108,10 @@ def profile_korolova(path: str) -> dict[str, Any]:
 
     t = time.perf_counter()
     import polars as pl
+    from searchveil.engines.plans import run_release
 
     from searchveil import KorolovaParams, make_rng
     from searchveil.engines import ordered
-    from searchveil.engines.plans import run_release
     from searchveil.io.files import file_sha256
     from searchveil.release.counts import BoundedCounts
     from searchveil.release.histogram import write_release
@@ -209,8 +209,9 @@ def one(kind: str, path: str) -> dict[str, Any]:
     elif kind.startswith("searchveil"):
         _, algo, engine, *rest = kind.split(":")  # searchveil:ALGO:ENGINE[:fast]
         fingerprint = rest[0] if rest else "full"
-        from searchveil import KorolovaParams, ZealousParams, make_rng
         from searchveil.engines.plans import run_release
+
+        from searchveil import KorolovaParams, ZealousParams, make_rng
 
         if algo == "korolova":
             params: Any = KorolovaParams.from_budget(

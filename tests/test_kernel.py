@@ -84,8 +84,14 @@ def test_first_per_user_is_the_rule() -> None:
 def test_ranks_and_flip_across_a_cut() -> None:
     """A chunk whose first row continues the previous chunk's last query event (same user,
     time and normalised query) is not a new event: later events move down by one."""
-    df = pl.DataFrame({"u": [1, 1, 1, 1], "q": ["A", "a", "b", "c"],
-                       "t": ["t0", "t0", "t1", "t2"], "url": [None, "x", None, None]})  # fmt: skip
+    df = pl.DataFrame(
+        {
+            "u": [1, 1, 1, 1],
+            "q": ["A", "a", "b", "c"],
+            "t": ["t0", "t0", "t1", "t2"],
+            "url": [None, "x", None, None],
+        }
+    )
     spec = KernelSpec(Rule(3), Rule(5), normalize=True)
     b = Bounder(spec)
     first, second = b.feed(df.slice(0, 1)), b.feed(df.slice(1, 3))
@@ -125,10 +131,14 @@ def test_times_compare_as_the_reader_parses_them(tmp_path: Path, fmt: str) -> No
         pl.read_csv(path, separator="\t", quote_char=None, infer_schema=False).write_parquet(pq)
         path = pq
     log = read_log(path)
-    params = [KorolovaParams(d=2, K=2, b=1.0, b_q=1.0, url_selection="private", d_c=2, b_c=1.0,
-                             url_K=2, url_b=1.0),
-              ZealousParams(m=2, tau=1, lam=1.0, tau_prime=3, item_type="queries",
-                            guarantee="indistinguishability")]  # fmt: skip
+    params = [
+        KorolovaParams(
+            d=2, K=2, b=1.0, b_q=1.0, url_selection="private", d_c=2, b_c=1.0, url_K=2, url_b=1.0
+        ),
+        ZealousParams(
+            m=2, tau=1, lam=1.0, tau_prime=3, item_type="queries", guarantee="indistinguishability"
+        ),
+    ]
     for p in params:
         fn = korolova_counts if isinstance(p, KorolovaParams) else zealous_counts
         mem = fn(log, p, rng=make_rng(0))

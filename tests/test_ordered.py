@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
-from searchveil.engines import ordered, sources
 from searchveil.bounding import NotContiguous
+from searchveil.engines import ordered, sources
 from searchveil.engines.ordered import ordered_counts
 from searchveil.errors import InputFormatError
 from searchveil.release.korolova import korolova_counts, release_korolova

@@ -64,20 +64,52 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     tmp = tmp_path_factory.mktemp("cluster")
     port, ui = _free_port(), _free_port()
-    env = os.environ | {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp),
-                        "PYSPARK_PYTHON": sys.executable}  # fmt: skip
-    daemons = [["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                str(port), "--webui-port", str(ui)]]  # fmt: skip
+    env = os.environ | {
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp),
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    daemons = [
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ]
+    ]
     for i in range(2):
-        daemons.append(["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                        "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                        "--webui-port", str(_free_port()), "--work-dir", str(tmp / f"w{i}")])  # fmt: skip
+        daemons.append(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                f"spark://127.0.0.1:{port}",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(tmp / f"w{i}"),
+            ]
+        )
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for i, args in enumerate(daemons):
             log = (tmp / f"daemon{i}.log").open("wb")
-            procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [str(spark_class), *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         deadline = time.monotonic() + START_TIMEOUT
         while _alive_workers(ui) < 2:
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
@@ -91,9 +123,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _cli(args: list[str], out: Path, engine: list[str]) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"PYSPARK_PYTHON": sys.executable}
-    return subprocess.run([sys.executable, "-m", "searchveil", *args, "--out", str(out),
-                           "--seed", "7", "--json", *engine], env=env, capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT)  # fmt: skip
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "searchveil",
+            *args,
+            "--out",
+            str(out),
+            "--seed",
+            "7",
+            "--json",
+            *engine,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
 
 
 def assert_same_release(a: Path, b: Path) -> None:
@@ -111,13 +158,45 @@ def assert_same_release(a: Path, b: Path) -> None:
 
 EPS = ["--epsilon", "2.3", "--delta", "1e-4"]
 RELEASES = {
-    "korolova": ["release", "korolova", *EPS, "--max-queries", "5", "--max-clicks", "1",
-                 "--urls", "private"],
-    "zealous": ["release", "zealous", "--epsilon", "1", "--delta", "1e-4", "--max-items", "2",
-                "--item-type", "clicks", "--max-users", "2000"],
-    "mad2r": ["release", "korolova", *EPS, "--selection", "mad2r", "--max-clicks", "1",
-              "--urls", "private", "--max-users", "2000"],
-}  # fmt: skip
+    "korolova": [
+        "release",
+        "korolova",
+        *EPS,
+        "--max-queries",
+        "5",
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+    ],
+    "zealous": [
+        "release",
+        "zealous",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--max-items",
+        "2",
+        "--item-type",
+        "clicks",
+        "--max-users",
+        "2000",
+    ],
+    "mad2r": [
+        "release",
+        "korolova",
+        *EPS,
+        "--selection",
+        "mad2r",
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+        "--max-users",
+        "2000",
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +212,9 @@ def log_parquet(tmp_path_factory: pytest.TempPathFactory, aol_top1000_path: Path
 
 
 @pytest.mark.parametrize("kind", sorted(RELEASES))
-def test_cluster_release_equals_polars(kind: str, cluster: str, log_parquet: Path,
-                                       tmp_path: Path) -> None:  # fmt: skip
+def test_cluster_release_equals_polars(
+    kind: str, cluster: str, log_parquet: Path, tmp_path: Path
+) -> None:
     args = [RELEASES[kind][0], RELEASES[kind][1], str(log_parquet), *RELEASES[kind][2:]]
     r = _cli(args, tmp_path / "spark", ["--engine", "spark", "--spark-master", cluster])
     assert r.returncode == 0, r.stderr[-3000:]
@@ -162,8 +242,13 @@ print(json.dumps([r.asDict() for r in got]))
 def test_cluster_executors_run_the_shipped_code(cluster: str) -> None:
     """The executors import searchveil from the zip the driver shipped (not whatever is
     installed on the workers), in processes other than the driver's."""
-    r = subprocess.run([sys.executable, "-c", SHIPPED, cluster], capture_output=True, text=True,
-                       timeout=RUN_TIMEOUT, env=os.environ | {"PYSPARK_PYTHON": sys.executable})  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", SHIPPED, cluster],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=os.environ | {"PYSPARK_PYTHON": sys.executable},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(rows) == 4
@@ -180,15 +265,26 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("connect")
     port = _free_port()
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    args = [str(submit), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master", "local[2]", "--conf", f"spark.connect.grpc.binding.port={port}",
-            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-            "--conf", "spark.ui.enabled=false", "spark-internal"]  # fmt: skip
+    args = [
+        str(submit),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        "local[2]",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "spark-internal",
+    ]
     env = os.environ | {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     log = tmp / "server.log"
     with log.open("wb") as fh:
-        proc = subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            args, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while "Spark Connect server started" not in log.read_text(errors="replace"):
@@ -200,8 +296,9 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _stop([proc])
 
 
-def test_spark_connect_release_equals_polars(connect_server: str, log_parquet: Path,
-                                             tmp_path: Path) -> None:  # fmt: skip
+def test_spark_connect_release_equals_polars(
+    connect_server: str, log_parquet: Path, tmp_path: Path
+) -> None:
     """``--spark-remote sc://...``: the client ships the kernel to the server's executors
     (``addArtifacts``), and the release is byte-identical to ``--engine polars``."""
     kind = RELEASES["korolova"]

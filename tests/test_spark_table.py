@@ -21,8 +21,7 @@ from test_spark_cluster import assert_same_release
 
 pytestmark = pytest.mark.spark
 
-COLUMNS = {"AnonID": "uid", "Query": "q", "QueryTime": "ts", "ClickURL": "click",
-           "ItemRank": "pos"}  # fmt: skip
+COLUMNS = {"AnonID": "uid", "Query": "q", "QueryTime": "ts", "ClickURL": "click", "ItemRank": "pos"}
 MAPPING = ColumnMapping(user="uid", query="q", time="ts", url="click", rank="pos")
 
 
@@ -35,12 +34,14 @@ def log_parquet(tmp_path_factory: pytest.TempPathFactory, aol_215_path: Path) ->
 
 
 PARAMS = [
-    KorolovaParams(d=5, K=5, b=1.0, b_q=2.0, url_selection="private", d_c=2, b_c=2.0,
-                   url_K=2, url_b=1.0),
-    ZealousParams(m=2, tau=1, lam=1.0, tau_prime=3, item_type="clicks",
-                  guarantee="indistinguishability"),
+    KorolovaParams(
+        d=5, K=5, b=1.0, b_q=2.0, url_selection="private", d_c=2, b_c=2.0, url_K=2, url_b=1.0
+    ),
+    ZealousParams(
+        m=2, tau=1, lam=1.0, tau_prime=3, item_type="clicks", guarantee="indistinguishability"
+    ),
     SelectParams(strategy="mad2r", epsilon=4.0, delta=1e-5, d=4, d_c=2, split=(1, 1, 1, 1)),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("i", range(len(PARAMS)))
@@ -55,11 +56,19 @@ def test_dataframe_and_view_equal_the_file(i: int, log_parquet: Path, tmp_path: 
     df.createOrReplaceTempView("searchveil_logs")
     params = PARAMS[i]
     kw = {"max_users": 1000} if isinstance(params, SelectParams) else {}
-    ref = release_file(log_parquet, params, rng=make_rng(3), engine="polars",
-                       out=tmp_path / "file", **kw)  # fmt: skip
+    ref = release_file(
+        log_parquet, params, rng=make_rng(3), engine="polars", out=tmp_path / "file", **kw
+    )
     for name, table in (("frame", df), ("view", "searchveil_logs")):
-        rel = release_table(table, params, rng=make_rng(3), columns=MAPPING,
-                            spark_master="local[2]", out=tmp_path / name, **kw)  # fmt: skip
+        rel = release_table(
+            table,
+            params,
+            rng=make_rng(3),
+            columns=MAPPING,
+            spark_master="local[2]",
+            out=tmp_path / name,
+            **kw,
+        )
         assert_same_release(tmp_path / name, tmp_path / "file")
         assert rel.inputs[0]["users"] == ref.inputs[0]["users"]
         assert rel.inputs[0]["rows"] == ref.inputs[0]["rows"]
@@ -79,8 +88,13 @@ def test_missing_table_and_column_are_typed_errors(log_parquet: Path) -> None:
     with pytest.raises(InvalidParameterError, match="spark-table"):
         release_table("no_such_table_here", PARAMS[0], rng=make_rng(1), spark_master="local[2]")
     with pytest.raises(InputFormatError, match="uid"):  # the AOL names, mapped to absent ones
-        release_table("searchveil_logs_raw", PARAMS[0], rng=make_rng(1), columns=MAPPING,
-                      spark_master="local[2]")  # fmt: skip
+        release_table(
+            "searchveil_logs_raw",
+            PARAMS[0],
+            rng=make_rng(1),
+            columns=MAPPING,
+            spark_master="local[2]",
+        )
 
 
 HIVE_TABLE = """
@@ -101,26 +115,86 @@ df.select(*[df[a].alias(b) for a, b in names.items()]).write.saveAsTable("logs")
 def test_cli_spark_table_in_a_hive_catalog(log_parquet: Path, tmp_path: Path) -> None:
     """``--spark-table logs`` with ``--spark-conf`` naming a Hive metastore: the table one
     process registered (several files) is released by another, byte-identical to the file."""
-    conf = ["spark.sql.catalogImplementation=hive",
-            f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
-            f"spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName="
-            f"{tmp_path / 'metastore'};create=true"]  # fmt: skip
+    conf = [
+        "spark.sql.catalogImplementation=hive",
+        f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
+        f"spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName="
+        f"{tmp_path / 'metastore'};create=true",
+    ]
     env = os.environ | {"PYSPARK_PYTHON": sys.executable}
-    r = subprocess.run([sys.executable, "-c", HIVE_TABLE, str(log_parquet), *conf], cwd=tmp_path,
-                       env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", HIVE_TABLE, str(log_parquet), *conf],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
-    common = ["release", "korolova", "--epsilon", "2.3", "--delta", "1e-4", "--max-queries", "5",
-              "--max-clicks", "1", "--urls", "private", "--seed", "7", "--json"]  # fmt: skip
-    table = ["--spark-table", "logs", "--user-col", "uid", "--query-col", "q", "--time-col",
-             "ts", "--url-col", "click", "--rank-col", "pos", "--engine", "spark",
-             "--spark-master", "local[2]", *[x for c in conf for x in ("--spark-conf", c)]]  # fmt: skip
-    r = subprocess.run([sys.executable, "-m", "searchveil", *common, "--out",
-                        str(tmp_path / "table"), *table], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    common = [
+        "release",
+        "korolova",
+        "--epsilon",
+        "2.3",
+        "--delta",
+        "1e-4",
+        "--max-queries",
+        "5",
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+        "--seed",
+        "7",
+        "--json",
+    ]
+    table = [
+        "--spark-table",
+        "logs",
+        "--user-col",
+        "uid",
+        "--query-col",
+        "q",
+        "--time-col",
+        "ts",
+        "--url-col",
+        "click",
+        "--rank-col",
+        "pos",
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[2]",
+        *[x for c in conf for x in ("--spark-conf", c)],
+    ]
+    r = subprocess.run(
+        [sys.executable, "-m", "searchveil", *common, "--out", str(tmp_path / "table"), *table],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
-    r = subprocess.run([sys.executable, "-m", "searchveil", *common[:2], str(log_parquet),
-                        *common[2:], "--out", str(tmp_path / "file"), "--engine", "polars"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "searchveil",
+            *common[:2],
+            str(log_parquet),
+            *common[2:],
+            "--out",
+            str(tmp_path / "file"),
+            "--engine",
+            "polars",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert_same_release(tmp_path / "table", tmp_path / "file")
     prov = json.loads((tmp_path / "table.private.json").read_text())

@@ -230,6 +230,7 @@ def _release_and_write(
                 spark_master=o.spark_master, spark_remote=o.spark_remote, spark_conf=conf,
             )  # fmt: skip
         else:
+            assert o.input is not None
             rel = release_file(
                 o.input, params, rng=make_rng(o.seed), engine=o.engine, reader=o.reader,
                 out=o.out, out_format=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,

@@ -132,7 +132,9 @@ class Tally:
         else:
             df = pl.DataFrame(schema={"u": user_dtype} | {k: pl.String for k in keys}
                               | {"_rank": pl.Int64})  # fmt: skip
-        df = df.select(user="u", *keys, rank=pl.col("_rank").cast(pl.Int64))
+        df = df.select(
+            pl.col("u").alias("user"), *keys, pl.col("_rank").cast(pl.Int64).alias("rank")
+        )
         return df.rename({"query": "item"}) if stream == Stream.EVENTS else df
 
     def result(
@@ -162,8 +164,12 @@ class Tally:
             n_items, kept = events, self.kept[ev]
         else:
             res = self.folds[cl].result()
-            res = res.select(item=pl.col("query") + PAIR_SEP + pl.col("url"), query="query",
-                             url="url", count="count")
+            res = res.select(
+                item=pl.col("query") + PAIR_SEP + pl.col("url"),
+                query="query",
+                url="url",
+                count="count",
+            )
             n_items, kept = clicks, self.kept[cl]
         return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}
 
@@ -288,5 +294,3 @@ def _ordered_counts(
         src.close()
     rows = figures.pop("rows")
     return counts, figures, rows, sha
-
-

@@ -54,20 +54,17 @@ class PolarsEngine(Engine):
             if ("SessionID" in cols)
             else []
         )
-        return (
-            lf.with_row_index("row")
-            .select(
-                pl.col("AnonID").cast(pl.String).str.strip_chars().alias("user"),
-                (normalize_query(q) if self.normalize else q).alias("query"),
-                pl.col("QueryTime").cast(pl.String).alias("time"),
-                pl.when(pl.col("ClickURL").cast(pl.String) == "")
-                .then(None)
-                .otherwise(pl.col("ClickURL").cast(pl.String))
-                .alias("url"),
-                pl.col("ItemRank").cast(pl.String).alias("rank"),
-                pl.col("row").cast(pl.Int64),
-                *extra,
-            )
+        return lf.with_row_index("row").select(
+            pl.col("AnonID").cast(pl.String).str.strip_chars().alias("user"),
+            (normalize_query(q) if self.normalize else q).alias("query"),
+            pl.col("QueryTime").cast(pl.String).alias("time"),
+            pl.when(pl.col("ClickURL").cast(pl.String) == "")
+            .then(None)
+            .otherwise(pl.col("ClickURL").cast(pl.String))
+            .alias("url"),
+            pl.col("ItemRank").cast(pl.String).alias("rank"),
+            pl.col("row").cast(pl.Int64),
+            *extra,
         )
 
     def with_sessions(self, table: pl.LazyFrame, gap_minutes: float = 30.0) -> pl.LazyFrame:

@@ -489,7 +489,7 @@ def canonical_times(t: pl.Series, *, parquet: bool) -> pl.Series:
     have equal times exactly when the reader gives them equal instants."""
     if t.dtype != pl.String:
         t = t.cast(pl.String)
-    if parquet and t.len() and (t.str.len_bytes().max() or 0) > 19:
+    if parquet and t.len() and int(t.str.len_bytes().max() or 0) > 19:  # type: ignore[arg-type]
         t = t.str.slice(0, 19)
     ok = _canonical_mask(t)
     valid = t.is_not_null()

@@ -20,8 +20,8 @@ itself).
 
 from __future__ import annotations
 
-import importlib.util
 import hashlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -160,8 +160,10 @@ class SparkEngine(Engine):
         plan = parse_choice("spark plan", plan, SparkPlan)
         if not HAVE_PANDAS:
             raise InvalidParameterError(
-                "engine", "spark", "polars | memory (pandas, which Spark's mapInArrow needs, "
-                "is not installed: pip install 'searchveil[spark]')"
+                "engine",
+                "spark",
+                "polars | memory (pandas, which Spark's mapInArrow needs, "
+                "is not installed: pip install 'searchveil[spark]')",
             )
         self.plan = plan
         self.master, self.remote = master, remote

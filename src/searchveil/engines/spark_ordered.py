@@ -198,8 +198,9 @@ def _segments(out: pl.DataFrame, spec: KernelSpec) -> list[Segment]:
     """The partitions' segments (:func:`_segment_rows`), in partition order."""
     rows: dict[tuple[str, int], pl.DataFrame] = {
         (str(k[0]), int(k[1])): g
-        for k, g in out.filter(pl.col("kind").is_in(["s", "h", "k", "f"]))
-        .group_by(["kind", "part"], maintain_order=True)
+        for k, g in out.filter(pl.col("kind").is_in(["s", "h", "k", "f"])).group_by(
+            ["kind", "part"], maintain_order=True
+        )
     }
     segs = []
     for part in sorted({p for kind, p in rows if kind == "s"}):
@@ -212,7 +213,7 @@ def _segments(out: pl.DataFrame, spec: KernelSpec) -> list[Segment]:
             ks = STREAM_KEYS[stream]
             st = states[stream]
             h = heads.filter(pl.col("stream") == stream.value).sort("n2")
-            head[stream] = h.select(u="user", *ks, _rank="n2")
+            head[stream] = h.select(pl.col("user").alias("u"), *ks, pl.col("n2").alias("_rank"))
             keys[stream] = keyed.filter(pl.col("stream") == stream.value).select(ks)
             count[stream], n2[stream] = int(st["n"]), int(st["n2"])
         st = next(iter(states.values()))
@@ -245,10 +246,13 @@ def join_partitions(
         mine = out.filter((pl.col("stream") == stream.value)
                           & pl.col("kind").is_in(["c", "p"]))  # fmt: skip
         if bp.keep == Bounding.POOLS:
-            tally.add({stream: mine.select(u="user", *STREAM_KEYS[stream], _rank="n2")})
+            keys = STREAM_KEYS[stream]
+            tally.add(
+                {stream: mine.select(pl.col("user").alias("u"), *keys, pl.col("n2").alias("_rank"))}
+            )
         else:
-            counts = mine.select(*STREAM_KEYS[stream], count="n")
-            tally.add_counts(stream, counts, int(counts.get_column("count").sum() or 0))
+            summed = mine.select(*STREAM_KEYS[stream], count="n")
+            tally.add_counts(stream, summed, int(summed.get_column("count").sum() or 0))
     counts, figures = tally.result(bounder.figures, pl.String)
     if user_dtype != pl.String:
         counts = {k: v.with_columns(pl.col("user").cast(user_dtype)) if "user" in v.columns

@@ -377,8 +377,10 @@ def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource
         n_clicks = fig["clicks"]
     else:
         ev = items(log, "queries").rename({"item": "query"})
-        bounded = bound_contributions(ev, max_per_user=params.d, strategy=params.strategy,
-                                      rng=rng, distinct=params.distinct, item_col="query")  # fmt: skip
+        bounded = bound_contributions(
+            ev, max_per_user=params.d, strategy=params.strategy, rng=rng,
+            distinct=params.distinct, item_col="query",
+        )  # fmt: skip
         figures = {"users": log.n_users, "query_events": ev.height,
                    "query_events_after_bounding": bounded.height}  # fmt: skip
         bounded_c = None

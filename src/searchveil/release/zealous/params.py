@@ -215,7 +215,8 @@ class ZealousParams:
     def bounding_plan(self) -> BoundingPlan:
         """What an engine keeps for ZEALOUS: the first occurrence of each user's first m
         distinct queries or (query, url) clicks: the bounding kernel's rules
-        (``kernel_spec()``), here and on every engine. Only ``strategy="first"`` and item types queries | clicks run on an engine."""
+        (``kernel_spec()``), here and on every engine. Only ``strategy="first"`` and item
+        types queries | clicks run on an engine."""
         if self.strategy != "first":
             raise InvalidParameterError(
                 "bounding", self.strategy, "first with --engine polars|spark (random: memory)"
