@@ -1,10 +1,49 @@
-"""Per-user contribution bounding — the one place where sensitivities come from.
+"""Per-user contribution bounding — the one place where sensitivities come from, and the one
+definition of which rows a user keeps.
 
-Korolova's Limit-User-Activity (thesis ch.4, Algorithm 3) keeps the *first* d queries and the
-first d_c clicks of each user; ZEALOUS (Götz §4) keeps m *distinct* items per user chosen
-independently of the data's values. Both are :func:`bound_contributions` with different
-options. ``strategy="random"`` keeps a uniformly random subset of size ``max_per_user`` drawn
-with the injected ``rng`` (a random 64-bit key per row, then the smallest keys per user).
+Korolova's Limit-User-Activity (thesis ch.4, Algorithm 3) keeps the *first* d query events and
+the first d_c clicks of each user; ZEALOUS (Götz §4) and the selection strategies keep the
+first m *distinct* items per user — choices independent of the data's values.
+
+**The bounding kernel** (second half of this module) is that definition, written once and run
+by the in-memory releases (:func:`bound_log`), the Polars ordered pass
+(:mod:`searchveil.engines.ordered`) and Spark's partitions (:mod:`searchveil.engines.
+spark_ordered`, through ``mapInArrow``); the engines only move batches through it. It reads rows
+``u, q, t`` (+ ``url``) in input order, each user's rows together, and keeps, per *stream* — the
+first row of each query event (key: the query), or each row with a clicked URL (key: query and
+URL) — each user's first ``n`` rows (:class:`Rule`), or the first row of each of the user's
+first ``n`` distinct keys. Polars expressions do it a batch at a time (:func:`cut`): a running
+comparison with the previous row, running counts that restart at each user. A batch may be cut
+anywhere: its first user's kept rows are held with ranks counted from the batch's start, and
+:func:`resolve` joins the batch to the :class:`Carry` of what came before — the same join
+whether the batch is the next chunk of one stream (the Polars pass, a Spark partition's own
+chunks) or a Spark partition joined on the driver (:meth:`Bounder.summary`).
+
+The rules for rows the inputs could make ambiguous (tested in tests/test_kernel.py):
+
+* **An event** starts where the user, the time or the normalised query differs from the
+  previous row's (:func:`~searchveil.model.same_event`); a null (or blank) time always starts
+  one. Raw text is compared first; only rows whose raw query differs from the previous row's
+  at the same user and time are normalised to decide.
+* **Equal times** are equal *instants*: the in-memory reader compares the times it parsed; the
+  engines compare the text of canonical ``YYYY-MM-DD HH:MM:SS`` times and parse any other layout
+  as the reader does (:func:`~searchveil.engines.sources.canonical_times`) — so ``2006-03-01
+  10:00``, ``2006-03-01T10:00:00`` and ``2006-03-01 10:00:00`` are one instant everywhere
+  (before this kernel the engines saw three). A Parquet time is cut to the second, as the
+  reader cuts it.
+* **Rows with equal timestamps** keep their input order: the first d_c clicks of an event are
+  its first click rows as written, never sorted.
+* **Distinct clicks** are distinct (query, URL) pairs, compared as pairs (a query holding a tab
+  cannot make two pairs one).
+* **Users** are compared as read: integer ids as integers (``007`` is ``7`` when every id is an
+  integer), text ids without surrounding blanks. A user whose rows are not contiguous raises
+  :class:`NotContiguous` where the caller asked for the check; the engines then sort (Polars)
+  or shuffle (Spark) the rows by user, in input order, and run the same kernel.
+
+``strategy="random"`` (in memory only) keeps a uniformly random subset of size
+``max_per_user`` drawn with the injected ``rng`` (a random 64-bit key per row, then the smallest
+keys per user); :func:`bound_contributions` applies either rule to a frame of items (keywords,
+query pairs).
 
 :class:`Sensitivities` derives the ℓ0/ℓ∞/ℓ1/ℓ2 sensitivities of the per-item count vector from
 the bounds, so no release module re-derives them ad hoc.

@@ -1,21 +1,25 @@
-"""The PySpark engine: the same operations on Spark DataFrames (``--engine spark``).
+"""The PySpark engine (``--engine spark``): the bounding kernel of :mod:`searchveil.bounding`
+on Spark's partitions, and k-anonymity's row plan on Spark DataFrames.
 
-``--spark-master`` picks the cluster (default ``local[*]``). Row order is
-``monotonically_increasing_id()`` of the scanned file, which follows the file order (partition
-index, then position). Korolova and ZEALOUS: the bounded counts are computed on Spark and only
-the counts come to the driver with Arrow:
+Where: ``--spark-master`` (default ``local[*]``; a standalone, YARN or Kubernetes master), or a
+Spark Connect server (``--spark-remote sc://host:port``); ``--spark-conf`` adds settings (a
+catalog). Off the driver's machine the executors get the driver's own searchveil, zipped
+(:func:`ship_code`). What: a file (Parquet, AOL TSV/.gz), or a table of the session's catalog or
+a Spark DataFrame (:class:`~searchveil.engines.contract.TableSource`, with its column names).
 
-* ``ordered`` pass (:func:`ordered_plan`, :mod:`searchveil.engines.spark_ordered`): when each
-  user's rows are contiguous (a log written user by user), every partition bounds its own
-  users with ``mapInArrow`` and the boundary users are stitched on the driver — no shuffle of
-  rows;
-* ``window`` plan (:func:`window_plan`): one shuffle of the rows by user and a window per user;
-  any input.
+Korolova, ZEALOUS and the selection pools (:func:`kernel_plan`): every partition runs the kernel
+with ``mapInArrow`` on the rows as Spark reads them (no normalisation or parsing in Spark SQL:
+the executors read them with the Polars pass's own code), and only counts (or the pools), a few
+rows per partition and the users of its runs come to the driver with Arrow, which joins the
+partitions with the kernel's own join:
 
-``plan="auto"`` (the default) tries the ordered pass and falls back to the window plan when
-it finds a user whose rows are not contiguous. k-anonymity: the reduced rows are brought to the
-driver. Noise is drawn there with the project's secure sampler (the driver never holds the log
-itself).
+* ``ordered`` (user-sorted input, a log written user by user): no shuffle of rows;
+* ``shuffle``: each user's rows moved to one partition first, in input order (a file's
+  position; a table's file path and row index) — any input.
+
+``plan="auto"`` (the default) tries the ordered pass and shuffles when it finds a user whose
+rows are not contiguous. Noise is drawn on the driver with the project's secure sampler (the
+driver never holds the log itself).
 """
 
 from __future__ import annotations
