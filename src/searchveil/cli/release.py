@@ -39,12 +39,17 @@ from searchveil.cli._common import (
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    SparkConfOpt,
+    SparkRemoteOpt,
+    SparkTableOpt,
+    TableInputArg,
     command_group,
     emit,
     err_console,
     out_console,
     progress,
     run,
+    spark_settings,
     with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
@@ -86,27 +91,6 @@ EngineOpt = Annotated[
 SparkMasterOpt = Annotated[
     str, typer.Option("--spark-master", help="Spark master URL for --engine spark")
 ]
-SparkRemoteOpt = Annotated[
-    str | None,
-    typer.Option("--spark-remote", help="Spark Connect server (sc://host:port) for --engine spark"),
-]
-SparkTableOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--spark-table",
-        help="read a table of the Spark session's catalog instead of INPUT (--engine spark; "
-        "--user-col/--query-col/--time-col/--url-col name its columns)",
-    ),
-]
-SparkConfOpt = Annotated[
-    list[str] | None,
-    typer.Option("--spark-conf", help="KEY=VALUE Spark setting (a catalog, a metastore); repeat"),
-]
-TableInputArg = Annotated[
-    Path | None,
-    typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq "
-                   "(none with --spark-table)"),
-]  # fmt: skip
 FingerprintOpt = Annotated[
     str,
     typer.Option(
@@ -138,15 +122,6 @@ class RunOptions:
     spark_table: str | None = None
     spark_remote: str | None = None
     spark_conf: tuple[str, ...] = ()
-
-    def spark_settings(self) -> tuple[tuple[str, str], ...]:
-        out = []
-        for kv in self.spark_conf:
-            k, sep, v = kv.partition("=")
-            if not sep or not k.strip():
-                raise InvalidParameterError("spark-conf", kv, "KEY=VALUE")
-            out.append((k.strip(), v))
-        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -215,7 +190,7 @@ def _release_and_write(
 ) -> HistogramRelease:
     """:func:`~searchveil.release.run.release_file` with the command's options, under a
     progress line; the warning of the report (if any) on stderr."""
-    conf = o.spark_settings()
+    conf = spark_settings(o.spark_conf)
     if (o.input is None) == (o.spark_table is None):
         raise InvalidParameterError("input", o.input, "a log file, or --spark-table NAME (one)")
     if o.spark_table is not None and o.engine not in ("auto", "spark"):

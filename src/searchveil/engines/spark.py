@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pyspark
 from pyspark import TaskContext
 from pyspark.sql import SparkSession, Window
@@ -58,7 +60,9 @@ from searchveil.engines.spark_ordered import (
     OUTPUT_DDL,
     PartitionInput,
     join_partitions,
+    parquet_pieces,
     partition_rows,
+    piece_rows,
 )
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
@@ -68,6 +72,16 @@ from searchveil.validate import parse_choice
 
 SHUFFLE_PLAN_NAME = "spark shuffled by user"
 ORDERED_PLAN_NAME = "spark ordered pass"
+PIECES_PLAN_NAME = "spark ordered pass (executors read the Parquet file)"
+
+
+class SparkScan(StrEnum):
+    """Who reads a Parquet file: ``auto`` — the executors, with pyarrow, by path
+    (:func:`pieces_plan`; the file must be on a file system they share with the driver), for
+    user-sorted input; ``spark`` — Spark's own reader, always."""
+
+    AUTO = "auto"
+    SPARK = "spark"
 
 
 class SparkPlan(StrEnum):
@@ -160,8 +174,10 @@ class SparkEngine(Engine):
         plan: str = "auto",
         remote: str | None = None,
         conf: tuple[tuple[str, str], ...] = (),
+        scan: str = "auto",
     ) -> None:
         plan = parse_choice("spark plan", plan, SparkPlan)
+        self.scan_by = parse_choice("spark scan", scan, SparkScan)
         if not HAVE_PANDAS:
             raise InvalidParameterError(
                 "engine",
@@ -297,27 +313,31 @@ class SparkEngine(Engine):
     def _kernel(
         self, source: Source | TableSource | Path, bp: BoundingPlan
     ) -> tuple[dict[str, pl.DataFrame], dict[str, int], dict[str, Any], str]:
-        """The bounding kernel on Spark (:func:`kernel_plan`): the ordered pass, else the rows
-        shuffled by user; only counts (or the pools) and a few rows per partition reach the
-        driver. A file's SHA-256 is streamed in a thread meanwhile; a table's snapshot is
-        taken before it is read (:func:`table_snapshot`)."""
-        table = source if isinstance(source, TableSource) else None
-        src = None if table is not None else Source.of(source)  # type: ignore[arg-type]
-        where = table.label if table is not None else str(src.path)  # type: ignore[union-attr]
-        # a table's values are typed, not text: times are read as a Parquet file's are
-        parquet = table is not None or src.parquet  # type: ignore[union-attr]
+        """The bounding kernel on Spark: the ordered pass (:func:`pieces_plan` for a Parquet
+        file, else :func:`kernel_plan`), else the rows shuffled by user; only counts (or the
+        pools) and a few rows per partition reach the driver. A file's SHA-256 is streamed in
+        a thread meanwhile; a table's snapshot is taken before it is read
+        (:func:`table_snapshot`)."""
+        if isinstance(source, TableSource):
+            df = self._read(source)
+            rec = table_snapshot(self.spark, source, df)
+            where, parquet, direct = source.label, True, None
+        else:
+            src = Source.of(source)
+            sha = start_fingerprint(src.path, self.fingerprint)  # overlaps Spark's work
+            where, parquet = str(src.path), src.parquet
+            direct = str(src.path.resolve()) if parquet and self.scan_by == SparkScan.AUTO else None
         result, name = None, ORDERED_PLAN_NAME
         try:
-            if table is not None:
-                df = self._read(table)
-                snap = table_snapshot(self.spark, table, df)
-            else:
-                assert src is not None
-                sha = start_fingerprint(src.path, self.fingerprint)  # overlaps Spark's work
+            if not isinstance(source, TableSource):
                 df = self._read(src)
             if self.plan != SparkPlan.SHUFFLE:
                 try:
-                    result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet)
+                    if direct is not None:
+                        name = PIECES_PLAN_NAME
+                        result = pieces_plan(self.spark, direct, bp, normalize=self.normalize)
+                    else:
+                        result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet)
                 except NotContiguous:
                     if self.plan == SparkPlan.ORDERED:
                         raise InvalidParameterError(
@@ -334,11 +354,9 @@ class SparkEngine(Engine):
         counts, figures, rows = result
         if rows == 0:
             raise InputFormatError(where, "no data rows left (empty input)")
-        if table is not None:
-            rec = snap | {"rows": rows, "users": figures["users"],
-                          "queries_normalized": self.normalize}  # fmt: skip
+        if isinstance(source, TableSource):
+            rec |= {"rows": rows, "users": figures["users"], "queries_normalized": self.normalize}
         else:
-            assert src is not None
             rec = input_record(
                 src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
             )
@@ -372,6 +390,40 @@ def _per_partition(how: PartitionInput, batches: Any) -> Any:
     ctx = TaskContext.get()
     part = ctx.partitionId() if ctx is not None else 0
     yield from partition_rows(batches, how, part)
+
+
+def _per_piece(how: PartitionInput, path: str, pieces: list[tuple[int, ...]], tasks: Any) -> Any:
+    """``mapInArrow``'s function when the executors read the Parquet file themselves."""
+    yield from piece_rows(tasks, how, path, pieces)
+
+
+def _aggregate(out: Any, bp: BoundingPlan, spec: Any, user_dtype: Any) -> tuple[
+        dict[str, pl.DataFrame], dict[str, int], int]:  # fmt: skip
+    """The one aggregation of the partitions' output, to the driver, joined there."""
+    agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
+    agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
+    res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
+    return join_partitions(res, bp, spec, user_dtype)
+
+
+def pieces_plan(
+    spark: Any, path: str, bp: BoundingPlan, *, normalize: bool
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    """The ordered pass of a Parquet file whose path the executors can open (a local or shared
+    file system): one Spark task per piece of row groups (:func:`~searchveil.engines.
+    spark_ordered.parquet_pieces`), each reading its rows with pyarrow on the executor and
+    running the kernel; then :func:`_aggregate`. Spark's own reader would first turn every row
+    into JVM rows and back into Arrow for Python — the cost this plan skips."""
+    pieces = parquet_pieces(path)
+    schema = pq.read_schema(path)
+    integral = pa.types.is_integer(schema.field("AnonID").type)
+    spec = bp.kernel_spec(normalize=normalize)
+    how = PartitionInput(bp, spec, integral, bp.with_url, True)
+    tasks = spark.range(0, len(pieces), 1, numPartitions=len(pieces)).select(
+        F.col("id").cast("int").alias("piece")
+    )
+    out = tasks.mapInArrow(partial(_per_piece, how, path, pieces), OUTPUT_DDL)
+    return _aggregate(out, bp, spec, pl.Int64 if integral else pl.String)
 
 
 def kernel_plan(
@@ -412,10 +464,7 @@ def kernel_plan(
     spec = bp.kernel_spec(normalize=normalize)
     how = PartitionInput(bp, spec, integral, with_url, parquet)
     out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
-    agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
-    agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
-    res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
-    return join_partitions(res, bp, spec, pl.Int64 if integral else pl.String)
+    return _aggregate(out, bp, spec, pl.Int64 if integral else pl.String)
 
 
 def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:

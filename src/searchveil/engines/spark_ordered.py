@@ -37,6 +37,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from searchveil.bounding import (
     STREAM_KEYS,
@@ -51,8 +52,9 @@ from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.engines.ordered import Tally
 from searchveil.engines.sources import canonical_rows
 
-__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "OUTPUT_DDL", "OUTPUT_SCHEMA", "PartitionInput",
-           "join_partitions", "partition_rows"]  # fmt: skip
+__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "OUTPUT_DDL", "OUTPUT_SCHEMA", "PIECE_ROWS",
+           "PartitionInput", "join_partitions", "parquet_pieces", "partition_rows",
+           "piece_rows"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
 
@@ -172,6 +174,44 @@ def partition_rows(
     run_users = run_users.filter((run_users != run_users.shift(1)).fill_null(True))
     yield _frame({"kind": "u", "user": run_users.cast(pl.String), "n": 1}, run_users.len())
     yield from _segment_rows(bounder.summary(), part)
+
+
+#: rows of a Parquet piece the executors read themselves (whole row groups, at least this many)
+PIECE_ROWS = 1 << 20
+
+
+def parquet_pieces(path: str) -> list[tuple[int, ...]]:
+    """A Parquet file's row groups, in file order, grouped into pieces of ≥ :data:`PIECE_ROWS`
+    rows: the units the executors read (:func:`piece_rows`)."""
+    meta = pq.ParquetFile(path).metadata
+    pieces: list[tuple[int, ...]] = []
+    cur: list[int] = []
+    n = 0
+    for i in range(meta.num_row_groups):
+        cur.append(i)
+        n += meta.row_group(i).num_rows
+        if n >= PIECE_ROWS:
+            pieces.append(tuple(cur))
+            cur, n = [], 0
+    if cur:
+        pieces.append(tuple(cur))
+    return pieces
+
+
+def piece_rows(
+    tasks: Iterator[pa.RecordBatch], how: PartitionInput, path: str, pieces: list[tuple[int, ...]]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` over a frame of piece numbers: each executor reads its pieces of the
+    Parquet file at ``path`` itself (pyarrow, only the columns the kernel reads) and runs
+    :func:`partition_rows` on each, numbered by its place in the file — Spark schedules the
+    work, the rows never pass through the JVM."""
+    cols = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if how.with_url else [])
+    f = pq.ParquetFile(path)
+    for t in tasks:
+        for piece in t.column(0).to_pylist():
+            rows = f.iter_batches(batch_size=CHUNK_ROWS, row_groups=list(pieces[piece]),
+                                  columns=cols)  # fmt: skip
+            yield from partition_rows(rows, how, piece)
 
 
 def _segment_rows(seg: Segment, part: int) -> Iterator[pa.RecordBatch]:
