@@ -202,11 +202,16 @@ def small_splits() -> Any:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
-                                          aol_215_path: Path) -> None:  # fmt: skip
+@pytest.mark.parametrize("scan", ["spark", "auto"])
+def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any, aol_215_path: Path,
+                                          scan: str, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The ordered pass on real Spark partitions: Parquet with 3-row row groups (text and
-    integer ids) and a text file, cut into ~1 KB splits; equal to the in-memory bounding."""
-    from searchveil.engines.spark import ORDERED_PLAN_NAME, SparkEngine
+    integer ids) and a text file, cut into ~1 KB splits (``scan="spark"``: Spark's reader) or
+    read by the executors in pieces of a few row groups (``"auto"``: a Parquet file, pieces of
+    ≥ 4 rows); equal to the in-memory bounding."""
+    from searchveil.engines.spark import ORDERED_PLAN_NAME, PIECES_PLAN_NAME, SparkEngine
+
+    monkeypatch.setattr(spark_ordered, "PIECE_ROWS", 4)
 
     sorted_tsv = tmp_path / "sorted.tsv"
     sorted_tsv.write_text(SORTED)
@@ -216,7 +221,7 @@ def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
         _tiny_parquet(sorted_tsv, tmp_path / "sorted-int.parquet", 2, user_int=True),
         _tiny_parquet(aol_215_path, tmp_path / "aol.parquet", 500, user_int=True),
     ]
-    engine = SparkEngine(master="local[2]", plan="ordered")
+    engine = SparkEngine(master="local[2]", plan="ordered", scan=scan)
     parts = small_splits.read.parquet(str(files[1])).rdd.getNumPartitions()
     assert parts >= 5  # the boundaries really occur
     every = [c for c in _params() if getattr(c[1], "d", getattr(c[1], "m", 0)) in (1, 3, 5)]
@@ -231,7 +236,8 @@ def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
             fn = korolova_counts if algo == "korolova" else zealous_counts
             mem = fn(log, params, rng=NO_RNG)
             sp = engine.bounded_counts(path, params.bounding_plan())
-            assert sp.plan == ORDERED_PLAN_NAME
+            direct = scan == "auto" and path.suffix == ".parquet"
+            assert sp.plan == (PIECES_PLAN_NAME if direct else ORDERED_PLAN_NAME)
             assert sp.figures == mem.figures, (path.name, algo, params)
             assert sp.input == mem.input, path.name
             assert set(sp.counts) == set(mem.counts)

@@ -226,21 +226,26 @@ def normalized(s: pl.Series, normalize: bool) -> pl.Series:
     return s.scatter(idx, fixed)
 
 
-def _run_position(run: pl.Expr) -> pl.Expr:
-    """0-based position of each row within its run of equal ``run`` values (runs contiguous):
-    a running count that restarts at each run, without grouping."""
-    i = pl.int_range(pl.len(), dtype=pl.Int64)
-    start = (run != run.shift(1)).fill_null(True)
-    return i - pl.when(start).then(i).otherwise(None).forward_fill()
+def _rank(counted: pl.Expr, start: pl.Expr) -> pl.Expr:
+    """0-based running count of the ``counted`` rows before each row of a run (``start`` marks
+    a run's first row): a count that restarts at each run, without grouping."""
+    c = counted.cast(pl.Int64)
+    cs = c.cum_sum()
+    return cs - c - pl.when(start).then(cs - c).otherwise(None).forward_fill()
+
+
+def _kept(counted: pl.Expr, start: pl.Expr, n: int) -> tuple[pl.Expr, pl.Expr]:
+    """The rule: a run keeps its first ``n`` counted rows — (kept, rank within the run)."""
+    rank = _rank(counted, start)
+    return counted & (rank < n), rank
 
 
 def _first_rows(df: pl.DataFrame, run: str, keys: list[str] | None, n: int) -> pl.DataFrame:
-    """The rule: the first ``n`` rows of each run of ``run`` (with ``keys``: the first row of
-    each of the run's first ``n`` distinct keys), in order, with ``_rank`` (0-based)."""
-    lf = df.lazy()
-    if keys:
-        lf = lf.filter(pl.struct(run, *keys).is_first_distinct())
-    return lf.with_columns(_rank=_run_position(pl.col(run))).filter(pl.col("_rank") < n).collect()
+    """:func:`_kept` on a frame: the first ``n`` rows of each run of ``run`` (with ``keys``:
+    the first row of each of the run's first ``n`` distinct keys), with ``_rank``."""
+    first = pl.struct(run, *keys).is_first_distinct() if keys else pl.lit(True)
+    kept, rank = _kept(first, (pl.col(run) != pl.col(run).shift(1)).fill_null(True), n)
+    return df.lazy().with_columns(_rank=rank).filter(kept).collect()
 
 
 def first_per_user(
@@ -312,10 +317,25 @@ class Segment:
     run_users: pl.Series | None = None
 
 
-def _stream_rows(df: pl.DataFrame, stream: Stream) -> pl.DataFrame:
-    if stream == Stream.EVENTS:
-        return df.filter(pl.col("_es")).select("u", "_run", query="q")
-    return df.filter(pl.col("url").is_not_null()).select("u", "_run", query="q", url="url")
+def _in_stream(stream: Stream) -> pl.Expr:
+    return pl.col("_es") if stream == Stream.EVENTS else pl.col("url").is_not_null()
+
+
+def _stream_kept(marked: pl.DataFrame, stream: Stream, rule: Rule, normalize: bool) -> (
+        pl.DataFrame):  # fmt: skip
+    """A stream's kept rows (``u, _run``, keys, ``_rank``). A first-``n`` rule ranks the
+    stream's rows in place and copies out only the kept ones; a distinct rule needs every
+    stream row's normalised key first."""
+    cols = ["u", "_run", pl.col("q").alias("query")] + (["url"] if stream == Stream.CLICKS else [])
+    if rule.distinct:  # distinctness is decided on the normalised keys
+        rows = marked.filter(_in_stream(stream)).select(cols)
+        rows = rows.with_columns(query=normalized(rows.get_column("query"), normalize))
+        return _first_rows(rows, "_run", STREAM_KEYS[stream], rule.n)
+    kept, rank = _kept(_in_stream(stream), pl.col("_us"), rule.n)
+    out = (
+        marked.lazy().select(*cols, _rank=rank, _keep=kept).filter(pl.col("_keep")).drop("_keep")
+    ).collect()
+    return out.with_columns(query=normalized(out.get_column("query"), normalize))
 
 
 def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.DataFrame]]:
@@ -330,17 +350,16 @@ def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.Da
     head_count: dict[Stream, int] = {}
     tail_count: dict[Stream, int] = {}
     tail_keys: dict[Stream, pl.DataFrame] = {}
+    ends = marked.select(
+        *[(_in_stream(s) & (pl.col("_run") == 0)).sum().alias(f"h{s}") for s, _ in spec.rules()],
+        *[(_in_stream(s) & (pl.col("_run") == runs - 1)).sum().alias(f"t{s}")
+          for s, _ in spec.rules()],
+    ).row(0, named=True)  # fmt: skip
     for stream, rule in spec.rules():
-        rows = _stream_rows(marked, stream)
         keys = STREAM_KEYS[stream]
-        if rule.distinct:  # distinctness is decided on the normalised keys
-            rows = rows.with_columns(query=normalized(rows.get_column("query"), spec.normalize))
-        kept = _first_rows(rows, "_run", keys if rule.distinct else None, rule.n)
-        if not rule.distinct:  # only the kept keys are normalised
-            kept = kept.with_columns(query=normalized(kept.get_column("query"), spec.normalize))
-        run = rows.get_column("_run")
-        head_count[stream] = int((run == 0).sum())
-        tail_count[stream] = int((run == runs - 1).sum())
+        kept = _stream_kept(marked, stream, rule, spec.normalize)
+        head_count[stream] = int(ends[f"h{stream}"])
+        tail_count[stream] = int(ends[f"t{stream}"])
         is_head = pl.col("_run") == 0
         head[stream] = kept.filter(is_head).select("u", *keys, "_rank")
         body[stream] = kept.filter(~is_head).select("u", *keys, "_rank")
