@@ -270,6 +270,7 @@ def main() -> None:
     ap.add_argument("--file", type=Path, action="append", required=False, default=[])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--releases", default="korolova,mad2r")
+    ap.add_argument("--modes", default="cli,phases", help="cli and/or phases")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "spark.json")
     a = ap.parse_args()
     if a.one:
@@ -285,8 +286,10 @@ def main() -> None:
             for i in range(a.repeats):  # pairs, alternating: polars, spark, ...
                 for engine in ("polars", "spark"):
                     row = {"file": path.name, "release": release, "engine": engine, "repeat": i}
-                    row |= {"cli": _one("cli", engine, release, path)["wall"]}
-                    row |= {"phases": _one("phases", engine, release, path)}
+                    if "cli" in a.modes:
+                        row |= {"cli": _one("cli", engine, release, path)["wall"]}
+                    if "phases" in a.modes:
+                        row |= {"phases": _one("phases", engine, release, path)}
                     res["runs"].append(row)
                     print(json.dumps(row), flush=True)
     res["uptime_after"] = _uptime()
@@ -299,32 +302,26 @@ def main() -> None:
 
 def summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    keys = sorted({(r["file"], r["release"]) for r in runs})
-    for file, release in keys:
+    warm = "release 2 (bound + noise + write)"
+    for file, release in sorted({(r["file"], r["release"]) for r in runs}):
         rs = [r for r in runs if r["file"] == file and r["release"] == release]
         by = {e: [r for r in rs if r["engine"] == e] for e in ("polars", "spark")}
-        row: dict[str, Any] = {"file": file, "release": release}
-        for e, xs in by.items():
-            row[f"{e} cli"] = _stats([x["cli"] for x in xs])
-            row[f"{e} warm release"] = _stats(
-                [x["phases"]["release 2 (bound + noise + write)"] for x in xs]
-            )
         pairs = list(zip(by["polars"], by["spark"], strict=True))
-        row["cli ratio"] = _stats([s["cli"] / p["cli"] for p, s in pairs])
-        row["warm ratio"] = _stats(
-            [
-                s["phases"]["release 2 (bound + noise + write)"]
-                / p["phases"]["release 2 (bound + noise + write)"]
-                for p, s in pairs
-            ]
-        )
-        sp = [x["phases"] for x in by["spark"]]
-        row["spark phases"] = {
-            k: _stats([p[k] for p in sp]) for k in sp[0] if isinstance(sp[0][k], int | float)
-        }
-        rows = sp[0]["rows"] or 0
-        job = statistics.median(p["warm bounding job (all of it)"] for p in sp)
-        row["rows/s per executor core"] = round(rows / job / CORES) if rows else None
+        row: dict[str, Any] = {"file": file, "release": release}
+        if all("cli" in x for x in rs):
+            for e, xs in by.items():
+                row[f"{e} cli"] = _stats([x["cli"] for x in xs])
+            row["cli ratio"] = _stats([s["cli"] / p["cli"] for p, s in pairs])
+        if all("phases" in x for x in rs):
+            for e, xs in by.items():
+                row[f"{e} warm release"] = _stats([x["phases"][warm] for x in xs])
+            row["warm ratio"] = _stats([s["phases"][warm] / p["phases"][warm] for p, s in pairs])
+            sp = [x["phases"] for x in by["spark"]]
+            row["spark phases"] = {
+                k: _stats([p[k] for p in sp]) for k in sp[0] if isinstance(sp[0][k], int | float)
+            }
+            job = statistics.median(p["warm bounding job (all of it)"] for p in sp)
+            row["rows/s per executor core"] = round(sp[0]["rows"] / job / CORES)
         out.append(row)
     return out
 
@@ -342,12 +339,14 @@ def table(summ: list[dict[str, Any]]) -> str:
 
         lines.append(
             f"| {r['file']} | {r['release']} | {f('polars cli')} s | {f('spark cli')} s "
-            f"| {r['cli ratio']['median']}x | {f('polars warm release')} s | "
-            f"{f('spark warm release')} s | {r['warm ratio']['median']}x | "
-            f"{r['rows/s per executor core']} |"
+            f"| {r.get('cli ratio', {}).get('median', '–')}x | {f('polars warm release')} s | "
+            f"{f('spark warm release')} s | {r.get('warm ratio', {}).get('median', '–')}x | "
+            f"{r.get('rows/s per executor core', '–')} |"
         )
     lines.append("")
     for r in summ:
+        if "spark phases" not in r:
+            continue
         lines.append(f"Spark phases, {r['file']} {r['release']} (min / median / max, s):")
         lines += [
             f"- {k}: {v['min']} / {v['median']} / {v['max']}" for k, v in r["spark phases"].items()

@@ -274,10 +274,14 @@ def _flags(df: pl.DataFrame, normalize: bool) -> pl.DataFrame:
     u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
     pu, pq, pt = u.shift(1), q.shift(1), t.shift(1)
     any_q = pl.lit(True)
-    out = df.with_columns(
-        _us=(u != pu).fill_null(True),
-        _es=~same_event(u, q, t, pu, pq, pt),
-        _amb=same_event(u, any_q, t, pu, any_q, pt) & (q != pq).fill_null(False),
+    out = (
+        df.lazy()
+        .with_columns(
+            _us=(u != pu).fill_null(True),
+            _es=~same_event(u, q, t, pu, pq, pt),
+            _amb=same_event(u, any_q, t, pu, any_q, pt) & (q != pq).fill_null(False),
+        )
+        .collect()
     )
     amb = out.get_column("_amb")
     if normalize and amb.any():
@@ -331,10 +335,8 @@ def _stream_kept(marked: pl.DataFrame, stream: Stream, rule: Rule, normalize: bo
         rows = marked.filter(_in_stream(stream)).select(cols)
         rows = rows.with_columns(query=normalized(rows.get_column("query"), normalize))
         return _first_rows(rows, "_run", STREAM_KEYS[stream], rule.n)
-    kept, rank = _kept(_in_stream(stream), pl.col("_us"), rule.n)
-    out = (
-        marked.lazy().select(*cols, _rank=rank, _keep=kept).filter(pl.col("_keep")).drop("_keep")
-    ).collect()
+    # ranked in place by cut() (``_k<stream>``, ``_r<stream>``): only kept rows are copied out
+    out = marked.lazy().filter(pl.col(f"_k{stream}")).select(*cols, _rank=f"_r{stream}").collect()
     return out.with_columns(query=normalized(out.get_column("query"), normalize))
 
 
@@ -343,7 +345,16 @@ def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.Da
     together: the :class:`Segment` and the final kept rows (``u``, keys, ``_rank``) of every
     run but the first."""
     marked = _flags(df, spec.normalize)
-    marked = marked.with_columns(_run=pl.col("_us").cum_sum().cast(pl.Int64) - 1)
+    ranks = {}
+    for stream, rule in spec.rules():
+        if not rule.distinct:  # first-n rules ranked in the same pass as the run numbers
+            kept, rank = _kept(_in_stream(stream), pl.col("_us"), rule.n)
+            ranks |= {f"_k{stream}": kept, f"_r{stream}": rank}
+    marked = (
+        marked.lazy()
+        .with_columns(_run=pl.col("_us").cum_sum().cast(pl.Int64) - 1, **ranks)
+        .collect()
+    )
     runs = int(marked.item(marked.height - 1, "_run")) + 1
     head: dict[Stream, pl.DataFrame] = {}
     body: dict[Stream, pl.DataFrame] = {}
@@ -360,10 +371,13 @@ def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.Da
         kept = _stream_kept(marked, stream, rule, spec.normalize)
         head_count[stream] = int(ends[f"h{stream}"])
         tail_count[stream] = int(ends[f"t{stream}"])
-        is_head = pl.col("_run") == 0
-        head[stream] = kept.filter(is_head).select("u", *keys, "_rank")
-        body[stream] = kept.filter(~is_head).select("u", *keys, "_rank")
-        tail_keys[stream] = kept.filter(pl.col("_run") == runs - 1).select(keys)
+        # kept rows are in input order: the first run's are a prefix, the last run's a suffix
+        run = kept.get_column("_run")
+        n_head = int(run.search_sorted(1, "left"))
+        n_tail = int(run.search_sorted(runs - 1, "left"))
+        kept = kept.select("u", *keys, "_rank")
+        head[stream], body[stream] = kept.slice(0, n_head), kept.slice(n_head)
+        tail_keys[stream] = kept.slice(n_tail).select(keys)
     first = df.row(0, named=True)
     last = df.row(df.height - 1, named=True)
     figures = {
