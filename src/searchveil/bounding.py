@@ -243,7 +243,8 @@ def _kept(counted: pl.Expr, start: pl.Expr, n: int) -> tuple[pl.Expr, pl.Expr]:
 def _first_rows(df: pl.DataFrame, run: str, keys: list[str] | None, n: int) -> pl.DataFrame:
     """:func:`_kept` on a frame: the first ``n`` rows of each run of ``run`` (with ``keys``:
     the first row of each of the run's first ``n`` distinct keys), with ``_rank``."""
-    first = pl.struct(run, *keys).is_first_distinct() if keys else pl.lit(True)
+    # every row counts (runs are never null), or the first of each distinct key
+    first = pl.struct(run, *keys).is_first_distinct() if keys else pl.col(run).is_not_null()
     kept, rank = _kept(first, (pl.col(run) != pl.col(run).shift(1)).fill_null(True), n)
     return df.lazy().with_columns(_rank=rank).filter(kept).collect()
 
