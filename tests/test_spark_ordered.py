@@ -203,8 +203,13 @@ def small_splits() -> Any:
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("scan", ["spark", "auto"])
-def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any, aol_215_path: Path,
-                                          scan: str, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_spark_ordered_pass_equals_memory(
+    tmp_path: Path,
+    small_splits: Any,
+    aol_215_path: Path,
+    scan: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The ordered pass on real Spark partitions: Parquet with 3-row row groups (text and
     integer ids) and a text file, cut into ~1 KB splits (``scan="spark"``: Spark's reader) or
     read by the executors in pieces of a few row groups (``"auto"``: a Parquet file, pieces of
