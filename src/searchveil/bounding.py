@@ -331,7 +331,9 @@ def _stream_kept(marked: pl.DataFrame, stream: Stream, rule: Rule, normalize: bo
     """A stream's kept rows (``u, _run``, keys, ``_rank``). A first-``n`` rule ranks the
     stream's rows in place and copies out only the kept ones; a distinct rule needs every
     stream row's normalised key first."""
-    cols = ["u", "_run", pl.col("q").alias("query")] + (["url"] if stream == Stream.CLICKS else [])
+    cols: list[str | pl.Expr] = ["u", "_run", pl.col("q").alias("query")]
+    if stream == Stream.CLICKS:
+        cols.append("url")
     if rule.distinct:  # distinctness is decided on the normalised keys
         rows = marked.filter(_in_stream(stream)).select(cols)
         rows = rows.with_columns(query=normalized(rows.get_column("query"), normalize))
@@ -346,11 +348,11 @@ def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.Da
     together: the :class:`Segment` and the final kept rows (``u``, keys, ``_rank``) of every
     run but the first."""
     marked = _flags(df, spec.normalize)
-    ranks = {}
+    ranks: dict[str, pl.Expr] = {}
     for stream, rule in spec.rules():
         if not rule.distinct:  # first-n rules ranked in the same pass as the run numbers
-            kept, rank = _kept(_in_stream(stream), pl.col("_us"), rule.n)
-            ranks |= {f"_k{stream}": kept, f"_r{stream}": rank}
+            keep, rank = _kept(_in_stream(stream), pl.col("_us"), rule.n)
+            ranks |= {f"_k{stream}": keep, f"_r{stream}": rank}
     marked = (
         marked.lazy()
         .with_columns(_run=pl.col("_us").cum_sum().cast(pl.Int64) - 1, **ranks)
