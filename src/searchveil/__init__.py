@@ -25,7 +25,7 @@ from searchveil.release import (
     release_zealous,
     write_release,
 )
-from searchveil.release.run import release_file
+from searchveil.release.run import release_file, release_table
 from searchveil.rng import SecureRandom, SeededRandom, make_rng
 from searchveil.version import __version__
 
@@ -49,6 +49,7 @@ __all__ = [
     "release_file",
     "release_kanon",
     "release_korolova",
+    "release_table",
     "release_zealous",
     "write_release",
 ]

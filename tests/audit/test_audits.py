@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from searchveil.audit import AuditResult, audit_event, epsilon_lower_bound
+from searchveil.bounding import KernelSpec, Rule, Stream
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.rounds import ItemPool, RoundsSelection
 from searchveil.mechanisms.selection import LaplaceThreshold, make_strategy
@@ -183,22 +184,25 @@ def test_mutation_skipped_bounding_is_caught(trials: int, monkeypatch: pytest.Mo
             .height
         )
 
-    # the real path: bounding keeps one event per user, counts differ by 1
+    # the real path: bounding (the kernel) keeps one event per user, counts differ by 1
     seen: list[int] = []
-    real_bound = korolova.bound_contributions
+    real_bound = korolova.bound_log
 
-    def spy(df: pl.DataFrame, **kw: object) -> pl.DataFrame:
-        out = real_bound(df, **kw)  # type: ignore[arg-type]
-        seen.append(out.height)
-        return out
+    def spy(df: pl.DataFrame, spec: KernelSpec) -> object:
+        kept, figures = real_bound(df, spec)
+        seen.append(kept[Stream.EVENTS].height)
+        return kept, figures
 
-    monkeypatch.setattr(korolova, "bound_contributions", spy)
+    monkeypatch.setattr(korolova, "bound_log", spy)
     ok = audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"], delta=pr["delta"])
     assert seen == [trials * n, trials * (n - 1)]  # the patched name is the one the path calls
     assert ok.passed, ok
 
-    # the mutant: the same path without bounding
-    monkeypatch.setattr(korolova, "bound_contributions", lambda df, **kw: df)
+    # the mutant: the same path without bounding (every event kept)
+    def unbounded(df: pl.DataFrame, spec: KernelSpec) -> object:
+        return real_bound(df, KernelSpec(Rule(10**9), spec.clicks, spec.normalize))
+
+    monkeypatch.setattr(korolova, "bound_log", unbounded)
     bad = audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"],
                       delta=pr["delta"])  # fmt: skip
     assert bad.p_d * trials >= 30 and bad.p_dprime * trials >= 30, bad

@@ -395,3 +395,38 @@ def command_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
     group = typer.Typer(help=help, no_args_is_help=True)
     app.add_typer(group, name=name)
     return group
+
+
+# -- where Spark runs, and what it reads (release korolova | zealous) --------------------------
+SparkRemoteOpt = Annotated[
+    str | None,
+    typer.Option("--spark-remote", help="Spark Connect server (sc://host:port) for --engine spark"),
+]
+SparkTableOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--spark-table",
+        help="read a table of the Spark session's catalog instead of INPUT (--engine spark; "
+        "--user-col/--query-col/--time-col/--url-col name its columns)",
+    ),
+]
+SparkConfOpt = Annotated[
+    list[str] | None,
+    typer.Option("--spark-conf", help="KEY=VALUE Spark setting (a catalog, a metastore); repeat"),
+]
+TableInputArg = Annotated[
+    Path | None,
+    typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq "
+                   "(none with --spark-table)"),
+]  # fmt: skip
+
+
+def spark_settings(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--spark-conf KEY=VALUE`` options as (key, value) pairs."""
+    out = []
+    for kv in pairs:
+        k, sep, v = kv.partition("=")
+        if not sep or not k.strip():
+            raise InvalidParameterError("spark-conf", kv, "KEY=VALUE")
+        out.append((k.strip(), v))
+    return tuple(out)

@@ -40,6 +40,10 @@ from searchveil.cli._common import (
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    SparkConfOpt,
+    SparkRemoteOpt,
+    SparkTableOpt,
+    TableInputArg,
     command_group,
     emit,
     err_console,
@@ -47,6 +51,7 @@ from searchveil.cli._common import (
     private_block,
     progress,
     run,
+    spark_settings,
     with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
@@ -64,7 +69,7 @@ from searchveil.release.korolova import (
     resolve_url_selection,
     split_parts,
 )
-from searchveil.release.run import ReleaseParams, release_file
+from searchveil.release.run import ReleaseParams, release_file, release_table
 from searchveil.release.select import SelectParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
@@ -106,7 +111,7 @@ BoundOpt = Annotated[
 class RunOptions:
     """Where a release command reads, runs and writes (the options every release shares)."""
 
-    input: Path
+    input: Path | None
     reader: ReaderOptions
     out: Path
     out_fmt: str
@@ -117,6 +122,9 @@ class RunOptions:
     spark_master: str = "local[*]"
     fingerprint: str = "full"
     provenance: Path | None = None
+    spark_table: str | None = None
+    spark_remote: str | None = None
+    spark_conf: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,14 +193,28 @@ def _release_and_write(
 ) -> HistogramRelease:
     """:func:`~searchveil.release.run.release_file` with the command's options, under a
     progress line; the warning of the report (if any) on stderr."""
+    conf = spark_settings(o.spark_conf)
+    if (o.input is None) == (o.spark_table is None):
+        raise InvalidParameterError("input", o.input, "a log file, or --spark-table NAME (one)")
+    if o.spark_table is not None and o.engine not in ("auto", "spark"):
+        raise InvalidParameterError("engine", o.engine, "spark (or auto) with --spark-table")
     with progress(not o.json_out) as step:
         done = step(what)
-        rel = release_file(
-            o.input, params, rng=make_rng(o.seed), engine=o.engine, reader=o.reader, out=o.out,
-            out_format=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
-            max_users=max_users, serp=serp, spark_master=o.spark_master,
-            fingerprint=o.fingerprint,
-        )  # fmt: skip
+        if o.spark_table is not None:
+            rel = release_table(
+                o.spark_table, params, rng=make_rng(o.seed), columns=o.reader.columns,
+                normalize=o.reader.normalize, out=o.out, out_format=o.out_fmt,
+                overwrite=o.overwrite, provenance=o.provenance, max_users=max_users, serp=serp,
+                spark_master=o.spark_master, spark_remote=o.spark_remote, spark_conf=conf,
+            )  # fmt: skip
+        else:
+            assert o.input is not None
+            rel = release_file(
+                o.input, params, rng=make_rng(o.seed), engine=o.engine, reader=o.reader,
+                out=o.out, out_format=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
+                max_users=max_users, serp=serp, spark_master=o.spark_master,
+                fingerprint=o.fingerprint, spark_remote=o.spark_remote, spark_conf=conf,
+            )  # fmt: skip
         done()
     warn = (rel.report.get("single_user") or {}).get("warning")
     if warn:
@@ -477,8 +499,8 @@ def _selection(selection: str, o: KorolovaOptions, run_opts: RunOptions) -> dict
 
 @with_reader_options
 def korolova_command(
-    input: InputArg,
     out: OutDirOpt,
+    input: TableInputArg = None,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
     max_queries: Annotated[
@@ -539,6 +561,9 @@ def korolova_command(
     ] = None,
     engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
+    spark_remote: SparkRemoteOpt = None,
+    spark_table: SparkTableOpt = None,
+    spark_conf: SparkConfOpt = None,
     fingerprint: FingerprintOpt = "full",
     K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
     b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
@@ -562,7 +587,9 @@ def korolova_command(
         run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
-                              provenance=provenance)  # fmt: skip
+                              provenance=provenance, spark_table=spark_table,
+                              spark_remote=spark_remote,
+                              spark_conf=tuple(spark_conf or ()))  # fmt: skip
         opts = KorolovaOptions(
             epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
             serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
@@ -580,8 +607,8 @@ def korolova_command(
 
 @with_reader_options
 def zealous_command(
-    input: InputArg,
     out: OutDirOpt,
+    input: TableInputArg = None,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
     max_items: Annotated[
@@ -610,6 +637,9 @@ def zealous_command(
     bounding: BoundOpt = "first",
     engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
+    spark_remote: SparkRemoteOpt = None,
+    spark_table: SparkTableOpt = None,
+    spark_conf: SparkConfOpt = None,
     fingerprint: FingerprintOpt = "full",
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
@@ -624,7 +654,9 @@ def zealous_command(
         run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
-                              provenance=provenance)  # fmt: skip
+                              provenance=provenance, spark_table=spark_table,
+                              spark_remote=spark_remote,
+                              spark_conf=tuple(spark_conf or ()))  # fmt: skip
         res = _zealous(
             run_opts, epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
             guarantee=guarantee, users=max_users, tau=tau, lam=lam, tau_prime=tau_prime,

@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from searchveil.errors import InputFormatError, InternalError
 from searchveil.io.files import PARQUET_DAMAGED, decompress_problem, start_fingerprint
 from searchveil.io.formats import Container, check_parquet, container
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.io.text import ragged_problem
+from searchveil.io.times import time_expr
 
 __all__ = [
     "BLOCK_BYTES",
@@ -32,6 +34,8 @@ __all__ = [
     "NotNumeric",
     "Prefetch",
     "TextBlocks",
+    "canonical_rows",
+    "canonical_times",
     "check_block",
     "parquet_source",
     "tsv_source",
@@ -216,7 +220,8 @@ class Chunks:
 
 
 def _canonical(df: Any, user_numeric: bool, with_url: bool) -> Any:
-    """The pass's columns ``u, q, t`` (+ ``url``) of a DataFrame or LazyFrame of AOL columns."""
+    """The pass's columns ``u, q, t`` (+ ``url``) of a DataFrame or LazyFrame of AOL columns
+    (``t`` still as written: :func:`canonical_rows` finishes it)."""
     u = pl.col("AnonID")
     cols = [
         (u if user_numeric else u.cast(pl.String).str.strip_chars()).alias("u"),
@@ -227,6 +232,16 @@ def _canonical(df: Any, user_numeric: bool, with_url: bool) -> Any:
         url = pl.col("ClickURL").cast(pl.String).str.strip_chars()
         cols.append(pl.when(url == "").then(None).otherwise(url).alias("url"))
     return df.select(cols)
+
+
+def canonical_rows(df: pl.DataFrame, *, user_numeric: bool, with_url: bool,
+                   parquet: bool) -> pl.DataFrame:  # fmt: skip
+    """The bounding kernel's rows ``u, q, t`` (+ ``url``) of a frame of AOL columns, as every
+    engine reads them (the Polars pass here, Spark's partitions on the executors): user ids
+    as integers or stripped text, a missing query as empty text, a blank URL as no click, and
+    the time as :func:`canonical_times` gives it."""
+    out = _canonical(df, user_numeric, with_url)
+    return out.with_columns(t=canonical_times(out.get_column("t"), parquet=parquet))
 
 
 ENGINE_LAYOUT = (
@@ -355,7 +370,8 @@ def tsv_source(path: Path, with_url: bool, user_numeric: bool) -> Chunks:
                     str(path), f"user id in column 'AnonID' is missing ({_BAD_ROWS_HINT})", at
                 )
             line += rows
-            yield _canonical(df, user_numeric, with_url)
+            yield canonical_rows(df, user_numeric=user_numeric, with_url=with_url,
+                                 parquet=False)  # fmt: skip
 
     ahead = Prefetch(chunks())
 
@@ -404,7 +420,8 @@ def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
             n_rows = lf.select(pl.len()).collect().item()  # from the footer
             batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
             plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
-            yield from plan.collect_batches(chunk_size=max(1, batch))
+            for df in plan.collect_batches(chunk_size=max(1, batch)):
+                yield df.with_columns(t=canonical_times(df.get_column("t"), parquet=True))
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
 
@@ -413,3 +430,78 @@ def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
 
 class NotNumeric(Exception):
     """A user id that is not an integer: read the ids as text instead."""
+
+
+# ------------------------------------------------------------------------------ time text
+
+# the canonical layout "YYYY-MM-DD HH:MM:SS", checked 8 bytes at a time (SWAR, little-endian
+# words): separator bytes must equal the layout's and digit bytes must be 0x30-0x39 — their
+# high nibble 3 and their low nibble + 6 without a carry into bit 4
+_LAYOUT = b"0000-00-00 00:00:00"
+
+
+def _word_masks(part: bytes) -> tuple[int, int, int, int, int]:
+    """(mask, value) of the fixed bits and (low-nibble mask, +6, carry bits) of the digits of
+    a little-endian word of the layout."""
+    fixed = value = low = add = carry = 0
+    for b in reversed(part):
+        fixed, value, low, add, carry = (x << 8 for x in (fixed, value, low, add, carry))
+        if b == ord("0"):
+            fixed, value, low = fixed | 0xF0, value | 0x30, low | 0x0F
+            add, carry = add | 6, carry | 0x10
+        else:
+            fixed, value = fixed | 0xFF, value | b
+    return fixed, value, low, add, carry
+
+
+_WORDS = [(0, "u8", _word_masks(_LAYOUT[0:8])), (8, "u8", _word_masks(_LAYOUT[8:16])),
+          (15, "u4", _word_masks(_LAYOUT[15:19]))]  # fmt: skip
+
+
+def _canonical_mask(t: pl.Series) -> np.ndarray | None:
+    """Per non-null value of ``t``: is it in the canonical layout? (``None`` when the values
+    are not all 19 bytes long: the caller then checks each one.)"""
+    a = t.to_arrow(compat_level=pl.CompatLevel.oldest())
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks()
+    off = np.frombuffer(a.buffers()[1], dtype=np.int64)[a.offset : a.offset + len(a) + 1]
+    n = len(a) - a.null_count
+    if n == 0:
+        return np.ones(0, dtype=bool)
+    if int(off[-1] - off[0]) != 19 * n:
+        return None
+    data = a.buffers()[2]
+    ok = np.ones(n, dtype=bool)
+    for start, kind, (fixed, value, low, add, carry) in _WORDS:
+        w = np.ndarray((n,), dtype="<" + kind, buffer=data, offset=int(off[0]) + start,
+                       strides=(19,))  # fmt: skip
+        ok &= (w & fixed) == value
+        ok &= (((w & low) + add) & carry) == 0
+    return ok
+
+
+def canonical_times(t: pl.Series, *, parquet: bool) -> pl.Series:
+    """The time column as the in-memory reader compares it: texts already in the canonical
+    layout ``YYYY-MM-DD HH:MM:SS`` (AOL's) name their instant uniquely and are kept as they
+    are; any other text is parsed as the reader parses it (:func:`~searchveil.io.times.time_expr`
+    after cutting a Parquet value to 19 characters, as :func:`~searchveil.io.readers.read_log`
+    does) and written back in that layout (null where it names no time: blank). Two rows then
+    have equal times exactly when the reader gives them equal instants."""
+    if t.dtype != pl.String:
+        t = t.cast(pl.String)
+    if parquet and t.len() and int(t.str.len_bytes().max() or 0) > 19:  # type: ignore[arg-type]
+        t = t.str.slice(0, 19)
+    ok = _canonical_mask(t)
+    valid = t.is_not_null()
+    if ok is None:
+        good = t.str.contains(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$").fill_null(True)
+    elif ok.all():
+        return t
+    else:
+        good = pl.Series(np.ones(t.len(), dtype=bool))
+        good = good.scatter(valid.arg_true(), pl.Series(ok))
+    idx = (~good).arg_true()
+    fixed = pl.select(
+        time_expr(pl.lit(t.gather(idx)), None).dt.strftime("%Y-%m-%d %H:%M:%S")
+    ).to_series()
+    return t.scatter(idx, fixed)

@@ -25,12 +25,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from searchveil.engines import Engine, EngineName, Source, make_engine
+from searchveil.engines import Engine, EngineName, Source, TableSource, make_engine
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import check_fingerprint
 from searchveil.io.formats import header_columns
 from searchveil.io.ledger import check_release_dir
-from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
+from searchveil.io.readers import AOL_COLUMNS, ColumnMapping, ReaderOptions, read_log
 from searchveil.mechanisms.accounting import check_budget
 from searchveil.model import SearchLog
 from searchveil.release.histogram import HistogramRelease, write_release
@@ -49,6 +49,7 @@ __all__ = [
     "choose_engine",
     "release_file",
     "release_on_engine",
+    "release_table",
     "run_release",
     "run_select",
 ]
@@ -199,11 +200,17 @@ def choose_engine(path: Path, params: ReleaseParams, reader: ReaderOptions) -> E
 
 # -- the releases ---------------------------------------------------------------------------------
 def release_on_engine(
-    engine: Engine, source: Source | Path, params: ReleaseParams, *, rng: RandomSource, **kw: Any
+    engine: Engine,
+    source: Source | TableSource | Path,
+    params: ReleaseParams,
+    *,
+    rng: RandomSource,
+    **kw: Any,
 ) -> HistogramRelease:
     """Bound on ``engine``, release in memory (the family's own release function); the report
     and the provenance figures name the engine (the public ledger does not)."""
-    rel = family_of(params).on_engine(engine, Source.of(source), params, rng=rng, **kw)
+    src = source if isinstance(source, TableSource) else Source.of(source)
+    rel = family_of(params).on_engine(engine, src, params, rng=rng, **kw)
     rel.report["engine"] = engine.describe()
     rel.figures["engine"] = engine.describe()
     return rel
@@ -237,6 +244,8 @@ def release_file(
     serp: Any = None,
     spark_master: str = "local[*]",
     fingerprint: str = "full",
+    spark_remote: str | None = None,
+    spark_conf: tuple[tuple[str, str], ...] = (),
 ) -> HistogramRelease:
     """Release the log at ``path`` with ``params`` (a Korolova, ZEALOUS, k-anonymity or
     selection parameter set) and, with ``out``, write the tables, the public ledger and the
@@ -246,7 +255,8 @@ def release_file(
     ``reader``: how the in-memory reader reads the file (the engines need the defaults);
     ``max_users``: the declared public bound U (Korolova, selection); ``serp``: Korolova's
     public SERP (:func:`~searchveil.release.korolova.load_serp`); ``fingerprint``: the
-    provenance record's input hash on an engine, ``full`` | ``fast`` (Parquet only).
+    provenance record's input hash on an engine, ``full`` | ``fast`` (Parquet only);
+    ``spark_master`` | ``spark_remote`` (Spark Connect), ``spark_conf``: where Spark runs.
     The budget is the one the parameters carry (``params.budget``), checked before any data
     are read.
     """
@@ -273,10 +283,63 @@ def release_file(
         check_engine_reader(where, opts)
         params.bounding_plan()  # what the engines cannot do: a typed error before any reading
         eng = make_engine(where, spark_master=spark_master, normalize=opts.normalize,
-                          fingerprint=fingerprint)  # fmt: skip
+                          fingerprint=fingerprint, spark_remote=spark_remote,
+                          spark_conf=spark_conf)  # fmt: skip
         rel = release_on_engine(eng, Source.of(p), params, rng=rng, **kw)
         if choice == EngineChoice.AUTO:  # the same bytes as memory (tested): the report says so
             rel.report["engine"] = rel.report["engine"] | {"selected_by": "--engine auto"}
+    if out is not None:
+        write_release(rel, out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+    return rel
+
+
+def release_table(
+    table: Any,
+    params: ReleaseParams,
+    *,
+    rng: RandomSource,
+    columns: ColumnMapping | None = None,
+    normalize: bool = True,
+    out: str | os.PathLike[str] | None = None,
+    out_format: str = "tsv",
+    overwrite: bool = False,
+    provenance: str | os.PathLike[str] | None = None,
+    max_users: int | None = None,
+    serp: Any = None,
+    spark_master: str = "local[*]",
+    spark_remote: str | None = None,
+    spark_conf: tuple[tuple[str, str], ...] = (),
+) -> HistogramRelease:
+    """:func:`release_file` for a log that lives in Spark: ``table`` is the name of a table of
+    the session's catalog (``spark.table(name)``: Hive, Delta, Iceberg, a temporary view) or a
+    Spark DataFrame. ``columns``: which of its columns hold the user, query, time and URL (the
+    names of a :class:`~searchveil.io.readers.ColumnMapping`; default the AOL names). Bounded
+    with the same kernel as a file, on Spark (``spark_master``, or Spark Connect at
+    ``spark_remote``); "first" follows the order in which Spark reads the table. The private
+    provenance record names the table and the snapshot read (:func:`~searchveil.engines.spark.
+    table_snapshot`); k-anonymity reads files only."""
+    fam = family_of(params)
+    if isinstance(params, KAnonParams):
+        raise InvalidParameterError("params", "kanon", "korolova | zealous | select for a table")
+    if isinstance(params, KorolovaParams | ZealousParams) and params.budget is not None:
+        check_budget(params.privacy("exact"), params.budget, what=f"release {fam.name}")
+    if max_users is not None:
+        check_int("max-users", max_users, minimum=1)
+    kw = _release_kwargs(fam, params, serp, max_users)
+    if out is not None:
+        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+    params.bounding_plan()  # what the engines cannot do: a typed error before any reading
+    m = columns or ColumnMapping()
+    names = {"AnonID": m.user, "Query": m.query, "QueryTime": m.time, "ClickURL": m.url,
+             "ItemRank": m.rank}  # fmt: skip
+    mapped = tuple((k, v) for k, v in names.items() if v is not None and v != k)
+    if isinstance(table, str):
+        src = TableSource(name=table, columns=mapped)
+    else:
+        src = TableSource(frame=table, columns=mapped)
+    eng = make_engine(EngineName.SPARK, spark_master=spark_master, normalize=normalize,
+                      spark_remote=spark_remote, spark_conf=spark_conf)  # fmt: skip
+    rel = release_on_engine(eng, src, params, rng=rng, **kw)
     if out is not None:
         write_release(rel, out, fmt=out_format, overwrite=overwrite, provenance=provenance)
     return rel

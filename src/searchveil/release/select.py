@@ -31,11 +31,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from searchveil.bounding import Stream, bound_log
 from searchveil.engines.contract import Bounding, BoundingPlan, Item, UserItemPools
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool, user_item_pool
+from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool
 from searchveil.mechanisms.selection import SelectionStrategy, make_strategy
 from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
@@ -184,20 +185,16 @@ class SelectParams:
 
 
 def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
-    """Each user's first items by the data-independent rules of ``params``, in memory."""
-    q = items(log, "queries")
-    qp = user_item_pool(q, pool=params.pool)
-    figures = {"users": log.n_users, "query_events": q.height, "pool_queries": qp.height}
+    """Each user's first items by the data-independent rules of ``params``, in memory (the
+    bounding kernel, :func:`~searchveil.bounding.bound_log`, as on the engines)."""
+    kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
+    qp = kept[Stream.EVENTS].select("user", item="query", rank="rank")
+    figures = {"users": fig["users"], "query_events": fig["events"], "pool_queries": qp.height}
     cp = None
     if params.d_c is not None:
-        assert params.click_pool is not None
-        cl = items(log, "clicks")
-        cp = user_item_pool(cl, pool=params.click_pool)
-        cp = cp.with_columns(
-            query=pl.col("item").str.split_exact(PAIR_SEP, 1).struct.field("field_0"),
-            url=pl.col("item").str.split_exact(PAIR_SEP, 1).struct.field("field_1"),
-        ).select("user", "query", "url", "rank")
-        figures |= {"clicks": cl.height, "pool_clicks": cp.height}
+        cp = kept[Stream.CLICKS].select("user", "query", "url", "rank")
+        figures |= {"clicks": fig["clicks"], "pool_clicks": cp.height}
+    q = items(log, "queries")
     return UserItemPools(queries=qp, clicks=cp, figures=figures, input=log.ledger_input(),
                          events=q.select("user", "item"))  # fmt: skip
 
