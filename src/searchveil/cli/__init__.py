@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "searchveil.cli.attack",
     "searchveil.cli.tabular",
     "searchveil.cli.cels",
+    "searchveil.cli.budget",
 ]
 # top-level command -> its module, where the name is not the module's last part (start-up:
 # ``main`` imports only the module of the command it runs, so ``searchveil release ...`` does

@@ -10,12 +10,15 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    BudgetOpt,
     HtmlReportOpt,
     JsonOpt,
     OutDirOpt,
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     out_console,
     progress,
@@ -45,7 +48,7 @@ from searchveil.social.experiments import (
     run_experiments,
     social_report,
 )
-from searchveil.social.recommend import release_recommendations
+from searchveil.social.recommend import recommendation_cost, release_recommendations
 from searchveil.social.utility import utility_from_name
 
 GraphOpt = Annotated[Path, typer.Option("--graph", help="SNAP edge list (read as undirected)")]
@@ -173,6 +176,7 @@ def recommend_cmd(
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Release one ε-DP recommendation per target over a PUBLIC node universe.
@@ -187,14 +191,19 @@ def recommend_cmd(
             raise InvalidParameterError("target", target, "either --target or --all-targets")
         util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
         universe = node_universe(graph, node_list, nodes, public_node_set)
-        with progress(not json_out) as step:
+        targets = None if all_targets else target
+        cost = recommendation_cost(universe=universe, utility=util, mechanism_name=mechanism,
+                                   epsilon=epsilon, targets=targets)  # fmt: skip
+        with charged(budget, cost, "social recommend") as ch, progress(not json_out) as step:
             done = step("recommending")
             res = release_recommendations(
                 graph, out, universe=universe, utility=util, mechanism_name=mechanism,
-                epsilon=epsilon, targets=None if all_targets else target,
+                epsilon=epsilon, targets=targets,
                 rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
             )  # fmt: skip
+            ch.record_written(out)
             done()
+        res["budget"] = budget_result(budget, ch)
         return res
 
     emit(run(body), json_out, _human_recommend)

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    BudgetOpt,
     DeltaOpt,
     EpsilonOpt,
     HtmlReportOpt,
@@ -18,6 +19,8 @@ from searchveil.cli._common import (
     OutFmtOpt,
     OverwriteOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     err_console,
     out_console,
@@ -28,7 +31,14 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import provenance_path
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
-from searchveil.tabular.api import ModelParams, load, run_model, table_stats, write_release
+from searchveil.tabular.api import (
+    ModelParams,
+    load,
+    model_cost,
+    run_model,
+    table_stats,
+    write_release,
+)
 from searchveil.tabular.lattice import Lattice
 from searchveil.tabular.recoding import advise
 from searchveil.tabular.reproduce import METHODS, compare_methods, compare_report, reproduce, split
@@ -264,6 +274,7 @@ def anonymize(
     output_format: OutFmtOpt = "tsv",
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Release TABLE generalized by a model.
@@ -272,31 +283,33 @@ def anonymize(
 
     def body() -> None:
         rng = make_rng(seed)
-        with progress(not json_out) as step:
+        params = ModelParams(
+            epsilon=epsilon,
+            delta=delta,
+            beta=beta,
+            theta0=theta0,
+            theta1=theta1,
+            lam=lam,
+            kappa=kappa,
+            phi0=phi0,
+            utility=utility,
+            c=c,
+            k=k,
+            max_suppression=max_suppression,
+            steps=steps,
+            utility_sharpness=sharpness,
+            score=score,
+            selection_share=selection_share,
+            max_records=max_records,
+        )
+        cost = model_cost(model, params)  # known before the table is read
+        what = f"tabular anonymize --model {model}"
+        with charged(budget, cost, what) as ch, progress(not json_out) as step:
             done = step("reading")
             t = load(table, hierarchies, _qi(qi))
             theta = load(side_table, hierarchies, list(t.qi)) if side_table else None
             done()
             done = step(f"model {model}")
-            params = ModelParams(
-                epsilon=epsilon,
-                delta=delta,
-                beta=beta,
-                theta0=theta0,
-                theta1=theta1,
-                lam=lam,
-                kappa=kappa,
-                phi0=phi0,
-                utility=utility,
-                c=c,
-                k=k,
-                max_suppression=max_suppression,
-                steps=steps,
-                utility_sharpness=sharpness,
-                score=score,
-                selection_share=selection_share,
-                max_records=max_records,
-            )
             if model == "dp" and epsilon is not None and delta is not None and not json_out:
                 _print_advice(t, params)
             rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
@@ -312,8 +325,10 @@ def anonymize(
                 side_table=theta,
                 provenance=provenance,
             )
+            ch.record_written(out)
             done()
         res = _anonymize_result(out, provenance, led, prov)
+        res["budget"] = budget_result(budget, ch)
 
         emit(res, json_out, _human_anonymize)
 
