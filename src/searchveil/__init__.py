@@ -33,7 +33,6 @@ from searchveil.release import (
 )
 from searchveil.release.run import release_file
 from searchveil.release.select import SelectParams
-from searchveil.release.ump.e2e import E2EParams
 from searchveil.rng import SecureRandom, SeededRandom, make_rng
 from searchveil.session import Session
 from searchveil.version import __version__
@@ -43,7 +42,6 @@ __all__ = [
     "Budget",
     "BudgetExceededError",
     "ColumnMapping",
-    "E2EParams",
     "InputFormatError",
     "InternalError",
     "InvalidParameterError",

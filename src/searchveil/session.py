@@ -6,37 +6,34 @@ relation="user")``) or from a dataset's budget file (``Session.open("aol.budget.
 file ``searchveil budget init`` writes and every release command's ``--budget`` charges). Each
 release is refused — before its input is read, nothing written — when its cost exceeds what is
 left; otherwise it is charged (pending), run, and committed with its public ledger, or refunded
-if it fails. :meth:`Session.charge` is the one road; the release methods are conveniences over
-it for the families' one-call entry points.
+if it fails. :meth:`Session.charge` is the one road, for every family — each states its cost
+before it reads its input (``params.cost()`` of Korolova, ZEALOUS, selection, ``release ump``'s
+``E2EParams``; ``tabular.api.model_cost``; ``social.recommend.recommendation_cost``):
 
->>> s = Session(total=Budget(3.0, 1e-6), relation="user")           # doctest: +SKIP
->>> s.release_file("log.tsv", korolova_params, rng=make_rng(None), out="rel1")  # doctest: +SKIP
->>> s.remaining()                                                    # doctest: +SKIP
-(0.697..., 9.9e-07)
+>>> with session.charge(params.cost(), what="release ump") as ch:      # doctest: +SKIP
+...     rel = release_ump_e2e(read_log(path), params, rng=rng)
+...     write_release(rel, "san")
+...     ch.record_written("san")                   # the public ledger's SHA-256 is recorded
+
+:meth:`Session.release_file` is that road for the one-call release of a log file (Korolova,
+ZEALOUS, selection). The session imports no family beyond it, so ``import searchveil`` stays
+light.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-from searchveil.io.graphs import NodeUniverse
 from searchveil.io.ledger import check_release_dir
-from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.budget import Accountant, Charge, NoGuarantee, PrivacyCost, Relation
 from searchveil.mechanisms.budget_file import DatasetBudget, init_budget
-from searchveil.release.histogram import HistogramRelease, write_release
+from searchveil.release.histogram import HistogramRelease
 from searchveil.release.run import ReleaseParams, family_of, release_file
-from searchveil.release.ump.e2e import E2EParams, release_ump_e2e
 from searchveil.rng import RandomSource
-from searchveil.social.recommend import recommendation_cost, release_recommendations
-from searchveil.social.utility import UtilityFunction
-from searchveil.tabular.api import Model, ModelParams, load, model_cost, run_model
-from searchveil.tabular.api import write_release as write_tabular
 
 __all__ = ["Session"]
 
@@ -124,84 +121,6 @@ class Session:
             rel = release_file(path, params, rng=rng, out=out, **kw)
             _record(ch, rel.ledger, out)
         return rel
-
-    def release_ump(
-        self,
-        path: str | os.PathLike[str],
-        params: E2EParams,
-        *,
-        rng: RandomSource,
-        out: str | os.PathLike[str] | None = None,
-        reader: ReaderOptions | None = None,
-        out_format: str = "tsv",
-        overwrite: bool = False,
-        provenance: str | os.PathLike[str] | None = None,
-    ) -> HistogramRelease:
-        """``release ump`` (the end-to-end DP mode), charged before the log is read."""
-        if out is not None:
-            check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance)
-        with self.charge(params.cost(), what="release ump") as ch:
-            log = read_log(path, **(reader or ReaderOptions()).kwargs())
-            rel = release_ump_e2e(log, params, rng=rng)
-            if out is not None:
-                write_release(rel, out, fmt=out_format, overwrite=overwrite,
-                              provenance=provenance)  # fmt: skip
-            _record(ch, rel.ledger, out)
-        return rel
-
-    def tabular_anonymize(
-        self,
-        table: str | os.PathLike[str],
-        hierarchies: str | os.PathLike[str],
-        *,
-        model: Model | str,
-        params: ModelParams,
-        rng: RandomSource,
-        out: str | os.PathLike[str],
-        qi: list[str] | None = None,
-        overwrite: bool = False,
-        provenance: str | os.PathLike[str] | None = None,
-    ) -> dict[str, Any]:
-        """``tabular anonymize`` with a DP model (record-level: it composes with a user-level
-        budget only when the budget declares one record per user); returns the ledger."""
-        with self.charge(
-            model_cost(model, params), what=f"tabular anonymize --model {model}"
-        ) as ch:
-            t = load(Path(table), Path(hierarchies), qi)
-            rel, meas = run_model(t, model, params, rng=rng)
-            prov = None if provenance is None else Path(provenance)
-            led, _ = write_tabular(Path(out), rel, meas, rng=rng, overwrite=overwrite,
-                                   provenance=prov)  # fmt: skip
-            ch.record_written(out)
-        return led
-
-    def recommend(
-        self,
-        graph: str | os.PathLike[str],
-        *,
-        universe: NodeUniverse,
-        utility: UtilityFunction,
-        mechanism_name: str,
-        epsilon: float,
-        targets: Sequence[int] | None,
-        rng: RandomSource,
-        out: str | os.PathLike[str],
-        overwrite: bool = False,
-        provenance: str | os.PathLike[str] | None = None,
-    ) -> dict[str, Any]:
-        """``social recommend`` (edge-level, for the edges incident to no target: it needs a
-        budget kept in ``edge-outside-targets``), charged before the graph is read."""
-        cost = recommendation_cost(universe=universe, utility=utility,
-                                   mechanism_name=mechanism_name, epsilon=epsilon,
-                                   targets=targets)  # fmt: skip
-        with self.charge(cost, what="social recommend") as ch:
-            res = release_recommendations(
-                graph, out, universe=universe, utility=utility, mechanism_name=mechanism_name,
-                epsilon=epsilon, targets=targets, rng=rng, overwrite=overwrite,
-                provenance=provenance,
-            )  # fmt: skip
-            ch.record_written(out)
-        return res
 
 
 def _record(ch: Charge, ledger: dict[str, Any], out: str | os.PathLike[str] | None) -> None:

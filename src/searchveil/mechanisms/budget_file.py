@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
+from searchveil.io.ledger import LEDGER_NAME
 from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.budget import (
     BudgetState,
@@ -206,6 +208,26 @@ class DatasetBudget:
         with self._transaction() as st:
             st.commit(rec["id"], ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
         ch.summary = self.summary()
+
+    def release_budget(self, release_dir: str | os.PathLike[str]) -> dict[str, Any]:
+        """What a written release was charged (the charge whose ledger SHA-256 is the SHA-256 of
+        ``release_dir``'s ledger) and the budget's state now: for its report."""
+        raw = (Path(release_dir) / LEDGER_NAME).read_bytes()
+        sha = hashlib.sha256(raw).hexdigest()
+        s = self.summary()
+        hit = [c for c in s["charges"] if c.get("ledger_sha256") == sha]
+        if not hit:
+            raise InvalidParameterError(
+                "budget", str(self.path), f"the budget file that charged {str(release_dir)!r} "
+                "(none of its charges holds the SHA-256 of that release's ledger)",
+            )  # fmt: skip
+        c = hit[0]
+        return {"file": str(self.path), "relation": s["relation"],
+                "charge": {"id": c["id"], "what": c["what"], "state": c["state"],
+                           "epsilon": c["charged"]["epsilon"], "delta": c["charged"]["delta"],
+                           "committed_utc": c.get("committed_utc")},
+                "total": s["total"], "spent": s["spent"], "pending": s["pending"],
+                "left": s["left"], "charges": len(s["charges"])}  # fmt: skip
 
     def refund(self, charge_id: str) -> dict[str, Any]:
         """Release a pending charge left by a run that was killed — only after checking that
