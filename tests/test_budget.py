@@ -504,3 +504,16 @@ def test_two_release_commands_racing_never_overspend(tmp_path: Path, aol_215_pat
     assert sum((tmp_path / f"r{i}").exists() for i in range(2)) == 1
     s = DatasetBudget(book).summary()
     assert [c["state"] for c in s["charges"]] == ["committed"] and s["left"]["epsilon"] > 0.99
+
+
+def test_the_readme_session_runs(tmp_path: Path, aol_215_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """The README's "From Python" two-release session, on the bundled sample."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```python\nfrom searchveil import (Budget, BudgetExceededError")
+    code = text[start + len("```python\n") : text.index("```", start + 10)]
+    monkeypatch.chdir(tmp_path)
+    exec(code.replace('"aol-top1000-users.tsv.gz"', repr(str(aol_215_path))), {})  # noqa: S102
+    out = capsys.readouterr().out
+    assert "requested 2.30" in out and "remains" in out
+    assert (tmp_path / "rel1").is_dir() and (tmp_path / "rel2").is_dir()
+    assert not (tmp_path / "rel3").exists()

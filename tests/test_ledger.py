@@ -130,7 +130,8 @@ def test_public_ledger_accepts_public_subtrees() -> None:
     )
     assert led["declared"] == {"max_users": 700000}
     assert led["neighbouring"] == "add/remove one user's entire history"
-    assert led["relation"] == "user" and led["split"] == {"release": {"epsilon": 1.0, "delta": 1e-9}}
+    assert led["relation"] == "user"
+    assert led["split"] == {"release": {"epsilon": 1.0, "delta": 1e-9}}
     assert "inputs" not in led
 
 
