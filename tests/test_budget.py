@@ -517,3 +517,16 @@ def test_the_readme_session_runs(tmp_path: Path, aol_215_path: Path, monkeypatch
     assert "requested 2.30" in out and "remains" in out
     assert (tmp_path / "rel1").is_dir() and (tmp_path / "rel2").is_dir()
     assert not (tmp_path / "rel3").exists()
+
+
+def test_a_commit_records_what_the_ledger_spent(tmp_path: Path) -> None:
+    """Below the admitted charge (a declared (ε, δ) spent in part): the ledger's cost counts;
+    above it (a bug): recorded all the same, then raised."""
+    acc = Accountant(Budget(3.0, 1e-6), "record")
+    with acc.charge(PrivacyCost.of("record", 1.0, 1e-7), what="t") as ch:
+        ch.record(PrivacyCost.of("record", 0.75, 1e-8).ledger_fields())
+    assert acc.state.spent() == (0.75, 1e-8)
+    with pytest.raises(InternalError, match="spends"):
+        with acc.charge(PrivacyCost.of("record", 0.5), what="t") as ch:
+            ch.record(PrivacyCost.of("record", 0.8).ledger_fields())
+    assert acc.state.spent() == (1.55, 1e-8)

@@ -409,10 +409,12 @@ class BudgetState:
         raise InvalidParameterError("charge", charge_id, "the id of a charge in the budget")
 
     def commit(self, charge_id: str, *, ledger_sha256: str | None,
-               ledger: Mapping[str, Any] | None) -> None:  # fmt: skip
+               ledger: Mapping[str, Any] | None) -> str | None:  # fmt: skip
         """Mark a pending charge committed; with the written ledger, its cost is the ledger's
         (which may be below the charge admitted, e.g. a declared (ε, δ) the release did not
-        spend in full; never above it: that would be a bug, and is recorded all the same)."""
+        spend in full). A ledger above the charge would be a bug: it is recorded all the same
+        (what was published is what counts) and returned, for the caller to raise once the
+        budget is saved."""
         rec = self.find(charge_id)
         if rec["state"] != ChargeState.PENDING:
             raise InternalError(f"charge {charge_id} is {rec['state']}, not pending")
@@ -429,8 +431,7 @@ class BudgetState:
             rec["cost"], rec["charged"] = cost.to_dict(), charged.to_dict() | {"conversion": how}
         rec |= {"state": ChargeState.COMMITTED.value, "committed_utc": _utc(),
                 "ledger_sha256": ledger_sha256}  # fmt: skip
-        if over is not None:
-            raise InternalError(over)
+        return over
 
     def refund(self, charge_id: str) -> None:
         rec = self.find(charge_id)
@@ -526,5 +527,7 @@ class Accountant:
         except Exception:
             self.state.refund(rec["id"])
             raise
-        self.state.commit(rec["id"], ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
+        over = self.state.commit(rec["id"], ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
         ch.summary = self.state.summary()
+        if over is not None:
+            raise InternalError(over)

@@ -35,7 +35,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
+from searchveil.errors import (
+    InputFormatError,
+    InternalError,
+    InvalidParameterError,
+    OutputExistsError,
+)
 from searchveil.io.ledger import LEDGER_NAME
 from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.budget import (
@@ -206,8 +211,10 @@ class DatasetBudget:
                 st.refund(rec["id"])
             raise
         with self._transaction() as st:
-            st.commit(rec["id"], ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
+            over = st.commit(rec["id"], ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
         ch.summary = self.summary()
+        if over is not None:
+            raise InternalError(over)
 
     def release_budget(self, release_dir: str | os.PathLike[str]) -> dict[str, Any]:
         """What a written release was charged (the charge whose ledger SHA-256 is the SHA-256 of
