@@ -264,6 +264,16 @@ def test_the_release_budget_is_checked_once(engine, tmp_path, aol_215_path, coun
         count_checks.clear()
         searchveil.release_file(aol_215_path, params, rng=make_rng(1), engine=engine)
         assert len(count_checks) == 1, (params, count_checks)
+    if engine == "memory":  # release ump: its pair step's release checks, once
+        from searchveil.io.readers import read_log
+        from searchveil.release.ump.e2e import E2EParams, release_ump_e2e
+
+        log = read_log(aol_215_path)
+        for pairs in ("zealous", "mad2r"):
+            ep = E2EParams.from_budget(epsilon=1.0, delta=1e-6, pairs=pairs, max_pairs=2)
+            count_checks.clear()
+            release_ump_e2e(log, ep, rng=make_rng(1), metrics=False)
+            assert len(count_checks) == 1, (pairs, count_checks)
     count_checks.clear()
     session = Session(total=Budget(10.0, 1e-5), relation="user")
     session.release_file(aol_215_path, kp, rng=make_rng(1), engine=engine, out=tmp_path / "r")
@@ -421,6 +431,8 @@ def test_releases_that_do_not_compose_are_refused_up_front(tmp_path: Path, aol_2
     tab = ROOT / "tests" / "data" / "tabular"
     base = ["tabular", "anonymize", tab / "adult.csv", "--hierarchies", tab, "--epsilon", 2,
             "--delta", 1e-4, "--max-records", 1000, "--seed", 1]  # fmt: skip
+    graph = tmp_path / "g.txt"
+    graph.write_text("0\t1\n1\t2\n2\t3\n")
     before = user.read_bytes()
     cases = [
         ([*base, "--out", tmp_path / "t1", "--model", "dp"], "one-record-per-user"),
@@ -429,6 +441,11 @@ def test_releases_that_do_not_compose_are_refused_up_front(tmp_path: Path, aol_2
           1e-6, "--mode", "conditional", "--objective", "size"], "conditional"),
         (["release", "zealous", aol_215_path, "--out", tmp_path / "z", "--epsilon", 1,
           "--delta", 1e-6, "--max-items", 2, "--max-users", 1000], "user-replace"),
+        (["cels", "local", "--share", aol_215_path, "--share", aol_215_path, "--out",
+          tmp_path / "c", "--epsilon", 1, "--delta", 1e-3, "--objective", "kl"],
+         "not differentially private"),
+        (["social", "recommend", "--graph", graph, "--nodes", 12, "--out", tmp_path / "s",
+          "--epsilon", 1, "--mechanism", "exponential", "--target", 1], "edge-outside-targets"),
     ]  # fmt: skip
     for args, why in cases:
         r = _cli(*args, "--budget", user)
