@@ -547,3 +547,24 @@ def test_a_commit_records_what_the_ledger_spent(tmp_path: Path) -> None:
         with acc.charge(PrivacyCost.of("record", 0.5), what="t") as ch:
             ch.record(PrivacyCost.of("record", 0.8).ledger_fields())
     assert acc.state.spent() == (1.55, 1e-8)
+
+
+def test_budget_init_and_show_refuse_bad_input(tmp_path: Path) -> None:
+    book = tmp_path / "b.json"
+    r = _cli("budget", "init", book, "--epsilon", 1, "--relation", "user")  # no δ
+    assert r.exit_code == 2 and "delta" in r.output and not book.exists()
+    r = _cli("budget", "init", book, "--epsilon", 1, "--delta", 0, "--relation", "row")
+    assert r.exit_code == 2 and "relation" in r.output and not book.exists()
+    assert _cli("budget", "init", book, "--epsilon", 1, "--delta", 0, "--relation",
+                "user").exit_code == 0  # fmt: skip
+    before = book.read_bytes()
+    r = _cli("budget", "init", book, "--epsilon", 9, "--delta", 0, "--relation", "user")
+    assert r.exit_code == 2 and "already exists" in r.output and book.read_bytes() == before
+    doc = json.loads(before)
+    doc["charges"] = [{"id": "x", "what": "y", "state": "spent", "charged": {}}]
+    book.write_text(json.dumps(doc))
+    r = _cli("budget", "show", book)
+    assert r.exit_code == 2 and "malformed budget file" in " ".join(r.output.split())
+    (tmp_path / "n.json").write_text("{}")
+    assert _cli("budget", "show", tmp_path / "n.json").exit_code == 2
+    assert _cli("budget", "show", tmp_path / "none.json").exit_code == 2

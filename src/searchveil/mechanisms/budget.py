@@ -476,11 +476,18 @@ class BudgetState:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BudgetState:
+        """The state a budget file holds (a malformed charge raises KeyError, ValueError or
+        TypeError, which the file's reader reports as a format error)."""
         tot = d["total"]
+        charges = [dict(c) for c in d.get("charges", [])]
+        for c in charges:
+            if not isinstance(c["id"], str) or not isinstance(c["what"], str):
+                raise ValueError(f"a charge without an id or a name: {c!r}")
+            ChargeState(c["state"])
+            PrivacyCost.from_dict(c["charged"])
         return cls(Budget(float(tot["epsilon"]), float(tot["delta"])),
                    parse_choice("relation", d["relation"], Relation),
-                   bool(d.get("one_record_per_user", False)),
-                   [dict(c) for c in d.get("charges", [])])  # fmt: skip
+                   bool(d.get("one_record_per_user", False)), charges)  # fmt: skip
 
 
 class Charge:
