@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("families", ("release", "cels", "tabular", "social", "attacks", "synth")),
     ("evaluate", ("evaluate",)),
     ("report", ("report",)),
-    ("cli", ("cli", "__main__", "")),  # "" = the package itself (the public facade)
+    ("cli", ("cli", "__main__", "session", "")),  # "" = the package itself (the public facade)
 ]
 
 # Function-local imports of searchveil modules are refused except these (importer, imported):

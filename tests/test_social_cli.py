@@ -105,7 +105,11 @@ def test_recommend_writes_release_and_ledger(small_graph, tmp_path, mechanism):
     rows = (out / "recommendations.tsv").read_text().splitlines()
     assert rows[0] == "target\trecommended"
     led = json.loads((out / "ledger.json").read_text())
-    assert led["epsilon"] <= 1.0 and led["seeded"] is True and led["for_release"] is False
+    # ε per target ≤ 1; the release's ε (edges incident to no target) composes the targets'
+    each = led["events"][0]["epsilon_each"]
+    assert each <= 1.0 and led["seeded"] is True and led["for_release"] is False
+    assert led["relation"] == "edge-outside-targets"
+    assert led["epsilon"] == pytest.approx(each * d["targets"])
     assert led["parameters"]["l1_sensitivity"] == pytest.approx(1 + 0.05 * 57)
     # public: the node universe (its size and the hash of its ids), never the graph's hash or
     # edge count, which are in the private provenance record beside the release

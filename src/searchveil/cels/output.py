@@ -20,7 +20,6 @@ from searchveil.cels.paillier import (
     key_strength,
 )
 from searchveil.cels.params import (
-    NEIGHBOURING,
     NOTION,
     RECORD_CHUNK,
     RECORD_ID_BYTES,
@@ -295,9 +294,7 @@ def public_ledger(
     ledger = build_ledger(
         mechanism="cels",
         notion=NOTION,
-        neighbouring=NEIGHBOURING,
-        epsilon=params.epsilon,
-        delta=params.delta,
+        cost=params.cost(),
         parameters=params.to_dict() | {"parties": r},
         rng=None,
         noisy={

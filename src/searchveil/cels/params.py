@@ -17,6 +17,7 @@ from searchveil.cels.paillier import (
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import read_log
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.model import ClickHistogram, click_histogram
 from searchveil.release.ump.kl import cels_bound
 from searchveil.validate import check_int, check_positive, check_probability, parse_choice
@@ -70,6 +71,12 @@ class CelsParams:
     def b(self) -> float:
         return cels_bound(self.epsilon, self.delta)
 
+    def cost(self) -> PrivacyCost:
+        """The ledger's (ε, δ) under the CELS party model: the sampling given the counts —
+        conditional (the counts come from the private logs), so never charged to a budget."""
+        return PrivacyCost.of(Relation.USER_PARTIES, self.epsilon, self.delta,
+                              name="sampling_given_counts", conditional=CONDITIONAL)  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"b": self.b, "key_strength": key_strength(self.key_bits)}
 
@@ -95,9 +102,10 @@ class PartyResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-NEIGHBOURING = (
-    "add, remove or replace one user's whole log (CELS §2.3 Cases 1-3); the users of the "
-    "parties are disjoint"
+#: why a CELS release's (ε, δ) can never be charged to a budget
+CONDITIONAL = (
+    "the CELS counts x are computed from the parties' private logs and are not differentially "
+    "private; only the sampling given them is covered by (ε, δ) (docs/privacy/cels.md)"
 )
 # fields of the public ledger that are functions of the sampled output, so they differ between
 # neighbouring inputs under the same seed (the neighbour audit allows exactly these)

@@ -88,6 +88,11 @@ COMMANDS: dict[str, Entry] = {
         "CELS: parties jointly sanitize their search logs (Hong et al. TKDE 2015).",
         group=True,
     ),
+    "budget": Entry(
+        "searchveil.cli.budget",
+        "A dataset's privacy budget across releases: init, show, refund a pending charge.",
+        group=True,
+    ),
 }
 # commands of a group defined outside the group's own module: (group, command) -> module
 _SUB_OWNER = {("release", "ump"): "searchveil.cli.sanitize"}

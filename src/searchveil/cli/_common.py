@@ -20,6 +20,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from searchveil.errors import InvalidParameterError, SearchveilError
 from searchveil.io.readers import ReaderOptions
+from searchveil.mechanisms.budget import Charge, NoGuarantee, PrivacyCost
+from searchveil.mechanisms.budget_file import DatasetBudget
 
 T = TypeVar("T")
 
@@ -158,6 +160,16 @@ MaxUsersOpt = Annotated[
         help="U: a public upper bound on the number of users you DECLARE (never read from the "
         "data); the ledger's δ < 1/U check uses it (declared.max_users); with --selection "
         "it also sets the default d",
+    ),
+]
+
+BudgetOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--budget",
+        help="the dataset's budget file (searchveil budget init): the release is refused, "
+        "before its input is read, when its cost exceeds what is left; else it is charged "
+        "(docs/privacy/budget.md)",
     ),
 ]
 
@@ -311,6 +323,48 @@ def emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]]
         sys.stdout.write(json.dumps(result, indent=2, default=str, ensure_ascii=False) + "\n")
     else:
         human(result)
+        if result.get("budget"):
+            b = result["budget"]
+            out_console.print(
+                f"dataset budget {b['file']}: ε spent {b['spent']['epsilon']:.6g} "
+                f"(+ pending {b['pending']['epsilon']:.6g}) of {b['total']['epsilon']:.6g}, "
+                f"left {b['left']['epsilon']:.6g}; δ left {b['left']['delta']:.3g}",
+                highlight=False,
+            )
+
+
+@contextmanager
+def charged(budget: Path | None, cost: PrivacyCost | NoGuarantee, what: str) -> Iterator[Charge]:
+    """Charge a release's ``cost`` to the ``--budget`` file around the block that reads, runs
+    and writes it (:meth:`DatasetBudget.charge`: refused before anything is read — also a
+    release that is not differentially private, or whose relation does not compose; committed
+    with the ledger the block records, ``Charge.record_written(out)``; refunded if the block
+    fails). Without ``--budget``, charges nothing."""
+    if budget is None:
+        yield Charge(None, what)
+        return
+    book = DatasetBudget.open(budget)
+    try:
+        with book.charge(cost, what=what) as ch:
+            yield ch
+    except (KeyboardInterrupt, SystemExit):
+        err_console.print(
+            f"the charge of {what} to {budget} stays pending (counted as spent): once you have "
+            "checked that the release was not written, release it with searchveil budget "
+            f"refund {budget} --charge ID (searchveil budget show {budget})",
+            highlight=False,
+        )
+        raise
+
+
+def budget_result(budget: Path | None, ch: Charge) -> dict[str, Any] | None:
+    """The ``budget`` entry of a release command's result: the charge and what is left."""
+    if budget is None or ch.summary is None:
+        return None
+    s = ch.summary
+    return {"file": str(budget), "charge": ch.id, "relation": s["relation"],
+            "total": s["total"], "spent": s["spent"], "pending": s["pending"],
+            "left": s["left"], "zcdp": s["zcdp"]}  # fmt: skip
 
 
 def _debug() -> bool:

@@ -30,10 +30,13 @@ from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
     PRIVATE,
+    BudgetOpt,
     JsonOpt,
     OutDirOpt,
     OverwriteOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     err_console,
     out_console,
@@ -269,6 +272,7 @@ def run_cmd(
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run CELS with every party as a local process (loopback mutual TLS).
@@ -281,14 +285,17 @@ def run_cmd(
         params = _params(epsilon, delta, objective, key_bits, output_share, breakpoints, min_count)
         if not json_out:
             err_console.print(f"starting {len(share) + 1} parties (P0 = solver) …")
-        res = run_local(
-            share, params, out, transcripts=transcripts, seed=seed,
-            timeout=timeout or DEFAULT_TIMEOUT,
-            connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-            heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
-            workers=workers, overwrite=overwrite, provenance=provenance,
-        )  # fmt: skip
+        with charged(budget, params.cost(), "cels run") as ch:
+            res = run_local(
+                share, params, out, transcripts=transcripts, seed=seed,
+                timeout=timeout or DEFAULT_TIMEOUT,
+                connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+                heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
+                workers=workers, overwrite=overwrite, provenance=provenance,
+            )  # fmt: skip
+            ch.record_written(out)
         res["private"] = private_block(party_stats=res.pop("party_stats"))
+        res["budget"] = budget_result(budget, ch)
         emit(
             res, json_out,
             lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["private"]["party_stats"]),
@@ -313,6 +320,7 @@ def local_cmd(
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The LS baseline: every party sanitizes alone and the outputs are unioned.
@@ -324,16 +332,20 @@ def local_cmd(
         params = _params(epsilon, delta, objective, 3072, output_share, breakpoints, min_count)
         inputs = input_list(share=share)
         ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
-        shares = [Share.read(s) for s in share]
-        res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs) as w:
-            w.write_table("log", res["log"])
-            w.write_ledger(res["ledger"])
-            prov = w.write_provenance(res["provenance"])
+        with charged(budget, params.cost(), "cels local") as ch:
+            shares = [Share.read(s) for s in share]
+            res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
+            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance,
+                               inputs=inputs) as w:  # fmt: skip
+                w.write_table("log", res["log"])
+                w.write_ledger(res["ledger"])
+                prov = w.write_provenance(res["provenance"])
+            ch.record_written(out)
         summary: dict[str, Any] = {"out": str(out), "provenance": str(prov)}
         summary["private"] = private_block(
             **{k: v for k, v in res.items() if k not in ("log", "ledger", "provenance")}
         )
+        summary["budget"] = budget_result(budget, ch)
         emit(summary, json_out, lambda r: out_console.print(r))
 
     run(body)

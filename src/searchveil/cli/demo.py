@@ -198,8 +198,7 @@ def real_release(
             d_c=DEMO_DC, split=DEMO_SPLIT, threshold_rule="exact",
         )  # fmt: skip
         done = step("Release-Data on the real sample")
-        rel = release_korolova(log, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
-                               max_users=max_users)  # fmt: skip
+        rel = release_korolova(log, params, rng=rng, max_users=max_users)
         done()
         return rel, sol, DEMO_D
     sp = _select_params(selection, sol["delta"], DEMO_DC, max_users, sample=sample)
@@ -295,7 +294,7 @@ def _synthetic_run(
             split=(1.0, 1.0), threshold_rule="exact",
         )  # fmt: skip
         rel = release_korolova_counts(
-            bounded, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
+            bounded, params, rng=rng,
             single_user=(counts.join(single, on="query", how="semi"), n_single),
             max_users=users,
         )  # fmt: skip

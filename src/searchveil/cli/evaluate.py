@@ -34,6 +34,7 @@ from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
 from searchveil.io.ledger import provenance_path, read_provenance
 from searchveil.io.paths import InputPaths, check_private_path, input_list
 from searchveil.io.readers import ReaderOptions, read_log
+from searchveil.mechanisms.budget_file import DatasetBudget
 from searchveil.report.comparison import comparison_report
 from searchveil.report.evaluation import evaluation_report
 from searchveil.report.html import write_report
@@ -187,6 +188,14 @@ def evaluate(
             "beside it); its reader options and private figures are used",
         ),
     ] = None,
+    budget: Annotated[
+        Path | None,
+        typer.Option(
+            "--budget",
+            help="the dataset's budget file that charged the release: the report shows its "
+            "charge and what the dataset's releases spent and left",
+        ),
+    ] = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -206,6 +215,7 @@ def evaluate(
         check_int("substitution-queries", substitution_queries, minimum=1)
         prov = release_provenance(release_dir, provenance)
         kw = ledger_reader_options(release_dir, reader, prov).kwargs()
+        spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
         with progress(not json_out) as step:
             done = step("reading the release")
             rel = load_release(release_dir)
@@ -223,6 +233,8 @@ def evaluate(
             )
             _with_provenance(result, prov, provenance_path(release_dir, provenance))
             result["private"] = private_block(scope="every figure: computed from the private log")
+            if spent is not None:
+                result["budget"] = spent
             done()
             if report is not None:
                 done = step("writing the report")

@@ -32,6 +32,7 @@ from searchveil.cli._common import (
     PRIVATE,
     READER_DEFAULT,
     RELEASE_GROUP_HELP,
+    BudgetOpt,
     InputArg,
     JsonOpt,
     MaxUsersOpt,
@@ -44,6 +45,8 @@ from searchveil.cli._common import (
     SparkRemoteOpt,
     SparkTableOpt,
     TableInputArg,
+    budget_result,
+    charged,
     command_group,
     emit,
     err_console,
@@ -125,6 +128,7 @@ class RunOptions:
     spark_table: str | None = None
     spark_remote: str | None = None
     spark_conf: tuple[str, ...] = ()
+    budget: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -190,15 +194,21 @@ def _release_and_write(
     what: str,
     max_users: int | None = None,
     serp: Any = None,
-) -> HistogramRelease:
+) -> tuple[HistogramRelease, dict[str, Any] | None]:
     """:func:`~searchveil.release.run.release_file` with the command's options, under a
-    progress line; the warning of the report (if any) on stderr."""
+    progress line, charged to ``--budget`` (refused before the log is read); the warning of
+    the report (if any) on stderr. Returns the release and the budget's state after it."""
     conf = spark_settings(o.spark_conf)
     if (o.input is None) == (o.spark_table is None):
         raise InvalidParameterError("input", o.input, "a log file, or --spark-table NAME (one)")
     if o.spark_table is not None and o.engine not in ("auto", "spark"):
         raise InvalidParameterError("engine", o.engine, "spark (or auto) with --spark-table")
-    with progress(not o.json_out) as step:
+    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
+                      inputs=input_list(input=o.input))  # fmt: skip
+    with (
+        charged(o.budget, params.cost(), f"release {what}") as ch,
+        progress(not o.json_out) as step,
+    ):
         done = step(what)
         if o.spark_table is not None:
             rel = release_table(
@@ -215,15 +225,20 @@ def _release_and_write(
                 max_users=max_users, serp=serp, spark_master=o.spark_master,
                 fingerprint=o.fingerprint, spark_remote=o.spark_remote, spark_conf=conf,
             )  # fmt: skip
+        ch.record_written(o.out)
         done()
     warn = (rel.report.get("single_user") or {}).get("warning")
     if warn:
         err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
-    return rel
+    return rel, budget_result(o.budget, ch)
 
 
 def _summary(
-    release: Any, out: Path, split: Any = None, provenance: Path | None = None
+    release: Any,
+    out: Path,
+    split: Any = None,
+    provenance: Path | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     led = release.ledger
     res: dict[str, Any] = {
@@ -242,6 +257,8 @@ def _summary(
     }
     if split is not None:
         res["split"] = split
+    if budget is not None:
+        res["budget"] = budget
     return res
 
 
@@ -349,10 +366,10 @@ def _selected(
     run_opts: RunOptions, params: SelectParams, max_users: int | None = None
 ) -> dict[str, Any]:
     o = run_opts
-    release = _release_and_write(
-        params, o, what=f"selection ({params.strategy}) and counts", max_users=max_users
+    release, budget = _release_and_write(
+        params, o, what=f"korolova --selection {params.strategy}", max_users=max_users
     )
-    res = _summary(release, o.out, list(params.split), o.provenance)
+    res = _summary(release, o.out, list(params.split), o.provenance, budget)
     res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
     return res
 
@@ -401,11 +418,12 @@ def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
         if o.serp is not None
         else None
     )
-    release = _release_and_write(
+    release, budget = _release_and_write(
         params, run_opts, what="korolova", max_users=o.max_users, serp=serp
     )
     split = params.epsilon_split_weights
-    res = _summary(release, run_opts.out, list(split) if split else None, run_opts.provenance)
+    res = _summary(release, run_opts.out, list(split) if split else None, run_opts.provenance,
+                   budget)  # fmt: skip
     res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
     return res
 
@@ -447,8 +465,8 @@ def _zealous(
             epsilon=epsilon, delta=delta, m=m, item_type=item_type, guarantee=guarantee,
             tau=tau, users=users, strategy=bounding,
         )  # fmt: skip
-    release = _release_and_write(params, run_opts, what="zealous")
-    res = _summary(release, run_opts.out, provenance=run_opts.provenance)
+    release, budget = _release_and_write(params, run_opts, what="zealous")
+    res = _summary(release, run_opts.out, provenance=run_opts.provenance, budget=budget)
     res["top"] = {"items": _top(release, "items")}
     return res
 
@@ -456,7 +474,7 @@ def _zealous(
 def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
     if k is None:
         raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
-    release = _release_and_write(KAnonParams(k=k), run_opts, what="kanon")
+    release, _ = _release_and_write(KAnonParams(k=k), run_opts, what="kanon")
     res = _summary(release, run_opts.out, provenance=run_opts.provenance)
     res["top"] = {"queries": _top(release, "queries")}
     return res
@@ -578,6 +596,7 @@ def korolova_command(
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -589,7 +608,7 @@ def korolova_command(
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance, spark_table=spark_table,
                               spark_remote=spark_remote,
-                              spark_conf=tuple(spark_conf or ()))  # fmt: skip
+                              spark_conf=tuple(spark_conf or ()), budget=budget)  # fmt: skip
         opts = KorolovaOptions(
             epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
             serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
@@ -645,6 +664,7 @@ def zealous_command(
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -656,7 +676,7 @@ def zealous_command(
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance, spark_table=spark_table,
                               spark_remote=spark_remote,
-                              spark_conf=tuple(spark_conf or ()))  # fmt: skip
+                              spark_conf=tuple(spark_conf or ()), budget=budget)  # fmt: skip
         res = _zealous(
             run_opts, epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
             guarantee=guarantee, users=max_users, tau=tau, lam=lam, tau_prime=tau_prime,

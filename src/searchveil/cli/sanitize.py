@@ -16,6 +16,7 @@ from searchveil.cli._common import (
     PRIVATE,
     READER_DEFAULT,
     RELEASE_GROUP_HELP,
+    BudgetOpt,
     InputArg,
     JsonOpt,
     MaxUsersOpt,
@@ -24,6 +25,8 @@ from searchveil.cli._common import (
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    budget_result,
+    charged,
     command_group,
     emit,
     err_console,
@@ -127,6 +130,27 @@ _CONDITIONAL_ONLY = (
 )  # fmt: skip
 
 
+# options of --mode conditional only
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option("--time-limit", help="conditional: seconds for a MIP solve [default: 60]"),
+]
+SearchSecondsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--search-seconds", help="conditional: O-UMP local search time (lp-greedy) [default: 5]"
+    ),
+]
+CountEpsOpt = Annotated[
+    float | None,
+    typer.Option("--count-epsilon", help="conditional: ε' of Laplace noise on the counts"),
+]
+SensitivityOpt = Annotated[
+    float | None,
+    typer.Option("--sensitivity", help="conditional: d, ASSUMED bound on the counts' sensitivity"),
+]
+
+
 def _parse_split(split: str | None) -> tuple[float, float] | None:
     if split is None:
         return None
@@ -162,13 +186,15 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
     check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
                       inputs=input_list(input=opts["input"]))  # fmt: skip
-    done = step(f"reading {opts['input'].name}")
-    log = read_log(opts["input"], **opts["reader"].kwargs())
-    done()
-    rel = release_ump_e2e(log, params, rng=make_rng(opts["seed"]), progress=step)
-    done = step(f"writing {out}")
-    write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
-    done()
+    with charged(opts["budget"], params.cost(), "release ump") as ch:
+        done = step(f"reading {opts['input'].name}")
+        log = read_log(opts["input"], **opts["reader"].kwargs())
+        done()
+        rel = release_ump_e2e(log, params, rng=make_rng(opts["seed"]), progress=step)
+        done = step(f"writing {out}")
+        write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+        ch.record_written(out)
+        done()
     led, rep = rel.ledger, rel.report
     su = rep["single_user"]
     return {
@@ -179,6 +205,7 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
         "counts_are_private": True, "seeded": led["seeded"], "max_pairs": params.max_pairs,
         "max_pairs_rule": params.max_pairs_rule, "pairs_published": rep["pairs_published"],
         "outputs": {k: v.height for k, v in rel.tables.items()},
+        "budget": budget_result(opts["budget"], ch),
         "private": private_block(
             metrics=rep["metrics"],
             single_user_items_expected=su.get("expected_single_user_published"),
@@ -213,13 +240,16 @@ def _conditional(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
     check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
                       inputs=input_list(input=opts["input"]))  # fmt: skip
-    done = step(f"reading {opts['input'].name}")
-    log = read_log(opts["input"], **opts["reader"].kwargs())
-    done()
-    done = step(f"solving {params.objective} ({params.method}) and sampling")
-    rel = release_ump(log, params, rng=make_rng(opts["seed"]))
-    done()
-    write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+    # with --budget: refused (its cost is conditional: the counts are not private)
+    with charged(opts["budget"], params.cost(), "release ump --mode conditional") as ch:
+        done = step(f"reading {opts['input'].name}")
+        log = read_log(opts["input"], **opts["reader"].kwargs())
+        done()
+        done = step(f"solving {params.objective} ({params.method}) and sampling")
+        rel = release_ump(log, params, rng=make_rng(opts["seed"]))
+        done()
+        write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+        ch.record_written(out)
     led = rel.ledger
     return {
         "out": str(out), "provenance": str(provenance_path(out, prov)), "mode": "conditional",
@@ -308,32 +338,15 @@ def ump_command(
             "diversity: spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
         ),
     ] = None,
-    time_limit: Annotated[
-        float | None,
-        typer.Option(
-            "--time-limit", help="conditional: seconds for a MIP solve [default: 60]"
-        ),  # fmt: skip
-    ] = None,
-    search_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--search-seconds", help="conditional: O-UMP local search time (lp-greedy) [default: 5]"
-        ),  # fmt: skip
-    ] = None,
-    count_epsilon: Annotated[
-        float | None,
-        typer.Option("--count-epsilon", help="conditional: ε' of Laplace noise on the counts"),
-    ] = None,
-    sensitivity: Annotated[
-        float | None,
-        typer.Option(
-            "--sensitivity", help="conditional: d, ASSUMED bound on the counts' sensitivity"
-        ),  # fmt: skip
-    ] = None,
+    time_limit: TimeLimitOpt = None,
+    search_seconds: SearchSecondsOpt = None,
+    count_epsilon: CountEpsOpt = None,
+    sensitivity: SensitivityOpt = None,
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:

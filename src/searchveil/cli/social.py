@@ -11,12 +11,15 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     PRIVATE,
+    BudgetOpt,
     HtmlReportOpt,
     JsonOpt,
     OutDirOpt,
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     out_console,
     private_block,
@@ -49,7 +52,7 @@ from searchveil.social.experiments import (
     run_experiments,
     social_report,
 )
-from searchveil.social.recommend import release_recommendations
+from searchveil.social.recommend import recommendation_cost, release_recommendations
 from searchveil.social.utility import utility_from_name
 
 GraphOpt = Annotated[Path, typer.Option("--graph", help="SNAP edge list (read as undirected)")]
@@ -180,6 +183,7 @@ def recommend_cmd(
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Release one ε-DP recommendation per target over a PUBLIC node universe.
@@ -196,15 +200,20 @@ def recommend_cmd(
         check_release_dir(out, overwrite=overwrite, provenance=provenance,
                           inputs=input_list(graph=graph, node_list=node_list))  # fmt: skip
         universe = node_universe(graph, node_list, nodes, public_node_set)
-        with progress(not json_out) as step:
+        targets = None if all_targets else target
+        cost = recommendation_cost(universe=universe, utility=util, mechanism_name=mechanism,
+                                   epsilon=epsilon, targets=targets)  # fmt: skip
+        with charged(budget, cost, "social recommend") as ch, progress(not json_out) as step:
             done = step("recommending")
             res = release_recommendations(
                 graph, out, universe=universe, utility=util, mechanism_name=mechanism,
-                epsilon=epsilon, targets=None if all_targets else target,
+                epsilon=epsilon, targets=targets,
                 rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
             )  # fmt: skip
+            ch.record_written(out)
             done()
         res["private"] = private_block(graph=res.pop("graph"))
+        res["budget"] = budget_result(budget, ch)
         return res
 
     emit(run(body), json_out, _human_recommend)

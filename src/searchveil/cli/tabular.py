@@ -11,6 +11,7 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     PRIVATE,
+    BudgetOpt,
     DeltaOpt,
     EpsilonOpt,
     HtmlReportOpt,
@@ -19,6 +20,8 @@ from searchveil.cli._common import (
     OutFmtOpt,
     OverwriteOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     err_console,
     out_console,
@@ -31,7 +34,14 @@ from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.paths import check_private_path, input_list
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
-from searchveil.tabular.api import ModelParams, load, run_model, table_stats, write_release
+from searchveil.tabular.api import (
+    ModelParams,
+    load,
+    model_cost,
+    run_model,
+    table_stats,
+    write_release,
+)
 from searchveil.tabular.lattice import Lattice
 from searchveil.tabular.recoding import advise
 from searchveil.tabular.reproduce import METHODS, compare_methods, compare_report, reproduce, split
@@ -267,6 +277,7 @@ def anonymize(
     output_format: OutFmtOpt = "tsv",
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Release TABLE generalized by a model.
@@ -279,31 +290,33 @@ def anonymize(
             inputs=input_list(table=table, hierarchies=hierarchies, side_table=side_table),
         )  # fmt: skip
         rng = make_rng(seed)
-        with progress(not json_out) as step:
+        params = ModelParams(
+            epsilon=epsilon,
+            delta=delta,
+            beta=beta,
+            theta0=theta0,
+            theta1=theta1,
+            lam=lam,
+            kappa=kappa,
+            phi0=phi0,
+            utility=utility,
+            c=c,
+            k=k,
+            max_suppression=max_suppression,
+            steps=steps,
+            utility_sharpness=sharpness,
+            score=score,
+            selection_share=selection_share,
+            max_records=max_records,
+        )
+        cost = model_cost(model, params)  # known before the table is read
+        what = f"tabular anonymize --model {model}"
+        with charged(budget, cost, what) as ch, progress(not json_out) as step:
             done = step("reading")
             t = load(table, hierarchies, _qi(qi))
             theta = load(side_table, hierarchies, list(t.qi)) if side_table else None
             done()
             done = step(f"model {model}")
-            params = ModelParams(
-                epsilon=epsilon,
-                delta=delta,
-                beta=beta,
-                theta0=theta0,
-                theta1=theta1,
-                lam=lam,
-                kappa=kappa,
-                phi0=phi0,
-                utility=utility,
-                c=c,
-                k=k,
-                max_suppression=max_suppression,
-                steps=steps,
-                utility_sharpness=sharpness,
-                score=score,
-                selection_share=selection_share,
-                max_records=max_records,
-            )
             if model == "dp" and epsilon is not None and delta is not None and not json_out:
                 _print_advice(t, params)
             rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
@@ -319,8 +332,10 @@ def anonymize(
                 side_table=theta,
                 provenance=provenance,
             )
+            ch.record_written(out)
             done()
         res = _anonymize_result(out, provenance, led, prov)
+        res["budget"] = budget_result(budget, ch)
 
         emit(res, json_out, _human_anonymize)
 

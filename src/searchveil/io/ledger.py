@@ -10,7 +10,8 @@ the run's inputs is replaced, after the new release is complete (:mod:`searchvei
 **Two records per run** (docs/privacy/published.md):
 
 * ``ledger.json`` is *published with the release*. It may hold only what the guarantee covers:
-  mechanism, privacy notion, neighbouring relation, ε, δ and their split, public parameters,
+  mechanism, privacy notion, neighbouring relation (its text and, as ``relation``, its name), ε,
+  δ and their ``split`` (all from the release's cost), public parameters,
   public inputs (hierarchies, SERP, node universe: file name and SHA-256), bounds the user
   *declares* (``declared``), counts released under the budget (``noisy``), the outputs, the tool
   version and whether the randomness was seeded. :func:`build_ledger` is the one function that
@@ -38,7 +39,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
@@ -69,6 +70,7 @@ __all__ = [
     "is_provenance_record",
     "LEDGER_NAME",
     "LEDGER_KEYS",
+    "LedgerCost",
     "PRIVATE_KEYS",
     "PROVENANCE_SUFFIX",
     "PROVENANCE_MARK",
@@ -92,8 +94,10 @@ LEDGER_KEYS = frozenset(
         "mechanism",
         "notion",
         "neighbouring",
+        "relation",
         "epsilon",
         "delta",
+        "split",
         "parameters",
         "public_inputs",
         "declared",
@@ -205,13 +209,22 @@ def _check_public_input(rec: Any, i: int) -> None:
         )
 
 
+class LedgerCost(Protocol):
+    """What a ledger needs of a release's cost: a
+    :class:`~searchveil.mechanisms.budget.PrivacyCost` (or a ``NoGuarantee``) gives its
+    ``neighbouring`` text, ``relation``, ``epsilon``, ``delta`` and ``split``."""
+
+    def ledger_fields(self) -> dict[str, Any]: ...
+
+
+_COST_FIELDS = ("neighbouring", "relation", "epsilon", "delta", "split")
+
+
 def build_ledger(
     *,
     mechanism: str,
     notion: str,
-    neighbouring: str,
-    epsilon: float | None,
-    delta: float | None,
+    cost: LedgerCost,
     parameters: dict[str, Any],
     rng: RandomSource | None,
     public_inputs: list[dict[str, Any]] | None = None,
@@ -222,24 +235,32 @@ def build_ledger(
 ) -> dict[str, Any]:
     """The public ledger of one release (``outputs`` is filled in by :class:`ReleaseWriter`).
 
-    ``public_inputs``: records of public files the release used (``role``, ``file``,
-    ``sha256``, ...). ``declared``: public bounds the user states (e.g. ``max_users``), named as
-    such. ``noisy``: counts released under the budget (their events are in ``events``).
+    ``cost``: what the release spends (a ``PrivacyCost``, or a ``NoGuarantee`` for a release
+    that protects nothing): the one source of the ledger's ``neighbouring``, ``relation``,
+    ``epsilon``, ``delta`` and ``split``. ``public_inputs``: records of public files the release
+    used (``role``, ``file``, ``sha256``, ...). ``declared``: public bounds the user states
+    (e.g. ``max_users``), named as such. ``noisy``: counts released under the budget (their
+    events are in ``events``).
     ``extra``: further top-level keys, each of which must be in :data:`LEDGER_KEYS`.
     Nothing here may describe the private input: see the module docstring; a violation is an
     :class:`InternalError` (a bug in the family that built it), raised before anything is
     written.
     """
     randomness = rng.describe() if rng is not None else {"source": None, "seeded": False}
+    fields = cost.ledger_fields()
+    if set(fields) != set(_COST_FIELDS):
+        raise InternalError(f"a cost gives the ledger {_COST_FIELDS}, not {sorted(fields)}")
     ledger: dict[str, Any] = {
         "tool": "searchveil",
         "tool_version": __version__,
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "mechanism": mechanism,
         "notion": notion,
-        "neighbouring": neighbouring,
-        "epsilon": epsilon,
-        "delta": delta,
+        "neighbouring": fields["neighbouring"],
+        "relation": fields["relation"],
+        "epsilon": fields["epsilon"],
+        "delta": fields["delta"],
+        "split": fields["split"],
         "parameters": parameters,
         "public_inputs": list(public_inputs or []),
         "declared": dict(declared or {}),

@@ -2,8 +2,7 @@
 release korolova|zealous|kanon`` wraps), and the one place that decides which algorithm runs
 (:data:`FAMILIES`: the parameters' class names the family).
 
-:func:`release_file` checks the budget once (the one the parameters carry, ``params.budget``:
-set by ``from_budget``, or given with the direct form), chooses where the release runs
+:func:`release_file` chooses where the release runs
 (:func:`choose_engine`: the Polars engine whenever the input and options allow it, else in
 memory — both give the same tables and public ledger under a seed), detects the input's
 layout once (:class:`~searchveil.engines.contract.Source`, by content), runs the release and,
@@ -31,7 +30,6 @@ from searchveil.io.files import check_fingerprint
 from searchveil.io.formats import header_columns
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.readers import AOL_COLUMNS, ColumnMapping, ReaderOptions, read_log
-from searchveil.mechanisms.accounting import check_budget
 from searchveil.model import SearchLog
 from searchveil.release.histogram import HistogramRelease, write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
@@ -123,12 +121,9 @@ class Family:
 #: the one table that says which release runs for which parameters
 FAMILIES: dict[type, Family] = {
     KorolovaParams: Family(
-        "korolova", release_korolova, _counts_on(release_korolova_counts),
-        ("serp", "budget", "max_users"),
+        "korolova", release_korolova, _counts_on(release_korolova_counts), ("serp", "max_users")
     ),
-    ZealousParams: Family(
-        "zealous", release_zealous, _counts_on(release_zealous_counts), ("budget",)
-    ),
+    ZealousParams: Family("zealous", release_zealous, _counts_on(release_zealous_counts)),
     KAnonParams: Family("kanon", release_kanon, _kanon_on),
     SelectParams: Family("select", release_select, _select_on, ("max_users",)),
 }  # fmt: skip
@@ -223,10 +218,7 @@ def _release_kwargs(
     for name, value in given.items():
         if value is not None and name not in fam.options:
             raise InvalidParameterError(name, value, f"unset for a {fam.name} release")
-    kw = {k: v for k, v in given.items() if k in fam.options}
-    if "budget" in fam.options:
-        kw["budget"] = getattr(params, "budget", None)
-    return kw
+    return {k: v for k, v in given.items() if k in fam.options}
 
 
 def release_file(
@@ -257,15 +249,14 @@ def release_file(
     public SERP (:func:`~searchveil.release.korolova.load_serp`); ``fingerprint``: the
     provenance record's input hash on an engine, ``full`` | ``fast`` (Parquet only);
     ``spark_master`` | ``spark_remote`` (Spark Connect), ``spark_conf``: where Spark runs.
-    The budget is the one the parameters carry (``params.budget``), checked before any data
-    are read.
+    The release's own budget is the one the parameters carry (``params.budget``,
+    ``SelectParams``' ε and δ), checked once by the family's release before any noise is drawn;
+    a dataset's budget across releases is charged by ``searchveil.Session``.
     """
     p = Path(path)
     opts = reader if reader is not None else ReaderOptions()
     fam = family_of(params)
     choice = parse_choice("engine", engine, EngineChoice)
-    if isinstance(params, KorolovaParams | ZealousParams) and params.budget is not None:
-        check_budget(params.privacy("exact"), params.budget, what=f"release {fam.name}")
     if max_users is not None:
         check_int("max-users", max_users, minimum=1)
     kw = _release_kwargs(fam, params, serp, max_users)
@@ -321,8 +312,6 @@ def release_table(
     fam = family_of(params)
     if isinstance(params, KAnonParams):
         raise InvalidParameterError("params", "kanon", "korolova | zealous | select for a table")
-    if isinstance(params, KorolovaParams | ZealousParams) and params.budget is not None:
-        check_budget(params.privacy("exact"), params.budget, what=f"release {fam.name}")
     if max_users is not None:
         check_int("max-users", max_users, minimum=1)
     kw = _release_kwargs(fam, params, serp, max_users)

@@ -13,6 +13,7 @@ from searchveil.bounding import Stream, bound_contributions, bound_log
 from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import exact_threshold_privacy
 from searchveil.model import SearchLog, items
@@ -345,6 +346,13 @@ class KorolovaParams:
                 ]
             out["delta_improved_4_8"] = full["delta_improved"] + url_improved
         return out
+
+    def cost(self) -> PrivacyCost:
+        """What the release spends (the exact accounting): user-level, one part per step."""
+        exact = self.privacy("exact")
+        return PrivacyCost.from_events(
+            Relation.USER, exact["events"], epsilon=exact["epsilon"], delta=exact["delta"]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "budget"}

@@ -16,6 +16,7 @@ from searchveil.bounding import Stream, bound_contributions, bound_log
 from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog, items
 from searchveil.release.counts import BoundingStrategy, count_by
@@ -208,6 +209,15 @@ class ZealousParams:
             "detail": detail,
             "events": [event],
         }
+
+    def cost(self) -> PrivacyCost:
+        """What the release spends (the exact accounting): user-level for indistinguishability,
+        replace-one-user for the probabilistic guarantee (Götz Theorem 3)."""
+        exact = self.privacy("exact")
+        relation = Relation.USER_REPLACE if self.guarantee == "probabilistic" else Relation.USER
+        return PrivacyCost.from_events(
+            relation, exact["events"], epsilon=exact["epsilon"], delta=exact["delta"]
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "budget"}
