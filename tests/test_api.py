@@ -26,7 +26,8 @@ PUBLIC_SURFACE = {
     "InternalError", "InvalidParameterError", "KAnonParams", "KorolovaParams",
     "OutputExistsError", "PrivacyCost", "Relation", "SearchLog", "SearchveilError",
     "SecureRandom", "SeededRandom", "SelectParams", "Session", "ZealousParams", "make_rng",
-    "read_log", "release_file", "release_kanon", "release_korolova", "release_zealous",
+    "read_log", "release_file", "release_kanon", "release_korolova", "release_table",
+    "release_zealous",
     "write_release",
 }  # fmt: skip
 

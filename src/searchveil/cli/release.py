@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from searchveil.cli._common import (
-    PRIVATE,
     READER_DEFAULT,
     RELEASE_GROUP_HELP,
     BudgetOpt,
@@ -50,15 +48,14 @@ from searchveil.cli._common import (
     command_group,
     emit,
     err_console,
-    out_console,
-    private_block,
     progress,
     run,
     spark_settings,
     with_reader_options,
 )  # fmt: skip
+from searchveil.cli.release_output import human, summary, top
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import check_release_dir, provenance_path
+from searchveil.io.ledger import check_release_dir
 from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.accounting import Budget
@@ -233,96 +230,6 @@ def _release_and_write(
     return rel, budget_result(o.budget, ch)
 
 
-def _summary(
-    release: Any,
-    out: Path,
-    split: Any = None,
-    provenance: Path | None = None,
-    budget: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    led = release.ledger
-    res: dict[str, Any] = {
-        "out": str(out),
-        "provenance": str(provenance_path(out, provenance)),
-        "mechanism": led["mechanism"],
-        "notion": led["notion"],
-        "epsilon": led["epsilon"],
-        "delta": led["delta"],
-        "accounting": led.get("accounting"),
-        "paper_accounting": led.get("paper_accounting"),
-        "seeded": led["seeded"],
-        "parameters": led["parameters"],
-        "outputs": {k: v.height for k, v in release.tables.items()},
-        "private": private_block(report=release.report),
-    }
-    if split is not None:
-        res["split"] = split
-    if budget is not None:
-        res["budget"] = budget
-    return res
-
-
-def _top(release: Any, name: str, n: int = 10) -> list[dict[str, Any]]:
-    df = release.tables.get(name)
-    return [] if df is None else df.head(n).to_dicts()
-
-
-def _human(r: dict[str, Any]) -> None:
-    t = Table(title=f"{r['mechanism']} → {r['out']}", show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
-    if r["epsilon"] is not None:
-        t.add_row("guarantee", r["notion"])
-        t.add_row("ε (reported, exact accounting)", f"{r['epsilon']:.6g}")
-        t.add_row("δ (reported, exact accounting)", f"{r['delta']:.4g}")
-        pa = r.get("paper_accounting") or {}
-        if pa:
-            t.add_row("ε, δ (paper's formulas)", f"{pa['epsilon']:.6g}, {pa['delta']:.4g}")
-    else:
-        t.add_row("guarantee", r["notion"])
-    if "split" in r:
-        t.add_row("ε split (weights)", str(r["split"]))
-    report = r["private"]["report"]
-    su = report.get("single_user")
-    if su:
-        t.add_row(
-            "single-user items published (expected)" + PRIVATE,
-            f"{su['expected_single_user_published']:.3g} of {su['single_user_items']:,} "
-            + ("(exact; private figure: not in the release)" if su.get("exact")
-               else "(upper bound; private figure: not in the release)"),
-        )  # fmt: skip
-        declared = su["delta_check"].get("users_bound_source", "").startswith("declared")
-        t.add_row("δ < 1/U" + ("" if declared else " (U = the exact users: private)"),
-                  "yes" if su["delta_check"]["ok"] else "NO — see warning")  # fmt: skip
-    for k, v in report.items():
-        if k in ("parameters", "mechanism", "notion", "epsilon", "delta"):
-            continue
-        if k in ("paper_epsilon", "paper_delta"):
-            continue
-        if isinstance(v, int | float | str):
-            # how many rows a table has is public (the release shows it); the rest is not
-            public = k in r["parameters"] or k == "engine_plan" or k.endswith("_released")
-            mark = "" if public else PRIVATE
-            t.add_row(k.replace("_", " ") + mark, f"{v:,}" if isinstance(v, int) else str(v))
-    for k, v in report.get("parameters", {}).items():
-        if v is not None:
-            t.add_row(f"param {k}", str(v))
-    for name, rows in r["outputs"].items():
-        t.add_row(f"output {name}", f"{rows:,} rows")
-    if r["seeded"]:
-        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
-    t.add_row("private provenance (do not publish)", r["provenance"])
-    out_console.print(t)
-    for name, rows in r.get("top", {}).items():
-        if rows:
-            tt = Table(title=f"top of {name}")
-            for c in rows[0]:
-                tt.add_column(c)
-            for row in rows:
-                tt.add_row(*[str(v) for v in row.values()])
-            out_console.print(tt)
-
-
 def select_params(
     *,
     selection: str,
@@ -369,8 +276,8 @@ def _selected(
     release, budget = _release_and_write(
         params, o, what=f"korolova --selection {params.strategy}", max_users=max_users
     )
-    res = _summary(release, o.out, list(params.split), o.provenance, budget)
-    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
+    res = summary(release, o.out, list(params.split), o.provenance, budget)
+    res["top"] = {"queries": top(release, "queries"), "clicks": top(release, "clicks")}
     return res
 
 
@@ -422,9 +329,9 @@ def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
         params, run_opts, what="korolova", max_users=o.max_users, serp=serp
     )
     split = params.epsilon_split_weights
-    res = _summary(release, run_opts.out, list(split) if split else None, run_opts.provenance,
+    res = summary(release, run_opts.out, list(split) if split else None, run_opts.provenance,
                    budget)  # fmt: skip
-    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
+    res["top"] = {"queries": top(release, "queries"), "clicks": top(release, "clicks")}
     return res
 
 
@@ -466,8 +373,8 @@ def _zealous(
             tau=tau, users=users, strategy=bounding,
         )  # fmt: skip
     release, budget = _release_and_write(params, run_opts, what="zealous")
-    res = _summary(release, run_opts.out, provenance=run_opts.provenance, budget=budget)
-    res["top"] = {"items": _top(release, "items")}
+    res = summary(release, run_opts.out, provenance=run_opts.provenance, budget=budget)
+    res["top"] = {"items": top(release, "items")}
     return res
 
 
@@ -475,8 +382,8 @@ def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
     if k is None:
         raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
     release, _ = _release_and_write(KAnonParams(k=k), run_opts, what="kanon")
-    res = _summary(release, run_opts.out, provenance=run_opts.provenance)
-    res["top"] = {"queries": _top(release, "queries")}
+    res = summary(release, run_opts.out, provenance=run_opts.provenance)
+    res["top"] = {"queries": top(release, "queries")}
     return res
 
 
@@ -619,7 +526,7 @@ def korolova_command(
             res = _selection(selection, opts, run_opts)
         else:
             res = _korolova(opts, run_opts)
-        emit(res, json_out, _human)
+        emit(res, json_out, human)
 
     run(body)
 
@@ -682,7 +589,7 @@ def zealous_command(
             guarantee=guarantee, users=max_users, tau=tau, lam=lam, tau_prime=tau_prime,
             bounding=bounding,
         )  # fmt: skip
-        emit(res, json_out, _human)
+        emit(res, json_out, human)
 
     run(body)
 
@@ -711,7 +618,7 @@ def kanon_command(
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance)  # fmt: skip
-        emit(_kanon(run_opts, k=k), json_out, _human)
+        emit(_kanon(run_opts, k=k), json_out, human)
 
     run(body)
 

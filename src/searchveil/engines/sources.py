@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from searchveil.errors import InputFormatError, InternalError
 from searchveil.io.files import PARQUET_DAMAGED, decompress_problem, start_fingerprint
@@ -462,8 +461,8 @@ def _canonical_mask(t: pl.Series) -> np.ndarray | None:
     """Per non-null value of ``t``: is it in the canonical layout? (``None`` when the values
     are not all 19 bytes long: the caller then checks each one.)"""
     a = t.to_arrow(compat_level=pl.CompatLevel.oldest())
-    if isinstance(a, pa.ChunkedArray):
-        a = a.combine_chunks()
+    if hasattr(a, "combine_chunks"):  # a pyarrow ChunkedArray (pyarrow not imported here:
+        a = a.combine_chunks()  # the CLI's start-up guard, tests/test_cli_startup.py)
     off = np.frombuffer(a.buffers()[1], dtype=np.int64)[a.offset : a.offset + len(a) + 1]
     n = len(a) - a.null_count
     if n == 0:
