@@ -34,8 +34,8 @@ def test_lp_floor_at_small_delta(block: Path, tmp_path: Path, delta: str) -> Non
     out = tmp_path / "san"
     r = CliRunner().invoke(
         app,
-        ["release", "ump", str(block), "--out", str(out), "--objective", "size", "--solver",
-         "lp-floor", "--epsilon", "0.69", "--delta", delta, "--seed", "1", "--json"],
+        ["release", "ump", str(block), "--out", str(out), "--objective", "size",
+         "--mode", "conditional", "--solver", "lp-floor", "--epsilon", "0.69", "--delta", delta, "--seed", "1", "--json"],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     counts = pl.read_csv(out / "counts.tsv", separator="\t")

@@ -433,50 +433,9 @@ class NotNumeric(Exception):
 
 # ------------------------------------------------------------------------------ time text
 
-# the canonical layout "YYYY-MM-DD HH:MM:SS", checked 8 bytes at a time (SWAR, little-endian
-# words): separator bytes must equal the layout's and digit bytes must be 0x30-0x39 — their
-# high nibble 3 and their low nibble + 6 without a carry into bit 4
-_LAYOUT = b"0000-00-00 00:00:00"
-
-
-def _word_masks(part: bytes) -> tuple[int, int, int, int, int]:
-    """(mask, value) of the fixed bits and (low-nibble mask, +6, carry bits) of the digits of
-    a little-endian word of the layout."""
-    fixed = value = low = add = carry = 0
-    for b in reversed(part):
-        fixed, value, low, add, carry = (x << 8 for x in (fixed, value, low, add, carry))
-        if b == ord("0"):
-            fixed, value, low = fixed | 0xF0, value | 0x30, low | 0x0F
-            add, carry = add | 6, carry | 0x10
-        else:
-            fixed, value = fixed | 0xFF, value | b
-    return fixed, value, low, add, carry
-
-
-_WORDS = [(0, "u8", _word_masks(_LAYOUT[0:8])), (8, "u8", _word_masks(_LAYOUT[8:16])),
-          (15, "u4", _word_masks(_LAYOUT[15:19]))]  # fmt: skip
-
-
-def _canonical_mask(t: pl.Series) -> np.ndarray | None:
-    """Per non-null value of ``t``: is it in the canonical layout? (``None`` when the values
-    are not all 19 bytes long: the caller then checks each one.)"""
-    a = t.to_arrow(compat_level=pl.CompatLevel.oldest())
-    if hasattr(a, "combine_chunks"):  # a pyarrow ChunkedArray (pyarrow not imported here:
-        a = a.combine_chunks()  # the CLI's start-up guard, tests/test_cli_startup.py)
-    off = np.frombuffer(a.buffers()[1], dtype=np.int64)[a.offset : a.offset + len(a) + 1]
-    n = len(a) - a.null_count
-    if n == 0:
-        return np.ones(0, dtype=bool)
-    if int(off[-1] - off[0]) != 19 * n:
-        return None
-    data = a.buffers()[2]
-    ok = np.ones(n, dtype=bool)
-    for start, kind, (fixed, value, low, add, carry) in _WORDS:
-        w = np.ndarray((n,), dtype="<" + kind, buffer=data, offset=int(off[0]) + start,
-                       strides=(19,))  # fmt: skip
-        ok &= (w & fixed) == value
-        ok &= (((w & low) + add) & carry) == 0
-    return ok
+# the canonical layout "YYYY-MM-DD HH:MM:SS" in ASCII digits (``\d`` would admit any Unicode
+# digit); Polars' regex engine checks 6M values in about 0.25 s, without Arrow buffers
+_CANONICAL = r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}$"
 
 
 def canonical_times(t: pl.Series, *, parquet: bool) -> pl.Series:
@@ -490,15 +449,9 @@ def canonical_times(t: pl.Series, *, parquet: bool) -> pl.Series:
         t = t.cast(pl.String)
     if parquet and t.len() and int(t.str.len_bytes().max() or 0) > 19:  # type: ignore[arg-type]
         t = t.str.slice(0, 19)
-    ok = _canonical_mask(t)
-    valid = t.is_not_null()
-    if ok is None:
-        good = t.str.contains(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$").fill_null(True)
-    elif ok.all():
+    good = t.str.contains(_CANONICAL).fill_null(True)
+    if good.all():
         return t
-    else:
-        good = pl.Series(np.ones(t.len(), dtype=bool))
-        good = good.scatter(valid.arg_true(), pl.Series(ok))
     idx = (~good).arg_true()
     fixed = pl.select(
         time_expr(pl.lit(t.gather(idx)), None).dt.strftime("%Y-%m-%d %H:%M:%S")
