@@ -111,11 +111,11 @@ def profile_korolova(path: str) -> dict[str, Any]:
 
     from searchveil import KorolovaParams, make_rng
     from searchveil.engines import ordered
-    from searchveil.engines.plans import run_release
     from searchveil.io.files import file_sha256
     from searchveil.release.counts import BoundedCounts
     from searchveil.release.histogram import write_release
     from searchveil.release.korolova import release_korolova_counts
+    from searchveil.release.run import run_release
 
     st: dict[str, float] = {"import": time.perf_counter() - t}
     p = Path(path)
@@ -210,7 +210,7 @@ def one(kind: str, path: str) -> dict[str, Any]:
         _, algo, engine, *rest = kind.split(":")  # searchveil:ALGO:ENGINE[:fast]
         fingerprint = rest[0] if rest else "full"
         from searchveil import KorolovaParams, ZealousParams, make_rng
-        from searchveil.engines.plans import run_release
+        from searchveil.release.run import run_release
 
         if algo == "korolova":
             params: Any = KorolovaParams.from_budget(

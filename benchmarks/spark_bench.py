@@ -1,22 +1,30 @@
-"""Spark against the embedded engine, cold and warm, paired in one run (issue 17):
-``python benchmarks/spark_bench.py [--file /work/benchdata/synth-10m.parquet] [--pairs 3]``.
+"""Spark against the embedded Polars engine at scale (issue 32), by phase:
+``python benchmarks/spark_bench.py --file LOG20M.parquet [--file LOG40M.parquet] [--repeats 3]``.
 
-Korolova (queries, d = 20, e^ε = 10, δ = 1e-7 < 1/users) on a user-sorted Parquet log
-(``benchmarks/run.py``'s synthetic generator; 10M rows by default, generated on demand into
-``/work/benchdata`` as engines_bench.py does):
+Releases: Korolova's Release-Data (d = 20, one click per user, e^ε = 10, δ = 1e-7) and MAD2R
+selection (d from its data-independent rule, one click per user), on user-sorted Parquet logs
+generated with ``searchveil synth`` (docs/synth.md; keep them under /tmp, never in the repo):
 
-* **cold**: one release per process, the CLI exactly as a user runs it (``python -m
-  searchveil release korolova FILE --out ... --engine polars`` vs ``--engine spark
-  --spark-master local[2]``), wall time of the whole process (Python start, imports, the JVM,
-  reading, bounding, noise, writing, the ledger). Pairs alternate polars, spark, polars, ...;
-  the medians and the median of the per-pair ratios are reported.
-* **warm**: in one process (``--one session ENGINE FILE``), two releases one after the other
-  (``run_release`` + ``write_release``); the second is the warm figure. For Spark the process
-  also reports where the cold time goes: imports, the JVM/SparkSession start, the first and
-  second bounding job (their difference is the first-query cost: Python workers, JIT, class
-  loading), the driver's noise and writing; and, with ``--window``, the warm window plan.
+    searchveil synth --like src/searchveil/data/aol-gayo-avello-215-users.tsv \\
+        --users 657426 --rows 20000000 --out /tmp/synth20m.parquet --seed 2006
 
-Results: benchmarks/results/spark.json and a Markdown table on stdout, with ``uptime``.
+Each measurement runs in a fresh process (nothing warm but the OS file cache):
+
+* ``cli``: the whole command as a user runs it (``searchveil release korolova FILE --engine
+  polars`` vs ``--engine spark --spark-master local[2]``), wall time of the process;
+* ``phases`` (Spark): session start; the first bounding job (cold: Python workers start,
+  classes load); then warm, as cumulative jobs whose differences are the phases: **scan** —
+  every executor reads its pieces of the Parquet file and does nothing; **bounding** — plus the
+  kernel, its output written nowhere (``noop``); **aggregation** — plus the one ``groupBy`` of
+  that output; **collect** — plus ``toArrow`` to the driver and the driver's join; the whole
+  job with Spark's own reader instead; and the release (bound, noise, write).
+  Polars: the bounding (one ordered pass) and the release.
+* rows/s per executor core: rows ÷ (warm bounding-to-collect job × cores), and the driver's peak
+  memory: the Python driver's peak RSS, and the JVM's (in ``local[2]`` the JVM also hosts the
+  executors' tasks; the Python workers are separate processes).
+
+Results: ``--out`` (JSON) and a Markdown table on stdout, with ``uptime`` before and after
+(the machine is shared: quote the median, keep the min and max).
 """
 
 from __future__ import annotations
@@ -24,175 +32,326 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-EPS, DELTA, D = math.log(10), 1e-7, 20
-DEFAULT = Path("/work/benchdata/synth-10m.parquet")
+EPS, DELTA, D, MASTER, CORES = math.log(10), 1e-7, 20, "local[2]", 2
+RELEASES = {
+    "korolova": [
+        "release",
+        "korolova",
+        "--epsilon",
+        repr(EPS),
+        "--delta",
+        repr(DELTA),
+        "--max-queries",
+        str(D),
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+    ],
+    "mad2r": [
+        "release",
+        "korolova",
+        "--epsilon",
+        repr(EPS),
+        "--delta",
+        repr(DELTA),
+        "--selection",
+        "mad2r",
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+        "--max-users",
+        "700000",
+    ],
+}
 
 
-def _ensure(path: Path, rows_m: int) -> Path:
-    """The synthetic Parquet log (run.py's generator, fixed seed), written if missing (to a
-    temporary name, then renamed: a file with the final name is complete)."""
-    if path.exists():
-        return path
-    sys.path.insert(0, str(HERE))
-    import polars as pl
-    from engines_bench import _input  # the generator of engines_bench / run.py
-
-    src = _input(rows_m, "parquet")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pl.read_parquet(src).write_parquet(tmp)
-    tmp.rename(path)
-    return path
-
-
-def _cli(engine: str, path: Path, out: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "searchveil", "release", "korolova", str(path), "--out", str(out),
-           "--epsilon", repr(EPS), "--delta", repr(DELTA), "--max-queries", str(D),
-           "--urls", "none", "--engine", engine, "--json"]  # fmt: skip
-    return cmd + (["--spark-master", "local[2]"] if engine == "spark" else [])
-
-
-def cold(engine: str, path: Path) -> float:
+def cli(engine: str, release: str, path: Path) -> dict[str, Any]:
+    """The CLI in a fresh process: wall seconds and the children's peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
+        args = RELEASES[release][:2] + [str(path)] + RELEASES[release][2:]
+        cmd = [
+            sys.executable,
+            "-m",
+            "searchveil",
+            *args,
+            "--out",
+            f"{tmp}/rel",
+            "--json",
+            "--engine",
+            engine,
+        ] + (["--spark-master", MASTER] if engine == "spark" else [])
         t = time.perf_counter()
-        r = subprocess.run(_cli(engine, path, Path(tmp) / "rel"), capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t
     if r.returncode != 0:
-        raise SystemExit(f"{engine} failed: {r.stderr[-2000:]}")
-    return wall
+        raise SystemExit(f"{engine} {release} failed: {r.stderr[-2000:]}")
+    return {"wall": round(wall, 2)}
 
 
-def session(engine: str, path: Path, window: bool) -> dict[str, Any]:
-    """Two releases in one process, with the stage times (run as ``--one session``)."""
+class _PeakRss:
+    """Peak RSS of the JVM children of this process, sampled every 0.2 s (psutil)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.me, self.peak, self._stop = psutil.Process(), 0, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                rss = sum(
+                    c.memory_info().rss
+                    for c in self.me.children(recursive=True)
+                    if "java" in c.name()
+                )
+            except Exception:  # noqa: BLE001, S112 - a child came or went
+                continue
+            self.peak = max(self.peak, rss)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._t.join()
+        return self.peak
+
+
+def phases(engine: str, release: str, path: Path) -> dict[str, Any]:
+    """In one process: the phases (see the module docstring)."""
     t0 = time.perf_counter()
-    st: dict[str, float] = {}
-
-    def lap(name: str, t: float) -> float:
-        now = time.perf_counter()
-        st[name] = round(now - t, 3)
-        return now
-
     from searchveil import KorolovaParams, make_rng
-    from searchveil.engines.plans import make_engine
+    from searchveil.engines import make_engine
+    from searchveil.mechanisms.selection import default_d
     from searchveil.release.histogram import write_release
-    from searchveil.release.korolova import release_korolova_counts
+    from searchveil.release.run import release_on_engine
+    from searchveil.release.select import SelectParams
 
-    t = lap("imports (searchveil)", t0)
-    eng: Any
+    if release == "korolova":  # as `release korolova --max-queries 20 --max-clicks 1`
+        params: Any = KorolovaParams.from_budget(
+            epsilon=EPS, delta=DELTA, d=D, d_c=1, url_selection="private", split=(1, 1, 1, 1)
+        )
+        kw: dict[str, Any] = {}
+    else:  # as `release korolova --selection mad2r --max-clicks 1 --max-users 700000`
+        w = (1.0, 1.0, 1.0, 1.0)
+        probe = SelectParams(strategy="mad2r", epsilon=EPS, delta=DELTA, d=1, split=w, d_c=1)
+        d, rule = default_d(
+            "mad2r", epsilon=probe.eps_selection, delta=probe.delta_selection, max_users=700_000
+        )
+        params = SelectParams(
+            strategy="mad2r", epsilon=EPS, delta=DELTA, d=d, split=w, d_c=1, d_rule=rule
+        )
+        kw = {"max_users": 700_000}
+    out: dict[str, Any] = {"imports": round(time.perf_counter() - t0, 3)}
+    peak = _PeakRss() if engine == "spark" else None
+    t = time.perf_counter()
+    eng = make_engine(engine, spark_master=MASTER)
+    out["session start"] = round(time.perf_counter() - t, 3)
+    plan = params.bounding_plan()
     if engine == "spark":
-        import pyspark  # noqa: F401
-
-        t = lap("imports (pyspark)", t)
-    eng = make_engine(engine, spark_master="local[2]")
-    t = lap("engine start (JVM + SparkSession)" if engine == "spark" else "engine start", t)
-    params = KorolovaParams.from_budget(
-        epsilon=EPS, delta=DELTA, d=D, url_selection="none", split=(1.0, 1.0)
+        out |= _spark_phases(eng, path, plan)
+    for i in (1, 2) if engine == "polars" else (2,):  # the whole release (spark: warm already)
+        t = time.perf_counter()
+        rel = release_on_engine(eng, path, params, rng=make_rng(None), **kw)
+        with tempfile.TemporaryDirectory() as tmp:
+            write_release(rel, Path(tmp) / "rel")
+        out[f"release {i} (bound + noise + write)"] = round(time.perf_counter() - t, 3)
+    out["rows"] = int(rel.inputs[0]["rows"])
+    out["python driver peak RSS MB"] = round(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
     )
-    out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in (1, 2):
-            t = time.perf_counter()
-            bounded = eng.bounded_counts(path, "korolova", params)
-            t = lap(f"release {i}: bounding ({bounded.plan})", t)
-            rel = release_korolova_counts(bounded, params, rng=make_rng(None))
-            t = lap(f"release {i}: noise + thresholds", t)
-            write_release(rel, Path(tmp) / f"r{i}", fmt="tsv", overwrite=False)
-            lap(f"release {i}: writing", t)
-            out[f"release_{i}"] = round(
-                sum(v for k, v in st.items() if k.startswith(f"release {i}")), 3
-            )
-        if window and engine == "spark":
-            eng.plan = "window"
-            t = time.perf_counter()
-            eng.bounded_counts(path, "korolova", params)
-            lap("warm window plan: bounding (for comparison)", t)
-    out["rows"] = rel.ledger["inputs"][0]["rows"]
-    out["stages"] = st
-    out["total"] = round(time.perf_counter() - t0, 3)
+    if peak is not None:
+        out["JVM peak RSS MB"] = round(peak.stop() / 2**20, 1)
     return out
 
 
-def _one_session(engine: str, path: Path, window: bool) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--one", "session", engine, str(path)]
-    r = subprocess.run(cmd + (["--window"] if window else []), capture_output=True, text=True)
+def _spark_phases(eng: Any, path: Path, plan: Any) -> dict[str, float]:
+    """Cumulative jobs, warm (after one full job), of the plan a Parquet file runs (the
+    executors read their pieces, :func:`~searchveil.engines.spark.pieces_plan`): scan, +
+    bounding, + aggregation, + collect and the driver's join; and, for comparison, the whole
+    job with Spark's own reader (:func:`~searchveil.engines.spark.kernel_plan`)."""
+    from functools import partial
+
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from searchveil.engines.contract import Source
+    from searchveil.engines.spark import _per_piece, kernel_plan, pieces_plan
+    from searchveil.engines.spark_ordered import (
+        GROUP_KEYS,
+        OUTPUT_DDL,
+        PartitionInput,
+        parquet_pieces,
+    )
+
+    spark, file = eng.spark, str(path.resolve())
+    pieces = parquet_pieces(file)
+    spec = plan.kernel_spec(normalize=True)
+    how = PartitionInput(plan, spec, True, plan.with_url, True)
+    cols = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if plan.with_url else [])
+
+    def read_only(tasks: Any) -> Any:
+        f = pq.ParquetFile(file)
+        for t in tasks:
+            for piece in t.column(0).to_pylist():
+                for _ in f.iter_batches(row_groups=list(pieces[piece]), columns=cols):
+                    pass
+        return iter(())
+
+    tasks = spark.range(0, len(pieces), 1, numPartitions=len(pieces)).select(
+        F.col("id").cast("int").alias("piece")
+    )
+    out = tasks.mapInArrow(partial(_per_piece, how, file, pieces), OUTPUT_DDL)
+    agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
+
+    def timed(job: Any) -> float:
+        t = time.perf_counter()
+        job()
+        return time.perf_counter() - t
+
+    def noop(df: Any) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    full_job = lambda: pieces_plan(spark, file, plan, normalize=True)  # noqa: E731
+    first = timed(full_job)  # the first job: Python workers start, classes load
+    scan = timed(lambda: noop(tasks.mapInArrow(read_only, OUTPUT_DDL)))
+    bound = timed(lambda: noop(out))
+    aggregate = timed(lambda: noop(agg))
+    full = timed(full_job)
+    reader = timed(lambda: kernel_plan(eng._read(Source.of(path)), plan, normalize=True,
+                                       parquet=True))  # fmt: skip
+    return {"first bounding job (cold)": round(first, 3),
+            "scan (executors read their pieces)": round(scan, 3),
+            "bounding (kernel in mapInArrow)": round(bound - scan, 3),
+            "aggregation (groupBy)": round(aggregate - bound, 3),
+            "collect (toArrow + driver join)": round(full - aggregate, 3),
+            "warm bounding job (all of it)": round(full, 3),
+            "warm bounding job with Spark's reader": round(reader, 3)}  # fmt: skip
+
+
+def _one(mode: str, engine: str, release: str, path: Path) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--one", mode, engine, release, str(path)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        raise SystemExit(f"session {engine} failed: {r.stderr[-2000:]}")
+        raise SystemExit(f"{mode} {engine} {release} failed: {r.stderr[-3000:]}")
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
 def _uptime() -> str:
-    return shutil.which("uptime") and subprocess.run(["uptime"], capture_output=True,
-                                                     text=True).stdout.strip() or ""  # fmt: skip
+    if not shutil.which("uptime"):
+        return ""
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def _stats(xs: list[float]) -> dict[str, float]:
+    return {
+        "min": round(min(xs), 2),
+        "median": round(statistics.median(xs), 2),
+        "max": round(max(xs), 2),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
-    ap.add_argument("--window", action="store_true", help="also time the warm window plan")
-    ap.add_argument("--file", type=Path, default=DEFAULT)
-    ap.add_argument("--rows-m", type=int, default=10, help="size to generate if --file is absent")
-    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--file", type=Path, action="append", required=False, default=[])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--releases", default="korolova,mad2r")
+    ap.add_argument("--modes", default="cli,phases", help="cli and/or phases")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "spark.json")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(session(a.one[1], Path(a.one[2]), a.window)))
+        mode, engine, release, path = a.one
+        fn = cli if mode == "cli" else phases
+        print(json.dumps(fn(engine, release, Path(path))))
         return
-    path = _ensure(a.file, a.rows_m)
-    res: dict[str, Any] = {"file": str(path), "uptime_before": _uptime(), "cold": []}
-    for i in range(a.pairs):  # alternate: polars, spark, polars, spark, ...
-        p = cold("polars", path)
-        s = cold("spark", path)
-        res["cold"].append({"polars": round(p, 2), "spark": round(s, 2), "ratio": round(s / p, 2)})
-        print(f"cold pair {i + 1}: polars {p:.1f} s, spark {s:.1f} s ({s / p:.1f}x)", flush=True)
-    res["sessions"] = []
-    for i in range(a.pairs):
-        p = _one_session("polars", path, False)
-        s = _one_session("spark", path, a.window)
-        res["sessions"].append({"polars": p, "spark": s})
-        print(f"session pair {i + 1}: polars {p['release_2']} s, spark {s['release_2']} s warm",
-              flush=True)  # fmt: skip
+    if not a.file:
+        raise SystemExit("--file LOG.parquet (see the module docstring to generate one)")
+    res: dict[str, Any] = {"uptime_before": _uptime(), "runs": []}
+    for path in a.file:
+        for release in a.releases.split(","):
+            for i in range(a.repeats):  # pairs, alternating: polars, spark, ...
+                for engine in ("polars", "spark"):
+                    row = {"file": path.name, "release": release, "engine": engine, "repeat": i}
+                    if "cli" in a.modes:
+                        row |= {"cli": _one("cli", engine, release, path)["wall"]}
+                    if "phases" in a.modes:
+                        row |= {"phases": _one("phases", engine, release, path)}
+                    res["runs"].append(row)
+                    print(json.dumps(row), flush=True)
     res["uptime_after"] = _uptime()
-    med = statistics.median
-    cp = med(x["polars"] for x in res["cold"])
-    cs = med(x["spark"] for x in res["cold"])
-    cr = med(x["ratio"] for x in res["cold"])
-    wp = med(x["polars"]["release_2"] for x in res["sessions"])
-    ws = med(x["spark"]["release_2"] for x in res["sessions"])
-    wr = med(x["spark"]["release_2"] / x["polars"]["release_2"] for x in res["sessions"])
-    res["summary"] = {"cold_polars": cp, "cold_spark": cs, "cold_ratio": cr,
-                      "warm_polars": wp, "warm_spark": ws, "warm_ratio": round(wr, 2)}  # fmt: skip
+    res["summary"] = summary(res["runs"])
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=1))
-    rows = res["sessions"][0]["spark"]["rows"]
-    print(f"\n{rows:,} rows, {path.name}; load before: {res['uptime_before']}")
-    print(f"load after: {res['uptime_after']}\n")
-    print("| | embedded (polars) | spark local[2] | spark / embedded (median of pairs) |")
-    print("|---|---|---|---|")
-    print(f"| cold (CLI, one release per process) | {cp:.1f} s | {cs:.1f} s | {cr:.2f}x |")
-    print(f"| warm (second release in a session) | {wp:.1f} s | {ws:.1f} s | {wr:.2f}x |")
-    print("\nSpark stages (median over sessions, seconds):\n")
-    stages = res["sessions"][0]["spark"]["stages"]
-    print("| stage | s |\n|---|---|")
-    for k in stages:
-        v = med(x["spark"]["stages"].get(k, float("nan")) for x in res["sessions"])
-        print(f"| {k} | {v:.2f} |")
-    stages = res["sessions"][0]["polars"]["stages"]
-    print("\nEmbedded stages (median over sessions, seconds):\n")
-    print("| stage | s |\n|---|---|")
-    for k in stages:
-        v = med(x["polars"]["stages"].get(k, float("nan")) for x in res["sessions"])
-        print(f"| {k} | {v:.2f} |")
+    print(f"\nload before: {res['uptime_before']}\nload after: {res['uptime_after']}\n")
+    print(table(res["summary"]))
+
+
+def summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    warm = "release 2 (bound + noise + write)"
+    for file, release in sorted({(r["file"], r["release"]) for r in runs}):
+        rs = [r for r in runs if r["file"] == file and r["release"] == release]
+        by = {e: [r for r in rs if r["engine"] == e] for e in ("polars", "spark")}
+        pairs = list(zip(by["polars"], by["spark"], strict=True))
+        row: dict[str, Any] = {"file": file, "release": release}
+        if all("cli" in x for x in rs):
+            for e, xs in by.items():
+                row[f"{e} cli"] = _stats([x["cli"] for x in xs])
+            row["cli ratio"] = _stats([s["cli"] / p["cli"] for p, s in pairs])
+        if all("phases" in x for x in rs):
+            for e, xs in by.items():
+                row[f"{e} warm release"] = _stats([x["phases"][warm] for x in xs])
+            row["warm ratio"] = _stats([s["phases"][warm] / p["phases"][warm] for p, s in pairs])
+            sp = [x["phases"] for x in by["spark"]]
+            row["spark phases"] = {
+                k: _stats([p[k] for p in sp]) for k in sp[0] if isinstance(sp[0][k], int | float)
+            }
+            job = statistics.median(p["warm bounding job (all of it)"] for p in sp)
+            row["rows/s per executor core"] = round(sp[0]["rows"] / job / CORES)
+        out.append(row)
+    return out
+
+
+def table(summ: list[dict[str, Any]]) -> str:
+    lines = [
+        "| file | release | polars CLI (min / median) | spark CLI | CLI ratio (median of "
+        "pairs) | warm release polars | warm spark | warm ratio | rows/s/core |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summ:
+
+        def f(k: str, r: dict[str, Any] = r) -> str:
+            return f"{r[k]['min']} / {r[k]['median']}"
+
+        lines.append(
+            f"| {r['file']} | {r['release']} | {f('polars cli')} s | {f('spark cli')} s "
+            f"| {r.get('cli ratio', {}).get('median', '–')}x | {f('polars warm release')} s | "
+            f"{f('spark warm release')} s | {r.get('warm ratio', {}).get('median', '–')}x | "
+            f"{r.get('rows/s per executor core', '–')} |"
+        )
+    lines.append("")
+    for r in summ:
+        if "spark phases" not in r:
+            continue
+        lines.append(f"Spark phases, {r['file']} {r['release']} (min / median / max, s):")
+        lines += [
+            f"- {k}: {v['min']} / {v['median']} / {v['max']}" for k, v in r["spark phases"].items()
+        ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

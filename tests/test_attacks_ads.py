@@ -324,7 +324,7 @@ def test_budget_is_enforced_before_noise_and_recorded(pop_small) -> None:  # typ
     # the population is the private input: its size and fingerprint are in the provenance record
     prov = plat.provenance()
     assert len(prov["inputs"][0]["sha256"]) == 64 and prov["inputs"][0]["sha256"] not in str(led)
-    assert "inputs" not in led and led["neighbouring"].startswith("add/remove one real user")
+    assert "inputs" not in led and led["relation"] == "user"
 
 
 def test_dp_accuracy_bound() -> None:

@@ -120,7 +120,7 @@ def test_sanitize_ump_objective_kl_cli(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
     assert r["b"] == pytest.approx(min(1.0, -math.log1p(-0.3)))
-    assert r["metrics"]["output_size"] == 10
+    assert r["private"]["metrics"]["output_size"] == 10
     led = json.loads((out / "ledger.json").read_text())
     assert led["parameters"]["objective"] == "kl"
     inp = preprocess(click_histogram(read_log(path)))

@@ -235,7 +235,7 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
-    assert r["utility"]["kl_loss"] > 0
+    assert r["private"]["utility"]["kl_loss"] > 0
     led = json.loads((tmp_path / "ls" / "ledger.json").read_text())
     assert led["mechanism"] == "cels-local-sanitization"
     assert led["guarantee"]["b"] == pytest.approx(cels_bound(2, 0.3))

@@ -13,7 +13,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from searchveil.cli import build_app
+from searchveil.cli import COMMANDS as REGISTRY
+from searchveil.cli import build_app, listing_app
 
 MAX_SHORT_HELP = 80
 WIDTH = 120  # wide enough for the longest command name plus an 80-character help line
@@ -94,3 +95,24 @@ def test_app_help_is_one_line() -> None:
     assert app.help is not None
     first = inspect.cleandoc(app.help).split("\n\n")[0]
     assert "\n" not in first and len(first) <= MAX_SHORT_HELP
+
+
+def test_the_registry_lists_what_the_modules_register() -> None:
+    """``searchveil --help`` is answered from ``cli.COMMANDS`` without importing a command
+    module: the table must name every top-level command, its module, its help line and its
+    kind as the modules register them (edit the table with the command)."""
+    root = GROUPS[()]
+    assert list(REGISTRY) == list(root.commands)
+    for name, entry in REGISTRY.items():
+        alone: Any = typer.main.get_command(build_app([entry.module]))
+        cmd = alone.commands[name]
+        assert entry.help == _short_help(cmd), name
+        assert entry.group == hasattr(cmd, "commands") and entry.hidden == cmd.hidden, name
+
+
+@pytest.mark.parametrize("argv", [["--help"], [], ["no-such-command"], ["relase"]])
+def test_the_registry_help_screen_is_the_full_one(argv: list[str]) -> None:
+    env = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH)}
+    full = CliRunner().invoke(build_app(), argv, env=env)
+    listed = CliRunner().invoke(listing_app(), argv, env=env)
+    assert (listed.exit_code, listed.output) == (full.exit_code, full.output)

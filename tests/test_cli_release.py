@@ -105,9 +105,15 @@ def test_existing_output_refused(tmp_path: Path, aol_215_path: Path) -> None:
     args = ["release", "kanon", aol_215_path, "--out", out, "--k", "3", "--seed", "1"]
     r = _run(args)
     assert r.exit_code == 2 and (out / "keep.txt").exists()
+    # issue 30: --overwrite replaces only a complete searchveil release, never keep.txt
+    r = _run([*args, "--overwrite", "--json"])
+    assert r.exit_code == 2 and "complete searchveil release" in r.output
+    assert (out / "keep.txt").read_text() == "x"
+    (out / "keep.txt").unlink()
+    assert _run([*args, "--json"]).exit_code == 0  # an empty directory is used as it is
     r = _run([*args, "--overwrite", "--json"])
     assert r.exit_code == 0, r.output
-    assert not (out / "keep.txt").exists() and (out / "log.tsv").exists()
+    assert (out / "log.tsv").exists()
 
 
 def test_zealous_cli(tmp_path: Path, aol_215_path: Path) -> None:
@@ -250,7 +256,7 @@ def test_cli_ledger_equals_python_api_ledger(tmp_path: Path, aol_215_path: Path,
         threshold_rule="paper",
     )  # fmt: skip
     rel = release_korolova(
-        read_log(aol_215_path), params, rng=make_rng(7), budget=(4.0, 1e-4),
+        read_log(aol_215_path), params, rng=make_rng(7),
         serp=load_serp(serp) if urls == "serp" else None,
     )  # fmt: skip
     write_release(rel, tmp_path / "api")
@@ -281,7 +287,7 @@ def test_cli_ledger_equals_python_api_ledger_zealous(tmp_path: Path, aol_215_pat
     params = ZealousParams.from_budget(
         epsilon=2.0, delta=1e-4, m=2, item_type="queries", guarantee="probabilistic", users=1000
     )
-    rel = release_zealous(read_log(aol_215_path), params, rng=make_rng(5), budget=(2.0, 1e-4))
+    rel = release_zealous(read_log(aol_215_path), params, rng=make_rng(5))
     write_release(rel, tmp_path / "api")
     assert _without_time(read_ledger(out)) == _without_time(read_ledger(tmp_path / "api"))
 

@@ -258,8 +258,8 @@ def test_engine_auto_same_tables_as_memory(tmp_path: Path, args: list[object]) -
                   "--engine", eng, "--json"])  # fmt: skip
         assert r.exit_code == 0, r.output
         outs[eng] = json.loads(r.stdout)
-    assert outs["auto"]["report"]["engine"]["engine"] == "polars"
-    assert "engine" not in outs["memory"]["report"]
+    assert outs["auto"]["private"]["report"]["engine"]["engine"] == "polars"
+    assert "engine" not in outs["memory"]["private"]["report"]
     files = sorted(p.name for p in (tmp_path / "memory").iterdir() if p.suffix == ".tsv")
     assert files
     for f in files:
@@ -280,4 +280,4 @@ def test_engine_auto_falls_back_to_memory(tmp_path: Path) -> None:
               "--epsilon", 2.3, "--delta", 1e-4, "--max-queries", 1, "--urls", "none",
               "--seed", 1, "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert "engine" not in json.loads(r.stdout)["report"]
+    assert "engine" not in json.loads(r.stdout)["private"]["report"]

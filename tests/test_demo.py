@@ -53,6 +53,7 @@ def _check_run(res: dict, out: Path, single: set[str]) -> None:
         assert not set(published.get_column("query").to_list()) & single
 
 
+@pytest.mark.slow
 def test_demo_dcurve_and_no_single_user_query(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     # δ is solved from U·d (issue 21): ≤ 0.01 single-user queries published in expectation
@@ -122,6 +123,7 @@ def test_demo_full_size(tmp_path: Path) -> None:
     assert res["dcurve"]["best"]["gaussian"]["volume_pct"] >= 15.0
 
 
+@pytest.mark.slow
 def test_demo_secure_by_default_and_refuses_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     r = _run(["demo", "--out", out, "--synthetic-users", 0, "--json"])
@@ -182,6 +184,7 @@ def test_demo_report_renders(tmp_path: Path) -> None:
 READERS = Path(__file__).resolve().parent / "data" / "readers"
 
 
+@pytest.mark.slow
 def test_demo_runs_on_a_user_log_with_the_shared_reader_options(tmp_path: Path) -> None:
     """Issue 12: `demo` takes a log and the same reader options as every command; the ledger
     records them and the printed equivalent release command reads the log the same way."""
@@ -236,6 +239,7 @@ def test_demo_headerless_positional_columns_and_bad_options(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
+@pytest.mark.slow
 def test_demo_selection_korolova_keeps_the_thesis_path(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     r = _run(["demo", "--out", out, "--synthetic-users", 2000, "--seed", 4, "--json",

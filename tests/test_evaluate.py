@@ -41,6 +41,7 @@ from searchveil.evaluate.substitution import (
     precision_recall,
 )
 from searchveil.io.ledger import ReleaseWriter, build_ledger
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.model import SearchLog
 
 
@@ -334,9 +335,7 @@ def _release(path: Path, tables: dict[str, pl.DataFrame], **params: object) -> P
             build_ledger(
                 mechanism=str(params.pop("mechanism", "test")),
                 notion="(ε, δ)-differential privacy",
-                neighbouring="add/remove one user's entire history",
-                epsilon=1.0,
-                delta=1e-5,
+                cost=PrivacyCost.of(Relation.USER, 1.0, 1e-5),
                 parameters=dict(params),
                 rng=None,
             )

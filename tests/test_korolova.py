@@ -12,6 +12,7 @@ import pytest
 
 from searchveil.errors import BudgetExceededError, InputFormatError, InvalidParameterError
 from searchveil.io.ledger import read_ledger, read_provenance
+from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import exact_threshold_privacy
 from searchveil.model import SearchLog, items
@@ -245,9 +246,9 @@ def test_invalid_parameters() -> None:
 
 
 def test_budget_is_checked_before_running(aol_215: SearchLog) -> None:
-    p = KorolovaParams(d=5, K=5, b=1.0, b_q=1.0)
+    p = KorolovaParams(d=5, K=5, b=1.0, b_q=1.0, budget=Budget(1.0, 1e-5))
     with pytest.raises(BudgetExceededError):
-        release_korolova(aol_215, p, rng=make_rng(1), budget=(1.0, 1e-5))
+        release_korolova(aol_215, p, rng=make_rng(1))
 
 
 def test_random_bounding_is_seeded_and_differs(aol_215: SearchLog) -> None:

@@ -24,6 +24,7 @@ from searchveil.io.ledger import (
     read_provenance,
     write_json_atomic,
 )
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.rng import SecureRandom, SeededRandom
 
 
@@ -31,9 +32,7 @@ def ledger(rng) -> dict:
     return build_ledger(
         mechanism="test",
         notion="(ε,δ)-DP",
-        epsilon=1.0,
-        delta=1e-6,
-        neighbouring="add/remove one user's history",
+        cost=PrivacyCost.of(Relation.USER, 1.0, 1e-6),
         parameters={"d": 3, "K": float("inf")},
         public_inputs=[{"role": "serp", "file": "serp.tsv", "sha256": "0" * 64}],
         rng=rng,
@@ -73,6 +72,14 @@ def test_existing_output(tmp_path: Path) -> None:
     (out / "keep.txt").write_text("x")
     with pytest.raises(OutputExistsError):
         ReleaseWriter(out)
+    # issue 30: --overwrite replaces only a complete searchveil release, never a directory
+    # holding something else
+    with pytest.raises(OutputExistsError, match="complete searchveil release"):
+        ReleaseWriter(out, overwrite=True)
+    assert (out / "keep.txt").read_text() == "x"
+    (out / "keep.txt").unlink()
+    with ReleaseWriter(out, overwrite=True) as w:
+        w.write_ledger(ledger(SecureRandom()))
     with ReleaseWriter(out, overwrite=True) as w:
         w.write_ledger(ledger(SecureRandom()))
     assert sorted(p.name for p in out.iterdir()) == ["ledger.json"]
@@ -95,9 +102,7 @@ def _led(**kw):
     base = dict(
         mechanism="t",
         notion="n",
-        neighbouring="add/remove one user",
-        epsilon=1.0,
-        delta=1e-9,
+        cost=PrivacyCost.of(Relation.USER, 1.0, 1e-9),
         parameters={"d": 1},
         rng=SeededRandom(1),
     )
@@ -132,7 +137,9 @@ def test_public_ledger_accepts_public_subtrees() -> None:
         extra={"accounting": "exact"},
     )
     assert led["declared"] == {"max_users": 700000}
-    assert led["neighbouring"] == "add/remove one user"
+    assert led["neighbouring"] == "add/remove one user's entire history"
+    assert led["relation"] == "user"
+    assert led["split"] == {"release": {"epsilon": 1.0, "delta": 1e-9}}
     assert "inputs" not in led
 
 

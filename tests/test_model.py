@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from searchveil.errors import InvalidParameterError
-from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items, query_events
+from searchveil.model import (
+    PAIR_SEP,
+    SearchLog,
+    add_sessions,
+    click_histogram,
+    items,
+    query_events,
+)
 
 
 def small_log() -> SearchLog:
@@ -84,3 +93,49 @@ def test_click_histogram_matches_counts(aol_top1000) -> None:
     assert shared == 7_219
     blocks = h.user_blocks(3)
     assert sum(b.shape[1] for b in blocks) == h.n_users
+
+
+def _sessions_by_windows(df: pl.DataFrame, gap_minutes: float) -> pl.DataFrame:
+    """The definition, with windows over each user (add_sessions computes it from runs)."""
+    df = df.sort(["user", "row"], maintain_order=True)
+    if "_session_raw" in df.columns:
+        raw = pl.col("_session_raw")
+        new = (raw != raw.shift(1).over("user")).fill_null(True)
+        within = new.cast(pl.Int64).cum_sum().over("user") - 1
+        return df.with_columns(session=within).drop("_session_raw")
+    t = pl.col("time")
+    prev = t.shift(1).over("user")
+    new = prev.is_null() | t.is_null() | ((t - prev) > pl.duration(minutes=gap_minutes))
+    if df.get_column("time").null_count() == df.height:
+        new = pl.col("row") == pl.col("row").min().over("user")
+    return df.with_columns(session=new.cast(pl.Int64).cum_sum().over("user") - 1)
+
+
+ROWS = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(0, 4)),  # user (null users form one group)
+        st.one_of(st.none(), st.integers(0, 120)),  # minutes (null: unknown time)
+        st.one_of(st.none(), st.integers(0, 2)),  # the input's session id
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS, raw=st.booleans(), no_times=st.booleans(), seed=st.integers(0, 2**16))
+def test_sessions_equal_the_window_definition(rows, raw, no_times, seed) -> None:
+    order = np.random.default_rng(seed).permutation(len(rows))
+    t0 = datetime(2006, 3, 1)
+    df = pl.DataFrame(
+        {
+            "user": pl.Series([r[0] for r in rows], dtype=pl.Int64),
+            "row": pl.Series(order, dtype=pl.UInt64),
+            "time": pl.Series(
+                [None if no_times or r[1] is None else t0 + timedelta(minutes=r[1]) for r in rows],
+                dtype=pl.Datetime("us"),
+            ),
+        }
+    )
+    if raw:
+        df = df.with_columns(_session_raw=pl.Series([r[2] for r in rows], dtype=pl.Int64))
+    assert add_sessions(df, gap_minutes=30).equals(_sessions_by_windows(df, 30))

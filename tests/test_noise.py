@@ -71,6 +71,7 @@ def test_a_wrong_pmf_is_rejected() -> None:
     assert chi2_pvalue(x, DiscreteLaplace(scale=3.3).pmf, -18, 18) < ALPHA
 
 
+@pytest.mark.slow
 def test_same_distribution_as_opendp() -> None:
     """Two-sample χ² of our sampler against OpenDP's vetted discrete Laplace."""
     dp = pytest.importorskip("opendp.prelude")

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from searchveil import KorolovaParams, ZealousParams, make_rng, read_log
+from searchveil.bounding import NotContiguous
 from searchveil.engines import ordered, sources
-from searchveil.engines.ordered import NotGrouped, ordered_counts
+from searchveil.engines.ordered import ordered_counts
 from searchveil.errors import InputFormatError
 from searchveil.release.korolova import korolova_counts, release_korolova
 from searchveil.release.run import run_release
@@ -119,6 +120,7 @@ def test_ordered_pass_on_parquet_batches(
             assert _same_counts(table, counts[name]), (algo, params, name)
 
 
+@pytest.mark.slow
 def test_real_logs_in_small_chunks(aol_215_path: Path, aol_top1000_path: Path, monkeypatch):
     monkeypatch.setattr(sources, "BLOCK_BYTES", 1 << 18)  # ~60 chunks of the top-1000 log
     for path in (aol_215_path, aol_top1000_path):
@@ -130,11 +132,11 @@ def test_interleaved_users_are_detected_and_fall_back(tmp_path: Path) -> None:
     _write(path, [[("a", TIMES[0], "")], [("b", TIMES[0], "")], [("c", TIMES[1], "")]],
            ["1", "2", "1"])  # fmt: skip
     _, params = PARAMS[0]
-    with pytest.raises(NotGrouped):
+    with pytest.raises(NotContiguous):
         ordered_counts(path, params.bounding_plan(), normalize=True)
     rel = run_release("polars", "korolova", path, params, rng=make_rng(5))
     mem = release_korolova(read_log(path), params, rng=make_rng(5))
-    assert rel.report["engine_plan"].startswith("hash")
+    assert rel.report["engine_plan"].startswith("sorted")
     assert rel.tables["queries"].equals(mem.tables["queries"])
     assert rel.report["query_events_after_bounding"] == mem.report["query_events_after_bounding"]
 

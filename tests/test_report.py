@@ -15,6 +15,7 @@ from searchveil.cli import app
 from searchveil.evaluate import SCHEMA
 from searchveil.evaluate._release import original_histograms
 from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.report.comparison import comparison_report
 from searchveil.report.evaluation import evaluation_report
 from searchveil.report.reproduction import reproduction_report
@@ -70,9 +71,7 @@ def release_dir(aol_215, tmp_path_factory) -> Path:
             build_ledger(
                 mechanism="korolova-release-data",
                 notion="(ε, δ)-differential privacy",
-                neighbouring="add/remove one user's entire history",
-                epsilon=2.302585,
-                delta=1e-5,
+                cost=PrivacyCost.of(Relation.USER, 2.302585, 1e-5),
                 parameters={"d": 21},
                 rng=None,
             )
@@ -105,7 +104,7 @@ def _assert_self_contained(text: str) -> None:
 
 def test_evaluate_json_keys_stable(evaluated) -> None:
     res, _ = evaluated
-    assert set(res) == TOP_KEYS | {"report", "provenance"}
+    assert set(res) == TOP_KEYS | {"report", "provenance", "private"}  # issue 30: labelled
     assert res["schema"] == SCHEMA
     # the release's private record was found beside it; the original is the input it names
     assert res["provenance"]["original_matches_input"] is True
@@ -307,9 +306,7 @@ def test_empty_release_renders_without_warnings(aol_215, tmp_path) -> None:
             build_ledger(
                 mechanism="korolova-release-data",
                 notion="DP",
-                neighbouring="add/remove one user's entire history",
-                epsilon=1.0,
-                delta=1e-6,
+                cost=PrivacyCost.of(Relation.USER, 1.0, 1e-6),
                 parameters={},
                 rng=None,
             )  # fmt: skip

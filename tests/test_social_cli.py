@@ -101,11 +101,15 @@ def test_recommend_writes_release_and_ledger(small_graph, tmp_path, mechanism):
     )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["targets"] == d["graph"]["nodes"] == d["universe"]["nodes"]
+    assert d["targets"] == d["private"]["graph"]["nodes"] == d["universe"]["nodes"]
     rows = (out / "recommendations.tsv").read_text().splitlines()
     assert rows[0] == "target\trecommended"
     led = json.loads((out / "ledger.json").read_text())
-    assert led["epsilon"] <= 1.0 and led["seeded"] is True and led["for_release"] is False
+    # ε per target ≤ 1; the release's ε (edges incident to no target) composes the targets'
+    each = led["events"][0]["epsilon_each"]
+    assert each <= 1.0 and led["seeded"] is True and led["for_release"] is False
+    assert led["relation"] == "edge-outside-targets"
+    assert led["epsilon"] == pytest.approx(each * d["targets"])
     assert led["parameters"]["l1_sensitivity"] == pytest.approx(1 + 0.05 * 57)
     # public: the node universe (its size and the hash of its ids), never the graph's hash or
     # edge count, which are in the private provenance record beside the release
@@ -113,7 +117,7 @@ def test_recommend_writes_release_and_ledger(small_graph, tmp_path, mechanism):
     assert uni["role"] == "node universe" and uni["nodes"] == d["universe"]["nodes"]
     prov = json.loads((tmp_path / f"rec-{mechanism}.private.json").read_text())
     assert prov["inputs"][0]["sha256"] not in (out / "ledger.json").read_text()
-    assert prov["inputs"][0]["edges"] == d["graph"]["edges"]
+    assert prov["inputs"][0]["edges"] == d["private"]["graph"]["edges"]
     assert "edges" not in json.dumps(led["parameters"])
     # a recommendation is never the target itself nor one of its neighbours
     edges = {
@@ -184,8 +188,8 @@ def test_reproduce_small_graph(small_graph, tmp_path):
     )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert {"nodes", "edges", "max_degree"} <= d.keys()
-    assert d["nodes"] == 40 and len(d["runs"]) == 4
+    assert {"nodes", "edges", "max_degree"} <= d["private"].keys()
+    assert d["private"]["nodes"] == 40 and len(d["runs"]) == 4
     html = report.read_text()
     assert html.count("<img") >= 3 and "Corollary 1" in html
     led = json.loads((tmp_path / "social.html.ledger.json").read_text())

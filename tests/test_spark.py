@@ -16,7 +16,9 @@ from searchveil.cli import app
 from searchveil.release import release_kanon, release_korolova, release_zealous
 from searchveil.release.run import run_release
 
-pytestmark = pytest.mark.spark
+# the full tier: a JVM and a SparkSession per process (tests/test_spark_smoke.py is the
+# default tier's one Spark test)
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 FN = {"korolova": release_korolova, "zealous": release_zealous, "kanon": release_kanon}
 
 
@@ -66,15 +68,15 @@ FIGURES = {
 
 
 @pytest.mark.parametrize("case", [i for i, (a, _) in enumerate(CASES) if a != "kanon"])
-def test_spark_window_plan_figures(case: int, spark_master: str, aol_215_path: Path,
+def test_spark_plan_figures(case: int, spark_master: str, aol_215_path: Path,
                                    aol_top1000_path: Path) -> None:  # fmt: skip
-    """The counts come from the Spark window plan, with the in-memory release's figures."""
+    """The counts come from the Spark kernel plan, with the in-memory release's figures."""
     algo, params = CASES[case]
     for path in (aol_215_path, aol_top1000_path):
         mem = FN[algo](read_log(path), params, rng=make_rng(7))
         sp = run_release("spark", algo, path, params, rng=make_rng(7), spark_master=spark_master)
-        # sorted by user: the ordered pass (tests/test_spark_ordered.py); else the window plan
-        assert sp.report["engine_plan"] in ("spark ordered pass", "spark window plan")
+        # sorted by user: the ordered pass (tests/test_spark_ordered.py); else the shuffle plan
+        assert sp.report["engine_plan"] in ("spark ordered pass", "spark shuffled by user")
         for key in FIGURES[algo]:
             assert (key in sp.report) == (key in mem.report), (key, path.name)
             assert sp.report.get(key) == mem.report.get(key), (key, path.name)
@@ -82,7 +84,7 @@ def test_spark_window_plan_figures(case: int, spark_master: str, aol_215_path: P
         assert sp.inputs[0]["sha256"] == mem.inputs[0]["sha256"]
 
 
-def test_spark_window_plan_distinct_korolova(spark_master: str, aol_215_path: Path) -> None:
+def test_spark_distinct_korolova(spark_master: str, aol_215_path: Path) -> None:
     """Korolova with distinct queries per user (each user's first d distinct queries)."""
     from searchveil import KorolovaParams
 
@@ -90,7 +92,7 @@ def test_spark_window_plan_distinct_korolova(spark_master: str, aol_215_path: Pa
     mem = release_korolova(read_log(aol_215_path), params, rng=make_rng(3))
     sp = run_release("spark", "korolova", aol_215_path, params, rng=make_rng(3),
                      spark_master=spark_master)  # fmt: skip
-    assert sp.report["engine_plan"] in ("spark ordered pass", "spark window plan")
+    assert sp.report["engine_plan"] in ("spark ordered pass", "spark shuffled by user")
     assert same_tables(mem, sp) == []
     for key in FIGURES["korolova"]:
         assert sp.report.get(key) == mem.report.get(key), key
@@ -155,15 +157,16 @@ def _bounded_params() -> list[tuple[str, object]]:
 @pytest.mark.parametrize("normalize", [True, False])
 def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, aol_215_path: Path,
                                            normalize: bool) -> None:  # fmt: skip
-    """The window plan's counts and figures equal the in-memory bounding's, table by table."""
-    from searchveil.engines.rows import NO_RNG
+    """The shuffle plan's counts and figures (interleaved users: each user's rows moved to one
+    partition) equal the in-memory bounding's, table by table."""
+    from searchveil.engines.contract import NO_RNG
     from searchveil.engines.spark import SparkEngine
     from searchveil.release.korolova import korolova_counts
     from searchveil.release.zealous import zealous_counts
 
     tricky = tmp_path / "tricky.tsv"
     tricky.write_text(TRICKY)
-    engine = SparkEngine(master=spark_master, normalize=normalize, plan="window")
+    engine = SparkEngine(master=spark_master, normalize=normalize, plan="shuffle")
     keys = {"queries": ["query"], "clicks": ["query", "url"]}
     for path in (tricky, aol_215_path):
         log = read_log(path, normalize=normalize)
@@ -171,7 +174,7 @@ def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, ao
             fn = korolova_counts if algo == "korolova" else zealous_counts
             mem = fn(log, params, rng=NO_RNG)
             sp = engine.bounded_counts(path, params.bounding_plan())
-            assert sp.plan == "spark window plan"
+            assert sp.plan == "spark shuffled by user"
             assert sp.figures == mem.figures, (path.name, algo, params)
             # every input record says how the hash was taken (--fingerprint; memory: full)
             assert sp.input["fingerprint"] == mem.input["fingerprint"] == "full"
@@ -185,7 +188,7 @@ def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, ao
 @pytest.mark.parametrize("strategy", ["mad2r", "mad", "dp-sips", "policy-gaussian"])
 def test_spark_selection_equals_memory_and_polars(strategy: str, spark_master: str,
                                                   aol_top1000_path: Path) -> None:  # fmt: skip
-    """``release korolova --selection`` (issue 24): the users' first items from Spark's pool
+    """``release korolova --selection`` (issue 24): the users' first items from Spark's kernel
     plan, the Polars ordered pass and memory give the same query and click tables under a
     seed."""
     from searchveil.release.run import run_select
@@ -200,6 +203,6 @@ def test_spark_selection_equals_memory_and_polars(strategy: str, spark_master: s
         assert mem.tables[name].height > 0
         assert mem.tables[name].equals(spk.tables[name]), (strategy, name)
         assert pol.tables[name].equals(spk.tables[name]), (strategy, name)
-    assert spk.report["engine_plan"] == "spark pool plan"
+    assert spk.report["engine_plan"] == "spark ordered pass"
     assert spk.report["users"] == mem.report["users"] == pol.report["users"]
     assert spk.report["query_events"] == mem.report["query_events"] == pol.report["query_events"]

@@ -1,11 +1,12 @@
-"""Spark's ordered pass (issue 17): per-partition bounding of user-sorted input, the boundary
-users stitched on the driver, the window plan when users are not contiguous.
+"""Spark's ordered pass (issue 17): the bounding kernel on every partition of user-sorted
+input, the partitions joined on the driver, the rows shuffled by user when users are not
+contiguous.
 
-The partition logic (:class:`PartitionPass`) and the stitching (:func:`stitch`) are plain
-Polars/Arrow: the first tests run them on hand-cut partitions without Spark (every cut of a
-tricky log, empty partitions, one row per partition, chunks of two rows), the aggregation done
-as Spark does it. The Spark tests (marked) cut real partitions from Parquet files with tiny row
-groups and from text files, and run the CLI under ``spark-submit``.
+The partition function (:func:`partition_rows`) and the driver's join (:func:`join_partitions`)
+are plain Polars/Arrow: the first tests run them on hand-cut partitions without Spark (every
+cut of a tricky log, empty partitions, one row per partition, chunks of two rows), the
+aggregation done as Spark does it. The Spark tests (marked) cut real partitions from Parquet
+files with tiny row groups and from text files, and run the CLI under ``spark-submit``.
 """
 
 from __future__ import annotations
@@ -24,9 +25,15 @@ import pytest
 
 from _engine_cases import CASES
 from searchveil import KorolovaParams, ZealousParams, read_log
+from searchveil.bounding import NotContiguous
 from searchveil.engines import spark_ordered
-from searchveil.engines.rows import NO_RNG
-from searchveil.engines.spark_ordered import GROUP_KEYS, NotContiguous, PartitionPass, stitch
+from searchveil.engines.contract import NO_RNG
+from searchveil.engines.spark_ordered import (
+    GROUP_KEYS,
+    PartitionInput,
+    join_partitions,
+    partition_rows,
+)
 from searchveil.release.korolova import korolova_counts
 from searchveil.release.zealous import zealous_counts
 
@@ -82,35 +89,29 @@ def _params() -> list[tuple[str, Any]]:
 
 
 def _columns(path: Path) -> pl.DataFrame:
-    """The columns Spark hands the pass for a text file (ids stripped, URLs '' → null)."""
+    """The columns Spark hands the partitions for a text file (every field as text)."""
     df = pl.read_csv(path, separator="\t", quote_char=None, infer_schema=False)
-    url = pl.col("ClickURL").str.strip_chars()
-    return df.select(
-        u=pl.col("AnonID").str.strip_chars(),
-        q=pl.col("Query").fill_null(""),
-        t=pl.col("QueryTime"),
-        url=pl.when(url == "").then(None).otherwise(url),
-    )
+    return df.select("AnonID", "Query", "QueryTime", "ClickURL")
 
 
 def _simulate(df: pl.DataFrame, cuts: list[int], params: Any, normalize: bool) -> Any:
-    """The ordered pass over the partitions ``df[cuts[i]:cuts[i+1]]``, aggregated as on Spark."""
+    """The kernel over the partitions ``df[cuts[i]:cuts[i+1]]``, aggregated as on Spark."""
     bp = params.bounding_plan()
-    with_url = bp.with_url
-    cols = ["u", "q", "t"] + (["url"] if with_url else [])
+    spec = bp.kernel_spec(normalize=normalize)
+    how = PartitionInput(bp, spec, user_numeric=False, with_url=bp.with_url, parquet=False)
     bounds = [0, *cuts, df.height]
     outs = []
     for i, (a, b) in enumerate(itertools.pairwise(bounds)):
-        part = df.slice(a, b - a).select(cols).to_arrow().cast(
-            pa.schema([(c, pa.string()) for c in cols])
+        part = df.slice(a, b - a).to_arrow().cast(
+            pa.schema([(c, pa.string()) for c in df.columns])
         )  # fmt: skip
-        outs += PartitionPass(bp, normalize, i, with_url).run(iter(part.to_batches()))
+        outs += partition_rows(iter(part.to_batches()), how, i)
     out = pl.DataFrame(
         pl.from_arrow(pa.Table.from_batches(outs, schema=spark_ordered.OUTPUT_SCHEMA))
     )
     agg = out.group_by(GROUP_KEYS).agg(pl.col("n").sum())
     agg = agg.filter((pl.col("kind") != "u") | (pl.col("n") > 1))
-    return stitch(agg, bp, normalize=normalize)
+    return join_partitions(agg, bp, spec, pl.String)
 
 
 def _check(path: Path, cut_sets: list[list[int]], normalize: bool) -> int:
@@ -133,7 +134,7 @@ def _check(path: Path, cut_sets: list[list[int]], normalize: bool) -> int:
     return n
 
 
-@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("normalize", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_partition_pass_equals_memory_every_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, normalize: bool
 ) -> None:
@@ -201,11 +202,21 @@ def small_splits() -> Any:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
-                                          aol_215_path: Path) -> None:  # fmt: skip
+@pytest.mark.parametrize("scan", ["spark", "auto"])
+def test_spark_ordered_pass_equals_memory(
+    tmp_path: Path,
+    small_splits: Any,
+    aol_215_path: Path,
+    scan: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The ordered pass on real Spark partitions: Parquet with 3-row row groups (text and
-    integer ids) and a text file, cut into ~1 KB splits; equal to the in-memory bounding."""
-    from searchveil.engines.spark import ORDERED_PLAN_NAME, SparkEngine
+    integer ids) and a text file, cut into ~1 KB splits (``scan="spark"``: Spark's reader) or
+    read by the executors in pieces of a few row groups (``"auto"``: a Parquet file, pieces of
+    ≥ 4 rows); equal to the in-memory bounding."""
+    from searchveil.engines.spark import ORDERED_PLAN_NAME, PIECES_PLAN_NAME, SparkEngine
+
+    monkeypatch.setattr(spark_ordered, "PIECE_ROWS", 4)
 
     sorted_tsv = tmp_path / "sorted.tsv"
     sorted_tsv.write_text(SORTED)
@@ -215,7 +226,7 @@ def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
         _tiny_parquet(sorted_tsv, tmp_path / "sorted-int.parquet", 2, user_int=True),
         _tiny_parquet(aol_215_path, tmp_path / "aol.parquet", 500, user_int=True),
     ]
-    engine = SparkEngine(master="local[2]", plan="ordered")
+    engine = SparkEngine(master="local[2]", plan="ordered", scan=scan)
     parts = small_splits.read.parquet(str(files[1])).rdd.getNumPartitions()
     assert parts >= 5  # the boundaries really occur
     every = [c for c in _params() if getattr(c[1], "d", getattr(c[1], "m", 0)) in (1, 3, 5)]
@@ -230,7 +241,8 @@ def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
             fn = korolova_counts if algo == "korolova" else zealous_counts
             mem = fn(log, params, rng=NO_RNG)
             sp = engine.bounded_counts(path, params.bounding_plan())
-            assert sp.plan == ORDERED_PLAN_NAME
+            direct = scan == "auto" and path.suffix == ".parquet"
+            assert sp.plan == (PIECES_PLAN_NAME if direct else ORDERED_PLAN_NAME)
             assert sp.figures == mem.figures, (path.name, algo, params)
             assert sp.input == mem.input, path.name
             assert set(sp.counts) == set(mem.counts)
@@ -241,15 +253,15 @@ def test_spark_ordered_pass_equals_memory(tmp_path: Path, small_splits: Any,
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_unsorted_falls_back_to_window_plan(tmp_path: Path, small_splits: Any) -> None:
-    from searchveil.engines.spark import PLAN_NAME, SparkEngine
+def test_spark_unsorted_is_shuffled_by_user(tmp_path: Path, small_splits: Any) -> None:
+    from searchveil.engines.spark import SHUFFLE_PLAN_NAME, SparkEngine
     from searchveil.errors import InvalidParameterError
 
     path = _tiny_parquet_text(tmp_path, UNSORTED)
     params = KorolovaParams(d=2, K=2, b=0.5, b_q=1.0, url_selection="none")
     mem = korolova_counts(read_log(path), params, rng=NO_RNG)
     sp = SparkEngine(master="local[2]").bounded_counts(path, params.bounding_plan())
-    assert sp.plan == PLAN_NAME
+    assert sp.plan == SHUFFLE_PLAN_NAME
     assert sp.figures == mem.figures
     assert sp.table("queries", ["query"]).equals(mem.table("queries", ["query"]))
     with pytest.raises(InvalidParameterError, match="not contiguous"):

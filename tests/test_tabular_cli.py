@@ -146,7 +146,7 @@ def test_side_table_release_has_theta0_rows(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
-    assert res["summary"]["released"] > 0
+    assert res["private"]["summary"]["released"] > 0
     assert check_theta0(DATA / "adult.csv", DATA, out, 0.05) > 0
     led = json.loads((out / "ledger.json").read_text())
     assert led["public_inputs"][-1]["role"].startswith("public side table")
@@ -180,11 +180,11 @@ def test_other_models(tmp_path: Path, model: str, extra: list[str]) -> None:
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
     tab = pl.read_csv(out / "table.tsv", separator="\t", infer_schema_length=0)
-    assert tab.height == res["summary"]["released"]
+    assert tab.height == res["private"]["summary"]["released"]
     if model == "kanon":
         counts = tab.group_by(tab.columns).len()
         assert counts.get_column("len").min() >= 5
-        assert res["summary"]["suppressed"] <= 30
+        assert res["private"]["summary"]["suppressed"] <= 30
     if model == "aggregate":
         assert tab.height == 300
 

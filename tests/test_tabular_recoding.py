@@ -210,7 +210,7 @@ def test_dp_defaults_release_on_the_slice(tmp_path: Path) -> None:
     assert set(led["noisy"]) >= {"n_hat", "level", "released"}
     prov = json.loads((tmp_path / "rel.private.json").read_text())
     assert list(prov)[0] == "PRIVATE" and prov["inputs"][0]["rows"] == 300
-    assert res["summary"]["released"] == led["outputs"]["table"]["rows"]
+    assert res["private"]["summary"]["released"] == led["outputs"]["table"]["rows"]
     assert_only_public_files(out, ["table.tsv"])
     assert_no_private_traces(out, [DATA / "adult.csv"], exact={"rows": 300, "records": 300})
 

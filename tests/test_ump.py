@@ -73,6 +73,7 @@ def test_constraints_match_theorem_1_on_the_papers_example() -> None:
     assert (constraint_matrix(inp, parties=3) != constraint_matrix(inp)).nnz == 0
 
 
+@pytest.mark.slow
 def test_issue_measurement_reproduced_on_aol_top1000(aol_top1000) -> None:
     """Printed in the issue before any code existed: LP optimum 557.6, floor of the LP 182 (at
     ε = 0.693, δ = 0.5); our rounding must reach ≥ 1.8× the floor."""
@@ -182,6 +183,7 @@ def test_sampler_is_exactly_multinomial() -> None:
     assert obs[1] == 0 and stats.chi2.sf(chi, 2) > 1e-6
 
 
+@pytest.mark.slow
 def test_release_invariants_on_real_logs(aol_215, aol_top1000) -> None:
     for log, eps, delta in ((aol_215, math.log(2), 0.5), (aol_top1000, math.log(1.4), 0.1)):
         inp = preprocess(click_histogram(log))
@@ -289,7 +291,7 @@ def test_cli_sanitize(tmp_path: Path, aol_215_path: Path) -> None:
     led = json.loads((out / "ledger.json").read_text())
     assert set(led["outputs"]) == {"log", "counts"}
     assert led["outputs"]["log"]["columns"] == ["AnonID", "Query", "ClickURL", "Count"]
-    assert res["metrics"]["output_pairs"] == led["outputs"]["counts"]["rows"]
+    assert res["private"]["metrics"]["output_pairs"] == led["outputs"]["counts"]["rows"]
     for bad in (
         ["--epsilon", "0.7", "--delta", "0.5"],
         ["--objective", "size", "--delta", "0.5"],
@@ -344,5 +346,5 @@ def test_evaluate_reads_a_ump_release(tmp_path: Path, aol_215_path: Path) -> Non
     assert r.exit_code == 0, r.output
     ev = json.loads(r.stdout)["ump"]
     assert ev["applicable"] is True and ev["rows_not_in_input"] == 0
-    assert ev["output_size"] == san["metrics"]["output_size"]
-    assert ev["kl_divergence"] == pytest.approx(san["metrics"]["kl_divergence"])
+    assert ev["output_size"] == san["private"]["metrics"]["output_size"]
+    assert ev["kl_divergence"] == pytest.approx(san["private"]["metrics"]["kl_divergence"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import polars as pl
 import pytest
 
 from searchveil.errors import BudgetExceededError, InvalidParameterError
+from searchveil.mechanisms.accounting import Budget
 from searchveil.model import ITEM_KINDS, SearchLog, items
 from searchveil.release import ZealousParams, release_zealous, write_release
 from searchveil.release.zealous.accounting import (
@@ -134,9 +136,9 @@ def test_invalid_and_budget(aol_215: SearchLog) -> None:
     with pytest.raises(InvalidParameterError):
         ZealousParams(m=2, tau=1, lam=1.0, tau_prime=5, item_type="sessions",
                       guarantee="indistinguishability")  # fmt: skip
-    p = _loose("queries")
+    p = dataclasses.replace(_loose("queries"), budget=Budget(1.0, 1e-6))
     with pytest.raises(BudgetExceededError):
-        release_zealous(aol_215, p, rng=make_rng(1), budget=(1.0, 1e-6))
+        release_zealous(aol_215, p, rng=make_rng(1))
 
 
 def test_end_to_end_thresholds_match_analysis() -> None:

@@ -16,6 +16,7 @@ __all__ = [
     "InputFormatError",
     "BudgetExceededError",
     "OutputExistsError",
+    "OutputWriteError",
     "InternalError",
 ]
 
@@ -59,6 +60,16 @@ class BudgetExceededError(SearchveilError):
 
 class OutputExistsError(SearchveilError):
     """The output location already exists and overwriting was not asked for."""
+
+
+class OutputWriteError(SearchveilError):
+    """An output could not be written (disk full, read-only destination, permissions); nothing
+    partial was left behind."""
+
+    def __init__(self, path: str, cause: BaseException | str) -> None:
+        self.path = path
+        why = cause if isinstance(cause, str) else (getattr(cause, "strerror", None) or cause)
+        super().__init__(f"cannot write {path!r}: {why}; nothing was written")
 
 
 class InternalError(SearchveilError):

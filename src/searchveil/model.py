@@ -8,9 +8,9 @@ Decisions (documented in ``docs/model.md``):
   collapsed to one space, leading/trailing whitespace stripped. On by default; readers take
   ``normalize=False``. The ledger records which was used.
 * **Query event**: AOL writes one row per click, repeating user, query and time; a query event
-  is a maximal run of consecutive rows with the same (user, query, time). Rows with a null
-  time never merge with a neighbour unless their query repeats consecutively and time is null on
-  both (MSNBC visits: each visit is its own event; see ``query_events``).
+  is a maximal run of consecutive rows with the same (user, query, time). A row with a null
+  time never continues an event (MSNBC visits: each visit is its own event; see
+  :func:`same_event`).
 * **Session**: the input's SessionID column when present (the Gayo-Avello sample), else a new
   session starts when the gap to the user's previous row exceeds ``gap_minutes`` (30 by
   default, the usual AOL choice) or the time is unknown.
@@ -43,6 +43,7 @@ __all__ = [
     "normalize_query",
     "add_sessions",
     "query_events",
+    "same_event",
     "items",
     "click_histogram",
     "log_stats",
@@ -151,36 +152,52 @@ def normalize_query(expr: pl.Expr) -> pl.Expr:
 
 
 def add_sessions(df: pl.DataFrame, *, gap_minutes: float = 30.0) -> pl.DataFrame:
-    """Add ``session`` (Int64, 0-based within each user) and sort by (user, row)."""
+    """Add ``session`` (Int64, 0-based within each user) and sort by (user, row).
+
+    After the sort each user's rows are one run, so "the user's previous row" is the previous
+    row unless the run starts there, and a count within the user is a running count minus its
+    value where the run starts: the same result as windows ``over("user")``, without their
+    per-user cost (a log of 10^5 single-row users took seconds)."""
     df = df.sort(["user", "row"], maintain_order=True)
+    user = pl.col("user")
+    first = user.ne_missing(user.shift(1)) | (pl.int_range(pl.len()) == 0)  # a user's first row
     if "_session_raw" in df.columns:
         raw = pl.col("_session_raw")
-        new = (raw != raw.shift(1).over("user")).fill_null(True)
-        df = df.with_columns(session=(new.cast(pl.Int64).cum_sum().over("user") - 1)).drop(
-            "_session_raw"
-        )
-        return df
+        new = first | (raw != raw.shift(1)).fill_null(True)
+        return df.with_columns(session=_within_user(new, first)).drop("_session_raw")
     gap = pl.duration(seconds=int(gap_minutes * 60))
     t = pl.col("time")
-    prev = t.shift(1).over("user")
+    prev = pl.when(~first).then(t.shift(1))
     new = prev.is_null() | t.is_null() | ((t - prev) > gap)
     if df.get_column("time").null_count() == df.height:
-        new = pl.lit(False)
-        # no times at all: one session per user
-        first = pl.col("row") == pl.col("row").min().over("user")
-        new = first
-    return df.with_columns(session=(new.cast(pl.Int64).cum_sum().over("user") - 1))
+        new = first  # no times at all: one session per user
+    return df.with_columns(session=_within_user(new, first))
+
+
+def _within_user(new: pl.Expr, first: pl.Expr) -> pl.Expr:
+    """0-based running count of ``new`` within each user's run of rows (``first`` marks where
+    a run starts, and ``new`` holds there)."""
+    total = new.cast(pl.Int64).cum_sum()
+    before = pl.when(first).then(total - new.cast(pl.Int64)).forward_fill()
+    return total - before - 1
+
+
+def same_event(
+    user: pl.Expr, query: pl.Expr, time: pl.Expr, prev_user: pl.Expr, prev_query: pl.Expr,
+    prev_time: pl.Expr,
+) -> pl.Expr:  # fmt: skip
+    """Whether a row continues the previous row's query event: the same user, query and time
+    (a null time never continues one). The one definition of a query event, used by
+    :func:`query_events` and by the bounding kernel (:mod:`searchveil.bounding`)."""
+    return ((user == prev_user) & (time == prev_time) & (query == prev_query)).fill_null(False)
 
 
 def query_events(log: SearchLog) -> pl.DataFrame:
     """One row per query event: ``user, query, time, session, pos, clicks`` (``pos`` 0-based
     order within the user, ``clicks`` the number of non-null URLs of the event)."""
     df = log.df
-    same = (
-        (pl.col("user") == pl.col("user").shift(1))
-        & (pl.col("query") == pl.col("query").shift(1))
-        & (pl.col("time") == pl.col("time").shift(1))
-    ).fill_null(False)
+    u, q, t = pl.col("user"), pl.col("query"), pl.col("time")
+    same = same_event(u, q, t, u.shift(1), q.shift(1), t.shift(1))
     ev = df.with_columns(_ev=(~same).cast(pl.Int64).cum_sum())
     out = ev.group_by("_ev", maintain_order=True).agg(
         pl.col("user").first(),

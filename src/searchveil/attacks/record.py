@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.budget import NoGuarantee
 from searchveil.rng import RandomSource
 
 NOT_A_RELEASE = (
@@ -51,9 +52,7 @@ def run_record(
     return build_ledger(
         mechanism=f"attack-simulation:{command}",
         notion="none (attack simulation, not a differentially private release)",
-        neighbouring="none: nothing is released under a guarantee",
-        epsilon=None,
-        delta=None,
+        cost=NoGuarantee("nothing is released under a guarantee"),
         # "nodes" asked of a generated graph is a parameter, recorded under a name that is not
         # one of the ledger's private keys
         parameters={

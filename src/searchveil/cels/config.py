@@ -7,7 +7,8 @@ session token and the timeouts) and throw-away certificates for a local run
   A party accepts a peer only if the TLS handshake verifies against the CA *and* the peer's
   certificate is byte-for-byte the one listed for that party id in the configuration
   (certificate pinning): an unknown peer, even one signed by the same CA, is refused.
-  Both sides use ``CERT_REQUIRED``, TLS ≥ 1.2.
+  Both sides use ``CERT_REQUIRED``, TLS ≥ 1.2. The parties' private keys are written
+  owner-only (0600) in a 0700 directory.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import ipaddress
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,9 +106,18 @@ def load_config(path: Path) -> Config:
     )  # fmt: skip
 
 
+def _write_key(path: Path, data: bytes) -> None:
+    """A private key, owner-only (0600) from its first byte — also when it replaces a file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
 def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict[str, Any]:
-    """A throw-away CA and party certificates in ``directory``; returns the file names."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """A throw-away CA and party certificates in ``directory`` (created 0700); the private
+    keys are written owner-only (0600). Returns the file names."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "searchveil CELS test CA")])
@@ -146,12 +157,13 @@ def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict
             .sign(ca_key, hashes.SHA256())
         )
         (directory / f"p{i}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (directory / f"p{i}.key").write_bytes(
+        _write_key(
+            directory / f"p{i}.key",
             key.private_bytes(
                 serialization.Encoding.PEM,
                 serialization.PrivateFormat.PKCS8,
                 serialization.NoEncryption(),
-            )
+            ),
         )
         files["parties"][i] = {"cert": f"p{i}.pem", "key": f"p{i}.key"}
     return files

@@ -126,7 +126,8 @@ def predict_bytes(s: Sizes, key_bits: int) -> dict[str, int]:
     out["setup"] += r * (key_bits // 4 + 2 * key_bits // 4)
     # each party's hashed pairs travel r hops (the last as digests); sets to P1; universe back
     out["union"] = (
-        sum(r * (FRAME + _js({"hop": h})) for h in range(1, r + 1))
+        sum((r - 1) * (FRAME + _js({"pairs": k})) for k in s.pairs_per_party)  # announced
+        + sum(r * (FRAME + _js({"hop": h})) for h in range(1, r + 1))
         + own * (el * (r - 1) + dg)
         + (r - 1) * (FRAME + 2) + dg * (own - s.pairs_per_party[0])
         + (r - 1) * (FRAME + _js({"n": u}) + dg * u)
@@ -135,8 +136,8 @@ def predict_bytes(s: Sizes, key_bits: int) -> dict[str, int]:
         FRAME + _js({"n": u, "j": n}) + 16 * n
     )
     out["rows"] = sum(
-        (r - 1) * (FRAME + _js({"m": m, "n": n})) for m in s.rows_pruned
-    )  # each party to the r − 1 others
+        r * (FRAME + _js({"m": m, "n": n})) for m in s.rows_pruned
+    )  # each party to the r − 1 others and P0
     out["nlp"] = (
         sum(FRAME + _js({"l": ell, "m": m}) + 8 * ell * m for m in s.rows_pruned)
         + (r - 1) * (FRAME + _js({"n": n, "l": ell}) + c * (nz + nb))  # ring sum
@@ -150,12 +151,13 @@ def predict_bytes(s: Sizes, key_bits: int) -> dict[str, int]:
     drawn = min(n, s.records) if s.pairs_with_draws is None else s.pairs_with_draws
     out["sample"] = (r - 1) * (FRAME + _js({"k": r}) + 16 * drawn)
     chunks = max(1, math.ceil(s.record_bytes / RECORD_CHUNK))
-    e = s.records * chunks  # group elements of all records
+    e = s.records * chunks  # N: the record chunks of all parties; every list is padded to N
     text = s.records * (s.record_bytes + 1)
     out["output"] = (
-        r * (r - 1) * (FRAME + _js({"hop": 1})) + (r - 1) * el * e  # encryption hops
-        + (r - 1) * (FRAME + 2) + el * e * (r - 1) // r  # pools to P1
-        + (r - 1) * (FRAME + 2 + el * e)  # decryption chain
+        r * (FRAME + _js({"v": 2**63})) + r * (FRAME + _js({"total": e}))  # N, then to all
+        + r * (r - 1) * (FRAME + _js({"hop": 1})) + r * (r - 1) * el * e  # encryption hops
+        + (r - 1) * (FRAME + 2 + el * e)  # pools to P1
+        + (r - 1) * (FRAME + 2 + el * e * r)  # decryption chain
         + r * (FRAME + _js({"rows": s.records}) + text)
     )  # fmt: skip
     pub = {"party": r, "seeded": False, "time_utc": "2026-01-01T00:00:00Z"}
@@ -176,5 +178,7 @@ def predict_work(s: Sizes, key_bits: int) -> dict[str, float]:
         "paillier_obfuscators": (r * nz + nz + nb) / r,  # P1 also encrypts the ring sum
         "paillier_obfuscators_p1": 2 * nz + nb,
         "paillier_decrypt_p0": nz + nb,
-        "record_scalar_mults": 2 * s.records * math.ceil(s.record_bytes / RECORD_CHUNK),
+        # every party's list is padded to all parties' chunks: r lists of N, encrypted and
+        # decrypted by every party
+        "record_scalar_mults": 2 * r * s.records * math.ceil(s.record_bytes / RECORD_CHUNK),
     }

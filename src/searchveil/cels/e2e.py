@@ -42,6 +42,7 @@ from searchveil.cels.e2e_release import (
     decode_tables,
     encode_tables,
     joint_pair_counts,
+    tables_size_bound,
 )
 from searchveil.cels.output import OutputPhases
 from searchveil.cels.party import blob_to_ints, ints_to_blob
@@ -64,6 +65,7 @@ class E2EPhases(UnionPhases, OutputPhases):
         self.setup_params()
         if self.me == 0:
             self.phase("output")
+            self.allow_output(self.recv_padded_length())  # the union's padded length (issue 30)
             f = self.mesh.recv(self.r, "output")
             expect(f.body, {"rows": int}, self.r)
             published = _published_frame(self._records_from(f), self.r)
@@ -126,6 +128,7 @@ class E2EPhases(UnionPhases, OutputPhases):
             for j in self.data[1:]:
                 self.mesh.send(j, "e2e_pub", {"n": n, "k": int(pub.size)}, blob)
             return pub, noisy
+        self.mesh.allow("publish", 16 * n)  # at most n positions and n counts, 8 bytes each
         f = self.mesh.recv(1, "e2e_pub")
         expect(f.body, {"n": int, "k": int}, 1)
         k = f.body["k"]
@@ -195,6 +198,8 @@ class E2EPhases(UnionPhases, OutputPhases):
         return tables
 
     def receive_tables(self, published: pl.DataFrame) -> dict[str, pl.DataFrame]:
+        # the frame cap of P1's tables, from public values only (issue 30)
+        self.mesh.allow("profile", tables_size_bound(published, self.params.e2e().max_pairs))
         f = self.mesh.recv(1, "e2e_tables")
         expect(f.body, {"bytes": int}, 1)
         if f.body["bytes"] != len(f.blob):

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil.cels.params import NEIGHBOURING, CelsParams, Share
+from searchveil.cels.params import CelsParams, Share
 from searchveil.io.ledger import build_ledger, build_provenance
 from searchveil.io.readers import read_log
 from searchveil.model import ClickHistogram, InputInfo, SearchLog
@@ -168,9 +168,7 @@ def local_sanitize(
     ledger = build_ledger(
         mechanism="cels-local-sanitization",
         notion=NOTION,
-        neighbouring=NEIGHBOURING,
-        epsilon=params.epsilon,
-        delta=params.delta,
+        cost=params.cost(),
         parameters=params.to_dict() | {"parties": len(shares), "output_size": output_size},
         rng=rng,
         noisy={

@@ -16,11 +16,11 @@ import polars as pl
 
 from searchveil.cels import commutative as cm
 from searchveil.cels.e2e_release import e2e_public_ledger, encode_tables
+from searchveil.cels.frames import Frame
 from searchveil.cels.paillier import (
     key_strength,
 )
 from searchveil.cels.params import (
-    NEIGHBOURING,
     NOTION,
     RECORD_CHUNK,
     RECORD_ID_BYTES,
@@ -36,7 +36,6 @@ from searchveil.cels.party import (
 )
 from searchveil.cels.wire import VERSION as WIRE_VERSION
 from searchveil.cels.wire import (
-    Frame,
     ProtocolError,
     expect,
 )
@@ -115,12 +114,54 @@ class OutputPhases(PartyBase):
                 elems.append(cm.encode_chunk(rid + bytes([i, len(chunks), len(ch)]) + ch))
         return elems
 
+    def _padded_length(self, mine: int) -> int:
+        """N, the total number of record chunks of all parties: a masked ring sum (P1 adds a
+        uniform 64-bit mask, as in Algorithm 1, phase 2), which P1 then sends to every party.
+        N is a function of the joint output every party receives, so it reveals nothing
+        more; each party pads its list to N, so no list's length says how many rows its party
+        owns (issue 30). Sets the output phase's frame cap from N."""
+        mod = 1 << 64
+        if self.me == 1:
+            mask = int.from_bytes(os.urandom(8), "big")
+            self.mesh.send(self.succ(), "out_size", {"v": (mine + mask) % mod})
+            f = self.mesh.recv(self.pred(), "out_size")
+            expect(f.body, {"v": int}, f.peer)
+            total = (f.body["v"] - mask) % mod
+            for j in [0, *self.data[1:]]:
+                self.mesh.send(j, "out_len", {"total": total})
+        else:
+            f = self.mesh.recv(self.pred(), "out_size")
+            expect(f.body, {"v": int}, f.peer)
+            self.mesh.send(self.succ(), "out_size", {"v": (f.body["v"] + mine) % mod})
+            total = self.recv_padded_length()
+        if not mine <= total < 1 << 40:
+            raise ProtocolError(f"P1 announced {total} record chunks in all; I hold {mine}", peer=1)
+        self.allow_output(total)
+        return total
+
+    def recv_padded_length(self) -> int:
+        f = self.mesh.recv(1, "out_len")
+        expect(f.body, {"total": int}, 1)
+        return int(f.body["total"])
+
+    def allow_output(self, total: int) -> None:
+        """The output phase's frame cap: P1's pool holds r lists of ``total`` chunks; the
+        joint output's text is at most a chunk's bytes and a newline per chunk."""
+        self.mesh.allow("output", max(cm.ELEMENT_BYTES * self.r * total, 19 * total))
+
     def output_union(self, records: list[str], *, dedupe: bool = False) -> list[str]:
         """The joint list of every party's ``records`` (Algorithm 3 with shuffles), sorted;
         ``dedupe`` (the e2e mode's reveal, where parties holding the same published pair send
         the same record): P_r drops repeated records before it broadcasts the list."""
         key = cm.RecordKey.generate()
         elems = self._encode_records(records)
+        total = self._padded_length(len(elems))
+        # dummy chunks (a record's chunk count 0: dropped by P_r after the last decryption),
+        # encrypted and shuffled like the real ones
+        elems += [
+            cm.encode_chunk(os.urandom(RECORD_ID_BYTES) + bytes(3))
+            for _ in range(total - len(elems))
+        ]
 
         def enc_all(xs: list[bytes]) -> list[bytes]:
             self.check()
@@ -161,14 +202,20 @@ class OutputPhases(PartyBase):
         parts: dict[bytes, dict[int, bytes]] = {}
         totals: dict[bytes, int] = {}
         bad = ProtocolError("a decrypted record is malformed", peer=self.pred())
+        real = 0
         for y in cur:
             raw = _parse_chunk(y, bad)
             rid, i, tot, ln = raw[:8], raw[8], raw[9], raw[10]
+            if tot == 0:  # padding
+                continue
+            real += 1
             if ln > RECORD_CHUNK:
                 raise bad
             parts.setdefault(rid, {})[i] = raw[11 : 11 + ln]
             if totals.setdefault(rid, tot) != tot:
                 raise bad
+        if real != total or len(cur) != self.r * total:
+            raise ProtocolError("the output union lost or gained record chunks", peer=self.pred())
         out = []
         for rid, by_index in parts.items():
             if sorted(by_index) != list(range(totals[rid])):
@@ -260,9 +307,7 @@ def public_ledger(
     ledger = build_ledger(
         mechanism="cels",
         notion=NOTION,
-        neighbouring=NEIGHBOURING,
-        epsilon=params.epsilon,
-        delta=params.delta,
+        cost=params.cost(),
         parameters=params.to_dict() | {"parties": r},
         rng=None,
         noisy={

@@ -13,7 +13,8 @@ g^m = 1 + m·n (mod n²) needs no exponentiation. Decryption uses the CRT (mod p
   depend on m and is computed ahead (:mod:`searchveil.cels.precompute`, in worker processes):
   - without a fixed base, r = ρ^n with ρ uniform in Z*_n from the OS CSPRNG (``secrets``);
   - keys made by :func:`generate_keypair` carry the fixed base h_s = x^n mod n² (x uniform in
-    Z*_n, published with n, as in Damgård–Jurik–Nielsen, IJIS 2010, §4), and r = h_s^α with α
+    Z*_n, published with n, as in Damgård–Jurik–Nielsen, IJIS 2010, §4; whoever encrypts under
+    someone else's key draws its own, :meth:`PublicKey.with_own_base`), and r = h_s^α with α
     uniform below 2^(2|n|+128), by a fixed-base method (:class:`FixedBase`, ≈ 3.5× fewer
     multiplications than ρ^n). *Why it is as secure as ρ^n (DCR only, no short-exponent
     assumption):* replace h_s by a uniform y = (1+n)^t z^n of Z*_{n²} — indistinguishable by
@@ -159,10 +160,31 @@ class PublicKey:
         return [self.obfuscator() for _ in range(count)]
 
     def check_fixed_base(self) -> None:
-        """Reject a fixed base that is out of range or shares a factor with n."""
+        """Reject a fixed base that cannot be an honest h_s = x^n mod n²: out of range, not a
+        unit of Z*_{n²}, or of order ≤ 2 — 1, −1 and the two other square roots of 1 mod n²
+        (from the CRT; the key holder knows them): with such a base every obfuscator h_s^α
+        takes at most two values, so anyone could strip it and decrypt. That is all a public
+        check can establish. A base of larger but still small order (the key holder, knowing
+        p and q, can build one whose powers are few enough to enumerate) passes any feasible
+        test, and whether a base is an n-th residue at all is the DCR problem itself; so a
+        data party never randomises with the key holder's base: it uses its own
+        (:meth:`with_own_base`)."""
         hs = gmpy2.mpz(self.hs)
-        if not 1 < hs < self.n2 or gmpy2.gcd(hs, self.n) != 1:
+        n2 = gmpy2.mpz(self.n2)
+        if not 1 < hs < n2 or gmpy2.gcd(hs, self.n) != 1 or hs * hs % n2 == 1:
             raise InputFormatError("message", "the public key's fixed base is malformed")
+
+    def with_own_base(self) -> PublicKey:
+        """This key with a fixed base of the caller's own: h = x^n mod n² for x uniform in
+        Z*_n from the OS CSPRNG, which nobody else knows — the exact setting of the argument in
+        the module docstring (an n-th residue, indistinguishable from a uniform element of
+        Z*_{n²} under DCR). A CELS data party encrypts and re-randomises under P0's n with its
+        own base, so nothing in P0's key can make its ciphertexts decryptable by others."""
+        n = gmpy2.mpz(self.n)
+        while True:
+            x = gmpy2.mpz(secrets.randbelow(self.n - 2) + 2)
+            if gmpy2.gcd(x, n) == 1:
+                return PublicKey(self.n, int(gmpy2.powmod(x, n, n * n)))
 
     def encrypt(self, m: int, obf: Any = None) -> int:
         """Enc(m mod n) with fresh randomness (``obf``: a precomputed obfuscator)."""

@@ -24,6 +24,7 @@ from searchveil.cels.paillier import (
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import read_log
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.model import ClickHistogram, click_histogram
 from searchveil.release.ump.e2e import E2EParams, UmpMode, bounded_pairs
 from searchveil.release.ump.kl import cels_bound
@@ -130,6 +131,17 @@ class CelsParams:
             raise InvalidParameterError("mode", str(self.mode), "e2e for the e2e parameters")
         return _e2e_params(self.epsilon, self.delta, self.max_pairs, self.max_users, self.split)
 
+    def cost(self) -> PrivacyCost:
+        """What the release spends. The e2e mode: the joint release's cost, that of ``release
+        ump``'s e2e mode on the union of the logs (user-level add/remove: the joint log is the
+        same function of the union, docs/privacy/cels.md §5) — charged like any release. The
+        conditional mode: the sampling given the counts under the CELS party model —
+        conditional (the counts come from the private logs), so never charged to a budget."""
+        if self.mode == UmpMode.E2E:
+            return self.e2e().cost()
+        return PrivacyCost.of(Relation.USER_PARTIES, self.epsilon, self.delta,
+                              name="sampling_given_counts", conditional=CONDITIONAL)  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         if self.mode == UmpMode.E2E:
             return {"mode": "e2e", "max_users": self.max_users} | self.e2e().to_dict()
@@ -179,9 +191,10 @@ class PartyResult:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
-NEIGHBOURING = (
-    "add, remove or replace one user's whole log (CELS §2.3 Cases 1-3); the users of the "
-    "parties are disjoint"
+#: why a CELS release's (ε, δ) can never be charged to a budget
+CONDITIONAL = (
+    "the CELS counts x are computed from the parties' private logs and are not differentially "
+    "private; only the sampling given them is covered by (ε, δ) (docs/privacy/cels.md)"
 )
 # fields of the public ledger that are functions of the sampled output, so they differ between
 # neighbouring inputs under the same seed (the neighbour audit allows exactly these)

@@ -14,7 +14,9 @@ import scipy.sparse as sp
 
 from searchveil.cels import commutative as cm
 from searchveil.cels.faults import inject_fault
+from searchveil.cels.frames import Frame
 from searchveil.cels.paillier import (
+    Packer,
     PrivateKey,
     PublicKey,
     generate_keypair,
@@ -22,7 +24,6 @@ from searchveil.cels.paillier import (
 from searchveil.cels.params import PRECOMPUTE, CelsParams, Share
 from searchveil.cels.precompute import Precomputer
 from searchveil.cels.wire import (
-    Frame,
     Mesh,
     ProtocolError,
     expect,
@@ -86,6 +87,8 @@ def pk_body(pk: PublicKey) -> dict[str, Any]:
 
 
 def pk_from(body: Any, bits: int, peer: int) -> PublicKey:
+    """P0's public key as a data party uses it: P0's n (of the agreed size) and a fixed base
+    of this party's own; P0's base is checked (:meth:`PublicKey.check_fixed_base`), not used."""
     if not isinstance(body, dict):
         raise ProtocolError(f"P{peer} sent a malformed public key", peer=peer)
     expect(body, {"n": str, "hs": str}, peer)
@@ -102,7 +105,9 @@ def pk_from(body: Any, bits: int, peer: int) -> PublicKey:
         pk.check_fixed_base()
     except InputFormatError as exc:
         raise ProtocolError(f"P{peer}: {exc.problem}", peer=peer) from exc
-    return pk
+    # no public check can tell an honest base from one of small order (PublicKey.
+    # check_fixed_base): this party randomises under P0's n with a base of its own
+    return pk.with_own_base()
 
 
 def parse_frame(f: Frame, fn: Callable[[bytes], T]) -> T:
@@ -138,6 +143,7 @@ class PartyBase:
     ell: int
     offset: int
     sigma: npt.NDArray[np.int64]
+    pk0_n: int
 
     def __init__(
         self,
@@ -184,6 +190,18 @@ class PartyBase:
     def check(self) -> None:
         self.mesh.check()
 
+    def allow_after_rows(self, n: int, ell: int, ms: list[int], key_n: int) -> None:
+        """The frame caps of phases 4–8 (:meth:`Mesh.allow`) from the sizes every party knows
+        once the rows are announced: n = |J|, ℓ = Σ m'_k, the m'_k and P0's modulus."""
+        packer = Packer(key_n)
+        per_col = packer.n_plaintexts(ell + 1)
+        nz, nb = n * per_col, packer.n_plaintexts(ell)
+        c = PublicKey(key_n).ciphertext_bytes
+        self.mesh.allow("nlp", max(c * (nz + nb), 8 * ell * max(ms, default=0), 8 * n))
+        for phase in ("solve", "unpermute", "verify"):
+            self.mesh.allow(phase, 8 * n)
+        self.mesh.allow("sample", 16 * n)
+
     # -- setup: P0's key and the agreed parameters ------------------------------------------
     def setup(self) -> PrivateKey | PublicKey:
         p = self.params.to_dict()
@@ -197,6 +215,7 @@ class PartyBase:
         if f.body["params"] != json.loads(json.dumps(p)):
             raise ProtocolError("P0 runs with different parameters", peer=0)
         pk0 = pk_from(f.body["key"], self.params.key_bits, 0)
+        self.pk0_n = pk0.n
         # obfuscators under P0's key for Algorithm 2, computed while the union runs
         self.precomp.produce("pk0", pk0, self.precompute * (2 if self.me == 1 else 1))
         return pk0

@@ -86,6 +86,7 @@ from searchveil.io.ledger import (
     build_provenance,
     write_json_atomic,
 )
+from searchveil.io.paths import Staging, check_private_path
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.kl import kl_loss
 from searchveil.rng import RandomSource
@@ -112,6 +113,7 @@ class Party(E2EPhases, UnionPhases, SolvePhases, OutputPhases):
             self.phase("nlp")
             self.solve(key)
             self.phase("output")
+            self.allow_output(self.recv_padded_length())
             f = self.mesh.recv(self.r, "output")
             expect(f.body, {"rows": int}, self.r)
             records = self._records_from(f)
@@ -192,15 +194,23 @@ def run_party(
     failure (the CLI sets it); ``fault``: test hook (see :func:`inject_fault`)."""
     if (me == 0) != (share is None):
         raise InvalidParameterError("share", share, "a share for P1…Pr, none for P0")
-    if out is not None:  # fail early if the release or its provenance record exists
-        ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
+    inputs = [("share", share.info.get("path"))] if share is not None else []
+    if out is not None:  # fail early if the release or its provenance record is refused
+        ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
+    if transcript is not None:  # private: never inside a release directory (issue 30)
+        check_private_path(
+            transcript, option="transcript", releases=[out] if out else [], inputs=inputs
+        )
     flt = parse_fault(fault)
     st = _Status(status, me)
-    partial = transcript.with_name(transcript.name + ".partial") if transcript else None
+    # the transcript is written into a staging directory beside it, renamed into place only
+    # if the run succeeds; a crash leaves a marked staging directory the next run removes
+    staged = Staging(transcript, directory=False, private=True) if transcript else None
+    partial = staged.path if staged is not None else None
 
     def drop_partial() -> None:
-        if partial is not None and partial.exists():
-            partial.unlink()
+        if staged is not None:
+            staged.discard()
 
     def on_phase(name: str) -> None:
         st.phase = name
@@ -260,14 +270,18 @@ def run_party(
         precomp.close()
         if not ok:
             drop_partial()
-    if out is not None:
-        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
-            for name, table in (result.tables or {"log": result.output}).items():
-                w.write_table(name, table)
-            w.write_ledger(result.ledger)
-            w.write_provenance(party_provenance(share, result.stats))
-    if partial is not None and transcript is not None:
-        os.replace(partial, transcript)
+    try:
+        if out is not None:
+            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance,
+                               inputs=inputs) as w:  # fmt: skip
+                for name, table in (result.tables or {"log": result.output}).items():
+                    w.write_table(name, table)
+                w.write_ledger(result.ledger)
+                w.write_provenance(party_provenance(share, result.stats))
+        if staged is not None:
+            staged.commit()
+    finally:
+        drop_partial()
     st.phase = "done"
     st.write("done")
     return result

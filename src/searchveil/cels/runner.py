@@ -10,9 +10,11 @@ group, with a status file it updates at every phase) and watches them:
   group is killed; the run fails with a message naming the party at fault, the phase and the
   cause (:class:`RunFailed`) — within a few seconds of the failure, nothing written;
 * only if every party exited 0 and all r + 1 release directories are byte-identical is P0's
-  release (``log.tsv`` and the public ``ledger.json``) moved to ``--out``, the parties'
+  release (``log.tsv`` and the public ``ledger.json``) put in place at ``--out``, the parties'
   private provenance records combined into one beside it (``<out>.private.json``, 0600), and
-  the transcripts (private, owner-only) copied to ``--transcripts``.
+  the transcripts (private, owner-only) copied to ``--transcripts`` — each staged beside its
+  place and renamed in, the old release removed only once the new one is in place
+  (:mod:`searchveil.io.paths`); every path is checked before any party starts.
 """
 
 from __future__ import annotations
@@ -40,15 +42,18 @@ from searchveil.cels.config import (
     make_certificates,
 )
 from searchveil.cels.faults import TEST_HOOKS_ENV
+from searchveil.cels.frames import open_private
 from searchveil.cels.params import CelsParams
-from searchveil.cels.wire import PHASES, ProtocolError, open_private
-from searchveil.errors import InvalidParameterError, OutputExistsError
+from searchveil.cels.wire import PHASES, ProtocolError
+from searchveil.errors import InvalidParameterError, OutputExistsError, OutputWriteError
 from searchveil.io.ledger import (
     build_provenance,
+    is_provenance_record,
     provenance_path,
     read_ledger,
     read_provenance,
 )
+from searchveil.io.paths import Staging, check_private_path, check_release_out, input_list
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.rng import secure_token
 
@@ -320,31 +325,39 @@ def _check_paths(
     shares: list[Path], out: Path, provenance: Path | None, transcripts: Path | None,
     overwrite: bool,
 ) -> Path:  # fmt: skip
-    """Fail before any party starts: the shares exist, nothing would be overwritten; returns
-    the provenance record's path."""
+    """Fail before any party starts (issue 30): the shares exist; ``out`` may receive the
+    release (absent, empty, or with ``overwrite`` a complete searchveil release; no share
+    inside it); the provenance record and the transcripts (private) land outside every release
+    directory and on no share. Returns the provenance record's path."""
     if len(shares) < 2:
         raise InvalidParameterError("share", len(shares), "at least two --share files")
     for s in shares:
         if not Path(s).is_file():
             raise InvalidParameterError("share", str(s), "an existing log file")
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"output {str(out)!r} already exists; choose a new --out")
-    if not out.parent.exists():
-        raise InvalidParameterError("out", str(out), "a path whose parent directory exists")
+    inputs = input_list(share=list(shares))
     prov_path = provenance_path(out, provenance)
-    if prov_path.exists() and not overwrite:
-        raise OutputExistsError(f"provenance record {str(prov_path)!r} already exists")
-    if transcripts is not None and transcripts.exists() and any(transcripts.iterdir()):
-        raise OutputExistsError(f"transcript directory {str(transcripts)!r} is not empty")
+    check_private_path(prov_path, option="provenance", releases=[out], inputs=inputs)
+    if transcripts is not None:
+        check_private_path(
+            transcripts, option="transcripts", releases=[out], inputs=inputs, directory=True
+        )
+    check_release_out(out, overwrite=overwrite, inputs=inputs)
+    if prov_path.exists() and not (overwrite and is_provenance_record(prov_path)):
+        raise OutputExistsError(
+            f"provenance record {str(prov_path)!r} already exists"
+            + ("" if overwrite else "; choose a new --out (or --provenance) or pass --overwrite")
+            + (" and is not a searchveil provenance record" if overwrite else "")
+        )
     return prov_path
 
 
 def _publish(
     tmpd: Path, n: int, out: Path, prov_path: Path, transcripts: Path | None
 ) -> dict[str, Any]:
-    """Every party's release must equal P0's; then move P0's release to ``out``, write the
-    joint private provenance record and copy the transcripts (owner-only). Returns the
-    provenance record."""
+    """Every party's release must equal P0's; then stage P0's release, the joint private
+    provenance record and the transcripts (owner-only) beside their places and put them in
+    place in that order — the old release is removed only once the new one is in place
+    (:class:`~searchveil.io.paths.Staging`). Returns the provenance record."""
     ref = tmpd / "P0"
     files = sorted(f.name for f in ref.iterdir())  # log.tsv (+ counts.tsv, profile.tsv), ledger
     for k in range(1, n):
@@ -360,23 +373,34 @@ def _publish(
         report={"cels_parties": [r["report"]["cels_party"] for r in records]},
         extra={"mechanism": "cels", "runner": "cels run (all parties on this machine)"},
     )
-    if out.exists():
-        shutil.rmtree(out)
-    staged = out.parent / f".{out.name}.tmp-{secure_token()}"
-    shutil.copytree(ref, staged)
-    ledger_sha = hashlib.sha256((staged / "ledger.json").read_bytes()).hexdigest()
+    ledger_sha = hashlib.sha256((ref / "ledger.json").read_bytes()).hexdigest()
     prov["release"] = {"directory": str(out.resolve()), "ledger_sha256": ledger_sha}
-    ptmp = prov_path.with_name(f".{prov_path.name}.tmp-{secure_token()}")
-    with open_private(ptmp) as fh:
-        fh.write((json.dumps(prov, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    staged.rename(out)
-    os.replace(ptmp, prov_path)
-    if transcripts is not None:
-        transcripts.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(transcripts, 0o700)
-        for tf in sorted((tmpd / "transcripts").iterdir()):
-            with tf.open("rb") as src, open_private(transcripts / tf.name) as dst:
-                shutil.copyfileobj(src, dst)
+    with contextlib.ExitStack() as stack:
+        rel = stack.enter_context(Staging(out, directory=True))
+        try:
+            for name in files:  # the tables and the public ledger
+                shutil.copyfile(ref / name, rel.path / name)
+        except OSError as exc:
+            raise OutputWriteError(str(out), exc) from exc
+        pst = stack.enter_context(Staging(prov_path, directory=False, private=True))
+        try:
+            with open_private(pst.path) as fh:
+                fh.write((json.dumps(prov, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise OutputWriteError(str(prov_path), exc) from exc
+        tst = None
+        if transcripts is not None:
+            tst = stack.enter_context(Staging(transcripts, directory=True, private=True))
+            try:
+                for tf in sorted((tmpd / "transcripts").iterdir()):
+                    with tf.open("rb") as src, open_private(tst.path / tf.name) as dst:
+                        shutil.copyfileobj(src, dst)
+            except OSError as exc:
+                raise OutputWriteError(str(transcripts), exc) from exc
+        rel.commit()
+        pst.commit()
+        if tst is not None:
+            tst.commit()
     return prov
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from searchveil.cels.frames import Frame
 from searchveil.cels.paillier import (
     Packer,
     PrivateKey,
@@ -27,7 +28,6 @@ from searchveil.cels.party import (
 )
 from searchveil.cels.precompute import decrypt_batch
 from searchveil.cels.wire import (
-    Frame,
     ProtocolError,
     expect,
 )
@@ -108,6 +108,15 @@ class SolvePhases(PartyBase):
         """P0: decrypt, reduce to M̃x ≤ 1 − η, solve, send π(x) down the chain."""
         pk = sk.public
         packer = Packer(pk.n)
+        rows = []
+        for j in self.data:  # the sizes announced in phase 3: they cap what follows
+            f = self.mesh.recv(j, "rows")
+            expect(f.body, {"m": int, "n": int}, j)
+            rows.append(f.body)
+        if any(b["n"] != rows[0]["n"] or b["n"] < 0 or b["m"] < 0 for b in rows):
+            raise ProtocolError("the parties announced inconsistent sizes", peer=None)
+        announced = [b["m"] for b in rows]
+        self.allow_after_rows(rows[0]["n"], sum(announced), announced, pk.n)
         af_blocks = []
         for j in self.data:
             f = self.mesh.recv(j, "nlp_af")
@@ -124,6 +133,7 @@ class SolvePhases(PartyBase):
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ms)
             or sum(ms) != ell or fb.body["l"] != ell
             or [b.body["m"] for b in af_blocks] != ms or any(b.body["l"] != ell for b in af_blocks)
+            or ms != announced or n != rows[0]["n"]
         ):  # fmt: skip
             raise ProtocolError("the parties sent inconsistent matrix shapes", peer=last)
         self.phase("solve")

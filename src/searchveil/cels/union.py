@@ -68,12 +68,30 @@ class UnionPhases(PartyBase):
     """Phases 1–3 of a data party."""
 
     # -- 1. union of the pairs ------------------------------------------------------------------
+    def _announce_pairs(self, mine: int) -> dict[int, int]:
+        """Every data party's pair count (each list's length on the ring shows it anyway), so
+        that the union's frames can be capped before they arrive (:meth:`Mesh.allow`)."""
+        counts = {self.me: mine}
+        for j in self.data:
+            if j != self.me:
+                self.mesh.send(j, "union_size", {"pairs": mine})
+        for j in self.data:
+            if j != self.me:
+                f = self.mesh.recv(j, "union_size")
+                expect(f.body, {"pairs": int}, j)
+                if f.body["pairs"] < 0:
+                    raise ProtocolError(f"P{j} announced a negative pair count", peer=j)
+                counts[j] = f.body["pairs"]
+        self.mesh.allow("union", cm.ELEMENT_BYTES * sum(counts.values()))
+        return counts
+
     def union(self) -> npt.NDArray[np.int64]:
         """Universe position of every local pair; returns the positions, sets self.n_universe."""
         assert self.share is not None
         h = self.share.hist
         q = h.pairs.get_column("query").to_list()
         u = h.pairs.get_column("url").to_list()
+        counts = self._announce_pairs(len(q))
         key = cm.UnionKey.generate()
         order = secure_perm(len(q))
         cur: list[bytes] = []
@@ -95,6 +113,12 @@ class UnionPhases(PartyBase):
                     f"P{f.peer} sent union hop {f.body['hop']} ≠ {hop}", peer=f.peer
                 )
             got = parse_frame(f, elements_parser(width))
+            origin = (self.me - 1 - hop) % self.r + 1  # whose pairs this list holds
+            if len(got) != counts[origin]:
+                raise ProtocolError(
+                    f"P{f.peer} sent {len(got)} pairs of P{origin}, which announced "
+                    f"{counts[origin]}", peer=f.peer,
+                )  # fmt: skip
             if hop < self.r:
                 cur = []
                 for s in range(0, len(got), step):
@@ -130,6 +154,7 @@ class UnionPhases(PartyBase):
                 a >= b for a, b in zip(universe, universe[1:], strict=False)
             ):
                 raise ProtocolError("P1 sent a malformed universe (not sorted, or repeats)", peer=1)
+        self.mesh.allow("sum", 16 * len(universe))  # (count, holders) words; J's totals
         index = {y: i for i, y in enumerate(universe)}
         pos = np.empty(len(q), dtype=np.int64)
         try:
@@ -233,7 +258,7 @@ class UnionPhases(PartyBase):
         kept = prune_dominated(self.t_all) if active.size else np.zeros(0, dtype=np.int64)
         self.t_red = self.t_all[kept]
         m_me = int(self.t_red.shape[0])
-        for j in self.data:
+        for j in [0, *self.data]:  # P0 too: it caps Algorithm 2's frames with them
             if j != self.me:
                 self.mesh.send(j, "rows", {"m": m_me, "n": int(nj)})
         ms = {self.me: m_me}
@@ -246,5 +271,6 @@ class UnionPhases(PartyBase):
                 ms[j] = f.body["m"]
         self.ms = [ms[j] for j in self.data]
         self.ell = sum(self.ms)
+        self.allow_after_rows(int(nj), self.ell, self.ms, self.pk0_n)
         self.offset = sum(self.ms[: self.me - 1])
         self.extra.update({"constraint_rows": int(self.t_all.shape[0]), "rows_after_pruning": m_me})

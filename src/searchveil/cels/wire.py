@@ -9,8 +9,12 @@ liveness: a dead, stopped or cut-off peer is detected in seconds and stops every
   failure names the peer and the cause (refused, TLS, no hello, wrong session).
 * **Frames.** ``magic "CELS" | version u8 | phase u8 | type u16 | json length u32 |
   blob length u64`` then a UTF-8 JSON object and a binary blob (ciphertexts, arrays).
-  Sizes are capped; the receiver checks the type it expects and the protocol module checks
-  every field (:func:`expect`).
+  The receiver checks the type it expects and the protocol module checks every field
+  (:func:`expect`). **Sizes are capped from public sizes** (issue 30): a JSON body by
+  :data:`MAX_JSON`; a blob above :data:`BLOB_FLOOR` by the cap the protocol sets for the
+  frame's phase (:meth:`Mesh.allow`) from the sizes every party agreed on before it (key size,
+  announced pair counts, universe, J, ℓ, padded output length). A frame of a phase whose cap
+  is not yet known is held unread (its sender counts as alive) until the protocol sets it.
 * **Liveness.** Every party sends a ``ping`` to every peer every second (``heartbeat_timeout``
   / 4 if smaller). A peer from which no byte has arrived for ``heartbeat_timeout`` seconds
   (10 by default) is declared dead — stopped, hung or cut off; a closed connection, a
@@ -35,15 +39,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import queue
 import ssl
 import struct
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,13 +52,14 @@ from searchveil.cels.config import (
     Config,
     fingerprint_pem,
 )
+from searchveil.cels.frames import Frame, Traffic, open_private
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
-VERSION = 3
+VERSION = 4
 HEADER = struct.Struct(">4sBBHIQ")
-MAX_JSON = 64 << 20
-MAX_BLOB = 8 << 30
+MAX_JSON = 1 << 20  # the largest body, the public key, is ~3 KiB at 4096 bits
+BLOB_FLOOR = 64 << 10  # always accepted; above it, the cap of the frame's phase
 READ_CHUNK = 1 << 20
 
 STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on_stuck
@@ -70,6 +72,7 @@ TYPES = (
     "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
     "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
     "params", "e2e_pub", "e2e_tables",
+    "union_size", "out_size", "out_len",
 )  # fmt: skip
 TRANSCRIPT_MAGIC = b"CELS-TRANSCRIPT "
 TRANSCRIPT_WARNING = (
@@ -105,40 +108,6 @@ def why(exc: BaseException) -> str:
     """An exception as text that is never empty (``TimeoutError()`` has no message)."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def open_private(path: Path) -> IO[bytes]:
-    """Open ``path`` for writing with owner-only permissions (0600), truncating it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "wb")
-
-
-@dataclass
-class Traffic:
-    """Bytes and frames per phase, sent and received."""
-
-    sent: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    received: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    heartbeat_bytes: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sent": dict(sorted(self.sent.items())),
-            "received": dict(sorted(self.received.items())),
-            "sent_total": sum(self.sent.values()),
-            "received_total": sum(self.received.values()),
-            "heartbeat_bytes": self.heartbeat_bytes,
-        }
-
-
-@dataclass
-class Frame:
-    peer: int
-    type: str
-    phase: str
-    body: dict[str, Any]
-    blob: bytes
 
 
 class _Truncated(Exception):
@@ -181,6 +150,8 @@ class Mesh:
         self._finished: set[int] = set()  # peers that said bye
         self._dropped: set[int] = set()  # connections this party cut (test hook)
         self._last_rx: dict[int, float] = {}
+        self._caps: dict[str, int] = {}  # phase → largest blob its frames may carry
+        self._holding: set[int] = set()  # peers whose next frame waits for its phase's cap
         self._on_stuck = on_stuck
         self._stuck_reported = False
         self._mesh_fault = mesh_fault
@@ -423,7 +394,7 @@ class Mesh:
                     self._last_rx[j] += lag
             if self._failure is None:
                 for j, t in list(self._last_rx.items()):
-                    if j in self._finished or j in self._dropped:
+                    if j in self._finished or j in self._dropped or j in self._holding:
                         continue
                     if now - t > self.hb_timeout:
                         self._fail(
@@ -458,8 +429,10 @@ class Mesh:
             raise InputFormatError(f"P{j}", f"protocol version {ver} (this party speaks {VERSION})")
         if ph >= len(PHASES) or ty >= len(TYPES):
             raise InputFormatError(f"P{j}", f"unknown phase {ph} or message type {ty}")
-        if jl > MAX_JSON or bl > MAX_BLOB:
-            raise InputFormatError(f"P{j}", "frame too large")
+        if jl > MAX_JSON:
+            raise InputFormatError(f"P{j}", f"a {jl}-byte frame body (at most {MAX_JSON})")
+        if bl > BLOB_FLOOR:
+            await self._within_cap(j, PHASES[ph], bl)
         got = HEADER.size
         parts: list[bytes] = []
         try:
@@ -492,6 +465,25 @@ class Mesh:
         if not isinstance(body, dict):
             raise InputFormatError(f"P{j}", "frame body is not a JSON object")
         return Frame(j, TYPES[ty], phase, body, blob)
+
+    def allow(self, phase: str, nbytes: int) -> None:
+        """Frames of ``phase`` may carry blobs of up to ``nbytes`` (set from public sizes)."""
+        self._caps[phase] = max(int(nbytes), BLOB_FLOOR)
+
+    async def _within_cap(self, j: int, phase: str, size: int) -> None:
+        """Hold the frame until its phase has a cap (the sender counts as alive), then refuse
+        it if its blob is larger."""
+        self._holding.add(j)
+        while phase not in self._caps and self._failure is None and not self._closing:
+            await asyncio.sleep(0.02)
+        self._holding.discard(j)
+        self._last_rx[j] = time.monotonic()
+        cap = self._caps.get(phase, BLOB_FLOOR)
+        if size > cap:
+            raise InputFormatError(
+                f"P{j}", f"a {size}-byte frame in phase {phase!r}, where the run's public sizes "
+                f"allow at most {cap} bytes",
+            )  # fmt: skip
 
     async def _reader(self, j: int, r: asyncio.StreamReader) -> None:
         q = self._queues[j]

@@ -20,6 +20,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from searchveil.errors import InvalidParameterError, SearchveilError
 from searchveil.io.readers import ReaderOptions
+from searchveil.mechanisms.budget import Charge, NoGuarantee, PrivacyCost
+from searchveil.mechanisms.budget_file import DatasetBudget
 
 T = TypeVar("T")
 
@@ -135,7 +137,12 @@ EpsilonOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no defa
 DeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ (no default)")]
 HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
 OverwriteOpt = Annotated[
-    bool, typer.Option("--overwrite", help="replace an existing --out directory")
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="replace an existing --out — a directory only if it is a complete searchveil "
+        "release (its ledger lists every file) holding none of the inputs",
+    ),
 ]
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
 ProvenanceOpt = Annotated[
@@ -168,6 +175,16 @@ MaxUsersOpt = Annotated[
         help="U: a public upper bound on the number of users you DECLARE (never read from the "
         "data); the ledger's δ < 1/U check uses it (declared.max_users); with --selection "
         "it also sets the default d",
+    ),
+]
+
+BudgetOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--budget",
+        help="the dataset's budget file (searchveil budget init): the release is refused, "
+        "before its input is read, when its cost exceeds what is left; else it is charged "
+        "(docs/privacy/budget.md)",
     ),
 ]
 
@@ -321,6 +338,48 @@ def emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]]
         sys.stdout.write(json.dumps(result, indent=2, default=str, ensure_ascii=False) + "\n")
     else:
         human(result)
+        if result.get("budget"):
+            b = result["budget"]
+            out_console.print(
+                f"dataset budget {b['file']}: ε spent {b['spent']['epsilon']:.6g} "
+                f"(+ pending {b['pending']['epsilon']:.6g}) of {b['total']['epsilon']:.6g}, "
+                f"left {b['left']['epsilon']:.6g}; δ left {b['left']['delta']:.3g}",
+                highlight=False,
+            )
+
+
+@contextmanager
+def charged(budget: Path | None, cost: PrivacyCost | NoGuarantee, what: str) -> Iterator[Charge]:
+    """Charge a release's ``cost`` to the ``--budget`` file around the block that reads, runs
+    and writes it (:meth:`DatasetBudget.charge`: refused before anything is read — also a
+    release that is not differentially private, or whose relation does not compose; committed
+    with the ledger the block records, ``Charge.record_written(out)``; refunded if the block
+    fails). Without ``--budget``, charges nothing."""
+    if budget is None:
+        yield Charge(None, what)
+        return
+    book = DatasetBudget.open(budget)
+    try:
+        with book.charge(cost, what=what) as ch:
+            yield ch
+    except (KeyboardInterrupt, SystemExit):
+        err_console.print(
+            f"the charge of {what} to {budget} stays pending (counted as spent): once you have "
+            "checked that the release was not written, release it with searchveil budget "
+            f"refund {budget} --charge ID (searchveil budget show {budget})",
+            highlight=False,
+        )
+        raise
+
+
+def budget_result(budget: Path | None, ch: Charge) -> dict[str, Any] | None:
+    """The ``budget`` entry of a release command's result: the charge and what is left."""
+    if budget is None or ch.summary is None:
+        return None
+    s = ch.summary
+    return {"file": str(budget), "charge": ch.id, "relation": s["relation"],
+            "total": s["total"], "spent": s["spent"], "pending": s["pending"],
+            "left": s["left"], "zcdp": s["zcdp"]}  # fmt: skip
 
 
 def _debug() -> bool:
@@ -374,6 +433,20 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], Callable[[], None
         yield step
 
 
+#: what every command's ``private`` sub-object of ``--json`` says (issue 30): exact figures of
+#: the private input are labelled — "(private)" in tables, under ``private`` in JSON
+PRIVATE_NOTE = (
+    "exact figures of the private input, for the data holder: not covered by the release's "
+    "guarantee — never publish them"
+)
+PRIVATE = " (private)"
+
+
+def private_block(**figures: Any) -> dict[str, Any]:
+    """The ``private`` sub-object of a command's ``--json``: the note, then ``figures``."""
+    return {"note": PRIVATE_NOTE, **figures}
+
+
 #: the ``release`` group's help (its commands live in cli/release.py and cli/sanitize.py)
 RELEASE_GROUP_HELP = (
     "Private releases: korolova (query-click graph), zealous, kanon (baseline), ump."
@@ -391,3 +464,38 @@ def command_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
     group = typer.Typer(help=help, no_args_is_help=True)
     app.add_typer(group, name=name)
     return group
+
+
+# -- where Spark runs, and what it reads (release korolova | zealous) --------------------------
+SparkRemoteOpt = Annotated[
+    str | None,
+    typer.Option("--spark-remote", help="Spark Connect server (sc://host:port) for --engine spark"),
+]
+SparkTableOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--spark-table",
+        help="read a table of the Spark session's catalog instead of INPUT (--engine spark; "
+        "--user-col/--query-col/--time-col/--url-col name its columns)",
+    ),
+]
+SparkConfOpt = Annotated[
+    list[str] | None,
+    typer.Option("--spark-conf", help="KEY=VALUE Spark setting (a catalog, a metastore); repeat"),
+]
+TableInputArg = Annotated[
+    Path | None,
+    typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq "
+                   "(none with --spark-table)"),
+]  # fmt: skip
+
+
+def spark_settings(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--spark-conf KEY=VALUE`` options as (key, value) pairs."""
+    out = []
+    for kv in pairs:
+        k, sep, v = kv.partition("=")
+        if not sep or not k.strip():
+            raise InvalidParameterError("spark-conf", kv, "KEY=VALUE")
+        out.append((k.strip(), v))
+    return tuple(out)

@@ -41,7 +41,8 @@ from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_cons
 from searchveil.cli.attack_ads import add_ads_commands, human_ads, parse_epsilons
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import read_edge_list
-from searchveil.io.ledger import write_json_atomic
+from searchveil.io.ledger import write_private_json
+from searchveil.io.paths import InputPaths, check_private_path, input_list
 from searchveil.report.html import page, write_report
 from searchveil.rng import RandomSource, make_rng
 from searchveil.validate import check_int, check_probability
@@ -56,13 +57,14 @@ OutOpt = Annotated[
 ]
 
 
-def _check_new_file(path: Path | None, name: str, suffixes: tuple[str, ...]) -> None:
+def _check_new_file(
+    path: Path | None, name: str, suffixes: tuple[str, ...], inputs: InputPaths = ()
+) -> None:
+    """A run record or report: private (it describes the attacked graph), so never inside a
+    release directory nor on an input (issue 30)."""
     if path is None:
         return
-    if path.exists() and path.is_dir():
-        raise InvalidParameterError(name, str(path), "a file path, not a directory")
-    if not path.parent.exists():
-        raise InvalidParameterError(name, str(path), "a path whose directory exists")
+    check_private_path(path, option=name, inputs=inputs)
     if path.suffix.lower() not in suffixes:
         raise InvalidParameterError(name, str(path), "a file name ending in " + "/".join(suffixes))
 
@@ -208,7 +210,7 @@ def lookahead_cmd(
             raise InvalidParameterError("strategy", None, "a strategy name (required)")
         s = normalize_strategy(strategy)
         check_probability("coverage", coverage, open_high=False)
-        _check_new_file(out, "out", (".json",))
+        _check_new_file(out, "out", (".json",), input_list(graph=graph))
         rng = make_rng(seed)
         if graph is not None:
             g = read_edge_list(graph, undirected=True)
@@ -236,7 +238,7 @@ def lookahead_cmd(
             "note": NOT_A_RELEASE,
         }
         if out is not None:
-            write_json_atomic(out, run_record(result, rng, command="lookahead"))
+            write_private_json(out, run_record(result, rng, command="lookahead"), option="out")
             result["record"] = str(out)
         emit(result, json_out, _human_lookahead)
 
@@ -305,11 +307,15 @@ def reproduce_cmd(
     graphs, and chapter 2's ads attack table (policies a-d)."""
 
     def body() -> None:
-        _check_new_file(report, "report", (".html", ".htm"))
-        _check_new_file(out, "out", (".json",))
         strats = [normalize_strategy(s) for s in strategies.split(",") if s.strip()]
         ells = _int_list("lookaheads", lookaheads, 0, 20)
         real = _parse_real(real_graph)
+        graphs_in = [("real-graph", p) for p in real.values()]
+        _check_new_file(report, "report", (".html", ".htm"), graphs_in)
+        _check_new_file(out, "out", (".json",), graphs_in)
+        if out is None and report is not None:
+            _check_new_file(report.with_name(report.stem + ".run.json"), "report", (".json",),
+                            graphs_in)  # fmt: skip
         f62 = _int_list("fig62-nodes", fig62_nodes, 100, MAX_NODES) if fig62_nodes.strip() else []
         ads_eps = parse_epsilons(ads_epsilon) if ads_epsilon.strip() else []
         rng = make_rng(seed)
@@ -362,7 +368,7 @@ def _write_reproduce_outputs(
     if rec_path is None and report is not None:
         rec_path = report.with_name(report.stem + ".run.json")
     if rec_path is not None:
-        write_json_atomic(rec_path, record)
+        write_private_json(rec_path, record, option="out")
         result["record"] = str(rec_path)
     if report is not None:
         body_parts = lookahead_sections(result) + (ads_sections(ads) if ads else [])

@@ -27,6 +27,7 @@ from searchveil.io.ledger import (
     write_json_atomic,
     write_private_json,
 )
+from searchveil.io.paths import check_private_path
 from searchveil.report.html import page, write_report
 from searchveil.rng import make_rng
 
@@ -130,6 +131,15 @@ def ads(
 
     def body() -> None:
         eps = parse_epsilons(epsilon)
+        led_path = ledger
+        if led_path is None and report is not None:  # every run with an output gets a ledger
+            led_path = report.with_name(report.name + ".ledger.json")
+        outs = {"report": report, "ledger": led_path}
+        if led_path is not None:
+            outs["provenance"] = provenance_path(led_path, provenance)
+        for name, path in outs.items():  # before any work: never inside a release (issue 30)
+            if path is not None:
+                check_private_path(path, option=name)
         rng = make_rng(seed)
         with progress(not json_out) as step:
             state: dict[str, Any] = {}

@@ -32,17 +32,24 @@ from searchveil.cels.protocol import run_party
 from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
+    PRIVATE,
+    BudgetOpt,
     JsonOpt,
     OutDirOpt,
+    OverwriteOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     err_console,
     out_console,
     parse_split,
+    private_block,
     run,
 )
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
+from searchveil.io.paths import check_private_path, input_list
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.release import NOT_DP
 from searchveil.rng import make_rng
@@ -182,7 +189,7 @@ def _params(
 
 def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
     """The public ledger's figures and (private, this machine's) per-party traffic and time."""
-    t = Table(title=title, show_header=True)
+    t = Table(title=title + " — per-party traffic and time" + PRIVATE, show_header=True)
     for c in ("party", "sent", "received", "wall s", "CPU s (with workers)"):
         t.add_column(c, justify="right")
     for p in stats:
@@ -314,9 +321,11 @@ def party(
             "out": str(out),
             "digest": res.digest,
             "output_rows": res.output.height,
-            "traffic": res.stats["traffic"],
-            "seconds": res.stats["seconds"],
-            "cpu_seconds": res.stats["cpu_seconds"],
+            "private": private_block(
+                traffic=res.stats["traffic"],
+                seconds=res.stats["seconds"],
+                cpu_seconds=res.stats["cpu_seconds"],
+            ),  # fmt: skip
         }
         emit(
             summary, json_out,
@@ -352,8 +361,9 @@ def run_cmd(
     heartbeat_timeout: HeartbeatOpt = None,
     workers: WorkersOpt = None,
     seed: SeedOpt = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run CELS with every party as a local process (loopback mutual TLS).
@@ -375,16 +385,20 @@ def run_cmd(
         if not json_out:
             n = len(share) + 1
             err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
-        res = run_local(
-            share, params, out, transcripts=transcripts, seed=seed,
-            timeout=timeout or DEFAULT_TIMEOUT,
-            connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-            heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
-            workers=workers, overwrite=overwrite, provenance=provenance,
-        )  # fmt: skip
+        with charged(budget, params.cost(), "cels run") as ch:
+            res = run_local(
+                share, params, out, transcripts=transcripts, seed=seed,
+                timeout=timeout or DEFAULT_TIMEOUT,
+                connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+                heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
+                workers=workers, overwrite=overwrite, provenance=provenance,
+            )  # fmt: skip
+            ch.record_written(out)
+        res["private"] = private_block(party_stats=res.pop("party_stats"))
+        res["budget"] = budget_result(budget, ch)
         emit(
             res, json_out,
-            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["party_stats"]),
+            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["private"]["party_stats"]),
         )  # fmt: skip
 
     run(body)
@@ -410,8 +424,9 @@ def local_cmd(
         ),
     ] = None,
     seed: SeedOpt = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The joint release without the protocol (e2e), or the LS baseline (conditional).
@@ -431,22 +446,26 @@ def local_cmd(
             raise InvalidParameterError(
                 "output-size", output_size, "not set: it is an option of --mode conditional"
             )
-        ReleaseWriter(out, overwrite=overwrite, provenance=provenance)
-        if params.mode == UmpMode.E2E:
-            res = local_e2e(share, params, rng=make_rng(seed))
-        else:
-            shares = [Share.read(s) for s in share]
-            res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-        with ReleaseWriter(out, overwrite=overwrite, provenance=provenance) as w:
-            tables = res["tables"] if "tables" in res else {"log": res["log"]}
-            for name, table in tables.items():
-                w.write_table(name, table)
-            w.write_ledger(res["ledger"])
-            prov = w.write_provenance(res["provenance"])
+        inputs = input_list(share=share)
+        ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
+        with charged(budget, params.cost(), "cels local") as ch:
+            if params.mode == UmpMode.E2E:
+                res = local_e2e(share, params, rng=make_rng(seed))
+            else:
+                shares = [Share.read(s) for s in share]
+                res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
+            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance,
+                               inputs=inputs) as w:  # fmt: skip
+                tables = res["tables"] if "tables" in res else {"log": res["log"]}
+                for name, table in tables.items():
+                    w.write_table(name, table)
+                w.write_ledger(res["ledger"])
+                prov = w.write_provenance(res["provenance"])
+            ch.record_written(out)
         skip = ("log", "tables", "ledger", "provenance")
-        summary = {k: v for k, v in res.items() if k not in skip}
-        summary["out"] = str(out)
-        summary["provenance"] = str(prov)
+        summary: dict[str, Any] = {"out": str(out), "provenance": str(prov)}
+        summary["private"] = private_block(**{k: v for k, v in res.items() if k not in skip})
+        summary["budget"] = budget_result(budget, ch)
         emit(summary, json_out, lambda r: out_console.print(r))
 
     run(body)
@@ -469,6 +488,7 @@ def reproduce_cmd(
     def body() -> None:
 
         rs = tuple(int(v) for v in parties.split(",") if v.strip())
+        check_private_path(report, option="report")  # before any work (issue 30)
         res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
         emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
 

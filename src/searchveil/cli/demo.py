@@ -1,7 +1,9 @@
 """``searchveil demo``: the README's main job.
 
 1. A query-click release with the best selection strategy measured (``--selection``, default
-   MAD2R: docs/selection-strategies.md; e^ε = 10, the strategy's data-independent default d,
+   MAD2R: docs/selection-strategies.md; e^ε = 10, d from public information only — on the
+   bundled sample a declared d = 21 (the thesis' d; the default rule's reference is that very
+   sample, docs/privacy/selection.md), on your own LOG the strategy's data-independent default,
    d_c = 1 click, queries and (query, url) pairs selected privately) on the bundled real sample
    (215 AOL users), with the utility report of ``searchveil evaluate``. ``--selection
    korolova`` runs the thesis' Release-Data instead (d = d_c = 1, privately selected URLs).
@@ -48,7 +50,6 @@ import json
 import math
 import os
 import shlex
-import shutil
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -64,6 +65,7 @@ from searchveil.cli._common import (
     SeedOpt,
     emit,
     out_console,
+    private_block,
     progress,
     reader_cli_args,
     run,
@@ -72,7 +74,15 @@ from searchveil.cli._common import (
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events
-from searchveil.io.ledger import read_provenance, write_json_atomic
+from searchveil.io.ledger import is_provenance_record, read_provenance, write_private_json
+from searchveil.io.paths import (
+    Staging,
+    check_private_path,
+    enclosing_release,
+    input_list,
+    is_within,
+    release_problems,
+)
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.rounds import user_item_pool
 from searchveil.mechanisms.selection import STRATEGIES, default_d
@@ -93,8 +103,8 @@ from searchveil.release.select import (
 )
 from searchveil.report.demo import demo_report
 from searchveil.report.evaluation import evaluation_report
-from searchveil.report.html import write_report
-from searchveil.rng import RandomSource, make_rng, secure_token
+from searchveil.report.html import REPORT_MARK, write_report
+from searchveil.rng import RandomSource, make_rng
 from searchveil.synth import fit, synthetic_events
 from searchveil.validate import check_choice, check_int, check_positive
 
@@ -114,6 +124,21 @@ DEMO_SYNTHETIC_USERS = 500_000
 SAMPLE = "aol-gayo-avello-215-users.tsv"
 #: the bundled sample's published size: the public bound U the demo declares for it
 SAMPLE_USERS = 215
+#: d of the selection strategies on the bundled sample, declared: the thesis' d for a week of
+#: another engine's log (Korolova 2012, §4.6.1.2; Fig. 4.2 peaks near d = 20) — public, and not
+#: computed from the sample, whose own distinct-queries histogram is the default-d reference
+DEMO_SAMPLE_D = 21
+DEMO_SAMPLE_D_RULE = (
+    "declared by the demo: d = 21, the thesis' d (Korolova 2012 §4.6.1.2), because the default "
+    "rule's reference sample is the very sample released"
+)
+#: the exact figures of the logs in each run of the demo's --json (labelled private)
+DEMO_PRIVATE_FIGURES = ("users", "distinct_queries", "released_query_volume",
+                        "released_volume_pct", "single_user", "single_user_published")  # fmt: skip
+#: what a demo directory may hold, so --overwrite replaces only a directory the demo wrote
+DEMO_ENTRIES = {"real": "release", "synthetic": "release", "real.private.json": "record",
+                "synthetic.private.json": "record", "real-report.html": "report",
+                "report.html": "report"}  # fmt: skip
 
 
 def _delta_for(users: int, target: float) -> dict[str, Any]:
@@ -124,14 +149,22 @@ def _delta_for(users: int, target: float) -> dict[str, Any]:
     return sol
 
 
-def _select_params(selection: str, delta: float, d_c: int | None, max_users: int) -> SelectParams:
-    """The demo's selection release: the whole budget split equally between the steps, d the
-    strategy's data-independent default (never tuned on the log; U the declared bound)."""
+def _select_params(
+    selection: str, delta: float, d_c: int | None, max_users: int, *, sample: bool = False
+) -> SelectParams:
+    """The demo's selection release: the whole budget split equally between the steps, d from
+    public information only (never tuned on the log; U the declared bound). The strategy's
+    default rule (:func:`default_d`) reads the public reference sample — the bundled sample
+    itself — so releasing that sample (``sample``) takes :data:`DEMO_SAMPLE_D` instead: d
+    chosen on the data released would make the release's parameters a function of its input
+    (issue 30); Laplace's rule (d = 1) reads nothing."""
     parts = 2 if d_c is None else 4
     probe = SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=1,
                          split=tuple([1.0] * parts), d_c=d_c)  # fmt: skip
     d, rule = default_d(selection, epsilon=probe.eps_selection, delta=probe.delta_selection,
                         max_users=max_users)  # fmt: skip
+    if sample and selection != "laplace":
+        d, rule = DEMO_SAMPLE_D, DEMO_SAMPLE_D_RULE
     return SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=d,
                         split=tuple([1.0] * parts), d_c=d_c, d_rule=rule)  # fmt: skip
 
@@ -150,29 +183,40 @@ def _threshold(rel: Any, selection: str) -> tuple[float, float]:
     )
 
 
-def _real_run(
-    log: SearchLog, out: Path, *, target: float, rng: RandomSource, step: Any, final: Path,
-    max_users: int, selection: str,
-) -> dict[str, Any]:  # fmt: skip
-    """The query-click release on the real sample, its utility report."""
-    q = items(log, "queries")
+def real_release(
+    log: SearchLog, *, target: float, rng: RandomSource, max_users: int, selection: str,
+    sample: bool, step: Any = None,
+) -> tuple[Any, dict[str, Any], int]:  # fmt: skip
+    """The demo's release step on the real log: (release, δ solution, d). ``sample``: the log
+    is the bundled sample (d then comes from :data:`DEMO_SAMPLE_D`, see
+    :func:`_select_params`)."""
+    step = step or (lambda _desc: lambda: None)
     sol = _delta_for(max_users, target)
-    sel_d: int | str = DEMO_D
     if selection == "korolova":
         params = KorolovaParams.from_budget(
             epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="private",
             d_c=DEMO_DC, split=DEMO_SPLIT, threshold_rule="exact",
         )  # fmt: skip
         done = step("Release-Data on the real sample")
-        rel = release_korolova(log, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
-                               max_users=max_users)  # fmt: skip
-    else:
-        sp = _select_params(selection, sol["delta"], DEMO_DC, max_users)
-        sel_d = sp.d
-        done = step(f"{selection} selection (d = {sp.d}, d_c = {DEMO_DC}) on the real sample")
-        rel = release_select(log, sp, rng=rng, max_users=max_users)
-    write_release(rel, out / "real")
+        rel = release_korolova(log, params, rng=rng, max_users=max_users)
+        done()
+        return rel, sol, DEMO_D
+    sp = _select_params(selection, sol["delta"], DEMO_DC, max_users, sample=sample)
+    done = step(f"{selection} selection (d = {sp.d}, d_c = {DEMO_DC}) on the real sample")
+    rel = release_select(log, sp, rng=rng, max_users=max_users)
     done()
+    return rel, sol, sp.d
+
+
+def _real_run(
+    log: SearchLog, out: Path, *, target: float, rng: RandomSource, step: Any, final: Path,
+    max_users: int, selection: str, sample: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """The query-click release on the real sample, its utility report."""
+    q = items(log, "queries")
+    rel, sol, sel_d = real_release(log, target=target, rng=rng, max_users=max_users,
+                                   selection=selection, sample=sample, step=step)  # fmt: skip
+    write_release(rel, out / "real")
     done = step("evaluating the real release")
     result = evaluate_loaded(log, load_release(out / "real"), substitution_queries=300)
     # the release's private figures come from its provenance record, as for `evaluate`
@@ -250,7 +294,7 @@ def _synthetic_run(
             split=(1.0, 1.0), threshold_rule="exact",
         )  # fmt: skip
         rel = release_korolova_counts(
-            bounded, params, rng=rng, budget=(DEMO_EPSILON, sol["delta"]),
+            bounded, params, rng=rng,
             single_user=(counts.join(single, on="query", how="semi"), n_single),
             max_users=users,
         )  # fmt: skip
@@ -326,7 +370,8 @@ def _human(r: dict[str, Any]) -> None:
     what = (
         f"Korolova Release-Data, e^ε = 10, d = {DEMO_D} query"
         if sel == "korolova"
-        else f"{sel} selection, e^ε = 10, d = the strategy's default ({r['parameters']['d']}) "
+        else f"{sel} selection, e^ε = 10, d = {r['parameters']['d']} (public: declared on the "
+        "sample, the strategy's default on a LOG) "
         "queries"
     )
     out_console.print(
@@ -339,16 +384,16 @@ def _human(r: dict[str, Any]) -> None:
     for name in r["runs"]:
         t.add_column(name, justify="right")
     rows = [
-        ("users", "users", "{:,}"),
-        ("distinct queries in the log", "distinct_queries", "{:,}"),
+        ("users (private)", "users", "{:,}"),
+        ("distinct queries in the log (private)", "distinct_queries", "{:,}"),
         ("queries released", "queries_released", "{:,}"),
-        ("released query volume", "released_query_volume", "{:,}"),
+        ("released query volume (private)", "released_query_volume", "{:,}"),
         ("threshold / noise (last round; user units)", None, ""),
         ("ε (exact accounting)", "epsilon", "{:.4f}"),
         ("δ (solved; exact accounting)", "delta", "{:.3g}"),
         ("single-user queries in the log (private)", None, "n"),
-        ("… expected published", None, "e"),
-        ("… actually published", "single_user_published", "{:,}"),
+        ("… expected published (private)", None, "e"),
+        ("… actually published (private)", "single_user_published", "{:,}"),
     ]
     for label, key, f in rows:
         if key is None and f == "n":
@@ -459,16 +504,13 @@ def demo(
             )
         u_bound = check_int("--max-users", SAMPLE_USERS if max_users is None else max_users,
                             minimum=1)  # fmt: skip
-        if out.exists() and not overwrite:
-            raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
-        if not out.resolve().parent.exists():
-            raise InvalidParameterError("--out", str(out), "a path in an existing directory")
+        _check_out(out, overwrite=overwrite, log=log)
         rng = make_rng(seed)
         final = out.resolve()
-        tmp = final.parent / f".{out.name}.tmp-{secure_token()}"
-        tmp.mkdir()
+        stage = Staging(final, directory=True)
+        tmp = stage.path
         curve: dict[str, Any] | None = None
-        try:
+        with stage:
             runs: dict[str, Any] = {}
             ref = resources.files("searchveil") / "data" / SAMPLE
             name = SAMPLE if log is None else str(log)
@@ -478,7 +520,7 @@ def demo(
                 done()
                 runs["real"] = _real_run(real, tmp, target=target, rng=rng, step=step,
                                          final=final, max_users=u_bound,
-                                         selection=selection)  # fmt: skip
+                                         selection=selection, sample=log is None)  # fmt: skip
                 if synthetic_users:
                     runs["synthetic"], curve = _synthetic_run(
                         real, tmp, users=synthetic_users, target=target, rng=rng, step=step,
@@ -494,16 +536,7 @@ def demo(
             write_report(tmp / "report.html", demo_report(res))
             for name in runs:  # the provenance records name the releases' final place
                 _relocate_provenance(tmp / f"{name}.private.json", tmp, final)
-            if out.exists():
-                trash = out.resolve().parent / f".{out.name}.old-{secure_token()}"
-                os.replace(out, trash)
-                os.replace(tmp, final)
-                shutil.rmtree(trash, ignore_errors=True)
-            else:
-                os.replace(tmp, final)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            stage.commit()  # the old demo directory is removed only once this one is in place
         emit(res, json_out, _human)
 
     run(body)
@@ -516,8 +549,46 @@ def _relocate_provenance(path: Path, tmp: Path, final: Path) -> None:
     rel = rec.get("release") or {}
     if isinstance(rel.get("directory"), str):
         rel["directory"] = rel["directory"].replace(str(tmp), str(final))
-    write_json_atomic(path, rec)
-    os.chmod(path, 0o600)
+    write_private_json(path, rec, option="provenance")
+
+
+def _demo_problem(out: Path) -> str | None:
+    """Why ``out`` is not a directory the demo wrote (so --overwrite may not replace it)."""
+    for e in sorted(os.scandir(out), key=lambda e: e.name):
+        kind = DEMO_ENTRIES.get(e.name)
+        p = Path(e.path)
+        if kind is None or e.is_symlink():
+            return f"{e.name!r} is not something the demo writes"
+        if kind == "release" and (not p.is_dir() or release_problems(p) is not None):
+            return f"{e.name!r} is not a complete searchveil release"
+        if kind == "record" and not is_provenance_record(p):
+            return f"{e.name!r} is not a searchveil provenance record"
+        if kind == "report" and not (p.is_file() and REPORT_MARK in p.read_bytes()[-400:]):
+            return f"{e.name!r} is not a searchveil report"
+    return None
+
+
+def _check_out(out: Path, *, overwrite: bool, log: Path | None) -> None:
+    """Before any work (issue 30): --out may hold private files, so it is refused inside a
+    release directory; --overwrite replaces only a directory the demo wrote, and never one
+    that holds LOG."""
+    if not out.exists():
+        check_private_path(out, option="out", inputs=input_list(log=log), directory=True)
+        return
+    if not out.is_dir() or out.is_symlink():
+        raise OutputExistsError(f"{out} exists and is not a demo directory; choose a new --out")
+    if not overwrite:
+        raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
+    if log is not None and is_within(log, out):
+        raise InvalidParameterError("log", str(log), f"a path outside --out {str(out)!r}")
+    why = _demo_problem(out)
+    if why is not None:
+        raise OutputExistsError(
+            f"--overwrite replaces only a directory the demo wrote, and {str(out)!r} is not "
+            f"one: {why}. Nothing was changed; choose a new --out"
+        )
+    if enclosing_release(out.resolve().parent) is not None:
+        raise InvalidParameterError("out", str(out), "a path outside any release directory")
 
 
 def _result(
@@ -555,11 +626,12 @@ def _result(
             "selection step (as the thesis' Fig. 4.2); the synthetic release splits ε between "
             "selection and counts, so it keeps a little less. The curves read the whole "
             "(synthetic) log: a data-holder diagnostic; choosing d from the curve of a private "
-            "log costs privacy, so the releases use each strategy's data-independent default d."
+            "log costs privacy, so the releases take d from public information only."
         )
     return {
         "out": str(final),
         "report": str(final / "report.html"),
+        "private": private_block(figures=[f"runs.*.{k}" for k in DEMO_PRIVATE_FIGURES]),
         "sample": sample,
         "reader": reader.to_dict(),
         "seeded": seeded,

@@ -20,6 +20,7 @@ from searchveil.cli._common import (
     emit,
     err_console,
     out_console,
+    private_block,
     progress,
     run,
     with_reader_options,
@@ -31,7 +32,9 @@ from searchveil.evaluate.compare import compare_settings, default_settings, pars
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
 from searchveil.io.ledger import provenance_path, read_provenance
+from searchveil.io.paths import InputPaths, check_private_path, input_list
 from searchveil.io.readers import ReaderOptions, read_log
+from searchveil.mechanisms.budget_file import DatasetBudget
 from searchveil.report.comparison import comparison_report
 from searchveil.report.evaluation import evaluation_report
 from searchveil.report.html import write_report
@@ -58,13 +61,12 @@ SubstQOpt = Annotated[
 ]
 
 
-def _check_report_path(report: Path | None) -> None:
+def _check_report_path(report: Path | None, inputs: InputPaths = ()) -> None:
+    """The report is private: refused inside a release directory or on an input, before any
+    work (issue 30)."""
     if report is None:
         return
-    if report.exists() and report.is_dir():
-        raise InvalidParameterError("report", str(report), "a file path, not a directory")
-    if not report.parent.exists():
-        raise InvalidParameterError("report", str(report), "a path whose directory exists")
+    check_private_path(report, option="report", inputs=inputs)
     if report.suffix.lower() not in (".html", ".htm"):
         raise InvalidParameterError("report", str(report), "a file name ending in .html")
 
@@ -186,6 +188,14 @@ def evaluate(
             "beside it); its reader options and private figures are used",
         ),
     ] = None,
+    budget: Annotated[
+        Path | None,
+        typer.Option(
+            "--budget",
+            help="the dataset's budget file that charged the release: the report shows its "
+            "charge and what the dataset's releases spent and left",
+        ),
+    ] = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -197,13 +207,15 @@ def evaluate(
 
     def body() -> None:
 
-        _check_report_path(report)
+        inputs = input_list(original=original, release=release_dir, provenance=provenance)
+        _check_report_path(report, inputs)
         sd = _seeds(seeds)
 
         proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
         check_int("substitution-queries", substitution_queries, minimum=1)
         prov = release_provenance(release_dir, provenance)
         kw = ledger_reader_options(release_dir, reader, prov).kwargs()
+        spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
         with progress(not json_out) as step:
             done = step("reading the release")
             rel = load_release(release_dir)
@@ -220,10 +232,13 @@ def evaluate(
                 substitution_queries=substitution_queries,
             )
             _with_provenance(result, prov, provenance_path(release_dir, provenance))
+            result["private"] = private_block(scope="every figure: computed from the private log")
+            if spent is not None:
+                result["budget"] = spent
             done()
             if report is not None:
                 done = step("writing the report")
-                write_report(report, evaluation_report(result))
+                write_report(report, evaluation_report(result), inputs=inputs)
                 result["report"] = str(report)
                 done()
         emit(result, json_out, _human_eval)
@@ -281,7 +296,7 @@ def compare(
             check_int("max-users", max_users, minimum=1)
         proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
         check_int("substitution-queries", substitution_queries, minimum=1)
-        _check_report_path(report)
+        _check_report_path(report, input_list(input=input))
         sd = _seeds(seeds)
         settings = (
             [parse_setting(m) for m in mechanisms]
@@ -308,6 +323,7 @@ def compare(
             result: dict[str, Any] = {
                 "schema": "searchveil.compare/1",
                 "for_publication": False,
+                "private": private_block(scope="every figure: computed from the private log"),
                 "input": log.ledger_input(),
                 "epsilon": eps,
                 "delta": dl,
@@ -321,7 +337,7 @@ def compare(
                     runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
                     failures=failures,
                 )  # fmt: skip
-                write_report(report, text)
+                write_report(report, text, inputs=input_list(input=input))
                 result["report"] = str(report)
                 done()
         emit(result, json_out, _human_compare)
@@ -355,7 +371,7 @@ def reproduce(
         for i in ids or []:
             if i not in EXPERIMENTS:
                 raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
-        _check_report_path(report)
+        _check_report_path(report, input_list(log=log))
         if log is not None and not log.exists():
             raise InvalidParameterError("log", str(log), "an existing log file")
         with progress(not json_out) as step:

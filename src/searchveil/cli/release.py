@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from searchveil.cli._common import (
     READER_DEFAULT,
     RELEASE_GROUP_HELP,
+    BudgetOpt,
     InputArg,
     JsonOpt,
     MaxUsersOpt,
@@ -39,16 +39,24 @@ from searchveil.cli._common import (
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    SparkConfOpt,
+    SparkRemoteOpt,
+    SparkTableOpt,
+    TableInputArg,
+    budget_result,
+    charged,
     command_group,
     emit,
     err_console,
-    out_console,
     progress,
     run,
+    spark_settings,
     with_reader_options,
 )  # fmt: skip
+from searchveil.cli.release_output import human, summary, top
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import provenance_path
+from searchveil.io.ledger import check_release_dir
+from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.selection import SelectionStrategy, default_d
@@ -61,7 +69,7 @@ from searchveil.release.korolova import (
     resolve_url_selection,
     split_parts,
 )
-from searchveil.release.run import ReleaseParams, release_file
+from searchveil.release.run import ReleaseParams, release_file, release_table
 from searchveil.release.select import SelectParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
@@ -103,7 +111,7 @@ BoundOpt = Annotated[
 class RunOptions:
     """Where a release command reads, runs and writes (the options every release shares)."""
 
-    input: Path
+    input: Path | None
     reader: ReaderOptions
     out: Path
     out_fmt: str
@@ -114,6 +122,10 @@ class RunOptions:
     spark_master: str = "local[*]"
     fingerprint: str = "full"
     provenance: Path | None = None
+    spark_table: str | None = None
+    spark_remote: str | None = None
+    spark_conf: tuple[str, ...] = ()
+    budget: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -179,99 +191,43 @@ def _release_and_write(
     what: str,
     max_users: int | None = None,
     serp: Any = None,
-) -> HistogramRelease:
+) -> tuple[HistogramRelease, dict[str, Any] | None]:
     """:func:`~searchveil.release.run.release_file` with the command's options, under a
-    progress line; the warning of the report (if any) on stderr."""
-    with progress(not o.json_out) as step:
+    progress line, charged to ``--budget`` (refused before the log is read); the warning of
+    the report (if any) on stderr. Returns the release and the budget's state after it."""
+    conf = spark_settings(o.spark_conf)
+    if (o.input is None) == (o.spark_table is None):
+        raise InvalidParameterError("input", o.input, "a log file, or --spark-table NAME (one)")
+    if o.spark_table is not None and o.engine not in ("auto", "spark"):
+        raise InvalidParameterError("engine", o.engine, "spark (or auto) with --spark-table")
+    check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
+                      inputs=input_list(input=o.input))  # fmt: skip
+    with (
+        charged(o.budget, params.cost(), f"release {what}") as ch,
+        progress(not o.json_out) as step,
+    ):
         done = step(what)
-        rel = release_file(
-            o.input, params, rng=make_rng(o.seed), engine=o.engine, reader=o.reader, out=o.out,
-            out_format=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
-            max_users=max_users, serp=serp, spark_master=o.spark_master,
-            fingerprint=o.fingerprint,
-        )  # fmt: skip
+        if o.spark_table is not None:
+            rel = release_table(
+                o.spark_table, params, rng=make_rng(o.seed), columns=o.reader.columns,
+                normalize=o.reader.normalize, out=o.out, out_format=o.out_fmt,
+                overwrite=o.overwrite, provenance=o.provenance, max_users=max_users, serp=serp,
+                spark_master=o.spark_master, spark_remote=o.spark_remote, spark_conf=conf,
+            )  # fmt: skip
+        else:
+            assert o.input is not None
+            rel = release_file(
+                o.input, params, rng=make_rng(o.seed), engine=o.engine, reader=o.reader,
+                out=o.out, out_format=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
+                max_users=max_users, serp=serp, spark_master=o.spark_master,
+                fingerprint=o.fingerprint, spark_remote=o.spark_remote, spark_conf=conf,
+            )  # fmt: skip
+        ch.record_written(o.out)
         done()
     warn = (rel.report.get("single_user") or {}).get("warning")
     if warn:
         err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
-    return rel
-
-
-def _summary(
-    release: Any, out: Path, split: Any = None, provenance: Path | None = None
-) -> dict[str, Any]:
-    led = release.ledger
-    res: dict[str, Any] = {
-        "out": str(out),
-        "provenance": str(provenance_path(out, provenance)),
-        "mechanism": led["mechanism"],
-        "notion": led["notion"],
-        "epsilon": led["epsilon"],
-        "delta": led["delta"],
-        "accounting": led.get("accounting"),
-        "paper_accounting": led.get("paper_accounting"),
-        "seeded": led["seeded"],
-        "report": release.report,
-        "outputs": {k: v.height for k, v in release.tables.items()},
-    }
-    if split is not None:
-        res["split"] = split
-    return res
-
-
-def _top(release: Any, name: str, n: int = 10) -> list[dict[str, Any]]:
-    df = release.tables.get(name)
-    return [] if df is None else df.head(n).to_dicts()
-
-
-def _human(r: dict[str, Any]) -> None:
-    t = Table(title=f"{r['mechanism']} → {r['out']}", show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
-    if r["epsilon"] is not None:
-        t.add_row("guarantee", r["notion"])
-        t.add_row("ε (reported, exact accounting)", f"{r['epsilon']:.6g}")
-        t.add_row("δ (reported, exact accounting)", f"{r['delta']:.4g}")
-        pa = r.get("paper_accounting") or {}
-        if pa:
-            t.add_row("ε, δ (paper's formulas)", f"{pa['epsilon']:.6g}, {pa['delta']:.4g}")
-    else:
-        t.add_row("guarantee", r["notion"])
-    if "split" in r:
-        t.add_row("ε split (weights)", str(r["split"]))
-    su = r["report"].get("single_user")
-    if su:
-        t.add_row(
-            "single-user items published (expected)",
-            f"{su['expected_single_user_published']:.3g} of {su['single_user_items']:,} "
-            + ("(exact; private figure: not in the release)" if su.get("exact")
-               else "(upper bound; private figure: not in the release)"),
-        )  # fmt: skip
-        t.add_row("δ < 1/U", "yes" if su["delta_check"]["ok"] else "NO — see warning")
-    for k, v in r["report"].items():
-        if k in ("parameters", "mechanism", "notion", "epsilon", "delta"):
-            continue
-        if k in ("paper_epsilon", "paper_delta"):
-            continue
-        if isinstance(v, int | float | str):
-            t.add_row(k.replace("_", " "), f"{v:,}" if isinstance(v, int) else str(v))
-    for k, v in r["report"].get("parameters", {}).items():
-        if v is not None:
-            t.add_row(f"param {k}", str(v))
-    for name, rows in r["outputs"].items():
-        t.add_row(f"output {name}", f"{rows:,} rows")
-    if r["seeded"]:
-        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
-    t.add_row("private provenance (do not publish)", r["provenance"])
-    out_console.print(t)
-    for name, rows in r.get("top", {}).items():
-        if rows:
-            tt = Table(title=f"top of {name}")
-            for c in rows[0]:
-                tt.add_column(c)
-            for row in rows:
-                tt.add_row(*[str(v) for v in row.values()])
-            out_console.print(tt)
+    return rel, budget_result(o.budget, ch)
 
 
 def select_params(
@@ -317,11 +273,11 @@ def _selected(
     run_opts: RunOptions, params: SelectParams, max_users: int | None = None
 ) -> dict[str, Any]:
     o = run_opts
-    release = _release_and_write(
-        params, o, what=f"selection ({params.strategy}) and counts", max_users=max_users
+    release, budget = _release_and_write(
+        params, o, what=f"korolova --selection {params.strategy}", max_users=max_users
     )
-    res = _summary(release, o.out, list(params.split), o.provenance)
-    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
+    res = summary(release, o.out, list(params.split), o.provenance, budget)
+    res["top"] = {"queries": top(release, "queries"), "clicks": top(release, "clicks")}
     return res
 
 
@@ -360,17 +316,22 @@ def korolova_params(o: KorolovaOptions) -> KorolovaParams:
 
 def _korolova(o: KorolovaOptions, run_opts: RunOptions) -> dict[str, Any]:
     params = korolova_params(o)
+    check_release_dir(
+        run_opts.out, fmt=run_opts.out_fmt, overwrite=run_opts.overwrite,
+        provenance=run_opts.provenance, inputs=input_list(input=run_opts.input, serp=o.serp),
+    )  # fmt: skip
     serp = (
         load_serp(o.serp, normalize=run_opts.reader.normalize, depth=o.serp_depth)
         if o.serp is not None
         else None
     )
-    release = _release_and_write(
+    release, budget = _release_and_write(
         params, run_opts, what="korolova", max_users=o.max_users, serp=serp
     )
     split = params.epsilon_split_weights
-    res = _summary(release, run_opts.out, list(split) if split else None, run_opts.provenance)
-    res["top"] = {"queries": _top(release, "queries"), "clicks": _top(release, "clicks")}
+    res = summary(release, run_opts.out, list(split) if split else None, run_opts.provenance,
+                   budget)  # fmt: skip
+    res["top"] = {"queries": top(release, "queries"), "clicks": top(release, "clicks")}
     return res
 
 
@@ -411,18 +372,18 @@ def _zealous(
             epsilon=epsilon, delta=delta, m=m, item_type=item_type, guarantee=guarantee,
             tau=tau, users=users, strategy=bounding,
         )  # fmt: skip
-    release = _release_and_write(params, run_opts, what="zealous")
-    res = _summary(release, run_opts.out, provenance=run_opts.provenance)
-    res["top"] = {"items": _top(release, "items")}
+    release, budget = _release_and_write(params, run_opts, what="zealous")
+    res = summary(release, run_opts.out, provenance=run_opts.provenance, budget=budget)
+    res["top"] = {"items": top(release, "items")}
     return res
 
 
 def _kanon(run_opts: RunOptions, *, k: int | None) -> dict[str, Any]:
     if k is None:
         raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
-    release = _release_and_write(KAnonParams(k=k), run_opts, what="kanon")
-    res = _summary(release, run_opts.out, provenance=run_opts.provenance)
-    res["top"] = {"queries": _top(release, "queries")}
+    release, _ = _release_and_write(KAnonParams(k=k), run_opts, what="kanon")
+    res = summary(release, run_opts.out, provenance=run_opts.provenance)
+    res["top"] = {"queries": top(release, "queries")}
     return res
 
 
@@ -463,8 +424,8 @@ def _selection(selection: str, o: KorolovaOptions, run_opts: RunOptions) -> dict
 
 @with_reader_options
 def korolova_command(
-    input: InputArg,
     out: OutDirOpt,
+    input: TableInputArg = None,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
     max_queries: Annotated[
@@ -525,6 +486,9 @@ def korolova_command(
     ] = None,
     engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
+    spark_remote: SparkRemoteOpt = None,
+    spark_table: SparkTableOpt = None,
+    spark_conf: SparkConfOpt = None,
     fingerprint: FingerprintOpt = "full",
     K: Annotated[float | None, typer.Option("--K", help="advanced: threshold K")] = None,
     b: Annotated[float | None, typer.Option("--b", help="advanced: selection noise b")] = None,
@@ -539,6 +503,7 @@ def korolova_command(
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -548,7 +513,9 @@ def korolova_command(
         run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
-                              provenance=provenance)  # fmt: skip
+                              provenance=provenance, spark_table=spark_table,
+                              spark_remote=spark_remote,
+                              spark_conf=tuple(spark_conf or ()), budget=budget)  # fmt: skip
         opts = KorolovaOptions(
             epsilon=epsilon, delta=delta, d=max_queries, d_c=max_clicks, urls=urls,
             serp=serp, serp_depth=serp_depth, split=split, threshold_rule=threshold_rule,
@@ -559,15 +526,15 @@ def korolova_command(
             res = _selection(selection, opts, run_opts)
         else:
             res = _korolova(opts, run_opts)
-        emit(res, json_out, _human)
+        emit(res, json_out, human)
 
     run(body)
 
 
 @with_reader_options
 def zealous_command(
-    input: InputArg,
     out: OutDirOpt,
+    input: TableInputArg = None,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
     max_items: Annotated[
@@ -596,11 +563,15 @@ def zealous_command(
     bounding: BoundOpt = "first",
     engine: EngineOpt = "auto",
     spark_master: SparkMasterOpt = "local[*]",
+    spark_remote: SparkRemoteOpt = None,
+    spark_table: SparkTableOpt = None,
+    spark_conf: SparkConfOpt = None,
     fingerprint: FingerprintOpt = "full",
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -610,13 +581,15 @@ def zealous_command(
         run_opts = RunOptions(input=input, reader=reader, out=out, out_fmt=output_format,
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
-                              provenance=provenance)  # fmt: skip
+                              provenance=provenance, spark_table=spark_table,
+                              spark_remote=spark_remote,
+                              spark_conf=tuple(spark_conf or ()), budget=budget)  # fmt: skip
         res = _zealous(
             run_opts, epsilon=epsilon, delta=delta, m=max_items, item_type=item_type,
             guarantee=guarantee, users=max_users, tau=tau, lam=lam, tau_prime=tau_prime,
             bounding=bounding,
         )  # fmt: skip
-        emit(res, json_out, _human)
+        emit(res, json_out, human)
 
     run(body)
 
@@ -645,7 +618,7 @@ def kanon_command(
                               overwrite=overwrite, seed=seed, json_out=json_out, engine=engine,
                               spark_master=spark_master, fingerprint=fingerprint,
                               provenance=provenance)  # fmt: skip
-        emit(_kanon(run_opts, k=k), json_out, _human)
+        emit(_kanon(run_opts, k=k), json_out, human)
 
     run(body)
 

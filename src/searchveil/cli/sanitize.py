@@ -13,8 +13,10 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    PRIVATE,
     READER_DEFAULT,
     RELEASE_GROUP_HELP,
+    BudgetOpt,
     InputArg,
     JsonOpt,
     MaxUsersOpt,
@@ -23,16 +25,20 @@ from searchveil.cli._common import (
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    budget_result,
+    charged,
     command_group,
     emit,
     err_console,
     out_console,
+    private_block,
     progress,
     run,
     with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir, provenance_path
+from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.release import write_release
 from searchveil.release.ump import UmpParams, release_ump
@@ -55,15 +61,15 @@ def _human_e2e(r: dict[str, Any]) -> None:
         t.add_row(f"table {name}", f"{rows:,} rows")
     pv = r["private"]
     m = pv["metrics"]
-    t.add_row("(private) output rows / input click rows", f"{m['output_rows']:,} / "
+    t.add_row("output rows / input click rows" + PRIVATE, f"{m['output_rows']:,} / "
               f"{m['input_click_rows']:,}")  # fmt: skip
-    t.add_row("(private) share of click volume on published pairs", f"{m['volume_share']:.2%}")
+    t.add_row("share of click volume on published pairs" + PRIVATE, f"{m['volume_share']:.2%}")
     su = pv.get("single_user_items_expected")
     if su is not None:
-        t.add_row("(private) expected single-user pairs published", f"{su:.3g}")
+        t.add_row("expected single-user pairs published" + PRIVATE, f"{su:.3g}")
     if "constraint_on_true_log" in pv:
         c = pv["constraint_on_true_log"]
-        t.add_row("(private) max user load / b (true log)", f"{c['max_load']:.3g} / {c['b']:.3g}")
+        t.add_row("max user load / b (true log)" + PRIVATE, f"{c['max_load']:.3g} / {c['b']:.3g}")
     if r["seeded"]:
         t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
     t.add_row("private provenance (do not publish)", r["provenance"])
@@ -82,21 +88,24 @@ def _human(r: dict[str, Any]) -> None:
     t.add_row("guarantee", r["notion"])
     t.add_row("ε, δ (sampling)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
     t.add_row("b (privacy bound of every user)", f"{r['b']:.6g}")
-    s = r["solver"]
+    pv = r["private"]
+    s = pv["solver"]
     t.add_row("solver", f"{s['method']} — {s['status']} ({s['seconds']:.2f} s)")
     for k in ("lp_optimum", "lp_floor", "mip_gap", "actual_output_size", "added_back"):
         if k in s:
-            t.add_row(f"solver {k.replace('_', ' ')}", f"{s[k]:,.4g}")
-    m = r["metrics"]
-    t.add_row("pairs after Condition 1", f"{r['pairs_after_condition_1']:,}")
+            t.add_row(f"solver {k.replace('_', ' ')}" + PRIVATE, f"{s[k]:,.4g}")
+    m = pv["metrics"]
+    t.add_row("pairs after Condition 1" + PRIVATE, f"{pv['pairs_after_condition_1']:,}")
     t.add_row("output size |O|", f"{m['output_size']:,}")
-    t.add_row("output pairs (diversity)", f"{m['output_pairs']:,} ({m['diversity']:.2%})")
+    t.add_row("output pairs (diversity)" + PRIVATE,
+              f"{m['output_pairs']:,} ({m['diversity']:.2%})")  # fmt: skip
     fr = m["frequent"]
     rec = "—" if fr["recall"] is None else f"{fr['recall']:.3f}"
     pre = "—" if fr["precision"] is None else f"{fr['precision']:.3f}"
-    t.add_row(f"frequent pairs (s = {fr['min_support']:.4g}) recall / precision", f"{rec} / {pre}")
+    t.add_row(f"frequent pairs (s = {fr['min_support']:.4g}) recall / precision" + PRIVATE,
+              f"{rec} / {pre}")  # fmt: skip
     kl = "—" if m["kl_divergence"] is None else f"{m['kl_divergence']:.4f}"
-    t.add_row("KL divergence (CELS eq. 2)", kl)
+    t.add_row("KL divergence (CELS eq. 2)" + PRIVATE, kl)
     if r.get("count_noise"):
         cn = r["count_noise"]
         t.add_row(
@@ -119,6 +128,27 @@ _CONDITIONAL_ONLY = (
     "solver", "output_size", "min_support", "time_limit", "search_seconds", "count_epsilon",
     "sensitivity",
 )  # fmt: skip
+
+
+# options of --mode conditional only
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option("--time-limit", help="conditional: seconds for a MIP solve [default: 60]"),
+]
+SearchSecondsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--search-seconds", help="conditional: O-UMP local search time (lp-greedy) [default: 5]"
+    ),
+]
+CountEpsOpt = Annotated[
+    float | None,
+    typer.Option("--count-epsilon", help="conditional: ε' of Laplace noise on the counts"),
+]
+SensitivityOpt = Annotated[
+    float | None,
+    typer.Option("--sensitivity", help="conditional: d, ASSUMED bound on the counts' sensitivity"),
+]
 
 
 def _parse_split(split: str | None) -> tuple[float, float] | None:
@@ -154,14 +184,17 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
         max_users=opts["max_users"], pairs=opts["pairs"],
     )  # fmt: skip
     out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
-    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
-    done = step(f"reading {opts['input'].name}")
-    log = read_log(opts["input"], **opts["reader"].kwargs())
-    done()
-    rel = release_ump_e2e(log, params, rng=make_rng(opts["seed"]), progress=step)
-    done = step(f"writing {out}")
-    write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
-    done()
+    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
+                      inputs=input_list(input=opts["input"]))  # fmt: skip
+    with charged(opts["budget"], params.cost(), "release ump") as ch:
+        done = step(f"reading {opts['input'].name}")
+        log = read_log(opts["input"], **opts["reader"].kwargs())
+        done()
+        rel = release_ump_e2e(log, params, rng=make_rng(opts["seed"]), progress=step)
+        done = step(f"writing {out}")
+        write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+        ch.record_written(out)
+        done()
     led, rep = rel.ledger, rel.report
     su = rep["single_user"]
     return {
@@ -172,13 +205,13 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
         "counts_are_private": True, "seeded": led["seeded"], "max_pairs": params.max_pairs,
         "max_pairs_rule": params.max_pairs_rule, "pairs_published": rep["pairs_published"],
         "outputs": {k: v.height for k, v in rel.tables.items()},
-        "private": {
-            "note": "computed from the private log: for the data holder, never publish",
-            "metrics": rep["metrics"],
-            "single_user_items_expected": su.get("expected_published"),
+        "budget": budget_result(opts["budget"], ch),
+        "private": private_block(
+            metrics=rep["metrics"],
+            single_user_items_expected=su.get("expected_single_user_published"),
             **({"constraint_on_true_log": rep["constraint_on_true_log"]}
                if "constraint_on_true_log" in rep else {}),
-        },
+        ),
     }  # fmt: skip
 
 
@@ -205,24 +238,30 @@ def _conditional(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     if not math.isfinite(params.b):
         raise InvalidParameterError("epsilon/delta", (params.epsilon, params.delta), "finite b")
     out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
-    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
-    done = step(f"reading {opts['input'].name}")
-    log = read_log(opts["input"], **opts["reader"].kwargs())
-    done()
-    done = step(f"solving {params.objective} ({params.method}) and sampling")
-    rel = release_ump(log, params, rng=make_rng(opts["seed"]))
-    done()
-    write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
+                      inputs=input_list(input=opts["input"]))  # fmt: skip
+    # with --budget: refused (its cost is conditional: the counts are not private)
+    with charged(opts["budget"], params.cost(), "release ump --mode conditional") as ch:
+        done = step(f"reading {opts['input'].name}")
+        log = read_log(opts["input"], **opts["reader"].kwargs())
+        done()
+        done = step(f"solving {params.objective} ({params.method}) and sampling")
+        rel = release_ump(log, params, rng=make_rng(opts["seed"]))
+        done()
+        write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
+        ch.record_written(out)
     led = rel.ledger
     return {
         "out": str(out), "provenance": str(provenance_path(out, prov)), "mode": "conditional",
         "objective": opts["objective"], "notion": led["notion"], "epsilon": led["epsilon"],
         "delta": led["delta"], "b": rel.report["b"], "seeded": led["seeded"],
-        "solver": rel.report["solver"], "metrics": rel.report["metrics"],
-        "pairs_after_condition_1": rel.report["pairs_after_condition_1"],
         "outputs": {k: v.height for k, v in rel.tables.items()},
         "count_noise": rel.report.get("count_noise"), "counts_are_private": False,
         "differentially_private": False,
+        "private": private_block(
+            solver=rel.report["solver"], metrics=rel.report["metrics"],
+            pairs_after_condition_1=rel.report["pairs_after_condition_1"],
+        ),
     }  # fmt: skip
 
 
@@ -299,32 +338,15 @@ def ump_command(
             "diversity: spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
         ),
     ] = None,
-    time_limit: Annotated[
-        float | None,
-        typer.Option(
-            "--time-limit", help="conditional: seconds for a MIP solve [default: 60]"
-        ),  # fmt: skip
-    ] = None,
-    search_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--search-seconds", help="conditional: O-UMP local search time (lp-greedy) [default: 5]"
-        ),  # fmt: skip
-    ] = None,
-    count_epsilon: Annotated[
-        float | None,
-        typer.Option("--count-epsilon", help="conditional: ε' of Laplace noise on the counts"),
-    ] = None,
-    sensitivity: Annotated[
-        float | None,
-        typer.Option(
-            "--sensitivity", help="conditional: d, ASSUMED bound on the counts' sensitivity"
-        ),  # fmt: skip
-    ] = None,
+    time_limit: TimeLimitOpt = None,
+    search_seconds: SearchSecondsOpt = None,
+    count_epsilon: CountEpsOpt = None,
+    sensitivity: SensitivityOpt = None,
     seed: SeedOpt = None,
     output_format: OutFmtOpt = "tsv",
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:

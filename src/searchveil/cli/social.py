@@ -10,14 +10,19 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    PRIVATE,
+    BudgetOpt,
     HtmlReportOpt,
     JsonOpt,
     OutDirOpt,
     OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     out_console,
+    private_block,
     progress,
     run,
 )
@@ -30,10 +35,12 @@ from searchveil.io.graphs import (
 )
 from searchveil.io.ledger import (
     build_provenance,
+    check_release_dir,
     provenance_path,
     write_json_atomic,
     write_private_json,
 )
+from searchveil.io.paths import check_private_path, input_list
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
 from searchveil.social.accuracy import corollary1
@@ -45,7 +52,7 @@ from searchveil.social.experiments import (
     run_experiments,
     social_report,
 )
-from searchveil.social.recommend import release_recommendations
+from searchveil.social.recommend import recommendation_cost, release_recommendations
 from searchveil.social.utility import utility_from_name
 
 GraphOpt = Annotated[Path, typer.Option("--graph", help="SNAP edge list (read as undirected)")]
@@ -64,7 +71,9 @@ PublicNodeSetOpt = Annotated[
     typer.Option(
         "--public-node-set",
         help="declare that the node ids occurring in --graph are public and use them as the "
-        "universe (only if that set really is public)",
+        "universe (only if that set really is public): an edge to a node that occurs in no "
+        "other edge is then visible with certainty, since the node is in the universe only "
+        "because of that edge",
     ),
 ]
 
@@ -93,9 +102,9 @@ def _human_recommend(r: dict[str, Any]) -> None:
     t = Table(title=f"social recommend ({r['mechanism']}) → {r['out']}", show_header=False)
     t.add_column("")
     t.add_column("", justify="right")
-    g = r["graph"]
+    g = r["private"]["graph"]
     t.add_row(
-        "graph (private figures)",
+        "graph" + PRIVATE,
         f"{g['nodes']:,} nodes, {g['edges']:,} edges, max degree {g['max_degree']:,}",
     )
     t.add_row("public node universe", f"{r['universe']['nodes']:,} nodes")
@@ -114,9 +123,10 @@ def _human_recommend(r: dict[str, Any]) -> None:
 
 
 def _human_reproduce(r: dict[str, Any]) -> None:
+    g = r["private"]
     out_console.print(
-        f"{r['graph'].get('file', 'graph')}: {r['nodes']:,} nodes, {r['edges']:,} edges, "
-        f"max degree {r['max_degree']:,}; {r['targets_sampled']:,} targets"
+        f"{r['graph'].get('file', 'graph')}: {g['nodes']:,} nodes, {g['edges']:,} edges, "
+        f"max degree {g['max_degree']:,} (private); {r['targets_sampled']:,} targets"
     )
     t = Table(title="mean accuracy per mechanism")
     for h in ("utility", "ε", "A_E", "A_L", "P&F", "A_S", "bound", "bound > 0.5"):
@@ -173,6 +183,7 @@ def recommend_cmd(
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
     provenance: ProvenanceOpt = None,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Release one ε-DP recommendation per target over a PUBLIC node universe.
@@ -186,15 +197,23 @@ def recommend_cmd(
         if target and all_targets:
             raise InvalidParameterError("target", target, "either --target or --all-targets")
         util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
+        check_release_dir(out, overwrite=overwrite, provenance=provenance,
+                          inputs=input_list(graph=graph, node_list=node_list))  # fmt: skip
         universe = node_universe(graph, node_list, nodes, public_node_set)
-        with progress(not json_out) as step:
+        targets = None if all_targets else target
+        cost = recommendation_cost(universe=universe, utility=util, mechanism_name=mechanism,
+                                   epsilon=epsilon, targets=targets)  # fmt: skip
+        with charged(budget, cost, "social recommend") as ch, progress(not json_out) as step:
             done = step("recommending")
             res = release_recommendations(
                 graph, out, universe=universe, utility=util, mechanism_name=mechanism,
-                epsilon=epsilon, targets=None if all_targets else target,
+                epsilon=epsilon, targets=targets,
                 rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
             )  # fmt: skip
+            ch.record_written(out)
             done()
+        res["private"] = private_block(graph=res.pop("graph"))
+        res["budget"] = budget_result(budget, ch)
         return res
 
     emit(run(body), json_out, _human_recommend)
@@ -264,9 +283,13 @@ def reproduce_cmd(
         if ledger_path is None:
             raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
         prov_path = provenance_path(ledger_path, provenance)
-        for p in (report, ledger_path, prov_path):
-            if p is not None and not p.parent.exists():
-                raise InvalidParameterError("report", str(p), "a path whose directory exists")
+        inputs = input_list(graph=graph, node_list=node_list)
+        # the report and the provenance record are private, the ledger public: none may land
+        # inside a release directory or on an input (issue 30)
+        outs = {"report": report, "ledger": ledger_path, "provenance": prov_path}
+        for name, p in outs.items():
+            if p is not None:
+                check_private_path(p, option=name, inputs=inputs)
         universe = node_universe(graph, node_list, nodes, public_node_set)
         rng = make_rng(seed)
         with progress(not json_out) as step:
@@ -281,10 +304,11 @@ def reproduce_cmd(
         )
         html = social_report(res) if report else None
         write_json_atomic(ledger_path, led)
-        write_private_json(prov_path, prov)
+        write_private_json(prov_path, prov, option="provenance", inputs=inputs)
         if html is not None and report is not None:
-            write_report(report, html)
+            write_report(report, html, inputs=inputs)
         out = public_result(res, per_target=per_target)
+        out["private"] = private_block(**{k: out.pop(k) for k in ("nodes", "edges", "max_degree")})
         out["report"] = str(report) if report else None
         out["ledger_path"] = str(ledger_path)
         out["provenance"] = str(prov_path)

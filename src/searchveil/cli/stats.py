@@ -14,6 +14,7 @@ from searchveil.cli._common import (
     JsonOpt,
     emit,
     out_console,
+    private_block,
     progress,
     run,
     with_reader_options,
@@ -23,7 +24,11 @@ from searchveil.model import log_stats
 
 
 def _human(r: dict[str, Any]) -> None:
-    t = Table(title=f"searchveil stats: {r['input']['file']}", show_header=True)
+    t = Table(
+        title=f"searchveil stats: {r['input']['file']} (private figures of the input: do not "
+        "publish)",
+        show_header=True,
+    )
     t.add_column("statistic")
     t.add_column("value", justify="right")
     for key in (
@@ -69,6 +74,7 @@ def stats(
             done = step("computing statistics")
             result = log_stats(log)
             done()
+        result["private"] = private_block(scope="every figure above: exact counts of the input")
         emit(result, json_out, _human)
 
     run(body)

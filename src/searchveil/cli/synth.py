@@ -25,7 +25,7 @@ from searchveil.cli._common import (
     with_reader_options,
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError, OutputExistsError
-from searchveil.io.ledger import write_text_atomic
+from searchveil.io.paths import check_private_path, input_list, write_private_text
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import query_events
 from searchveil.rng import make_rng
@@ -123,6 +123,12 @@ def synth(
         n_workers = workers if workers is not None else max(1, min(os.cpu_count() or 1, 8))
         if n_workers < 1:
             raise InvalidParameterError("--workers", n_workers, "an integer ≥ 1")
+        # private outputs (a log fitted to a private one, its model): never inside a release
+        # directory, never on an input; checked before any work (issue 30)
+        inputs = input_list(like=like, model=model)
+        check_private_path(out, option="out", inputs=inputs)
+        if save_model is not None:
+            check_private_path(save_model, option="save-model", inputs=[*inputs, ("out", out)])
         if out.exists() and not overwrite:
             raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
         rng = make_rng(seed)
@@ -156,7 +162,7 @@ def synth(
             )  # fmt: skip
         dt = time.perf_counter() - t0
         if save_model is not None:
-            write_text_atomic(save_model, m.to_json())
+            write_private_text(save_model, m.to_json(), option="save-model", inputs=inputs)
         res.update(
             seconds=dt,
             rows_per_second=res["rows"] / dt if dt > 0 else 0.0,

@@ -10,6 +10,8 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    PRIVATE,
+    BudgetOpt,
     DeltaOpt,
     EpsilonOpt,
     HtmlReportOpt,
@@ -18,17 +20,28 @@ from searchveil.cli._common import (
     OutFmtOpt,
     OverwriteOpt,
     SeedOpt,
+    budget_result,
+    charged,
     emit,
     err_console,
     out_console,
+    private_block,
     progress,
     run,
 )
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import provenance_path
+from searchveil.io.ledger import check_release_dir, provenance_path
+from searchveil.io.paths import check_private_path, input_list
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
-from searchveil.tabular.api import ModelParams, load, run_model, table_stats, write_release
+from searchveil.tabular.api import (
+    ModelParams,
+    load,
+    model_cost,
+    run_model,
+    table_stats,
+    write_release,
+)
 from searchveil.tabular.lattice import Lattice
 from searchveil.tabular.recoding import advise
 from searchveil.tabular.reproduce import METHODS, compare_methods, compare_report, reproduce, split
@@ -205,12 +218,12 @@ def _anonymize_result(
         "seeded": led["seeded"],
         "parameters": led["parameters"],
         "noisy": led["noisy"],
-        "summary": prov["report"],
-        "metrics": prov["figures"]["metrics"],
+        "private": private_block(summary=prov["report"], metrics=prov["figures"]["metrics"]),
     }
 
 
 def _human_anonymize(r: dict[str, Any]) -> None:
+    pv = r["private"]
     _kv(
         f"{r['mechanism']} → {r['out']}",
         {
@@ -222,14 +235,14 @@ def _human_anonymize(r: dict[str, Any]) -> None:
                 "keep_probability", r["parameters"].get("sampling_probability")
             ),
             "level vector": r["noisy"].get("level"),
-            **r["summary"],
-            **{k2: v for k2, v in r["metrics"].items()},
+            **{k2 + ("" if k2 == "released" else PRIVATE): v for k2, v in pv["summary"].items()},
+            **{k2 + PRIVATE: v for k2, v in pv["metrics"].items()},
         },
     )
-    n_rel = r["summary"].get("released", 0)
+    n_rel = pv["summary"].get("released", 0)
     out_console.print(
-        f"released {n_rel:,} of {r['metrics']['records']:,} records "
-        f"({100 * r['metrics']['released_fraction']:.1f} %); private figures in "
+        f"released {n_rel:,} of {pv['metrics']['records']:,} records (private) "
+        f"({100 * pv['metrics']['released_fraction']:.1f} %); private figures in "
         f"{r['provenance']} (do not publish)"
     )
     if r["seeded"]:
@@ -264,6 +277,7 @@ def anonymize(
     output_format: OutFmtOpt = "tsv",
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
+    budget: BudgetOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Release TABLE generalized by a model.
@@ -271,32 +285,38 @@ def anonymize(
     Writes `table` + ledger.json atomically, and the PRIVATE provenance record beside them."""
 
     def body() -> None:
+        check_release_dir(
+            out, fmt=output_format, overwrite=overwrite, provenance=provenance,
+            inputs=input_list(table=table, hierarchies=hierarchies, side_table=side_table),
+        )  # fmt: skip
         rng = make_rng(seed)
-        with progress(not json_out) as step:
+        params = ModelParams(
+            epsilon=epsilon,
+            delta=delta,
+            beta=beta,
+            theta0=theta0,
+            theta1=theta1,
+            lam=lam,
+            kappa=kappa,
+            phi0=phi0,
+            utility=utility,
+            c=c,
+            k=k,
+            max_suppression=max_suppression,
+            steps=steps,
+            utility_sharpness=sharpness,
+            score=score,
+            selection_share=selection_share,
+            max_records=max_records,
+        )
+        cost = model_cost(model, params)  # known before the table is read
+        what = f"tabular anonymize --model {model}"
+        with charged(budget, cost, what) as ch, progress(not json_out) as step:
             done = step("reading")
             t = load(table, hierarchies, _qi(qi))
             theta = load(side_table, hierarchies, list(t.qi)) if side_table else None
             done()
             done = step(f"model {model}")
-            params = ModelParams(
-                epsilon=epsilon,
-                delta=delta,
-                beta=beta,
-                theta0=theta0,
-                theta1=theta1,
-                lam=lam,
-                kappa=kappa,
-                phi0=phi0,
-                utility=utility,
-                c=c,
-                k=k,
-                max_suppression=max_suppression,
-                steps=steps,
-                utility_sharpness=sharpness,
-                score=score,
-                selection_share=selection_share,
-                max_records=max_records,
-            )
             if model == "dp" and epsilon is not None and delta is not None and not json_out:
                 _print_advice(t, params)
             rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
@@ -312,8 +332,10 @@ def anonymize(
                 side_table=theta,
                 provenance=provenance,
             )
+            ch.record_written(out)
             done()
         res = _anonymize_result(out, provenance, led, prov)
+        res["budget"] = budget_result(budget, ch)
 
         emit(res, json_out, _human_anonymize)
 
@@ -353,6 +375,9 @@ def compare_cmd(
         if delta is None:
             raise InvalidParameterError("delta", None, "a value (no default)")
         ms = [m.strip() for m in methods.split(",") if m.strip()]
+        inputs = input_list(table=table, hierarchies=hierarchies, test=test)
+        if report is not None:
+            check_private_path(report, option="report", inputs=inputs)
         t = load(table, hierarchies, _qi(qi))
         if test is None:
             train, held = split(t, seed or 0)
@@ -362,7 +387,7 @@ def compare_cmd(
                                seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
         res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
         if report is not None:
-            write_report(report, compare_report(rows, train, held))
+            write_report(report, compare_report(rows, train, held), inputs=inputs)
             res["report"] = str(report)
 
         def human(r: dict[str, Any]) -> None:
@@ -408,6 +433,8 @@ def reproduce_cmd(
     """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
 
     def body() -> None:
+        if report is not None:
+            check_private_path(report, option="report", inputs=input_list(data=data))
         with progress(not json_out) as step:
             done = step("experiments")
             res = reproduce(data, report=report, quick=quick, seed=seed or 0)

@@ -14,17 +14,19 @@ An engine never sees a family's parameters: a release gives it a
 
 Engines:
 
-* ``polars`` — one ordered streaming pass when each user's rows are contiguous
-  (:mod:`searchveil.engines.ordered`), else the hash-based row plan;
-* ``spark`` — PySpark, local or a cluster (optional, imported only when asked for): for
-  user-sorted input a per-partition ordered pass (:mod:`searchveil.engines.spark_ordered`,
-  boundary users stitched on the driver, no shuffle of rows), else one shuffle of the rows by
-  user and a window per user; only the counts reach the driver.
+Both run the one bounding kernel (:mod:`searchveil.bounding`) and differ only in how they move
+batches through it:
 
-The row plan (:mod:`searchveil.engines.rows`: which rows each plan keeps, over the small
-interface of :class:`~searchveil.engines.base.Engine` — ``scan, with_sessions, events,
-first_per_user, semi_join, union_rows, filter_clicks, users_with_counts, collect, totals,
-collect_with_totals``) serves k-anonymity on both engines and unsorted input on Polars.
+* ``polars`` — one ordered streaming pass when each user's rows are contiguous
+  (:mod:`searchveil.engines.ordered`), else the same pass over the rows sorted by user;
+* ``spark`` — PySpark, local, a cluster or Spark Connect (optional, imported only when asked
+  for): the kernel on every partition (``mapInArrow``), the partitions joined on the driver
+  (:mod:`searchveil.engines.spark_ordered`), no shuffle of rows for user-sorted input, else one
+  shuffle by user; only counts (or pools) reach the driver.
+
+The row plan (:mod:`searchveil.engines.rows`, over the small interface of
+:class:`~searchveil.engines.base.Engine` — ``scan, with_sessions, semi_join,
+users_with_counts, collect, totals, collect_with_totals``) serves k-anonymity on both engines.
 """
 
 from searchveil.engines.backends import ENGINES, EngineName, make_engine
@@ -35,6 +37,7 @@ from searchveil.engines.contract import (
     BoundingPlan,
     Item,
     Source,
+    TableSource,
     UserItemPools,
 )
 
@@ -48,6 +51,7 @@ __all__ = [
     "Item",
     "ReducedRows",
     "Source",
+    "TableSource",
     "UserItemPools",
     "make_engine",
 ]

@@ -31,8 +31,16 @@ ENGINES = tuple(e.value for e in EngineName)
 
 
 def make_engine(
-    name: str, *, spark_master: str = "local[*]", normalize: bool = True, fingerprint: str = "full"
+    name: str,
+    *,
+    spark_master: str = "local[*]",
+    normalize: bool = True,
+    fingerprint: str = "full",
+    spark_remote: str | None = None,
+    spark_conf: tuple[tuple[str, str], ...] = (),
 ) -> Engine:
+    """The engine ``name``; for Spark, on ``spark_master`` (or the Spark Connect server
+    ``spark_remote``) with the ``spark_conf`` settings."""
     check_fingerprint(fingerprint)
     if name == EngineName.POLARS:
         return PolarsEngine(normalize=normalize, fingerprint=fingerprint)
@@ -44,5 +52,6 @@ def make_engine(
             raise InvalidParameterError(
                 "engine", name, f"polars | memory (PySpark is not installed: {exc})"
             ) from None
-        return SparkEngine(master=spark_master, normalize=normalize, fingerprint=fingerprint)
+        return SparkEngine(master=spark_master, normalize=normalize, fingerprint=fingerprint,
+                           remote=spark_remote, conf=spark_conf)  # fmt: skip
     raise InvalidParameterError("engine", name, "polars | spark (memory runs without an engine)")

@@ -1,5 +1,6 @@
 """The engine interface (see :mod:`searchveil.engines`): the few dataframe operations the row
-plan needs (:mod:`searchveil.engines.rows`) and the three entry points a release asks for —
+plan of k-anonymity needs (:mod:`searchveil.engines.rows`) and the three entry points a release
+asks for —
 bounded counts, item pools, reduced rows — each given a
 :class:`~searchveil.engines.contract.BoundingPlan` (never a family's parameters).
 
@@ -54,27 +55,8 @@ class Engine(ABC):
         """``session`` as in :func:`searchveil.model.add_sessions`, on the whole input."""
 
     @abstractmethod
-    def events(self, table: Table) -> Table:
-        """One row per distinct (user, query, time) with ``row`` = its first row."""
-
-    @abstractmethod
-    def first_per_user(
-        self, table: Table, n: int, *, order: str = "row", distinct_on: list[str] | None = None
-    ) -> Table:
-        """The first ``n`` rows per user by ``order``; with ``distinct_on``, first the first
-        row of each distinct value of those columns, then the first ``n`` of those."""
-
-    @abstractmethod
     def semi_join(self, table: Table, keys: Table, on: list[str]) -> Table:
         """Rows of ``table`` whose ``on`` columns appear in ``keys``."""
-
-    @abstractmethod
-    def union_rows(self, a: Table, b: Table) -> Table:
-        """Distinct union of two row selections of the same table (by ``row``)."""
-
-    @abstractmethod
-    def filter_clicks(self, table: Table) -> Table:
-        """Rows with a clicked URL."""
 
     @abstractmethod
     def users_with_counts(self, table: Table, key: str, minimum: int) -> Table:

@@ -5,8 +5,8 @@ A family's parameters say *what* each user may contribute as a :class:`BoundingP
 data-size-dependent work for it and returns :class:`BoundedCounts` (histogram releases),
 :class:`UserItemPools` (selection strategies) or reduced rows (k-anonymity). The engines never
 see a family's parameters or name an algorithm: a plan is stated in bounding terms only
-(:class:`Bounding`), and the in-memory counting the row plan falls back on is the family's own
-function, handed in with the plan (:attr:`BoundingPlan.count_rows`).
+(:class:`Bounding`), and every engine runs it as the rules of the one bounding kernel
+(:meth:`BoundingPlan.kernel_spec`, :mod:`searchveil.bounding`).
 
 :class:`Source` is an input file whose layout was detected once
 (:func:`searchveil.io.formats.layout`, by content).
@@ -15,7 +15,6 @@ function, handed in with the plan (:attr:`BoundingPlan.count_rows`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -23,8 +22,9 @@ from typing import Any
 
 import polars as pl
 
+from searchveil.bounding import KernelSpec, Rule
+from searchveil.errors import InvalidParameterError
 from searchveil.io.formats import Layout, layout
-from searchveil.model import SearchLog
 
 __all__ = [
     "Bounding",
@@ -33,6 +33,7 @@ __all__ = [
     "Item",
     "NO_RNG",
     "Source",
+    "TableSource",
     "UserItemPools",
 ]
 
@@ -63,20 +64,13 @@ class Item(StrEnum):
 
 @dataclass(frozen=True)
 class BoundingPlan:
-    """What an engine needs to bound contributions (given by the family's parameters).
-
-    ``count_rows``: the family's in-memory bounding and counting of a (reduced) log into
-    :class:`BoundedCounts` — what the row plan runs on the rows it keeps (idempotent on them).
-    """
+    """What an engine needs to bound contributions (given by the family's parameters)."""
 
     keep: Bounding
     item: Item
     per_user: int
     distinct: bool = False
     clicks_per_user: int | None = None
-    count_rows: Callable[[SearchLog], BoundedCounts] | None = field(
-        default=None, compare=False, repr=False
-    )
 
     @property
     def with_url(self) -> bool:
@@ -84,6 +78,24 @@ class BoundingPlan:
         if self.keep in (Bounding.EVENTS, Bounding.POOLS):
             return self.clicks_per_user is not None
         return self.item == Item.CLICKS
+
+    def kernel_spec(self, *, normalize: bool = False) -> KernelSpec:
+        """The plan as the bounding kernel's rules (:mod:`searchveil.bounding`): what every
+        engine, and the in-memory release, runs. ``normalize``: the rows' queries are raw
+        text (the engines) rather than normalised by a reader (in memory)."""
+        d_c = self.clicks_per_user
+        if self.keep == Bounding.EVENTS:
+            clicks = None if d_c is None else Rule(d_c)
+            return KernelSpec(Rule(self.per_user, self.distinct), clicks, normalize)
+        if self.keep == Bounding.DISTINCT:
+            rule = Rule(self.per_user, True)
+            if self.item == Item.CLICKS:
+                return KernelSpec(None, rule, normalize)
+            return KernelSpec(rule, None, normalize)
+        if self.keep == Bounding.POOLS:
+            clicks = None if d_c is None else Rule(d_c, True)
+            return KernelSpec(Rule(self.per_user, True), clicks, normalize)
+        raise InvalidParameterError("bounding plan", self.keep, "events | distinct | pools")
 
 
 @dataclass(frozen=True)
@@ -97,11 +109,34 @@ class Source:
     def of(cls, path: str | os.PathLike[str] | Source) -> Source:
         if isinstance(path, Source):
             return path
+        if isinstance(path, TableSource):
+            raise InvalidParameterError(
+                "input", path.label, "a log file (a table is read by --engine spark only)"
+            )
         return cls(Path(path), layout(path))
 
     @property
     def parquet(self) -> bool:
         return self.layout == Layout.PARQUET
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """A table an engine reads itself instead of a file: a catalog table by ``name`` (Spark:
+    ``spark.table(name)``), or a Spark DataFrame (``frame``, opaque here), with the columns that
+    hold the AOL layout's fields (``columns``: AOL name → the table's column; unnamed fields
+    are the AOL names)."""
+
+    name: str | None = None
+    frame: Any = field(default=None, compare=False, repr=False)
+    columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.name if self.name is not None else "a Spark DataFrame"
+
+    def column(self, aol_name: str) -> str:
+        return dict(self.columns).get(aol_name, aol_name)
 
 
 @dataclass

@@ -1,34 +1,29 @@
 """The ordered single pass: contribution bounding of a log whose users' rows are contiguous.
 
 A search log is usually written user by user (the AOL release is sorted by ``AnonID``, each
-user's rows in time order). Then Limit-User-Activity needs no grouping of the log at all: a
-user's first d query events are found by comparing each row with the one before it (a new
-user? a new event?) and a running count that restarts at every user — a few vectorised passes
-over each chunk, with a small *carry* (the last row, the last user's event and click counts, its
-distinct items so far) handed from chunk to chunk. Only the kept items (≤ d per user) are ever
-normalised, hashed or grouped, so the cost is one scan plus work proportional to users × d.
+user's rows in time order). Then Limit-User-Activity needs no grouping of the log at all. The
+bounding itself — which rows a user keeps — is the kernel of :mod:`searchveil.bounding`, the
+one definition the in-memory releases and Spark's partitions run too; this module only moves
+batches through it and counts what it keeps:
 
-Inputs stream in chunks (:mod:`searchveil.engines.sources`): a gzip file is inflated by ISA-L
-in a reader thread (it releases the GIL, and hashes the compressed bytes for the provenance
-record as it reads them) while Polars parses and bounds the previous chunk; Parquet arrives as
-Polars batches. Memory is bounded by a few chunks plus the kept items, which are folded into
-counts every few million rows.
+* inputs stream in chunks (:mod:`searchveil.engines.sources`): a gzip file is inflated by
+  ISA-L in a reader thread (it releases the GIL, and hashes the compressed bytes for the
+  provenance record as it reads them) while Polars parses the previous chunk; Parquet arrives
+  as Polars batches;
+* each chunk is cut into a :class:`~searchveil.bounding.Segment` a chunk ahead, in a thread
+  (:func:`~searchveil.bounding.cut` needs nothing from the chunk before it); the caller joins
+  it to the carry (:meth:`~searchveil.bounding.Bounder.add`, small); a worker thread counts
+  the kept rows (:class:`Tally`), so three chunks are in flight on the machine's cores;
+* only the kept items (≤ d per user) are normalised and grouped, so the cost is one scan plus
+  work proportional to users × d; memory is bounded by a few chunks plus the kept items, which
+  are folded into counts every few million rows.
 
-Exactly the in-memory definitions (``searchveil.model``, ``searchveil.bounding``):
+Users must be contiguous. The pass checks it (a user id that starts a second run raises
+:class:`~searchveil.bounding.NotContiguous`) and the caller then falls back to a plan that
+sorts the rows first, so an unsorted input is slower, never wrong.
 
-* an *event* starts where the user, the time or the normalised query differ from the previous
-  row (a null time always starts one). Raw query text is compared first; only rows whose raw
-  text differs from the previous row's at the same user and time are normalised to decide, so
-  normalisation never runs on the whole log.
-* Korolova keeps each user's first ``d`` events (or first ``d`` distinct normalised queries with
-  ``distinct``) and first ``d_c`` click rows; ZEALOUS keeps the first occurrence of each user's
-  first ``m`` distinct queries or (query, url) pairs.
-* Users must be contiguous. The pass checks it (a user id that starts a second run raises
-  :class:`NotGrouped`) and the caller then falls back to the hash-based plan, so an unsorted
-  input is slower, never wrong.
-
-Users are compared as they are written (after stripping blanks); numeric ids are read as
-64-bit integers when every id parses, as the in-memory reader does.
+:class:`Tally` — kept rows into counts or pools, and the figures — is shared with Spark's
+driver (:mod:`searchveil.engines.spark_ordered`).
 """
 
 from __future__ import annotations
@@ -40,77 +35,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
+from searchveil.bounding import STREAM_KEYS, Bounder, Segment, Stream, cut
 from searchveil.engines.contract import Bounding, BoundingPlan, Item, Source
-from searchveil.engines.sources import (
-    NotNumeric,
-    Prefetch,
-    parquet_source,
-    tsv_source,
-)
+from searchveil.engines.sources import NotNumeric, Prefetch, parquet_source, tsv_source
 from searchveil.errors import InputFormatError, InternalError, InvalidParameterError
-from searchveil.model import PAIR_SEP, normalize_query
+from searchveil.model import PAIR_SEP
 
-__all__ = ["NotGrouped", "ordered_counts"]
+__all__ = ["Tally", "bound_chunks", "ordered_counts"]
 
+SORTED_CHUNK_ROWS = 1 << 20  # rows per chunk of a sorted input
 FOLD_ROWS = 2_000_000  # kept items held before counting them into a partial count
 MERGE_PARTIALS = 8  # partial counts held before merging them
-# a string that is not equal to its normalisation contains one of these (A-Z, any character
-# outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
-# row, or a space at either end); strings without them are left as they are
-_NEEDS_NORMALIZING = r"[^ !-@\[-~]|  |^ | $"
-
-
-def _pool_frame(rows: list[pl.DataFrame], keys: list[str], user_numeric: bool) -> pl.DataFrame:
-    """The kept rows (users contiguous, each user's in order) as ``user, <keys>, rank``."""
-    if rows:
-        df = pl.concat(rows, how="vertical_relaxed", rechunk=True)
-        rows.clear()  # the chunks' memory goes back as soon as the pool is one frame
-    else:
-        df = pl.DataFrame(schema={"u": pl.Int64 if user_numeric else pl.String}
-                          | {k: pl.String for k in keys})  # fmt: skip
-    df = df.rename({"u": "user"})
-    if keys == ["query"]:
-        df = df.rename({"query": "item"})
-    rid = df.get_column("user").rle_id().to_numpy()  # users are contiguous
-    starts = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]]) if rid.size else rid
-    rank = np.arange(rid.size, dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, rid.size]))
-    return df.with_columns(rank=pl.Series(rank, dtype=pl.Int64))
-
-
-class NotGrouped(Exception):
-    """The input's user rows are not contiguous; use the hash-based plan."""
-
-
-# ----------------------------------------------------------------------------------- bounding
-
-
-def _normalize(s: pl.Series, normalize: bool) -> pl.Series:
-    """``normalize_query`` applied only to the strings it would change."""
-    if not normalize or s.len() == 0:
-        return s
-    mask = s.str.contains(_NEEDS_NORMALIZING)
-    if not mask.any():
-        return s
-    idx = mask.arg_true()
-    fixed = pl.select(normalize_query(pl.lit(s.gather(idx)))).to_series()
-    return s.scatter(idx, fixed)
-
-
-def _rank(start: pl.Expr, counted: pl.Expr, carried: int) -> pl.Expr:
-    """1-based running count of ``counted`` rows within each user run (``start`` marks a user's
-    first row); the run open at the chunk's start continues from ``carried``."""
-    cs = counted.cast(pl.Int64).cum_sum()
-    base = (
-        pl.when(start)
-        .then(cs - counted.cast(pl.Int64))
-        .otherwise(None)
-        .forward_fill()
-        .fill_null(-carried)
-    )
-    return cs - base
 
 
 @dataclass
@@ -130,6 +67,11 @@ class _Fold:
             self.pending_rows += df.height
             if self.pending_rows >= FOLD_ROWS:
                 self.fold()
+
+    def add_counts(self, df: pl.DataFrame) -> None:
+        """Counts computed elsewhere (``keys`` + ``count``), merged with the rest."""
+        if df.height:
+            self.partials.append(df.select(*self.keys, pl.col("count").cast(pl.Int64)))
 
     def fold(self) -> None:
         if self.pending:
@@ -154,50 +96,93 @@ class _Fold:
         return self._merge()
 
 
-@dataclass
-class _Distinct:
-    """First occurrences of each user's first ``m`` distinct keys, across chunks."""
+class Tally:
+    """What a plan keeps, gathered: each stream's kept rows counted by key (histogram plans)
+    or kept as rows (``pools``: user, keys, rank); :meth:`result` names the counts and the
+    figures as the releases expect them."""
 
-    m: int
-    keys: list[str]
-    carry_user: Any = None
-    carry_keys: pl.DataFrame | None = None  # the open user's kept keys so far
+    def __init__(self, plan: BoundingPlan, spec_streams: list[Stream]) -> None:
+        self.plan = plan
+        self.pools = plan.keep == Bounding.POOLS
+        self.streams = spec_streams
+        self.folds = {s: _Fold(STREAM_KEYS[s]) for s in spec_streams}
+        self.rows: dict[Stream, list[pl.DataFrame]] = {s: [] for s in spec_streams}
+        self.kept: dict[Stream, int] = dict.fromkeys(spec_streams, 0)
 
-    def keep(self, rows: pl.DataFrame) -> pl.DataFrame:
-        """``rows``: candidate rows (``u`` + keys) in order; returns the kept ones."""
-        if rows.height == 0:
-            return rows
-        n_carry = 0
-        if (
-            self.carry_keys is not None
-            and self.carry_keys.height
-            and (rows.item(0, "u") == self.carry_user)
-        ):
-            pre = self.carry_keys.select(
-                pl.lit(self.carry_user, rows.schema["u"]).alias("u"), *self.keys
+    def add(self, kept: dict[Stream, pl.DataFrame]) -> None:
+        for stream, df in kept.items():
+            self.kept[stream] += df.height
+            if self.pools:
+                if df.height:
+                    self.rows[stream].append(df)
+            else:
+                self.folds[stream].add(df)
+
+    def add_counts(self, stream: Stream, counts: pl.DataFrame, kept: int) -> None:
+        """Kept rows counted elsewhere (a Spark partition): ``keys`` + ``count``."""
+        self.folds[stream].add_counts(counts)
+        self.kept[stream] += kept
+
+    def _pool(self, stream: Stream, user_dtype: Any) -> pl.DataFrame:
+        keys = STREAM_KEYS[stream]
+        parts = self.rows[stream]
+        if parts:
+            df = pl.concat(parts, how="vertical_relaxed", rechunk=True)
+            parts.clear()  # the chunks' memory goes back as soon as the pool is one frame
+        else:
+            df = pl.DataFrame(schema={"u": user_dtype} | {k: pl.String for k in keys}
+                              | {"_rank": pl.Int64})  # fmt: skip
+        df = df.select(
+            pl.col("u").alias("user"), *keys, pl.col("_rank").cast(pl.Int64).alias("rank")
+        )
+        return df.rename({"query": "item"}) if stream == Stream.EVENTS else df
+
+    def result(
+        self, figures: dict[str, int], user_dtype: Any = pl.Int64
+    ) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
+        """(counts, figures) of the plan, from the kernel's figures (``users``, ``events``,
+        ``clicks``)."""
+        bp, ev, cl = self.plan, Stream.EVENTS, Stream.CLICKS
+        users, events, clicks = figures["users"], figures["events"], figures["clicks"]
+        if self.pools:
+            counts = {"query_pool": self._pool(ev, user_dtype)}
+            out = {"users": users, "query_events": events, "pool_queries": self.kept[ev]}
+            if cl in self.streams:
+                counts["click_pool"] = self._pool(cl, user_dtype)
+                out |= {"clicks": clicks, "pool_clicks": self.kept[cl]}
+            return counts, out
+        if bp.keep == Bounding.EVENTS:
+            counts = {"queries": self.folds[ev].result()}
+            out = {"users": users, "query_events": events,
+                   "query_events_after_bounding": self.kept[ev]}  # fmt: skip
+            if cl in self.streams:
+                counts["clicks"] = self.folds[cl].result()
+                out |= {"clicks": clicks, "clicks_after_bounding": self.kept[cl]}
+            return counts, out
+        if bp.item == Item.QUERIES:
+            res = self.folds[ev].result().select(item="query", count="count")
+            n_items, kept = events, self.kept[ev]
+        else:
+            res = self.folds[cl].result()
+            res = res.select(
+                item=pl.col("query") + PAIR_SEP + pl.col("url"),
+                query="query",
+                url="url",
+                count="count",
             )
-            rows = pl.concat([pre, rows.select("u", *self.keys)])
-            n_carry = pre.height
-        start = (pl.col("u") != pl.col("u").shift(1)).fill_null(True)
-        key = pl.col(self.keys[0]) if len(self.keys) == 1 else pl.struct(*self.keys)
-        marked = rows.with_columns(_f=key.is_first_distinct().over("u"))
-        marked = marked.with_columns(_k=pl.col("_f") & (_rank(start, pl.col("_f"), 0) <= self.m))
-        kept_all = marked.filter(pl.col("_k")).drop("_k", "_f")
-        last_user = rows.item(rows.height - 1, "u")
-        self.carry_user = last_user
-        self.carry_keys = kept_all.filter(pl.col("u") == last_user).select(self.keys)
-        return kept_all.slice(n_carry) if n_carry else kept_all
+            n_items, kept = clicks, self.kept[cl]
+        return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}
 
 
 class _InOrder:
     """One worker thread that runs submitted calls in order, at most ``depth`` waiting: the
-        extraction of chunk i (filter, normalise, fold — Polars work that releases the GIL) runs
-        while the caller marks chunk i+1 (``depth`` 0: one chunk in extraction, one being marked — a
-    chunk more in memory than a serial pass). Errors surface at the next :meth:`submit` or at
-        :meth:`finish`; leaving the ``with`` block cancels what has not started."""
+    counting of chunk i (Polars work that releases the GIL) runs while the caller joins chunk
+    i+1 (``depth`` 0: one chunk being counted, one being joined — a chunk more in memory than
+    a serial pass). Errors surface at the next :meth:`submit` or at :meth:`finish`; leaving the
+    ``with`` block cancels what has not started."""
 
     def __init__(self, depth: int = 0) -> None:
-        self._ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="searchveil-extract")
+        self._ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="searchveil-count")
         self._pending: deque[Future[None]] = deque()
         self._depth = depth
 
@@ -219,88 +204,38 @@ class _InOrder:
         self._ex.shutdown(wait=True, cancel_futures=True)
 
 
-@dataclass
-class _State:
-    """What one chunk hands to the next."""
-
-    u: Any = None
-    q: str | None = None
-    t: str | None = None
-    events: int = 0  # events of the open user so far
-    clicks: int = 0  # click rows of the open user so far
-    seen_users: set[Any] = field(default_factory=set)
-    rows: int = 0
-    users: int = 0
-    query_events: int = 0
-    click_rows: int = 0
+def _check_plan(bp: BoundingPlan) -> None:
+    if bp.keep not in (Bounding.EVENTS, Bounding.DISTINCT, Bounding.POOLS):
+        raise InvalidParameterError("bounding plan", bp.keep, "events | distinct | pools")
 
 
-def _flags(df: pl.DataFrame, prev: tuple[Any, Any, Any], normalize: bool) -> pl.DataFrame:
-    """Add ``_us`` (first row of a user) and ``_es`` (first row of a query event): one lazy
-    query per chunk; rows whose raw query differs from the previous row's at the same user and
-    time (``_amb``) are settled by comparing normalised text afterwards. ``prev``: the raw
-    (user, query, time) of the row before the chunk — all a chunk needs from the one before, so
-    flags can be computed a chunk ahead (:func:`_flagged`)."""
-    dt = df.schema
-    pu0, pq0, pt0 = prev
-    u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
-    pu = u.shift(1, fill_value=pl.lit(pu0, dt["u"]))
-    pq = q.shift(1, fill_value=pl.lit(pq0, pl.String))
-    pt = t.shift(1, fill_value=pl.lit(pt0, pl.String))
-    same_ut = ((u == pu) & (t == pt)).fill_null(False)
-    same_q = (q == pq).fill_null(False)
-    out = (
-        df.lazy()
-        .with_columns(
-            _us=(u != pu).fill_null(True),
-            _es=~(same_ut & same_q),
-            _amb=same_ut & ~same_q,
-        )
-        .collect()
-    )
-    amb = out.get_column("_amb")
-    if normalize and amb.any():
-        # the ambiguous rows' query and the one before, by a filter (a gather across the
-        # batch's many small chunks cost 10x more)
-        pair = (
-            out.lazy()
-            .select(
-                a=q.filter(pl.col("_amb")),
-                b=q.shift(1, fill_value=pl.lit(pq0, pl.String)).filter(pl.col("_amb")),
-            )
-            .collect()
-        )
-        same = _normalize(pair.get_column("a"), True) == _normalize(pair.get_column("b"), True)
-        idx = amb.arg_true()
-        out = out.with_columns(out.get_column("_es").scatter(idx, ~same).alias("_es"))
-    return out
+def bound_chunks(
+    chunks: Iterator[pl.DataFrame], bp: BoundingPlan, *, normalize: bool, check: bool = True
+) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
+    """The kernel over ``chunks`` (rows ``u, q, t`` [+ ``url``] in order, each user's rows
+    together), counted: (counts, figures incl. ``rows``)."""
+    spec = bp.kernel_spec(normalize=normalize)
+    bounder = Bounder(spec, check=check)
+    tally = Tally(bp, [s for s, _ in spec.rules()])
+    user_dtype: Any = pl.Int64
+    segments: Prefetch | None = None
+    try:
+        # a chunk ahead: cut (flags, ranks, kept rows) | join to the carry | count
+        segments = Prefetch(cut(df, spec) for df in chunks if df.height)
+        with _InOrder() as worker:
+            for seg, body in segments:
+                user_dtype = _dtype(seg)
+                worker.submit(tally.add, bounder.add(seg, body))
+            worker.finish()
+    finally:
+        if segments is not None:
+            segments.close()
+    counts, figures = tally.result(bounder.figures, user_dtype)
+    return counts, figures | {"rows": bounder.figures["rows"]}
 
 
-def _ranks(out: pl.DataFrame, st: _State, with_url: bool) -> pl.DataFrame:
-    """Add ``_er`` (the user's event number of the row) and, with URLs, ``_cr`` (the user's
-    click number), continuing the counts of the user open at the chunk's start."""
-    ranks = [_rank(pl.col("_us"), pl.col("_es"), st.events).alias("_er")]
-    if with_url:
-        ranks.append(_rank(pl.col("_us"), pl.col("url").is_not_null(), st.clicks).alias("_cr"))
-    return out.with_columns(ranks)
-
-
-def _mark(df: pl.DataFrame, st: _State, normalize: bool, with_url: bool) -> pl.DataFrame:
-    """:func:`_flags` then :func:`_ranks` of one chunk (the previous row from ``st``)."""
-    return _ranks(_flags(df, (st.u, st.q, st.t), normalize), st, with_url)
-
-
-def _flagged(chunks: Iterator[pl.DataFrame], normalize: bool) -> Iterator[pl.DataFrame]:
-    """The non-empty chunks with their :func:`_flags`, each chunk's previous row taken from
-    the raw chunk before it."""
-    prev: tuple[Any, Any, Any] = (None, None, None)
-    for df in chunks:
-        if df.height == 0:
-            continue
-        out = _flags(df, prev, normalize)
-        last = df.row(df.height - 1, named=True)
-        prev = (last["u"], last["q"], last["t"])
-        yield out
+def _dtype(seg: Segment) -> Any:
+    return seg.run_users.dtype if seg.run_users is not None else pl.Int64
 
 
 def ordered_counts(
@@ -309,33 +244,38 @@ def ordered_counts(
     *,
     normalize: bool,
     fingerprint: str = "full",
+    sort: bool = False,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
     """Bounded counts of ``plan`` (events, distinct queries or clicks; or the pools) in one
     ordered pass. Returns (counts, figures, rows, sha256); raises
-    :class:`NotGrouped` when the users' rows are not contiguous. ``fingerprint``: ``full``
-    (whole-file SHA-256) or ``fast`` (Parquet footer + size, :func:`start_fingerprint`)."""
+    :class:`~searchveil.bounding.NotContiguous` when the users' rows are not contiguous.
+    ``sort``: gather the rows and sort them by user first (input order within a user), for an
+    input whose users are not contiguous (memory: the four columns of every row).
+    ``fingerprint``: ``full`` (whole-file SHA-256) or ``fast`` (Parquet footer + size)."""
+    _check_plan(plan)
+    src_ = Source.of(source)
     for user_numeric in (True, False):
         try:
-            return _ordered_counts(
-                Source.of(source), plan, normalize=normalize, user_numeric=user_numeric,
-                fingerprint=fingerprint,
-            )  # fmt: skip
+            return _ordered_counts(src_, plan, normalize=normalize, user_numeric=user_numeric,
+                                   fingerprint=fingerprint, sort=sort)  # fmt: skip
         except NotNumeric:
             continue
     raise InternalError("user ids were neither numeric nor text")
 
 
+def _sorted(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    parts = list(chunks)
+    if not parts:
+        return
+    rows = pl.concat(parts, how="vertical_relaxed").sort("u", maintain_order=True)
+    yield from (rows.slice(i, SORTED_CHUNK_ROWS) for i in range(0, rows.height, SORTED_CHUNK_ROWS))
+
+
 def _ordered_counts(
-    source: Source,
-    bp: BoundingPlan,
-    *,
-    normalize: bool,
-    user_numeric: bool,
-    fingerprint: str,
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:
+    source: Source, bp: BoundingPlan, *, normalize: bool, user_numeric: bool, fingerprint: str,
+    sort: bool,
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:  # fmt: skip
     path = source.path
-    if bp.keep not in (Bounding.EVENTS, Bounding.DISTINCT, Bounding.POOLS):
-        raise InvalidParameterError("bounding plan", bp.keep, "events | distinct | pools")
     if source.parquet:
         src = parquet_source(path, bp.with_url, fingerprint)
     else:
@@ -344,169 +284,13 @@ def _ordered_counts(
                 "fingerprint", fingerprint, "full, or fast with a Parquet file input"
             )
         src = tsv_source(path, bp.with_url, user_numeric)
-    st = _State()
-    flagged: Prefetch | None = None
     try:
-        ex = _Extractor(bp, normalize)
-        # three threads: flags of chunk i+1 (a chunk ahead: they need only the raw row before
-        # it) | ranks and bookkeeping of chunk i | extraction of chunk i-1
-        flagged = Prefetch(_flagged(src.chunks, normalize))
-        with _InOrder() as worker:
-            for df in flagged:
-                worker.submit(ex.extract, _account(df, st, bp.with_url))
-            worker.finish()
-        if st.rows == 0:
+        chunks = _sorted(src.chunks) if sort else src.chunks
+        counts, figures = bound_chunks(chunks, bp, normalize=normalize, check=not sort)
+        if figures["rows"] == 0:
             raise InputFormatError(str(path), "no data rows left (empty input)")
         sha = src.sha256()
     finally:
-        if flagged is not None:
-            flagged.close()
         src.close()
-    counts, figures = ex.result(st, user_numeric)
-    return counts, figures, st.rows, sha
-
-
-def _account(df: pl.DataFrame, st: _State, with_url: bool) -> pl.DataFrame:
-    """Chunk i's ranks and the pass's bookkeeping (in the caller's thread, in order); raises
-    :class:`NotGrouped` when a user starts a second run."""
-    df = _ranks(df, st, with_url)
-    new_users = df.get_column("u").filter(df.get_column("_us")).to_list()
-    if any(x in st.seen_users for x in new_users) or len(set(new_users)) < len(new_users):
-        raise NotGrouped
-    st.seen_users.update(new_users)
-    last = df.row(df.height - 1, named=True)
-    st.u, st.q, st.t = last["u"], last["q"], last["t"]
-    st.events = int(last["_er"])
-    st.rows += df.height
-    st.users += len(new_users)
-    st.query_events += int(df.get_column("_es").sum())
-    if with_url:
-        st.clicks = int(last["_cr"])
-        st.click_rows += int(df.get_column("url").is_not_null().sum())
-    return df
-
-
-class _Extractor:
-    """The kept items of each chunk (in the extraction thread, in order) and, at the end, the
-    counts (or the pools) and figures of the plan."""
-
-    def __init__(self, bp: BoundingPlan, normalize: bool) -> None:
-        self.bp, self.normalize = bp, normalize
-        self.by_events = bp.keep == Bounding.EVENTS
-        # selection strategies (issue 24): each user's first per_user distinct queries (and
-        # first clicks_per_user distinct (query, url) clicks) as rows, not counts
-        self.pools = bp.keep == Bounding.POOLS
-        self.q_dist: _Distinct | None
-        if self.by_events and not bp.distinct:
-            self.q_fold = _Fold(["query"])
-            self.q_dist = None
-        else:
-            self.q_fold = _Fold(["query"] if bp.item == Item.QUERIES else ["query", "url"])
-            self.q_dist = _Distinct(bp.per_user, self.q_fold.keys)
-        self.c_fold = _Fold(["query", "url"]) if (self.by_events and bp.with_url) else None
-        self.tally = {"events": 0, "clicks": 0}  # kept rows
-        self.q_rows: list[pl.DataFrame] = []  # pools: the kept rows themselves
-        self.c_rows: list[pl.DataFrame] = []
-        self.c_dist = (
-            _Distinct(bp.clicks_per_user or 0, ["query", "url"])
-            if self.pools and bp.with_url
-            else None
-        )
-
-    def _events(self, df: pl.DataFrame) -> pl.DataFrame:
-        """Event starts as ``u, query`` (normalised)."""
-        ev = df.lazy().filter(pl.col("_es")).select("u", pl.col("q").alias("query")).collect()
-        return ev.with_columns(query=_normalize(ev.get_column("query"), self.normalize))
-
-    def _clicks(self, df: pl.DataFrame) -> pl.DataFrame:
-        """Click rows as ``u, query, url`` (query normalised)."""
-        cl = (
-            df.lazy()
-            .filter(pl.col("url").is_not_null())
-            .select("u", pl.col("q").alias("query"), "url")
-            .collect()
-        )
-        return cl.with_columns(query=_normalize(cl.get_column("query"), self.normalize))
-
-    def extract(self, df: pl.DataFrame) -> None:
-        """Chunk i's kept items into the folds (or the pools)."""
-        if self.pools:
-            self._extract_pools(df)
-            return
-        if self.q_dist is None:  # events: first d events
-            kept = (  # lazy: only the query column is filtered (projection first)
-                df.lazy()
-                .filter(pl.col("_es") & (pl.col("_er") <= self.bp.per_user))
-                .select(pl.col("q").alias("query"))
-                .collect()
-            )
-            kept = kept.with_columns(query=_normalize(kept.get_column("query"), self.normalize))
-        elif self.bp.item == Item.QUERIES:  # first m distinct queries (first occurrence)
-            kept = self.q_dist.keep(self._events(df))
-        else:  # distinct clicks: first m distinct (query, url)
-            kept = self.q_dist.keep(self._clicks(df))
-        self.q_fold.add(kept)
-        self.tally["events"] += kept.height
-        if self.c_fold is not None:
-            d_c = self.bp.clicks_per_user or 0
-            kc = (
-                df.lazy()
-                .filter(pl.col("url").is_not_null() & (pl.col("_cr") <= d_c))
-                .select(pl.col("q").alias("query"), "url")
-                .collect()
-            )
-            kc = kc.with_columns(query=_normalize(kc.get_column("query"), self.normalize))
-            self.c_fold.add(kc)
-            self.tally["clicks"] += kc.height
-
-    def _extract_pools(self, df: pl.DataFrame) -> None:
-        assert self.q_dist is not None
-        kept = self.q_dist.keep(self._events(df))
-        self.q_rows.append(kept)
-        self.tally["events"] += kept.height
-        if self.c_dist is not None:
-            kept_c = self.c_dist.keep(self._clicks(df))
-            self.c_rows.append(kept_c)
-            self.tally["clicks"] += kept_c.height
-
-    def result(
-        self, st: _State, user_numeric: bool
-    ) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
-        kept_events, kept_clicks = self.tally["events"], self.tally["clicks"]
-        counts: dict[str, pl.DataFrame] = {}
-        figures: dict[str, int]
-        if self.pools:
-            counts["query_pool"] = _pool_frame(self.q_rows, ["query"], user_numeric)
-            figures = {
-                "users": st.users,
-                "query_events": st.query_events,
-                "pool_queries": kept_events,
-            }
-            if self.c_dist is not None:
-                counts["click_pool"] = _pool_frame(self.c_rows, ["query", "url"], user_numeric)
-                figures |= {"clicks": st.click_rows, "pool_clicks": kept_clicks}
-            return counts, figures
-        if self.by_events:
-            counts["queries"] = self.q_fold.result()
-            figures = {
-                "users": st.users,
-                "query_events": st.query_events,
-                "query_events_after_bounding": kept_events,
-            }
-            if self.c_fold is not None:
-                counts["clicks"] = self.c_fold.result()
-                figures |= {"clicks": st.click_rows, "clicks_after_bounding": kept_clicks}
-            return counts, figures
-        res = self.q_fold.result()
-        queries = self.bp.item == Item.QUERIES
-        if queries:
-            res = res.with_columns(item=pl.col("query"))
-        else:
-            res = res.with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))
-        counts["items"] = res
-        figures = {
-            "users": st.users,
-            "items": st.query_events if queries else st.click_rows,
-            "items_after_bounding": kept_events,
-        }
-        return counts, figures
+    rows = figures.pop("rows")
+    return counts, figures, rows, sha

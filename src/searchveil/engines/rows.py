@@ -1,21 +1,10 @@
-"""The row plan: which rows each release needs after contribution bounding — stated once, run on
-any engine (:class:`~searchveil.engines.base.Engine`).
-
-* Korolova Release-Data: the rows of each user's first d query events, and each user's first
-  d_c click rows (Limit-User-Activity, thesis Alg. 3).
-* ZEALOUS, item type ``queries``: the first occurrence (event) of each of the user's first m
-  distinct queries; type ``clicks``: the first row of each of the user's first m distinct
-  (query, url) pairs (Götz §4, "m distinct items, data-independent choice"). Keyword and
-  query-pair items need whole sessions; use the in-memory engine for them.
-* k-query anonymity: the rows of the queries posed by ≥ k distinct users.
-
-This is the fallback of the Polars engine (input whose users' rows are not contiguous) and the
-plan of k-anonymity on both engines. The reduced rows are collected into an ordinary
-:class:`~searchveil.model.SearchLog`; for Korolova and ZEALOUS the in-memory bounding
-(idempotent on them: first-d of a first-d selection is the same selection) turns them into
-:class:`~searchveil.release.counts.BoundedCounts` (:func:`rows_plan_counts`). The private input
-record (provenance, never the public ledger) is the full input's (file SHA-256 streamed in a
-thread, total rows and users).
+"""The row plan of k-query anonymity: the rows of the queries posed by ≥ k distinct users
+(:attr:`~searchveil.engines.contract.Bounding.SHARED`), with the sessions of the whole input,
+stated once over the small interface of :class:`~searchveil.engines.base.Engine` and run on
+either engine. (Korolova, ZEALOUS and the selection pools bound with the kernel of
+:mod:`searchveil.bounding` instead.) The reduced rows are collected into an ordinary
+:class:`~searchveil.model.SearchLog`; the private input record (provenance, never the public
+ledger) is the full input's (file SHA-256 streamed in a thread, total rows and users).
 
 Input fingerprints: :func:`searchveil.io.files.start_fingerprint`.
 """
@@ -28,8 +17,8 @@ from typing import Any
 import polars as pl
 
 from searchveil.engines.base import Engine, ReducedRows, Table
-from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item, Source
-from searchveil.errors import InternalError, InvalidParameterError
+from searchveil.engines.contract import Bounding, BoundingPlan, Source
+from searchveil.errors import InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.readers import ReaderOptions
 from searchveil.io.times import parse_time
@@ -38,38 +27,20 @@ from searchveil.model import InputInfo, SearchLog, add_sessions
 __all__ = [
     "reduce_rows",
     "reduced_rows",
-    "rows_plan_counts",
     "rows_plan_log",
     "to_search_log",
     "input_info",
     "input_record",
-    "NO_RNG",
 ]
 
 
 def reduce_rows(engine: Engine, table: Table, plan: BoundingPlan) -> Table:
     """The engine table of the rows ``plan`` keeps (see the module docstring)."""
-    if plan.keep == Bounding.EVENTS:
-        ev = engine.first_per_user(engine.events(table), plan.per_user)
-        rows = engine.semi_join(table, ev, ["user", "ev"])
-        if plan.clicks_per_user is not None:
-            clicks = engine.first_per_user(engine.filter_clicks(table), plan.clicks_per_user)
-            rows = engine.union_rows(rows, clicks)
-        return rows
-    if plan.keep == Bounding.DISTINCT:
-        if plan.item == Item.QUERIES:
-            events = engine.events(table)
-            first = engine.first_per_user(events, plan.per_user, distinct_on=["qh"])
-            first_events = engine.semi_join(events, first, ["user", "row"])
-            return engine.semi_join(table, first_events, ["user", "ev"])
-        clicks = engine.filter_clicks(table)
-        first = engine.first_per_user(clicks, plan.per_user, distinct_on=["query", "url"])
-        return engine.semi_join(clicks, first, ["user", "row"])
     if plan.keep == Bounding.SHARED:
         kept = engine.users_with_counts(table, "query", plan.per_user)
         # sessions (for the released ids and query pairs) come from the whole input
         return engine.semi_join(engine.with_sessions(table), kept, ["query"])
-    raise InvalidParameterError("bounding plan", plan.keep, "events | distinct | shared")
+    raise InvalidParameterError("bounding plan", plan.keep, "shared")
 
 
 def to_search_log(reduced: pl.DataFrame, info: InputInfo) -> SearchLog:
@@ -129,30 +100,6 @@ def reduced_rows(
     table = engine.scan(src)
     reduced, totals = engine.collect_with_totals(reduce_rows(engine, table, plan), table)
     return reduced, totals, sha.result()
-
-
-def rows_plan_counts(
-    engine: Engine,
-    source: Source | Path,
-    plan: BoundingPlan,
-    *,
-    normalize: bool,
-    fingerprint: str = "full",
-) -> BoundedCounts:
-    """Bounded counts through the row plan (:func:`reduce_rows`): the engine keeps the rows
-    each user may contribute, and the family's in-memory bounding (``plan.count_rows``)
-    counts them (idempotent on them)."""
-    if plan.count_rows is None:
-        raise InternalError("a histogram plan without its in-memory counting (count_rows)")
-    src = Source.of(source)
-    reduced, totals, sha = reduced_rows(engine, src, plan, fingerprint=fingerprint)
-    info = input_info(src, sha, totals["rows"], normalize)
-    bounded = plan.count_rows(to_search_log(reduced, info))
-    bounded.figures["users"] = totals["users"]
-    bounded.figures["rows_after_engine_bounding"] = reduced.height
-    bounded.input = info.to_dict(users=totals["users"]) | {"fingerprint": fingerprint}
-    bounded.plan = "rows"
-    return bounded
 
 
 def rows_plan_log(

@@ -1,46 +1,56 @@
-"""The PySpark engine: the same operations on Spark DataFrames (``--engine spark``).
+"""The PySpark engine (``--engine spark``): the bounding kernel of :mod:`searchveil.bounding`
+on Spark's partitions, and k-anonymity's row plan on Spark DataFrames.
 
-``--spark-master`` picks the cluster (default ``local[*]``). Row order is
-``monotonically_increasing_id()`` of the scanned file, which follows the file order (partition
-index, then position). Korolova and ZEALOUS: the bounded counts are computed on Spark and only
-the counts come to the driver with Arrow:
+Where: ``--spark-master`` (default ``local[*]``; a standalone, YARN or Kubernetes master), or a
+Spark Connect server (``--spark-remote sc://host:port``); ``--spark-conf`` adds settings (a
+catalog). Off the driver's machine the executors get the driver's own searchveil, zipped
+(:func:`ship_code`). What: a file (Parquet, AOL TSV/.gz), or a table of the session's catalog or
+a Spark DataFrame (:class:`~searchveil.engines.contract.TableSource`, with its column names).
 
-* ``ordered`` pass (:func:`ordered_plan`, :mod:`searchveil.engines.spark_ordered`): when each
-  user's rows are contiguous (a log written user by user), every partition bounds its own
-  users with ``mapInArrow`` and the boundary users are stitched on the driver — no shuffle of
-  rows;
-* ``window`` plan (:func:`window_plan`): one shuffle of the rows by user and a window per user;
-  any input.
+Korolova, ZEALOUS and the selection pools (:func:`kernel_plan`): every partition runs the kernel
+with ``mapInArrow`` on the rows as Spark reads them (no normalisation or parsing in Spark SQL:
+the executors read them with the Polars pass's own code), and only counts (or the pools), a few
+rows per partition and the users of its runs come to the driver with Arrow, which joins the
+partitions with the kernel's own join:
 
-``plan="auto"`` (the default) tries the ordered pass and falls back to the window plan when
-it finds a user whose rows are not contiguous. k-anonymity: the reduced rows are brought to the
-driver. Noise is drawn there with the project's secure sampler (the driver never holds the log
-itself).
+* ``ordered`` (user-sorted input, a log written user by user): no shuffle of rows;
+* ``shuffle``: each user's rows moved to one partition first, in input order (a file's
+  position; a table's file path and row index) — any input.
+
+``plan="auto"`` (the default) tries the ordered pass and shuffles when it finds a user whose
+rows are not contiguous. Noise is drawn on the driver with the project's secure sampler (the
+driver never holds the log itself).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import sys
+import tempfile
+import zipfile
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pyspark
 from pyspark import TaskContext
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
+from searchveil.bounding import NotContiguous
 from searchveil.engines.base import Engine, ReducedRows
 from searchveil.engines.contract import (
     BoundedCounts,
-    Bounding,
     BoundingPlan,
-    Item,
     Source,
+    TableSource,
     UserItemPools,
 )
 from searchveil.engines.rows import input_record, rows_plan_log
@@ -48,28 +58,39 @@ from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_ordered import (
     GROUP_KEYS,
     OUTPUT_DDL,
-    NotContiguous,
-    PartitionPass,
-    stitch,
+    PartitionInput,
+    join_partitions,
+    parquet_pieces,
+    partition_rows,
+    piece_rows,
 )
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
 from searchveil.io.readers import AOL_COLUMNS
-from searchveil.model import PAIR_SEP
 from searchveil.validate import parse_choice
 
-PLAN_NAME = "spark window plan"
-POOL_PLAN_NAME = "spark pool plan"
+SHUFFLE_PLAN_NAME = "spark shuffled by user"
 ORDERED_PLAN_NAME = "spark ordered pass"
+PIECES_PLAN_NAME = "spark ordered pass (executors read the Parquet file)"
+
+
+class SparkScan(StrEnum):
+    """Who reads a Parquet file: ``auto`` — the executors, with pyarrow, by path
+    (:func:`pieces_plan`; the file must be on a file system they share with the driver), for
+    user-sorted input; ``spark`` — Spark's own reader, always."""
+
+    AUTO = "auto"
+    SPARK = "spark"
 
 
 class SparkPlan(StrEnum):
-    """How Spark bounds: ``auto`` (the ordered pass, else the window plan), or one of them."""
+    """How Spark bounds: ``auto`` (the ordered pass, else the rows shuffled by user), or one
+    of them."""
 
     AUTO = "auto"
     ORDERED = "ordered"
-    WINDOW = "window"
+    SHUFFLE = "shuffle"
 
 
 SPARK_PLANS = tuple(p.value for p in SparkPlan)
@@ -78,36 +99,67 @@ SPARK_UNREADABLE = (
     "damaged .gz or Parquet file?); `searchveil stats` on it names the first bad line "
     "(SEARCHVEIL_DEBUG=1 shows Spark's own message)"
 )
-# PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it);
-# without it the engine runs the window plan
-HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
-# White_Space class of Polars' (Rust) \s, so normalisation agrees with the in-memory reader
-_WHITESPACE = r"(?U)\s+"
+# White_Space class of Polars' (Rust) \s: the blanks the kernel strips from a text user id
+_EDGE_BLANKS = r"(?U)^\s+|\s+$"
+_WHITESPACE = r"(?U)\s+"  # k-anonymity's normalisation, in Spark SQL (its row plan)
+# PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it)
+HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 
-_SESSIONS: dict[str, Any] = {}
+_SESSIONS: dict[tuple[Any, ...], Any] = {}
 
 
-def spark_session(master: str = "local[*]") -> Any:
-    """A shared SparkSession (quiet, no UI, Arrow on)."""
-    if master in _SESSIONS:
-        return _SESSIONS[master]
+def spark_session(
+    master: str = "local[*]", *, remote: str | None = None, conf: tuple[tuple[str, str], ...] = ()
+) -> Any:
+    """A shared SparkSession (quiet, no UI, Arrow on, times in UTC): a classic one on
+    ``master``, or a Spark Connect client of ``remote`` (``sc://host:port``); ``conf``: more
+    ``spark.*`` settings (a catalog, a metastore). Off the driver's machine (any master but
+    ``local``, and Spark Connect) the executors get this searchveil, zipped (:func:`ship_code`),
+    so driver and executors always run the same bounding code."""
+    key = (master, remote, conf)
+    if key in _SESSIONS:
+        return _SESSIONS[key]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("searchveil")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "131072")
-        .config("spark.driver.memory", os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    _SESSIONS[master] = spark
+    builder = SparkSession.builder.remote(remote) if remote else SparkSession.builder.master(master)
+    settings = {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "131072",
+        # times reach Python as Spark's text of them: the instants in UTC, not the JVM's zone
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if not remote:  # settings of the driver's own JVM
+        settings |= {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.memory": os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"),
+        }
+    for k, v in {**settings, **dict(conf)}.items():
+        builder = builder.config(k, v)
+    spark = builder.appName("searchveil").getOrCreate()
+    if not remote:
+        spark.sparkContext.setLogLevel("ERROR")
+    if remote or not master.startswith("local"):
+        ship_code(spark, remote=bool(remote))
+    _SESSIONS[key] = spark
     return spark
+
+
+def ship_code(spark: Any, *, remote: bool) -> Path:
+    """Zip the running searchveil package (its Python files) and add it to the session's
+    Python path on every executor: the executors then import the driver's own code, whatever
+    is installed on them (they still need polars, pyarrow and pandas)."""
+    pkg = Path(__file__).resolve().parents[1]
+    out = Path(tempfile.mkdtemp(prefix="searchveil-ship-")) / "searchveil.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(pkg.rglob("*.py")):
+            z.write(f, Path("searchveil") / f.relative_to(pkg))
+    if remote:
+        spark.addArtifacts(str(out), pyfile=True)
+    else:
+        spark.sparkContext.addPyFile(str(out))
+    return out
 
 
 class SparkEngine(Engine):
@@ -120,18 +172,30 @@ class SparkEngine(Engine):
         normalize: bool = True,
         fingerprint: str = "full",
         plan: str = "auto",
+        remote: str | None = None,
+        conf: tuple[tuple[str, str], ...] = (),
+        scan: str = "auto",
     ) -> None:
         plan = parse_choice("spark plan", plan, SparkPlan)
-        if plan == "ordered" and not HAVE_PANDAS:
-            raise InvalidParameterError("spark plan", plan, "auto or window (pandas is missing)")
+        self.scan_by = parse_choice("spark scan", scan, SparkScan)
+        if not HAVE_PANDAS:
+            raise InvalidParameterError(
+                "engine",
+                "spark",
+                "polars | memory (pandas, which Spark's mapInArrow needs, "
+                "is not installed: pip install 'searchveil[spark]')",
+            )
         self.plan = plan
-        self.master = master
+        self.master, self.remote = master, remote
         self.normalize = normalize
         self.fingerprint = fingerprint
-        self.spark = spark_session(master)
+        self.spark = spark_session(master, remote=remote, conf=conf)
 
-    def _read(self, source: Source | str | Path) -> Any:
-        """The input as a Spark DataFrame (Parquet, or AOL TSV/.gz with a header)."""
+    def _read(self, source: Source | TableSource | str | Path) -> Any:
+        """The input as a Spark DataFrame of AOL columns: a file (Parquet, or AOL TSV/.gz with
+        a header), or a table (:meth:`_read_table`)."""
+        if isinstance(source, TableSource):
+            return self._read_table(source)
         src = Source.of(source)
         path = str(src.path)
         if not src.parquet and container(path) == Container.GZIP and not gzip_named_as_such(path):
@@ -157,6 +221,31 @@ class SparkEngine(Engine):
         self._path = path
         return df
 
+    def _read_table(self, table: TableSource) -> Any:
+        """A catalog table or a DataFrame, its mapped columns renamed to the AOL layout's."""
+        self._path = table.label
+        try:
+            df = table.frame if table.frame is not None else self.spark.table(table.name)
+        except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException (no such table)
+            raise InvalidParameterError(
+                "spark-table", table.label, f"a table of the session's catalog ({exc})"
+            ) from None
+        cols = []
+        for aol in AOL_COLUMNS:
+            name = table.column(aol)
+            if name in df.columns:
+                cols.append(F.col(name).alias(aol))
+            elif aol in ("AnonID", "Query"):
+                raise InputFormatError(table.label, f"no column {name!r} (the {aol} field; map "
+                                       "it with --user-col/--query-col/...)")  # fmt: skip
+            else:  # an absent time, rank or URL: empty, as in a log without them
+                cols.append(F.lit(None).cast("string").alias(aol))
+        try:  # a table of files: its order is its files' (by path), each in file order
+            return df.select(*cols, F.col("_metadata.file_path").alias("_sv_file"),
+                             F.col("_metadata.row_index").alias("_sv_row"))  # fmt: skip
+        except Exception:  # noqa: BLE001 - no file metadata: Spark's scan order
+            return df.select(*cols)
+
     def scan(self, path: Source | str | Path) -> Any:
 
         df = self._read(path)
@@ -174,29 +263,7 @@ class SparkEngine(Engine):
         ]
         if "SessionID" in df.columns:
             cols.append(F.col("SessionID").cast("string").alias("_session_raw"))
-        out = df.select(*cols)
-        return out.withColumn("ev", F.xxhash64("query", "time")).withColumn(
-            "qh", F.xxhash64("query")
-        )
-
-    def scan_narrow(self, path: Source | str | Path, *, url: bool) -> Any:
-        """``user, query, time, row`` (+ ``url``) for :func:`window_plan`: only the columns the
-        counts need, the query coalesced but *not* normalised, an integer user id kept as is
-        (trimming its text would change nothing)."""
-
-        df = self._read(path)
-        user = F.col("AnonID")
-        if not isinstance(df.schema["AnonID"].dataType, IntegralType):
-            user = F.trim(user.cast("string"))
-        cols = [
-            user.alias("user"),
-            F.coalesce(F.col("Query").cast("string"), F.lit("")).alias("query"),
-            F.col("QueryTime").cast("string").alias("time"),
-        ]
-        if url:
-            u = F.trim(F.col("ClickURL").cast("string"))
-            cols.append(F.when(u == "", None).otherwise(u).alias("url"))
-        return df.select(*cols, F.monotonically_increasing_id().alias("row"))
+        return df.select(*cols)
 
     def with_sessions(self, table: Any, gap_minutes: float = 30.0) -> Any:
 
@@ -217,29 +284,8 @@ class SparkEngine(Engine):
         )
         return out.drop("_new", "_ts")
 
-    def events(self, table: Any) -> Any:
-
-        return table.groupBy("user", "ev").agg(F.min("row").alias("row"), F.first("qh").alias("qh"))
-
-    def first_per_user(
-        self, table: Any, n: int, *, order: str = "row", distinct_on: list[str] | None = None
-    ) -> Any:
-
-        t = table
-        if distinct_on:
-            t = t.groupBy("user", *distinct_on).agg(F.min(order).alias(order))
-        w = Window.partitionBy("user").orderBy(order)
-        return t.withColumn("_r", F.row_number().over(w)).filter(F.col("_r") <= n).drop("_r")
-
     def semi_join(self, table: Any, keys: Any, on: list[str]) -> Any:
         return table.join(keys.select(*on).distinct(), on=on, how="left_semi")
-
-    def union_rows(self, a: Any, b: Any) -> Any:
-        return a.unionByName(b).dropDuplicates(["row"])
-
-    def filter_clicks(self, table: Any) -> Any:
-
-        return table.filter(F.col("url").isNotNull())
 
     def users_with_counts(self, table: Any, key: str, minimum: int) -> Any:
 
@@ -264,65 +310,69 @@ class SparkEngine(Engine):
         r = table.agg(F.count("*").alias("rows"), F.countDistinct("user").alias("users")).collect()
         return {"rows": int(r[0]["rows"]), "users": int(r[0]["users"])}
 
-    def bounded_counts(self, source: Source | Path, bp: BoundingPlan) -> BoundedCounts:
-        """Bounded counts computed on Spark (the ordered pass, else :func:`window_plan`); only
-        the counts and a few figures come to the driver. The file's SHA-256 is streamed in a
-        thread meanwhile."""
-        src = Source.of(source)
-        path = src.path
-        sha = start_fingerprint(path, self.fingerprint)  # a full hash overlaps Spark's work
-        with_url = bp.with_url
-        result = None
-        name = ORDERED_PLAN_NAME
+    def _kernel(
+        self, source: Source | TableSource | Path, bp: BoundingPlan
+    ) -> tuple[dict[str, pl.DataFrame], dict[str, int], dict[str, Any], str]:
+        """The bounding kernel on Spark: the ordered pass (:func:`pieces_plan` for a Parquet
+        file, else :func:`kernel_plan`), else the rows shuffled by user; only counts (or the
+        pools) and a few rows per partition reach the driver. A file's SHA-256 is streamed in
+        a thread meanwhile; a table's snapshot is taken before it is read
+        (:func:`table_snapshot`)."""
+        if isinstance(source, TableSource):
+            df = self._read(source)
+            rec = table_snapshot(self.spark, source, df)
+            where, parquet, direct = source.label, True, None
+        else:
+            src = Source.of(source)
+            sha = start_fingerprint(src.path, self.fingerprint)  # overlaps Spark's work
+            where, parquet = str(src.path), src.parquet
+            direct = str(src.path.resolve()) if parquet and self.scan_by == SparkScan.AUTO else None
+        result, name = None, ORDERED_PLAN_NAME
         try:
-            if self.plan != "window" and HAVE_PANDAS:
-                table = self.scan_narrow(src, url=with_url)
+            if not isinstance(source, TableSource):
+                df = self._read(src)
+            if self.plan != SparkPlan.SHUFFLE:
                 try:
-                    result = ordered_plan(table, bp, normalize=self.normalize)
+                    if direct is not None:
+                        name = PIECES_PLAN_NAME
+                        result = pieces_plan(self.spark, direct, bp, normalize=self.normalize)
+                    else:
+                        result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet)
                 except NotContiguous:
-                    if self.plan == "ordered":
+                    if self.plan == SparkPlan.ORDERED:
                         raise InvalidParameterError(
-                            "spark plan", "ordered", "auto or window (users are not contiguous)"
+                            "spark plan", "ordered", "auto or shuffle (users are not contiguous)"
                         ) from None
             if result is None:
-                name = PLAN_NAME
-                table = self.scan_narrow(src, url=with_url)
-                plan, keys = window_plan(table, bp, normalize=self.normalize)
-                arrow = plan.toArrow()
-                out = pl.DataFrame(pl.from_arrow(arrow))
-                result = _split_plan_output(out, bp, keys)
+                name = SHUFFLE_PLAN_NAME
+                result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet,
+                                     shuffle=True)  # fmt: skip
         except (InputFormatError, InvalidParameterError):
             raise
         except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError(str(path), SPARK_UNREADABLE) from exc
+            raise InputFormatError(where, SPARK_UNREADABLE) from exc
         counts, figures, rows = result
         if rows == 0:
-            raise InputFormatError(str(path), "no data rows left (empty input)")
-        rec = input_record(
-            src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
-        )
+            raise InputFormatError(where, "no data rows left (empty input)")
+        if isinstance(source, TableSource):
+            rec |= {"rows": rows, "users": figures["users"], "queries_normalized": self.normalize}
+        else:
+            rec = input_record(
+                src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
+            )
+        return counts, figures, rec, name
+
+    def bounded_counts(self, source: Source | Path, bp: BoundingPlan) -> BoundedCounts:
+        """Histogram releases: the kernel's counts (:meth:`_kernel`)."""
+        counts, figures, rec, name = self._kernel(source, bp)
         return BoundedCounts(counts=counts, figures=figures, input=rec, plan=name)
 
     def item_pools(self, source: Source | Path, plan: BoundingPlan) -> UserItemPools:
-        """Selection strategies: each user's first distinct queries (and clicked pairs) —
-        :func:`pool_plan`, one shuffle of the rows by user — come to the driver with Arrow."""
-        src = Source.of(source)
-        path = src.path
-        sha = start_fingerprint(path, self.fingerprint)
-        try:
-            table = self.scan_narrow(src, url=plan.clicks_per_user is not None)
-            counts, figures, rows = pool_plan(table, plan, normalize=self.normalize)
-        except (InputFormatError, InvalidParameterError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError(str(path), f"Spark could not read the input: {exc}") from None
-        if rows == 0:
-            raise InputFormatError(str(path), "no data rows left (empty input)")
-        rec = input_record(
-            src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
-        )
+        """Selection strategies: each user's first distinct queries (and clicked pairs), the
+        kernel's kept rows (:meth:`_kernel`), come to the driver with Arrow."""
+        counts, figures, rec, name = self._kernel(source, plan)
         return UserItemPools(queries=counts["query_pool"], clicks=counts.get("click_pool"),
-                             figures=figures, input=rec, plan=POOL_PLAN_NAME)  # fmt: skip
+                             figures=figures, input=rec, plan=name)  # fmt: skip
 
     def rows(self, source: Source | Path, plan: BoundingPlan) -> ReducedRows:
         """The row plan (:func:`searchveil.engines.rows.rows_plan_log`) on Spark."""
@@ -331,246 +381,117 @@ class SparkEngine(Engine):
         )
 
     def describe(self) -> dict[str, Any]:
+        where = {"remote": self.remote} if self.remote else {"master": self.master}
+        return {"engine": "spark", "version": pyspark.__version__} | where
 
-        return {"engine": "spark", "version": pyspark.__version__, "master": self.master}
+
+def _per_partition(how: PartitionInput, batches: Any) -> Any:
+    """``mapInArrow``'s function on an executor: the kernel over this partition's batches."""
+    ctx = TaskContext.get()
+    part = ctx.partitionId() if ctx is not None else 0
+    yield from partition_rows(batches, how, part)
 
 
-def ordered_plan(
-    table: Any, bp: BoundingPlan, *, normalize: bool
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """The ordered pass (:mod:`searchveil.engines.spark_ordered`): ``mapInArrow`` runs
-    :class:`~searchveil.engines.spark_ordered.PartitionPass` on each partition of ``table``
-    (``user, query, time`` [+ ``url``] from :meth:`SparkEngine.scan_narrow`, in file order);
-    one aggregation sums the per-item counts of the partitions' interior users and returns the
-    boundary users' candidates and state and the users seen in more than one run; the driver
-    stitches them (:func:`~searchveil.engines.spark_ordered.stitch`, which raises
-    :class:`~searchveil.engines.spark_ordered.NotContiguous` when the users are not contiguous).
-    Returns (counts, figures, rows)."""
-    with_url = "url" in table.columns
-    cols = [F.col("user").alias("u"), F.col("query").alias("q"), F.col("time").alias("t")]
-    if with_url:
-        cols.append(F.col("url"))
+def _per_piece(how: PartitionInput, path: str, pieces: list[tuple[int, ...]], tasks: Any) -> Any:
+    """``mapInArrow``'s function when the executors read the Parquet file themselves."""
+    yield from piece_rows(tasks, how, path, pieces)
 
-    def per_partition(batches: Any) -> Any:
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx is not None else 0
-        yield from PartitionPass(bp, normalize, part, with_url).run(batches)
 
-    out = table.select(*cols).mapInArrow(per_partition, OUTPUT_DDL)
+def _aggregate(out: Any, bp: BoundingPlan, spec: Any, user_dtype: Any) -> tuple[
+        dict[str, pl.DataFrame], dict[str, int], int]:  # fmt: skip
+    """The one aggregation of the partitions' output, to the driver, joined there."""
     agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
     agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
     res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
-    return stitch(res, bp, normalize=normalize)
+    return join_partitions(res, bp, spec, user_dtype)
 
 
-def window_plan(
-    table: Any, bp: BoundingPlan, *, normalize: bool
-) -> tuple[Any, dict[str, list[str]]]:
-    """One Spark query whose (small) result holds the bounded counts and the figures.
-
-    ``table`` has ``user, query, time, row`` (+ ``url``) with the query *not yet normalised*
-    (:meth:`SparkEngine.scan_narrow`): normalisation, the costly part of the scan, is applied
-    after bounding, to the kept keys only (and, when two consecutive rows of one user have
-    the same time but different raw text, to decide whether they are one event).
-
-    Rows are shuffled once by user and ordered by ``row`` (window ``w``); a row starts a query
-    event (``es``) when it is the user's first row, its time or the previous row's time is
-    null, or the time or the (normalised) query differs from the previous row's — the
-    in-memory run definition (:func:`searchveil.model.query_events`).
-
-    * Korolova: kept events are event starts whose running event number is ≤ d, kept clicks
-      the click rows whose running click number is ≤ d_c.
-    * distinct items (Korolova ``distinct``, ZEALOUS): the first row of each (user, item)
-      (the first row of a user's query always starts an event, so only event starts are
-      grouped), ranked per user by that row; the first m are kept, each (user, item) once, so
-      a count is a count of distinct users. The grouping by (user, item) and the ranking reuse
-      the partitioning by user (no further shuffle of rows).
-
-    The result is grouped by the kept keys (null for rows or items not kept) with the figure
-    columns summed per group; the driver adds them up (:func:`_split_plan_output`).
-    Returns the plan and, per count table, the key columns of the result that name it.
-    """
-
-    by_events = bp.keep == Bounding.EVENTS
-    item, distinct, m = bp.item, bp.distinct, bp.per_user
-    if not by_events and bp.keep != Bounding.DISTINCT:
-        raise InvalidParameterError("bounding plan", bp.keep, "events | distinct")
-
-    def norm(c: Any) -> Any:
-        return F.trim(F.regexp_replace(F.lower(c), _WHITESPACE, " ")) if normalize else c
-
-    def flag(c: Any) -> Any:
-        return c.cast("int")
-
-    row, query, url, time = F.col("row"), F.col("query"), F.col("url"), F.col("time")
-    one = F.lit(1)
-
-    if item == "clicks":  # ZEALOUS clicks: no events needed, only click rows and users
-        click = url.isNotNull()
-        g = table.groupBy("user", F.when(click, query).alias("query"), "url").agg(
-            F.min("row").alias("row"), F.count(one).alias("n"), F.count("url").alias("c")
-        )
-        if normalize:  # the raw text's groups, merged by normalised text
-            g = g.groupBy("user", norm(query).alias("query"), "url").agg(
-                F.min("row").alias("row"), F.sum("n").alias("n"), F.sum("c").alias("c")
-            )
-        rn = F.row_number().over(Window.partitionBy("user").orderBy(url.isNull(), row))
-        keep = click & (rn <= m)
-        g = g.select(
-            F.when(keep, query).alias("k_query"),
-            F.when(keep, url).alias("k_url"),
-            "n",
-            "c",
-            flag(rn == 1).alias("us"),
-        )
-        out = g.groupBy("k_query", "k_url").agg(
-            F.count(one).alias("pairs"),
-            F.sum("n").alias("n"),
-            F.sum("us").alias("us"),
-            F.sum("c").alias("clicks"),
-        )
-        return out, {"items": ["k_query", "k_url"]}
-
-    w = Window.partitionBy("user").orderBy("row")
-    t = table.select("*", F.lag("query").over(w).alias("pq"), F.lag("time").over(w).alias("pt"))
-    pq, pt = F.col("pq"), F.col("pt")
-    same_q = (query == pq) | (norm(query) == norm(pq)) if normalize else query == pq
-    # cheap tests first: Spark evaluates AND / OR lazily, so normalisation runs only when one
-    # user's consecutive rows have the same time and different raw text
-    same = pq.isNotNull() & time.isNotNull() & pt.isNotNull() & (time == pt) & same_q
-    t = t.withColumn("us", flag(pq.isNull())).withColumn("es", flag(~same)).drop("pq", "pt")
-    if not distinct:
-        running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        kept_ev = (F.col("es") == 1) & (F.sum("es").over(running) <= m)
-        sel = [F.when(kept_ev, norm(query)).alias("k_query")]
-        aggs = [
-            F.count(one).alias("n"),
-            F.sum("us").alias("us"),
-            F.sum("es").alias("events"),
-            F.count("k_query").alias("kept"),
-        ]
-        keys = {"queries": ["k_query"]}
-        if bp.clicks_per_user is not None:
-            click = url.isNotNull()
-            kept_cl = click & (F.sum(flag(click)).over(running) <= bp.clicks_per_user)
-            sel += [
-                F.when(kept_cl, norm(query)).alias("k_cquery"),
-                F.when(kept_cl, url).alias("k_url"),
-                flag(click).alias("c"),
-            ]
-            aggs += [F.sum("c").alias("clicks"), F.count("k_url").alias("kept_c")]
-            keys["clicks"] = ["k_cquery", "k_url"]
-        t = t.select(*sel, "us", "es")
-        return t.groupBy(*[k for ks in keys.values() for k in ks]).agg(*aggs), keys
-
-    # the first row of each (user, query) is an event start: group event starts by (user,
-    # query), the other rows by (user, null) (they carry only the figures)
-    sums = [F.sum("n").alias("n"), F.sum("us").alias("us"), F.sum("events").alias("events")]
-    g = t.groupBy("user", F.when(F.col("es") == 1, query).alias("query")).agg(
-        F.min("row").alias("row"),
-        F.count(one).alias("n"),
-        F.sum("us").alias("us"),
-        F.sum("es").alias("events"),
+def pieces_plan(
+    spark: Any, path: str, bp: BoundingPlan, *, normalize: bool
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    """The ordered pass of a Parquet file whose path the executors can open (a local or shared
+    file system): one Spark task per piece of row groups (:func:`~searchveil.engines.
+    spark_ordered.parquet_pieces`), each reading its rows with pyarrow on the executor and
+    running the kernel; then :func:`_aggregate`. Spark's own reader would first turn every row
+    into JVM rows and back into Arrow for Python — the cost this plan skips."""
+    pieces = parquet_pieces(path)
+    schema = pq.read_schema(path)
+    integral = pa.types.is_integer(schema.field("AnonID").type)
+    spec = bp.kernel_spec(normalize=normalize)
+    how = PartitionInput(bp, spec, integral, bp.with_url, True)
+    tasks = spark.range(0, len(pieces), 1, numPartitions=len(pieces)).select(
+        F.col("id").cast("int").alias("piece")
     )
-    if normalize:
-        g = g.groupBy("user", norm(query).alias("query")).agg(F.min("row").alias("row"), *sums)
-    rn = F.row_number().over(Window.partitionBy("user").orderBy(query.isNull(), row))
-    g = g.select(F.when(query.isNotNull() & (rn <= m), query).alias("k_query"), "n", "us", "events")
-    out = g.groupBy("k_query").agg(F.count(one).alias("pairs"), *sums)
-    return out, {"queries" if by_events else "items": ["k_query"]}
+    out = tasks.mapInArrow(partial(_per_piece, how, path, pieces), OUTPUT_DDL)
+    return _aggregate(out, bp, spec, pl.Int64 if integral else pl.String)
 
 
-def _split_plan_output(
-    out: pl.DataFrame, bp: BoundingPlan, keys: dict[str, list[str]]
+def kernel_plan(
+    df: Any, bp: BoundingPlan, *, normalize: bool, parquet: bool, shuffle: bool = False
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """The counts, figures and row count from :func:`window_plan`'s result."""
-
-    all_keys = [k for ks in keys.values() for k in ks]
-
-    def total(col: str) -> int:
-        return int(out.get_column(col).sum() or 0)
-
-    def table(name: str, count: str) -> pl.DataFrame:
-        ks = keys[name]
-        kept = out.filter(pl.col(ks[-1]).is_not_null())
-        if ks == all_keys:  # Spark grouped by exactly these keys
-            res = kept.select(*ks, pl.col(count).cast(pl.Int64).alias("count"))
-        else:  # Korolova with clicks: the query and the click keys share the result
-            res = kept.group_by(ks).agg(pl.col(count).sum().cast(pl.Int64).alias("count"))
-            res = res.filter(pl.col("count") > 0)
-        names = ["query"] if len(ks) == 1 else ["query", "url"]
-        return res.rename(dict(zip(ks, names, strict=True))).select(*names, "count")
-
-    rows = total("n")
-    users = total("us")
-    if bp.keep == Bounding.EVENTS and not bp.distinct:
-        counts = {"queries": table("queries", "kept")}
-        figures = {
-            "users": users,
-            "query_events": total("events"),
-            "query_events_after_bounding": total("kept"),
-        }
-        if "clicks" in keys:
-            counts["clicks"] = table("clicks", "kept_c")
-            figures |= {"clicks": total("clicks"), "clicks_after_bounding": total("kept_c")}
-        return counts, figures, rows
-    name = next(iter(keys))
-    res = table(name, "pairs")
-    kept = int(res.get_column("count").sum() or 0)
-    if bp.keep == Bounding.EVENTS:  # distinct
-        figures = {"users": users, "query_events": total("events")}
-        figures["query_events_after_bounding"] = kept
-        return {"queries": res}, figures, rows
-    if bp.item == Item.QUERIES:
-        res = res.with_columns(item=pl.col("query")).select("item", "count")
-        n_items = total("events")
-    else:
-        res = res.with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))
-        res = res.select("item", "query", "url", "count")
-        n_items = total("clicks")
-    return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}, rows
-
-
-def pool_plan(
-    table: Any, plan: BoundingPlan, *, normalize: bool
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """Each user's first ``plan.per_user`` distinct (normalised) queries and, with clicks,
-    first ``plan.clicks_per_user`` distinct clicked (query, url) pairs, ranked by the row of
-    their first occurrence (the first row of a query always starts an event); plus the figures
-    (rows, users, query events as in :func:`window_plan`, click rows). ``table``: from
-    :meth:`SparkEngine.scan_narrow`."""
-
-    def norm(c: Any) -> Any:
-        return F.trim(F.regexp_replace(F.lower(c), _WHITESPACE, " ")) if normalize else c
-
-    row, query, time = F.col("row"), F.col("query"), F.col("time")
-    w = Window.partitionBy("user").orderBy("row")
-    t = table.select("*", F.lag("query").over(w).alias("pq"), F.lag("time").over(w).alias("pt"))
-    pq, pt = F.col("pq"), F.col("pt")
-    same_q = (query == pq) | (norm(query) == norm(pq)) if normalize else query == pq
-    same = pq.isNotNull() & time.isNotNull() & pt.isNotNull() & (time == pt) & same_q
-    t = t.withColumn("es", (~same).cast("int")).withColumn("us", pq.isNull().cast("int"))
-    aggs = [F.count(F.lit(1)).alias("rows"), F.sum("us").alias("users"),
-            F.sum("es").alias("events")]  # fmt: skip
-    if "url" in table.columns:
-        aggs.append(F.count("url").alias("clicks"))
-    tot = t.agg(*aggs).collect()[0]
-    figures = {"users": int(tot["users"] or 0), "query_events": int(tot["events"] or 0)}
-
-    def first(df: Any, keys: list[str], n: int) -> pl.DataFrame:
-        g = df.groupBy("user", *keys).agg(F.min("row").alias("row"))
-        rn = F.row_number().over(Window.partitionBy("user").orderBy("row"))
-        g = g.select("user", *keys, (rn - 1).alias("rank")).filter(F.col("rank") < n)
-        return pl.DataFrame(pl.from_arrow(g.toArrow())).with_columns(pl.col("rank").cast(pl.Int64))
-
-    qs = table.select("user", norm(query).alias("query"), row)
-    counts = {"query_pool": first(qs, ["query"], plan.per_user).rename({"query": "item"})}
-    figures["pool_queries"] = counts["query_pool"].height
-    if plan.clicks_per_user is not None:
-        cl = table.filter(F.col("url").isNotNull()).select(
-            "user", norm(query).alias("query"), "url", row
+    """The bounding kernel on every partition of ``df`` (AOL columns, in input order) with
+    ``mapInArrow`` (:func:`~searchveil.engines.spark_ordered.partition_rows`), one aggregation
+    of the partitions' small output, and the driver's join
+    (:func:`~searchveil.engines.spark_ordered.join_partitions`, which raises
+    :class:`~searchveil.bounding.NotContiguous` when users are not contiguous). ``shuffle``:
+    first move each user's rows to one partition, in input order (one shuffle of the rows; any
+    input). The rows reach Python as Spark reads them — no normalisation, trimming or parsing
+    in Spark: every engine reads them with the same code
+    (:func:`~searchveil.engines.sources.canonical_rows`). Returns (counts, figures, rows)."""
+    with_url = bp.with_url
+    integral = isinstance(df.schema["AnonID"].dataType, IntegralType)
+    user = F.col("AnonID") if integral else F.col("AnonID").cast("string")
+    cols = [user.alias("AnonID"), F.col("Query").cast("string").alias("Query"),
+            F.col("QueryTime").cast("string").alias("QueryTime")]  # fmt: skip
+    if with_url:
+        cols.append(F.col("ClickURL").cast("string").alias("ClickURL"))
+    table = df.select(*cols)
+    if shuffle:
+        # the key the kernel compares: integer ids as they are, text ids without blanks; each
+        # user's rows in input order — a table's by file path and row, a file's by position
+        key = F.col("AnonID") if integral else F.regexp_replace("AnonID", _EDGE_BLANKS, "")
+        files = "_sv_file" in df.columns
+        order = [F.col("_sv_file"), F.col("_sv_row")] if files else [
+            F.monotonically_increasing_id()]  # fmt: skip
+        names = [f"_o{i}" for i in range(len(order))]
+        table = (
+            df.select(*cols, *[o.alias(n) for o, n in zip(order, names, strict=True)])
+            .withColumn("_key", key)
+            .repartition("_key")
+            .sortWithinPartitions("_key", *names)
+            .drop(*names, "_key")
         )
-        counts["click_pool"] = first(cl, ["query", "url"], plan.clicks_per_user)
-        figures |= {"clicks": int(tot["clicks"] or 0),
-                    "pool_clicks": counts["click_pool"].height}  # fmt: skip
-    return counts, figures, int(tot["rows"] or 0)
+    spec = bp.kernel_spec(normalize=normalize)
+    how = PartitionInput(bp, spec, integral, with_url, parquet)
+    out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
+    return _aggregate(out, bp, spec, pl.Int64 if integral else pl.String)
+
+
+def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:
+    """The private input record of a table: its name and, where the catalog keeps one, the
+    version read — a Delta table's version (``DESCRIBE HISTORY``), an Iceberg table's snapshot
+    id; else, for a table of files, a SHA-256 of its files' paths, sizes and modification
+    times (local files; the paths alone elsewhere)."""
+    rec: dict[str, Any] = {"table": table.name, "format": "spark table",
+                           "columns": dict(table.columns) or None}  # fmt: skip
+    if table.name is not None:
+        for query, key in ((f"DESCRIBE HISTORY {table.name} LIMIT 1", "version"),
+                           (f"SELECT snapshot_id FROM {table.name}.snapshots "
+                            "ORDER BY committed_at DESC LIMIT 1", "snapshot_id")):  # fmt: skip
+            try:
+                row = spark.sql(query).collect()
+            except Exception:  # noqa: BLE001, S112 - not a Delta / Iceberg table
+                continue
+            if row:
+                return rec | {"snapshot": {"kind": "delta" if key == "version" else "iceberg",
+                                           key: row[0][key]}}  # fmt: skip
+    try:
+        files = sorted(df.inputFiles())
+    except Exception:  # noqa: BLE001 - not a table of files
+        return rec | {"snapshot": None}
+    h = hashlib.sha256()
+    for f in files:
+        local = f.removeprefix("file:")
+        st = os.stat(local) if os.path.exists(local) else None
+        h.update(f"{f}\t{st.st_size if st else ''}\t{st.st_mtime_ns if st else ''}\n".encode())
+    return rec | {"snapshot": {"kind": "files", "files": len(files), "sha256": h.hexdigest()}}

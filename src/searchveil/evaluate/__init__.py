@@ -21,9 +21,7 @@ mechanism, not for publication.
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +43,7 @@ from searchveil.evaluate.substitution import (
     user_query_pairs,
 )
 from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog
+from searchveil.release.ump.metrics import evaluate_same_schema
 
 __all__ = ["SCHEMA", "evaluate_release", "evaluate_loaded", "load_release", "not_applicable"]
 
@@ -78,17 +77,8 @@ def _ump_metrics(log: SearchLog, rel: ReleaseData) -> dict[str, Any]:
     released = rel.same_schema_log
     if released is None or not any(c in released.columns for c in ("Count", "count")):
         return not_applicable("not a same-schema (AnonID, Query, ClickURL, Count) release")
-    try:
-        mod = importlib.import_module("searchveil.release.ump.metrics")
-    except ModuleNotFoundError:
-        return not_applicable("searchveil.release.ump.metrics is not available")
-    fn: Callable[..., Any] | None = getattr(mod, "evaluate_same_schema", None) or getattr(
-        mod, "utility_metrics", None
-    )
-    if fn is None:
-        return not_applicable("searchveil.release.ump.metrics has no evaluate function")
     synthetic = str(rel.mechanism).endswith("synthetic-ids")
-    result = fn(log, released, synthetic_ids=synthetic)
+    result = evaluate_same_schema(log, released, synthetic_ids=synthetic)
     out = dict(result) if isinstance(result, dict) else {"value": result}
     out["applicable"] = True
     return out

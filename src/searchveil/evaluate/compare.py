@@ -152,7 +152,7 @@ def run_setting(
             split=split,
             threshold_rule=o.get("rule", "exact"),
         )
-        return release_korolova(log, p, rng=rng, budget=(epsilon, delta), max_users=max_users)
+        return release_korolova(log, p, rng=rng, max_users=max_users)
     if setting.mechanism == "zealous":
         guarantee = o.get("guarantee", "probabilistic")
         if guarantee == "probabilistic" and max_users is None:
@@ -168,7 +168,7 @@ def run_setting(
             tau=_int(setting, "tau", 0) or None,
             users=max_users,
         )
-        return release_zealous(log, zp, rng=rng, budget=(epsilon, delta))
+        return release_zealous(log, zp, rng=rng)
 
     return release_kanon(log, KAnonParams(k=_int(setting, "k", 10)), rng=rng)
 

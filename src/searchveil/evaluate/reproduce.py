@@ -21,7 +21,6 @@ bound of the sample (1,000 users, a property of how the file was made, not read 
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import PAIR_SEP
 from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.release.korolova.accounting import korolova_solve_paper
+from searchveil.release.ump.reproduce import reproduce_tables
 from searchveil.release.zealous import PART_COLUMNS, ZealousParams, release_zealous
 from searchveil.release.zealous.accounting import (
     zealous_optimal_tau,
@@ -428,23 +428,8 @@ def korolova_tables_4_2_4_3(ctx: _Ctx) -> dict[str, Any]:
 
 
 def hong_ump(ctx: Any) -> dict[str, Any]:
-    try:
-        mod = importlib.import_module("searchveil.release.ump")
-    except ModuleNotFoundError:
-        return {
-            "status": "missing",
-            "notes": "searchveil.release.ump (Hong et al. UMP, the same-schema release) is not "
-            "in this tree yet; EDBT Table 3 and the F-UMP/D-UMP tables are produced by that "
-            "module and will appear here once it lands.",
-        }
-    fn = getattr(mod, "reproduce_tables", None)
-    if fn is None:
-        return {
-            "status": "missing",
-            "notes": "searchveil.release.ump has no reproduce_tables() to call.",
-        }
-    res = fn(ctx.log if ctx is not None else None)
-    return {"status": "trend", **res} if isinstance(res, dict) else {"status": "missing"}
+    res = reproduce_tables(ctx.log if ctx is not None else None)
+    return {"status": "trend", **res}
 
 
 EXPERIMENTS: dict[str, tuple[str, str, Callable[[Any], dict[str, Any]], bool]] = {

@@ -1,15 +1,17 @@
 """Release directories, the public privacy ledger and the private provenance record.
 
 A release is a directory holding its output tables and ``ledger.json``. :class:`ReleaseWriter`
-builds it in a temporary sibling directory (``.<name>.tmp-<random>``) and renames it into place
-only when every table and the ledger are written, so a failed run leaves nothing behind and a
-reader never sees a half-written release. An existing output directory is an error unless
-``overwrite=True`` (then it is replaced after the new release is complete).
+builds it in a staging directory beside it and swaps it into place only when every table and
+the ledger are written (:class:`searchveil.io.paths.Staging`), so a failed or killed run leaves
+nothing behind and a reader never sees a half-written release. An existing output directory is
+an error unless ``overwrite=True``, and then only a complete searchveil release holding none of
+the run's inputs is replaced, after the new release is complete (:mod:`searchveil.io.paths`).
 
 **Two records per run** (docs/privacy/published.md):
 
 * ``ledger.json`` is *published with the release*. It may hold only what the guarantee covers:
-  mechanism, privacy notion, neighbouring relation, ε, δ and their split, public parameters,
+  mechanism, privacy notion, neighbouring relation (its text and, as ``relation``, its name), ε,
+  δ and their ``split`` (all from the release's cost), public parameters,
   public inputs (hierarchies, SERP, node universe: file name and SHA-256), bounds the user
   *declares* (``declared``), counts released under the budget (``noisy``), the outputs, the tool
   version and whether the randomness was seeded. :func:`build_ledger` is the one function that
@@ -34,20 +36,20 @@ import hashlib
 import json
 import math
 import os
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
 from searchveil.errors import (
     InputFormatError,
     InternalError,
-    InvalidParameterError,
     OutputExistsError,
+    OutputWriteError,
 )
+from searchveil.io import paths
 from searchveil.io.files import file_sha256
 from searchveil.rng import RandomSource, secure_token
 from searchveil.validate import check_choice
@@ -65,8 +67,10 @@ __all__ = [
     "write_private_json",
     "write_text_atomic",
     "check_release_dir",
+    "is_provenance_record",
     "LEDGER_NAME",
     "LEDGER_KEYS",
+    "LedgerCost",
     "PRIVATE_KEYS",
     "PROVENANCE_SUFFIX",
     "PROVENANCE_MARK",
@@ -90,8 +94,10 @@ LEDGER_KEYS = frozenset(
         "mechanism",
         "notion",
         "neighbouring",
+        "relation",
         "epsilon",
         "delta",
+        "split",
         "parameters",
         "public_inputs",
         "declared",
@@ -203,13 +209,22 @@ def _check_public_input(rec: Any, i: int) -> None:
         )
 
 
+class LedgerCost(Protocol):
+    """What a ledger needs of a release's cost: a
+    :class:`~searchveil.mechanisms.budget.PrivacyCost` (or a ``NoGuarantee``) gives its
+    ``neighbouring`` text, ``relation``, ``epsilon``, ``delta`` and ``split``."""
+
+    def ledger_fields(self) -> dict[str, Any]: ...
+
+
+_COST_FIELDS = ("neighbouring", "relation", "epsilon", "delta", "split")
+
+
 def build_ledger(
     *,
     mechanism: str,
     notion: str,
-    neighbouring: str,
-    epsilon: float | None,
-    delta: float | None,
+    cost: LedgerCost,
     parameters: dict[str, Any],
     rng: RandomSource | None,
     public_inputs: list[dict[str, Any]] | None = None,
@@ -220,24 +235,32 @@ def build_ledger(
 ) -> dict[str, Any]:
     """The public ledger of one release (``outputs`` is filled in by :class:`ReleaseWriter`).
 
-    ``public_inputs``: records of public files the release used (``role``, ``file``,
-    ``sha256``, ...). ``declared``: public bounds the user states (e.g. ``max_users``), named as
-    such. ``noisy``: counts released under the budget (their events are in ``events``).
+    ``cost``: what the release spends (a ``PrivacyCost``, or a ``NoGuarantee`` for a release
+    that protects nothing): the one source of the ledger's ``neighbouring``, ``relation``,
+    ``epsilon``, ``delta`` and ``split``. ``public_inputs``: records of public files the release
+    used (``role``, ``file``, ``sha256``, ...). ``declared``: public bounds the user states
+    (e.g. ``max_users``), named as such. ``noisy``: counts released under the budget (their
+    events are in ``events``).
     ``extra``: further top-level keys, each of which must be in :data:`LEDGER_KEYS`.
     Nothing here may describe the private input: see the module docstring; a violation is an
     :class:`InternalError` (a bug in the family that built it), raised before anything is
     written.
     """
     randomness = rng.describe() if rng is not None else {"source": None, "seeded": False}
+    fields = cost.ledger_fields()
+    if set(fields) != set(_COST_FIELDS):
+        raise InternalError(f"a cost gives the ledger {_COST_FIELDS}, not {sorted(fields)}")
     ledger: dict[str, Any] = {
         "tool": "searchveil",
         "tool_version": __version__,
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "mechanism": mechanism,
         "notion": notion,
-        "neighbouring": neighbouring,
-        "epsilon": epsilon,
-        "delta": delta,
+        "neighbouring": fields["neighbouring"],
+        "relation": fields["relation"],
+        "epsilon": fields["epsilon"],
+        "delta": fields["delta"],
+        "split": fields["split"],
         "parameters": parameters,
         "public_inputs": list(public_inputs or []),
         "declared": dict(declared or {}),
@@ -373,21 +396,12 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
             tmp.unlink()
 
 
-def write_private_json(path: str | os.PathLike[str], obj: Any) -> Path:
+def write_private_json(path: str | os.PathLike[str], obj: Any, **kw: Any) -> Path:
     """Write a private record (e.g. a :func:`build_provenance` record of a command that writes
-    a ledger file rather than a release directory) atomically, owner-only (0600) from the
-    first byte."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp-{secure_token()}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return p
+    a ledger file rather than a release directory): refused inside a release directory, staged
+    and owner-only (0600) from the first byte (:func:`searchveil.io.paths.write_private_json`;
+    ``kw``: its ``option``, ``releases``, ``inputs``)."""
+    return paths.write_private_json(path, _jsonable(obj), **kw)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -407,11 +421,21 @@ def check_release_dir(
     fmt: str = "tsv",
     overwrite: bool = False,
     provenance: str | os.PathLike[str] | None = None,
+    inputs: paths.InputPaths = (),
 ) -> None:
     """Fail early — before reading or computing anything — when :class:`ReleaseWriter` would
-    refuse ``out_dir`` (it exists and ``overwrite`` is off), its provenance path or ``fmt``.
-    Writes nothing."""
-    ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite, provenance=provenance)
+    refuse ``out_dir`` (it exists and ``overwrite`` is off or it is not a complete release; an
+    input lies inside it), its provenance path or ``fmt``. Writes nothing."""
+    ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite, provenance=provenance, inputs=inputs)
+
+
+def is_provenance_record(path: str | os.PathLike[str]) -> bool:
+    """``path`` holds a searchveil provenance record (what ``--overwrite`` may replace)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("kind") == "searchveil-provenance"
 
 
 def _private_strings(provenance: dict[str, Any]) -> list[str]:
@@ -444,9 +468,13 @@ class ReleaseWriter:
     ...     w.write_provenance(build_provenance(inputs=[...], report=report))
 
     ``provenance``: where the provenance record goes (default ``<out>.private.json`` beside
-    the directory; a path inside the release directory is refused). It is renamed into place
-    right after the directory; before either rename, the ledger and every text table are
-    checked to contain no input path or SHA-256 from the provenance record.
+    the directory; a path inside this or any release directory is refused). ``inputs``: the
+    run's input paths, as ``(option, path)`` pairs — refused inside ``out`` (so is any input
+    path the provenance record names). The rules of :mod:`searchveil.io.paths` apply:
+    ``overwrite`` replaces only a complete searchveil release, the new directory is staged and
+    swapped in atomically, then the provenance record is put in place; before either, the
+    ledger and every text table are checked to contain no input path or SHA-256 from the
+    provenance record.
     """
 
     def __init__(
@@ -456,69 +484,58 @@ class ReleaseWriter:
         fmt: str = "tsv",
         overwrite: bool = False,
         provenance: str | os.PathLike[str] | None = None,
+        inputs: paths.InputPaths = (),
     ) -> None:
         self.out_dir = Path(out_dir)
         self.fmt = check_choice("format", fmt, ("tsv", "parquet"))
         self.overwrite = overwrite
+        self.inputs = list(inputs)
         self.provenance_path = provenance_path(self.out_dir, provenance)
-        self._tmp: Path | None = None
-        self._prov_tmp: Path | None = None
+        self._stage: paths.Staging | None = None
         self._provenance: dict[str, Any] | None = None
         self._outputs: dict[str, dict[str, Any]] = {}
         self._ledger_written = False
-        out_abs = self.out_dir.resolve()
-        prov_abs = self.provenance_path.resolve()
-        if prov_abs == out_abs or out_abs in prov_abs.parents:
-            raise InvalidParameterError(
-                "provenance",
-                str(self.provenance_path),
-                "a path outside the release directory (the provenance record is private; the "
-                "release directory is published)",
-            )
-        if self.out_dir.exists() and not overwrite:
-            if not self.out_dir.is_dir() or any(self.out_dir.iterdir()):
+        paths.check_private_path(
+            self.provenance_path, option="provenance", releases=[self.out_dir],
+            inputs=self.inputs,
+        )  # fmt: skip
+        paths.check_release_out(self.out_dir, overwrite=overwrite, inputs=self.inputs)
+        if self.provenance_path.exists():
+            if not overwrite:
                 raise OutputExistsError(
-                    f"output {str(self.out_dir)!r} already exists; "
-                    "choose a new --out or pass --overwrite"
+                    f"the provenance record {str(self.provenance_path)!r} already exists; "
+                    "choose a new --out (or --provenance) or pass --overwrite"
                 )
-        if self.provenance_path.exists() and not overwrite:
-            raise OutputExistsError(
-                f"the provenance record {str(self.provenance_path)!r} already exists; "
-                "choose a new --out (or --provenance) or pass --overwrite"
-            )
-        if self.provenance_path.exists() and self.provenance_path.is_dir():
-            raise OutputExistsError(
-                f"the provenance path {str(self.provenance_path)!r} is a directory"
-            )
+            if not is_provenance_record(self.provenance_path):
+                raise OutputExistsError(
+                    f"{str(self.provenance_path)!r} is not a searchveil provenance record: "
+                    "--overwrite replaces only a record the tool wrote; choose another "
+                    "--provenance"
+                )
 
     def __enter__(self) -> ReleaseWriter:
-        parent = self.out_dir.parent
-        if not parent.exists():
-            raise InvalidParameterError(
-                "out", str(self.out_dir), "a path whose parent directory exists"
-            )
-        if not self.provenance_path.parent.exists():
-            raise InvalidParameterError(
-                "provenance", str(self.provenance_path), "a path whose parent directory exists"
-            )
-        self._tmp = parent / f".{self.out_dir.name}.tmp-{secure_token()}"
-        self._tmp.mkdir()
+        self._stage = paths.Staging(self.out_dir, directory=True)
         return self
 
     @property
     def tmp_dir(self) -> Path:
-        if self._tmp is None:
+        if self._stage is None:
             raise InternalError("ReleaseWriter used outside its 'with' block")
-        return self._tmp
+        return self._stage.path
+
+    def _written(self, fname: str, write: Any) -> None:
+        try:
+            write(self.tmp_dir / fname)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise OutputWriteError(str(self.out_dir / fname), exc) from exc
 
     def write_table(self, name: str, df: pl.DataFrame) -> str:
         """Write one output table; returns its file name (relative to the release dir)."""
         fname = f"{name}.{'tsv' if self.fmt == 'tsv' else 'parquet'}"
-        path = self.tmp_dir / fname
         if self.fmt == "tsv":
-            df.write_csv(path, separator="\t", quote_style="never")
+            self._written(fname, lambda p: df.write_csv(p, separator="\t", quote_style="never"))
         else:
-            df.write_parquet(path)
+            self._written(fname, df.write_parquet)
         self._outputs[name] = {
             "file": fname,
             "columns": df.columns,
@@ -528,11 +545,8 @@ class ReleaseWriter:
         return fname
 
     def write_file(self, name: str, fname: str, content: str | bytes) -> str:
-        path = self.tmp_dir / fname
-        if isinstance(content, str):
-            path.write_text(content, encoding="utf-8")
-        else:
-            path.write_bytes(content)
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        self._written(fname, lambda p: p.write_bytes(data))
         self._outputs[name] = {"file": fname}
         return fname
 
@@ -541,14 +555,13 @@ class ReleaseWriter:
         ledger["outputs"] = dict(self._outputs)
         ledger["release_format"] = self.fmt
         check_public_ledger(_jsonable(ledger))  # every written ledger, whoever built it
-        (self.tmp_dir / LEDGER_NAME).write_text(
-            json.dumps(_jsonable(ledger), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        text = json.dumps(_jsonable(ledger), indent=2, ensure_ascii=False) + "\n"
+        self._written(LEDGER_NAME, lambda p: p.write_text(text, encoding="utf-8"))
         self._ledger_written = True
         return ledger
 
     def write_provenance(self, record: dict[str, Any]) -> Path:
-        """Stage the private provenance record (renamed into place with the release)."""
+        """Stage the private provenance record (put in place right after the release)."""
         if record.get("kind") != "searchveil-provenance":
             raise InternalError("write_provenance takes a record from build_provenance")
         self._provenance = dict(record)
@@ -571,48 +584,53 @@ class ReleaseWriter:
                         "private provenance record; nothing was written"
                     )
 
+    def _stage_provenance(self) -> paths.Staging | None:
+        if self._provenance is None:
+            return None
+        ledger_bytes = (self.tmp_dir / LEDGER_NAME).read_bytes()
+        rec = dict(self._provenance)
+        rec["release"] = {
+            "directory": str(self.out_dir.resolve()),
+            "ledger_sha256": hashlib.sha256(ledger_bytes).hexdigest(),
+        }
+        # an input the record names may not lie inside the directory this release replaces
+        named = [("input", i.get("path")) for i in rec.get("inputs") or [] if isinstance(i, dict)]
+        paths.check_release_out(self.out_dir, overwrite=self.overwrite, inputs=named)
+        st = paths.Staging(self.provenance_path, directory=False, private=True)
+        try:
+            fd = os.open(st.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(_jsonable(rec), indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            st.discard()
+            raise OutputWriteError(str(self.provenance_path), exc) from exc
+        return st
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        tmp = self._tmp
-        if tmp is None:
+        stage = self._stage
+        if stage is None:
             return
-        if exc_type is None and self._ledger_written:
-            try:
-                self._check_no_private_strings()
-                if self._provenance is not None:
-                    ledger_bytes = (tmp / LEDGER_NAME).read_bytes()
-                    rec = dict(self._provenance)
-                    rec["release"] = {
-                        "directory": str(self.out_dir.resolve()),
-                        "ledger_sha256": hashlib.sha256(ledger_bytes).hexdigest(),
-                    }
-                    pt = self.provenance_path.with_name(
-                        f".{self.provenance_path.name}.tmp-{secure_token()}"
-                    )
-                    fd = os.open(pt, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                        fh.write(json.dumps(_jsonable(rec), indent=2, ensure_ascii=False) + "\n")
-                    self._prov_tmp = pt
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                if self._prov_tmp is not None:
-                    self._prov_tmp.unlink(missing_ok=True)
-                raise
         if exc_type is not None or not self._ledger_written:
-            shutil.rmtree(tmp, ignore_errors=True)
+            stage.discard()
             if exc_type is None:
                 raise InternalError("release finished without a ledger; nothing was written")
+            if isinstance(exc, OSError):
+                raise OutputWriteError(str(self.out_dir), exc) from exc
             return
-        if self.out_dir.exists():
-            old = self.out_dir.parent / f".{self.out_dir.name}.old-{secure_token()}"
-            os.replace(self.out_dir, old)
-            os.replace(tmp, self.out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, self.out_dir)
-        if self._prov_tmp is not None:
-            os.replace(self._prov_tmp, self.provenance_path)
+        prov: paths.Staging | None = None
+        try:
+            self._check_no_private_strings()
+            prov = self._stage_provenance()
+            stage.commit()  # the release is in place (the old one, if any, is removed)
+            if prov is not None:
+                prov.commit()
+        except BaseException:
+            stage.discard()
+            if prov is not None:
+                prov.discard()
+            raise

@@ -59,21 +59,25 @@ def as_budget(budget: Budget | tuple[float, float] | None) -> Budget | None:
 
 
 def within_budget(spent: float, limit: float) -> bool:
-    """``spent <= limit`` up to :data:`BUDGET_TOLERANCE` (relative)."""
-    return spent <= limit * (1 + BUDGET_TOLERANCE)
+    """``spent <= limit`` up to :data:`BUDGET_TOLERANCE` (relative). A negative ``limit`` (what
+    is left of a budget, below 0 by rounding or overspent) admits only what spends nothing."""
+    return spent <= max(limit, 0.0) * (1 + BUDGET_TOLERANCE)
 
 
 def check_budget(
-    spent: Mapping[str, Any], budget: Budget | tuple[float, float] | None, *, what: str = ""
+    spent: Mapping[str, Any] | Any, budget: Budget | tuple[float, float] | None, *, what: str = ""
 ) -> None:
-    """Raise :class:`~searchveil.errors.BudgetExceededError` when ``spent["epsilon"]`` or
-    ``spent["delta"]`` exceeds the budget (ε first). ``what`` prefixes the error's name of the
-    exceeded quantity (e.g. ``"release korolova"``)."""
-    b = as_budget(budget)
-    if b is None:
+    """Raise :class:`~searchveil.errors.BudgetExceededError` when the ε or δ of ``spent`` (a
+    :class:`~searchveil.mechanisms.budget.PrivacyCost`, or a mapping with ``epsilon`` and
+    ``delta``) exceeds the budget (ε first): the message names the quantity, what was requested,
+    what remains and the difference. ``budget``: a :class:`Budget` or an (ε, δ) pair of limits
+    (e.g. what is left of a dataset's budget, which may be 0). ``what`` prefixes the error's
+    name of the exceeded quantity (e.g. ``"release korolova"``)."""
+    if budget is None:
         return
+    limits = (budget.epsilon, budget.delta) if isinstance(budget, Budget) else budget
     prefix = f"{what} " if what else ""
-    for key, limit in (("epsilon", b.epsilon), ("delta", b.delta)):
-        value = float(spent[key])
-        if math.isnan(value) or not within_budget(value, limit):
-            raise BudgetExceededError(f"{prefix}{key}", value, limit)
+    for key, limit in zip(("epsilon", "delta"), limits, strict=True):
+        value = float(spent[key] if isinstance(spent, Mapping) else getattr(spent, key))
+        if math.isnan(value) or not within_budget(value, float(limit)):
+            raise BudgetExceededError(f"{prefix}{key}", value, float(limit))

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from searchveil.bounding import first_per_user
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.mechanisms.noise import MAX_GAUSSIAN_SIGMA, DiscreteGaussian
 from searchveil.rng import RandomSource
@@ -503,13 +504,9 @@ class RoundsSelection:
 
 def user_item_pool(df: pl.DataFrame, *, pool: int, user_col: str = "user",
                    item_col: str = "item", order_col: str = "pos") -> pl.DataFrame:  # fmt: skip
-    """The first ``pool`` distinct items of every user (by ``order_col``): user, item, rank."""
+    """The first ``pool`` distinct items of every user (by ``order_col``): user, item, rank —
+    the bounding kernel's rule (:func:`~searchveil.bounding.first_per_user`)."""
     check_int("pool", pool, minimum=1)
-    return (
-        df.sort([user_col, order_col])
-        .unique([user_col, item_col], keep="first", maintain_order=True)
-        .group_by(user_col, maintain_order=True)
-        .head(pool)
-        .select(pl.col(user_col).alias("user"), pl.col(item_col).alias("item"))
-        .with_columns(rank=pl.int_range(pl.len()).over("user").cast(pl.Int64))
-    )
+    first = first_per_user(df.sort([user_col, order_col]), pool, user=user_col,
+                           distinct_on=[item_col], rank="rank")  # fmt: skip
+    return first.select(pl.col(user_col).alias("user"), pl.col(item_col).alias("item"), "rank")

@@ -33,11 +33,7 @@ __all__ = [
     "delta_users_check",
     "check_declared_users",
     "users_bound_source",
-    "USER_NEIGHBOURS",
 ]
-
-#: the neighbouring relation of every search-log release whose unit is a user
-USER_NEIGHBOURS = "add/remove one user's entire history"
 
 
 def noisy_counts(counts: pl.Series | np.ndarray, *, scale: float, rng: RandomSource) -> np.ndarray:

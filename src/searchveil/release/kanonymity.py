@@ -23,6 +23,7 @@ import polars as pl
 from searchveil.engines.contract import Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.budget import NoGuarantee
 from searchveil.model import InputInfo, SearchLog, items, query_events
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import HistogramRelease
@@ -47,6 +48,13 @@ class KAnonParams:
         """What an engine keeps for k-query anonymity: the rows of the queries posed by at
         least k distinct users (with the whole input's sessions)."""
         return BoundingPlan(Bounding.SHARED, Item.QUERIES, self.k)
+
+    def cost(self) -> NoGuarantee:
+        """k-anonymity protects no neighbouring relation: it has no cost in any budget and is
+        never charged to one (publishing it is outside every guarantee)."""
+        return NoGuarantee(
+            "k-anonymity is not differential privacy (no neighbouring relation is protected)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,10 +121,7 @@ def release_kanon(log: SearchLog, params: KAnonParams, *, rng: RandomSource) -> 
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion="k-anonymity (k-query anonymity, Adar 2007); NOT differential privacy",
-        neighbouring="none: k-anonymity is not differential privacy (no neighbouring relation "
-        "is protected)",
-        epsilon=None,
-        delta=None,
+        cost=params.cost(),
         parameters=params.to_dict()
         | {
             "support": "distinct users per query",

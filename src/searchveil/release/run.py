@@ -2,8 +2,7 @@
 release korolova|zealous|kanon`` wraps), and the one place that decides which algorithm runs
 (:data:`FAMILIES`: the parameters' class names the family).
 
-:func:`release_file` checks the budget once (the one the parameters carry, ``params.budget``:
-set by ``from_budget``, or given with the direct form), chooses where the release runs
+:func:`release_file` chooses where the release runs
 (:func:`choose_engine`: the Polars engine whenever the input and options allow it, else in
 memory — both give the same tables and public ledger under a seed), detects the input's
 layout once (:class:`~searchveil.engines.contract.Source`, by content), runs the release and,
@@ -25,13 +24,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from searchveil.engines import Engine, EngineName, Source, make_engine
+from searchveil.engines import Engine, EngineName, Source, TableSource, make_engine
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import check_fingerprint
 from searchveil.io.formats import header_columns
 from searchveil.io.ledger import check_release_dir
-from searchveil.io.readers import AOL_COLUMNS, ReaderOptions, read_log
-from searchveil.mechanisms.accounting import check_budget
+from searchveil.io.readers import AOL_COLUMNS, ColumnMapping, ReaderOptions, read_log
 from searchveil.model import SearchLog
 from searchveil.release.histogram import HistogramRelease, write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
@@ -49,6 +47,7 @@ __all__ = [
     "choose_engine",
     "release_file",
     "release_on_engine",
+    "release_table",
     "run_release",
     "run_select",
 ]
@@ -122,12 +121,9 @@ class Family:
 #: the one table that says which release runs for which parameters
 FAMILIES: dict[type, Family] = {
     KorolovaParams: Family(
-        "korolova", release_korolova, _counts_on(release_korolova_counts),
-        ("serp", "budget", "max_users"),
+        "korolova", release_korolova, _counts_on(release_korolova_counts), ("serp", "max_users")
     ),
-    ZealousParams: Family(
-        "zealous", release_zealous, _counts_on(release_zealous_counts), ("budget",)
-    ),
+    ZealousParams: Family("zealous", release_zealous, _counts_on(release_zealous_counts)),
     KAnonParams: Family("kanon", release_kanon, _kanon_on),
     SelectParams: Family("select", release_select, _select_on, ("max_users",)),
 }  # fmt: skip
@@ -199,11 +195,17 @@ def choose_engine(path: Path, params: ReleaseParams, reader: ReaderOptions) -> E
 
 # -- the releases ---------------------------------------------------------------------------------
 def release_on_engine(
-    engine: Engine, source: Source | Path, params: ReleaseParams, *, rng: RandomSource, **kw: Any
+    engine: Engine,
+    source: Source | TableSource | Path,
+    params: ReleaseParams,
+    *,
+    rng: RandomSource,
+    **kw: Any,
 ) -> HistogramRelease:
     """Bound on ``engine``, release in memory (the family's own release function); the report
     and the provenance figures name the engine (the public ledger does not)."""
-    rel = family_of(params).on_engine(engine, Source.of(source), params, rng=rng, **kw)
+    src = source if isinstance(source, TableSource) else Source.of(source)
+    rel = family_of(params).on_engine(engine, src, params, rng=rng, **kw)
     rel.report["engine"] = engine.describe()
     rel.figures["engine"] = engine.describe()
     return rel
@@ -216,10 +218,7 @@ def _release_kwargs(
     for name, value in given.items():
         if value is not None and name not in fam.options:
             raise InvalidParameterError(name, value, f"unset for a {fam.name} release")
-    kw = {k: v for k, v in given.items() if k in fam.options}
-    if "budget" in fam.options:
-        kw["budget"] = getattr(params, "budget", None)
-    return kw
+    return {k: v for k, v in given.items() if k in fam.options}
 
 
 def release_file(
@@ -237,6 +236,8 @@ def release_file(
     serp: Any = None,
     spark_master: str = "local[*]",
     fingerprint: str = "full",
+    spark_remote: str | None = None,
+    spark_conf: tuple[tuple[str, str], ...] = (),
 ) -> HistogramRelease:
     """Release the log at ``path`` with ``params`` (a Korolova, ZEALOUS, k-anonymity or
     selection parameter set) and, with ``out``, write the tables, the public ledger and the
@@ -246,21 +247,22 @@ def release_file(
     ``reader``: how the in-memory reader reads the file (the engines need the defaults);
     ``max_users``: the declared public bound U (Korolova, selection); ``serp``: Korolova's
     public SERP (:func:`~searchveil.release.korolova.load_serp`); ``fingerprint``: the
-    provenance record's input hash on an engine, ``full`` | ``fast`` (Parquet only).
-    The budget is the one the parameters carry (``params.budget``), checked before any data
-    are read.
+    provenance record's input hash on an engine, ``full`` | ``fast`` (Parquet only);
+    ``spark_master`` | ``spark_remote`` (Spark Connect), ``spark_conf``: where Spark runs.
+    The release's own budget is the one the parameters carry (``params.budget``,
+    ``SelectParams``' ε and δ), checked once by the family's release before any noise is drawn;
+    a dataset's budget across releases is charged by ``searchveil.Session``.
     """
     p = Path(path)
     opts = reader if reader is not None else ReaderOptions()
     fam = family_of(params)
     choice = parse_choice("engine", engine, EngineChoice)
-    if isinstance(params, KorolovaParams | ZealousParams) and params.budget is not None:
-        check_budget(params.privacy("exact"), params.budget, what=f"release {fam.name}")
     if max_users is not None:
         check_int("max-users", max_users, minimum=1)
     kw = _release_kwargs(fam, params, serp, max_users)
     if out is not None:
-        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance,
+                          inputs=[("input", p)])  # fmt: skip
     where = choose_engine(p, params, opts) if choice == EngineChoice.AUTO else EngineName(choice)
     check_fingerprint(fingerprint, p if where != EngineName.MEMORY else None)
     if where == EngineName.MEMORY:
@@ -272,10 +274,61 @@ def release_file(
         check_engine_reader(where, opts)
         params.bounding_plan()  # what the engines cannot do: a typed error before any reading
         eng = make_engine(where, spark_master=spark_master, normalize=opts.normalize,
-                          fingerprint=fingerprint)  # fmt: skip
+                          fingerprint=fingerprint, spark_remote=spark_remote,
+                          spark_conf=spark_conf)  # fmt: skip
         rel = release_on_engine(eng, Source.of(p), params, rng=rng, **kw)
         if choice == EngineChoice.AUTO:  # the same bytes as memory (tested): the report says so
             rel.report["engine"] = rel.report["engine"] | {"selected_by": "--engine auto"}
+    if out is not None:
+        write_release(rel, out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+    return rel
+
+
+def release_table(
+    table: Any,
+    params: ReleaseParams,
+    *,
+    rng: RandomSource,
+    columns: ColumnMapping | None = None,
+    normalize: bool = True,
+    out: str | os.PathLike[str] | None = None,
+    out_format: str = "tsv",
+    overwrite: bool = False,
+    provenance: str | os.PathLike[str] | None = None,
+    max_users: int | None = None,
+    serp: Any = None,
+    spark_master: str = "local[*]",
+    spark_remote: str | None = None,
+    spark_conf: tuple[tuple[str, str], ...] = (),
+) -> HistogramRelease:
+    """:func:`release_file` for a log that lives in Spark: ``table`` is the name of a table of
+    the session's catalog (``spark.table(name)``: Hive, Delta, Iceberg, a temporary view) or a
+    Spark DataFrame. ``columns``: which of its columns hold the user, query, time and URL (the
+    names of a :class:`~searchveil.io.readers.ColumnMapping`; default the AOL names). Bounded
+    with the same kernel as a file, on Spark (``spark_master``, or Spark Connect at
+    ``spark_remote``); "first" follows the order in which Spark reads the table. The private
+    provenance record names the table and the snapshot read (:func:`~searchveil.engines.spark.
+    table_snapshot`); k-anonymity reads files only."""
+    fam = family_of(params)
+    if isinstance(params, KAnonParams):
+        raise InvalidParameterError("params", "kanon", "korolova | zealous | select for a table")
+    if max_users is not None:
+        check_int("max-users", max_users, minimum=1)
+    kw = _release_kwargs(fam, params, serp, max_users)
+    if out is not None:
+        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+    params.bounding_plan()  # what the engines cannot do: a typed error before any reading
+    m = columns or ColumnMapping()
+    names = {"AnonID": m.user, "Query": m.query, "QueryTime": m.time, "ClickURL": m.url,
+             "ItemRank": m.rank}  # fmt: skip
+    mapped = tuple((k, v) for k, v in names.items() if v is not None and v != k)
+    if isinstance(table, str):
+        src = TableSource(name=table, columns=mapped)
+    else:
+        src = TableSource(frame=table, columns=mapped)
+    eng = make_engine(EngineName.SPARK, spark_master=spark_master, normalize=normalize,
+                      spark_remote=spark_remote, spark_conf=spark_conf)  # fmt: skip
+    rel = release_on_engine(eng, src, params, rng=rng, **kw)
     if out is not None:
         write_release(rel, out, fmt=out_format, overwrite=overwrite, provenance=provenance)
     return rel

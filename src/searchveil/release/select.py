@@ -25,22 +25,25 @@ is the one definition of the noise, accounting and ledger for both.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from searchveil.bounding import Stream, bound_log
 from searchveil.engines.contract import Bounding, BoundingPlan, Item, UserItemPools
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.accounting import Budget, check_budget
+from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool, user_item_pool
+from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool
 from searchveil.mechanisms.selection import SelectionStrategy, make_strategy
 from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
 from searchveil.release.histogram import (
-    USER_NEIGHBOURS,
     HistogramRelease,
     check_declared_users,
     delta_users_check,
@@ -118,29 +121,26 @@ class SelectParams:
         """δ of each selection step: all of δ without clicks, half with them."""
         return self.delta if self.d_c is None else self.delta / 2
 
+    @property
+    def budget(self) -> Budget:
+        """The (ε, δ) the release must meet (its cost is checked against it once)."""
+        return Budget(self.epsilon, self.delta)
+
     def strategies(self) -> tuple[Any, Any]:
-        """The query strategy and (with clicks) the pair strategy, calibrated to their shares."""
-        strat = make_strategy(self.strategy, epsilon=self.eps_selection,
-                              delta=self.delta_selection, d=self.d)  # fmt: skip
-        pair_strat = None
-        if self.d_c is not None:
-            assert self.eps_url_selection is not None
-            pair_strat = make_strategy(self.strategy, epsilon=self.eps_url_selection,
-                                       delta=self.delta_selection, d=self.d_c)  # fmt: skip
-        return strat, pair_strat
+        """The query strategy and (with clicks) the pair strategy, calibrated to their shares
+        (computed once per parameter set)."""
+        return _strategies(self)
+
+    def cost(self) -> PrivacyCost:
+        """What the release spends: user-level; selection (ε₁, δ₁) + counts ε₂ (+ pair
+        selection (ε₃, δ₃) + click counts ε₄) by basic composition; the rounds strategies'
+        parts carry their zCDP ρ (computed once per parameter set)."""
+        return _cost(self)
 
     def privacy(self) -> dict[str, float]:
-        """(ε, δ) of the release: selection + counts (+ pair selection + click counts), by
-        basic composition of the strategies' own (ε, δ) and the Laplace counts' ε."""
-        strat, pair_strat = self.strategies()
-        sel = strat.privacy()
-        eps = float(sel["epsilon"]) + self.eps_counts
-        delta = float(sel["delta"])
-        if pair_strat is not None:
-            assert self.eps_click_counts is not None
-            eps += float(pair_strat.privacy()["epsilon"]) + self.eps_click_counts
-            delta += float(pair_strat.privacy()["delta"])
-        return {"epsilon": eps, "delta": delta}
+        """(ε, δ) of the release (:meth:`cost`)."""
+        c = self.cost()
+        return {"epsilon": c.epsilon, "delta": c.delta}
 
     @property
     def pool(self) -> int:
@@ -183,21 +183,53 @@ class SelectParams:
         return out
 
 
+@functools.lru_cache(maxsize=64)
+def _strategies(p: SelectParams) -> tuple[Any, Any]:
+    strat = make_strategy(p.strategy, epsilon=p.eps_selection, delta=p.delta_selection, d=p.d)
+    pair_strat = None
+    if p.d_c is not None:
+        assert p.eps_url_selection is not None
+        pair_strat = make_strategy(p.strategy, epsilon=p.eps_url_selection,
+                                   delta=p.delta_selection, d=p.d_c)  # fmt: skip
+    return strat, pair_strat
+
+
+def _strategy_part(name: str, pr: dict[str, Any]) -> Part:
+    """A selection step as a part: the rounds strategies are ρ-zCDP outside the event that one
+    of the user's own items is released (δ_T/(1 − δ_T), docs/privacy/selection.md)."""
+    if "rho" not in pr:
+        return Part(name, float(pr["epsilon"]), float(pr["delta"]))
+    dt = float(pr["delta_threshold"])
+    return Part(name, float(pr["epsilon"]), float(pr["delta"]), float(pr["rho"]), dt / (1 - dt))
+
+
+@functools.lru_cache(maxsize=64)
+def _cost(p: SelectParams) -> PrivacyCost:
+    strat, pair_strat = p.strategies()
+    sel = strat.privacy()
+    eps = float(sel["epsilon"]) + p.eps_counts
+    delta = float(sel["delta"])
+    parts = [_strategy_part("select_queries", sel), Part("query_counts", p.eps_counts)]
+    if pair_strat is not None:
+        assert p.eps_click_counts is not None
+        pp = pair_strat.privacy()
+        eps += float(pp["epsilon"]) + p.eps_click_counts
+        delta += float(pp["delta"])
+        parts += [_strategy_part("select_urls", pp), Part("click_counts", p.eps_click_counts)]
+    return PrivacyCost(Relation.USER, tuple(parts), eps, delta)
+
+
 def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
-    """Each user's first items by the data-independent rules of ``params``, in memory."""
-    q = items(log, "queries")
-    qp = user_item_pool(q, pool=params.pool)
-    figures = {"users": log.n_users, "query_events": q.height, "pool_queries": qp.height}
+    """Each user's first items by the data-independent rules of ``params``, in memory (the
+    bounding kernel, :func:`~searchveil.bounding.bound_log`, as on the engines)."""
+    kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
+    qp = kept[Stream.EVENTS].select("user", item="query", rank="rank")
+    figures = {"users": fig["users"], "query_events": fig["events"], "pool_queries": qp.height}
     cp = None
     if params.d_c is not None:
-        assert params.click_pool is not None
-        cl = items(log, "clicks")
-        cp = user_item_pool(cl, pool=params.click_pool)
-        cp = cp.with_columns(
-            query=pl.col("item").str.split_exact(PAIR_SEP, 1).struct.field("field_0"),
-            url=pl.col("item").str.split_exact(PAIR_SEP, 1).struct.field("field_1"),
-        ).select("user", "query", "url", "rank")
-        figures |= {"clicks": cl.height, "pool_clicks": cp.height}
+        cp = kept[Stream.CLICKS].select("user", "query", "url", "rank")
+        figures |= {"clicks": fig["clicks"], "pool_clicks": cp.height}
+    q = items(log, "queries")
     return UserItemPools(queries=qp, clicks=cp, figures=figures, input=log.ledger_input(),
                          events=q.select("user", "item"))  # fmt: skip
 
@@ -335,13 +367,10 @@ def release_select_pools(
         )
     strat, pair_strat = params.strategies()
     sel_priv = strat.describe()
-    # accounting first: check the whole release's (ε, δ) before any noise is drawn
-    spent = params.privacy()
-    eps, delta = spent["epsilon"], spent["delta"]
-    if not (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9)):
-        raise InvalidParameterError(
-            "epsilon", params.epsilon, f"a budget the strategies meet (ε={eps:g}, δ={delta:g})"
-        )
+    # accounting first: the one check of the whole release's cost, before any noise is drawn
+    cost = params.cost()
+    check_budget(cost, params.budget, what="release korolova --selection")
+    eps, delta = cost.epsilon, cost.delta
 
     qpool = ItemPool.from_frame(pools.queries)
     # the pools are consumed: their frame of strings (hundreds of MB at 20M rows) is freed
@@ -404,9 +433,7 @@ def release_select_pools(
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion="(ε,δ)-DP, add/remove one user's log",
-        neighbouring=USER_NEIGHBOURS,
-        epsilon=eps,
-        delta=delta,
+        cost=cost,
         parameters=params.to_dict()
         | {"selection_detail": sel_priv, "count_noise": lap.describe()}
         | ({"url_selection_detail": clicks_detail} if clicks_detail else {}),

@@ -79,7 +79,8 @@ def dcurve_section(result: dict[str, Any], *, title: str, plots: bool = True) ->
             '<p class="note">A data-holder diagnostic: every point reads the whole log it is '
             "computed on. Choosing d from the curve of a private log is a use of the data that "
             "no ledger accounts for (it costs privacy); this curve is computed on the synthetic "
-            "log only, and the releases use each strategy's data-independent default d "
+            "log only, and the releases take d from public information only — a declared d "
+            "on the bundled sample, each strategy's data-independent default otherwise "
             "(docs/privacy/selection.md).</p>"
         )
     if plots:

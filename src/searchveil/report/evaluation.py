@@ -424,6 +424,28 @@ def _ledger_section(rel: dict[str, Any]) -> list[str]:
     return body
 
 
+def _budget_section(b: dict[str, Any] | None) -> list[str]:
+    """The dataset's budget (``evaluate --budget FILE``): what this release was charged, what
+    all releases of the dataset spent and what is left (public facts, from the budget file)."""
+    if not b:
+        return []
+    c = b["charge"]
+    rows = [
+        ["this release", esc(c["what"]), fmt(c["epsilon"]), fmt(c["delta"])],
+        ["dataset total", esc(b["relation"]), fmt(b["total"]["epsilon"]), fmt(b["total"]["delta"])],
+        ["spent (committed)", f"{b['charges']} charges", fmt(b["spent"]["epsilon"]),
+         fmt(b["spent"]["delta"])],
+        ["pending", "", fmt(b["pending"]["epsilon"]), fmt(b["pending"]["delta"])],
+        ["left", "", fmt(b["left"]["epsilon"]), fmt(b["left"]["delta"])],
+    ]  # fmt: skip
+    return [
+        "<h2>Dataset budget</h2>",
+        f"<p>From <code>{esc(b['file'])}</code> (sequential composition: ε and δ add over the "
+        "releases of the dataset; docs/privacy/budget.md).</p>",
+        table(["", "", "ε", "δ"], rows, left=2, raw=True),
+    ]
+
+
 def evaluation_report(result: dict[str, Any]) -> str:
     """The HTML of ``searchveil evaluate``."""
     rel = result.get("release") or {}
@@ -439,6 +461,7 @@ def evaluation_report(result: dict[str, Any]) -> str:
         body.append(single_user_banner(su, delta=rel.get("delta"), users=orig.get("users")))
     body.append(PRIVATE_BANNER)
     body += evaluation_sections(result)
+    body += _budget_section(result.get("budget"))
     body += _ledger_section(rel)
     return page("searchveil evaluation report", sub, body)
 

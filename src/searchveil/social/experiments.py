@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph, NodeUniverse, read_edge_list
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.budget import NoGuarantee
 from searchveil.report.html import esc, fmt, img, page, pct, table
 from searchveil.rng import RandomSource
 from searchveil.social.accuracy import (
@@ -40,7 +41,6 @@ from searchveil.social.accuracy import (
     smoothing_accuracy,
 )
 from searchveil.social.mechanisms import epsilon_fraction
-from searchveil.social.recommend import NEIGHBOURING
 from searchveil.social.utility import (
     CommonNeighbours,
     TargetUtilities,
@@ -315,9 +315,7 @@ def experiment_ledger(
     return build_ledger(
         mechanism="social-reproduce (accuracy experiment, no release)",
         notion="none released: exact expected accuracies of ε-DP recommenders",
-        neighbouring=NEIGHBOURING,
-        epsilon=max(config.epsilons),
-        delta=0.0,
+        cost=NoGuarantee("an accuracy experiment: nothing is released"),
         parameters={
             "epsilons": list(config.epsilons),
             "gammas": list(config.gammas),

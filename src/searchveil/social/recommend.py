@@ -39,6 +39,7 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph, NodeUniverse, read_edge_list
 from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
+from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.rng import RandomSource
 from searchveil.social.mechanisms import (
     Mechanism,
@@ -50,14 +51,12 @@ from searchveil.social.mechanisms import (
 )
 from searchveil.social.utility import UtilityFunction, target_utilities
 
-__all__ = ["recommend", "release_recommendations", "resolve_targets", "NEIGHBOURING"]
+__all__ = ["recommend", "recommendation_cost", "release_recommendations", "resolve_targets"]
 
 NOTION = (
-    "epsilon-DP per target recommendation; neighbouring graphs (on the public node universe) "
-    "differ in one edge not incident to the target (Korolova 2012 thesis §5.2.2, relaxed)"
-)
-NEIGHBOURING = (
-    "per target: add/remove one edge not incident to the target, on the public node universe"
+    "epsilon-DP for one edge incident to none of the targets: each target's recommendation is "
+    "epsilon_each-DP for one edge not incident to that target (Korolova 2012 thesis §5.2.2, "
+    "relaxed), composed over the targets (epsilon = targets × epsilon_each)"
 )
 
 
@@ -91,6 +90,29 @@ def _epsilon_spent(mech: Mechanism, utility: UtilityFunction) -> float:
     if isinstance(mech, SmoothedSampling):
         return float(epsilon_fraction(mech.epsilon))  # x is chosen per target with ε(x) ≤ ε
     return mech.privacy(utility.l1_sensitivity())
+
+
+def _cost(per_target: float, n_targets: int) -> PrivacyCost:
+    """Edge-level for the edges incident to no target: one recommendation per target, each
+    ``per_target``-DP for such an edge, composed sequentially."""
+    part = Part("one recommendation per target", per_target * n_targets)
+    return PrivacyCost(Relation.EDGE_OUTSIDE_TARGETS, (part,))
+
+
+def recommendation_cost(
+    *,
+    universe: NodeUniverse,
+    utility: UtilityFunction,
+    mechanism_name: MechanismName | str,
+    epsilon: float,
+    targets: Sequence[int] | None,
+) -> PrivacyCost:
+    """What :func:`release_recommendations` spends, from public facts only (the mechanism,
+    the utility's sensitivity, the targets on the public universe): known before the graph
+    is read."""
+    mech = make_mechanism(mechanism_name, epsilon=epsilon, l1=utility.l1_sensitivity(),
+                          linf=utility.linf_sensitivity())  # fmt: skip
+    return _cost(_epsilon_spent(mech, utility), int(resolve_targets(universe, targets).size))
 
 
 def recommend(
@@ -142,7 +164,9 @@ def release_recommendations(
     )
     out = Path(out_dir)
     # fails early if --out (or the provenance record) exists
-    writer = ReleaseWriter(out, fmt=fmt, overwrite=overwrite, provenance=provenance)
+    writer = ReleaseWriter(
+        out, fmt=fmt, overwrite=overwrite, provenance=provenance, inputs=[("graph", graph_path)]
+    )
     idx = resolve_targets(universe, targets)  # public: checked before the graph is read
     graph = read_edge_list(graph_path, undirected=True, universe=universe)
     utility.check_graph(graph)
@@ -161,9 +185,7 @@ def release_recommendations(
     ledger = build_ledger(
         mechanism=f"social-{mech.name}",
         notion=NOTION,
-        neighbouring=NEIGHBOURING,
-        epsilon=per_target,
-        delta=0.0,
+        cost=_cost(per_target, n_targets),
         parameters={
             **utility.describe(),
             **{f"mechanism_{k}": v for k, v in mech.describe().items()},

@@ -3,7 +3,6 @@ from JSON."""
 
 from __future__ import annotations
 
-import os
 import threading
 import zlib
 from collections.abc import Callable
@@ -11,7 +10,8 @@ from pathlib import Path
 from queue import Queue
 from typing import Any
 
-from searchveil.errors import InputFormatError, InvalidParameterError, OutputExistsError
+from searchveil.errors import InputFormatError, OutputExistsError, OutputWriteError
+from searchveil.io.paths import Staging, check_private_path
 from searchveil.rng import RandomSource
 from searchveil.synth.generate import generate, generate_chunks
 from searchveil.synth.model import OutputFormat, StringMode, SynthModel
@@ -43,49 +43,51 @@ def write_synthetic(
     workers: int = 1,
     on_chunk: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Write a synthetic log to ``out`` atomically (temp file + rename). ``fmt`` is
-    ``tsv | tsv.gz | parquet`` or ``auto`` (from the file name). Returns a summary."""
+    """Write a synthetic log to ``out`` atomically (staged, then renamed into place) and
+    owner-only: a synthetic log fitted to a private log is private (it is not a privacy-
+    preserving release), so ``out`` is refused inside a release directory
+    (:func:`searchveil.io.paths.check_private_path`). ``fmt`` is ``tsv | tsv.gz | parquet`` or
+    ``auto`` (from the file name). Returns a summary."""
     out = Path(out)
     strings = parse_choice("strings", strings, StringMode)
     fmt = _format_for(out, parse_choice("format", fmt, OutputFormat))
+    check_private_path(out, option="out")
     if out.exists() and not overwrite:
         raise OutputExistsError(f"{out} exists; pass overwrite=True / --overwrite to replace it")
-    if not out.parent.exists():
-        raise InvalidParameterError("out", str(out), "a file in an existing directory")
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     total_rows = 0
     done_users = 0
-    try:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
+    with Staging(out, directory=False, private=True) as st:
+        tmp = st.path
+        try:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
 
-            writer = None
-            try:
-                for df in generate(
-                    model, users=users, rng=rng, rows=rows, strings=strings,
-                    chunk_users=chunk_users, workers=workers,
-                ):  # fmt: skip
-                    table = df.to_arrow()
-                    if writer is None:
-                        writer = pq.ParquetWriter(str(tmp), table.schema, compression="zstd")
-                    writer.write_table(table)
-                    total_rows += df.height
-                    done_users += min(chunk_users, users - done_users)
-                    if on_chunk:
-                        on_chunk(done_users, total_rows)
-            finally:
-                if writer is not None:
-                    writer.close()
-        else:
-            total_rows, done_users = _write_tsv(
-                model, tmp, users=users, rng=rng, rows=rows, strings=strings,
-                gz=fmt == "tsv.gz", chunk_users=chunk_users, workers=workers,
-                on_chunk=on_chunk,
-            )  # fmt: skip
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+                writer = None
+                try:
+                    for df in generate(
+                        model, users=users, rng=rng, rows=rows, strings=strings,
+                        chunk_users=chunk_users, workers=workers,
+                    ):  # fmt: skip
+                        table = df.to_arrow()
+                        if writer is None:
+                            writer = pq.ParquetWriter(str(tmp), table.schema, compression="zstd")
+                        writer.write_table(table)
+                        total_rows += df.height
+                        done_users += min(chunk_users, users - done_users)
+                        if on_chunk:
+                            on_chunk(done_users, total_rows)
+                finally:
+                    if writer is not None:
+                        writer.close()
+            else:
+                total_rows, done_users = _write_tsv(
+                    model, tmp, users=users, rng=rng, rows=rows, strings=strings,
+                    gz=fmt == "tsv.gz", chunk_users=chunk_users, workers=workers,
+                    on_chunk=on_chunk,
+                )  # fmt: skip
+        except OSError as exc:
+            raise OutputWriteError(str(out), exc) from exc
+        st.commit()
     return {
         "out": str(out),
         "format": fmt,

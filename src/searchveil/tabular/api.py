@@ -11,6 +11,7 @@ from typing import Any
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import file_sha256
 from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
+from searchveil.mechanisms.budget import NoGuarantee, PrivacyCost, Relation
 from searchveil.rng import RandomSource
 from searchveil.tabular.baselines import kanonymize, safepub
 from searchveil.tabular.hierarchy import EncodedTable, encode_table, load_hierarchies, read_table
@@ -21,17 +22,27 @@ from searchveil.tabular.recoding import (
     SELECTION_SHARE,
     Score,
     anonymize_recoding,
-    shuffle_release,
 )
 from searchveil.tabular.release import (
     TabularRelease,
     anonymize_aggregate,
     anonymize_dp,
     anonymize_threshold,
+    shuffle_release,
 )
 from searchveil.validate import parse_choice
 
-__all__ = ["MODELS", "Model", "load", "table_stats", "run_model", "write_release", "ModelParams"]
+__all__ = [
+    "MODELS",
+    "Model",
+    "load",
+    "table_stats",
+    "run_model",
+    "write_release",
+    "ModelParams",
+    "model_cost",
+    "release_cost",
+]
 
 
 class Model(StrEnum):
@@ -46,7 +57,9 @@ class Model(StrEnum):
 
 
 MODELS = tuple(m.value for m in Model)
-NEIGHBOURING = "add or remove one record (row) of the input table"
+#: the differentially private models (record-level); the others protect no relation
+DP_MODELS = (Model.DP, Model.FOUAD2014, Model.SAFEPUB)
+NOT_DP = "this model is not differentially private (it protects no neighbouring relation)"
 DECLARED = ("max_records",)
 
 
@@ -113,6 +126,25 @@ class ModelParams:
     max_records: int | None = None
 
 
+def model_cost(model: Model | str, p: ModelParams) -> PrivacyCost | NoGuarantee:
+    """What a model may spend, known before the table is read: the declared (ε, δ) of a DP
+    model (record-level; the written ledger's cost, :func:`release_cost`, never exceeds it),
+    or :class:`NoGuarantee` for the models that are not DP."""
+    model = parse_choice("model", model, Model)
+    if model not in DP_MODELS:
+        return NoGuarantee(NOT_DP)
+    eps, dl = _need("epsilon", p.epsilon, model), _need("delta", p.delta, model)
+    return PrivacyCost.of(Relation.RECORD, eps, dl, name="declared (ε, δ)")
+
+
+def release_cost(rel: TabularRelease) -> PrivacyCost | NoGuarantee:
+    """The cost a release reports: record-level, one part per event, its stated (ε, δ)."""
+    if rel.epsilon is None:
+        return NoGuarantee(NOT_DP)
+    return PrivacyCost.from_events(Relation.RECORD, rel.events, epsilon=rel.epsilon,
+                                   delta=rel.delta)  # fmt: skip
+
+
 def _need(name: str, v: Any, model: str) -> Any:
     if v is None:
         raise InvalidParameterError(name, None, f"a value (required by --model {model})")
@@ -172,6 +204,8 @@ def run_model(
             steps=p.steps,
             max_records=p.max_records,
         )
+    if model in (Model.FOUAD2014, Model.SAFEPUB):  # they shuffle their rows themselves
+        return rel, meas
     return shuffle_release(rel, rng), meas
 
 
@@ -236,9 +270,7 @@ def write_release(
     ledger = build_ledger(
         mechanism=rel.mechanism,
         notion=rel.notion,
-        neighbouring=NEIGHBOURING,
-        epsilon=rel.epsilon,
-        delta=rel.delta,
+        cost=release_cost(rel),
         parameters={**params, "quasi_identifiers": list(t.qi)},
         rng=rng,
         public_inputs=public_inputs,
@@ -252,7 +284,12 @@ def write_release(
         report={**rel.private, "released": int(rel.rows.size)},
         figures={"metrics": metrics, **(figures or {})},
     )
-    with ReleaseWriter(out, fmt=fmt, overwrite=overwrite, provenance=provenance) as w:
+    inputs = [("table", t.source), *(("hierarchies", h.source) for h in t.hierarchies)]
+    if side_table is not None:
+        inputs.append(("side-table", side_table.source))
+    with ReleaseWriter(
+        out, fmt=fmt, overwrite=overwrite, provenance=provenance, inputs=inputs
+    ) as w:
         w.write_table("table", rel.frame)
         led = w.write_ledger(ledger)
         w.write_provenance(prov)

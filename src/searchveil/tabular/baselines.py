@@ -40,7 +40,12 @@ from searchveil.tabular.dp import (
 )
 from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
 from searchveil.tabular.lattice import Lattice, distinct_records, iter_class_sizes
-from searchveil.tabular.release import TabularRelease, generalized_frame, suppress_small
+from searchveil.tabular.release import (
+    TabularRelease,
+    generalized_frame,
+    shuffle_release,
+    suppress_small,
+)
 from searchveil.validate import check_int, check_positive, check_probability
 
 __all__ = ["full_row_keys", "granularity_table", "lattice_scores", "kanonymize", "safepub"]
@@ -160,7 +165,8 @@ def safepub(
     """SafePub as read from Bild, Kuhn & Prasser 2018 (module docstring). The δ < 1/n policy
     check uses a declared ``max_records`` or a DP count ``n̂`` (``count_share·ε``, taken from
     ``ε_anon``; SafePub itself has no count step); δ is accounted with the keep probability
-    actually sampled (53-bit rounded) plus the exact samplers' slack."""
+    actually sampled (53-bit rounded) plus the exact samplers' slack. The rows come back in a
+    uniformly random order drawn from ``rng`` (never the input's)."""
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
     search_share = check_probability("search_share", search_share)
@@ -237,21 +243,14 @@ def safepub(
     }
     events: list[dict[str, Any]] = []
     if n_hat is not None:
-        events.append(
-            {
-                "event": "record count (δ < 1/n policy)",
-                "mechanism": "discrete Laplace",
-                "epsilon": eps_n,
-                "delta": 0.0,
-                "output": "noisy.n_hat",
-            }  # fmt: skip
-        )
+        events.append({"event": "record count (δ < 1/n policy)", "mechanism": "discrete Laplace",
+                       "epsilon": eps_n, "delta": 0.0, "output": "noisy.n_hat"})  # fmt: skip
     events += [
         {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
         {"event": "sampling + k-suppression", "epsilon": eps_anon, "delta": delta_anon, "k": k},
         {"event": "exact-sampler slack", "delta": slack, "eta_fp": eta_fp},
     ]
-    return TabularRelease(
+    rel = TabularRelease(
         table,
         r,
         lv,
@@ -266,3 +265,4 @@ def safepub(
         private={"sampled": int(sampled.size), "suppressed": n_sup},
         noisy={"n_hat": n_hat, "n_bound": n_bound} if n_hat is not None else {},
     )
+    return shuffle_release(rel, rng)

@@ -59,7 +59,12 @@ from searchveil.tabular.dp import (
 from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
 from searchveil.tabular.lattice import Lattice, distinct_records, refine_classes
 from searchveil.tabular.measures import Measures
-from searchveil.tabular.release import TabularRelease, generalized_frame, suppress_small
+from searchveil.tabular.release import (
+    TabularRelease,
+    generalized_frame,
+    shuffle_release,
+    suppress_small,
+)
 from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
@@ -407,24 +412,6 @@ def _count(n: int, eps: float, rng: RandomSource) -> int:
     """``n̂ = n + DLap(1/ε)`` (exact discrete Laplace, effective scale ≥ 1/ε)."""
     lap = DiscreteLaplace.for_epsilon(eps, 1.0)
     return int(n + int(lap.sample(1, rng)[0]))
-
-
-def shuffle_release(rel: TabularRelease, rng: RandomSource) -> TabularRelease:
-    """The same release with its rows in a uniformly random order (random 64-bit keys from
-    ``rng``, redrawn until distinct, then sorted): the output order carries nothing of the
-    input's."""
-    n = rel.rows.size
-    if n <= 1:
-        return rel
-    while True:
-        keys = rng.random_keys(n)
-        if np.unique(keys).size == n:
-            break
-    order = np.argsort(keys)
-    rel.rows = rel.rows[order]
-    rel.levels = rel.levels[order]
-    rel.frame = rel.frame[order.tolist()] if rel.frame.height == n else rel.frame
-    return rel
 
 
 def _infeasible(

@@ -30,6 +30,7 @@ __all__ = [
     "TabularRelease",
     "generalized_frame",
     "suppress_small",
+    "shuffle_release",
     "anonymize_dp",
     "anonymize_aggregate",
     "anonymize_threshold",
@@ -127,6 +128,24 @@ def _sampler_events(plan: DPPlan) -> list[dict[str, Any]]:
     ]
 
 
+def shuffle_release(rel: TabularRelease, rng: RandomSource) -> TabularRelease:
+    """The same release with its rows in a uniformly random order (random 64-bit keys from
+    ``rng``, redrawn until distinct, then sorted): the output order carries nothing of the
+    input's."""
+    n = rel.rows.size
+    if n <= 1:
+        return rel
+    while True:
+        keys = rng.random_keys(n)
+        if np.unique(keys).size == n:
+            break
+    order = np.argsort(keys)
+    rel.rows = rel.rows[order]
+    rel.levels = rel.levels[order]
+    rel.frame = rel.frame[order.tolist()] if rel.frame.height == n else rel.frame
+    return rel
+
+
 def anonymize_dp(
     table: EncodedTable,
     measures: Measures,
@@ -142,7 +161,8 @@ def anonymize_dp(
     utility_sharpness: float = 0.0,
 ) -> TabularRelease:
     """Algorithm 2 (see :mod:`searchveil.tabular.dp`): ``(ε, δ)``-DP for adding/removing one
-    record of ``table``."""
+    record of ``table``. The rows come back in a uniformly random order drawn from ``rng``
+    (never the input's: docs/privacy/tabular.md)."""
     problem: Problem = make_problem(table, measures, side_table)
     plan: DPPlan = plan_dp(
         n=table.n,
@@ -177,7 +197,7 @@ def anonymize_dp(
     k_used = max(plan.k, math.ceil(plan.theta0 * table.n))
     ok = suppress_small(frame, k_used)
     rows, levels, frame = sampled[ok], levels[ok], frame.filter(pl.Series(ok))
-    return TabularRelease(
+    rel = TabularRelease(
         table,
         rows,
         levels,
@@ -222,6 +242,7 @@ def anonymize_dp(
             )
         },  # fmt: skip
     )
+    return shuffle_release(rel, rng)
 
 
 def _deterministic(

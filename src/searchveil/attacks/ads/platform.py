@@ -30,7 +30,8 @@ campaign, so the true report's distribution is a convolution of per-user pmfs
 * :class:`DPReportingPolicy` — matching as in 2010, but each report releases (reach,
   impressions, unique clicks) plus independent discrete Laplace noise from
   :mod:`searchveil.mechanisms.noise` with the secure source, and charges ``epsilon_per_report``
-  to the advertiser's budget (basic composition), refusing with
+  to the advertiser's budget (basic composition, the one budget check
+  :func:`~searchveil.mechanisms.accounting.check_budget`), refusing with
   :class:`~searchveil.errors.BudgetExceededError` before any noise is drawn once the budget is
   spent. Privacy unit: one *real* user's whole data (attributes and behaviour); neighbouring
   populations differ in one user's data. Per report the user changes reach and unique clicks
@@ -58,8 +59,10 @@ import numpy.typing as npt
 from scipy import stats
 
 from searchveil.attacks.ads.population import ATTRIBUTES, EVERYONE, Population
-from searchveil.errors import BudgetExceededError, InvalidParameterError
+from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger, build_provenance
+from searchveil.mechanisms.accounting import check_budget
+from searchveil.mechanisms.budget import NoGuarantee, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.rng import RandomSource
 from searchveil.validate import (
@@ -253,6 +256,14 @@ class DPReportingPolicy:
             DiscreteLaplace.for_epsilon(self.epsilon_per_report * w / total, s)
             for w, s in zip(self.weights, sens, strict=True)
         )
+
+    def report_cost(self) -> PrivacyCost:
+        """What one noisy campaign report spends (user-level, pure ε)."""
+        return PrivacyCost.of(Relation.USER, self.epsilon_per_report, name="campaign report")
+
+    def cost(self) -> PrivacyCost:
+        """The guarantee of the policy: ε = the budget of each advertiser account."""
+        return PrivacyCost.of(Relation.USER, self.advertiser_budget, name="per advertiser account")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -451,12 +462,8 @@ class AdPlatform:
             return CampaignRun(rep, {}, 0, int(real.size))
         if isinstance(pol, DPReportingPolicy):  # account eagerly: before anything is drawn
             spent = self.spent.get(advertiser, 0.0)
-            if spent + pol.epsilon_per_report > pol.advertiser_budget * (1 + 1e-12):
-                raise BudgetExceededError(
-                    f"advertiser {advertiser!r} privacy budget",
-                    pol.epsilon_per_report,
-                    pol.advertiser_budget - spent,
-                )
+            check_budget(pol.report_cost(), (pol.advertiser_budget - spent, 0.0),
+                         what=f"advertiser {advertiser!r} privacy budget")  # fmt: skip
             self.spent[advertiser] = spent + pol.epsilon_per_report
         pop = self.population
         imps_r, clicks_r = self._deliver(
@@ -522,11 +529,9 @@ class AdPlatform:
             notion="pure ε-DP per advertiser (basic composition); privacy unit: one user's data"
             if dp
             else "none (not a DP policy)",
-            neighbouring="add/remove one real user's data (attributes and behaviour)"
-            if dp
-            else "none: not a differentially private policy",
-            epsilon=budget,
-            delta=0.0 if dp else None,
+            cost=pol.cost()
+            if isinstance(pol, DPReportingPolicy)
+            else NoGuarantee("not a differentially private policy"),
             parameters={
                 "policy": pol.describe(),
                 "delivery": self.delivery.__dict__,

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from functools import partial
 from typing import Any
 
-from searchveil.bounding import bound_contributions
-from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
+from searchveil.bounding import Stream, bound_contributions, bound_log
+from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import exact_threshold_privacy
 from searchveil.model import SearchLog, items
@@ -347,48 +347,60 @@ class KorolovaParams:
             out["delta_improved_4_8"] = full["delta_improved"] + url_improved
         return out
 
+    def cost(self) -> PrivacyCost:
+        """What the release spends (the exact accounting): user-level, one part per step."""
+        exact = self.privacy("exact")
+        return PrivacyCost.from_events(
+            Relation.USER, exact["events"], epsilon=exact["epsilon"], delta=exact["delta"]
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "budget"}
 
     def bounding_plan(self) -> BoundingPlan:
         """What an engine keeps for Release-Data: each user's first d query events (first d
-        distinct queries with ``distinct``) and, with click counts, first d_c click rows;
-        counted by :func:`korolova_counts` on the row plan. Only ``strategy="first"`` runs on
-        an engine."""
+        distinct queries with ``distinct``) and, with click counts, first d_c click rows: the
+        bounding kernel's rules (``kernel_spec()``), here and on every engine. Only
+        ``strategy="first"`` runs on an engine."""
         if self.strategy != "first":
             raise InvalidParameterError(
                 "bounding", self.strategy, "first with --engine polars|spark (random: memory)"
             )
         clicks = self.d_c if self.url_selection != "none" else None
-        count = partial(korolova_counts, params=self, rng=NO_RNG)
-        return BoundingPlan(
-            Bounding.EVENTS, Item.QUERIES, self.d, self.distinct, clicks, count_rows=count
-        )
+        return BoundingPlan(Bounding.EVENTS, Item.QUERIES, self.d, self.distinct, clicks)
 
 
 def korolova_counts(log: SearchLog, params: KorolovaParams, *, rng: RandomSource) -> BoundedCounts:
     """Limit-User-Activity (step 1) on an in-memory log: the bounded query counts and, with
-    URLs, the bounded (query, url) click counts (``rng`` only for ``strategy="random"``)."""
-    ev = items(log, "queries")
-    bounded = bound_contributions(
-        ev, max_per_user=params.d, strategy=params.strategy, rng=rng, distinct=params.distinct
-    )
-    counts = {
-        "queries": count_by(
-            bounded.rename({"item": "query"}), ["query"], distinct_users=params.distinct
-        )
-    }
-    figures = {
-        "users": log.n_users,
-        "query_events": ev.height,
-        "query_events_after_bounding": bounded.height,
-    }
-    if params.url_selection != "none":
-        assert params.d_c is not None
-        cl = items(log, "clicks")
-        bounded_c = bound_contributions(
-            cl, max_per_user=params.d_c, strategy=params.strategy, rng=rng
-        )
+    URLs, the bounded (query, url) click counts. ``strategy="first"`` runs the bounding kernel
+    (:func:`~searchveil.bounding.bound_log`, the engines' own); ``"random"`` draws from
+    ``rng``."""
+    clicks = params.url_selection != "none"
+    if params.strategy == "first":
+        kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
+        bounded = kept[Stream.EVENTS]
+        figures = {"users": fig["users"], "query_events": fig["events"],
+                   "query_events_after_bounding": bounded.height}  # fmt: skip
+        bounded_c = kept.get(Stream.CLICKS)
+        n_clicks = fig["clicks"]
+    else:
+        ev = items(log, "queries").rename({"item": "query"})
+        bounded = bound_contributions(
+            ev, max_per_user=params.d, strategy=params.strategy, rng=rng,
+            distinct=params.distinct, item_col="query",
+        )  # fmt: skip
+        figures = {"users": log.n_users, "query_events": ev.height,
+                   "query_events_after_bounding": bounded.height}  # fmt: skip
+        bounded_c = None
+        if clicks:
+            assert params.d_c is not None
+            cl = items(log, "clicks")
+            bounded_c = bound_contributions(cl, max_per_user=params.d_c, strategy=params.strategy,
+                                            rng=rng)  # fmt: skip
+            n_clicks = cl.height
+    counts = {"queries": count_by(bounded, ["query"], distinct_users=params.distinct)}
+    if clicks:
+        assert bounded_c is not None
         counts["clicks"] = count_by(bounded_c, ["query", "url"])
-        figures |= {"clicks": cl.height, "clicks_after_bounding": bounded_c.height}
+        figures |= {"clicks": n_clicks, "clicks_after_bounding": bounded_c.height}
     return BoundedCounts(counts=counts, figures=figures, input=log.ledger_input())

@@ -44,14 +44,13 @@ import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.ledger import build_ledger, public_file_record
-from searchveil.mechanisms.accounting import Budget, as_budget, check_budget
+from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import SearchLog, items, normalize_query
 from searchveil.params import single_user_exposure
 from searchveil.release.counts import BoundedCounts
 from searchveil.release.histogram import (
-    USER_NEIGHBOURS,
     HistogramRelease,
     check_declared_users,
     delta_users_check,
@@ -222,7 +221,6 @@ def release_korolova(
     *,
     rng: RandomSource,
     serp: Serp | pl.DataFrame | None = None,
-    budget: Budget | tuple[float, float] | None = None,
     max_users: int | None = None,
 ) -> KorolovaRelease:
     """Run Release-Data on ``log``. Returns tables ``queries`` (query, noisy_count) and, with
@@ -231,27 +229,25 @@ def release_korolova(
     ``serp``: the public SERP when ``url_selection="serp"`` — from :func:`load_serp` (the
     ledger records the file's name and SHA-256) or a table from :func:`read_serp` (the ledger
     records the SHA-256 of its rows).
-    ``budget``: optional (ε, δ) the release must not exceed (checked before any noise is drawn,
-    :func:`searchveil.mechanisms.accounting.check_budget`).
+    The budget is the one the parameters carry (``params.budget``: set by ``from_budget`` or
+    given with the direct form), checked once, by :func:`release_korolova_counts`, before any
+    noise is drawn.
     ``max_users``: a public upper bound U on the number of users the data holder *declares*
     (recorded as ``declared.max_users``; the ledger's δ < 1/U check uses it, never the exact
     count); an input with more users is refused.
     """
-    _check_call(params, serp, budget)
+    _check_call(params, serp)
     check_declared_users(max_users, log.n_users)
     bounded = korolova_counts(log, params, rng=rng)
     single = single_user_counts(
         items(log, "queries"), bounded.table("queries", ["query"], ordered=False), "query"
     )
     return release_korolova_counts(
-        bounded, params, rng=rng, serp=serp, budget=budget, single_user=single,
-        max_users=max_users,
-    )  # fmt: skip
+        bounded, params, rng=rng, serp=serp, single_user=single, max_users=max_users
+    )
 
 
-def _check_call(
-    params: object, serp: Serp | pl.DataFrame | None, budget: Budget | tuple[float, float] | None
-) -> dict[str, Any]:
+def _check_call(params: object, serp: Serp | pl.DataFrame | None) -> None:
     if not isinstance(params, KorolovaParams):
         raise InvalidParameterError("params", params, "a KorolovaParams")
     if (serp is None) == (params.url_selection == "serp"):
@@ -260,9 +256,6 @@ def _check_call(
             "given" if serp is not None else None,
             "a SERP table exactly when url_selection='serp'",
         )
-    exact = params.privacy("exact")
-    check_budget(exact, budget)
-    return exact
 
 
 def _click_counts(
@@ -342,7 +335,6 @@ def release_korolova_counts(
     *,
     rng: RandomSource,
     serp: Serp | pl.DataFrame | None = None,
-    budget: Budget | tuple[float, float] | None = None,
     single_user: tuple[pl.DataFrame, int] | None = None,
     max_users: int | None = None,
 ) -> KorolovaRelease:
@@ -350,10 +342,14 @@ def release_korolova_counts(
     :func:`korolova_counts` or an engine): the one definition of the noise, thresholds,
     accounting and ledger. ``single_user``: :func:`single_user_counts` of the log, for the exact
     single-user exposure in the report (without it, an upper bound). ``max_users``: the
-    declared public bound U (see :func:`release_korolova`)."""
-    exact = _check_call(params, serp, budget)
+    declared public bound U (see :func:`release_korolova`). The one budget check of the
+    release: its cost (:meth:`KorolovaParams.cost`) against ``params.budget``, before any
+    noise is drawn."""
+    _check_call(params, serp)
+    cost = params.cost()
+    check_budget(cost, params.budget, what="release korolova")
+    exact = params.privacy("exact")
     check_declared_users(max_users, bounded.users)
-    budget = as_budget(budget)
     serp_table = _serp_table(serp)
     paper = params.privacy("paper")
     counts = bounded.table("queries", ["query"], ordered=getattr(rng, "seeded", True))
@@ -405,14 +401,12 @@ def release_korolova_counts(
         tables["clicks"] = clicks_out.select("query", "url", "noisy_count").sort(
             ["query", "noisy_count", "url"], descending=[False, True, False]
         )
-    parameters = _ledger_parameters(params, budget, serp)
+    parameters = _ledger_parameters(params, params.budget, serp)
     serp_rec = _serp_record(serp)
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion="(epsilon, delta)-differential privacy, add/remove one user's history",
-        neighbouring=USER_NEIGHBOURS,
-        epsilon=exact["epsilon"],
-        delta=exact["delta"],
+        cost=cost,
         parameters=parameters,
         public_inputs=[serp_rec] if serp_rec is not None else [],
         declared={"max_users": max_users} if max_users is not None else {},

@@ -39,13 +39,13 @@ from searchveil.bounding import bound_contributions
 from searchveil.engines.contract import BoundedCounts
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import default_d
 from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
 from searchveil.params import single_user_check
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import (
-    USER_NEIGHBOURS,
     HistogramRelease,
     check_declared_users,
     delta_users_check,
@@ -348,6 +348,16 @@ class E2EParams:
             dl += self.delta_sampler + self.gamma
         return {"epsilon": eps, "delta": dl, "split": split, "events": events}
 
+    def cost(self) -> PrivacyCost:
+        """What the release spends: user-level, one part per step of :meth:`privacy`'s split
+        (the MAD2R pair step keeps its zCDP ρ). Each part is within its share of (ε, δ): the
+        pair step's own release checks its cost, the profile's noise is calibrated to ε_h."""
+        pr = self.privacy()
+        mad2r = self.select().cost().as_part("pair_counts") if self.pairs == "mad2r" else None
+        parts = [mad2r if mad2r and k == "pair_counts" else Part(k, v["epsilon"], v["delta"])
+                 for k, v in pr["split"].items()]  # fmt: skip
+        return PrivacyCost(Relation.USER, tuple(parts), pr["epsilon"], pr["delta"])
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("max_users")
@@ -613,9 +623,7 @@ def e2e_ledger(
     return build_ledger(
         mechanism=mechanism,
         notion=NOTION,
-        neighbouring=USER_NEIGHBOURS,
-        epsilon=pr["epsilon"],
-        delta=pr["delta"],
+        cost=params.cost(),
         parameters=params.to_dict(),
         declared={"max_users": params.max_users} if params.max_users is not None else {},
         rng=rng,

@@ -30,9 +30,10 @@ import polars as pl
 
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, click_histogram
-from searchveil.release.histogram import USER_NEIGHBOURS, HistogramRelease
+from searchveil.release.histogram import HistogramRelease
 from searchveil.release.ump.constraints import (
     constraint_matrix,
     is_feasible,
@@ -78,6 +79,11 @@ NOT_DP = "not differentially private: counts computed from the exact histogram"
 NOTION = (
     f"{NOT_DP}; only the sampling given the counts is (ε,δ)-probabilistically DP "
     "(Hong et al. Thm 1)"
+)
+#: why the conditional mode's (ε, δ) can never be charged to a budget
+CONDITIONAL = (
+    "--mode conditional is not differentially private (its counts are computed from the exact "
+    "histogram; only the sampling given them is covered by (ε, δ))"
 )
 
 
@@ -151,6 +157,12 @@ class UmpParams:
         if self.objective == "kl":  # CELS Thm 2: min(ε/2, ln 1/(1−δ)), docs/privacy/cels.md
             return cels_bound(self.epsilon, self.delta)
         return privacy_bound(self.epsilon, self.delta)
+
+    def cost(self) -> PrivacyCost:
+        """The (ε, δ) of the sampling given the counts (user-level): *conditional* — the counts
+        come from the exact histogram — so it is recorded, never charged to a budget."""
+        return PrivacyCost.of(Relation.USER, self.epsilon, self.delta,
+                              name="sampling_given_counts", conditional=CONDITIONAL)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"solver": self.method, "b": self.b}
@@ -247,9 +259,7 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
     ledger = build_ledger(
         mechanism="hong-ump",
         notion=NOTION,
-        neighbouring=USER_NEIGHBOURS,
-        epsilon=params.epsilon,
-        delta=params.delta,
+        cost=params.cost(),
         parameters=params.to_dict(),
         rng=rng,
         extra={"guarantee": guarantee, "reference": "Hong et al., EDBT 2012, Algorithm 1"},

@@ -97,6 +97,13 @@ def _loads(m: sp.csr_matrix, x: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
     return np.asarray(m @ x.astype(np.float64)).ravel()
 
 
+def floor_counts(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """⌊x⌋ of an LP solution as counts: clipped at 0 first — HiGHS may return a tiny negative
+    value (−5.9e-8 on a real 128-user AOL block at δ = 1e-7), whose floor, −1, would be a
+    negative count no repair removes."""
+    return np.floor(np.clip(x, 0.0, None) + 1e-9).astype(np.int64)
+
+
 def repair(m: sp.csr_matrix, x: npt.NDArray[np.int64], b: float) -> npt.NDArray[np.int64]:
     """Remove draws until every user's load is ≤ b exactly (largest coefficient first)."""
     x = x.copy()
@@ -261,7 +268,7 @@ def solve_oump(
         else:
             xs, res = lp_relaxation(m, b, -np.ones(n))
             info["lp_optimum"] = float(-res.fun)
-        x = repair(m, np.floor(xs + 1e-9).astype(np.int64), b)
+        x = repair(m, floor_counts(xs), b)
         info["lp_floor"] = int(x.sum())
         if method == "lp-greedy":
             frac = xs - np.floor(xs + 1e-9)
@@ -322,7 +329,7 @@ def solve_fump(
         )
         if res.x is None:
             raise InternalError(f"HiGHS MIP found no solution: {res.message}")
-        x = repair(m, np.floor(res.x[:n] + 1e-9).astype(np.int64), b)
+        x = repair(m, floor_counts(res.x[:n]), b)
         info["mip_gap"] = float(getattr(res, "mip_gap", np.nan))
         status = "optimal" if res.status == 0 else f"time limit ({res.message})"
     else:
@@ -336,7 +343,7 @@ def solve_fump(
         if res.status != 0:
             raise InternalError(f"HiGHS LP failed: {res.message}")
         info["lp_objective"] = float(res.fun)
-        x = repair(m, np.floor(res.x[:n] + 1e-9).astype(np.int64), b)
+        x = repair(m, floor_counts(res.x[:n]), b)
         status = "optimal LP, rounded"
     # repair Σ x = |O|: frequent pairs below target first (largest deficit), then the rest
     missing = output_size - int(x.sum())

@@ -8,15 +8,17 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from functools import partial
 from typing import Any
 
-from searchveil.bounding import bound_contributions
-from searchveil.engines.contract import NO_RNG, BoundedCounts, Bounding, BoundingPlan, Item
+import polars as pl
+
+from searchveil.bounding import Stream, bound_contributions, bound_log
+from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
+from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.model import ITEM_KINDS, SearchLog, items
+from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog, items
 from searchveil.release.counts import BoundingStrategy, count_by
 from searchveil.release.zealous.accounting import (
     Guarantee,
@@ -208,13 +210,23 @@ class ZealousParams:
             "events": [event],
         }
 
+    def cost(self) -> PrivacyCost:
+        """What the release spends (the exact accounting): user-level for indistinguishability,
+        replace-one-user for the probabilistic guarantee (Götz Theorem 3)."""
+        exact = self.privacy("exact")
+        relation = Relation.USER_REPLACE if self.guarantee == "probabilistic" else Relation.USER
+        return PrivacyCost.from_events(
+            relation, exact["events"], epsilon=exact["epsilon"], delta=exact["delta"]
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "budget"}
 
     def bounding_plan(self) -> BoundingPlan:
         """What an engine keeps for ZEALOUS: the first occurrence of each user's first m
-        distinct queries or (query, url) clicks; counted by :func:`zealous_counts` on the row
-        plan. Only ``strategy="first"`` and item types queries | clicks run on an engine."""
+        distinct queries or (query, url) clicks: the bounding kernel's rules
+        (``kernel_spec()``), here and on every engine. Only ``strategy="first"`` and item
+        types queries | clicks run on an engine."""
         if self.strategy != "first":
             raise InvalidParameterError(
                 "bounding", self.strategy, "first with --engine polars|spark (random: memory)"
@@ -223,18 +235,33 @@ class ZealousParams:
             raise InvalidParameterError(
                 "item-type", self.item_type, "queries | clicks with --engine polars|spark"
             )
-        count = partial(zealous_counts, params=self, rng=NO_RNG)
-        return BoundingPlan(Bounding.DISTINCT, Item(self.item_type), self.m, True, count_rows=count)
+        return BoundingPlan(Bounding.DISTINCT, Item(self.item_type), self.m, True)
 
 
 def zealous_counts(log: SearchLog, params: ZealousParams, *, rng: RandomSource) -> BoundedCounts:
-    """Step 1–2 on an in-memory log: each user's m distinct items, counted in distinct users
-    (``rng`` only for ``strategy="random"``)."""
-    it = items(log, params.item_type)
-    bounded = bound_contributions(
-        it, max_per_user=params.m, strategy=params.strategy, rng=rng, distinct=True
-    )
+    """Step 1–2 on an in-memory log: each user's m distinct items, counted in distinct users.
+    Queries and clicks with ``strategy="first"`` run the bounding kernel
+    (:func:`~searchveil.bounding.bound_log`, the engines' own); keywords and query pairs keep
+    their first m distinct items with :func:`~searchveil.bounding.bound_contributions` (the
+    kernel's rule on the item rows); ``"random"`` draws from ``rng``."""
     parts = list(PART_COLUMNS.get(params.item_type, ()))
+    if params.strategy == "first" and params.item_type in (Item.QUERIES, Item.CLICKS):
+        kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
+        if params.item_type == Item.QUERIES:
+            bounded = kept[Stream.EVENTS].with_columns(item=pl.col("query"))
+            n_items = fig["events"]
+        else:
+            bounded = kept[Stream.CLICKS].with_columns(
+                item=pl.col("query") + PAIR_SEP + pl.col("url")
+            )
+            n_items = fig["clicks"]
+        users = fig["users"]
+    else:
+        it = items(log, params.item_type)
+        bounded = bound_contributions(
+            it, max_per_user=params.m, strategy=params.strategy, rng=rng, distinct=True
+        )
+        n_items, users = it.height, log.n_users
     counts = count_by(bounded, ["item", *parts], distinct_users=True)
-    figures = {"users": log.n_users, "items": it.height, "items_after_bounding": bounded.height}
+    figures = {"users": users, "items": n_items, "items_after_bounding": bounded.height}
     return BoundedCounts(counts={"items": counts}, figures=figures, input=log.ledger_input())

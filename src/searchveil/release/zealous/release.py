@@ -32,13 +32,12 @@ import polars as pl
 
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
-from searchveil.mechanisms.accounting import Budget, as_budget, check_budget
+from searchveil.mechanisms.accounting import check_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import SearchLog, items
 from searchveil.release.counts import BoundedCounts
 from searchveil.release.histogram import (
-    USER_NEIGHBOURS,
     HistogramRelease,
     check_declared_users,
     delta_users_check,
@@ -55,35 +54,27 @@ MECHANISM = "zealous"
 ITEM_JOIN = " → "
 
 
-def _check_call(
-    params: object, users: int, budget: Budget | tuple[float, float] | None
-) -> dict[str, Any]:
+def _check_call(params: object, users: int) -> None:
     if not isinstance(params, ZealousParams):
         raise InvalidParameterError("params", params, "a ZealousParams")
     # (the message does not state the exact count: it may be logged where the input is not)
     check_declared_users(params.users, users)
-    exact = params.privacy("exact")
-    check_budget(exact, budget)
-    return exact
 
 
 def release_zealous(
-    log: SearchLog,
-    params: ZealousParams,
-    *,
-    rng: RandomSource,
-    budget: Budget | tuple[float, float] | None = None,
+    log: SearchLog, params: ZealousParams, *, rng: RandomSource
 ) -> HistogramRelease:
     """Run ZEALOUS. Table ``items``: ``item, noisy_count`` (+ the two parts for clicks and
-    query pairs, whose ``item`` joins them with " → ")."""
-    _check_call(params, log.n_users, budget)
+    query pairs, whose ``item`` joins them with " → "). The budget is the one the parameters
+    carry (``params.budget``), checked once by :func:`release_zealous_counts`."""
+    _check_call(params, log.n_users)
     bounded = zealous_counts(log, params, rng=rng)
     parts = list(PART_COLUMNS.get(params.item_type, ()))
     single = single_user_counts(
         items(log, params.item_type), bounded.table("items", ["item", *parts], ordered=False),
         "item",
     )  # fmt: skip
-    return release_zealous_counts(bounded, params, rng=rng, budget=budget, single_user=single)
+    return release_zealous_counts(bounded, params, rng=rng, single_user=single)
 
 
 def release_zealous_counts(
@@ -91,7 +82,6 @@ def release_zealous_counts(
     params: ZealousParams,
     *,
     rng: RandomSource,
-    budget: Budget | tuple[float, float] | None = None,
     single_user: tuple[pl.DataFrame, int] | None = None,
 ) -> HistogramRelease:
     """``single_user``: :func:`searchveil.release.korolova.single_user_counts` of the log, for
@@ -99,9 +89,13 @@ def release_zealous_counts(
 
     Steps 3–6 of ZEALOUS on distinct-user item counts already bounded by step 1 (from
     :func:`zealous_counts` or an engine): the one definition of thresholds, noise, accounting
-    and ledger."""
-    exact = _check_call(params, bounded.users, budget)
-    budget = as_budget(budget)
+    and ledger — and the one budget check of the release: its cost
+    (:meth:`ZealousParams.cost`) against ``params.budget``, before any noise is drawn."""
+    _check_call(params, bounded.users)
+    cost = params.cost()
+    check_budget(cost, params.budget, what="release zealous")
+    exact = params.privacy("exact")
+    budget = params.budget
     paper = params.privacy("paper")
     parts = list(PART_COLUMNS.get(params.item_type, ()))
     counts = bounded.table("items", ["item", *parts], ordered=getattr(rng, "seeded", True))
@@ -147,11 +141,7 @@ def release_zealous_counts(
     ledger = build_ledger(
         mechanism=MECHANISM,
         notion=exact["notion"],
-        neighbouring="replace one user's entire history (Götz Theorem 3)"
-        if probabilistic
-        else USER_NEIGHBOURS,
-        epsilon=exact["epsilon"],
-        delta=exact["delta"],
+        cost=cost,
         parameters={k: v for k, v in params.to_dict().items() if k != "users"}
         | {
             "lambda_effective": DiscreteLaplace(scale=params.lam).effective_scale,

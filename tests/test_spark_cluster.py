@@ -1,0 +1,312 @@
+"""The Spark engine on a real standalone cluster (issue 32): a master and two 1-core workers
+started on loopback from the installed PySpark's ``spark-class``, torn down whatever happens.
+Three release kinds run through it from the CLI (``--spark-master spark://...``: a driver in the
+CLI's process, executors in the workers' JVMs, the bounding code shipped to them) and must write
+byte-identical releases to ``--engine polars`` under a seed. Marked ``spark`` and ``slow``; CI
+runs it (``python -m pytest``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+START_TIMEOUT = 120  # seconds for the master and both workers to register
+RUN_TIMEOUT = 600  # seconds for one release on the cluster
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Terminate each daemon's process group (the JVM and anything it started), then kill
+    what is left after a bounded wait."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+            return int(json.loads(r.read()).get("aliveworkers", 0))
+    except OSError:
+        return 0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``spark://127.0.0.1:PORT`` of a master with two 1-core, 1 GB workers."""
+    import pyspark
+
+    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    tmp = tmp_path_factory.mktemp("cluster")
+    port, ui = _free_port(), _free_port()
+    env = os.environ | {
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp),
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    daemons = [
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ]
+    ]
+    for i in range(2):
+        daemons.append(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                f"spark://127.0.0.1:{port}",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(tmp / f"w{i}"),
+            ]
+        )
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, args in enumerate(daemons):
+            log = (tmp / f"daemon{i}.log").open("wb")
+            procs.append(
+                subprocess.Popen(
+                    [str(spark_class), *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while _alive_workers(ui) < 2:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                logs = "\n".join((tmp / f"daemon{i}.log").read_text()[-1500:] for i in range(3))
+                pytest.fail(f"the standalone cluster did not come up:\n{logs}")
+            time.sleep(1)
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        _stop(procs)
+
+
+def _cli(args: list[str], out: Path, engine: list[str]) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"PYSPARK_PYTHON": sys.executable}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "searchveil",
+            *args,
+            "--out",
+            str(out),
+            "--seed",
+            "7",
+            "--json",
+            *engine,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+
+
+def assert_same_release(a: Path, b: Path) -> None:
+    """Every file written is byte-identical (the ledger's creation time aside)."""
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir()) and "ledger.json" in names
+    for name in names:
+        if name == "ledger.json":
+            la, lb = json.loads((a / name).read_text()), json.loads((b / name).read_text())
+            la.pop("created_utc"), lb.pop("created_utc")
+            assert la == lb
+        else:
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+EPS = ["--epsilon", "2.3", "--delta", "1e-4"]
+RELEASES = {
+    "korolova": [
+        "release",
+        "korolova",
+        *EPS,
+        "--max-queries",
+        "5",
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+    ],
+    "zealous": [
+        "release",
+        "zealous",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--max-items",
+        "2",
+        "--item-type",
+        "clicks",
+        "--max-users",
+        "2000",
+    ],
+    "mad2r": [
+        "release",
+        "korolova",
+        *EPS,
+        "--selection",
+        "mad2r",
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+        "--max-users",
+        "2000",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def log_parquet(tmp_path_factory: pytest.TempPathFactory, aol_top1000_path: Path) -> Path:
+    """The 1,000-user AOL log as Parquet with small row groups: Spark cuts it into several
+    partitions, so users straddle partitions and the driver joins them."""
+    out = tmp_path_factory.mktemp("data") / "aol1000.parquet"
+    df = pl.read_csv(aol_top1000_path, separator="\t", quote_char=None, infer_schema=False)
+    df.with_columns(pl.col("AnonID").str.strip_chars().cast(pl.Int64)).write_parquet(
+        out, row_group_size=25_000
+    )
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(RELEASES))
+def test_cluster_release_equals_polars(
+    kind: str, cluster: str, log_parquet: Path, tmp_path: Path
+) -> None:
+    args = [RELEASES[kind][0], RELEASES[kind][1], str(log_parquet), *RELEASES[kind][2:]]
+    r = _cli(args, tmp_path / "spark", ["--engine", "spark", "--spark-master", cluster])
+    assert r.returncode == 0, r.stderr[-3000:]
+    r2 = _cli(args, tmp_path / "polars", ["--engine", "polars"])
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert_same_release(tmp_path / "spark", tmp_path / "polars")
+    prov = json.loads((tmp_path / "spark.private.json").read_text())
+    assert prov["figures"]["engine"]["master"] == cluster
+    assert prov["figures"]["engine"]["engine"] == "spark"
+
+
+SHIPPED = """
+import json, sys
+from searchveil.engines.spark import spark_session
+spark = spark_session(sys.argv[1])
+def where(batches):
+    import pyarrow as pa, searchveil, socket, os
+    for b in batches:
+        yield pa.RecordBatch.from_pylist([{"file": searchveil.__file__, "pid": os.getpid()}])
+got = spark.range(0, 4, numPartitions=4).mapInArrow(where, "file string, pid long").collect()
+print(json.dumps([r.asDict() for r in got]))
+"""
+
+
+def test_cluster_executors_run_the_shipped_code(cluster: str) -> None:
+    """The executors import searchveil from the zip the driver shipped (not whatever is
+    installed on the workers), in processes other than the driver's."""
+    r = subprocess.run(
+        [sys.executable, "-c", SHIPPED, cluster],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=os.environ | {"PYSPARK_PYTHON": sys.executable},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(rows) == 4
+    assert all("searchveil.zip" in row["file"] for row in rows), rows
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``sc://127.0.0.1:PORT`` of a Spark Connect server (local[2]) started from the jar in
+    PySpark's wheel, torn down whatever happens."""
+    pytest.importorskip("grpc", reason="the Spark Connect client needs the `spark` extra")
+    import pyspark
+
+    tmp = tmp_path_factory.mktemp("connect")
+    port = _free_port()
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    args = [
+        str(submit),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        "local[2]",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "spark-internal",
+    ]
+    env = os.environ | {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    log = tmp / "server.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            args, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "Spark Connect server started" not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail(f"the Spark Connect server did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(1)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        _stop([proc])
+
+
+def test_spark_connect_release_equals_polars(
+    connect_server: str, log_parquet: Path, tmp_path: Path
+) -> None:
+    """``--spark-remote sc://...``: the client ships the kernel to the server's executors
+    (``addArtifacts``), and the release is byte-identical to ``--engine polars``."""
+    kind = RELEASES["korolova"]
+    args = [kind[0], kind[1], str(log_parquet), *kind[2:]]
+    r = _cli(args, tmp_path / "spark", ["--engine", "spark", "--spark-remote", connect_server])
+    assert r.returncode == 0, r.stderr[-3000:]
+    r2 = _cli(args, tmp_path / "polars", ["--engine", "polars"])
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert_same_release(tmp_path / "spark", tmp_path / "polars")
+    prov = json.loads((tmp_path / "spark.private.json").read_text())
+    assert prov["figures"]["engine"]["remote"] == connect_server
