@@ -51,8 +51,6 @@ DEFAULT = {
     ("union", "kill_p0"),
     ("sum", "truncated"),
     ("nlp", "kill_data"),
-    ("solve", "garbage"),
-    ("sample", "stop_data"),  # detected by the parties' heartbeats (the runner looks away)
     ("commit", "drop"),
 }
 CAUSE = {

@@ -220,7 +220,11 @@ def _check(kind: str, make: Callable[[Path], list[Path]], tmp: Path, br: Chromiu
         assert res.problems() == [], f"{kind} ({p.name}): {res.problems()}"
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+# the evaluate report's own content is tested in test_report.py; its browser check (~14 s,
+# most of it the evaluation) runs in the full tier
+@pytest.mark.parametrize(
+    "kind", [pytest.param(k, marks=pytest.mark.slow) if k == "evaluate" else k for k in KINDS]
+)
 def test_report_fits_the_window(kind: str, tmp_path: Path, browser: Chromium | None) -> None:
     _check(kind, KINDS[kind], tmp_path, browser)
 

@@ -134,7 +134,9 @@ def _check(path: Path, cut_sets: list[list[int]], normalize: bool) -> int:
     return n
 
 
-@pytest.mark.parametrize("normalize", [True, pytest.param(False, marks=pytest.mark.slow)])
+# ~35 s: the full tier (the default tier's Spark test is test_spark_smoke.py)
+@pytest.mark.slow
+@pytest.mark.parametrize("normalize", [True, False])
 def test_partition_pass_equals_memory_every_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, normalize: bool
 ) -> None:
