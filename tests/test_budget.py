@@ -324,6 +324,26 @@ def test_done_when_from_the_command_line(tmp_path: Path, aol_215_path: Path) -> 
         ).release_budget(tmp_path / "rel1")
 
 
+def test_cels_end_to_end_is_charged_like_release_ump(tmp_path: Path, aol_215_path: Path) -> None:
+    """CELS' end-to-end mode (the default) is a user-level DP release of the union: --budget
+    charges it and records its ledger; the paper's conditional mode is refused (above)."""
+    book = tmp_path / "joint.budget.json"
+    assert _cli("budget", "init", book, "--epsilon", 3, "--delta", 1e-5, "--relation",
+                "user").exit_code == 0  # fmt: skip
+    r = _cli("cels", "local", "--share", aol_215_path, "--share", aol_215_path, "--out",
+             tmp_path / "c", "--epsilon", 1, "--delta", 1e-6, "--max-users", 1000,
+             "--seed", 1, "--budget", book, "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    led = json.loads((tmp_path / "c" / "ledger.json").read_text())
+    (charge,) = json.loads(book.read_text())["charges"]
+    assert charge["state"] == "committed" and charge["what"] == "cels local"
+    assert charge["cost"]["epsilon"] == led["epsilon"] == pytest.approx(1.0)
+    assert (
+        charge["ledger_sha256"]
+        == hashlib.sha256((tmp_path / "c" / "ledger.json").read_bytes()).hexdigest()
+    )
+
+
 def test_done_when_in_python(tmp_path: Path, aol_215_path: Path) -> None:
     session = Session(total=Budget(3.0, 1e-6), relation="user")
     rel = session.release_file(aol_215_path, _kor(), rng=make_rng(None), out=tmp_path / "rel1")
