@@ -134,6 +134,10 @@ def spark_session(
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
             "spark.driver.memory": os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"),
+            # the driver collects what it releases (counts; every user's pool for the selection
+            # strategies: ~1.4 GB of Arrow at 20M rows), beyond Spark's 1 GB default: the
+            # driver's memory is the limit ("0": none but it; docs/spark-perf.md)
+            "spark.driver.maxResultSize": os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE", "0"),
         }
     for k, v in {**settings, **dict(conf)}.items():
         builder = builder.config(k, v)
