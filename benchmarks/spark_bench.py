@@ -335,7 +335,7 @@ def table(summ: list[dict[str, Any]]) -> str:
     for r in summ:
 
         def f(k: str, r: dict[str, Any] = r) -> str:
-            return f"{r[k]['min']} / {r[k]['median']}"
+            return f"{r[k]['min']} / {r[k]['median']}" if k in r else "–"  # (a mode not run)
 
         lines.append(
             f"| {r['file']} | {r['release']} | {f('polars cli')} s | {f('spark cli')} s "
