@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.errors import InternalError, InvalidParameterError
@@ -226,27 +227,28 @@ def normalized(s: pl.Series, normalize: bool) -> pl.Series:
     return s.scatter(idx, fixed)
 
 
-def _rank(counted: pl.Expr, start: pl.Expr) -> pl.Expr:
-    """0-based running count of the ``counted`` rows before each row of a run (``start`` marks
-    a run's first row): a count that restarts at each run, without grouping."""
-    c = counted.cast(pl.Int64)
-    cs = c.cum_sum()
-    return cs - c - pl.when(start).then(cs - c).otherwise(None).forward_fill()
-
-
-def _kept(counted: pl.Expr, start: pl.Expr, n: int) -> tuple[pl.Expr, pl.Expr]:
-    """The rule: a run keeps its first ``n`` counted rows — (kept, rank within the run)."""
-    rank = _rank(counted, start)
+def _run_ranks(counted: np.ndarray, starts: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rule on arrays: ``counted`` (bool, a row per element), ``starts`` (the index of each
+    run's first row, ascending, from 0) — (kept: a run's first ``n`` counted rows; rank: the
+    0-based number of counted rows before each row within its run), a running count that
+    restarts at each run, without grouping."""
+    before = np.cumsum(counted, dtype=np.int64) - counted  # counted rows before each row
+    rank = before - np.repeat(before[starts], np.diff(starts, append=counted.size))
     return counted & (rank < n), rank
 
 
+def _bools(df: pl.DataFrame, name: str) -> np.ndarray:
+    return df.get_column(name).to_numpy()
+
+
 def _first_rows(df: pl.DataFrame, run: str, keys: list[str] | None, n: int) -> pl.DataFrame:
-    """:func:`_kept` on a frame: the first ``n`` rows of each run of ``run`` (with ``keys``:
-    the first row of each of the run's first ``n`` distinct keys), with ``_rank``."""
+    """The rule on a frame: the first ``n`` rows of each run of ``run`` (with ``keys``: the
+    first row of each of the run's first ``n`` distinct keys), with ``_rank``."""
     # every row counts (runs are never null), or the first of each distinct key
     first = pl.struct(run, *keys).is_first_distinct() if keys else pl.col(run).is_not_null()
-    kept, rank = _kept(first, (pl.col(run) != pl.col(run).shift(1)).fill_null(True), n)
-    return df.lazy().with_columns(_rank=rank).filter(kept).collect()
+    marks = df.select(c=first, s=(pl.col(run) != pl.col(run).shift(1)).fill_null(True))
+    kept, rank = _run_ranks(_bools(marks, "c"), np.flatnonzero(_bools(marks, "s")), n)
+    return df.filter(pl.Series(kept)).with_columns(_rank=pl.Series(rank[kept], dtype=pl.Int64))
 
 
 def first_per_user(
@@ -267,29 +269,31 @@ def first_per_user(
     return out.rename({"_rank": rank}) if rank else out.drop("_rank")
 
 
-def _flags(df: pl.DataFrame, normalize: bool) -> pl.DataFrame:
-    """``_us`` (a user's first row in the frame) and ``_es`` (a query event's first row:
-    :func:`~searchveil.model.same_event` with the previous row; the frame's first row starts
-    both). Raw text is compared first; rows whose raw query differs from the previous row's at
-    the same user and time are settled on the normalised text."""
+def _flags(df: pl.DataFrame, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (bool arrays): a user's first row in the frame, and a query event's first row —
+    one that does not continue the previous row's (:func:`~searchveil.model.same_event`); the
+    frame's first row starts both. ``same_event`` is taken as its two halves, the same user and
+    time (``same_event`` with any query) and the same raw query, so each comparison runs once;
+    rows whose raw query differs from the previous row's at the same user and time are settled
+    on the normalised text."""
     u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
     pu, pq, pt = u.shift(1), q.shift(1), t.shift(1)
     any_q = pl.lit(True)
-    out = (
-        df.lazy()
-        .with_columns(
-            _us=(u != pu).fill_null(True),
-            _es=~same_event(u, q, t, pu, pq, pt),
-            _amb=same_event(u, any_q, t, pu, any_q, pt) & (q != pq).fill_null(False),
-        )
-        .collect()
+    marks = df.select(
+        us=(u != pu).fill_null(True),
+        ut=same_event(u, any_q, t, pu, any_q, pt),
+        sq=(q == pq).fill_null(False),
     )
-    amb = out.get_column("_amb")
-    if normalize and amb.any():
-        pair = out.select(a=q.filter(pl.col("_amb")), b=pq.filter(pl.col("_amb")))
-        same = normalized(pair.get_column("a"), True) == normalized(pair.get_column("b"), True)
-        out = out.with_columns(out.get_column("_es").scatter(amb.arg_true(), ~same))
-    return out.drop("_amb")
+    us, ut, sq = (_bools(marks, c) for c in ("us", "ut", "sq"))
+    es = ~(ut & sq)
+    if normalize:
+        amb = ut & es  # same user and time, another raw query (or a missing one)
+        if amb.any():
+            rows = pl.Series(amb)
+            pair = df.select(a=q.filter(rows), b=pq.filter(rows))
+            same = normalized(pair.get_column("a"), True) == normalized(pair.get_column("b"), True)
+            es[amb] = ~same.fill_null(False).to_numpy()
+    return us, es
 
 
 @dataclass
@@ -322,81 +326,98 @@ class Segment:
     run_users: pl.Series | None = None
 
 
-def _in_stream(stream: Stream) -> pl.Expr:
-    return pl.col("_es") if stream == Stream.EVENTS else pl.col("url").is_not_null()
+@dataclass(frozen=True)
+class _Runs:
+    """The runs of a frame (a run: a user's consecutive rows): the first row of each; the first
+    run is rows ``[0, head_end)``, the last one ``[tail_start, height)``."""
+
+    starts: np.ndarray
+    height: int
+
+    @property
+    def head_end(self) -> int:
+        return int(self.starts[1]) if self.starts.size > 1 else self.height
+
+    @property
+    def tail_start(self) -> int:
+        return int(self.starts[-1])
+
+    def ids(self) -> np.ndarray:
+        """The run of each row (0-based)."""
+        marks = np.zeros(self.height, dtype=np.int64)
+        marks[self.starts[1:]] = 1
+        return np.cumsum(marks)
 
 
-def _stream_kept(marked: pl.DataFrame, stream: Stream, rule: Rule, normalize: bool) -> (
-        pl.DataFrame):  # fmt: skip
-    """A stream's kept rows (``u, _run``, keys, ``_rank``). A first-``n`` rule ranks the
-    stream's rows in place and copies out only the kept ones; a distinct rule needs every
-    stream row's normalised key first."""
-    cols: list[str | pl.Expr] = ["u", "_run", pl.col("q").alias("query")]
+def _stream_kept(df: pl.DataFrame, stream: Stream, rule: Rule, counted: np.ndarray, runs: _Runs,
+                 normalize: bool) -> tuple[pl.DataFrame, int, int]:  # fmt: skip
+    """A stream's kept rows (``u``, keys, ``_rank``, in input order) and how many of them come
+    before the second run and before the last run. A first-``n`` rule ranks the ``counted``
+    rows in place and copies out only the kept ones; a distinct rule needs every stream row's
+    normalised key first."""
+    cols: list[str | pl.Expr] = ["u", pl.col("q").alias("query")]
     if stream == Stream.CLICKS:
         cols.append("url")
     if rule.distinct:  # distinctness is decided on the normalised keys
-        rows = marked.filter(_in_stream(stream)).select(cols)
-        rows = rows.with_columns(query=normalized(rows.get_column("query"), normalize))
-        return _first_rows(rows, "_run", STREAM_KEYS[stream], rule.n)
-    # ranked in place by cut() (``_k<stream>``, ``_r<stream>``): only kept rows are copied out
-    out = marked.lazy().filter(pl.col(f"_k{stream}")).select(*cols, _rank=f"_r{stream}").collect()
-    return out.with_columns(query=normalized(out.get_column("query"), normalize))
+        rows = df.select(cols).filter(pl.Series(counted))
+        rows = rows.with_columns(query=normalized(rows.get_column("query"), normalize),
+                                 _run=pl.Series(runs.ids()[counted]))  # fmt: skip
+        kept = _first_rows(rows, "_run", STREAM_KEYS[stream], rule.n)
+        run = kept.get_column("_run").to_numpy()
+        n_head = int(np.searchsorted(run, 1, "left"))
+        n_tail = int(np.searchsorted(run, runs.starts.size - 1, "left"))
+        return kept.drop("_run"), n_head, n_tail
+    keep, rank = _run_ranks(counted, runs.starts, rule.n)
+    kept = df.select(cols).filter(pl.Series(keep))
+    kept = kept.with_columns(query=normalized(kept.get_column("query"), normalize),
+                             _rank=pl.Series(rank[keep], dtype=pl.Int64))  # fmt: skip
+    n_head = int(np.count_nonzero(keep[: runs.head_end]))
+    return kept, n_head, int(np.count_nonzero(keep[: runs.tail_start]))
 
 
 def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.DataFrame]]:
     """Bound one non-empty frame of rows ``u, q, t`` (+ ``url``) in order, each user's rows
     together: the :class:`Segment` and the final kept rows (``u``, keys, ``_rank``) of every
     run but the first."""
-    marked = _flags(df, spec.normalize)
-    ranks: dict[str, pl.Expr] = {}
-    for stream, rule in spec.rules():
-        if not rule.distinct:  # first-n rules ranked in the same pass as the run numbers
-            keep, rank = _kept(_in_stream(stream), pl.col("_us"), rule.n)
-            ranks |= {f"_k{stream}": keep, f"_r{stream}": rank}
-    marked = (
-        marked.lazy()
-        .with_columns(_run=pl.col("_us").cum_sum().cast(pl.Int64) - 1, **ranks)
-        .collect()
-    )
-    runs = int(marked.item(marked.height - 1, "_run")) + 1
+    # one chunk per column: a batch of a Parquet scan comes in many, and eager filters and
+    # shifts over many chunks cost several times the copy
+    df = df.rechunk()
+    us, es = _flags(df, spec.normalize)
+    runs = _Runs(np.flatnonzero(us), df.height)
+    clicked = None
+    if "url" in df.columns and spec.clicks is not None:
+        clicked = df.get_column("url").is_not_null().to_numpy()
     head: dict[Stream, pl.DataFrame] = {}
     body: dict[Stream, pl.DataFrame] = {}
     head_count: dict[Stream, int] = {}
     tail_count: dict[Stream, int] = {}
     tail_keys: dict[Stream, pl.DataFrame] = {}
-    ends = marked.select(
-        *[(_in_stream(s) & (pl.col("_run") == 0)).sum().alias(f"h{s}") for s, _ in spec.rules()],
-        *[(_in_stream(s) & (pl.col("_run") == runs - 1)).sum().alias(f"t{s}")
-          for s, _ in spec.rules()],
-    ).row(0, named=True)  # fmt: skip
     for stream, rule in spec.rules():
-        keys = STREAM_KEYS[stream]
-        kept = _stream_kept(marked, stream, rule, spec.normalize)
-        head_count[stream] = int(ends[f"h{stream}"])
-        tail_count[stream] = int(ends[f"t{stream}"])
+        counted = es if stream == Stream.EVENTS else clicked
+        if counted is None:
+            raise InternalError("a click rule on rows without a url column")
+        head_count[stream] = int(np.count_nonzero(counted[: runs.head_end]))
+        tail_count[stream] = int(np.count_nonzero(counted[runs.tail_start :]))
         # kept rows are in input order: the first run's are a prefix, the last run's a suffix
-        run = kept.get_column("_run")
-        n_head = int(run.search_sorted(1, "left"))
-        n_tail = int(run.search_sorted(runs - 1, "left"))
-        kept = kept.select("u", *keys, "_rank")
+        kept, n_head, n_tail = _stream_kept(df, stream, rule, counted, runs, spec.normalize)
         head[stream], body[stream] = kept.slice(0, n_head), kept.slice(n_head)
-        tail_keys[stream] = kept.slice(n_tail).select(keys)
+        tail_keys[stream] = kept.slice(n_tail).select(STREAM_KEYS[stream])
     first = df.row(0, named=True)
     last = df.row(df.height - 1, named=True)
     figures = {
         "rows": df.height,
-        "runs": runs,
-        "events": int(marked.get_column("_es").sum()),
-        "clicks": int(df.get_column("url").is_not_null().sum()) if "url" in df.columns else 0,
+        "runs": runs.starts.size,
+        "events": int(np.count_nonzero(es)),
+        "clicks": df.height - df.get_column("url").null_count() if "url" in df.columns else 0,
     }
     seg = Segment(
         first=(first["u"], first["q"], first["t"]),
         last=Carry(last["u"], last["q"], last["t"], tail_count, tail_keys),
-        runs=runs,
+        runs=runs.starts.size,
         head=head,
         head_count=head_count,
         figures=figures,
-        run_users=marked.get_column("u").filter(marked.get_column("_us")),
+        run_users=df.get_column("u").filter(pl.Series(us)),
     )
     return seg, body
 
@@ -410,7 +431,7 @@ def _continues(carry: Carry | None, first: tuple[Any, Any, Any], normalize: bool
     pair = pl.DataFrame(
         {"u": [carry.user, first[0]], "q": [carry.q, first[1]], "t": [carry.t, first[2]]}
     )
-    return True, not bool(_flags(pair, normalize).item(1, "_es"))
+    return True, not bool(_flags(pair, normalize)[1][1])
 
 
 def resolve(

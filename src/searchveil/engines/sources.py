@@ -227,10 +227,13 @@ def _canonical(df: Any, user_numeric: bool, with_url: bool) -> Any:
         pl.col("Query").cast(pl.String).fill_null("").alias("q"),
         pl.col("QueryTime").cast(pl.String).alias("t"),
     ]
-    if with_url:
-        url = pl.col("ClickURL").cast(pl.String).str.strip_chars()
-        cols.append(pl.when(url == "").then(None).otherwise(url).alias("url"))
-    return df.select(cols)
+    if not with_url:
+        return df.select(cols)
+    # a blank URL is no click: stripped in one step, tested in the next (a when / then naming
+    # the strip twice ran it twice)
+    out = df.select(*cols, pl.col("ClickURL").cast(pl.String).str.strip_chars().alias("url"))
+    url = pl.col("url")
+    return out.with_columns(url=pl.when(url == "").then(None).otherwise(url))
 
 
 def canonical_rows(df: pl.DataFrame, *, user_numeric: bool, with_url: bool,
