@@ -85,7 +85,7 @@ COMMANDS: dict[str, Entry] = {
     ),
     "cels": Entry(
         "searchveil.cli.cels",
-        "CELS: parties jointly sanitize their search logs (Hong et al. TKDE 2015).",
+        "CELS: parties jointly publish one same-schema log (DP end to end by default).",
         group=True,
     ),
     "budget": Entry(
