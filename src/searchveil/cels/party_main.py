@@ -65,12 +65,12 @@ class PartySpec:
         return d | {"params": params_to_json(self.params)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> PartySpec:
+    def from_json(cls, d: dict[str, Any], source: str = "<party spec>") -> PartySpec:
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(d, dict) or set(d) != names:
-            raise InputFormatError(f"a CELS party spec has the fields {sorted(names)}")
+            raise InputFormatError(source, f"a CELS party spec has the fields {sorted(names)}")
         paths = {k: Path(d[k]) for k in _PATH_FIELDS if d[k] is not None}
-        return cls(**(d | paths | {"params": params_from_json(d["params"])}))
+        return cls(**(d | paths | {"params": params_from_json(d["params"], source)}))
 
 
 def params_to_json(params: CelsParams) -> dict[str, Any]:
@@ -88,11 +88,11 @@ def params_to_json(params: CelsParams) -> dict[str, Any]:
     return d
 
 
-def params_from_json(d: dict[str, Any]) -> CelsParams:
+def params_from_json(d: dict[str, Any], source: str = "<party spec>") -> CelsParams:
     """:func:`params_to_json` back (validated again by :class:`CelsParams`)."""
     names = {f.name for f in dataclasses.fields(CelsParams)}
     if not isinstance(d, dict) or set(d) != names:
-        raise InputFormatError(f"CELS parameters have the fields {sorted(names)}")
+        raise InputFormatError(source, f"CELS parameters have the fields {sorted(names)}")
     return CelsParams(**(d | {"split": tuple(d["split"]) if d["split"] is not None else None}))
 
 
@@ -106,8 +106,8 @@ def read_spec(path: Path) -> PartySpec:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputFormatError(f"cannot read the CELS party spec {str(path)!r}: {exc}") from exc
-    return PartySpec.from_json(data)
+        raise InputFormatError(str(path), f"not a CELS party spec: {exc}") from exc
+    return PartySpec.from_json(data, str(path))
 
 
 def watch_parent(pid: int) -> None:
