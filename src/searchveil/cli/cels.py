@@ -220,6 +220,9 @@ def _print_guarantee(led: dict[str, Any]) -> None:
         out_console.print(f"note: --mode conditional is {NOT_DP} (docs/privacy/cels.md)")
 
 
+# `party`, `run` and `local` declare the same release options (ε, δ, --mode and each mode's
+# options; each spelled and explained once, in the Annotated types above) and share _params:
+# Typer reads a command's options from that command's own signature, so the lists repeat.
 def party(
     config: Annotated[Path, typer.Option("--config", help="parties.toml")],
     id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
