@@ -29,8 +29,8 @@ liveness: a dead, stopped or cut-off peer is detected in seconds and stops every
   synchronously in the main thread. Every received byte can be appended to a transcript file
   (private: it holds other parties' encrypted and partly aggregated data; created 0600) and is
   counted per phase, as is every sent byte.
-* **Test hooks** (:meth:`Mesh.inject`, only reachable through ``cels party --inject-fault`` with
-  ``SEARCHVEIL_CELS_TEST_HOOKS=1``): send a garbage frame, a truncated frame (then close), or
+* **Test hooks** (:meth:`Mesh.inject`, only reachable through a party's fault hook, :mod:`.faults`,
+  with ``SEARCHVEIL_CELS_TEST_HOOKS=1``): send a garbage frame, a truncated frame (then close), or
   drop a connection.
 """
 
