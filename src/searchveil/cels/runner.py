@@ -309,8 +309,8 @@ def _run_parties(
             for spec in specs:
                 path = tmpd / f"P{spec.me}.spec.json"
                 write_spec(path, spec)
-                so = logs.enter_context(open(tmpd / f"P{spec.me}.out", "wb"))  # noqa: SIM115
-                se = logs.enter_context(open(tmpd / f"P{spec.me}.err", "wb"))  # noqa: SIM115
+                so = logs.enter_context(open(tmpd / f"P{spec.me}.out", "wb"))
+                se = logs.enter_context(open(tmpd / f"P{spec.me}.err", "wb"))
                 procs.append(
                     subprocess.Popen(  # noqa: S603 - our own interpreter and module
                         [sys.executable, "-m", PARTY_MODULE, str(path)],
