@@ -112,28 +112,6 @@ def write_config(
     return cfg
 
 
-def party_spec(
-    config: Path,
-    k: int,
-    params: CelsParams,
-    *,
-    share: Path | None,
-    out: Path,
-    transcript: Path | None = None,
-    seed: int | None = None,
-    fault: str | None = None,
-    status: Path | None = None,
-    workers: int | None = None,
-) -> PartySpec:
-    """What party ``k`` of a local run is started with (its seed ``seed + k``; it stops if
-    this process goes away)."""
-    return PartySpec(
-        config=config, me=k, params=params, out=out, share=share, transcript=transcript,
-        seed=None if seed is None else seed + k, workers=workers, fault=fault, status=status,
-        parent_pid=os.getpid(),
-    )  # fmt: skip
-
-
 def default_workers(n_parties: int) -> int:
     """Worker processes per data party when all parties share this machine (P0, which is idle
     until it decrypts, gets one per CPU)."""
@@ -246,20 +224,16 @@ def run_local(
         trd = tmpd / "transcripts"
         trd.mkdir(mode=0o700)
         specs = [
-            party_spec(
-                cfg,
-                k,
-                params,
+            PartySpec(
+                config=cfg, me=k, params=params, out=tmpd / f"P{k}",
                 share=None if k == 0 else Path(shares[k - 1]).resolve(),
-                out=tmpd / f"P{k}",
                 transcript=(trd / f"P{k}.bin") if transcripts is not None else None,
-                seed=seed,
-                fault=(faults or {}).get(k),
-                status=tmpd / f"P{k}.status.json",
-                workers=_party_workers(k, n, workers),
-            )  # fmt: skip
+                seed=None if seed is None else seed + k, workers=_party_workers(k, n, workers),
+                fault=(faults or {}).get(k), status=tmpd / f"P{k}.status.json",
+                parent_pid=os.getpid(),  # the party stops if the runner goes away
+            )
             for k in range(n)
-        ]
+        ]  # fmt: skip
         outcome = _run_parties(specs, tmpd, signals or [], detect_stopped, test_hooks=bool(faults))
         if outcome is not None:
             raise outcome
