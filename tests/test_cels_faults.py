@@ -6,8 +6,9 @@ truncated frame, a dropped connection — a ``cels run`` over loopback must end 
 exited non-zero, a message naming the party at fault, the phase and the cause, no output
 anywhere, and every party stopped within 10 s of the fault.
 
-Faults come from the test-only hooks (``cels party --inject-fault PHASE:KIND``, enabled by
-``SEARCHVEIL_CELS_TEST_HOOKS=1``, which ``run_local(faults=…)`` sets for its parties only) and,
+Faults come from the test-only hooks (``PHASE:KIND`` in the party's ``PartySpec`` — ``cels
+party --inject-fault`` on the command line —, enabled by ``SEARCHVEIL_CELS_TEST_HOOKS=1``, which
+``run_local(faults=…)`` sets for its parties only) and,
 for P0 while the data parties work, from the runner's ``signals`` hook (a real SIGKILL sent
 from outside while P1 pauses in the phase). Keys are 512-bit TEST KEYS (insecure, fast), the
 input is tiny. One case per phase runs by default; the rest are marked ``slow``.

@@ -114,48 +114,51 @@ def _write_key(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
+def _certificate(
+    name: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    issuer: x509.Name,
+    ca_key: ec.EllipticCurvePrivateKey,
+    extension: x509.ExtensionType,
+    *,
+    critical: bool,
+    days: int,
+) -> x509.Certificate:
+    """A certificate for ``name`` signed by the CA, valid from 5 minutes ago for ``days``."""
+    now = dt.datetime.now(dt.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(extension, critical=critical)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+
 def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict[str, Any]:
     """A throw-away CA and party certificates in ``directory`` (created 0700); the private
     keys are written owner-only (0600). Returns the file names."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "searchveil CELS test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca = _certificate(
+        ca_name, ca_key.public_key(), ca_name, ca_key,
+        x509.BasicConstraints(ca=True, path_length=0), critical=True, days=days,
+    )  # fmt: skip
     (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     files: dict[str, Any] = {"ca": "ca.pem", "parties": {}}
     for i in range(n_parties):
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"cels-party-{i}")])
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=days))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName(f"cels-party-{i}"),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    ]
-                ),
-                critical=False,
-            )  # fmt: skip
-            .sign(ca_key, hashes.SHA256())
+        san = x509.SubjectAlternativeName(
+            [x509.DNSName(f"cels-party-{i}"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
         )
+        cert = _certificate(name, key.public_key(), ca_name, ca_key, san, critical=False,
+                            days=days)  # fmt: skip
         (directory / f"p{i}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         _write_key(
             directory / f"p{i}.key",

@@ -45,7 +45,6 @@ from searchveil.cels.e2e_release import (
     tables_size_bound,
 )
 from searchveil.cels.output import OutputPhases
-from searchveil.cels.party import blob_to_ints, ints_to_blob
 from searchveil.cels.union import UnionPhases
 from searchveil.cels.wire import ProtocolError, expect
 from searchveil.release.histogram import check_declared_users
@@ -124,23 +123,11 @@ class E2EPhases(UnionPhases, OutputPhases):
                 holders, self.params.e2e(), users=users, rng=self.rng
             )
             self.extra["pair_counts"] = report  # private: P1's provenance record
-            blob = ints_to_blob(np.r_[pub, noisy])
-            for j in self.data[1:]:
-                self.mesh.send(j, "e2e_pub", {"n": n, "k": int(pub.size)}, blob)
+            self.send_positions("e2e_pub", "k", pub, noisy)
             return pub, noisy
         self.mesh.allow("publish", 16 * n)  # at most n positions and n counts, 8 bytes each
-        f = self.mesh.recv(1, "e2e_pub")
-        expect(f.body, {"n": int, "k": int}, 1)
-        k = f.body["k"]
-        if f.body["n"] != n or not 0 <= k <= n:
-            raise ProtocolError("P1 sent a malformed list of published pairs", peer=1)
-        arr = blob_to_ints(f, 2 * k)
-        pub, noisy = arr[:k], arr[k:]
-        if (
-            (np.diff(pub) <= 0).any()
-            or (k and (pub[0] < 0 or pub[-1] >= n))
-            or (noisy <= tau_prime).any()
-        ):
+        pub, noisy = self.recv_positions("e2e_pub", "k", "list of published pairs")
+        if (noisy <= tau_prime).any():
             raise ProtocolError("P1 sent a malformed list of published pairs", peer=1)
         return pub, noisy
 

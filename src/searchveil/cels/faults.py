@@ -1,6 +1,7 @@
-"""CELS test hooks: ``cels party --inject-fault PHASE:KIND[@PEER]`` (only with
-``SEARCHVEIL_CELS_TEST_HOOKS=1``) makes a party crash, stop or misbehave in one phase, so the
-fault-matrix tests can check that every other party stops and names it."""
+"""CELS test hooks: ``PHASE:KIND[@PEER]`` (``run_local(faults=…)``, which hands it to the party
+in its :class:`~searchveil.cels.party_main.PartySpec`, or ``cels party --inject-fault``; only
+with ``SEARCHVEIL_CELS_TEST_HOOKS=1``) makes a party crash, stop or misbehave in one phase, so
+the fault-matrix tests can check that every other party stops and names it."""
 
 from __future__ import annotations
 

@@ -27,8 +27,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from searchveil.cels.output import conditional_ledger
 from searchveil.cels.params import CelsParams, Share
-from searchveil.io.ledger import build_ledger, build_provenance
+from searchveil.io.ledger import build_provenance
 from searchveil.io.readers import read_log
 from searchveil.model import ClickHistogram, InputInfo, SearchLog
 from searchveil.release.ump import (
@@ -128,33 +129,16 @@ def local_sanitize(
 ) -> dict[str, Any]:
     """Run LS; returns the unioned ``log``, its public ``ledger``, the private ``provenance``
     record, and (private) per-party details and utility."""
-    b = params.b
     sizes = [int(s.hist.pairs.get_column("count").sum()) for s in shares]
     total = sum(sizes)
     logs, parties = [], []
     for k, sh in enumerate(shares, start=1):
-        inp = preprocess(sh.hist)
-        info: dict[str, Any] = {"party": k, "pairs_after_condition_1": inp.n_pairs}
-        if inp.n_pairs == 0:
-            x = np.zeros(0, dtype=np.int64)
-        else:
-            m = constraint_matrix(inp)
-            if params.objective == "size":
-                sol = solve_oump(m, b, method="lp-greedy", search_seconds=0.0)
-            else:
-                lam = max_output_size(m, b)
-                if output_size is not None:
-                    want = min(math.floor(output_size * sizes[k - 1] / total), math.floor(lam))
-                else:
-                    want = math.floor(params.output_share * lam)
-                info["requested_output_size"] = want
-                sol = solve_kl(m, b, inp.c_ij, output_size=want, k=params.breakpoints)
-            x = sol.x
-            info["solver"] = sol.summary()
-        info["output_size"] = int(x.sum())
-        trip = sample_users(inp.c, x, rng=rng) if x.size else None
-        if trip is not None and trip[0].size:
-            logs.append(sampled_log(inp.pairs, inp.users, trip))
+        want = None
+        if output_size is not None:  # this party's share of |O|, by input size
+            want = math.floor(output_size * sizes[k - 1] / total)
+        lg, info = _sanitize_one(k, sh, params, rng=rng, output_size=want)
+        if lg is not None:
+            logs.append(lg)
         parties.append(info)
     schema = pl.Schema(
         {"AnonID": pl.String, "Query": pl.String, "ClickURL": pl.String, "Count": pl.Int64}
@@ -165,29 +149,12 @@ def local_sanitize(
     gp = global_counts([s.hist for s in shares])
     gp = gp.filter(pl.col("count") >= params.min_count)
     util = utility(gp, log)
-    ledger = build_ledger(
-        mechanism="cels-local-sanitization",
-        notion=NOTION,
-        cost=params.cost(),
-        parameters=params.to_dict() | {"parties": len(shares), "output_size": output_size},
-        rng=rng,
-        noisy={
-            "output_rows": log.height,
-            "output_size": int(log.get_column("Count").sum()) if log.height else 0,
-            "note": "functions of the released log (the mechanism's draws), not of the input",
-        },
-        extra={
-            "guarantee": {
-                "mode": "conditional",
-                "differentially_private": False,
-                "label": NOT_DP,
-                "b": b,
-                "counts_are_private": False,
-                "warning": "each party's counts x come from its private log and are not "
-                "differentially private; the guarantee covers the sampling",
-            },
-        },
-    )
+    ledger = conditional_ledger(
+        "cels-local-sanitization", NOTION, params, log,
+        parameters={"parties": len(shares), "output_size": output_size}, rng=rng,
+        warning="each party's counts x come from its private log and are not differentially "
+        "private; the guarantee covers the sampling",
+    )  # fmt: skip
     provenance = build_provenance(
         inputs=[s.info for s in shares],
         report={"parties": parties},
@@ -201,3 +168,34 @@ def local_sanitize(
         "parties": parties,
         "utility": util,
     }
+
+
+def _sanitize_one(
+    k: int, share: Share, params: CelsParams, *, rng: RandomSource, output_size: int | None
+) -> tuple[pl.DataFrame | None, dict[str, Any]]:
+    """Party ``k`` alone: its counts x from its own log (objective ``size``: the largest
+    output; ``kl``: ``output_size`` draws, capped at its LP maximum, else ``output_share`` of
+    it), then its users sampled; its log (None if empty) and its (private) figures."""
+    inp = preprocess(share.hist)
+    info: dict[str, Any] = {"party": k, "pairs_after_condition_1": inp.n_pairs}
+    if inp.n_pairs == 0:
+        x = np.zeros(0, dtype=np.int64)
+    else:
+        m = constraint_matrix(inp)
+        if params.objective == "size":
+            sol = solve_oump(m, params.b, method="lp-greedy", search_seconds=0.0)
+        else:
+            lam = max_output_size(m, params.b)
+            if output_size is not None:
+                want = min(output_size, math.floor(lam))
+            else:
+                want = math.floor(params.output_share * lam)
+            info["requested_output_size"] = want
+            sol = solve_kl(m, params.b, inp.c_ij, output_size=want, k=params.breakpoints)
+        x = sol.x
+        info["solver"] = sol.summary()
+    info["output_size"] = int(x.sum())
+    trip = sample_users(inp.c, x, rng=rng) if x.size else None
+    if trip is not None and trip[0].size:
+        return sampled_log(inp.pairs, inp.users, trip), info
+    return None, info

@@ -47,6 +47,7 @@ from searchveil.io.ledger import (
 from searchveil.release.ump import sample_users
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.release import NOT_DP
+from searchveil.rng import RandomSource
 
 T = TypeVar("T")
 
@@ -304,15 +305,37 @@ def public_ledger(
     public parameters and the released log only (the e2e mode's: of the parameters only)."""
     if params.mode == UmpMode.E2E:
         return _stamped(e2e_public_ledger(params, r), created=created, seeded=seeded)
-    ledger = build_ledger(
-        mechanism="cels",
-        notion=NOTION,
+    ledger = conditional_ledger(
+        "cels", NOTION, params, df, parameters={"parties": r}, rng=None,
+        warning="the counts x come from the private logs and are not differentially private; "
+        "the guarantee covers the sampling (docs/privacy/cels.md)",
+        protocol={
+            "parties": r,
+            "paillier_bits": params.key_bits,
+            "paillier": key_strength(params.key_bits),
+            "commutative_group": cm.GROUP_NAME,
+            "wire_version": WIRE_VERSION,
+        },
+    )  # fmt: skip
+    return _stamped(ledger, created=created, seeded=seeded)
+
+
+def conditional_ledger(
+    mechanism: str, notion: str, params: CelsParams, log: pl.DataFrame, *,
+    parameters: dict[str, Any], rng: RandomSource | None, warning: str, **extra: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """The public ledger of a conditional-mode release (``cels run``'s or the LS baseline's):
+    the parameters, what the sampled ``log`` holds (functions of the mechanism's draws) and the
+    guarantee — NOT differentially private, ``warning`` saying why — then ``extra``."""
+    return build_ledger(
+        mechanism=mechanism,
+        notion=notion,
         cost=params.cost(),
-        parameters=params.to_dict() | {"parties": r},
-        rng=None,
+        parameters=params.to_dict() | parameters,
+        rng=rng,
         noisy={
-            "output_rows": df.height,
-            "output_size": int(df.get_column("Count").sum()) if df.height else 0,
+            "output_rows": log.height,
+            "output_size": int(log.get_column("Count").sum()) if log.height else 0,
             "note": "functions of the released log (the mechanism's draws), not of the input",
         },
         extra={
@@ -322,19 +345,11 @@ def public_ledger(
                 "label": NOT_DP,
                 "b": params.b,
                 "counts_are_private": False,
-                "warning": "the counts x come from the private logs and are not differentially "
-                "private; the guarantee covers the sampling (docs/privacy/cels.md)",
+                "warning": warning,
             },
-            "protocol": {
-                "parties": r,
-                "paillier_bits": params.key_bits,
-                "paillier": key_strength(params.key_bits),
-                "commutative_group": cm.GROUP_NAME,
-                "wire_version": WIRE_VERSION,
-            },
+            **extra,
         },
     )
-    return _stamped(ledger, created=created, seeded=seeded)
 
 
 def _stamped(ledger: dict[str, Any], *, created: str, seeded: bool) -> dict[str, Any]:

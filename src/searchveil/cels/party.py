@@ -190,6 +190,32 @@ class PartyBase:
     def check(self) -> None:
         self.mesh.check()
 
+    def send_positions(
+        self, type_: str, key: str, pos: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
+    ) -> None:
+        """P1: ascending universe positions and a value for each, to the other data parties
+        (body ``{"n": universe size, key: how many}``, blob: positions then values)."""
+        blob = ints_to_blob(np.r_[pos, values])
+        for j in self.data[1:]:
+            self.mesh.send(j, type_, {"n": self.n_universe, key: int(pos.size)}, blob)
+
+    def recv_positions(
+        self, type_: str, key: str, what: str
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """:meth:`send_positions`' frame from P1, checked: the universe size agrees and the
+        positions are strictly ascending inside it (else P1 sent a malformed ``what``)."""
+        n = self.n_universe
+        f = self.mesh.recv(1, type_)
+        expect(f.body, {"n": int, key: int}, 1)
+        k = f.body[key]
+        if f.body["n"] != n or not 0 <= k <= n:
+            raise ProtocolError(f"P1 sent a malformed {what}", peer=1)
+        arr = blob_to_ints(f, 2 * k)
+        pos, values = arr[:k], arr[k:]
+        if (np.diff(pos) <= 0).any() or (k and (pos[0] < 0 or pos[-1] >= n)):
+            raise ProtocolError(f"P1 sent a malformed {what}", peer=1)
+        return pos, values
+
     def allow_after_rows(self, n: int, ell: int, ms: list[int], key_n: int) -> None:
         """The frame caps of phases 4–8 (:meth:`Mesh.allow`) from the sizes every party knows
         once the rows are announced: n = |J|, ℓ = Σ m'_k, the m'_k and P0's modulus."""

@@ -159,6 +159,12 @@ class _Status:
         except OSError:  # pragma: no cover - the runner's directory vanished
             pass
 
+    def failed(self, err: ProtocolError) -> str:
+        """Record the failure (whom it blames, the cause, when it was seen); returns its text."""
+        text = _failure_text(self.me, err)
+        self.write("failed", peer=err.peer, cause=err.cause, error=text, detected_at=err.at)
+        return text
+
 
 def _failure_text(me: int, err: ProtocolError) -> str:
     blame = f" because of P{err.peer}" if err.peer is not None and err.peer != me else ""
@@ -195,22 +201,12 @@ def run_party(
     if (me == 0) != (share is None):
         raise InvalidParameterError("share", share, "a share for P1…Pr, none for P0")
     inputs = [("share", share.info.get("path"))] if share is not None else []
-    if out is not None:  # fail early if the release or its provenance record is refused
-        ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
-    if transcript is not None:  # private: never inside a release directory (issue 30)
-        check_private_path(
-            transcript, option="transcript", releases=[out] if out else [], inputs=inputs
-        )
+    _check_outputs(out, transcript, overwrite=overwrite, provenance=provenance, inputs=inputs)
     flt = parse_fault(fault)
     st = _Status(status, me)
     # the transcript is written into a staging directory beside it, renamed into place only
     # if the run succeeds; a crash leaves a marked staging directory the next run removes
     staged = Staging(transcript, directory=False, private=True) if transcript else None
-    partial = staged.path if staged is not None else None
-
-    def drop_partial() -> None:
-        if staged is not None:
-            staged.discard()
 
     def on_phase(name: str) -> None:
         st.phase = name
@@ -218,73 +214,117 @@ def run_party(
         if progress is not None:
             progress(name)
 
+    # forks now, before any thread exists (the e2e mode encrypts nothing under P0's key)
+    precomp = Precomputer(workers if params.mode == UmpMode.CONDITIONAL else 0)
+    on_phase("mesh")
+    try:
+        try:
+            result = _run_in_mesh(
+                config, me, params, share, rng, fault=flt, precomp=precomp, progress=on_phase,
+                precompute=precompute, transcript=staged.path if staged is not None else None,
+                on_stuck=_watchdog(st, staged) if hard_exit else None,
+            )  # fmt: skip
+        except ProtocolError as exc:
+            if exc.phase is None:
+                exc.phase = st.phase
+            st.phase = exc.phase  # where it failed (the status may already show the next phase)
+            st.failed(exc)
+            raise PartyFailed(me, exc) from exc
+        except BaseException as exc:
+            st.write("failed", peer=me, cause=why(exc), error=f"P{me} crashed: {why(exc)}")
+            raise
+        finally:
+            precomp.close()
+        if out is not None:
+            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance,
+                               inputs=inputs) as w:  # fmt: skip
+                write_party_release(w, result, share)
+        if staged is not None:
+            staged.commit()
+    finally:
+        if staged is not None:
+            staged.discard()
+    st.phase = "done"
+    st.write("done")
+    return result
+
+
+def _check_outputs(
+    out: Path | None, transcript: Path | None, *, overwrite: bool, provenance: Path | None,
+    inputs: list[tuple[str, Any]],
+) -> None:  # fmt: skip
+    """Fail before any connection if the release or its provenance record would be refused, or
+    the transcript (private) would land inside a release directory (issue 30)."""
+    if out is not None:
+        ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
+    if transcript is not None:
+        check_private_path(
+            transcript, option="transcript", releases=[out] if out else [], inputs=inputs
+        )
+
+
+def _run_in_mesh(
+    config: Config,
+    me: int,
+    params: CelsParams,
+    share: Share | None,
+    rng: RandomSource,
+    *,
+    fault: tuple[str, str, int | None] | None,
+    precomp: Precomputer,
+    progress: Callable[[str], None],
+    precompute: int,
+    transcript: Path | None,
+    on_stuck: Callable[[ProtocolError], None] | None,
+) -> PartyResult:
+    """Connect the mesh and run every phase of party ``me``; on a failure every peer gets an
+    ``abort`` naming the party at fault and a :class:`ProtocolError` (the mesh's own failure
+    if there is one: it explains the others) is raised."""
+    if fault is not None and fault[0] == "mesh" and fault[1] in ("crash", "kill", "stop"):
+        inject_fault(None, fault[1], fault[2])
+    mesh_fault = (
+        (fault[1], fault[2]) if fault and fault[0] == "mesh" and fault[1] in FAULT_KINDS else None
+    )
+    with Mesh(config, me, transcript=transcript, on_stuck=on_stuck,
+              mesh_fault=mesh_fault) as mesh:  # fmt: skip
+        precomp.check = mesh.check
+        party = Party(
+            mesh, params, share, rng, precomp=precomp, progress=progress,
+            fault=fault if fault and fault[0] != "mesh" else None, precompute=precompute,
+        )  # fmt: skip
+        try:
+            return party.run()
+        except (ProtocolError, InputFormatError, InvalidParameterError) as exc:
+            err = _as_protocol_error(exc, mesh)
+            text = _failure_text(me, err)
+            mesh.abort(text, culprit=err.peer if err.peer is not None else me)
+            raise ProtocolError(err.cause, peer=err.peer, phase=err.phase, at=err.at) from exc
+        except BaseException as exc:
+            mesh.abort(f"P{me} crashed in phase '{mesh.phase}': {why(exc)}", culprit=me)
+            raise
+
+
+def _watchdog(st: _Status, staged: Staging | None) -> Callable[[ProtocolError], None]:
+    """What the mesh calls when the main thread does not stop within seconds of a failure:
+    record it, drop the partial transcript and end the process (exit 2)."""
+
     def stuck(err: ProtocolError) -> None:  # pragma: no cover - runs in a subprocess
-        text = _failure_text(me, err)
-        st.write("failed", peer=err.peer, cause=err.cause, error=text, detected_at=err.at)
-        drop_partial()
+        text = st.failed(err)
+        if staged is not None:
+            staged.discard()
         sys.stderr.write(f"error: {text} (stopped by the watchdog)\n")
         sys.stderr.flush()
         os._exit(2)
 
-    # forks now, before any thread exists (the e2e mode encrypts nothing under P0's key)
-    precomp = Precomputer(workers if params.mode == UmpMode.CONDITIONAL else 0)
-    on_phase("mesh")
-    ok = False
-    try:
-        if flt is not None and flt[0] == "mesh" and flt[1] in ("crash", "kill", "stop"):
-            inject_fault(None, flt[1], flt[2])
-        mesh_fault = (
-            (flt[1], flt[2]) if flt and flt[0] == "mesh" and flt[1] in FAULT_KINDS else None
-        )
-        with Mesh(config, me, transcript=partial, on_stuck=stuck if hard_exit else None,
-                  mesh_fault=mesh_fault) as mesh:  # fmt: skip
-            precomp.check = mesh.check
-            party = Party(
-                mesh, params, share, rng, precomp=precomp, progress=on_phase,
-                fault=flt if flt and flt[0] != "mesh" else None, precompute=precompute,
-            )  # fmt: skip
-            try:
-                result = party.run()
-            except (ProtocolError, InputFormatError, InvalidParameterError) as exc:
-                err = _as_protocol_error(exc, mesh)
-                text = _failure_text(me, err)
-                mesh.abort(text, culprit=err.peer if err.peer is not None else me)
-                raise ProtocolError(err.cause, peer=err.peer, phase=err.phase, at=err.at) from exc
-            except BaseException as exc:
-                mesh.abort(f"P{me} crashed in phase '{mesh.phase}': {why(exc)}", culprit=me)
-                raise
-        ok = True
-    except ProtocolError as exc:
-        if exc.phase is None:
-            exc.phase = st.phase
-        st.phase = exc.phase  # where it failed (the status may already show the next phase)
-        st.write(
-            "failed", peer=exc.peer, cause=exc.cause, error=_failure_text(me, exc),
-            detected_at=exc.at,
-        )  # fmt: skip
-        raise PartyFailed(me, exc) from exc
-    except BaseException as exc:
-        st.write("failed", peer=me, cause=why(exc), error=f"P{me} crashed: {why(exc)}")
-        raise
-    finally:
-        precomp.close()
-        if not ok:
-            drop_partial()
-    try:
-        if out is not None:
-            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance,
-                               inputs=inputs) as w:  # fmt: skip
-                for name, table in (result.tables or {"log": result.output}).items():
-                    w.write_table(name, table)
-                w.write_ledger(result.ledger)
-                w.write_provenance(party_provenance(share, result.stats))
-        if staged is not None:
-            staged.commit()
-    finally:
-        drop_partial()
-    st.phase = "done"
-    st.write("done")
-    return result
+    return stuck
+
+
+def write_party_release(w: ReleaseWriter, result: PartyResult, share: Share | None) -> None:
+    """The joint release's tables, the public ledger and this party's provenance record."""
+    for name, table in (result.tables or {"log": result.output}).items():
+        w.write_table(name, table)
+    w.write_ledger(result.ledger)
+    w.write_provenance(party_provenance(share, result.stats))
 
 
 def party_provenance(share: Share | None, stats: dict[str, Any]) -> dict[str, Any]:

@@ -310,6 +310,15 @@ def reproduce(
     return res
 
 
+#: the columns of the Fig. 5 tables: (header, key of a utility row)
+UTILITY_COLUMNS = (
+    ("ε", "epsilon"), ("δ", "delta"), ("b", "b"), ("r", "r"), ("δ<1/users", "protects_everyone"),
+    ("|𝕆|", "max_output_size"), ("CELS |O|", "cels_output_size"), ("CELS KL", "cels_kl"),
+    ("LS |O|", "ls_output_size"), ("LS KL", "ls_kl"), ("CELS diversity", "cels_diversity"),
+    ("LS diversity", "ls_diversity"),
+)  # fmt: skip
+
+
 def _html(res: dict[str, Any], key_bits: int) -> str:
     body = [
         f'<div class="warn">The paper\'s protocol (<code>--mode conditional</code>): {NOT_DP} '
@@ -319,61 +328,10 @@ def _html(res: dict[str, Any], key_bits: int) -> str:
         "appear in the output with probability up to δ: they reproduce the paper but do NOT "
         "protect everyone. The δ &lt; 1/users rows protect everyone and output almost nothing."
         "</div>",
-        "<h2>Utility: CELS vs local sanitization (Fig. 5)</h2>",
+        *_utility_section(res["utility"]),
+        *_bandwidth_section(res["bandwidth"]),
+        f"<h2>Measured runs (real processes over TLS, {key_bits}-bit Paillier)</h2>",
     ]
-    for name, rows in res["utility"].items():
-        body.append(f"<h3>{name}</h3>")
-        body.append(img(_fig_utility(rows, name), f"KL loss vs r, {name}"))
-        body.append(
-            table(
-                [
-                    "ε",
-                    "δ",
-                    "b",
-                    "r",
-                    "δ<1/users",
-                    "|𝕆|",
-                    "CELS |O|",
-                    "CELS KL",
-                    "LS |O|",
-                    "LS KL",
-                    "CELS diversity",
-                    "LS diversity",
-                ],
-                [
-                    [
-                        r["epsilon"],
-                        r["delta"],
-                        r["b"],
-                        r["r"],
-                        str(r["protects_everyone"]),
-                        r["max_output_size"],
-                        r["cels_output_size"],
-                        r["cels_kl"],
-                        r["ls_output_size"],
-                        r["ls_kl"],
-                        r["cels_diversity"],
-                        r["ls_diversity"],
-                    ]
-                    for r in rows
-                ],
-                left=0,
-            )  # fmt: skip
-        )
-    body.append("<h2>Bandwidth, Table 5 layout (total MB of all parties, modelled)</h2>")
-    hdr = ["input", *[f"r={r}" for r in TABLE5_R]]
-    trs = [[k, *v] for k, v in PAPER_TABLE5.items() if k in ("AOL 1M", "MSNBC 200K")]
-    for name, rows in res["bandwidth"].items():
-        cells = {r["r"]: r for r in rows}
-        for label, key in (
-            ("512/1024-bit (paper keys)", "paper_keys_mb"),
-            ("3072-bit / Curve25519 (default)", "default_keys_mb"),
-        ):
-            vals = [cells[r][key] if r in cells else "" for r in TABLE5_R]
-            trs.append([f"{name}: {label}", *vals])
-    body.append("<p>Rows 'AOL 1M' and 'MSNBC 200K' are the paper's printed numbers.</p>")
-    body.append(table(hdr, trs))
-    body.append(f"<h2>Measured runs (real processes over TLS, {key_bits}-bit Paillier)</h2>")
     mrows = []
     for m in res["measured"] + res["measured_vs_size"]:
         mrows.append([m.get("users", "—"), m["r"], m["sizes"]["kept_pairs"], m["sizes"]["ell"],
@@ -395,3 +353,36 @@ def _html(res: dict[str, Any], key_bits: int) -> str:
         )  # fmt: skip
     )
     return page("CELS reproduction", "Hong et al., TKDE 2015 — §6", body)
+
+
+def _utility_section(utility: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Fig. 5: per input, KL loss vs r (a figure) and every setting's CELS and LS figures."""
+    body = ["<h2>Utility: CELS vs local sanitization (Fig. 5)</h2>"]
+    for name, rows in utility.items():
+        body.append(f"<h3>{name}</h3>")
+        body.append(img(_fig_utility(rows, name), f"KL loss vs r, {name}"))
+        cells = [
+            [str(r[k]) if k == "protects_everyone" else r[k] for _, k in UTILITY_COLUMNS]
+            for r in rows
+        ]
+        body.append(table([h for h, _ in UTILITY_COLUMNS], cells, left=0))
+    return body
+
+
+def _bandwidth_section(bandwidth: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Table 5's layout: the paper's printed rows, then the model's at both key sizes."""
+    hdr = ["input", *[f"r={r}" for r in TABLE5_R]]
+    trs = [[k, *v] for k, v in PAPER_TABLE5.items() if k in ("AOL 1M", "MSNBC 200K")]
+    for name, rows in bandwidth.items():
+        cells = {r["r"]: r for r in rows}
+        for label, key in (
+            ("512/1024-bit (paper keys)", "paper_keys_mb"),
+            ("3072-bit / Curve25519 (default)", "default_keys_mb"),
+        ):
+            vals = [cells[r][key] if r in cells else "" for r in TABLE5_R]
+            trs.append([f"{name}: {label}", *vals])
+    return [
+        "<h2>Bandwidth, Table 5 layout (total MB of all parties, modelled)</h2>",
+        "<p>Rows 'AOL 1M' and 'MSNBC 200K' are the paper's printed numbers.</p>",
+        table(hdr, trs),
+    ]

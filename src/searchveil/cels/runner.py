@@ -1,8 +1,10 @@
 """``cels run``: P0…Pr as separate local processes on 127.0.0.1 with throw-away certificates.
 
 The runner writes a CA, one certificate per party and ``parties.toml`` into a temporary
-directory, starts ``python -m searchveil cels party …`` once per party (each in its own process
-group, with a status file it updates at every phase) and watches them:
+directory, starts each party from its :class:`~searchveil.cels.party_main.PartySpec` (the
+params object and the party's files, written owner-only beside them; ``python -m
+searchveil.cels.party_main SPEC`` — no command line of the CLI is built) in its own process
+group, with a status file it updates at every phase, and watches them:
 
 * the moment a party exits non-zero, is killed by a signal or is stopped (SIGSTOP — Linux,
   read from ``/proc``), the others get a short grace period (the failure reaches them within a
@@ -44,6 +46,7 @@ from searchveil.cels.config import (
 from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.frames import open_private
 from searchveil.cels.params import CelsParams
+from searchveil.cels.party_main import PartySpec, write_spec
 from searchveil.cels.wire import PHASES, ProtocolError
 from searchveil.errors import InvalidParameterError, OutputExistsError, OutputWriteError
 from searchveil.io.ledger import (
@@ -54,12 +57,12 @@ from searchveil.io.ledger import (
     read_provenance,
 )
 from searchveil.io.paths import Staging, check_private_path, check_release_out, input_list
-from searchveil.release.ump.e2e import UmpMode
 from searchveil.rng import secure_token
 
 GRACE = 2.0  # seconds the other parties get to stop on their own after a failure
 POLL = 0.05
 _RELAY = re.compile(r"P\d+ aborted: ")
+PARTY_MODULE = "searchveil.cels.party_main"  # run as ``python -m``: one party from its spec
 
 
 def free_ports(n: int) -> list[int]:
@@ -107,56 +110,6 @@ def write_config(
     cfg = directory / "parties.toml"
     cfg.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return cfg
-
-
-def party_command(
-    config: Path,
-    k: int,
-    params: CelsParams,
-    *,
-    share: Path | None,
-    out: Path,
-    transcript: Path | None = None,
-    seed: int | None = None,
-    fault: str | None = None,
-    status: Path | None = None,
-    workers: int | None = None,
-) -> list[str]:
-    cmd = [
-        sys.executable, "-m", "searchveil", "cels", "party", "--config", str(config),
-        "--id", str(k), "--epsilon", repr(params.epsilon), "--delta", repr(params.delta),
-        *mode_arguments(params), "--out", str(out), "--json",
-    ]  # fmt: skip
-    if share is not None:
-        cmd += ["--share", str(share)]
-    if transcript is not None:
-        cmd += ["--transcript", str(transcript)]
-    if seed is not None:
-        cmd += ["--seed", str(seed + k)]
-    if fault is not None:
-        cmd += ["--inject-fault", fault]
-    if status is not None:
-        cmd += ["--status-file", str(status)]
-    if workers is not None:
-        cmd += ["--workers", str(workers)]
-    return [*cmd, "--parent-pid", str(os.getpid())]
-
-
-def mode_arguments(params: CelsParams) -> list[str]:
-    """``--mode`` and the options of that mode (the other mode's are refused)."""
-    if params.mode == UmpMode.E2E:
-        args = ["--mode", "e2e", "--max-pairs", str(params.e2e().max_pairs)]
-        if params.max_users is not None:
-            args += ["--max-users", str(params.max_users)]
-        if params.split is not None:
-            args += ["--split", ",".join(repr(float(w)) for w in params.split)]
-        return args
-    assert params.objective is not None
-    return [
-        "--mode", "conditional", "--objective", params.objective,
-        "--key-bits", str(params.key_bits), "--output-share", repr(params.output_share),
-        "--breakpoints", str(params.breakpoints), "--min-count", str(params.min_count),
-    ]  # fmt: skip
 
 
 def default_workers(n_parties: int) -> int:
@@ -259,7 +212,6 @@ def run_local(
     out = Path(out)
     prov_path = _check_paths(shares, out, provenance, transcripts, overwrite)
     n = len(shares) + 1
-    data_workers = default_workers(n) if workers is None else workers
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cels-") as tmp:
         tmpd = Path(tmp)
@@ -271,41 +223,18 @@ def run_local(
             config_hook(tmpd / "tls")
         trd = tmpd / "transcripts"
         trd.mkdir(mode=0o700)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
-        )
-        env.pop(TEST_HOOKS_ENV, None)
-        if faults:
-            env[TEST_HOOKS_ENV] = "1"
-        procs: list[subprocess.Popen[bytes]] = []
-        logs = []
-        for k in range(n):
-            cmd = party_command(
-                cfg, k, params, share=None if k == 0 else Path(shares[k - 1]).resolve(),
-                out=tmpd / f"P{k}",
+        specs = [
+            PartySpec(
+                config=cfg, me=k, params=params, out=tmpd / f"P{k}",
+                share=None if k == 0 else Path(shares[k - 1]).resolve(),
                 transcript=(trd / f"P{k}.bin") if transcripts is not None else None,
-                seed=seed, fault=(faults or {}).get(k), status=tmpd / f"P{k}.status.json",
-                # P0 waits while the data parties work, then decrypts: all CPUs for it
-                workers=data_workers if workers is not None or k else (os.cpu_count() or 1),
-            )  # fmt: skip
-            so, se = open(tmpd / f"P{k}.out", "wb"), open(tmpd / f"P{k}.err", "wb")  # noqa: SIM115
-            logs += [so, se]
-            procs.append(
-                subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                    cmd, stdout=so, stderr=se, env=env, cwd=tmp, start_new_session=True
-                )
+                seed=None if seed is None else seed + k, workers=_party_workers(k, n, workers),
+                fault=(faults or {}).get(k), status=tmpd / f"P{k}.status.json",
+                parent_pid=os.getpid(),  # the party stops if the runner goes away
             )
-        try:
-            outcome = _watch(procs, tmpd, signals or [], detect_stopped)
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    _kill_group(p)
-            for p in procs:
-                p.wait()
-            for f in logs:
-                f.close()
+            for k in range(n)
+        ]  # fmt: skip
+        outcome = _run_parties(specs, tmpd, signals or [], detect_stopped, test_hooks=bool(faults))
         if outcome is not None:
             raise outcome
         prov = _publish(tmpd, n, out, prov_path, transcripts)
@@ -319,6 +248,60 @@ def run_local(
         "party_stats": prov["report"]["cels_parties"],
         "transcripts": str(transcripts) if transcripts is not None else None,
     }
+
+
+def _party_workers(k: int, n: int, workers: int | None) -> int:
+    """``workers`` if given, else :func:`default_workers` for a data party and every CPU for P0
+    (it waits while the data parties work, then decrypts)."""
+    if workers is not None:
+        return workers
+    return default_workers(n) if k else (os.cpu_count() or 1)
+
+
+def _run_parties(
+    specs: list[PartySpec],
+    tmpd: Path,
+    signals: list[tuple[int, str, int, int]],
+    detect_stopped: bool,
+    *,
+    test_hooks: bool,
+) -> RunFailed | None:
+    """Start every party (:mod:`.party_main`, each in its own session, output to
+    ``P<k>.out``/``P<k>.err``), watch them (:func:`_watch`) and make sure none outlives the
+    call; the diagnosis of a failed run, else None. The test hooks are enabled for the parties
+    only with ``test_hooks``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
+    )
+    env.pop(TEST_HOOKS_ENV, None)
+    if test_hooks:
+        env[TEST_HOOKS_ENV] = "1"
+    procs: list[subprocess.Popen[bytes]] = []
+    with contextlib.ExitStack() as logs:
+        try:
+            for spec in specs:
+                path = tmpd / f"P{spec.me}.spec.json"
+                write_spec(path, spec)
+                so = logs.enter_context(open(tmpd / f"P{spec.me}.out", "wb"))
+                se = logs.enter_context(open(tmpd / f"P{spec.me}.err", "wb"))
+                procs.append(
+                    subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                        [sys.executable, "-m", PARTY_MODULE, str(path)],
+                        stdout=so,
+                        stderr=se,
+                        env=env,
+                        cwd=tmpd,
+                        start_new_session=True,
+                    )  # fmt: skip
+                )
+            return _watch(procs, tmpd, signals, detect_stopped)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    _kill_group(p)
+            for p in procs:
+                p.wait()
 
 
 def _check_paths(
@@ -470,15 +453,38 @@ def _diagnose(
     killed_by_us: set[int],
     t_fail: float,
 ) -> RunFailed:
-    n = len(procs)
-    status = [_read_status(tmpd / f"P{k}.status.json") for k in range(n)]
-    errs = [
-        _last_error((tmpd / f"P{k}.err").read_bytes().decode("utf-8", "replace")) for k in range(n)
+    """The party at fault, the phase and the cause, from the exit codes, the status files and
+    the parties' last error lines."""
+    parties = _party_reports(procs, tmpd, stopped, killed_by_us)
+    order = sorted(failed_at, key=lambda k: failed_at[k])
+    # a party that died, was stopped or crashed (not the orderly exit 2 of a party that saw a
+    # failure) is at fault; otherwise the party the others blame
+    hard = [
+        k
+        for k in order
+        if k in stopped or (procs[k].returncode not in (0, 2) and k not in killed_by_us)
     ]
+    culprit: int | None
+    if hard:
+        culprit = hard[0]
+        phase, cause = parties[culprit]["phase"], _hard_cause(parties[culprit], culprit in stopped)
+    else:
+        culprit, phase, cause = _blamed(parties, order)
+    if culprit == 0:
+        phase = _p0_phase(parties, order, phase)
+    return RunFailed(culprit, phase, cause, parties, time.monotonic() - t_fail)
+
+
+def _party_reports(
+    procs: list[subprocess.Popen[bytes]], tmpd: Path, stopped: set[int], killed_by_us: set[int]
+) -> list[dict[str, Any]]:
+    """Per party: outcome, exit code, phase, state, whom it blames and when it saw the failure,
+    the cause and the message (its status file, else its last error line)."""
     parties = []
     for k, p in enumerate(procs):
-        st = status[k]
-        msg = st.get("error") or errs[k] or "no message"
+        st = _read_status(tmpd / f"P{k}.status.json")
+        err = _last_error((tmpd / f"P{k}.err").read_bytes().decode("utf-8", "replace"))
+        msg = st.get("error") or err or "no message"
         if k in killed_by_us and k not in stopped:
             msg = "still running at the deadline; killed by the runner"
         parties.append(
@@ -494,59 +500,58 @@ def _diagnose(
                 "message": msg,
             }
         )
-    order = sorted(failed_at, key=lambda k: failed_at[k])
-    # a party that died, was stopped or crashed (not the orderly exit 2 of a party that saw a
-    # failure) is at fault; otherwise the party the others blame
-    hard = [
-        k
-        for k in order
-        if k in stopped or (procs[k].returncode not in (0, 2) and k not in killed_by_us)
-    ]
-    if hard:
-        c = hard[0]
-        phase = parties[c]["phase"]
-        outcome = parties[c]["outcome"]
-        if c in stopped:
-            cause = "was stopped (SIGSTOP): it stopped responding"
-        elif outcome.startswith("killed"):
-            cause = f"was {outcome}"
-        else:
-            cause = f"crashed ({outcome})"
-            if parties[c]["message"] != "no message":
-                cause += f": {parties[c]['message']}"
-        culprit: int | None = c
+    return parties
+
+
+def _hard_cause(party: dict[str, Any], stopped: bool) -> str:
+    """The cause of a party that was stopped, killed or crashed."""
+    outcome = party["outcome"]
+    if stopped:
+        return "was stopped (SIGSTOP): it stopped responding"
+    if outcome.startswith("killed"):
+        return f"was {outcome}"
+    cause = f"crashed ({outcome})"
+    if party["message"] != "no message":
+        cause += f": {party['message']}"
+    return cause
+
+
+def _by_detection(parties: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(
+        parties, key=lambda p: (p["detected_at"] is None, p["detected_at"] or 0.0, p["party"])
+    )
+
+
+def _blamed(parties: list[dict[str, Any]], order: list[int]) -> tuple[int | None, str, str]:
+    """Every party stopped in order: the party the others blame, the phase and the cause.
+
+    The first party to detect the failure saw its cause; the others saw its consequences
+    (connections closed, aborts relayed), so follow the earliest detection."""
+    seen = _by_detection([p for p in parties if p["state"] == "failed" and p["blames"] is not None])
+    culprit: int | None
+    if seen:
+        culprit = seen[0]["blames"]
     else:
-        # the first party to detect the failure saw its cause; the others saw its consequences
-        # (connections closed, aborts relayed), so follow the earliest detection
-        seen = sorted(
-            (p for p in parties if p["state"] == "failed" and p["blames"] is not None),
-            key=lambda p: (p["detected_at"] is None, p["detected_at"] or 0.0, p["party"]),
-        )
-        if seen:
-            culprit = seen[0]["blames"]
-        else:
-            votes = Counter(p["blames"] for p in parties if p["blames"] is not None)
-            culprit = votes.most_common(1)[0][0] if votes else (order[0] if order else None)
-        # the cause as seen by a party that saw it first-hand (not relayed by an abort)
-        witnesses = sorted(
-            (p for p in parties if p["blames"] == culprit),
-            key=lambda p: (p["detected_at"] is None, p["detected_at"] or 0.0, p["party"]),
-        )
-        direct = [w for w in witnesses if not _RELAY.match(w["cause"])]
-        src = (direct or witnesses or [parties[order[0] if order else 0]])[0]
-        phase = parties[culprit]["phase"] if culprit is not None else src["phase"]
-        cause = f"failed: {src['cause']}"
-        if src["party"] != culprit:
-            cause += f" (seen by P{src['party']})"
-    if culprit == 0:
-        # P0 waits while the data parties work: the phase is theirs when it failed — the
-        # furthest any of them had reached (a slower party may still be finishing the one
-        # before, which is not where the run was)
-        seen = [
-            parties[k]["phase"]
-            for k in order
-            if k != 0 and parties[k]["blames"] == 0 and parties[k]["phase"] in PHASES
-        ]
-        if seen:
-            phase = max(seen, key=PHASES.index)
-    return RunFailed(culprit, phase, cause, parties, time.monotonic() - t_fail)
+        votes = Counter(p["blames"] for p in parties if p["blames"] is not None)
+        culprit = votes.most_common(1)[0][0] if votes else (order[0] if order else None)
+    # the cause as seen by a party that saw it first-hand (not relayed by an abort)
+    witnesses = _by_detection([p for p in parties if p["blames"] == culprit])
+    direct = [w for w in witnesses if not _RELAY.match(w["cause"])]
+    src = (direct or witnesses or [parties[order[0] if order else 0]])[0]
+    phase = parties[culprit]["phase"] if culprit is not None else src["phase"]
+    cause = f"failed: {src['cause']}"
+    if src["party"] != culprit:
+        cause += f" (seen by P{src['party']})"
+    return culprit, phase, cause
+
+
+def _p0_phase(parties: list[dict[str, Any]], order: list[int], phase: str) -> str:
+    """P0 waits while the data parties work: the phase is theirs when it failed — the furthest
+    any of them had reached (a slower party may still be finishing the one before, which is not
+    where the run was); ``phase`` if none says."""
+    seen = [
+        parties[k]["phase"]
+        for k in order
+        if k != 0 and parties[k]["blames"] == 0 and parties[k]["phase"] in PHASES
+    ]
+    return max(seen, key=PHASES.index) if seen else phase

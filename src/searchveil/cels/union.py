@@ -14,9 +14,7 @@ from searchveil.cels import commutative as cm
 from searchveil.cels.params import HOLDER_BITS
 from searchveil.cels.party import (
     PartyBase,
-    blob_to_ints,
     elements_parser,
-    ints_to_blob,
     parse_frame,
     secure_perm,
 )
@@ -205,19 +203,9 @@ class UnionPhases(PartyBase):
             h_tot = (tot & np.uint64((1 << HOLDER_BITS) - 1)).astype(np.int64)
             keep = np.flatnonzero((h_tot >= 2) & (c_tot >= self.params.min_count))
             c_keep = c_tot[keep]
-            blob = ints_to_blob(np.r_[keep, c_keep])
-            for j in self.data[1:]:
-                self.mesh.send(j, "sum_result", {"n": n, "j": int(keep.size)}, blob)
+            self.send_positions("sum_result", "j", keep, c_keep)
         else:
-            f = self.mesh.recv(1, "sum_result")
-            expect(f.body, {"n": int, "j": int}, 1)
-            nj = f.body["j"]
-            if f.body["n"] != n or not 0 <= nj <= n:
-                raise ProtocolError("P1 sent a malformed sum result", peer=1)
-            arr = blob_to_ints(f, 2 * nj)
-            keep, c_keep = arr[:nj], arr[nj:]
-            if (np.diff(keep) <= 0).any() or (nj and (keep[0] < 0 or keep[-1] >= n)):
-                raise ProtocolError("P1 sent a malformed sum result", peer=1)
+            keep, c_keep = self.recv_positions("sum_result", "j", "sum result")
         # consistency with my own counts
         where = np.full(n, -1, dtype=np.int64)
         where[keep] = np.arange(keep.size)

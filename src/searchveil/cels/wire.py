@@ -29,8 +29,8 @@ liveness: a dead, stopped or cut-off peer is detected in seconds and stops every
   synchronously in the main thread. Every received byte can be appended to a transcript file
   (private: it holds other parties' encrypted and partly aggregated data; created 0600) and is
   counted per phase, as is every sent byte.
-* **Test hooks** (:meth:`Mesh.inject`, only reachable through ``cels party --inject-fault`` with
-  ``SEARCHVEIL_CELS_TEST_HOOKS=1``): send a garbage frame, a truncated frame (then close), or
+* **Test hooks** (:meth:`Mesh.inject`, only reachable through a party's fault hook, :mod:`.faults`,
+  with ``SEARCHVEIL_CELS_TEST_HOOKS=1``): send a garbage frame, a truncated frame (then close), or
   drop a connection.
 """
 
@@ -52,7 +52,7 @@ from searchveil.cels.config import (
     Config,
     fingerprint_pem,
 )
-from searchveil.cels.frames import Frame, Traffic, open_private
+from searchveil.cels.frames import Frame, Traffic, open_transcript
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
@@ -74,12 +74,6 @@ TYPES = (
     "params", "e2e_pub", "e2e_tables",
     "union_size", "out_size", "out_len",
 )  # fmt: skip
-TRANSCRIPT_MAGIC = b"CELS-TRANSCRIPT "
-TRANSCRIPT_WARNING = (
-    "PRIVATE: every byte this party received during one CELS run - other parties' encrypted "
-    "and partly aggregated data, the sampling split and the joint output before release. "
-    "Do not publish or share."
-)
 
 
 class ProtocolError(SearchveilError):
@@ -102,6 +96,11 @@ class ProtocolError(SearchveilError):
         self.at = time.time() if at is None else at  # when it was detected (epoch seconds)
         where = f"in phase '{phase}'" if phase else ""
         super().__init__(f"{where}: {self.cause}" if where else self.cause)
+
+
+def _left(deadline: float) -> float:
+    """Seconds to a monotonic deadline (at least 0.1: one more try)."""
+    return max(0.1, deadline - time.monotonic())
 
 
 def why(exc: BaseException) -> str:
@@ -157,15 +156,7 @@ class Mesh:
         self._mesh_fault = mesh_fault
         self._transcript: IO[bytes] | None = None
         if transcript is not None:
-            self._transcript = open_private(transcript)
-            head = {
-                "private": True,
-                "warning": TRANSCRIPT_WARNING,
-                "party": me,
-                "session": config.session,
-                "format": "then every received frame as on the wire (wire.HEADER)",
-            }
-            self._transcript.write(TRANSCRIPT_MAGIC + json.dumps(head).encode() + b"\n")
+            self._transcript = open_transcript(transcript, me, config.session)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.AbstractServer | None = None
@@ -248,84 +239,17 @@ class Mesh:
         self.close(ok=exc_type is None)
 
     async def _connect_all(self) -> None:
-        me = self.config.parties[self.me]
+        """Listen for the higher ids, dial the lower ones (sending our hello), then wait for
+        every higher id's connection and hello — all within ``connect_timeout``."""
         higher = [j for j in self.config.ids if j > self.me]
-        lower = [j for j in self.config.ids if j < self.me]
         accepted: asyncio.Queue[tuple[int | None, Any]] = asyncio.Queue()
         deadline = time.monotonic() + self.connect_timeout
         self._tasks.append(self._loop.create_task(self._heartbeat()))
-
-        def left() -> float:
-            return max(0.1, deadline - time.monotonic())
-
-        async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            try:
-                j = self._peer_id(w, higher)
-            except ProtocolError as exc:
-                w.close()
-                await accepted.put((None, exc.cause))
-                return
-            try:
-                hello = await asyncio.wait_for(self._read_frame(r, j), left())
-                self._check_hello(hello, j)
-            except TimeoutError:
-                w.close()
-                await accepted.put((j, f"P{j} connected but sent no hello"))
-            except _Truncated as exc:
-                w.close()
-                await accepted.put((j, f"P{j} sent a truncated hello ({exc}) and closed"))
-            except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
-                w.close()
-                await accepted.put((j, f"P{j} closed the connection before its hello ({why(exc)})"))
-            except (InputFormatError, ProtocolError) as exc:
-                w.close()
-                await accepted.put((j, f"P{j} sent a malformed hello: {exc}"))
-            else:
-                await accepted.put((j, (r, w)))
-
         if higher:
-            try:
-                self._server = await asyncio.start_server(
-                    on_conn, me.host, me.port, ssl=self._ctx(True), reuse_address=True,
-                    ssl_handshake_timeout=self.connect_timeout,
-                )  # fmt: skip
-            except OSError as exc:
-                raise ProtocolError(
-                    f"cannot listen on {me.host}:{me.port}: {why(exc)}", phase="mesh"
-                ) from exc
+            await self._listen(higher, accepted, deadline)
         cctx = self._ctx(False)
-        for j in lower:
-            addr = self.config.parties[j]
-            last = "no attempt"
-            while True:
-                try:
-                    r, w = await asyncio.wait_for(
-                        asyncio.open_connection(
-                            addr.host, addr.port, ssl=cctx, server_hostname=f"cels-party-{j}",
-                            ssl_handshake_timeout=self.connect_timeout,
-                        ),
-                        left(),
-                    )  # fmt: skip
-                    break
-                except ssl.SSLError as exc:
-                    raise ProtocolError(
-                        f"TLS handshake with P{j} at {addr.host}:{addr.port} failed: {why(exc)}",
-                        peer=j, phase="mesh",
-                    ) from exc  # fmt: skip
-                except (OSError, TimeoutError) as exc:
-                    last = why(exc)
-                    if time.monotonic() >= deadline:
-                        raise ProtocolError(
-                            f"could not connect to P{j} at {addr.host}:{addr.port} within "
-                            f"{self.connect_timeout:g} s (last attempt: {last})",
-                            peer=j, phase="mesh",
-                        ) from exc  # fmt: skip
-                    await asyncio.sleep(0.1)
-            try:
-                self._peer_id(w, [j])
-            except ProtocolError as exc:
-                raise ProtocolError(f"P{j} at {addr.host}:{addr.port}: {exc.cause}", peer=j,
-                                    phase="mesh") from exc  # fmt: skip
+        for j in (j for j in self.config.ids if j < self.me):
+            r, w = await self._dial(j, cctx, deadline)
             self._writers[j] = w
             self._last_rx[j] = time.monotonic()
             if self._mesh_fault is not None and self._mesh_fault[1] in (None, j):
@@ -336,7 +260,7 @@ class Mesh:
         pending = set(higher)
         while pending:
             try:
-                j_or_none, item = await asyncio.wait_for(accepted.get(), left())
+                j_or_none, item = await asyncio.wait_for(accepted.get(), _left(deadline))
             except TimeoutError:
                 miss = ", ".join(f"P{j}" for j in sorted(pending))
                 raise ProtocolError(
@@ -358,6 +282,88 @@ class Mesh:
             self._tasks.append(self._loop.create_task(self._reader(j, r)))
             if self._mesh_fault is not None and self._mesh_fault[1] in (None, j):
                 await self._fault(j, self._mesh_fault[0])
+
+    async def _listen(
+        self, higher: list[int], accepted: asyncio.Queue[tuple[int | None, Any]], deadline: float
+    ) -> None:
+        """Accept the higher ids: each connection's (peer, (reader, writer)) — or (peer, why
+        not) — goes to ``accepted``."""
+        me = self.config.parties[self.me]
+
+        async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            await accepted.put(await self._accept_hello(r, w, higher, deadline))
+
+        try:
+            self._server = await asyncio.start_server(
+                on_conn, me.host, me.port, ssl=self._ctx(True), reuse_address=True,
+                ssl_handshake_timeout=self.connect_timeout,
+            )  # fmt: skip
+        except OSError as exc:
+            raise ProtocolError(
+                f"cannot listen on {me.host}:{me.port}: {why(exc)}", phase="mesh"
+            ) from exc
+
+    async def _accept_hello(
+        self, r: asyncio.StreamReader, w: asyncio.StreamWriter, higher: list[int], deadline: float
+    ) -> tuple[int | None, Any]:
+        """An incoming connection: its peer (by certificate) and (reader, writer) once its hello
+        is read and checked; else the peer (None: unknown) and why not (the connection closed)."""
+        try:
+            j = self._peer_id(w, higher)
+        except ProtocolError as exc:
+            w.close()
+            return None, exc.cause
+        try:
+            hello = await asyncio.wait_for(self._read_frame(r, j), _left(deadline))
+            self._check_hello(hello, j)
+        except TimeoutError:
+            problem = f"P{j} connected but sent no hello"
+        except _Truncated as exc:
+            problem = f"P{j} sent a truncated hello ({exc}) and closed"
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            problem = f"P{j} closed the connection before its hello ({why(exc)})"
+        except (InputFormatError, ProtocolError) as exc:
+            problem = f"P{j} sent a malformed hello: {exc}"
+        else:
+            return j, (r, w)
+        w.close()
+        return j, problem
+
+    async def _dial(
+        self, j: int, cctx: ssl.SSLContext, deadline: float
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Connect to the lower id ``j`` (retrying until the deadline) and check its
+        certificate names it."""
+        addr = self.config.parties[j]
+        while True:
+            try:
+                r, w = await asyncio.wait_for(
+                    asyncio.open_connection(
+                        addr.host, addr.port, ssl=cctx, server_hostname=f"cels-party-{j}",
+                        ssl_handshake_timeout=self.connect_timeout,
+                    ),
+                    _left(deadline),
+                )  # fmt: skip
+                break
+            except ssl.SSLError as exc:
+                raise ProtocolError(
+                    f"TLS handshake with P{j} at {addr.host}:{addr.port} failed: {why(exc)}",
+                    peer=j, phase="mesh",
+                ) from exc  # fmt: skip
+            except (OSError, TimeoutError) as exc:
+                if time.monotonic() >= deadline:
+                    raise ProtocolError(
+                        f"could not connect to P{j} at {addr.host}:{addr.port} within "
+                        f"{self.connect_timeout:g} s (last attempt: {why(exc)})",
+                        peer=j, phase="mesh",
+                    ) from exc  # fmt: skip
+                await asyncio.sleep(0.1)
+        try:
+            self._peer_id(w, [j])
+        except ProtocolError as exc:
+            raise ProtocolError(f"P{j} at {addr.host}:{addr.port}: {exc.cause}", peer=j,
+                                phase="mesh") from exc  # fmt: skip
+        return r, w
 
     def _check_hello(self, f: Frame, j: int) -> None:
         if f.type != "hello" or f.body != {"id": j, "session": self.config.session}:

@@ -9,10 +9,6 @@ the paper's protocol, NOT differentially private (docs/privacy/cels.md)."""
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import threading
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,12 +19,11 @@ from searchveil.cels.config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_TIMEOUT,
-    load_config,
 )
 from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.local import local_e2e, local_sanitize
 from searchveil.cels.params import CONDITIONAL_DEFAULTS, CelsParams, Share
-from searchveil.cels.protocol import run_party
+from searchveil.cels.party_main import PartySpec, run_spec
 from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
@@ -225,18 +220,9 @@ def _print_guarantee(led: dict[str, Any]) -> None:
         out_console.print(f"note: --mode conditional is {NOT_DP} (docs/privacy/cels.md)")
 
 
-def _watch_parent(pid: int) -> None:
-    """Started by ``cels run``: exit at once if the runner goes away (the peers then see the
-    connection close and stop too), so no orphaned party keeps computing."""
-
-    def watch() -> None:
-        while os.getppid() == pid:
-            time.sleep(1.0)
-        os._exit(3)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
+# `party`, `run` and `local` declare the same release options (ε, δ, --mode and each mode's
+# options; each spelled and explained once, in the Annotated types above) and share _params:
+# Typer reads a command's options from that command's own signature, so the lists repeat.
 def party(
     config: Annotated[Path, typer.Option("--config", help="parties.toml")],
     id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
@@ -268,14 +254,6 @@ def party(
             help=f"TEST ONLY (needs {TEST_HOOKS_ENV}=1): PHASE:KIND[@PEER]",
         ),
     ] = None,
-    status_file: Annotated[
-        Path | None,
-        typer.Option("--status-file", hidden=True, help="cels run: phase/outcome JSON"),
-    ] = None,
-    parent_pid: Annotated[
-        int | None,
-        typer.Option("--parent-pid", hidden=True, help="cels run: stop if the runner dies"),
-    ] = None,
     seed: SeedOpt = None,
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
@@ -294,28 +272,18 @@ def party(
             output_share=output_share, breakpoints=breakpoints, min_count=min_count,
             max_pairs=max_pairs, max_users=max_users, split=split,
         )  # fmt: skip
-        if parent_pid is not None:
-            _watch_parent(parent_pid)
-        cfg = load_config(config)
-        cfg = dataclasses.replace(
-            cfg,
-            timeout=timeout or cfg.timeout,
-            connect_timeout=connect_timeout or cfg.connect_timeout,
-            heartbeat_timeout=heartbeat_timeout or cfg.heartbeat_timeout,
-        )
-        m = params.e2e().max_pairs if params.mode == UmpMode.E2E else None
-        sh = Share.read(share, max_pairs=m) if share is not None else None
-        nworkers = workers if workers is not None else max(0, (os.cpu_count() or 1) - 1)
+        spec = PartySpec(
+            config=config, me=id, params=params, out=out, share=share, transcript=transcript,
+            provenance=provenance, seed=seed, workers=workers, timeout=timeout,
+            connect_timeout=connect_timeout, heartbeat_timeout=heartbeat_timeout,
+            fault=inject_fault,
+        )  # fmt: skip
 
         def prog(phase: str) -> None:
             if not json_out:
                 err_console.print(f"P{id}: {phase}")
 
-        res = run_party(
-            cfg, id, params, share=sh, out=out, rng=make_rng(seed), transcript=transcript,
-            progress=prog, fault=inject_fault, workers=nworkers, status=status_file,
-            hard_exit=True, provenance=provenance,
-        )  # fmt: skip
+        res = run_spec(spec, progress=prog)
         summary = {
             "party": id,
             "out": str(out),
