@@ -41,8 +41,8 @@ from searchveil.io.readers import read_log
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.rounds import ItemPool, user_item_pool
 from searchveil.mechanisms.selection import default_d, make_strategy
+from searchveil.mechanisms.threshold import korolova_solve_exact
 from searchveil.model import query_events
-from searchveil.params import korolova_solve_exact
 from searchveil.rng import make_rng
 from searchveil.synth import fit, synthetic_events
 
