@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from searchveil.bounding import Stream, bound_contributions, bound_log
+from searchveil.bounding import BoundingStrategy, Stream, bound_contributions, bound_log
 from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
@@ -17,7 +17,7 @@ from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import exact_threshold_privacy
 from searchveil.model import SearchLog, items
-from searchveil.release.counts import BoundingStrategy, count_by
+from searchveil.release.counts import count_by
 from searchveil.release.korolova.accounting import (
     korolova_paper_privacy,
     korolova_paper_selection,

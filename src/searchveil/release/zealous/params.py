@@ -12,14 +12,14 @@ from typing import Any
 
 import polars as pl
 
-from searchveil.bounding import Stream, bound_contributions, bound_log
+from searchveil.bounding import BoundingStrategy, Stream, bound_contributions, bound_log
 from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
 from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog, items
-from searchveil.release.counts import BoundingStrategy, count_by
+from searchveil.release.counts import count_by
 from searchveil.release.zealous.accounting import (
     Guarantee,
     zealous_exact_privacy,
