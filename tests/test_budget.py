@@ -152,7 +152,7 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
     zpp = ZealousParams.from_budget(epsilon=1, delta=1e-7, m=2, item_type="queries",
                                     guarantee="probabilistic", users=1000)  # fmt: skip
     out["zealous probabilistic"] = (release_zealous(aol_215, zpp, rng=rng).ledger, zpp.cost())
-    sp = SelectParams(strategy="mad2r", epsilon=2.0, delta=1e-6, d=2, d_c=1,
+    sp = SelectParams(strategy="probe-reweight-2r", epsilon=2.0, delta=1e-6, d=2, d_c=1,
                       split=(1, 1, 1, 1))  # fmt: skip
     out["select"] = (release_select(aol_215, sp, rng=rng).ledger, sp.cost())
     ka = KAnonParams(k=5)
@@ -273,7 +273,7 @@ def test_the_release_budget_is_checked_once(engine, tmp_path, aol_215_path, coun
         from searchveil.release.ump.e2e import E2EParams, release_ump_e2e
 
         log = read_log(aol_215_path)
-        for pairs in ("zealous", "mad2r"):
+        for pairs in ("zealous", "probe-reweight-2r"):
             ep = E2EParams.from_budget(epsilon=1.0, delta=1e-6, pairs=pairs, max_pairs=2)
             count_checks.clear()
             release_ump_e2e(log, ep, rng=make_rng(1), metrics=False)
@@ -479,8 +479,8 @@ def test_the_budget_file_holds_only_public_facts(tmp_path: Path, aol_215_path: P
     book = tmp_path / "b.json"
     init_budget(book, epsilon=9.0, delta=1e-5, relation="user")
     r = _cli("release", "korolova", aol_215_path, "--out", tmp_path / "rel", "--epsilon", 2,
-             "--delta", 1e-6, "--selection", "mad2r", "--max-clicks", 1, "--budget", book,
-             "--json")  # fmt: skip
+             "--delta", 1e-6, "--selection", "probe-reweight-2r", "--max-clicks", 1, "--budget",
+             book, "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
     text = book.read_text()
     prov = json.loads((tmp_path / "rel.private.json").read_text())

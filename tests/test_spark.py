@@ -185,7 +185,9 @@ def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, ao
             assert set(sp.counts) == set(mem.counts)
 
 
-@pytest.mark.parametrize("strategy", ["mad2r", "mad", "dp-sips", "policy-gaussian"])
+@pytest.mark.parametrize(
+    "strategy", ["probe-reweight-2r", "probe-reweight", "dp-sips", "policy-gaussian"]
+)
 def test_spark_selection_equals_memory_and_polars(strategy: str, spark_master: str,
                                                   aol_top1000_path: Path) -> None:  # fmt: skip
     """``release korolova --selection`` (issue 24): the users' first items from Spark's kernel

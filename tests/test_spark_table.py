@@ -40,7 +40,9 @@ PARAMS = [
     ZealousParams(
         m=2, tau=1, lam=1.0, tau_prime=3, item_type="clicks", guarantee="indistinguishability"
     ),
-    SelectParams(strategy="mad2r", epsilon=4.0, delta=1e-5, d=4, d_c=2, split=(1, 1, 1, 1)),
+    SelectParams(
+        strategy="probe-reweight-2r", epsilon=4.0, delta=1e-5, d=4, d_c=2, split=(1, 1, 1, 1)
+    ),
 ]
 
 

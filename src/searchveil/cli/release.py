@@ -478,8 +478,9 @@ def korolova_command(
         typer.Option(
             "--selection",
             help="query (and, with --max-clicks, query-click) selection on each user's first "
-            "DISTINCT queries: mad | mad2r | dp-sips | laplace | gaussian | policy-gaussian "
-            "(docs/selection-strategies.md); --split = selection,counts[,url-selection,"
+            "DISTINCT queries: " + " | ".join(SelectionStrategy) + " "
+            "(docs/selection-strategies.md; mad, mad2r: deprecated names of probe-reweight, "
+            "probe-reweight-2r); --split = selection,counts[,url-selection,"
             "click-counts]; without --max-queries d is the strategy's data-independent "
             "default. Unset: the thesis' Select-Queries",
         ),

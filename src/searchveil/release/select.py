@@ -2,16 +2,18 @@
 --selection ...``).
 
 Release-Data's structure (Korolova thesis ch.4, Algorithm 3) with the Select-Queries step
-replaced by one of :mod:`searchveil.mechanisms.selection` — Laplace thresholding on distinct-user
-counts, Gaussian thresholding, policy Gaussian set union, or the ℓ2-weighted rounds MAD, MAD2R
-and DP-SIPS — followed by Get-Query-Counts: every selected query's distinct-user count (among
-the users' first d distinct queries) plus fresh discrete Laplace noise of scale d/ε₂. With
-``d_c`` (``--max-clicks``) the same strategy then selects (query, url) pairs among the clicks
-on the released queries (each user's first d_c distinct such pairs), and their distinct-user
-counts get discrete Laplace noise of scale d_c/ε₄ — the private-URL form of Release-Data.
+replaced by one of :mod:`searchveil.mechanisms.selection`'s strategies — Laplace thresholding on
+distinct-user counts, Gaussian thresholding, policy Gaussian set union, or the ℓ2-weighted
+rounds probe-reweight, probe-reweight-2r and DP-SIPS — followed by Get-Query-Counts: every selected
+query's distinct-user count (among the users' first d distinct queries) plus fresh discrete Laplace
+noise of scale d/ε₂. With ``d_c`` (``--max-clicks``) the same strategy then selects (query, url)
+pairs among the clicks on the released queries (each user's first d_c distinct such pairs), and
+their distinct-user counts get discrete Laplace noise of scale d_c/ε₄ — the private-URL form of
+Release-Data.
 
 Privacy unit: a user's whole log. What a user contributes is fixed by data-independent rules:
-their first ``pool`` distinct queries (the rounds strategies may use up to 2d; the others d) and
+their first ``pool`` distinct queries (a strategy with several rounds may use up to 2d; the
+others d) and
 their first ``click_pool`` distinct clicked (query, url) pairs. Selection is (ε₁, δ₁)-DP (the
 strategy's own analysis), the query counts ε₂-DP (ℓ1 sensitivity d), the pair selection
 (ε₃, δ₃)-DP and the click counts ε₄-DP (ℓ1 sensitivity d_c), so the release is
@@ -39,8 +41,9 @@ from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool
-from searchveil.mechanisms.selection import SelectionStrategy, make_strategy
+from searchveil.mechanisms.rounds import POOL_FACTOR, ItemPool
+from searchveil.mechanisms.selection import SelectionStrategy, make_strategy, strategy_facts
+from searchveil.mechanisms.selection_facts import Accounting
 from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
 from searchveil.release.histogram import (
@@ -145,7 +148,7 @@ class SelectParams:
     @property
     def pool(self) -> int:
         """Distinct queries per user the strategy may use."""
-        return POOL_FACTOR * self.d if self.strategy in ROUND_STRATEGIES else self.d
+        return POOL_FACTOR * self.d if strategy_facts(self.strategy).rounds > 1 else self.d
 
     @property
     def click_pool(self) -> int | None:
@@ -194,10 +197,10 @@ def _strategies(p: SelectParams) -> tuple[Any, Any]:
     return strat, pair_strat
 
 
-def _strategy_part(name: str, pr: dict[str, Any]) -> Part:
-    """A selection step as a part: the rounds strategies are ρ-zCDP outside the event that one
-    of the user's own items is released (δ_T/(1 − δ_T), docs/privacy/selection.md)."""
-    if "rho" not in pr:
+def _strategy_part(name: str, strategy: str, pr: dict[str, Any]) -> Part:
+    """A selection step as a part: a zCDP strategy (the rounds) is ρ-zCDP outside the event
+    that one of the user's own items is released (δ_T/(1 − δ_T), docs/privacy/selection.md)."""
+    if strategy_facts(strategy).accounting is not Accounting.ZCDP:
         return Part(name, float(pr["epsilon"]), float(pr["delta"]))
     dt = float(pr["delta_threshold"])
     return Part(name, float(pr["epsilon"]), float(pr["delta"]), float(pr["rho"]), dt / (1 - dt))
@@ -209,13 +212,16 @@ def _cost(p: SelectParams) -> PrivacyCost:
     sel = strat.privacy()
     eps = float(sel["epsilon"]) + p.eps_counts
     delta = float(sel["delta"])
-    parts = [_strategy_part("select_queries", sel), Part("query_counts", p.eps_counts)]
+    parts = [_strategy_part("select_queries", p.strategy, sel), Part("query_counts", p.eps_counts)]
     if pair_strat is not None:
         assert p.eps_click_counts is not None
         pp = pair_strat.privacy()
         eps += float(pp["epsilon"]) + p.eps_click_counts
         delta += float(pp["delta"])
-        parts += [_strategy_part("select_urls", pp), Part("click_counts", p.eps_click_counts)]
+        parts += [
+            _strategy_part("select_urls", p.strategy, pp),
+            Part("click_counts", p.eps_click_counts),
+        ]
     return PrivacyCost(Relation.USER, tuple(parts), eps, delta)
 
 
@@ -428,7 +434,7 @@ def release_select_pools(
     p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
     report["single_user"] = _single_user(pools, qpool, params.d, p1, delta, max_users)
     report["single_user"]["exact"] = bool(
-        report["single_user"]["exact"] and params.strategy != "policy-gaussian"
+        report["single_user"]["exact"] and strategy_facts(params.strategy).single_user_exact
     )
     ledger = build_ledger(
         mechanism=MECHANISM,
