@@ -138,7 +138,7 @@ def phases(engine: str, release: str, path: Path) -> dict[str, Any]:
     from searchveil.mechanisms.selection import default_d
     from searchveil.release.histogram import write_release
     from searchveil.release.run import release_on_engine
-    from searchveil.release.select import SelectParams
+    from searchveil.release.selection import SelectionParams
 
     if release == "korolova":  # as `release korolova --max-queries 20 --max-clicks 1`
         params: Any = KorolovaParams.from_budget(
@@ -147,11 +147,11 @@ def phases(engine: str, release: str, path: Path) -> dict[str, Any]:
         kw: dict[str, Any] = {}
     else:  # as `release korolova --selection mad2r --max-clicks 1 --max-users 700000`
         w = (1.0, 1.0, 1.0, 1.0)
-        probe = SelectParams(strategy="mad2r", epsilon=EPS, delta=DELTA, d=1, split=w, d_c=1)
+        probe = SelectionParams(strategy="mad2r", epsilon=EPS, delta=DELTA, d=1, split=w, d_c=1)
         d, rule = default_d(
             "mad2r", epsilon=probe.eps_selection, delta=probe.delta_selection, max_users=700_000
         )
-        params = SelectParams(
+        params = SelectionParams(
             strategy="mad2r", epsilon=EPS, delta=DELTA, d=d, split=w, d_c=1, d_rule=rule
         )
         kw = {"max_users": 700_000}

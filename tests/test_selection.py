@@ -39,7 +39,7 @@ from searchveil.mechanisms.selection import (
 )
 from searchveil.mechanisms.threshold import exact_threshold_privacy, korolova_solve_exact
 from searchveil.model import items
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.rng import make_rng
 
 STRATEGIES = [c.FACTS.name for c in REGISTRY]
@@ -135,7 +135,8 @@ def test_policy_weights_respect_unit_l2_budget() -> None:
 
 
 def test_release_select_and_cli(aol_top1000, tmp_path: Path, aol_215_path: Path) -> None:
-    rel = release_select(aol_top1000, SelectParams(strategy="gaussian", epsilon=EPS, delta=DELTA,
+    rel = release_selection(aol_top1000, SelectionParams(strategy="gaussian", epsilon=EPS,
+    delta=DELTA,
                                                    d=5), rng=make_rng(3))  # fmt: skip
     led = rel.ledger
     assert led["epsilon"] <= EPS * (1 + 1e-9) and led["delta"] <= DELTA
@@ -144,7 +145,7 @@ def test_release_select_and_cli(aol_top1000, tmp_path: Path, aol_215_path: Path)
     originals = set(aol_top1000.df.get_column("query").to_list())
     assert set(q.get_column("query").to_list()) <= originals
     with pytest.raises(InvalidParameterError, match="selection"):
-        SelectParams(strategy="magic", epsilon=1, delta=1e-6, d=1)
+        SelectionParams(strategy="magic", epsilon=1, delta=1e-6, d=1)
     out = tmp_path / "r"
     r = runner.invoke(app, ["release", "korolova", str(aol_215_path), "--out", str(out),
                             "--epsilon", "2.3", "--delta", "1e-5", "--max-queries", "5",
@@ -433,9 +434,9 @@ def test_neighbouring_logs_same_seed(name: str, aol_top1000: object, tmp_path: P
     minus = SearchLog(df=log.df.filter(pl.col("user") != heavy), info=log.info)
     outs = []
     for lg in (log, minus):
-        sp = SelectParams(strategy=name, epsilon=20.0, delta=1e-5, d=31, d_c=3,
+        sp = SelectionParams(strategy=name, epsilon=20.0, delta=1e-5, d=31, d_c=3,
                           split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
-        rel = release_select(lg, sp, rng=make_rng(9))
+        rel = release_selection(lg, sp, rng=make_rng(9))
         outs.append(rel)
     la, lb = (json.loads(json.dumps(r.ledger, default=str)) for r in outs)
     for k in ("parameters", "events", "epsilon", "delta", "accounting", "guarantee"):

@@ -96,11 +96,11 @@ from searchveil.release.korolova import (
     release_korolova_counts,
     write_release,
 )
-from searchveil.release.select import (
-    SelectParams,
+from searchveil.release.selection import (
+    SelectionParams,
     UserItemPools,
-    release_select,
-    release_select_pools,
+    release_selection,
+    release_selection_pools,
 )
 from searchveil.report.demo import demo_report
 from searchveil.report.evaluation import evaluation_report
@@ -152,7 +152,7 @@ def _delta_for(users: int, target: float) -> dict[str, Any]:
 
 def _select_params(
     selection: str, delta: float, d_c: int | None, max_users: int, *, sample: bool = False
-) -> SelectParams:
+) -> SelectionParams:
     """The demo's selection release: the whole budget split equally between the steps, d from
     public information only (never tuned on the log; U the declared bound). The strategy's
     default rule (:func:`default_d`) reads the public reference sample — the bundled sample
@@ -160,13 +160,13 @@ def _select_params(
     chosen on the data released would make the release's parameters a function of its input
     (issue 30); Laplace's rule (d = 1) reads nothing."""
     parts = 2 if d_c is None else 4
-    probe = SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=1,
+    probe = SelectionParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=1,
                          split=tuple([1.0] * parts), d_c=d_c)  # fmt: skip
     d, rule = default_d(selection, epsilon=probe.eps_selection, delta=probe.delta_selection,
                         max_users=max_users)  # fmt: skip
     if sample and selection != "laplace":
         d, rule = DEMO_SAMPLE_D, DEMO_SAMPLE_D_RULE
-    return SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=d,
+    return SelectionParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=d,
                         split=tuple([1.0] * parts), d_c=d_c, d_rule=rule)  # fmt: skip
 
 
@@ -204,7 +204,7 @@ def real_release(
         return rel, sol, DEMO_D
     sp = _select_params(selection, sol["delta"], DEMO_DC, max_users, sample=sample)
     done = step(f"{selection} selection (d = {sp.d}, d_c = {DEMO_DC}) on the real sample")
-    rel = release_select(log, sp, rng=rng, max_users=max_users)
+    rel = release_selection(log, sp, rng=rng, max_users=max_users)
     done()
     return rel, sol, sp.d
 
@@ -312,7 +312,7 @@ def _synthetic_run(
             events=ev.select("user", pl.col("query").alias("item")),
             single_items=single.rename({"query": "item"}),
         )
-        rel = release_select_pools(pools, sp, rng=rng, max_users=users)
+        rel = release_selection_pools(pools, sp, rng=rng, max_users=users)
     write_release(rel, out / "synthetic")
     done()
     published = rel.tables["queries"].select("query")

@@ -14,7 +14,7 @@ Each *setting* is ``MECHANISM[:key=value,...]``:
 * ``kanon`` — k-query anonymity (Adar), ``k`` (default 10): the baseline of Götz §7; it does
   *not* use ε, δ and gives no differential privacy (marked so);
 * ``selection`` (formerly ``select``, still accepted) — queries chosen by a selection strategy
-  (:mod:`searchveil.release.select`): ``strategy`` (any ``--selection`` name,
+  (:mod:`searchveil.release.selection`): ``strategy`` (any ``--selection`` name,
   :class:`searchveil.mechanisms.selection.SelectionStrategy`; default ``probe-reweight-2r``),
   ``d`` (distinct queries per user; default: the strategy's data-independent rule,
   :func:`searchveil.mechanisms.selection.default_d` — never tuned on the compared log).
@@ -45,7 +45,7 @@ from searchveil.model import SearchLog
 from searchveil.release.histogram import write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
 from searchveil.release.korolova import KorolovaParams, release_korolova
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.zealous import ZealousParams, release_zealous
 from searchveil.rng import RandomSource
 from searchveil.validate import parse_choice
@@ -139,8 +139,8 @@ def run_setting(
             d, rule = _int(setting, "d", 20), "given (compare setting)"
         else:
             d, rule = default_d(strategy, epsilon=epsilon / 2, delta=delta, max_users=max_users)
-        sp = SelectParams(strategy=strategy, epsilon=epsilon, delta=delta, d=d, d_rule=rule)
-        return release_select(log, sp, rng=rng, max_users=max_users)
+        sp = SelectionParams(strategy=strategy, epsilon=epsilon, delta=delta, d=d, d_rule=rule)
+        return release_selection(log, sp, rng=rng, max_users=max_users)
     if setting.mechanism == "korolova":
         urls = o.get("urls", "private")
         if urls not in ("private", "none"):

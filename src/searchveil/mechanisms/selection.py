@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +57,6 @@ from searchveil.mechanisms.rounds import (
     ItemPool,
     ProbeReweight,
     ProbeReweight2R,
-    RoundsSelection,
     pool_counts,
     pool_frame,
 )
@@ -408,11 +407,46 @@ class PolicyGaussian:
 
 
 # ------------------------------------------------------------------------------ the registry
+class SelectionMechanism(Protocol):
+    """What every registered strategy class provides: its facts, a constructor for a budget,
+    and, calibrated, its privacy map, keep probability, selection and public description."""
+
+    FACTS: ClassVar[StrategyFacts]
+
+    @property
+    def d(self) -> int:
+        """The contribution bound the strategy is calibrated for."""
+        ...
+
+    @classmethod
+    def for_budget(cls, *, epsilon: float, delta: float, d: int) -> SelectionMechanism:
+        """The strategy calibrated to (ε, δ) for users with ≤ d distinct items."""
+        ...
+
+    def privacy(self) -> dict[str, float]:
+        """(ε, δ) (and, for a zCDP strategy, ``rho``, ``delta_threshold``)."""
+        ...
+
+    def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """P[an item held by n users is selected] (see each strategy for its model)."""
+        ...
+
+    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+        """The selected item ids of ``pool`` (noise from ``rng``)."""
+        ...
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        """The selected items of ``sets`` (user, item (+ rank)) with their counts."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The public parameters the ledger records (``strategy``: ``FACTS.name``)."""
+        ...
+
 
 #: every selection strategy, in the order the names are listed (``--selection``, the d-curves,
 #: the demo): a new strategy is one entry here (CONTRIBUTING.md, "Adding a selection strategy")
-Strategy = LaplaceThreshold | GaussianThreshold | PolicyGaussian | RoundsSelection
-REGISTRY: tuple[type[Strategy], ...] = (
+REGISTRY: tuple[type[SelectionMechanism], ...] = (
     LaplaceThreshold,
     GaussianThreshold,
     PolicyGaussian,
@@ -529,7 +563,7 @@ def default_d(
     )
 
 
-def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> Strategy:
+def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> SelectionMechanism:
     """The strategy ``name`` (or a deprecated alias) calibrated to (ε, δ) for users with ≤ d
     distinct items."""
     cls = _BY_NAME[parse_choice("selection", name, SelectionStrategy)]

@@ -51,7 +51,7 @@ from searchveil.release.histogram import (
     delta_users_check,
 )
 from searchveil.release.korolova.release import single_user_counts
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.ump.generate import generate_log
 from searchveil.release.ump.metrics import kl_divergence
 from searchveil.release.ump.sampling import sample_users, sampled_log
@@ -118,12 +118,11 @@ class UserIds(StrEnum):
 
 
 class PairStep(StrEnum):
-    """``--pairs``: which DP release of pair counts the log is built from.
-    ``probe-reweight-2r``: the query-click release of ``release korolova --selection
-    probe-reweight-2r --max-clicks m`` (query selection by that strategy, then pair selection
-    among their clicks, fresh Laplace click counts; the released queries are published too);
-    ``zealous``: ZEALOUS over clicks (one noisy thresholded histogram; what the CELS joint
-    version runs, and what real ids need). ``mad2r``, the strategy's former name, is accepted."""
+    """``--pairs``: the DP release of pair counts the log is built from. ``probe-reweight-2r``
+    (formerly ``mad2r``, accepted): ``release korolova --selection probe-reweight-2r
+    --max-clicks m`` (query selection, then pair selection among their clicks, fresh Laplace
+    click counts; the released queries are published too); ``zealous``: ZEALOUS over clicks
+    (one noisy thresholded histogram; what the CELS joint version runs, and real ids need)."""
 
     PROBE_REWEIGHT_2R = "probe-reweight-2r"
     ZEALOUS = "zealous"
@@ -297,14 +296,14 @@ class E2EParams:
     def zealous(self) -> ZealousParams:
         return _zealous(self.eps_counts, self.delta_counts, self.max_pairs)
 
-    def select(self) -> SelectParams:
+    def select(self) -> SelectionParams:
         """The query-click release of ``pairs="probe-reweight-2r"``: d by its own public default
         rule, d_c = m, the selection family's equal split of the pair step's (ε_c, δ_c)."""
         strategy = PairStep.PROBE_REWEIGHT_2R.value
-        probe = SelectParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
+        probe = SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
                              d=1, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
         d, rule = default_d(strategy, epsilon=probe.eps_selection, delta=probe.delta_selection)
-        return SelectParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
+        return SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
                             d=d, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0),
                             d_rule=rule)  # fmt: skip
 
@@ -317,7 +316,7 @@ class E2EParams:
         sp = self.select()
         pr = sp.privacy()
         event = {"step": "query_click_release",
-                 "mechanism": f"query-release-selection ({PairStep.PROBE_REWEIGHT_2R})",
+                 "mechanism": f"query-release-selection ({self.pairs})",
                  "d": sp.d, "d_c": sp.d_c, "epsilon": pr["epsilon"], "delta": pr["delta"],
                  "note": "its own events are in the selection family's ledger "
                  "(docs/privacy/selection.md); basic composition of its four steps"}  # fmt: skip
@@ -424,7 +423,7 @@ def _pairs_step(
         zrel = _pair_counts(log, clicks, bounded, params.zealous(), rng=rng)
         return zrel.tables["items"], {}, bounded, zrel.report["single_user"]
     sp = params.select()
-    srel = release_select(log, sp, rng=rng, max_users=params.max_users)
+    srel = release_selection(log, sp, rng=rng, max_users=params.max_users)
     published = srel.tables["clicks"]
     # what the click counts counted: each user's first d_c distinct pairs on released queries
     # among their first click_pool distinct pairs (docs/privacy/selection.md)

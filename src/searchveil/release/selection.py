@@ -21,8 +21,8 @@ strategy's own analysis), the query counts ε₂-DP (ℓ1 sensitivity d), the pa
 ``split`` gives the relative ε weights (default equal).
 
 The data-size work — each user's first items — is done by :func:`pools_from_log` in memory, or
-by an engine (``Engine.item_pools``: the Polars ordered pass, Spark); :func:`release_select_pools`
-is the one definition of the noise, accounting and ledger for both.
+by an engine (``Engine.item_pools``: the Polars ordered pass, Spark);
+:func:`release_selection_pools` is the one definition of the noise, accounting and ledger for both.
 """
 
 from __future__ import annotations
@@ -57,11 +57,11 @@ from searchveil.validate import check_int, check_positive, check_probability, pa
 
 __all__ = [
     "MECHANISM",
-    "SelectParams",
+    "SelectionParams",
     "UserItemPools",
     "pools_from_log",
-    "release_select",
-    "release_select_pools",
+    "release_selection",
+    "release_selection_pools",
 ]
 
 MECHANISM = "query-release-selection"
@@ -70,7 +70,7 @@ CLICK_POOL_FACTOR = 4
 
 
 @dataclass(frozen=True)
-class SelectParams:
+class SelectionParams:
     strategy: SelectionStrategy | str  # (a member once constructed)
     epsilon: float
     delta: float
@@ -187,7 +187,7 @@ class SelectParams:
 
 
 @functools.lru_cache(maxsize=64)
-def _strategies(p: SelectParams) -> tuple[Any, Any]:
+def _strategies(p: SelectionParams) -> tuple[Any, Any]:
     strat = make_strategy(p.strategy, epsilon=p.eps_selection, delta=p.delta_selection, d=p.d)
     pair_strat = None
     if p.d_c is not None:
@@ -207,7 +207,7 @@ def _strategy_part(name: str, strategy: str, pr: dict[str, Any]) -> Part:
 
 
 @functools.lru_cache(maxsize=64)
-def _cost(p: SelectParams) -> PrivacyCost:
+def _cost(p: SelectionParams) -> PrivacyCost:
     strat, pair_strat = p.strategies()
     sel = strat.privacy()
     eps = float(sel["epsilon"]) + p.eps_counts
@@ -225,7 +225,7 @@ def _cost(p: SelectParams) -> PrivacyCost:
     return PrivacyCost(Relation.USER, tuple(parts), eps, delta)
 
 
-def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
+def pools_from_log(log: SearchLog, params: SelectionParams) -> UserItemPools:
     """Each user's first items by the data-independent rules of ``params``, in memory (the
     bounding kernel, :func:`~searchveil.bounding.bound_log`, as on the engines)."""
     kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
@@ -240,13 +240,15 @@ def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
                          events=q.select("user", "item"))  # fmt: skip
 
 
-def release_select(
-    log: SearchLog, params: SelectParams, *, rng: RandomSource, max_users: int | None = None
+def release_selection(
+    log: SearchLog, params: SelectionParams, *, rng: RandomSource, max_users: int | None = None
 ) -> HistogramRelease:
-    """The release on an in-memory log (:func:`pools_from_log` + :func:`release_select_pools`).
+    """The release on an in-memory log (:func:`pools_from_log` + :func:`release_selection_pools`).
     ``max_users``: a declared public bound U on the users (``declared.max_users``; the ledger's
     δ < 1/U check uses it, never the exact count)."""
-    return release_select_pools(pools_from_log(log, params), params, rng=rng, max_users=max_users)
+    return release_selection_pools(
+        pools_from_log(log, params), params, rng=rng, max_users=max_users
+    )
 
 
 def _selected(pool: ItemPool, ids: np.ndarray, d: int) -> pl.DataFrame:
@@ -305,7 +307,7 @@ def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
 
 def _select_pairs(
     pools: UserItemPools,
-    params: SelectParams,
+    params: SelectionParams,
     queries: pl.DataFrame,
     pair_strat: Any,
     rng: RandomSource,
@@ -355,17 +357,17 @@ def _select_pairs(
     return clicks, detail, report, events
 
 
-def release_select_pools(
+def release_selection_pools(
     pools: UserItemPools,
-    params: SelectParams,
+    params: SelectionParams,
     *,
     rng: RandomSource,
     max_users: int | None = None,
 ) -> HistogramRelease:
     """Selection, counts (and pair selection, click counts) from the users' first items.
-    ``max_users``: the declared bound U (see :func:`release_select`)."""
-    if not isinstance(params, SelectParams):
-        raise InvalidParameterError("params", params, "a SelectParams")
+    ``max_users``: the declared bound U (see :func:`release_selection`)."""
+    if not isinstance(params, SelectionParams):
+        raise InvalidParameterError("params", params, "a SelectionParams")
     check_declared_users(max_users, pools.users)
     if (params.d_c is None) != (pools.clicks is None):
         raise InvalidParameterError(
