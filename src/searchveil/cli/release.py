@@ -69,7 +69,7 @@ from searchveil.release.korolova import (
     resolve_url_selection,
     split_parts,
 )
-from searchveil.release.run import ReleaseParams, release_file, release_table
+from searchveil.release.run import EngineChoice, ReleaseParams, release_file, release_table
 from searchveil.release.selection import SelectionParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
@@ -198,7 +198,7 @@ def _release_and_write(
     conf = spark_settings(o.spark_conf)
     if (o.input is None) == (o.spark_table is None):
         raise InvalidParameterError("input", o.input, "a log file, or --spark-table NAME (one)")
-    if o.spark_table is not None and o.engine not in ("auto", "spark"):
+    if o.spark_table is not None and o.engine not in (EngineChoice.AUTO, EngineChoice.SPARK):
         raise InvalidParameterError("engine", o.engine, "spark (or auto) with --spark-table")
     check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
                       inputs=input_list(input=o.input))  # fmt: skip

@@ -45,6 +45,7 @@ from searchveil.model import SearchLog
 from searchveil.release.histogram import write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
 from searchveil.release.korolova import KorolovaParams, release_korolova
+from searchveil.release.korolova.params import UrlSelection
 from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.zealous import ZealousParams, release_zealous
 from searchveil.rng import RandomSource
@@ -142,9 +143,7 @@ def run_setting(
         sp = SelectionParams(strategy=strategy, epsilon=epsilon, delta=delta, d=d, d_rule=rule)
         return release_selection(log, sp, rng=rng, max_users=max_users)
     if setting.mechanism == "korolova":
-        urls = o.get("urls", "private")
-        if urls not in ("private", "none"):
-            raise InvalidParameterError("urls", urls, "'private' or 'none'")
+        urls = parse_choice("urls", o.get("urls", "private"), UrlSelection)
         parts = 4 if urls == "private" else 2
         split = tuple(float(x) for x in o["split"].split("/")) if "split" in o else (1.0,) * parts
         p = KorolovaParams.from_budget(

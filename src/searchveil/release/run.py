@@ -27,7 +27,7 @@ from typing import Any
 from searchveil.engines import Engine, EngineName, Source, TableSource, make_engine
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import check_fingerprint
-from searchveil.io.formats import header_columns
+from searchveil.io.formats import Layout, header_columns
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.readers import AOL_COLUMNS, ColumnMapping, ReaderOptions, read_log
 from searchveil.model import SearchLog
@@ -162,7 +162,7 @@ def check_engine_reader(engine: str, reader: ReaderOptions) -> None:
         raise InvalidParameterError(
             "profile", kw.get("profile"), f"aol (or none) with --engine {engine}"
         )
-    if kw.get("fmt") not in ("auto", "aol", "parquet"):
+    if kw.get("fmt") not in (Layout.AUTO, Layout.AOL, Layout.PARQUET):
         raise InvalidParameterError(
             "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
         )

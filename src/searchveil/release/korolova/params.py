@@ -32,8 +32,6 @@ __all__ = [
     "resolve_url_selection",
     "default_split",
     "split_parts",
-    "URL_SELECTIONS",
-    "THRESHOLD_RULES",
     "ThresholdRule",
     "UrlSelection",
     "UrlsOption",
@@ -66,9 +64,6 @@ class ThresholdRule(StrEnum):
     PAPER = "paper"
     IMPROVED = "improved"
 
-
-URL_SELECTIONS = tuple(u.value for u in UrlSelection)
-THRESHOLD_RULES = tuple(r.value for r in ThresholdRule)
 
 #: ε shares of the steps present, in this order: selection, query counts [, URL selection
 #: (private URLs only)] [, click counts]
