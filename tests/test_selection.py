@@ -135,9 +135,8 @@ def test_policy_weights_respect_unit_l2_budget() -> None:
 
 
 def test_release_select_and_cli(aol_top1000, tmp_path: Path, aol_215_path: Path) -> None:
-    rel = release_selection(aol_top1000, SelectionParams(strategy="gaussian", epsilon=EPS,
-    delta=DELTA,
-                                                   d=5), rng=make_rng(3))  # fmt: skip
+    sp = SelectionParams(strategy="gaussian", epsilon=EPS, delta=DELTA, d=5)
+    rel = release_selection(aol_top1000, sp, rng=make_rng(3))
     led = rel.ledger
     assert led["epsilon"] <= EPS * (1 + 1e-9) and led["delta"] <= DELTA
     q = rel.tables["queries"]

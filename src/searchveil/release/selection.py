@@ -13,10 +13,9 @@ Release-Data.
 
 Privacy unit: a user's whole log. What a user contributes is fixed by data-independent rules:
 their first ``pool`` distinct queries (a strategy with several rounds may use up to 2d; the
-others d) and
-their first ``click_pool`` distinct clicked (query, url) pairs. Selection is (ε₁, δ₁)-DP (the
-strategy's own analysis), the query counts ε₂-DP (ℓ1 sensitivity d), the pair selection
-(ε₃, δ₃)-DP and the click counts ε₄-DP (ℓ1 sensitivity d_c), so the release is
+others d) and their first ``click_pool`` distinct clicked (query, url) pairs. Selection is
+(ε₁, δ₁)-DP (the strategy's own analysis), the query counts ε₂-DP (ℓ1 sensitivity d), the
+pair selection (ε₃, δ₃)-DP and the click counts ε₄-DP (ℓ1 sensitivity d_c), so the release is
 (Σε, δ₁ + δ₃)-DP by basic composition; δ is split equally between the two selections.
 ``split`` gives the relative ε weights (default equal).
 
