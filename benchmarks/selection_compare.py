@@ -41,8 +41,8 @@ from searchveil.io.readers import read_log
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.rounds import ItemPool, user_item_pool
 from searchveil.mechanisms.selection import default_d, make_strategy
+from searchveil.mechanisms.threshold import korolova_solve_exact
 from searchveil.model import query_events
-from searchveil.params import korolova_solve_exact
 from searchveil.rng import make_rng
 from searchveil.synth import fit, synthetic_events
 
@@ -51,7 +51,15 @@ SHARED = HERE.parent.parent / "shared" / "data" / "aol"
 EPS = math.log(10)
 EPS_SEL = EPS / 2  # the selection step's share in `release korolova --selection` (split 1,1)
 GRID = (1, 2, 3, 5, 10, 15, 20, 31, 40, 60, 80, 120)
-ORDER = ("korolova", "laplace", "gaussian", "policy-gaussian", "dp-sips", "mad", "mad2r")
+ORDER = (
+    "korolova",
+    "laplace",
+    "gaussian",
+    "policy-gaussian",
+    "dp-sips",
+    "probe-reweight",
+    "probe-reweight-2r",
+)
 
 
 def _events_from_parquet(path: Path) -> pl.DataFrame:

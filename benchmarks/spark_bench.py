@@ -1,9 +1,10 @@
 """Spark against the embedded Polars engine at scale (issue 32), by phase:
 ``python benchmarks/spark_bench.py --file LOG20M.parquet [--file LOG40M.parquet] [--repeats 3]``.
 
-Releases: Korolova's Release-Data (d = 20, one click per user, e^ε = 10, δ = 1e-7) and MAD2R
-selection (d from its data-independent rule, one click per user), on user-sorted Parquet logs
-generated with ``searchveil synth`` (docs/synth.md; keep them under /tmp, never in the repo):
+Releases: Korolova's Release-Data (d = 20, one click per user, e^ε = 10, δ = 1e-7) and
+probe-reweight-2r selection (d from its data-independent rule, one click per user), on
+user-sorted Parquet logs generated with ``searchveil synth`` (docs/synth.md; keep them under
+/tmp, never in the repo):
 
     searchveil synth --like src/searchveil/data/aol-gayo-avello-215-users.tsv \\
         --users 657426 --rows 20000000 --out /tmp/synth20m.parquet --seed 2006
@@ -60,7 +61,7 @@ RELEASES = {
         "--urls",
         "private",
     ],
-    "mad2r": [
+    "probe-reweight-2r": [
         "release",
         "korolova",
         "--epsilon",
@@ -68,7 +69,7 @@ RELEASES = {
         "--delta",
         repr(DELTA),
         "--selection",
-        "mad2r",
+        "probe-reweight-2r",
         "--max-clicks",
         "1",
         "--urls",
@@ -138,21 +139,26 @@ def phases(engine: str, release: str, path: Path) -> dict[str, Any]:
     from searchveil.mechanisms.selection import default_d
     from searchveil.release.histogram import write_release
     from searchveil.release.run import release_on_engine
-    from searchveil.release.select import SelectParams
+    from searchveil.release.selection import SelectionParams
 
     if release == "korolova":  # as `release korolova --max-queries 20 --max-clicks 1`
         params: Any = KorolovaParams.from_budget(
             epsilon=EPS, delta=DELTA, d=D, d_c=1, url_selection="private", split=(1, 1, 1, 1)
         )
         kw: dict[str, Any] = {}
-    else:  # as `release korolova --selection mad2r --max-clicks 1 --max-users 700000`
+    else:  # as `release korolova --selection probe-reweight-2r --max-clicks 1 --max-users 700000`
         w = (1.0, 1.0, 1.0, 1.0)
-        probe = SelectParams(strategy="mad2r", epsilon=EPS, delta=DELTA, d=1, split=w, d_c=1)
-        d, rule = default_d(
-            "mad2r", epsilon=probe.eps_selection, delta=probe.delta_selection, max_users=700_000
+        probe = SelectionParams(
+            strategy="probe-reweight-2r", epsilon=EPS, delta=DELTA, d=1, split=w, d_c=1
         )
-        params = SelectParams(
-            strategy="mad2r", epsilon=EPS, delta=DELTA, d=d, split=w, d_c=1, d_rule=rule
+        d, rule = default_d(
+            "probe-reweight-2r",
+            epsilon=probe.eps_selection,
+            delta=probe.delta_selection,
+            max_users=700_000,
+        )
+        params = SelectionParams(
+            strategy="probe-reweight-2r", epsilon=EPS, delta=DELTA, d=d, split=w, d_c=1, d_rule=rule
         )
         kw = {"max_users": 700_000}
     out: dict[str, Any] = {"imports": round(time.perf_counter() - t0, 3)}
@@ -269,7 +275,7 @@ def main() -> None:
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, action="append", required=False, default=[])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--releases", default="korolova,mad2r")
+    ap.add_argument("--releases", default="korolova,probe-reweight-2r")
     ap.add_argument("--modes", default="cli,phases", help="cli and/or phases")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "spark.json")
     a = ap.parse_args()

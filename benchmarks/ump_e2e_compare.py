@@ -5,8 +5,8 @@
 
 Runs, on one log and one (ε, δ) with δ ≤ 1/(10·U) by default:
 
-* ``e2e synthetic (mad2r)`` — ``release ump`` (the default): the MAD2R query-click release, a
-  noisy profile of pairs per user, a generated log of synthetic users;
+* ``e2e synthetic (probe-reweight-2r)`` — ``release ump`` (the default): the probe-reweight-2r
+  query-click release, a noisy profile of pairs per user, a generated log of synthetic users;
 * ``e2e synthetic (zealous)`` — the same with ZEALOUS pair counts (what ``cels`` runs jointly);
 * ``e2e real ids`` — Hong et al.'s sampling of real ids from an allocation of noisy counts;
 * ``conditional`` — the paper's counts from the exact histogram (NOT differentially private;
@@ -83,7 +83,7 @@ def main() -> None:
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, kw in (
-            ("e2e synthetic (mad2r)", {"pairs": "mad2r"}),
+            ("e2e synthetic (probe-reweight-2r)", {"pairs": "probe-reweight-2r"}),
             ("e2e synthetic (zealous)", {"pairs": "zealous"}),
             ("e2e real ids", {"ids": "real"}),
         ):

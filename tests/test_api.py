@@ -25,7 +25,7 @@ PUBLIC_SURFACE = {
     "__version__", "Budget", "BudgetExceededError", "ColumnMapping", "InputFormatError",
     "InternalError", "InvalidParameterError", "KAnonParams", "KorolovaParams",
     "OutputExistsError", "PrivacyCost", "Relation", "SearchLog", "SearchveilError",
-    "SecureRandom", "SeededRandom", "SelectParams", "Session", "ZealousParams", "make_rng",
+    "SecureRandom", "SeededRandom", "SelectionParams", "Session", "ZealousParams", "make_rng",
     "read_log", "release_file", "release_kanon", "release_korolova", "release_table",
     "release_zealous",
     "write_release",

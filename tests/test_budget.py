@@ -35,7 +35,7 @@ from searchveil.mechanisms.budget import (
 from searchveil.mechanisms.budget_file import DatasetBudget, init_budget, lock_path
 from searchveil.mechanisms.rounds import zcdp_delta
 from searchveil.release.korolova import KorolovaParams
-from searchveil.release.select import SelectParams
+from searchveil.release.selection import SelectionParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.report.evaluation import evaluation_report
 from searchveil.rng import make_rng
@@ -137,7 +137,7 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
     from searchveil.model import click_histogram
     from searchveil.release import release_kanon, release_korolova, release_zealous
     from searchveil.release.kanonymity import KAnonParams
-    from searchveil.release.select import release_select
+    from searchveil.release.selection import release_selection
     from searchveil.release.ump import UmpParams, release_ump
     from searchveil.release.ump.e2e import E2EParams, e2e_ledger
     from searchveil.social.recommend import recommendation_cost, release_recommendations
@@ -152,9 +152,9 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
     zpp = ZealousParams.from_budget(epsilon=1, delta=1e-7, m=2, item_type="queries",
                                     guarantee="probabilistic", users=1000)  # fmt: skip
     out["zealous probabilistic"] = (release_zealous(aol_215, zpp, rng=rng).ledger, zpp.cost())
-    sp = SelectParams(strategy="mad2r", epsilon=2.0, delta=1e-6, d=2, d_c=1,
+    sp = SelectionParams(strategy="probe-reweight-2r", epsilon=2.0, delta=1e-6, d=2, d_c=1,
                       split=(1, 1, 1, 1))  # fmt: skip
-    out["select"] = (release_select(aol_215, sp, rng=rng).ledger, sp.cost())
+    out["selection"] = (release_selection(aol_215, sp, rng=rng).ledger, sp.cost())
     ka = KAnonParams(k=5)
     out["kanon"] = (release_kanon(aol_215, ka, rng=rng).ledger, ka.cost())
     for ids in ("synthetic", "real"):
@@ -207,7 +207,7 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
 
 FAMILIES = {
     "korolova": "user", "zealous": "user", "zealous probabilistic": "user-replace",
-    "select": "user", "kanon": "none", "ump e2e synthetic": "user", "ump e2e real": "user",
+    "selection": "user", "kanon": "none", "ump e2e synthetic": "user", "ump e2e real": "user",
     "ump conditional": "user", "cels e2e": "user", "cels joint": "user-parties",
     "cels local": "user-parties",
     "tabular dp": "record", "tabular kanon": "none", "social": "edge-outside-targets",
@@ -263,7 +263,7 @@ def test_the_release_budget_is_checked_once(engine, tmp_path, aol_215_path, coun
     kp = KorolovaParams.from_budget(epsilon=2.0, delta=1e-6, d=3, split=(1, 1, 1, 1),
                                     url_selection="private", d_c=1)  # fmt: skip
     zp = _zea()
-    sp = SelectParams(strategy="laplace", epsilon=1.0, delta=1e-6, d=2)
+    sp = SelectionParams(strategy="laplace", epsilon=1.0, delta=1e-6, d=2)
     for params in (kp, zp, sp):
         count_checks.clear()
         searchveil.release_file(aol_215_path, params, rng=make_rng(1), engine=engine)
@@ -273,7 +273,7 @@ def test_the_release_budget_is_checked_once(engine, tmp_path, aol_215_path, coun
         from searchveil.release.ump.e2e import E2EParams, release_ump_e2e
 
         log = read_log(aol_215_path)
-        for pairs in ("zealous", "mad2r"):
+        for pairs in ("zealous", "probe-reweight-2r"):
             ep = E2EParams.from_budget(epsilon=1.0, delta=1e-6, pairs=pairs, max_pairs=2)
             count_checks.clear()
             release_ump_e2e(log, ep, rng=make_rng(1), metrics=False)
@@ -499,8 +499,8 @@ def test_the_budget_file_holds_only_public_facts(tmp_path: Path, aol_215_path: P
     book = tmp_path / "b.json"
     init_budget(book, epsilon=9.0, delta=1e-5, relation="user")
     r = _cli("release", "korolova", aol_215_path, "--out", tmp_path / "rel", "--epsilon", 2,
-             "--delta", 1e-6, "--selection", "mad2r", "--max-clicks", 1, "--budget", book,
-             "--json")  # fmt: skip
+             "--delta", 1e-6, "--selection", "probe-reweight-2r", "--max-clicks", 1, "--budget",
+             book, "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
     text = book.read_text()
     prov = json.loads((tmp_path / "rel.private.json").read_text())

@@ -22,7 +22,7 @@ from searchveil.model import SearchLog
 from searchveil.params import single_user_check, single_user_exposure, solve_delta_single_user
 from searchveil.release.advice import korolova_advice
 from searchveil.release.korolova import KorolovaParams, release_korolova
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.zealous import ZealousParams, release_zealous
 from searchveil.rng import make_rng
 
@@ -125,7 +125,7 @@ def test_zealous_and_select_report_exposure() -> None:
     assert 0 <= zs["expected_single_user_published"] <= zs["bound_items_times_delta"] + 1e-12
     assert z.ledger["guarantee"]["delta_vs_users"]["checked"] is False  # no declared bound
     for strat in ("laplace", "gaussian"):
-        s = release_select(log, SelectParams(strategy=strat, epsilon=2.0, delta=0.2, d=2),
+        s = release_selection(log, SelectionParams(strategy=strat, epsilon=2.0, delta=0.2, d=2),
                            rng=make_rng(1))  # fmt: skip
         ss = s.report["single_user"]
         # each user's private query is their first distinct query: all 12 are candidates

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from searchveil.cli import app
 from searchveil.io.readers import ColumnMapping, read_log
+from searchveil.mechanisms.selection import SelectionStrategy
 from searchveil.model import items
 
 runner = CliRunner()
@@ -65,26 +66,27 @@ def test_demo_dcurve_and_no_single_user_query(tmp_path: Path) -> None:
     _check_run(res, out, _single_user_queries())
     assert res["runs"]["real"]["users"] == 215
     assert res["runs"]["synthetic"]["users"] == 100_000
-    # the synthetic release (the best strategy, MAD2R, at its default d) publishes queries
-    # (keys) covering real volume
+    # the synthetic release (the best strategy, probe-reweight-2r, at its default d) publishes
+    # queries (keys) covering real volume
     syn = res["runs"]["synthetic"]
-    assert syn["selection"] == "mad2r" and syn["queries_released"] > 0
-    assert res["parameters"]["selection"] == "mad2r"
+    assert syn["selection"] == "probe-reweight-2r" and syn["queries_released"] > 0
+    assert res["parameters"]["selection"] == "probe-reweight-2r"
     led = json.loads((out / "synthetic" / "ledger.json").read_text())
     assert "reference sample" in led["parameters"]["d_rule"]  # never tuned on the log
     curve = res["dcurve"]
-    assert {r["mechanism"] for r in curve["table"]} == {
-        "korolova", "laplace", "gaussian", "policy-gaussian", "mad", "mad2r", "dp-sips"
-    }  # fmt: skip
+    # Release-Data and every registered strategy
+    assert {r["mechanism"] for r in curve["table"]} == {"korolova", *SelectionStrategy}
     assert curve["diagnostic"] is True and "costs privacy" in curve["note"]
     assert curve["best"]["korolova"]["volume_pct"] >= 10.0
     assert curve["best"]["gaussian"]["volume_pct"] >= 10.0
-    assert curve["best"]["mad2r"]["volume_pct"] >= curve["best"]["gaussian"]["volume_pct"]
+    assert (
+        curve["best"]["probe-reweight-2r"]["volume_pct"] >= curve["best"]["gaussian"]["volume_pct"]
+    )
     assert all(r["single_user_released"] <= 0.01 for r in curve["table"]
                if not r.get("simulated"))  # fmt: skip
     html = (out / "report.html").read_text()
     assert "d-curve" in html and "δ that protects everyone" in html and "data:image/png" in html
-    assert "data-holder diagnostic" in html and "MAD2R" in html
+    assert "data-holder diagnostic" in html and "probe-reweight-2r" in html
     real_html = (out / "real-report.html").read_text()
     assert "expected items held by a single user" in real_html
     prov = json.loads((out / "real.private.json").read_text())
@@ -96,7 +98,7 @@ def test_demo_dcurve_and_no_single_user_query(tmp_path: Path) -> None:
 def test_demo_prints_the_dcurve_table(tmp_path: Path) -> None:
     r = _run(["demo", "--out", tmp_path / "d", "--synthetic-users", 3000, "--seed", 1])
     assert r.exit_code == 0, r.output
-    for s in ("RD %vol", "G %vol", "MAD2R %vol", "SIPS %vol", "single-user queries in the log",
+    for s in ("RD %vol", "G %vol", "PR2 %vol", "SIPS %vol", "single-user queries in the log",
               "expected published", "best d on the synthetic log", "few or no queries",
               "data-holder diagnostic"):  # fmt: skip
         assert s in r.output, s

@@ -55,7 +55,14 @@ def test_demo_ledger_same_on_sample_and_sample_minus_one_user(
     assert _histogram(SAMPLE) == selection.REFERENCE_DISTINCT_PER_USER
     d1, _ = _without_user(tmp_path)
     runner = CliRunner()
-    args = ["demo", "--synthetic-users", "0", "--seed", "3", "--json"]  # MAD2R, its default
+    args = [
+        "demo",
+        "--synthetic-users",
+        "0",
+        "--seed",
+        "3",
+        "--json",
+    ]  # probe-reweight-2r, its default
     r = runner.invoke(app, [*args, "--out", str(tmp_path / "D")])
     assert r.exit_code == 0, r.output
     # the demo on D′: the bundled sample is D′, and so is the reference built from it

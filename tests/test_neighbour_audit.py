@@ -164,9 +164,16 @@ KOROLOVA = {
         ["queries.tsv"],
     ),
     # issue 24's strategies: d from (ε, δ, U) alone (no --max-queries), rounds, pair selection
-    "selection-mad": (["--max-queries", 10, "--selection", "mad"], ["queries.tsv"]),
+    "selection-probe-reweight": (
+        ["--max-queries", 10, "--selection", "probe-reweight"],
+        ["queries.tsv"],
+    ),
     "selection-dp-sips": (["--max-queries", 10, "--selection", "dp-sips"], ["queries.tsv"]),
-    "selection-mad2r-default-d": (["--selection", "mad2r", "--max-users", 1000], ["queries.tsv"]),
+    "selection-probe-reweight-2r-default-d": (
+        ["--selection", "probe-reweight-2r", "--max-users", 1000],
+        ["queries.tsv"],
+    ),
+    # the deprecated spelling mad2r runs probe-reweight-2r
     "selection-mad2r-clicks": (
         ["--selection", "mad2r", "--max-users", 1000, "--max-clicks", 2, "--urls", "private"],
         ["queries.tsv", "clicks.tsv"],

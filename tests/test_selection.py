@@ -17,7 +17,6 @@ from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian
 from searchveil.mechanisms.rounds import (
-    ROUND_STRATEGIES,
     ItemPool,
     RoundsSelection,
     WeightedRound,
@@ -28,7 +27,7 @@ from searchveil.mechanisms.rounds import (
 )
 from searchveil.mechanisms.selection import (
     REFERENCE_DISTINCT_PER_USER,
-    STRATEGIES,
+    REGISTRY,
     GaussianThreshold,
     LaplaceThreshold,
     PolicyGaussian,
@@ -40,8 +39,11 @@ from searchveil.mechanisms.selection import (
 )
 from searchveil.mechanisms.threshold import exact_threshold_privacy, korolova_solve_exact
 from searchveil.model import items
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.rng import make_rng
+
+STRATEGIES = [c.FACTS.name for c in REGISTRY]
+ROUND_STRATEGIES = [c.FACTS.name for c in REGISTRY if issubclass(c, RoundsSelection)]
 
 runner = CliRunner()
 EPS, DELTA = math.log(10), 1e-5
@@ -133,8 +135,8 @@ def test_policy_weights_respect_unit_l2_budget() -> None:
 
 
 def test_release_select_and_cli(aol_top1000, tmp_path: Path, aol_215_path: Path) -> None:
-    rel = release_select(aol_top1000, SelectParams(strategy="gaussian", epsilon=EPS, delta=DELTA,
-                                                   d=5), rng=make_rng(3))  # fmt: skip
+    sp = SelectionParams(strategy="gaussian", epsilon=EPS, delta=DELTA, d=5)
+    rel = release_selection(aol_top1000, sp, rng=make_rng(3))
     led = rel.ledger
     assert led["epsilon"] <= EPS * (1 + 1e-9) and led["delta"] <= DELTA
     q = rel.tables["queries"]
@@ -142,7 +144,7 @@ def test_release_select_and_cli(aol_top1000, tmp_path: Path, aol_215_path: Path)
     originals = set(aol_top1000.df.get_column("query").to_list())
     assert set(q.get_column("query").to_list()) <= originals
     with pytest.raises(InvalidParameterError, match="selection"):
-        SelectParams(strategy="magic", epsilon=1, delta=1e-6, d=1)
+        SelectionParams(strategy="magic", epsilon=1, delta=1e-6, d=1)
     out = tmp_path / "r"
     r = runner.invoke(app, ["release", "korolova", str(aol_215_path), "--out", str(out),
                             "--epsilon", "2.3", "--delta", "1e-5", "--max-queries", "5",
@@ -165,7 +167,8 @@ def test_compare_runs_a_selection_setting(aol_top1000) -> None:
     assert s.options == {"strategy": "policy-gaussian", "d": "5"}
     rel = run_setting(aol_top1000, s, epsilon=EPS, delta=DELTA, rng=make_rng(2), max_users=None)
     assert rel.ledger["epsilon"] <= EPS * (1 + 1e-9) and rel.ledger["delta"] <= DELTA
-    assert any(x.mechanism == "select" for x in default_settings(max_users=None))
+    assert s.mechanism == "selection"  # "select" is the deprecated spelling
+    assert any(x.mechanism == "selection" for x in default_settings(max_users=None))
     with pytest.raises(InvalidParameterError, match="mechanisms"):
         parse_setting("select:colour=red")
 
@@ -205,7 +208,7 @@ def test_gaussian_threshold_delta_at_the_samplers_sigma() -> None:
     assert g.privacy()["delta"] <= 1e-7
 
 
-# -- issue 24: MAD, MAD2R, DP-SIPS, the default d, engines, neighbours ----------------------
+# -- issue 24: probe-reweight(-2r), DP-SIPS, the default d, engines, neighbours ------------
 
 
 def test_zcdp_conversion_is_sound_and_not_loose() -> None:
@@ -267,7 +270,8 @@ def test_rounds_calibration_meets_the_budget(name: str, eps: float, delta: float
     assert pr["delta_noise"] == pytest.approx(zcdp_delta(rho=pr["rho"], epsilon=eps))
     assert pr["delta_threshold"] == pytest.approx(sum(r.delta_unique() for r in st.rounds))
     assert all(r.sigma * r.scale <= 1e4 for r in st.rounds)  # the exact sampler's range
-    assert len(st.rounds) == {"mad": 2, "mad2r": 3, "dp-sips": 3}[name]
+    assert len(st.rounds) == {"probe-reweight": 2, "probe-reweight-2r": 3, "dp-sips": 3}[name]
+    assert len(st.rounds) == st.FACTS.rounds
     desc = st.describe()
     assert json.dumps(desc) and desc["strategy"] == name
 
@@ -434,9 +438,9 @@ def test_neighbouring_logs_same_seed(name: str, aol_top1000: object, tmp_path: P
     minus = SearchLog(df=log.df.filter(pl.col("user") != heavy), info=log.info)
     outs = []
     for lg in (log, minus):
-        sp = SelectParams(strategy=name, epsilon=20.0, delta=1e-5, d=31, d_c=3,
+        sp = SelectionParams(strategy=name, epsilon=20.0, delta=1e-5, d=31, d_c=3,
                           split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
-        rel = release_select(lg, sp, rng=make_rng(9))
+        rel = release_selection(lg, sp, rng=make_rng(9))
         outs.append(rel)
     la, lb = (json.loads(json.dumps(r.ledger, default=str)) for r in outs)
     for k in ("parameters", "events", "epsilon", "delta", "accounting", "guarantee"):
@@ -448,9 +452,9 @@ def test_neighbouring_logs_same_seed(name: str, aol_top1000: object, tmp_path: P
 
 
 def _naive_reroute(sets: list[list[str]], tau: float) -> dict[str, float]:
-    """The single-round reading of MAD that searchveil does NOT implement: basic weights from
-    the exact data, items above τ capped at τ, each user's freed excess split over its items
-    below τ."""
+    """The single-round reading of Chen et al.'s MAD that searchveil does NOT implement: basic
+    weights from the exact data, items above τ capped at τ, each user's freed excess split over its
+    items below τ."""
     w: dict[str, float] = {}
     for s_ in sets:
         for i in s_:

@@ -185,20 +185,22 @@ def test_spark_bounded_counts_equal_memory(tmp_path: Path, spark_master: str, ao
             assert set(sp.counts) == set(mem.counts)
 
 
-@pytest.mark.parametrize("strategy", ["mad2r", "mad", "dp-sips", "policy-gaussian"])
+@pytest.mark.parametrize(
+    "strategy", ["probe-reweight-2r", "probe-reweight", "dp-sips", "policy-gaussian"]
+)
 def test_spark_selection_equals_memory_and_polars(strategy: str, spark_master: str,
                                                   aol_top1000_path: Path) -> None:  # fmt: skip
     """``release korolova --selection`` (issue 24): the users' first items from Spark's kernel
     plan, the Polars ordered pass and memory give the same query and click tables under a
     seed."""
-    from searchveil.release.run import run_select
-    from searchveil.release.select import SelectParams, release_select
+    from searchveil.release.run import run_selection
+    from searchveil.release.selection import SelectionParams, release_selection
 
-    sp_ = SelectParams(strategy=strategy, epsilon=20.0, delta=1e-5, d=40, d_c=3,
+    sp_ = SelectionParams(strategy=strategy, epsilon=20.0, delta=1e-5, d=40, d_c=3,
                        split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
-    mem = release_select(read_log(aol_top1000_path), sp_, rng=make_rng(4))
-    spk = run_select("spark", aol_top1000_path, sp_, rng=make_rng(4), spark_master=spark_master)
-    pol = run_select("polars", aol_top1000_path, sp_, rng=make_rng(4))
+    mem = release_selection(read_log(aol_top1000_path), sp_, rng=make_rng(4))
+    spk = run_selection("spark", aol_top1000_path, sp_, rng=make_rng(4), spark_master=spark_master)
+    pol = run_selection("polars", aol_top1000_path, sp_, rng=make_rng(4))
     for name in ("queries", "clicks"):
         assert mem.tables[name].height > 0
         assert mem.tables[name].equals(spk.tables[name]), (strategy, name)

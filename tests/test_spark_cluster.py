@@ -183,12 +183,12 @@ RELEASES = {
         "--max-users",
         "2000",
     ],
-    "mad2r": [
+    "probe-reweight-2r": [
         "release",
         "korolova",
         *EPS,
         "--selection",
-        "mad2r",
+        "probe-reweight-2r",
         "--max-clicks",
         "1",
         "--urls",

@@ -16,7 +16,7 @@ import pytest
 
 from searchveil import KorolovaParams, ZealousParams, make_rng, release_file, release_table
 from searchveil.io.readers import ColumnMapping
-from searchveil.release.select import SelectParams
+from searchveil.release.selection import SelectionParams
 from test_spark_cluster import assert_same_release
 
 pytestmark = pytest.mark.spark
@@ -40,7 +40,9 @@ PARAMS = [
     ZealousParams(
         m=2, tau=1, lam=1.0, tau_prime=3, item_type="clicks", guarantee="indistinguishability"
     ),
-    SelectParams(strategy="mad2r", epsilon=4.0, delta=1e-5, d=4, d_c=2, split=(1, 1, 1, 1)),
+    SelectionParams(
+        strategy="probe-reweight-2r", epsilon=4.0, delta=1e-5, d=4, d_c=2, split=(1, 1, 1, 1)
+    ),
 ]
 
 
@@ -55,7 +57,7 @@ def test_dataframe_and_view_equal_the_file(i: int, log_parquet: Path, tmp_path: 
     df = df.select(*[df[a].alias(b) for a, b in COLUMNS.items()])
     df.createOrReplaceTempView("searchveil_logs")
     params = PARAMS[i]
-    kw = {"max_users": 1000} if isinstance(params, SelectParams) else {}
+    kw = {"max_users": 1000} if isinstance(params, SelectionParams) else {}
     ref = release_file(
         log_parquet, params, rng=make_rng(3), engine="polars", out=tmp_path / "file", **kw
     )

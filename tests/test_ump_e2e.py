@@ -225,7 +225,7 @@ def _counted(log: SearchLog, p: E2EParams, queries: pl.DataFrame | None) -> pl.D
     return cl.filter(pl.int_range(pl.len()).over("user") < sp.d_c)
 
 
-@pytest.mark.parametrize("pairs", ["mad2r", "zealous"])
+@pytest.mark.parametrize("pairs", ["probe-reweight-2r", "zealous"])
 def test_synthetic_release_is_non_empty_consistent_and_random(big: SearchLog, pairs: str) -> None:
     p = E2EParams.from_budget(epsilon=2.3, delta=1e-5, max_pairs=2, max_users=5000, pairs=pairs)
     counts = []
@@ -243,7 +243,7 @@ def test_synthetic_release_is_non_empty_consistent_and_random(big: SearchLog, pa
         assert "users" not in json.dumps(led["parameters"])
         # the exact profile counts each (user, published pair) once: Σ j·a_j = Σ n_p
         exact = np.array(rel.report["profile_exact"])
-        queries = rel.tables["queries"].select("query") if pairs == "mad2r" else None
+        queries = rel.tables["queries"].select("query") if pairs == "probe-reweight-2r" else None
         n_p = _counted(big, p, queries).join(cnt.select("query", "url"), on=["query", "url"],
                                              how="semi")  # fmt: skip
         assert int((np.arange(1, exact.size + 1) * exact).sum()) == n_p.height > 0
@@ -365,8 +365,8 @@ def audit_output_size(trials: int, *, halve_noise: bool = False, monkeypatch=Non
         )
 
     # the ZEALOUS pair step (a single noisy histogram whose one pair decides the output size);
-    # the MAD2R query-click release is audited with its family (tests/audit), the profile and
-    # the generator are the same for both
+    # the probe-reweight-2r query-click release is audited with its family (tests/audit), the
+    # profile and the generator are the same for both
     p = E2EParams(epsilon=1.0, delta=1e-3, max_pairs=1, pairs="zealous")
     claim = p.privacy()
     if halve_noise:

@@ -11,7 +11,7 @@ import pytest
 
 from searchveil.errors import BudgetExceededError, InvalidParameterError
 from searchveil.mechanisms.accounting import Budget
-from searchveil.model import ITEM_KINDS, SearchLog, items
+from searchveil.model import ItemKind, SearchLog, items
 from searchveil.release import ZealousParams, release_zealous, write_release
 from searchveil.release.zealous.accounting import (
     zealous_exact_privacy,
@@ -30,7 +30,7 @@ def _loose(kind: str) -> ZealousParams:
     )
 
 
-@pytest.mark.parametrize("kind", ITEM_KINDS)
+@pytest.mark.parametrize("kind", [k.value for k in ItemKind])
 @pytest.mark.parametrize("fixture", ["aol_215", "aol_top1000"])
 def test_items_come_from_the_input(kind: str, fixture: str, request: pytest.FixtureRequest) -> None:
     log = request.getfixturevalue(fixture)

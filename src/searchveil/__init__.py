@@ -32,7 +32,7 @@ from searchveil.release import (
     write_release,
 )
 from searchveil.release.run import release_file, release_table
-from searchveil.release.select import SelectParams
+from searchveil.release.selection import SelectionParams
 from searchveil.rng import SecureRandom, SeededRandom, make_rng
 from searchveil.session import Session
 from searchveil.version import __version__
@@ -54,7 +54,7 @@ __all__ = [
     "SearchveilError",
     "SecureRandom",
     "SeededRandom",
-    "SelectParams",
+    "SelectionParams",
     "Session",
     "ZealousParams",
     "make_rng",

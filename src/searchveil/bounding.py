@@ -85,8 +85,8 @@ __all__ = [
 
 
 class BoundingStrategy(StrEnum):
-    """Which of a user's rows :func:`bound_contributions` keeps: the first ones (by the
-    order column) or a uniformly random subset."""
+    """Which of a user's rows :func:`bound_contributions` keeps (``--bounding``): the first
+    ones (by the order column) or a uniformly random subset (in memory only)."""
 
     FIRST = "first"
     RANDOM = "random"

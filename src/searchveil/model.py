@@ -38,7 +38,6 @@ __all__ = [
     "InputInfo",
     "SearchLog",
     "ClickHistogram",
-    "ITEM_KINDS",
     "ItemKind",
     "normalize_query",
     "add_sessions",
@@ -59,7 +58,6 @@ class ItemKind(StrEnum):
     QUERY_PAIRS = "query_pairs"
 
 
-ITEM_KINDS = tuple(k.value for k in ItemKind)
 PAIR_SEP = "\t"  # separates the two parts of a click / query-pair item key
 
 

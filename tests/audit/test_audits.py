@@ -215,7 +215,7 @@ def test_auditor_bound_is_conservative() -> None:
     assert epsilon_lower_bound(0, 0, 100, delta=0.0) <= 0.0
 
 
-# -- the ℓ2-weighted rounds (issue 24): MAD, MAD2R, DP-SIPS ----------------------------------
+# -- the ℓ2-weighted rounds (issue 24): probe-reweight, probe-reweight-2r, DP-SIPS ------------
 
 
 def _pool(replicates: int, n: int) -> ItemPool:
@@ -249,7 +249,7 @@ def _strongest_n(keep: Callable[[np.ndarray], np.ndarray], delta: float, trials:
     return int(n[int(np.argmax(lbs))])
 
 
-@pytest.mark.parametrize("name", ["mad", "mad2r", "dp-sips"])
+@pytest.mark.parametrize("name", ["probe-reweight", "probe-reweight-2r", "dp-sips"])
 def test_rounds_strategies_pass_the_audit(name: str) -> None:
     """The real rounds (probe, reroute, bias, composition) on R items held by n vs n − 1 users:
     the audit passes and is not vacuous."""
@@ -264,16 +264,18 @@ def test_rounds_strategies_pass_the_audit(name: str) -> None:
     assert res.epsilon_lower_bound > 0.3 * res.epsilon_claimed, res
 
 
-@pytest.mark.parametrize(("name", "trials"), [("mad", 400_000), ("mad2r", 600_000),
+@pytest.mark.parametrize(("name", "trials"), [("probe-reweight", 400_000), ("probe-reweight-2r",
+600_000),
     pytest.param("dp-sips", 1_200_000, marks=pytest.mark.slow)])  # fmt: skip
 def test_mutation_sensitivity_off_by_one_is_caught(
     name: str, trials: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each user's weight doubled (ℓ2 sensitivity 2 where the calibration assumes 1): the audit
     of the same rounds, with the same claimed (ε, δ), must fail. The counts stay as they were:
-    the margin by which a mutant is caught shrinks fast with fewer trials (MAD2R is no longer
-    caught at 200,000, DP-SIPS only barely at 400,000). DP-SIPS at 1.2M (about 20 s) is the
-    full tier's; MAD and MAD2R run the same rounds code in the default tier."""
+    the margin by which a mutant is caught shrinks fast with fewer trials (probe-reweight-2r is no
+    longer caught at 200,000, DP-SIPS only barely at 400,000). DP-SIPS at 1.2M (about 20 s) is the
+    full tier's; probe-reweight and probe-reweight-2r run the same rounds code in the default
+    tier."""
     import searchveil.mechanisms.rounds as sel
 
     st = make_strategy(name, epsilon=EPS, delta=DELTA, d=1)

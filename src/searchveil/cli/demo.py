@@ -1,12 +1,13 @@
 """``searchveil demo``: the README's main job.
 
-1. A query-click release with the best selection strategy measured (``--selection``, default
-   MAD2R: docs/selection-strategies.md; e^ε = 10, d from public information only — on the
-   bundled sample a declared d = 21 (the thesis' d; the default rule's reference is that very
-   sample, docs/privacy/selection.md), on your own LOG the strategy's data-independent default,
-   d_c = 1 click, queries and (query, url) pairs selected privately) on the bundled real sample
-   (215 AOL users), with the utility report of ``searchveil evaluate``. ``--selection
-   korolova`` runs the thesis' Release-Data instead (d = d_c = 1, privately selected URLs).
+1. A query-click release with the best selection strategy measured (``--selection``,
+   default probe-reweight-2r: docs/selection-strategies.md; e^ε = 10, d from public
+   information only — on the bundled sample a declared d = 21 (the thesis' d; the default
+   rule's reference is that very sample, docs/privacy/selection.md), on your own LOG the
+   strategy's data-independent default, d_c = 1 click, queries and (query, url) pairs selected
+   privately) on the bundled real sample (215 AOL users), with the utility report of ``searchveil
+   evaluate``. ``--selection korolova`` runs the thesis' Release-Data instead (d = d_c = 1,
+   privately selected URLs).
 2. A synthetic log of ``--synthetic-users`` users (default 500,000, thesis-like) calibrated on
    that sample (:func:`searchveil.synth.synthetic_events`, integer query keys), on which the
    demo shows the thesis' central result (Korolova, PhD thesis 2012, §4.6.1.1, Fig. 4.2): the
@@ -73,7 +74,7 @@ from searchveil.cli._common import (
 )  # fmt: skip
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
-from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events
+from searchveil.evaluate.dcurve import ALL_MECHANISMS, SIMULATED, dcurve_from_events
 from searchveil.io.ledger import is_provenance_record, read_provenance, write_private_json
 from searchveil.io.paths import (
     Staging,
@@ -85,7 +86,7 @@ from searchveil.io.paths import (
 )
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.rounds import user_item_pool
-from searchveil.mechanisms.selection import STRATEGIES, default_d
+from searchveil.mechanisms.selection import ALIASES, REGISTRY, SelectionStrategy, default_d
 from searchveil.model import SearchLog, items
 from searchveil.params import SINGLE_USER_TARGET, solve_delta_single_user
 from searchveil.release.counts import BoundedCounts
@@ -95,11 +96,11 @@ from searchveil.release.korolova import (
     release_korolova_counts,
     write_release,
 )
-from searchveil.release.select import (
-    SelectParams,
+from searchveil.release.selection import (
+    SelectionParams,
     UserItemPools,
-    release_select,
-    release_select_pools,
+    release_selection,
+    release_selection_pools,
 )
 from searchveil.report.demo import demo_report
 from searchveil.report.evaluation import evaluation_report
@@ -110,8 +111,8 @@ from searchveil.validate import check_choice, check_int, check_positive
 
 DEMO_EPSILON = math.log(10.0)
 #: the demo's strategy: the best measured at its default d (docs/selection-strategies.md)
-DEMO_SELECTION = "mad2r"
-DEMO_SELECTIONS = ("korolova", *STRATEGIES)
+DEMO_SELECTION = "probe-reweight-2r"
+DEMO_SELECTIONS = ("korolova", *(s.value for s in SelectionStrategy))
 DEMO_D = 1
 DEMO_DC = 1
 DEMO_SPLIT = (1.0, 1.0, 1.0, 1.0)
@@ -151,7 +152,7 @@ def _delta_for(users: int, target: float) -> dict[str, Any]:
 
 def _select_params(
     selection: str, delta: float, d_c: int | None, max_users: int, *, sample: bool = False
-) -> SelectParams:
+) -> SelectionParams:
     """The demo's selection release: the whole budget split equally between the steps, d from
     public information only (never tuned on the log; U the declared bound). The strategy's
     default rule (:func:`default_d`) reads the public reference sample — the bundled sample
@@ -159,13 +160,13 @@ def _select_params(
     chosen on the data released would make the release's parameters a function of its input
     (issue 30); Laplace's rule (d = 1) reads nothing."""
     parts = 2 if d_c is None else 4
-    probe = SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=1,
+    probe = SelectionParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=1,
                          split=tuple([1.0] * parts), d_c=d_c)  # fmt: skip
     d, rule = default_d(selection, epsilon=probe.eps_selection, delta=probe.delta_selection,
                         max_users=max_users)  # fmt: skip
     if sample and selection != "laplace":
         d, rule = DEMO_SAMPLE_D, DEMO_SAMPLE_D_RULE
-    return SelectParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=d,
+    return SelectionParams(strategy=selection, epsilon=DEMO_EPSILON, delta=delta, d=d,
                         split=tuple([1.0] * parts), d_c=d_c, d_rule=rule)  # fmt: skip
 
 
@@ -203,7 +204,7 @@ def real_release(
         return rel, sol, DEMO_D
     sp = _select_params(selection, sol["delta"], DEMO_DC, max_users, sample=sample)
     done = step(f"{selection} selection (d = {sp.d}, d_c = {DEMO_DC}) on the real sample")
-    rel = release_select(log, sp, rng=rng, max_users=max_users)
+    rel = release_selection(log, sp, rng=rng, max_users=max_users)
     done()
     return rel, sol, sp.d
 
@@ -273,8 +274,8 @@ def _synthetic_run(
     done = step(f"d-curves (d = {', '.join(map(str, ds))}; Release-Data and every strategy)")
     curve = dcurve_from_events(ev, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=ds,
                                mechanisms=ALL_MECHANISMS, simulation=rng.numpy_generator(),
-                               ds_for={"policy-gaussian": DEMO_POLICY_DS, "mad": DEMO_SIM_DS,
-                                       "mad2r": DEMO_SIM_DS, "dp-sips": DEMO_SIM_DS})  # fmt: skip
+                               ds_for={m: DEMO_SIM_DS for m in SIMULATED}
+                               | {"policy-gaussian": DEMO_POLICY_DS})  # fmt: skip
     done()
     synthetic_input = {"file": f"synthetic-{users}-users (in memory, query keys)",
                        "sha256": None, "rows": ev.height, "users": users,
@@ -311,7 +312,7 @@ def _synthetic_run(
             events=ev.select("user", pl.col("query").alias("item")),
             single_items=single.rename({"query": "item"}),
         )
-        rel = release_select_pools(pools, sp, rng=rng, max_users=users)
+        rel = release_selection_pools(pools, sp, rng=rng, max_users=users)
     write_release(rel, out / "synthetic")
     done()
     published = rel.tables["queries"].select("query")
@@ -337,14 +338,13 @@ def _synthetic_run(
     return run_, curve
 
 
-CURVE_SHORT = {"korolova": "RD", "laplace": "Lap", "gaussian": "G", "policy-gaussian": "PG",
-               "mad": "MAD", "mad2r": "MAD2R", "dp-sips": "SIPS"}  # fmt: skip
+CURVE_SHORT = {"korolova": "RD"} | {c.FACTS.name: c.FACTS.short_label for c in REGISTRY}
 
 
 def _curve_table(curve: dict[str, Any]) -> Table:
     """% of the query volume released against d, one row per strategy: RD = Release-Data,
-    Lap / G = Laplace / Gaussian thresholding (expected values), PG = policy Gaussian, MAD,
-    MAD2R, SIPS = DP-SIPS (one simulated run each)."""
+    then each strategy's short label (``FACTS.short_label``; the ℓ2-weighted ones are one
+    simulated run each, the others expected values)."""
     mechs = [m for m in CURVE_SHORT if any(r["mechanism"] == m for r in curve["table"])]
     ds = sorted({r["d"] for r in curve["table"]})
     t = Table(
@@ -474,9 +474,10 @@ def demo(
         str,
         typer.Option(
             "--selection",
-            help="the releases' strategy: mad2r (default: the best measured, "
-            "docs/selection-strategies.md) | mad | dp-sips | gaussian | laplace | "
-            "policy-gaussian | korolova (the thesis' Release-Data, d = 1)",
+            help=f"the releases' strategy: {DEMO_SELECTION} (default: the best measured, "
+            "docs/selection-strategies.md) | "
+            + " | ".join(s for s in SelectionStrategy if s != DEMO_SELECTION)
+            + " | korolova (the thesis' Release-Data, d = 1)",
         ),
     ] = DEMO_SELECTION,
     overwrite: OverwriteOpt = False,
@@ -491,8 +492,10 @@ def demo(
     with δ chosen so that no query held by a single user is expected to be published."""
 
     def body() -> None:
+        nonlocal selection
         if synthetic_users < 0:
             raise InvalidParameterError("--synthetic-users", synthetic_users, "an integer ≥ 0")
+        selection = ALIASES.get(selection, selection)  # mad, mad2r: deprecated spellings
         check_choice("selection", selection, DEMO_SELECTIONS)
         target = check_positive("max-single-user-items", max_single_user_items)
         if max_users is None and log is not None:

@@ -259,9 +259,9 @@ def compare(
         list[str] | None,
         typer.Option(
             "--mechanisms",
-            help="setting MECH[:key=value,...] (repeatable; korolova, zealous, kanon); "
-            "default: korolova d=1,5,20; zealous queries m=1,4, clicks/pairs m=1 "
-            "(with --max-users); kanon k=10",
+            help="setting MECH[:key=value,...] (repeatable; korolova, zealous, kanon, "
+            "selection); default: korolova d=1,5,20; zealous queries m=1,4, clicks/pairs m=1 "
+            "(with --max-users); selection gaussian d=20 and probe-reweight-2r; kanon k=10",
         ),
     ] = None,
     max_users: Annotated[

@@ -69,8 +69,8 @@ from searchveil.release.korolova import (
     resolve_url_selection,
     split_parts,
 )
-from searchveil.release.run import ReleaseParams, release_file, release_table
-from searchveil.release.select import SelectParams
+from searchveil.release.run import EngineChoice, ReleaseParams, release_file, release_table
+from searchveil.release.selection import SelectionParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
 from searchveil.validate import check_int, parse_choice
@@ -198,7 +198,7 @@ def _release_and_write(
     conf = spark_settings(o.spark_conf)
     if (o.input is None) == (o.spark_table is None):
         raise InvalidParameterError("input", o.input, "a log file, or --spark-table NAME (one)")
-    if o.spark_table is not None and o.engine not in ("auto", "spark"):
+    if o.spark_table is not None and o.engine not in (EngineChoice.AUTO, EngineChoice.SPARK):
         raise InvalidParameterError("engine", o.engine, "spark (or auto) with --spark-table")
     check_release_dir(o.out, fmt=o.out_fmt, overwrite=o.overwrite, provenance=o.provenance,
                       inputs=input_list(input=o.input))  # fmt: skip
@@ -240,7 +240,7 @@ def select_params(
     split: str | None,
     clamp: bool,
     max_users: int | None,
-) -> SelectParams:
+) -> SelectionParams:
     """The parameters of ``release korolova --selection``: without ``--max-queries``, d is the
     strategy's data-independent default (:func:`default_d`, from ε, δ and ``--max-users``)."""
     _need_budget(epsilon, delta)
@@ -258,19 +258,19 @@ def select_params(
                 f"; δ = 1/(10·U) = {0.1 / max_users:.3g} is the documented choice)",
             )
     if d is None:
-        probe = SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=1, split=w,
+        probe = SelectionParams(strategy=selection, epsilon=epsilon, delta=delta, d=1, split=w,
                              d_c=d_c)  # fmt: skip
         d, rule = default_d(selection, epsilon=probe.eps_selection,
                             delta=probe.delta_selection, max_users=max_users)  # fmt: skip
     else:
         d = check_int("max-queries", d, minimum=1, maximum=4096)
         rule = "given (--max-queries)"
-    return SelectParams(strategy=selection, epsilon=epsilon, delta=delta, d=d, split=w,
+    return SelectionParams(strategy=selection, epsilon=epsilon, delta=delta, d=d, split=w,
                         clamp_negative=clamp, d_c=d_c, d_rule=rule)  # fmt: skip
 
 
 def _selected(
-    run_opts: RunOptions, params: SelectParams, max_users: int | None = None
+    run_opts: RunOptions, params: SelectionParams, max_users: int | None = None
 ) -> dict[str, Any]:
     o = run_opts
     release, budget = _release_and_write(
@@ -478,8 +478,9 @@ def korolova_command(
         typer.Option(
             "--selection",
             help="query (and, with --max-clicks, query-click) selection on each user's first "
-            "DISTINCT queries: mad | mad2r | dp-sips | laplace | gaussian | policy-gaussian "
-            "(docs/selection-strategies.md); --split = selection,counts[,url-selection,"
+            "DISTINCT queries: " + " | ".join(SelectionStrategy) + " "
+            "(docs/selection-strategies.md; mad, mad2r: deprecated names of probe-reweight, "
+            "probe-reweight-2r); --split = selection,counts[,url-selection,"
             "click-counts]; without --max-queries d is the strategy's data-independent "
             "default. Unset: the thesis' Select-Queries",
         ),

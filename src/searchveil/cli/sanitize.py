@@ -303,7 +303,7 @@ def ump_command(
         str | None,
         typer.Option(
             "--pairs",
-            help="e2e: pair counts from mad2r (query-click release; "
+            help="e2e: pair counts from probe-reweight-2r (query-click release; "
             "default with synthetic ids) | zealous (default with real ids)",
         ),  # fmt: skip
     ] = None,
@@ -352,11 +352,11 @@ def ump_command(
 ) -> None:
     """Same-schema log (AnonID, Query, ClickURL, Count), DP end to end by default.
 
-    --mode e2e (default): noisy pair counts (--pairs mad2r: a MAD2R query-click release;
-    zealous: ZEALOUS over each user's first m clicked pairs), then a log of synthetic users
-    generated from them and a noisy profile of pairs per user (--ids synthetic), or Hong et
-    al.'s sampling of real ids from an allocation of the noisy counts (--ids real: empty or
-    nearly so at δ < 1/U). One (ε, δ) covers everything written. --mode conditional: Hong et
+    --mode e2e (default): noisy pair counts (--pairs probe-reweight-2r: a query-click release
+    with that selection; zealous: ZEALOUS over each user's first m clicked pairs), then a log
+    of synthetic users generated from them and a noisy profile of pairs per user (--ids synthetic),
+    or Hong et al.'s sampling of real ids from an allocation of the noisy counts (--ids real: empty
+    or nearly so at δ < 1/U). One (ε, δ) covers everything written. --mode conditional: Hong et
     al. EDBT 2012's counts from the exact histogram, NOT differentially private (only the
     sampling given the counts is); for reproducing the paper. Writes `log`, `counts` (+
     `profile`, `queries` or `pairs`), ledger.json, and the private provenance record beside

@@ -29,7 +29,7 @@ The row plan (:mod:`searchveil.engines.rows`, over the small interface of
 users_with_counts, collect, totals, collect_with_totals``) serves k-anonymity on both engines.
 """
 
-from searchveil.engines.backends import ENGINES, EngineName, make_engine
+from searchveil.engines.backends import EngineName, make_engine
 from searchveil.engines.base import Engine, ReducedRows
 from searchveil.engines.contract import (
     BoundedCounts,
@@ -42,7 +42,6 @@ from searchveil.engines.contract import (
 )
 
 __all__ = [
-    "ENGINES",
     "BoundedCounts",
     "Bounding",
     "BoundingPlan",

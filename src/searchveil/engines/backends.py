@@ -16,7 +16,7 @@ from searchveil.engines.polars import PolarsEngine
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import check_fingerprint
 
-__all__ = ["EngineName", "ENGINES", "make_engine"]
+__all__ = ["EngineName", "make_engine"]
 
 
 class EngineName(StrEnum):
@@ -25,9 +25,6 @@ class EngineName(StrEnum):
     MEMORY = "memory"
     POLARS = "polars"
     SPARK = "spark"
-
-
-ENGINES = tuple(e.value for e in EngineName)
 
 
 def make_engine(

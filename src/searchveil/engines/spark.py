@@ -93,7 +93,6 @@ class SparkPlan(StrEnum):
     SHUFFLE = "shuffle"
 
 
-SPARK_PLANS = tuple(p.value for p in SparkPlan)
 SPARK_UNREADABLE = (
     "Spark could not read it as the AOL layout (a row with the wrong number of fields, or a "
     "damaged .gz or Parquet file?); `searchveil stats` on it names the first bad line "

@@ -42,7 +42,7 @@ from searchveil.evaluate.substitution import (
     evaluate_substitution,
     user_query_pairs,
 )
-from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog
+from searchveil.model import PAIR_SEP, ItemKind, SearchLog
 from searchveil.release.ump.metrics import evaluate_same_schema
 
 __all__ = ["SCHEMA", "evaluate_release", "evaluate_loaded", "load_release", "not_applicable"]
@@ -132,8 +132,8 @@ def evaluate_loaded(
     }
     if "distribution" in metrics:
         result["distribution"] = {
-            kind: compare_histograms(orig[kind], hist[kind])
-            for kind in ITEM_KINDS
+            kind.value: compare_histograms(orig[kind], hist[kind])
+            for kind in ItemKind
             if kind in hist and kind in orig
         }
     if "caching" in metrics:

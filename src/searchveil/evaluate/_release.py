@@ -39,7 +39,7 @@ import polars as pl
 
 from searchveil.errors import InputFormatError
 from searchveil.io.ledger import read_ledger
-from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog, items
+from searchveil.model import PAIR_SEP, ItemKind, SearchLog, items
 
 __all__ = ["ReleaseData", "load_release", "original_histograms", "keyword_histogram"]
 
@@ -125,11 +125,11 @@ def _kind_of_items(name: str, ledger: dict[str, Any]) -> str:
     params = ledger.get("parameters") or {}
     for key in ("kind", "item_kind", "items", "item_type"):
         v = params.get(key) if isinstance(params, dict) else None
-        if isinstance(v, str) and v in ITEM_KINDS:
+        if isinstance(v, str) and v in [k.value for k in ItemKind]:
             return v
-    for k in ITEM_KINDS:
-        if k in name or k.rstrip("s") in name:
-            return k
+    for k in ItemKind:
+        if k.value in name or k.value.rstrip("s") in name:
+            return k.value
     return "queries"
 
 
@@ -272,7 +272,9 @@ def load_release(release_dir: str | Path) -> ReleaseData:
     )
 
 
-def original_histograms(log: SearchLog, kinds: tuple[str, ...] = ITEM_KINDS) -> dict[str, Any]:
+def original_histograms(
+    log: SearchLog, kinds: tuple[str, ...] = tuple(map(str, ItemKind))
+) -> dict[str, Any]:
     """Item histograms of the original log: kind → DataFrame[item, count] (sorted by count
     descending, then item)."""
     out: dict[str, pl.DataFrame] = {}

@@ -13,10 +13,10 @@ Each *setting* is ``MECHANISM[:key=value,...]``:
   probabilistic, which needs the public user bound ``--max-users``);
 * ``kanon`` — k-query anonymity (Adar), ``k`` (default 10): the baseline of Götz §7; it does
   *not* use ε, δ and gives no differential privacy (marked so);
-* ``select`` — queries chosen by a modern selection strategy
-  (:mod:`searchveil.release.select`): ``strategy`` (``mad`` | ``mad2r`` | ``dp-sips`` |
-  ``laplace`` | ``gaussian`` | ``policy-gaussian``, default ``mad2r``), ``d`` (distinct queries
-  per user; default: the strategy's data-independent rule,
+* ``selection`` (formerly ``select``, still accepted) — queries chosen by a selection strategy
+  (:mod:`searchveil.release.selection`): ``strategy`` (any ``--selection`` name,
+  :class:`searchveil.mechanisms.selection.SelectionStrategy`; default ``probe-reweight-2r``),
+  ``d`` (distinct queries per user; default: the strategy's data-independent rule,
   :func:`searchveil.mechanisms.selection.default_d` — never tuned on the compared log).
 
 Comparing settings on a private log and keeping the best is itself a use of that log (a
@@ -45,16 +45,20 @@ from searchveil.model import SearchLog
 from searchveil.release.histogram import write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
 from searchveil.release.korolova import KorolovaParams, release_korolova
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.korolova.params import UrlSelection
+from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.zealous import ZealousParams, release_zealous
 from searchveil.rng import RandomSource
 from searchveil.validate import parse_choice
 
 __all__ = ["Setting", "parse_setting", "default_settings", "run_setting", "compare_settings"]
 
-MECHANISMS = ("korolova", "zealous", "kanon", "select")
+MECHANISMS = ("korolova", "zealous", "kanon", "selection")
+#: the strategy of a ``selection`` setting without ``strategy=`` (the best measured,
+#: docs/selection-strategies.md)
+DEFAULT_STRATEGY = "probe-reweight-2r"
 _KEYS = {
-    "select": {"strategy", "d"},
+    "selection": {"strategy", "d"},
     "korolova": {"d", "urls", "d_c", "split", "rule"},
     "zealous": {"m", "items", "tau", "guarantee"},
     "kanon": {"k"},
@@ -76,6 +80,7 @@ def parse_setting(spec: str) -> Setting:
     """``korolova:d=5,urls=none`` → Setting; unknown mechanisms/keys are errors."""
     name, _, rest = spec.strip().partition(":")
     name = name.strip().lower()
+    name = "selection" if name == "select" else name  # the deprecated spelling
     if name not in MECHANISMS:
         raise InvalidParameterError("mechanisms", spec, "one of " + ", ".join(MECHANISMS))
     opts: dict[str, str] = {}
@@ -100,8 +105,8 @@ def default_settings(*, max_users: int | None) -> list[Setting]:
             Setting("zealous", {"m": "1", "items": "clicks"}),
             Setting("zealous", {"m": "1", "items": "query_pairs"}),
         ]
-    out.append(Setting("select", {"strategy": "gaussian", "d": "20"}))
-    out.append(Setting("select", {"strategy": "mad2r"}))
+    out.append(Setting("selection", {"strategy": "gaussian", "d": "20"}))
+    out.append(Setting("selection", {"strategy": DEFAULT_STRATEGY}))
     out.append(Setting("kanon", {"k": "10"}))
     return out
 
@@ -128,19 +133,17 @@ def run_setting(
     """Run one setting on ``log`` at the total (ε, δ); returns the release object
     (:class:`searchveil.release.histogram.HistogramRelease`)."""
     o = setting.options
-    if setting.mechanism == "select":
-        strategy = o.get("strategy", "mad2r")
+    if setting.mechanism == "selection":
+        strategy = o.get("strategy", DEFAULT_STRATEGY)
         strategy = parse_choice("strategy", strategy, SelectionStrategy)
         if "d" in o:
             d, rule = _int(setting, "d", 20), "given (compare setting)"
         else:
             d, rule = default_d(strategy, epsilon=epsilon / 2, delta=delta, max_users=max_users)
-        sp = SelectParams(strategy=strategy, epsilon=epsilon, delta=delta, d=d, d_rule=rule)
-        return release_select(log, sp, rng=rng, max_users=max_users)
+        sp = SelectionParams(strategy=strategy, epsilon=epsilon, delta=delta, d=d, d_rule=rule)
+        return release_selection(log, sp, rng=rng, max_users=max_users)
     if setting.mechanism == "korolova":
-        urls = o.get("urls", "private")
-        if urls not in ("private", "none"):
-            raise InvalidParameterError("urls", urls, "'private' or 'none'")
+        urls = parse_choice("urls", o.get("urls", "private"), UrlSelection)
         parts = 4 if urls == "private" else 2
         split = tuple(float(x) for x in o["split"].split("/")) if "split" in o else (1.0,) * parts
         p = KorolovaParams.from_budget(

@@ -52,12 +52,7 @@ import polars as pl
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.rounds import ItemPool, RoundsSelection
-from searchveil.mechanisms.selection import (
-    GaussianThreshold,
-    LaplaceThreshold,
-    PolicyGaussian,
-    make_strategy,
-)
+from searchveil.mechanisms.selection import ALIASES, REGISTRY, PolicyGaussian, make_strategy
 from searchveil.mechanisms.threshold import effective_scale, keep_probability, korolova_solve_exact
 from searchveil.model import SearchLog, query_events
 from searchveil.rng import SeededRandom
@@ -74,11 +69,15 @@ __all__ = [
 
 DEFAULT_DS = (1, 2, 3, 5, 8, 10, 20, 40)
 MECHANISMS = ("korolova", "gaussian")
-#: every curve the module can draw: exact expectations (korolova, laplace, gaussian) and one
-#: simulated run on the log (the ℓ2-weighted strategies: their rounds have no closed form)
-EXACT = ("korolova", "laplace", "gaussian")
-SIMULATED = ("policy-gaussian", "mad", "mad2r", "dp-sips")
+#: every curve the module can draw: exact expectations (korolova, and the strategies on counts,
+#: whose keep probability is a function of an item's count) and one simulated run on the log
+#: (the ℓ2-weighted strategies: their weights depend on the other users, no closed form)
+COUNTED = tuple(c.FACTS.name for c in REGISTRY if not c.FACTS.simulated_curve)
+EXACT = ("korolova", *COUNTED)
+SIMULATED = tuple(c.FACTS.name for c in REGISTRY if c.FACTS.simulated_curve)
 ALL_MECHANISMS = EXACT + SIMULATED
+#: a curve's table fields beyond the figures: the threshold and noise of its strategy
+CURVE_FIELDS = ("K", "b", "sigma", "tau")
 DIAGNOSTIC_NOTE = (
     "a data-holder diagnostic: every point reads the whole log it is computed on; choosing d "
     "from the curve of a private log is a use of the data that no ledger accounts for (it "
@@ -183,12 +182,16 @@ def _check_curve_args(
         raise InvalidParameterError("events", 0, "a log with at least one query event")
 
 
-def _laplace_row(ev: _Events, d: int, eps: float, dl: float) -> dict[str, Any]:
-    lt = LaplaceThreshold.for_budget(epsilon=eps, delta=dl, d=d)
+def _counted_row(ev: _Events, m: str, d: int, eps: float, dl: float) -> dict[str, Any]:
+    """The exact curve of a strategy on counts: its keep probability of each item's count
+    among the users' first ``d`` distinct queries."""
+    st = make_strategy(m, epsilon=eps, delta=dl, d=d)
     counts = ev.first_distinct_counts(d)
     grid = np.arange(int(counts.max()) + 1)
-    e = _expected(counts, np.asarray(lt.keep_probability(grid)), ev.occ, ev.single)
-    row = ev.row(e, d=d, mechanism="laplace", K=lt.K, b=lt.b)
+    keep = np.asarray(st.keep_probability(grid), dtype=np.float64)
+    e = _expected(counts, keep, ev.occ, ev.single)
+    detail = st.describe()
+    row = ev.row(e, d=d, mechanism=m, **{k: detail[k] for k in CURVE_FIELDS if k in detail})
     return row | {"single_user_released": e["single"]}
 
 
@@ -217,16 +220,6 @@ def _korolova_row(ev: _Events, d: int, eps: float, dl: float) -> dict[str, Any]:
     row = ev.row(e, d=d, mechanism="korolova", K=K, b=b)
     return row | {"impressions_pct": 100.0 * e["bounded"] / ev.total,
                   "single_user_released": e["single"]}  # fmt: skip
-
-
-def _gaussian_row(ev: _Events, d: int, eps: float, dl: float) -> dict[str, Any]:
-    g = GaussianThreshold.for_budget(epsilon=eps, delta=dl, d=d)
-    counts = ev.first_distinct_counts(d)
-    grid = np.arange(int(counts.max()) + 1)
-    keep = np.asarray(g.keep_probability(grid), dtype=np.float64)
-    e = _expected(counts, keep, ev.occ, ev.single)
-    row = ev.row(e, d=d, mechanism="gaussian", sigma=g.sigma, tau=g.tau)
-    return row | {"single_user_released": e["single"]}
 
 
 def _best_d(table: list[dict[str, Any]], mechanisms: Sequence[str]) -> dict[str, Any]:
@@ -264,6 +257,9 @@ def dcurve_from_events(
     d_list = [check_int("d", d, minimum=1) for d in ds]
     if not d_list:
         raise InvalidParameterError("ds", list(ds), "a non-empty list of integers >= 1")
+    # deprecated strategy spellings (mad, mad2r) draw their new names' curves
+    mechanisms = [ALIASES.get(str(m), str(m)) for m in mechanisms]
+    ds_for = {ALIASES.get(str(m), str(m)): v for m, v in (ds_for or {}).items()}
     _check_curve_args(mechanisms, simulation, events)
     enc = _encode(events)
     qid, drank = enc["qid"], enc["drank"]
@@ -281,18 +277,19 @@ def dcurve_from_events(
             users=enc["uid"][first].astype(np.int32), items=qid[first].astype(np.int32),
             rank=drank[first].astype(np.int32), names=pl.Series("item", np.arange(nq)),
         )  # fmt: skip
+    # the rows of one d in the tables' order since issue 24: the first strategy on counts, the
+    # simulated ones (their draws from ``simulation`` in this order), korolova, the other ones
     for d in d_list:
-        if "laplace" in mechanisms:
-            table.append(_laplace_row(ev, d, eps, dl))
-        for m in SIMULATED:
-            if m not in mechanisms or (ds_for and m in ds_for and d not in ds_for[m]):
+        for m in (*COUNTED[:1], *SIMULATED, "korolova", *COUNTED[1:]):
+            if m not in mechanisms or (m in SIMULATED and d not in ds_for.get(m, d_list)):
                 continue
-            assert pool is not None and simulation is not None
-            table.append(_simulated_row(ev, m, d, eps, dl, pool, simulation))
-        if "korolova" in mechanisms:
-            table.append(_korolova_row(ev, d, eps, dl))
-        if "gaussian" in mechanisms:
-            table.append(_gaussian_row(ev, d, eps, dl))
+            if m == "korolova":
+                table.append(_korolova_row(ev, d, eps, dl))
+            elif m in COUNTED:
+                table.append(_counted_row(ev, m, d, eps, dl))
+            else:
+                assert pool is not None and simulation is not None
+                table.append(_simulated_row(ev, m, d, eps, dl, pool, simulation))
     return {
         "epsilon": eps,
         "delta": dl,
@@ -304,9 +301,9 @@ def dcurve_from_events(
         "delta_max_recommended": 1.0 / (10.0 * n_users),
         "table": table,
         "best": _best_d(table, mechanisms),
-        "note": "korolova, laplace, gaussian: expectations over the mechanisms' noise, "
-        "computed exactly from the keep curves; policy-gaussian, mad, mad2r, dp-sips: one "
-        "simulated run each; " + DIAGNOSTIC_NOTE,
+        "note": f"{', '.join(EXACT)}: expectations over the mechanisms' noise, computed "
+        f"exactly from the keep curves; {', '.join(SIMULATED)}: one simulated run each; "
+        + DIAGNOSTIC_NOTE,
         "diagnostic": True,
     }
 

@@ -32,7 +32,7 @@ from searchveil.evaluate.distribution import compare_histograms
 from searchveil.io.datasets import default_log_path
 from searchveil.io.readers import read_log
 from searchveil.mechanisms.threshold import keep_probability
-from searchveil.model import PAIR_SEP
+from searchveil.model import PAIR_SEP, ItemKind
 from searchveil.release.korolova import KorolovaParams, release_korolova
 from searchveil.release.korolova.accounting import korolova_solve_paper
 from searchveil.release.ump.reproduce import reproduce_tables
@@ -189,7 +189,7 @@ def _zealous_runs(ctx: _Ctx) -> dict[tuple[str, int], dict[str, Any]]:
     out: dict[tuple[str, int], dict[str, Any]] = {}
     import polars as pl
 
-    for kind in ("keywords", "queries", "clicks", "query_pairs"):
+    for kind in map(str, ItemKind):
         for m in (1, 4, 8, 20, 40):
             done = ctx.step(f"ZEALOUS {kind} m={m}")
             try:
@@ -266,7 +266,7 @@ def goetz_table_3(ctx: _Ctx) -> dict[str, Any]:
     runs = _zealous_runs(ctx)
     rows = []
     agree = 0
-    for kind in ("keywords", "queries", "clicks", "query_pairs"):
+    for kind in map(str, ItemKind):
         ours_d = [_get(runs, kind, m, "released_distinct") for m in MS]
         ours_t = [_get(runs, kind, m, "released_total") for m in MS]
         pd, pt = GOETZ_T3_DISTINCT[kind], GOETZ_T3_TOTAL_K[kind]
@@ -299,7 +299,7 @@ def goetz_table_3(ctx: _Ctx) -> dict[str, Any]:
                     "x": list(MS),
                     "y": [_get(runs, kind, m, "released_distinct") for m in MS],
                 }
-                for kind in ("keywords", "queries", "clicks", "query_pairs")
+                for kind in map(str, ItemKind)
             ],
         },
     }

@@ -35,7 +35,6 @@ __all__ = [
     "file_sha256",
     "BackgroundHash",
     "Fingerprint",
-    "FINGERPRINTS",
     "check_fingerprint",
     "parquet_footer_sha256",
     "start_fingerprint",
@@ -113,7 +112,6 @@ class Fingerprint(StrEnum):
     FAST = "fast"
 
 
-FINGERPRINTS = tuple(f.value for f in Fingerprint)
 _FAST_TAG = b"searchveil parquet footer fingerprint v1\0"
 
 

@@ -48,12 +48,10 @@ __all__ = [
     "INTERNAL_COLUMNS",
     "read_log",
     "scan_log",
-    "FORMATS",
     "AOL_COLUMNS",
     "MSNBC_CATEGORIES",
 ]
 
-FORMATS = tuple(f.value for f in Layout)
 TIME_FORMATS = ("auto", "iso", "epoch", "epoch-ms", "STRFTIME-PATTERN")
 # names the reader creates; input columns with these names are kept as ``input_<name>``
 INTERNAL_COLUMNS = ("user", "query", "time", "rank", "url", "session", "row", "click_order")
@@ -656,7 +654,7 @@ def scan_log(
     m = columns or ColumnMapping()
     if kind == "parquet":
         lf = pl.scan_parquet(p)
-    elif kind in ("aol", "csv"):
+    elif kind in (Layout.AOL, Layout.CSV):
         lf = pl.scan_csv(
             p,
             separator=delimiter or "\t",

@@ -376,7 +376,9 @@ class BudgetState:
 
     def spent(self, *, pending: bool = True) -> tuple[float, float]:
         """(ε, δ) committed — and pending, with ``pending=True`` (basic composition)."""
-        states = ("committed", "pending") if pending else ("committed",)
+        states = (
+            (ChargeState.COMMITTED, ChargeState.PENDING) if pending else (ChargeState.COMMITTED,)
+        )
         return self._sum(states, "epsilon"), self._sum(states, "delta")
 
     def remaining(self) -> tuple[float, float]:
@@ -444,7 +446,7 @@ class BudgetState:
         """The tighter composition when every committed or pending part is zCDP: ρ summed,
         then (ε, δ) at the budget's total δ (the ρ-outside δ of thresholds added)."""
         live = [PrivacyCost.from_dict(c["charged"]) for c in self.charges
-                if c["state"] in ("committed", "pending")]  # fmt: skip
+                if c["state"] in (ChargeState.COMMITTED, ChargeState.PENDING)]  # fmt: skip
         if not live or any(c.rho is None for c in live):
             return None
         rho = math.fsum(c.rho or 0.0 for c in live)

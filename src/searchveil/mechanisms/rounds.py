@@ -1,5 +1,6 @@
-"""ℓ2-weighted Gaussian selection in rounds — MAD, MAD2R (Chen et al., ICML 2025) and DP-SIPS
-(Swanberg et al. 2023) — and the integer item pools every selection strategy runs on.
+"""ℓ2-weighted Gaussian selection in rounds — probe-reweight and probe-reweight-2r (after Chen
+et al., ICML 2025's adaptive weighting) and DP-SIPS (Swanberg et al. 2023) — and the integer
+item pools every selection strategy runs on.
 
 Split out of :mod:`searchveil.mechanisms.selection` (issue 25: no module over 700 lines); the
 privacy analysis is in docs/privacy/selection.md: each round is exact ℓ2-weighted
@@ -7,7 +8,9 @@ discrete-Gaussian thresholding on integer weights, zCDP over rounds (:func:`zcdp
 :func:`zcdp_rho`), and the exact δ of items only one user holds
 (:meth:`WeightedRound.delta_unique`). :class:`ItemPool` is the one encoding of the users' first
 items (integer ids, hash-ordered) that :mod:`~searchveil.mechanisms.selection`'s strategies and
-the release layer share.
+the release layer share. A rounds strategy is a subclass of :class:`RoundsSelection` that states
+its facts (:class:`~searchveil.mechanisms.selection_facts.StrategyFacts`) and its budget
+shares.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,11 +27,9 @@ import polars as pl
 from searchveil.bounding import first_per_user
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.mechanisms.noise import MAX_GAUSSIAN_SIGMA, DiscreteGaussian
+from searchveil.mechanisms.selection_facts import Accounting, DefaultD, StrategyFacts, Units
 from searchveil.rng import RandomSource
-from searchveil.validate import check_choice, check_int, check_positive, check_probability
-
-#: the strategies added by issue 24 (ℓ2-weighted Gaussian rounds, exact integer noise)
-ROUND_STRATEGIES = ("mad", "mad2r", "dp-sips")
+from searchveil.validate import check_int, check_positive, check_probability
 
 
 def pool_counts(pool: ItemPool, d: int) -> npt.NDArray[np.int64]:
@@ -53,12 +54,9 @@ Ids = npt.NDArray[np.int32]
 #: integer weight scale s: a user with k items gives each ⌊s/√k⌋ (exact integers; ℓ2 norm ≤ s)
 WEIGHT_SCALE_MAX = 1024
 WEIGHT_SCALE_MIN = 16
-#: bias cutoff of MAD2R's second round, in units of the first round's noise σ₁ (see docs)
-MAD2R_CUTOFF_SIGMAS = 1.5
-#: zCDP budget shares (must sum to 1) and the pool of items per user, as multiples of d
-MAD_SHARES = (0.05, 0.95)
-MAD2R_SHARES = (0.05, 0.25, 0.70)
-SIPS_ROUNDS, SIPS_FACTOR = 3, 0.3
+#: bias cutoff of probe-reweight-2r's last round, in units of the round before's noise σ (docs)
+CUTOFF_SIGMAS = 1.5
+#: the pool of items per user of a strategy with more than one round, as a multiple of d
 POOL_FACTOR = 2
 
 
@@ -335,46 +333,40 @@ class ItemPool:
 
 @dataclass(frozen=True)
 class RoundsSelection:
-    """MAD, MAD2R and DP-SIPS: rounds of :class:`WeightedRound` on each user's first
-    ``pool`` distinct items, with items released in earlier rounds removed (their users' weight
-    goes to their other items) — see the module docstring and docs/privacy/selection.md.
-
-    * ``mad`` — a probe round with a small share of the budget releases the items far above
-      any threshold; the main round spreads each user's unit ℓ2 budget over its first d items
-      the probe did not release (weight rerouted from items far above the threshold).
-    * ``mad2r`` — the probe, a first round, and a second round in which each user keeps only
-      its items not yet released whose first-round noisy weight is ≥ ``cutoff`` (an internal
-      value, never published): the user's budget goes to items that can still make it.
-    * ``dp-sips`` — Swanberg, Desfontaines, Haney 2023: R rounds with geometrically growing
-      budget shares, each on the users' first d items not released before.
+    """Rounds of :class:`WeightedRound` on each user's first ``pool`` distinct items, with
+    items released in earlier rounds removed (their users' weight goes to their other items) —
+    see the module docstring and docs/privacy/selection.md. A subclass is one strategy: its
+    ``FACTS``, its zCDP budget ``SHARES`` (one per round, summing to 1) and, for a biased last
+    round, ``BIAS_ROUND`` (:class:`ProbeReweight`, :class:`ProbeReweight2R`, :class:`DpSips`).
 
     Privacy (docs/privacy/selection.md): zCDP adds over rounds (ρ = Σ 1/(2σ_r²)); ε, δ_G from
     :func:`zcdp_delta`; items only the added user holds: δ_T = Σ_r delta_unique_r;
     δ = δ_G + δ_T/(1 − δ_T)."""
 
-    name: str
+    FACTS: ClassVar[StrategyFacts]
+    SHARES: ClassVar[tuple[float, ...]]
+    #: the round whose noisy weights (≥ the cutoff) choose the next round's items, if any
+    BIAS_ROUND: ClassVar[int | None] = None
+
     d: int
     pool: int
     rounds: tuple[WeightedRound, ...]
     epsilon: float
-    cutoff: int | None = None  # mad2r: integer cutoff on the first round's noisy weight
-    bias_round: int | None = None  # mad2r: the round whose noisy weights bias the next
+    cutoff: int | None = None  # the integer cutoff on the bias round's noisy weight
+    bias_round: int | None = None  # the round whose noisy weights bias the next
+
+    @property
+    def name(self) -> str:
+        return self.FACTS.name
 
     @classmethod
-    def for_budget(cls, name: str, *, epsilon: float, delta: float, d: int,
+    def for_budget(cls, *, epsilon: float, delta: float, d: int,
                    pool: int | None = None) -> RoundsSelection:  # fmt: skip
-        check_choice("selection", name, ROUND_STRATEGIES)
         eps = check_positive("epsilon", epsilon)
         dl = check_probability("delta", delta)
         d = check_int("d", d, minimum=1, maximum=4096)
         pool = check_int("pool", POOL_FACTOR * d if pool is None else pool, minimum=d)
-        if name == "mad":
-            shares: tuple[float, ...] = MAD_SHARES
-        elif name == "mad2r":
-            shares = MAD2R_SHARES
-        else:
-            w = [SIPS_FACTOR ** (SIPS_ROUNDS - 1 - r) for r in range(SIPS_ROUNDS)]
-            shares = tuple(x / sum(w) for x in w)
+        shares = cls.SHARES
         best: RoundsSelection | None = None
         for g in (0.2, 0.35, 0.5, 0.65, 0.8):  # share of δ for the Gaussian part
             rho = zcdp_rho(epsilon=eps, delta=g * dl * 0.999)
@@ -387,10 +379,10 @@ class RoundsSelection:
                 for s, f in zip(sigmas, shares, strict=True)
             )  # fmt: skip
             cutoff = bias = None
-            if name == "mad2r":
-                bias = 1
-                cutoff = int(math.floor(MAD2R_CUTOFF_SIGMAS * sigmas[1] * rounds[1].scale))
-            cand = cls(name=name, d=d, pool=pool, rounds=rounds, epsilon=eps, cutoff=cutoff,
+            if cls.BIAS_ROUND is not None:
+                bias = cls.BIAS_ROUND
+                cutoff = int(math.floor(CUTOFF_SIGMAS * sigmas[bias] * rounds[bias].scale))
+            cand = cls(d=d, pool=pool, rounds=rounds, epsilon=eps, cutoff=cutoff,
                        bias_round=bias)  # fmt: skip
             if not (cand.privacy()["delta"] <= dl):
                 continue
@@ -413,7 +405,7 @@ class RoundsSelection:
         """For an item whose n holders give it their whole unit budget (weight s each) in every
         round until it is released (each user holding this one item): exact."""
         nn = np.asarray(n, dtype=np.float64)
-        stay = np.ones_like(nn)  # P[not released so far] (and, for mad2r, the bias event)
+        stay = np.ones_like(nn)  # P[not released so far] (and, with a bias round, its event)
         for i, r in enumerate(self.rounds):
             w = nn * r.scale
             p = r.pass_probability(w)
@@ -465,9 +457,9 @@ class RoundsSelection:
         in_pool: npt.NDArray[np.bool_] | None = None,
     ) -> npt.NDArray[np.int64]:  # fmt: skip
         """The pool rows round ``i`` uses, given the outputs of the rounds before (the released
-        items; for MAD2R's biased round the items whose bias-round noisy weight is ≥ the cutoff
-        and the bias round's rows): a function of each user's own items and of those outputs
-        only — the lemma of docs/privacy/selection.md."""
+        items; for a biased round (probe-reweight-2r's last) the items whose bias-round noisy
+        weight is ≥ the cutoff and the bias round's rows): a function of each user's own items and
+        of those outputs only — the lemma of docs/privacy/selection.md."""
         if in_pool is None:
             in_pool = pool.rank < self.pool
         if self.bias_round is not None and i == self.bias_round + 1:
@@ -497,9 +489,61 @@ class RoundsSelection:
                 "budget_shares": [r.rho / sum(x.rho for x in self.rounds) for r in self.rounds],
                 "bias_cutoff": None if self.cutoff is None else {
                     "round": (self.bias_round or 0) + 1, "integer": self.cutoff,
-                    "sigmas": MAD2R_CUTOFF_SIGMAS},
+                    "sigmas": CUTOFF_SIGMAS},
                 "accounting": "zCDP over rounds (CKS 2020 Cor. 13 to (ε, δ)) + unique items",
                 **self.privacy()}  # fmt: skip
+
+
+class ProbeReweight(RoundsSelection):
+    """A probe round plus a reweighted main round. The probe, with a small share of the budget,
+    releases the items far above any threshold; the main round spreads each user's unit ℓ2
+    budget over its first d items the probe did not release — weight that would have gone to
+    items far above the threshold goes to the user's other items.
+
+    The idea of moving a user's weight away from items that need none is Chen et al.'s (ICML
+    2025, MaxAdaptiveDegree); their rule (each item's excess over the threshold rerouted within
+    one round) is not this one: here a probe round finds the items to drop, so every round is
+    plain ℓ2-weighted thresholding and the privacy proof is the rounds' zCDP composition.
+    Formerly ``mad`` (still accepted, deprecated)."""
+
+    FACTS = StrategyFacts(
+        name="probe-reweight", label="probe-reweight*", short_label="PR", rounds=2,
+        units=Units.L2_WEIGHT, default_d=DefaultD.L2_WEIGHTED, accounting=Accounting.ZCDP,
+        aliases=("mad",),
+    )  # fmt: skip
+    SHARES = (0.05, 0.95)
+
+
+class ProbeReweight2R(RoundsSelection):
+    """The probe, a first reweighted round, and a second one in which each user keeps only its
+    items not yet released whose first-round noisy weight is ≥ ``cutoff`` (an internal value,
+    never published): the user's budget goes to items that can still make it. Inspired by Chen
+    et al.'s two-round MAD2R (ICML 2025), not their rule (see :class:`ProbeReweight`). Formerly
+    ``mad2r`` (still accepted, deprecated)."""
+
+    FACTS = StrategyFacts(
+        name="probe-reweight-2r", label="probe-reweight-2r*", short_label="PR2", rounds=3,
+        units=Units.L2_WEIGHT, default_d=DefaultD.L2_WEIGHTED, accounting=Accounting.ZCDP,
+        aliases=("mad2r",),
+    )  # fmt: skip
+    SHARES = (0.05, 0.25, 0.70)
+    BIAS_ROUND = 1
+
+
+#: DP-SIPS: rounds and the ratio of consecutive budget shares
+SIPS_ROUNDS, SIPS_FACTOR = 3, 0.3
+_SIPS_W = [SIPS_FACTOR ** (SIPS_ROUNDS - 1 - r) for r in range(SIPS_ROUNDS)]
+
+
+class DpSips(RoundsSelection):
+    """DP-SIPS (Swanberg, Desfontaines, Haney 2023): R rounds with geometrically growing budget
+    shares, each on the users' first d items not released before."""
+
+    FACTS = StrategyFacts(
+        name="dp-sips", label="DP-SIPS*", short_label="SIPS", rounds=SIPS_ROUNDS,
+        units=Units.L2_WEIGHT, default_d=DefaultD.L2_WEIGHTED, accounting=Accounting.ZCDP,
+    )  # fmt: skip
+    SHARES = tuple(x / sum(_SIPS_W) for x in _SIPS_W)
 
 
 def user_item_pool(df: pl.DataFrame, *, pool: int, user_col: str = "user",

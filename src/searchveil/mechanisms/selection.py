@@ -1,9 +1,10 @@
-"""Differentially private selection of items (which queries to publish) — three strategies.
+"""Differentially private selection of items (which queries to publish): the strategies and
+their registry.
 
-Setting (same for all three, so they compare at equal (ε, δ)): each user contributes a set of at
-most ``d`` *distinct* items (their first d distinct queries; any data-independent choice works);
-neighbouring logs differ by one user's whole set. The output is the set of selected items (their
-counts are published separately with their own budget, as in Korolova's Release-Data).
+Setting (same for every strategy, so they compare at equal (ε, δ)): each user contributes a set
+of at most ``d`` *distinct* items (their first d distinct queries; any data-independent choice
+works); neighbouring logs differ by one user's whole set. The output is the set of selected items
+(their counts are published separately with their own budget, as in Korolova's Release-Data).
 
 * ``laplace`` — Korolova's Select-Queries on distinct-user counts: count + DLap(b) > K with
   b = d/ε and the smallest integer K whose *exact* discrete (ε, δ) fits
@@ -25,9 +26,17 @@ counts are published separately with their own budget, as in Korolova's Release-
   selected set is output, never a noisy weight, so the floating-point attacks on released
   noisy values (Mironov 2012) have nothing to read. The other two use exact integer noise.
 
-Every strategy has ``privacy()`` (ε, δ), ``keep_probability(n)`` for an item with n users (for
-policy Gaussian: for an item held only by users whose whole ℓ2 budget goes to it, a lower
-bound) and ``select(user_items, rng)``.
+The ℓ2-weighted rounds (probe-reweight, probe-reweight-2r, DP-SIPS) are in
+:mod:`searchveil.mechanisms.rounds`.
+
+Every strategy is a class with ``FACTS`` (its name, label, rounds, units, default-d rule,
+accounting: :class:`~searchveil.mechanisms.selection_facts.StrategyFacts`) and
+``for_budget(*, epsilon, delta, d)``; a calibrated strategy has ``privacy()`` (ε, δ),
+``keep_probability(n)`` for an item with n users (for policy Gaussian: for an item held only by
+users whose whole ℓ2 budget goes to it, a lower bound), ``select_pool(pool, rng)``,
+``select(user_items, rng)`` and ``describe()``. :data:`REGISTRY` lists them: the
+``--selection`` names (:class:`SelectionStrategy`), :func:`make_strategy` and
+:func:`default_d` are read from it.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -44,12 +53,14 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
 from searchveil.mechanisms.rounds import (
-    ROUND_STRATEGIES,
+    DpSips,
     ItemPool,
-    RoundsSelection,
+    ProbeReweight,
+    ProbeReweight2R,
     pool_counts,
     pool_frame,
 )
+from searchveil.mechanisms.selection_facts import Accounting, DefaultD, StrategyFacts, Units
 from searchveil.mechanisms.threshold import (
     exact_threshold_privacy,
     keep_probability,
@@ -62,24 +73,6 @@ from searchveil.validate import (
     check_probability,
     parse_choice,
 )
-
-STRATEGIES = ("laplace", "gaussian", "policy-gaussian", *ROUND_STRATEGIES)
-
-
-class SelectionStrategy(StrEnum):
-    """``--selection``: the strategy that selects queries (and pairs) on each user's first
-    distinct items (:mod:`searchveil.mechanisms.selection`; docs/selection-strategies.md)."""
-
-    LAPLACE = "laplace"
-    GAUSSIAN = "gaussian"
-    POLICY_GAUSSIAN = "policy-gaussian"
-    MAD = "mad"
-    MAD2R = "mad2r"
-    DP_SIPS = "dp-sips"
-
-
-assert tuple(SelectionStrategy) == STRATEGIES, "SelectionStrategy and STRATEGIES must agree"
-
 
 # ----------------------------------------------------------------------------- shared pieces
 
@@ -106,6 +99,11 @@ def _distinct_counts(sets: pl.DataFrame) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class LaplaceThreshold:
+    FACTS: ClassVar[StrategyFacts] = StrategyFacts(
+        name="laplace", label="Laplace (distinct users)", short_label="Lap", rounds=1,
+        units=Units.COUNTS, default_d=DefaultD.ONE, accounting=Accounting.EXACT,
+    )  # fmt: skip
+
     d: int
     K: int
     b: float
@@ -135,7 +133,13 @@ class LaplaceThreshold:
         return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
-        return {"strategy": "laplace", "d": self.d, "K": self.K, "b": self.b, **self.privacy()}
+        return {
+            "strategy": self.FACTS.name,
+            "d": self.d,
+            "K": self.K,
+            "b": self.b,
+            **self.privacy(),
+        }
 
 
 # ----------------------------------------------------------------------------- Gaussian
@@ -181,6 +185,11 @@ def _threshold_delta(sigma: float, tau: int, d: int) -> float:
 
 @dataclass(frozen=True)
 class GaussianThreshold:
+    FACTS: ClassVar[StrategyFacts] = StrategyFacts(
+        name="gaussian", label="Gaussian selection", short_label="G", rounds=1,
+        units=Units.COUNTS, default_d=DefaultD.COUNTS, accounting=Accounting.EXACT,
+    )  # fmt: skip
+
     d: int
     sigma: float
     tau: int
@@ -239,7 +248,7 @@ class GaussianThreshold:
         return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
-        return {"strategy": "gaussian", "d": self.d, "sigma": self.sigma, "tau": self.tau,
+        return {"strategy": self.FACTS.name, "d": self.d, "sigma": self.sigma, "tau": self.tau,
                 **self.privacy()}  # fmt: skip
 
 
@@ -271,6 +280,13 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float 
 
 @dataclass(frozen=True)
 class PolicyGaussian:
+    # keep_probability(1) is an upper bound: a user may give its item less than its budget
+    FACTS: ClassVar[StrategyFacts] = StrategyFacts(
+        name="policy-gaussian", label="policy Gaussian*", short_label="PG", rounds=1,
+        units=Units.L2_WEIGHT, default_d=DefaultD.L2_WEIGHTED, accounting=Accounting.ANALYTIC,
+        single_user_exact=False,
+    )  # fmt: skip
+
     d: int
     sigma: float
     rho: float
@@ -386,8 +402,88 @@ class PolicyGaussian:
         return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
-        return {"strategy": "policy-gaussian", "d": self.d, "sigma": self.sigma, "rho": self.rho,
+        return {"strategy": self.FACTS.name, "d": self.d, "sigma": self.sigma, "rho": self.rho,
                 "cutoff": self.cutoff, **self.privacy()}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ the registry
+class SelectionMechanism(Protocol):
+    """What every registered strategy class provides: its facts, a constructor for a budget,
+    and, calibrated, its privacy map, keep probability, selection and public description."""
+
+    FACTS: ClassVar[StrategyFacts]
+
+    @property
+    def d(self) -> int:
+        """The contribution bound the strategy is calibrated for."""
+        ...
+
+    @classmethod
+    def for_budget(cls, *, epsilon: float, delta: float, d: int) -> SelectionMechanism:
+        """The strategy calibrated to (ε, δ) for users with ≤ d distinct items."""
+        ...
+
+    def privacy(self) -> dict[str, float]:
+        """(ε, δ) (and, for a zCDP strategy, ``rho``, ``delta_threshold``)."""
+        ...
+
+    def keep_probability(self, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """P[an item held by n users is selected] (see each strategy for its model)."""
+        ...
+
+    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+        """The selected item ids of ``pool`` (noise from ``rng``)."""
+        ...
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        """The selected items of ``sets`` (user, item (+ rank)) with their counts."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The public parameters the ledger records (``strategy``: ``FACTS.name``)."""
+        ...
+
+
+#: every selection strategy, in the order the names are listed (``--selection``, the d-curves,
+#: the demo): a new strategy is one entry here (CONTRIBUTING.md, "Adding a selection strategy")
+REGISTRY: tuple[type[SelectionMechanism], ...] = (
+    LaplaceThreshold,
+    GaussianThreshold,
+    PolicyGaussian,
+    ProbeReweight,
+    ProbeReweight2R,
+    DpSips,
+)
+_BY_NAME = {cls.FACTS.name: cls for cls in REGISTRY}
+#: deprecated spellings → names (``mad`` → ``probe-reweight``, ``mad2r`` → ``probe-reweight-2r``)
+ALIASES = {a: cls.FACTS.name for cls in REGISTRY for a in cls.FACTS.aliases}
+
+
+class _StrategyName(StrEnum):
+    """The members are the registry's names; a deprecated alias parses to its new name."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        return cls._value2member_map_.get(ALIASES.get(str(value), ""))
+
+
+if TYPE_CHECKING:
+
+    class SelectionStrategy(_StrategyName):
+        """``--selection``: the strategy that selects queries (and pairs) on each user's first
+        distinct items (one member per :data:`REGISTRY` entry)."""
+
+else:  # built from the registry, so the names and the strategies cannot disagree
+    SelectionStrategy = _StrategyName(
+        "SelectionStrategy",
+        [(cls.FACTS.name.upper().replace("-", "_"), cls.FACTS.name) for cls in REGISTRY],
+        module=__name__,
+    )
+
+
+def strategy_facts(name: str) -> StrategyFacts:
+    """The facts of the strategy ``name`` (or a deprecated alias of it)."""
+    return _BY_NAME[parse_choice("selection", name, SelectionStrategy)].FACTS
 
 
 # ---------------------------------------------------------- the default d (no tuning on data)
@@ -421,12 +517,15 @@ def default_d(
     selection step's (ε, δ) and public knowledge only — never the private log (choosing d on
     the log itself is a use of the data no ledger accounts for). Returns (d, the rule).
 
-    * ``laplace``: d = 1 (the exact Korolova threshold grows linearly in d).
-    * ``gaussian`` (counts, ℓ2 sensitivity √d): the d ≤ 128 maximising
+    The rule is the strategy's ``FACTS.default_d`` (:class:`DefaultD`):
+
+    * ``ONE`` (``laplace``): d = 1 (the exact Korolova threshold grows linearly in d).
+    * ``COUNTS`` (``gaussian``: counts, ℓ2 sensitivity √d): the d ≤ 128 maximising
       E[min(K, d)] / τ(ε, δ, d) — the items a user contributes per unit of threshold — with K
       the distinct queries per user of the public reference sample
       (:data:`REFERENCE_DISTINCT_PER_USER`) and τ ≈ σ(ε, δ/2, √d)·Φ⁻¹(1 − δ/(2d)) + 1.
-    * ℓ2-weighted (``policy-gaussian``, ``mad``, ``mad2r``, ``dp-sips``): the d maximising
+    * ``L2_WEIGHTED`` (``policy-gaussian``, ``probe-reweight``, ``probe-reweight-2r``,
+      ``dp-sips``): the d maximising
       E[min(1, d/K)/√min(K, d)] / ρ(ε, δ, d) — the weight one holder gives an item, per unit
       of the weighted threshold ρ = max_{t≤d} [1/√t + σΦ⁻¹((1 − δ/2)^{1/t})] (Gopi et al.).
 
@@ -434,22 +533,22 @@ def default_d(
     the rules depend on U only through δ (the examples use δ = 1/(10·U))."""
     from scipy import stats  # imported when first used: it doubles the CLI start-up
 
-    parse_choice("selection", strategy, SelectionStrategy)
+    facts = strategy_facts(strategy)
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
     if max_users is not None:
         check_int("max_users", max_users, minimum=1)
-    if strategy == "laplace":
-        return 1, "laplace: d = 1 (the exact Korolova threshold grows linearly in d)"
+    if facts.default_d is DefaultD.ONE:
+        return 1, f"{facts.name}: d = 1 (the exact Korolova threshold grows linearly in d)"
     k = _reference_k()
     ds = np.arange(1, DEFAULT_D_MAX + 1)
     s1 = analytic_gaussian_sigma(epsilon=eps, delta=dl / 2)
-    if strategy == "gaussian":
+    if facts.default_d is DefaultD.COUNTS:
         m = np.array([np.mean(np.minimum(k, d)) for d in ds])
         tau = np.sqrt(ds) * s1 * stats.norm.ppf(1 - dl / (2 * ds)) + 1
         d = int(ds[int(np.argmax(m / tau))])
         return d, (
-            f"gaussian: d = {d} maximises E[min(K,d)]/τ(ε,δ,d) over the public reference "
+            f"{facts.name}: d = {d} maximises E[min(K,d)]/τ(ε,δ,d) over the public reference "
             "sample's distinct queries per user (docs/privacy/selection.md)"
         )
     w = np.array([np.mean(np.minimum(1.0, d / k) / np.sqrt(np.minimum(k, d))) for d in ds])
@@ -459,24 +558,16 @@ def default_d(
     )  # fmt: skip
     d = int(ds[int(np.argmax(w / rho))])
     return d, (
-        f"{strategy}: d = {d} maximises E[min(1,d/K)/√min(K,d)]/ρ(ε,δ,d) over the public "
+        f"{facts.name}: d = {d} maximises E[min(1,d/K)/√min(K,d)]/ρ(ε,δ,d) over the public "
         "reference sample's distinct queries per user (docs/privacy/selection.md)"
     )
 
 
-Strategy = LaplaceThreshold | GaussianThreshold | PolicyGaussian | RoundsSelection
-
-
-def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> Strategy:
-    """The strategy ``name`` calibrated to (ε, δ) for users with ≤ d distinct items."""
-    parse_choice("selection", name, SelectionStrategy)
-    if name == "laplace":
-        return LaplaceThreshold.for_budget(epsilon=epsilon, delta=delta, d=d)
-    if name == "gaussian":
-        return GaussianThreshold.for_budget(epsilon=epsilon, delta=delta, d=d)
-    if name == "policy-gaussian":
-        return PolicyGaussian.for_budget(epsilon=epsilon, delta=delta, d=d)
-    return RoundsSelection.for_budget(name, epsilon=epsilon, delta=delta, d=d)
+def make_strategy(name: str, *, epsilon: float, delta: float, d: int) -> SelectionMechanism:
+    """The strategy ``name`` (or a deprecated alias) calibrated to (ε, δ) for users with ≤ d
+    distinct items."""
+    cls = _BY_NAME[parse_choice("selection", name, SelectionStrategy)]
+    return cls.for_budget(epsilon=epsilon, delta=delta, d=d)
 
 
 def select_items(

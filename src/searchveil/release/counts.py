@@ -12,21 +12,11 @@ import a family); :func:`count_by` is the in-memory counting.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import polars as pl
 
 from searchveil.engines.contract import BoundedCounts
 
-__all__ = ["BoundedCounts", "BoundingStrategy", "count_by"]
-
-
-class BoundingStrategy(StrEnum):
-    """Which contributions a user keeps (``--bounding``): the first ones in the user's
-    history, or a uniformly random subset (in memory only)."""
-
-    FIRST = "first"
-    RANDOM = "random"
+__all__ = ["BoundedCounts", "count_by"]
 
 
 def count_by(df: pl.DataFrame, keys: list[str], *, distinct_users: bool = False) -> pl.DataFrame:

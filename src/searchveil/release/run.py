@@ -27,14 +27,14 @@ from typing import Any
 from searchveil.engines import Engine, EngineName, Source, TableSource, make_engine
 from searchveil.errors import InvalidParameterError
 from searchveil.io.files import check_fingerprint
-from searchveil.io.formats import header_columns
+from searchveil.io.formats import Layout, header_columns
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.readers import AOL_COLUMNS, ColumnMapping, ReaderOptions, read_log
 from searchveil.model import SearchLog
 from searchveil.release.histogram import HistogramRelease, write_release
 from searchveil.release.kanonymity import KAnonParams, release_kanon
 from searchveil.release.korolova import KorolovaParams, release_korolova, release_korolova_counts
-from searchveil.release.select import SelectParams, release_select, release_select_pools
+from searchveil.release.selection import SelectionParams, release_selection, release_selection_pools
 from searchveil.release.zealous import ZealousParams, release_zealous, release_zealous_counts
 from searchveil.rng import RandomSource
 from searchveil.validate import check_int, parse_choice
@@ -49,10 +49,10 @@ __all__ = [
     "release_on_engine",
     "release_table",
     "run_release",
-    "run_select",
+    "run_selection",
 ]
 
-ReleaseParams = KorolovaParams | ZealousParams | KAnonParams | SelectParams
+ReleaseParams = KorolovaParams | ZealousParams | KAnonParams | SelectionParams
 
 
 class EngineChoice(StrEnum):
@@ -93,16 +93,16 @@ def _kanon_on(
     return rel
 
 
-def _select_on(
+def _selection_on(
     engine: Engine,
     source: Source,
-    params: SelectParams,
+    params: SelectionParams,
     *,
     rng: RandomSource,
     max_users: int | None = None,
 ) -> HistogramRelease:
     pools = engine.item_pools(source, params.bounding_plan())
-    rel = release_select_pools(pools, params, rng=rng, max_users=max_users)
+    rel = release_selection_pools(pools, params, rng=rng, max_users=max_users)
     rel.report["engine_plan"] = pools.plan
     return rel
 
@@ -125,7 +125,7 @@ FAMILIES: dict[type, Family] = {
     ),
     ZealousParams: Family("zealous", release_zealous, _counts_on(release_zealous_counts)),
     KAnonParams: Family("kanon", release_kanon, _kanon_on),
-    SelectParams: Family("select", release_select, _select_on, ("max_users",)),
+    SelectionParams: Family("selection", release_selection, _selection_on, ("max_users",)),
 }  # fmt: skip
 
 
@@ -162,7 +162,7 @@ def check_engine_reader(engine: str, reader: ReaderOptions) -> None:
         raise InvalidParameterError(
             "profile", kw.get("profile"), f"aol (or none) with --engine {engine}"
         )
-    if kw.get("fmt") not in ("auto", "aol", "parquet"):
+    if kw.get("fmt") not in (Layout.AUTO, Layout.AOL, Layout.PARQUET):
         raise InvalidParameterError(
             "format", kw.get("fmt"), f"aol | parquet with --engine {engine}"
         )
@@ -250,7 +250,7 @@ def release_file(
     provenance record's input hash on an engine, ``full`` | ``fast`` (Parquet only);
     ``spark_master`` | ``spark_remote`` (Spark Connect), ``spark_conf``: where Spark runs.
     The release's own budget is the one the parameters carry (``params.budget``,
-    ``SelectParams``' ε and δ), checked once by the family's release before any noise is drawn;
+    ``SelectionParams``' ε and δ), checked once by the family's release before any noise is drawn;
     a dataset's budget across releases is charged by ``searchveil.Session``.
     """
     p = Path(path)
@@ -350,7 +350,7 @@ def run_release(
     """Bound on the named engine, release in memory (:func:`release_on_engine`); ``algorithm``
     must name the family of ``params`` (``korolova`` | ``zealous`` | ``kanon``)."""
     fam = family_of(params)
-    if algorithm != fam.name or isinstance(params, SelectParams):
+    if algorithm != fam.name or isinstance(params, SelectionParams):
         raise InvalidParameterError("algorithm", algorithm, f"{fam.name} for these parameters")
     params.bounding_plan()
     check_fingerprint(fingerprint, Path(path))
@@ -360,10 +360,10 @@ def run_release(
     return release_on_engine(engine, Path(path), params, rng=rng, **(release_kwargs or {}))
 
 
-def run_select(
+def run_selection(
     engine_name: str,
     path: Path,
-    params: SelectParams,
+    params: SelectionParams,
     *,
     rng: RandomSource,
     spark_master: str = "local[*]",
@@ -372,8 +372,8 @@ def run_select(
     max_users: int | None = None,
 ) -> HistogramRelease:
     """``release korolova --selection`` on the named engine (:func:`release_on_engine`)."""
-    if not isinstance(params, SelectParams):
-        raise InvalidParameterError("params", params, "a SelectParams")
+    if not isinstance(params, SelectionParams):
+        raise InvalidParameterError("params", params, "a SelectionParams")
     check_fingerprint(fingerprint, Path(path))
     engine = make_engine(
         engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint

@@ -20,16 +20,14 @@ from searchveil.report.html import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+from searchveil.mechanisms.selection import REGISTRY
 from searchveil.report.evaluation import PRIVATE_BANNER, single_user_banner
 
-DCURVE_LABELS = {
-    "korolova": "Release-Data (Korolova)",
-    "gaussian": "Gaussian selection",
-    "laplace": "Laplace (distinct users)",
-    "policy-gaussian": "policy Gaussian*",
-    "mad": "MAD*",
-    "mad2r": "MAD2R*",
-    "dp-sips": "DP-SIPS*",
+_LABELS = {c.FACTS.name: c.FACTS.label for c in REGISTRY}
+#: the curves of the figure, in their colours' order (Release-Data, Gaussian and Laplace first,
+#: as the figure has always had them, then the other strategies in the registry's order)
+DCURVE_LABELS = {"korolova": "Release-Data (Korolova)"} | {
+    m: _LABELS[m] for m in ("gaussian", "laplace", *_LABELS)
 }
 
 

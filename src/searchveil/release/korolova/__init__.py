@@ -13,8 +13,6 @@ from searchveil.release.korolova.accounting import (
     korolova_solve_paper,
 )
 from searchveil.release.korolova.params import (
-    THRESHOLD_RULES,
-    URL_SELECTIONS,
     KorolovaParams,
     default_split,
     korolova_counts,
@@ -47,8 +45,6 @@ __all__ = [
     "default_split",
     "split_parts",
     "write_release",
-    "URL_SELECTIONS",
-    "THRESHOLD_RULES",
     "korolova_paper_privacy",
     "korolova_paper_selection",
     "korolova_solve_improved",

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from searchveil.bounding import Stream, bound_contributions, bound_log
+from searchveil.bounding import BoundingStrategy, Stream, bound_contributions, bound_log
 from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
@@ -17,7 +17,7 @@ from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import exact_threshold_privacy
 from searchveil.model import SearchLog, items
-from searchveil.release.counts import BoundingStrategy, count_by
+from searchveil.release.counts import count_by
 from searchveil.release.korolova.accounting import (
     korolova_paper_privacy,
     korolova_paper_selection,
@@ -32,8 +32,6 @@ __all__ = [
     "resolve_url_selection",
     "default_split",
     "split_parts",
-    "URL_SELECTIONS",
-    "THRESHOLD_RULES",
     "ThresholdRule",
     "UrlSelection",
     "UrlsOption",
@@ -66,9 +64,6 @@ class ThresholdRule(StrEnum):
     PAPER = "paper"
     IMPROVED = "improved"
 
-
-URL_SELECTIONS = tuple(u.value for u in UrlSelection)
-THRESHOLD_RULES = tuple(r.value for r in ThresholdRule)
 
 #: ε shares of the steps present, in this order: selection, query counts [, URL selection
 #: (private URLs only)] [, click counts]

@@ -51,7 +51,7 @@ from searchveil.release.histogram import (
     delta_users_check,
 )
 from searchveil.release.korolova.release import single_user_counts
-from searchveil.release.select import SelectParams, release_select
+from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.ump.generate import generate_log
 from searchveil.release.ump.metrics import kl_divergence
 from searchveil.release.ump.sampling import sample_users, sampled_log
@@ -118,14 +118,18 @@ class UserIds(StrEnum):
 
 
 class PairStep(StrEnum):
-    """``--pairs``: which DP release of pair counts the log is built from. ``mad2r``: the
-    query-click release of ``release korolova --selection mad2r --max-clicks m`` (MAD2R query
-    selection, then pair selection among their clicks, fresh Laplace click counts; the released
-    queries are published too); ``zealous``: ZEALOUS over clicks (one noisy thresholded
-    histogram; what the CELS joint version runs, and what real ids need)."""
+    """``--pairs``: the DP release of pair counts the log is built from. ``probe-reweight-2r``
+    (formerly ``mad2r``, accepted): ``release korolova --selection probe-reweight-2r
+    --max-clicks m`` (query selection, then pair selection among their clicks, fresh Laplace
+    click counts; the released queries are published too); ``zealous``: ZEALOUS over clicks
+    (one noisy thresholded histogram; what the CELS joint version runs, and real ids need)."""
 
-    MAD2R = "mad2r"
+    PROBE_REWEIGHT_2R = "probe-reweight-2r"
     ZEALOUS = "zealous"
+
+    @classmethod
+    def _missing_(cls, value: object) -> PairStep | None:
+        return cls.PROBE_REWEIGHT_2R if value == "mad2r" else None  # the deprecated name
 
 
 class E2EObjective(StrEnum):
@@ -191,12 +195,12 @@ class E2EParams:
     split: tuple[float, float] = (0.9, 0.1)
     max_users: int | None = None
     max_pairs_rule: str = "given (--max-pairs)"
-    #: ``None``: mad2r with synthetic ids, zealous with real ids
+    #: ``None``: probe-reweight-2r with synthetic ids, zealous with real ids
     pairs: PairStep | str | None = None
 
     def __post_init__(self) -> None:
         real = parse_choice("ids", self.ids, UserIds) == UserIds.REAL
-        default = PairStep.ZEALOUS if real else PairStep.MAD2R
+        default = PairStep.ZEALOUS if real else PairStep.PROBE_REWEIGHT_2R
         pairs = default if self.pairs is None else parse_choice("pairs", self.pairs, PairStep)
         object.__setattr__(self, "pairs", pairs)
         if real and self.pairs != "zealous":
@@ -247,7 +251,7 @@ class E2EParams:
     ) -> E2EParams:
         """The parameters for a total (ε, δ); without ``max_pairs`` the default rule
         (:func:`default_max_pairs`) picks m from the pair-count step's share alone; ``pairs``
-        defaults to ``mad2r`` with synthetic ids and ``zealous`` with real ids."""
+        defaults to ``probe-reweight-2r`` with synthetic ids and ``zealous`` with real ids."""
         probe = cls(epsilon=epsilon, delta=delta, max_pairs=1, ids=ids, objective=objective,
                     split=split or (0.9, 0.1), max_users=max_users, pairs=pairs)  # fmt: skip
         pairs = probe.pairs
@@ -292,13 +296,14 @@ class E2EParams:
     def zealous(self) -> ZealousParams:
         return _zealous(self.eps_counts, self.delta_counts, self.max_pairs)
 
-    def select(self) -> SelectParams:
-        """The query-click release of ``pairs="mad2r"``: d by its own public default rule,
-        d_c = m, the select family's equal split of the pair step's (ε_c, δ_c)."""
-        probe = SelectParams(strategy="mad2r", epsilon=self.eps_counts, delta=self.delta_counts,
+    def select(self) -> SelectionParams:
+        """The query-click release of ``pairs="probe-reweight-2r"``: d by its own public default
+        rule, d_c = m, the selection family's equal split of the pair step's (ε_c, δ_c)."""
+        strategy = PairStep.PROBE_REWEIGHT_2R.value
+        probe = SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
                              d=1, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
-        d, rule = default_d("mad2r", epsilon=probe.eps_selection, delta=probe.delta_selection)
-        return SelectParams(strategy="mad2r", epsilon=self.eps_counts, delta=self.delta_counts,
+        d, rule = default_d(strategy, epsilon=probe.eps_selection, delta=probe.delta_selection)
+        return SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
                             d=d, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0),
                             d_rule=rule)  # fmt: skip
 
@@ -310,9 +315,10 @@ class E2EParams:
                     "events": list(zpr["events"])}  # fmt: skip
         sp = self.select()
         pr = sp.privacy()
-        event = {"step": "query_click_release", "mechanism": "query-release-selection (mad2r)",
+        event = {"step": "query_click_release",
+                 "mechanism": f"query-release-selection ({self.pairs})",
                  "d": sp.d, "d_c": sp.d_c, "epsilon": pr["epsilon"], "delta": pr["delta"],
-                 "note": "its own events are in the select family's ledger "
+                 "note": "its own events are in the selection family's ledger "
                  "(docs/privacy/selection.md); basic composition of its four steps"}  # fmt: skip
         return {"epsilon": pr["epsilon"], "delta": pr["delta"], "events": [event]}
 
@@ -350,11 +356,12 @@ class E2EParams:
 
     def cost(self) -> PrivacyCost:
         """What the release spends: user-level, one part per step of :meth:`privacy`'s split
-        (the MAD2R pair step keeps its zCDP ρ). Each part is within its share of (ε, δ): the
-        pair step's own release checks its cost, the profile's noise is calibrated to ε_h."""
+        (the probe-reweight-2r pair step keeps its zCDP ρ). Each part is within its share of (ε, δ):
+        the pair step's own release checks its cost, the profile's noise is calibrated to ε_h."""
         pr = self.privacy()
-        mad2r = self.select().cost().as_part("pair_counts") if self.pairs == "mad2r" else None
-        parts = [mad2r if mad2r and k == "pair_counts" else Part(k, v["epsilon"], v["delta"])
+        sel = (self.select().cost().as_part("pair_counts")
+               if self.pairs == PairStep.PROBE_REWEIGHT_2R else None)  # fmt: skip
+        parts = [sel if sel and k == "pair_counts" else Part(k, v["epsilon"], v["delta"])
                  for k, v in pr["split"].items()]  # fmt: skip
         return PrivacyCost(Relation.USER, tuple(parts), pr["epsilon"], pr["delta"])
 
@@ -416,7 +423,7 @@ def _pairs_step(
         zrel = _pair_counts(log, clicks, bounded, params.zealous(), rng=rng)
         return zrel.tables["items"], {}, bounded, zrel.report["single_user"]
     sp = params.select()
-    srel = release_select(log, sp, rng=rng, max_users=params.max_users)
+    srel = release_selection(log, sp, rng=rng, max_users=params.max_users)
     published = srel.tables["clicks"]
     # what the click counts counted: each user's first d_c distinct pairs on released queries
     # among their first click_pool distinct pairs (docs/privacy/selection.md)
@@ -644,10 +651,10 @@ def release_ump_e2e(
 ) -> HistogramRelease:
     """The end-to-end release: tables ``log`` (AnonID, Query, ClickURL, Count), ``counts``
     (query, url, x_ij) and, with synthetic ids, ``profile`` (pairs_per_user, users) (and
-    ``queries`` with ``pairs="mad2r"``); with real ids ``pairs`` (query, url, noisy_count: the
-    published counts the allocation read). ``metrics=False`` skips the private utility figures
-    (audits run the release many times). ``progress(label)`` (optional) is called at the start
-    of each phase with a label and returns a function ending it."""
+    ``queries`` with ``pairs="probe-reweight-2r"``); with real ids ``pairs`` (query, url,
+    noisy_count: the published counts the allocation read). ``metrics=False`` skips the private
+    utility figures (audits run the release many times). ``progress(label)`` (optional) is called at
+    the start of each phase with a label and returns a function ending it."""
 
     def phase(label: str) -> Any:
         return progress(label) if progress is not None else (lambda: None)

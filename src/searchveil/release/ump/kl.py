@@ -56,10 +56,6 @@ class KLMethod(StrEnum):
     PWL_LP = "pwl-lp"
 
 
-BREAKPOINTS = tuple(x.value for x in BreakpointSpacing)
-KL_METHODS = tuple(x.value for x in KLMethod)
-
-
 def cels_bound(epsilon: float, delta: float) -> float:
     """``b = min(ε/2, ln 1/(1−δ))`` — CELS Theorem 2 (add/remove *and* replace neighbours)."""
     eps = check_positive("epsilon", epsilon)

@@ -66,7 +66,6 @@ class UmpObjective(StrEnum):
     KL = "kl"
 
 
-OBJECTIVES = tuple(x.value for x in UmpObjective)
 # the solvers of each objective; the first is the default
 SOLVERS: dict[UmpObjective, type[StrEnum]] = {
     UmpObjective.SIZE: OMethod,

@@ -57,11 +57,6 @@ class DMethod(StrEnum):
     MIP = "mip"
 
 
-O_METHODS = tuple(x.value for x in OMethod)
-F_METHODS = tuple(x.value for x in FMethod)
-D_METHODS = tuple(x.value for x in DMethod)
-
-
 @dataclass
 class Solution:
     """Integer counts ``x`` per pair plus what the solver reports."""

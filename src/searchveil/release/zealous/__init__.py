@@ -5,7 +5,6 @@ Proposition 4) and :mod:`~searchveil.release.zealous.release` (the two threshold
 counts, the ledger).
 """
 
-from searchveil.release.zealous.accounting import GUARANTEES
 from searchveil.release.zealous.params import ZealousParams, zealous_counts
 from searchveil.release.zealous.release import PART_COLUMNS, release_zealous, release_zealous_counts
 
@@ -14,6 +13,5 @@ __all__ = [
     "release_zealous",
     "release_zealous_counts",
     "zealous_counts",
-    "GUARANTEES",
     "PART_COLUMNS",
 ]

@@ -15,7 +15,6 @@ from searchveil.mechanisms.threshold import SelectionPrivacy, discrete_sf, effec
 from searchveil.validate import check_int, check_positive, check_probability
 
 __all__ = [
-    "GUARANTEES",
     "Guarantee",
     "zealous_lambda",
     "zealous_tau_prime",
@@ -35,9 +34,6 @@ class Guarantee(StrEnum):
 
     PROBABILISTIC = "probabilistic"
     INDISTINGUISHABILITY = "indistinguishability"
-
-
-GUARANTEES = tuple(g.value for g in Guarantee)
 
 
 def zealous_lambda(*, epsilon: float, m: int) -> float:

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import polars as pl
 
-from searchveil.bounding import Stream, bound_contributions, bound_log
+from searchveil.bounding import BoundingStrategy, Stream, bound_contributions, bound_log
 from searchveil.engines.contract import BoundedCounts, Bounding, BoundingPlan, Item
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.accounting import Accounting, Budget, within_budget
 from searchveil.mechanisms.budget import PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.model import ITEM_KINDS, PAIR_SEP, SearchLog, items
-from searchveil.release.counts import BoundingStrategy, count_by
+from searchveil.model import PAIR_SEP, ItemKind, SearchLog, items
+from searchveil.release.counts import count_by
 from searchveil.release.zealous.accounting import (
     Guarantee,
     zealous_exact_privacy,
@@ -36,16 +35,9 @@ from searchveil.validate import check_int, check_positive, check_probability, pa
 __all__ = ["ZealousParams", "ZealousItem", "zealous_counts", "PART_COLUMNS"]
 
 
-class ZealousItem(StrEnum):
-    """The items ZEALOUS counts (:data:`searchveil.model.ITEM_KINDS`)."""
-
-    KEYWORDS = "keywords"
-    QUERIES = "queries"
-    CLICKS = "clicks"
-    QUERY_PAIRS = "query_pairs"
-
-
-assert tuple(ZealousItem) == ITEM_KINDS, "ZealousItem and model.ITEM_KINDS must agree"
+#: the items ZEALOUS counts (``--item-type``): the log's item kinds, one enum
+#: (:class:`searchveil.model.ItemKind`; this name is what callers of ZEALOUS spell)
+ZealousItem = ItemKind
 
 # the two parts of an item key for clicks and query pairs (model.items uses a TAB inside the key)
 PART_COLUMNS = {"clicks": ("query", "url"), "query_pairs": ("query", "next_query")}

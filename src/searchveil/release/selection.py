@@ -2,25 +2,26 @@
 --selection ...``).
 
 Release-Data's structure (Korolova thesis ch.4, Algorithm 3) with the Select-Queries step
-replaced by one of :mod:`searchveil.mechanisms.selection` — Laplace thresholding on distinct-user
-counts, Gaussian thresholding, policy Gaussian set union, or the ℓ2-weighted rounds MAD, MAD2R
-and DP-SIPS — followed by Get-Query-Counts: every selected query's distinct-user count (among
-the users' first d distinct queries) plus fresh discrete Laplace noise of scale d/ε₂. With
-``d_c`` (``--max-clicks``) the same strategy then selects (query, url) pairs among the clicks
-on the released queries (each user's first d_c distinct such pairs), and their distinct-user
-counts get discrete Laplace noise of scale d_c/ε₄ — the private-URL form of Release-Data.
+replaced by one of :mod:`searchveil.mechanisms.selection`'s strategies — Laplace thresholding on
+distinct-user counts, Gaussian thresholding, policy Gaussian set union, or the ℓ2-weighted
+rounds probe-reweight, probe-reweight-2r and DP-SIPS — followed by Get-Query-Counts: every selected
+query's distinct-user count (among the users' first d distinct queries) plus fresh discrete Laplace
+noise of scale d/ε₂. With ``d_c`` (``--max-clicks``) the same strategy then selects (query, url)
+pairs among the clicks on the released queries (each user's first d_c distinct such pairs), and
+their distinct-user counts get discrete Laplace noise of scale d_c/ε₄ — the private-URL form of
+Release-Data.
 
 Privacy unit: a user's whole log. What a user contributes is fixed by data-independent rules:
-their first ``pool`` distinct queries (the rounds strategies may use up to 2d; the others d) and
-their first ``click_pool`` distinct clicked (query, url) pairs. Selection is (ε₁, δ₁)-DP (the
-strategy's own analysis), the query counts ε₂-DP (ℓ1 sensitivity d), the pair selection
-(ε₃, δ₃)-DP and the click counts ε₄-DP (ℓ1 sensitivity d_c), so the release is
+their first ``pool`` distinct queries (a strategy with several rounds may use up to 2d; the
+others d) and their first ``click_pool`` distinct clicked (query, url) pairs. Selection is
+(ε₁, δ₁)-DP (the strategy's own analysis), the query counts ε₂-DP (ℓ1 sensitivity d), the
+pair selection (ε₃, δ₃)-DP and the click counts ε₄-DP (ℓ1 sensitivity d_c), so the release is
 (Σε, δ₁ + δ₃)-DP by basic composition; δ is split equally between the two selections.
 ``split`` gives the relative ε weights (default equal).
 
 The data-size work — each user's first items — is done by :func:`pools_from_log` in memory, or
-by an engine (``Engine.item_pools``: the Polars ordered pass, Spark); :func:`release_select_pools`
-is the one definition of the noise, accounting and ledger for both.
+by an engine (``Engine.item_pools``: the Polars ordered pass, Spark);
+:func:`release_selection_pools` is the one definition of the noise, accounting and ledger for both.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.rounds import POOL_FACTOR, ROUND_STRATEGIES, ItemPool
-from searchveil.mechanisms.selection import SelectionStrategy, make_strategy
+from searchveil.mechanisms.rounds import POOL_FACTOR, ItemPool
+from searchveil.mechanisms.selection import SelectionStrategy, make_strategy, strategy_facts
+from searchveil.mechanisms.selection_facts import Accounting
 from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
 from searchveil.release.histogram import (
@@ -54,11 +56,11 @@ from searchveil.validate import check_int, check_positive, check_probability, pa
 
 __all__ = [
     "MECHANISM",
-    "SelectParams",
+    "SelectionParams",
     "UserItemPools",
     "pools_from_log",
-    "release_select",
-    "release_select_pools",
+    "release_selection",
+    "release_selection_pools",
 ]
 
 MECHANISM = "query-release-selection"
@@ -67,7 +69,7 @@ CLICK_POOL_FACTOR = 4
 
 
 @dataclass(frozen=True)
-class SelectParams:
+class SelectionParams:
     strategy: SelectionStrategy | str  # (a member once constructed)
     epsilon: float
     delta: float
@@ -145,7 +147,7 @@ class SelectParams:
     @property
     def pool(self) -> int:
         """Distinct queries per user the strategy may use."""
-        return POOL_FACTOR * self.d if self.strategy in ROUND_STRATEGIES else self.d
+        return POOL_FACTOR * self.d if strategy_facts(self.strategy).rounds > 1 else self.d
 
     @property
     def click_pool(self) -> int | None:
@@ -184,7 +186,7 @@ class SelectParams:
 
 
 @functools.lru_cache(maxsize=64)
-def _strategies(p: SelectParams) -> tuple[Any, Any]:
+def _strategies(p: SelectionParams) -> tuple[Any, Any]:
     strat = make_strategy(p.strategy, epsilon=p.eps_selection, delta=p.delta_selection, d=p.d)
     pair_strat = None
     if p.d_c is not None:
@@ -194,32 +196,35 @@ def _strategies(p: SelectParams) -> tuple[Any, Any]:
     return strat, pair_strat
 
 
-def _strategy_part(name: str, pr: dict[str, Any]) -> Part:
-    """A selection step as a part: the rounds strategies are ρ-zCDP outside the event that one
-    of the user's own items is released (δ_T/(1 − δ_T), docs/privacy/selection.md)."""
-    if "rho" not in pr:
+def _strategy_part(name: str, strategy: str, pr: dict[str, Any]) -> Part:
+    """A selection step as a part: a zCDP strategy (the rounds) is ρ-zCDP outside the event
+    that one of the user's own items is released (δ_T/(1 − δ_T), docs/privacy/selection.md)."""
+    if strategy_facts(strategy).accounting is not Accounting.ZCDP:
         return Part(name, float(pr["epsilon"]), float(pr["delta"]))
     dt = float(pr["delta_threshold"])
     return Part(name, float(pr["epsilon"]), float(pr["delta"]), float(pr["rho"]), dt / (1 - dt))
 
 
 @functools.lru_cache(maxsize=64)
-def _cost(p: SelectParams) -> PrivacyCost:
+def _cost(p: SelectionParams) -> PrivacyCost:
     strat, pair_strat = p.strategies()
     sel = strat.privacy()
     eps = float(sel["epsilon"]) + p.eps_counts
     delta = float(sel["delta"])
-    parts = [_strategy_part("select_queries", sel), Part("query_counts", p.eps_counts)]
+    parts = [_strategy_part("select_queries", p.strategy, sel), Part("query_counts", p.eps_counts)]
     if pair_strat is not None:
         assert p.eps_click_counts is not None
         pp = pair_strat.privacy()
         eps += float(pp["epsilon"]) + p.eps_click_counts
         delta += float(pp["delta"])
-        parts += [_strategy_part("select_urls", pp), Part("click_counts", p.eps_click_counts)]
+        parts += [
+            _strategy_part("select_urls", p.strategy, pp),
+            Part("click_counts", p.eps_click_counts),
+        ]
     return PrivacyCost(Relation.USER, tuple(parts), eps, delta)
 
 
-def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
+def pools_from_log(log: SearchLog, params: SelectionParams) -> UserItemPools:
     """Each user's first items by the data-independent rules of ``params``, in memory (the
     bounding kernel, :func:`~searchveil.bounding.bound_log`, as on the engines)."""
     kept, fig = bound_log(log.df, params.bounding_plan().kernel_spec())
@@ -234,13 +239,15 @@ def pools_from_log(log: SearchLog, params: SelectParams) -> UserItemPools:
                          events=q.select("user", "item"))  # fmt: skip
 
 
-def release_select(
-    log: SearchLog, params: SelectParams, *, rng: RandomSource, max_users: int | None = None
+def release_selection(
+    log: SearchLog, params: SelectionParams, *, rng: RandomSource, max_users: int | None = None
 ) -> HistogramRelease:
-    """The release on an in-memory log (:func:`pools_from_log` + :func:`release_select_pools`).
+    """The release on an in-memory log (:func:`pools_from_log` + :func:`release_selection_pools`).
     ``max_users``: a declared public bound U on the users (``declared.max_users``; the ledger's
     δ < 1/U check uses it, never the exact count)."""
-    return release_select_pools(pools_from_log(log, params), params, rng=rng, max_users=max_users)
+    return release_selection_pools(
+        pools_from_log(log, params), params, rng=rng, max_users=max_users
+    )
 
 
 def _selected(pool: ItemPool, ids: np.ndarray, d: int) -> pl.DataFrame:
@@ -299,7 +306,7 @@ def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
 
 def _select_pairs(
     pools: UserItemPools,
-    params: SelectParams,
+    params: SelectionParams,
     queries: pl.DataFrame,
     pair_strat: Any,
     rng: RandomSource,
@@ -349,17 +356,17 @@ def _select_pairs(
     return clicks, detail, report, events
 
 
-def release_select_pools(
+def release_selection_pools(
     pools: UserItemPools,
-    params: SelectParams,
+    params: SelectionParams,
     *,
     rng: RandomSource,
     max_users: int | None = None,
 ) -> HistogramRelease:
     """Selection, counts (and pair selection, click counts) from the users' first items.
-    ``max_users``: the declared bound U (see :func:`release_select`)."""
-    if not isinstance(params, SelectParams):
-        raise InvalidParameterError("params", params, "a SelectParams")
+    ``max_users``: the declared bound U (see :func:`release_selection`)."""
+    if not isinstance(params, SelectionParams):
+        raise InvalidParameterError("params", params, "a SelectionParams")
     check_declared_users(max_users, pools.users)
     if (params.d_c is None) != (pools.clicks is None):
         raise InvalidParameterError(
@@ -428,7 +435,7 @@ def release_select_pools(
     p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
     report["single_user"] = _single_user(pools, qpool, params.d, p1, delta, max_users)
     report["single_user"]["exact"] = bool(
-        report["single_user"]["exact"] and params.strategy != "policy-gaussian"
+        report["single_user"]["exact"] and strategy_facts(params.strategy).single_user_exact
     )
     ledger = build_ledger(
         mechanism=MECHANISM,
