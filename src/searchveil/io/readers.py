@@ -171,6 +171,55 @@ class ReaderOptions:
         return cls(**values)
 
 
+def _rank_exprs(c: Callable[[str], pl.Expr], m: dict[str, str | None]) -> list[pl.Expr]:
+    """``rank`` (from a rank column or the first half of AOL's "rank click" column) and, from
+    the latter, ``click_order``."""
+    exprs: list[pl.Expr] = []
+    rank_src: pl.Expr | None = None
+    if m["rank_click"]:
+        parts = c(m["rank_click"]).str.strip_chars().str.split_exact(" ", 1)
+        rank_src = parts.struct.field("field_0")
+        exprs.append(
+            parts.struct.field("field_1")
+            .str.strip_chars()
+            .cast(pl.Int64, strict=False)
+            .alias("click_order")
+        )
+    elif m["rank"]:
+        rank_src = c(m["rank"]).str.strip_chars()
+    exprs.append(
+        rank_src.cast(pl.Int64, strict=False).alias("rank")
+        if rank_src is not None
+        else pl.lit(None, pl.Int64).alias("rank")
+    )
+    return exprs
+
+
+def _extra_columns(
+    cols: list[str], c: Callable[[str], pl.Expr], m: dict[str, str | None]
+) -> list[pl.Expr]:
+    """The unmapped input columns, kept under their lower-cased name (``input_<name>`` for an
+    internal one, ``_`` appended until it clashes with nothing)."""
+    used = {v for k, v in m.items() if v and k != "session"} | (
+        {m["session"]} if m["session"] else set()
+    )
+    taken = {"user", "query", "time", "rank", "url"} | (
+        {"click_order"} if m["rank_click"] else set()
+    )
+    extras = []
+    for name in cols:
+        if name in used:
+            continue
+        out = name.lower()
+        if out in INTERNAL_COLUMNS or out.startswith("_"):
+            out = f"input_{out}"
+        while out in taken:
+            out = f"{out}_"
+        taken.add(out)
+        extras.append(c(name).alias(out))
+    return extras
+
+
 def _canonicalize(
     raw: pl.DataFrame,
     line_numbers: pl.Series,
@@ -220,45 +269,13 @@ def _canonicalize(
         if m["time"]
         else pl.lit(None, pl.Datetime("us")).alias("time")
     )
-    rank_src: pl.Expr | None = None
-    if m["rank_click"]:
-        parts = c(m["rank_click"]).str.strip_chars().str.split_exact(" ", 1)
-        rank_src = parts.struct.field("field_0")
-        exprs.append(
-            parts.struct.field("field_1")
-            .str.strip_chars()
-            .cast(pl.Int64, strict=False)
-            .alias("click_order")
-        )
-    elif m["rank"]:
-        rank_src = c(m["rank"]).str.strip_chars()
-    exprs.append(
-        rank_src.cast(pl.Int64, strict=False).alias("rank")
-        if rank_src is not None
-        else pl.lit(None, pl.Int64).alias("rank")
-    )
+    exprs += _rank_exprs(c, m)
     exprs.append(
         c(m["url"]).str.strip_chars().replace("", None).alias("url")
         if m["url"]
         else pl.lit(None, pl.String).alias("url")
     )
-    used = {v for k, v in m.items() if v and k != "session"} | (
-        {m["session"]} if m["session"] else set()
-    )
-    taken = {"user", "query", "time", "rank", "url"} | (
-        {"click_order"} if m["rank_click"] else set()
-    )
-    extras = []
-    for name in cols:
-        if name in used:
-            continue
-        out = name.lower()
-        if out in INTERNAL_COLUMNS or out.startswith("_"):
-            out = f"input_{out}"
-        while out in taken:
-            out = f"{out}_"
-        taken.add(out)
-        extras.append(c(name).alias(out))
+    extras = _extra_columns(cols, c, m)
     if m["session"]:
         extras.append(c(m["session"]).alias("_session_raw"))
     df = raw.with_columns(line_numbers.alias("__line")).select(
@@ -360,15 +377,7 @@ def read_log(
         )
     o = options
     p = Path(path)
-    parse_choice("format", o.fmt, Layout)
-    parse_choice("on_bad_rows", o.on_bad_rows, OnBadRows)
-    if o.session_gap_minutes <= 0:
-        raise InvalidParameterError("session_gap_minutes", o.session_gap_minutes, "a number > 0")
-    if o.delimiter is not None and len(o.delimiter) != 1:
-        raise InvalidParameterError(
-            "delimiter", o.delimiter, "a single character, e.g. ',' or '\\t'"
-        )
-    check_time_options(o.time_format, o.date)
+    _check_options(o)
     if not p.exists():
         raise InputFormatError(str(p), "no such file")
     if p.is_dir():
@@ -385,26 +394,21 @@ def read_log(
         return _read_msnbc(p, data, sha, o)
     if kind == "trec-session":
         return _read_trec(p, data, sha, o)
+    return _read_delimited(p, data, sha, o, bad, kind)
+
+
+def _read_delimited(
+    p: Path, data: bytes, sha: str, o: ReaderOptions, bad: BadRows, kind: str
+) -> SearchLog:
+    """A delimited text log (AOL, CSV/TSV) read row by row into the canonical columns."""
     lines = read_lines(p, data)
     line_numbers = pl.Series("_line", range(1, lines.len() + 1), dtype=pl.Int64)
     # drop blank lines (keeping the physical numbering)
     nonblank = lines.str.strip_chars() != ""
     lines, line_numbers = lines.filter(nonblank), line_numbers.filter(nonblank)
     sep = o.delimiter or ("\t" if kind == "aol" else _guess_delimiter(lines[0]))
-    mapping = o.columns or ColumnMapping()
-    if o.has_header:
-        header = [h.strip() for h in lines[0].split(sep)]
-        lines, line_numbers = lines[1:], line_numbers[1:]
-    elif o.columns is None:
-        header = list(AOL_COLUMNS)[: lines[0].count(sep) + 1]
-    else:  # positional names, 1-based as cut counts
-        header = [str(i) for i in range(1, lines[0].count(sep) + 2)]
-    if o.columns is not None:
-        mapping = _drop_absent_defaults(mapping, header)
-    if mapping.session is None:
-        auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
-        if auto:
-            mapping = dataclasses.replace(mapping, session=auto[0])
+    header, lines, line_numbers = _header(lines, line_numbers, sep, o)
+    mapping = _column_mapping(header, o)
     _check_header(p, header, mapping, kind)
     if lines.len() == 0:
         raise InputFormatError(str(p), "header only, no data rows")
@@ -434,6 +438,46 @@ def read_log(
         reader=o.to_dict(),
     )
     return _finish(df, p, info, o.session_gap_minutes)
+
+
+def _check_options(o: ReaderOptions) -> None:
+    """Refuse reader settings that are invalid whatever the file."""
+    parse_choice("format", o.fmt, Layout)
+    parse_choice("on_bad_rows", o.on_bad_rows, OnBadRows)
+    if o.session_gap_minutes <= 0:
+        raise InvalidParameterError("session_gap_minutes", o.session_gap_minutes, "a number > 0")
+    if o.delimiter is not None and len(o.delimiter) != 1:
+        raise InvalidParameterError(
+            "delimiter", o.delimiter, "a single character, e.g. ',' or '\\t'"
+        )
+    check_time_options(o.time_format, o.date)
+
+
+def _header(
+    lines: pl.Series, line_numbers: pl.Series, sep: str, o: ReaderOptions
+) -> tuple[list[str], pl.Series, pl.Series]:
+    """The column names (the header line, AOL's, or 1-based positions as cut counts) and the
+    data lines with their numbers."""
+    if o.has_header:
+        header = [h.strip() for h in lines[0].split(sep)]
+        return header, lines[1:], line_numbers[1:]
+    if o.columns is None:
+        return list(AOL_COLUMNS)[: lines[0].count(sep) + 1], lines, line_numbers
+    # positional names, 1-based as cut counts
+    return [str(i) for i in range(1, lines[0].count(sep) + 2)], lines, line_numbers
+
+
+def _column_mapping(header: list[str], o: ReaderOptions) -> ColumnMapping:
+    """The columns to read: the mapping given (without defaults the header lacks) or AOL's,
+    with a session column found by name when none is mapped."""
+    mapping = o.columns or ColumnMapping()
+    if o.columns is not None:
+        mapping = _drop_absent_defaults(mapping, header)
+    if mapping.session is None:
+        auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
+        if auto:
+            mapping = dataclasses.replace(mapping, session=auto[0])
+    return mapping
 
 
 def _drop_absent_defaults(mapping: ColumnMapping, header: list[str]) -> ColumnMapping:
