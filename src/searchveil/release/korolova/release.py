@@ -45,6 +45,7 @@ import polars as pl
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.ledger import build_ledger, public_file_record
 from searchveil.mechanisms.accounting import Budget, check_budget
+from searchveil.mechanisms.budget import PrivacyCost
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import SearchLog, items, normalize_query
@@ -329,6 +330,57 @@ def _ledger_parameters(
     return parameters
 
 
+def _single_user(
+    bounded: BoundedCounts,
+    params: KorolovaParams,
+    delta: float,
+    max_users: int | None,
+    single_user: tuple[pl.DataFrame, int] | None,
+) -> dict[str, Any]:
+    """The report's single-user exposure of the selected queries (exact with ``single_user``,
+    else an upper bound) and its δ < 1/U check."""
+    b_eff = DiscreteLaplace(scale=params.b).effective_scale
+    out = exposure_from_counts(
+        bounded, "queries", key="query", delta=delta,
+        users=max_users if max_users is not None else max(1, bounded.users),
+        keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
+        max_single_count=1 if params.distinct else params.d, single_user=single_user,
+    )  # fmt: skip
+    out["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    return out
+
+
+def _ledger(
+    params: KorolovaParams,
+    serp: Serp | pl.DataFrame | None,
+    cost: PrivacyCost,
+    exact: dict[str, Any],
+    paper: dict[str, Any],
+    max_users: int | None,
+    rng: RandomSource,
+) -> dict[str, Any]:
+    """The public ledger of a Release-Data run: exact accounting, Theorem 3's beside it."""
+    parameters = _ledger_parameters(params, params.budget, serp)
+    serp_rec = _serp_record(serp)
+    return build_ledger(
+        mechanism=MECHANISM,
+        notion="(epsilon, delta)-differential privacy, add/remove one user's history",
+        cost=cost,
+        parameters=parameters,
+        public_inputs=[serp_rec] if serp_rec is not None else [],
+        declared={"max_users": max_users} if max_users is not None else {},
+        rng=rng,
+        events=exact["events"],
+        extra={
+            "accounting": "exact: tight (ε, δ) for discrete Laplace noise as run "
+            "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
+            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
+            "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
+            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], max_users)},
+        },
+    )
+
+
 def release_korolova_counts(
     bounded: BoundedCounts,
     params: KorolovaParams,
@@ -381,14 +433,7 @@ def release_korolova_counts(
     report["parameters"] = params.to_dict()
     report["epsilon"] = exact["epsilon"]
     report["delta"] = exact["delta"]
-    b_eff = DiscreteLaplace(scale=params.b).effective_scale
-    report["single_user"] = exposure_from_counts(
-        bounded, "queries", key="query", delta=exact["delta"],
-        users=max_users if max_users is not None else max(1, bounded.users),
-        keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
-        max_single_count=1 if params.distinct else params.d, single_user=single_user,
-    )  # fmt: skip
-    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    report["single_user"] = _single_user(bounded, params, exact["delta"], max_users, single_user)
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 
@@ -401,25 +446,7 @@ def release_korolova_counts(
         tables["clicks"] = clicks_out.select("query", "url", "noisy_count").sort(
             ["query", "noisy_count", "url"], descending=[False, True, False]
         )
-    parameters = _ledger_parameters(params, params.budget, serp)
-    serp_rec = _serp_record(serp)
-    ledger = build_ledger(
-        mechanism=MECHANISM,
-        notion="(epsilon, delta)-differential privacy, add/remove one user's history",
-        cost=cost,
-        parameters=parameters,
-        public_inputs=[serp_rec] if serp_rec is not None else [],
-        declared={"max_users": max_users} if max_users is not None else {},
-        rng=rng,
-        events=exact["events"],
-        extra={
-            "accounting": "exact: tight (ε, δ) for discrete Laplace noise as run "
-            "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
-            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
-            "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
-            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], max_users)},
-        },
-    )
+    ledger = _ledger(params, serp, cost, exact, paper, max_users, rng)
     return HistogramRelease(
         tables=tables, report=report, ledger=ledger, inputs=[bounded.input],
         figures={"plan": bounded.plan},
