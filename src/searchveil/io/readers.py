@@ -26,6 +26,7 @@ import polars as pl
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import PARQUET_DAMAGED, file_sha256
 from searchveil.io.formats import Layout, check_parquet, layout
+from searchveil.io.msnbc import read_msnbc_sequences
 from searchveil.io.profiles import PROFILE_NAMES, PROFILES
 from searchveil.io.text import (
     BadRows,
@@ -50,7 +51,6 @@ __all__ = [
     "scan_log",
     "FORMATS",
     "AOL_COLUMNS",
-    "MSNBC_CATEGORIES",
 ]
 
 FORMATS = tuple(f.value for f in Layout)
@@ -58,10 +58,6 @@ TIME_FORMATS = ("auto", "iso", "epoch", "epoch-ms", "STRFTIME-PATTERN")
 # names the reader creates; input columns with these names are kept as ``input_<name>``
 INTERNAL_COLUMNS = ("user", "query", "time", "rank", "url", "session", "row", "click_order")
 AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
-MSNBC_CATEGORIES = (
-    "frontpage", "news", "tech", "local", "opinion", "on-air", "misc", "weather", "msn-news",
-    "health", "living", "business", "msn-sports", "sports", "summary", "bbs", "travel",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -333,11 +329,35 @@ def _valid_rows(
     return keep
 
 
-def _finish(df: pl.DataFrame, path: Path, info: InputInfo, session_gap_minutes: float) -> SearchLog:
+def _finish(
+    df: pl.DataFrame,
+    path: Path,
+    sha: str,
+    o: ReaderOptions,
+    fmt: str,
+    *,
+    bad: BadRows | None,
+    columns: ColumnMapping | None,
+    encoding: str | None,
+    normalized: bool,
+) -> SearchLog:
+    """The log of canonical rows ``df`` (row ids and sessions added) and what was read."""
+    info = InputInfo(
+        path=str(path),
+        sha256=sha,
+        rows=df.height,
+        bad_rows=0 if bad is None else bad.count,
+        format=fmt,
+        encoding=encoding,
+        bad_row_examples=() if bad is None else tuple(bad.examples),
+        columns={} if columns is None else columns.as_dict(),
+        normalized=normalized,
+        reader=o.to_dict(),
+    )
     if df.height == 0:
         raise InputFormatError(str(path), "no data rows left (empty input)")
     df = df.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt64))
-    df = add_sessions(df, gap_minutes=session_gap_minutes)
+    df = add_sessions(df, gap_minutes=o.session_gap_minutes)
     if "_line" in df.columns:
         df = df.drop("_line")
     return SearchLog(df=df, info=info)
@@ -425,19 +445,9 @@ def _read_delimited(
         raw, line_numbers, mapping, bad, normalize=o.normalize, user_numeric=None,
         time_format=o.time_format, date=o.date, strip_brackets=o.strip_brackets,
     )  # fmt: skip
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=df.height,
-        bad_rows=bad.count,
-        format=kind,
-        encoding=o.encoding,
-        bad_row_examples=tuple(bad.examples),
-        columns=mapping.as_dict(),
-        normalized=o.normalize,
-        reader=o.to_dict(),
+    return _finish(
+        df, p, sha, o, kind, bad=bad, columns=mapping, encoding=o.encoding, normalized=o.normalize
     )
-    return _finish(df, p, info, o.session_gap_minutes)
 
 
 def _check_options(o: ReaderOptions) -> None:
@@ -594,19 +604,9 @@ def _read_parquet(p: Path, sha: str, o: ReaderOptions, bad: BadRows) -> SearchLo
         time_format=None if time_native else o.time_format, date=o.date,
         strip_brackets=o.strip_brackets,
     )  # fmt: skip
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=df.height,
-        bad_rows=bad.count,
-        format="parquet",
-        encoding=None,
-        bad_row_examples=tuple(bad.examples),
-        columns=mapping.as_dict(),
-        normalized=o.normalize,
-        reader=o.to_dict(),
+    return _finish(
+        df, p, sha, o, "parquet", bad=bad, columns=mapping, encoding=None, normalized=o.normalize
     )
-    return _finish(df, p, info, o.session_gap_minutes)
 
 
 def _read_trec(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
@@ -621,65 +621,25 @@ def _read_trec(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
         pl.col("url"),
         pl.col("session_id").alias("_session_raw"),
     )
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=out.height,
-        bad_rows=0,
-        format="trec-session",
+    return _finish(
+        out,
+        p,
+        sha,
+        o,
+        "trec-session",
+        bad=None,
+        columns=None,
         encoding=o.encoding,
-        bad_row_examples=(),
-        columns={},
         normalized=o.normalize,
-        reader=o.to_dict(),
     )
-    return _finish(out, p, info, o.session_gap_minutes)
 
 
 def _read_msnbc(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
-    """MSNBC sequences: line i is user i; each integer 1..17 is one visit of that page category.
-
-    Following CELS §6, each category is one query-url pair: query = category name, url =
-    ``msnbc.com/<category>``; visits are rows in order (no timestamps).
-    """
-    lines = read_lines(p, data)
-    df = pl.DataFrame({"_l": lines}).with_row_index("user", offset=1)
-    df = df.with_columns(pl.col("user").cast(pl.Int64))
-    tokens = df.with_columns(pl.col("_l").str.strip_chars().str.split(" ").alias("tok")).explode(
-        "tok"
+    """MSNBC sequences (see :mod:`searchveil.io.msnbc`)."""
+    out = read_msnbc_sequences(p, read_lines(p, data))
+    return _finish(
+        out, p, sha, o, "msnbc", bad=None, columns=None, encoding=o.encoding, normalized=False
     )
-    tokens = tokens.filter(pl.col("tok").is_not_null() & (pl.col("tok") != ""))
-    cat = tokens.get_column("tok").cast(pl.Int64, strict=False)
-    bad_mask = cat.is_null() | (cat < 1) | (cat > len(MSNBC_CATEGORIES))
-    if bad_mask.any():
-        line = int(tokens.get_column("user").filter(bad_mask)[0])
-        raise InputFormatError(
-            str(p), "MSNBC sequences hold integers 1..17 separated by spaces", line
-        )
-    names = pl.Series(MSNBC_CATEGORIES)
-    out = pl.DataFrame(
-        {
-            "user": tokens.get_column("user"),
-            "query": names.gather(cat - 1),
-        }
-    ).with_columns(
-        time=pl.lit(None, pl.Datetime("us")),
-        rank=pl.lit(None, pl.Int64),
-        url=pl.lit("msnbc.com/") + pl.col("query"),
-    )
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=out.height,
-        bad_rows=0,
-        format="msnbc",
-        encoding=o.encoding,
-        bad_row_examples=(),
-        columns={},
-        normalized=False,
-        reader=o.to_dict(),
-    )
-    return _finish(out, p, info, o.session_gap_minutes)
 
 
 def scan_log(
