@@ -331,27 +331,16 @@ def reproduce_cmd(
         ads_eps = parse_epsilons(ads_epsilon) if ads_epsilon.strip() else []
         rng = make_rng(seed)
         result = run_lookahead_experiments(
-            rng=rng,
-            n=nodes,
-            alpha=alpha,
-            dmin=dmin,
-            graphs=graphs,
-            strategies=strats,
-            lookaheads=ells,
-            real_graphs=real,
-            table_6_1_nodes=table61_nodes or None,
-            fig_6_2_nodes=f62,
-            progress=_say(json_out),
-        )
+            rng=rng, n=nodes, alpha=alpha, dmin=dmin, graphs=graphs, strategies=strats,
+            lookaheads=ells, real_graphs=real, table_6_1_nodes=table61_nodes or None,
+            fig_6_2_nodes=f62, progress=_say(json_out),
+        )  # fmt: skip
         ads = None
         if ads_eps:
             ads = run_ads_experiment(
-                epsilons=ads_eps,
-                rng=rng,
-                population=ads_population,
-                targets=ads_targets,
+                epsilons=ads_eps, rng=rng, population=ads_population, targets=ads_targets,
                 on_step=_say(json_out),
-            )
+            )  # fmt: skip
         _write_reproduce_outputs(result, ads, rng, report=report, out=out)
         result["ads"] = ads
         emit(result, json_out, _human_reproduce_all)

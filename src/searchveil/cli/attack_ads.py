@@ -156,15 +156,9 @@ def ads(
                 state["done"] = step(desc)
 
             result = run_ads_experiment(
-                epsilons=eps,
-                rng=rng,
-                population=population,
-                targets=targets,
-                threshold=threshold,
-                rounds=rounds,
-                dp_reports=dp_reports,
-                on_step=on_step,
-            )
+                epsilons=eps, rng=rng, population=population, targets=targets,
+                threshold=threshold, rounds=rounds, dp_reports=dp_reports, on_step=on_step,
+            )  # fmt: skip
             if "done" in state:
                 state["done"]()
         _write_outputs(result, report, led_path, provenance)

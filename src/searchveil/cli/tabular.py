@@ -319,24 +319,11 @@ def anonymize(
         )  # fmt: skip
         rng = make_rng(seed)
         params = ModelParams(
-            epsilon=epsilon,
-            delta=delta,
-            beta=beta,
-            theta0=theta0,
-            theta1=theta1,
-            lam=lam,
-            kappa=kappa,
-            phi0=phi0,
-            utility=utility,
-            c=c,
-            k=k,
-            max_suppression=max_suppression,
-            steps=steps,
-            utility_sharpness=sharpness,
-            score=score,
-            selection_share=selection_share,
-            max_records=max_records,
-        )
+            epsilon=epsilon, delta=delta, beta=beta, theta0=theta0, theta1=theta1, lam=lam,
+            kappa=kappa, phi0=phi0, utility=utility, c=c, k=k, max_suppression=max_suppression,
+            steps=steps, utility_sharpness=sharpness, score=score,
+            selection_share=selection_share, max_records=max_records,
+        )  # fmt: skip
         cost = model_cost(model, params)  # known before the table is read
         what = f"tabular anonymize --model {model}"
         with charged(budget, cost, what) as ch, progress(not json_out) as step:

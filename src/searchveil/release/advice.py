@@ -95,13 +95,9 @@ def korolova_advice(
 
 
 def _korolova_solve(
-    epsilon: float | None,
-    delta: float | None,
-    d_list: list[int],
-    distinct: bool,
-    single_user_items: int | None,
-    users: int | None,
-) -> dict[str, Any]:
+    epsilon: float | None, delta: float | None, d_list: list[int], distinct: bool,
+    single_user_items: int | None, users: int | None,
+) -> dict[str, Any]:  # fmt: skip
     """Solve mode: K and b for the target (ε, δ), per d, under the three accountings."""
     rows: list[dict[str, Any]] = []
     if epsilon is None or delta is None:
@@ -141,16 +137,9 @@ def _korolova_solve(
 
 
 def _korolova_report(
-    d_list: list[int],
-    K: float | None,
-    b: float | None,
-    b_q: float | None,
-    d_c: int | None,
-    b_c: float | None,
-    distinct: bool,
-    single_user_items: int | None,
-    users: int | None,
-) -> dict[str, Any]:
+    d_list: list[int], K: float | None, b: float | None, b_q: float | None, d_c: int | None,
+    b_c: float | None, distinct: bool, single_user_items: int | None, users: int | None,
+) -> dict[str, Any]:  # fmt: skip
     """Report mode: the (ε, δ) of the given K and b, per d, paper's and exact."""
     rows: list[dict[str, Any]] = []
     if K is None or b is None:

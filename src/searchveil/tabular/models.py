@@ -40,6 +40,10 @@ from searchveil.tabular.lattice import Lattice, distinct_records, iter_class_siz
 from searchveil.tabular.measures import Measures
 from searchveil.validate import check_int, check_positive, check_probability
 
+# the arrays a sweep visitor receives: level vectors / counts, utilities / risks
+_Ints = npt.NDArray[np.int64]
+_Floats = npt.NDArray[np.float64]
+
 __all__ = [
     "Problem",
     "make_problem",
@@ -162,13 +166,7 @@ def aggregate_exact(problem: Problem) -> Solution:
     bu, br, brho = np.zeros(m), np.zeros(m), np.zeros(m, np.int64)
     meas, size = problem.measures, float(problem.theta_size)
 
-    def visit(
-        idx: int,
-        lv: npt.NDArray[np.int64],
-        rho: npt.NDArray[np.int64],
-        u: npt.NDArray[np.float64],
-        phi: npt.NDArray[np.float64],
-    ) -> None:
+    def visit(idx: int, lv: _Ints, rho: _Ints, u: _Floats, phi: _Floats) -> None:
         f = meas.f(rho.astype(np.float64), size, u, phi)
         better = f > bf
         best[better], bf[better], bu[better] = idx, f[better], u[better]
@@ -189,13 +187,7 @@ def threshold_exact(problem: Problem, c: float) -> Solution:
     bu = np.full(m, -np.inf)
     br, brho = np.full(m, np.inf), np.zeros(m, np.int64)
 
-    def visit(
-        idx: int,
-        lv: npt.NDArray[np.int64],
-        rho: npt.NDArray[np.int64],
-        u: npt.NDArray[np.float64],
-        phi: npt.NDArray[np.float64],
-    ) -> None:
+    def visit(idx: int, lv: _Ints, rho: _Ints, u: _Floats, phi: _Floats) -> None:
         r = np.where(rho > 0, phi / np.maximum(rho, 1), np.where(phi > 0, np.inf, 0.0))
         ok = r <= c
         better = ok & ((u > bu) | ((u == bu) & (r < br)))
@@ -213,13 +205,7 @@ def frequent_exact(problem: Problem, t: float) -> Solution:
     bu = np.full(m, -np.inf)
     br, brho = np.zeros(m), np.zeros(m, np.int64)
 
-    def visit(
-        idx: int,
-        lv: npt.NDArray[np.int64],
-        rho: npt.NDArray[np.int64],
-        u: npt.NDArray[np.float64],
-        phi: npt.NDArray[np.float64],
-    ) -> None:
+    def visit(idx: int, lv: _Ints, rho: _Ints, u: _Floats, phi: _Floats) -> None:
         better = (rho >= t) & (u > bu)
         best[better], bu[better], brho[better] = idx, u[better], rho[better]
         br[better] = phi[better] / np.maximum(rho[better], 1)

@@ -534,17 +534,10 @@ def anonymize_recoding(
     sampled = np.flatnonzero(keep).astype(np.int64)
     rows, levels, frame, n_suppressed = generalize_and_suppress(table, sampled, level, adv.k)
     plan = RecodingPlan(
-        advice=adv,
-        n_hat=n_hat,
-        n_bound=n_bound,
-        n_bound_source=source,
-        score=kind,
-        gamma=GAMMA[0] / GAMMA[1],
-        sensitivity=sens,
-        monotone=mono,
-        level=level.tolist(),
+        advice=adv, n_hat=n_hat, n_bound=n_bound, n_bound_source=source, score=kind,
+        gamma=GAMMA[0] / GAMMA[1], sensitivity=sens, monotone=mono, level=level.tolist(),
         lattice_size=lat.size,
-    )
+    )  # fmt: skip
     slack = (1.0 + math.exp(adv.epsilon)) * adv.eta_fp
     events = _recoding_events(adv, n_hat, kind, sens, slack)
     rel = TabularRelease(

@@ -259,6 +259,18 @@ def _check_call(params: object, serp: Serp | pl.DataFrame | None) -> None:
         )
 
 
+def _with_noisy_counts(
+    table: pl.DataFrame, scale: float, clamp: bool, rng: RandomSource
+) -> pl.DataFrame:
+    """``table`` with ``noisy_count`` = count + fresh discrete Laplace(scale) noise, clamped at
+    0 when ``clamp`` (post-processing, §4.5)."""
+    noisy = noisy_counts(table.get_column("count"), scale=scale, rng=rng)
+    out = table.with_columns(noisy_count=pl.Series(noisy, dtype=pl.Int64))
+    if clamp:
+        out = out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    return out
+
+
 def _click_counts(
     bounded: BoundedCounts,
     params: KorolovaParams,
@@ -283,10 +295,7 @@ def _click_counts(
     else:
         assert params.url_K is not None and params.url_b is not None
         cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
-    cn = noisy_counts(cand.get_column("count"), scale=params.b_c, rng=rng)
-    clicks_out = cand.with_columns(noisy_count=pl.Series(cn, dtype=pl.Int64))
-    if params.clamp_negative:
-        clicks_out = clicks_out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    clicks_out = _with_noisy_counts(cand, params.b_c, params.clamp_negative, rng)
     fig = bounded.figures
     report = {
         "clicks": fig["clicks"],
@@ -408,10 +417,7 @@ def release_korolova_counts(
     # 2. Select-Queries
     selected = noisy_threshold(counts, threshold=params.K, scale=params.b, rng=rng)
     # 3. Get-Query-Counts (fresh noise)
-    qn = noisy_counts(selected.get_column("count"), scale=params.b_q, rng=rng)
-    queries = selected.with_columns(noisy_count=pl.Series(qn, dtype=pl.Int64))
-    if params.clamp_negative:
-        queries = queries.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    queries = _with_noisy_counts(selected, params.b_q, params.clamp_negative, rng)
     fig = bounded.figures
     report: dict[str, Any] = {
         "mechanism": MECHANISM,
