@@ -420,6 +420,7 @@ def generate(
         yield df
 
 
+# generate()'s keyword arguments on purpose: the same arguments give the same draws
 def synthetic_events(
     model: SynthModel,
     *,

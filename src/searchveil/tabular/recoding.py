@@ -120,6 +120,7 @@ def _em_eta(lattice_size: int) -> float:
     return (lattice_size + 1) * 2.0**-50 + EM_FP_SLACK
 
 
+# the same signature as _advise on purpose: lru_cache's wrapper would lose the parameter types
 def advise(
     epsilon: float,
     delta: float,
