@@ -181,7 +181,7 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
         rel, meas = run_model(tab, model, mp, rng=rng)
         from searchveil.tabular.api import write_release
 
-        led, _ = write_release(tmp / f"tab-{model}", rel, meas, rng=rng)
+        led, _ = write_release(rel, tmp / f"tab-{model}", meas, rng=rng)
         out[f"tabular {model}"] = (led, release_cost(rel))
         assert model != Model.DP or led["epsilon"] == 2.0
     g = tmp / "g.txt"

@@ -245,58 +245,69 @@ def lookahead_cmd(
     run(body)
 
 
+ReproReportOpt = Annotated[
+    Path | None, typer.Option("--report", help="write the HTML report here (.html)")
+]
+ReproNodesOpt = Annotated[
+    int, typer.Option("--nodes", help="nodes of each synthetic graph (thesis: 100,000)")
+]
+ReproGraphsOpt = Annotated[
+    int, typer.Option("--graphs", help="synthetic graphs to average over (thesis: 10)")
+]
+ReproStrategiesOpt = Annotated[str, typer.Option("--strategies", help="comma-separated strategies")]
+ReproLookaheadsOpt = Annotated[str, typer.Option("--lookaheads", help="comma-separated ℓ")]
+ReproTable61NodesOpt = Annotated[
+    int,
+    typer.Option(
+        "--table61-nodes",
+        help="nodes of the Table 6.1 graphs (Highest only; 0 = use the --nodes graphs)",
+    ),
+]
+ReproFig62NodesOpt = Annotated[
+    str,
+    typer.Option(
+        "--fig62-nodes",
+        help="comma-separated graph sizes for Fig 6.2 (Highest, ℓ = 2, bribes vs n); '' = skip",
+    ),
+]
+ReproRealGraphOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--real-graph",
+        help="NAME=PATH of a SNAP edge list to attack too (repeatable; e.g. wiki-Vote, "
+        "Facebook in place of the thesis's LiveJournal)",
+    ),
+]
+ReproAdsEpsilonOpt = Annotated[
+    str,
+    typer.Option(
+        "--ads-epsilon",
+        help="the experiment's sweep of advertiser budgets ε for the DP policy (d); '' "
+        "skips the ads experiment",
+    ),
+]
+ReproAdsPopulationOpt = Annotated[
+    int, typer.Option("--ads-population", help="simulated profiles of the ads platform")
+]
+ReproAdsTargetsOpt = Annotated[
+    int, typer.Option("--ads-targets", help="random targets per attack and policy")
+]
+
+
 def reproduce_cmd(
-    report: Annotated[
-        Path | None, typer.Option("--report", help="write the HTML report here (.html)")
-    ] = None,
-    nodes: Annotated[
-        int, typer.Option("--nodes", help="nodes of each synthetic graph (thesis: 100,000)")
-    ] = 100_000,
-    graphs: Annotated[
-        int, typer.Option("--graphs", help="synthetic graphs to average over (thesis: 10)")
-    ] = 1,
+    report: ReproReportOpt = None,
+    nodes: ReproNodesOpt = 100_000,
+    graphs: ReproGraphsOpt = 1,
     alpha: AlphaOpt = 3.0,
     dmin: DminOpt = 5,
-    strategies: Annotated[
-        str, typer.Option("--strategies", help="comma-separated strategies")
-    ] = "benchmark,greedy,highest,random,crawler",
-    lookaheads: Annotated[str, typer.Option("--lookaheads", help="comma-separated ℓ")] = "1,2,3",
-    table61_nodes: Annotated[
-        int,
-        typer.Option(
-            "--table61-nodes",
-            help="nodes of the Table 6.1 graphs (Highest only; 0 = use the --nodes graphs)",
-        ),
-    ] = 800_000,
-    fig62_nodes: Annotated[
-        str,
-        typer.Option(
-            "--fig62-nodes",
-            help="comma-separated graph sizes for Fig 6.2 (Highest, ℓ = 2, bribes vs n); '' = skip",
-        ),
-    ] = "10000,30000,100000,300000",
-    real_graph: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--real-graph",
-            help="NAME=PATH of a SNAP edge list to attack too (repeatable; e.g. wiki-Vote, "
-            "Facebook in place of the thesis's LiveJournal)",
-        ),
-    ] = None,
-    ads_epsilon: Annotated[
-        str,
-        typer.Option(
-            "--ads-epsilon",
-            help="the experiment's sweep of advertiser budgets ε for the DP policy (d); '' "
-            "skips the ads experiment",
-        ),
-    ] = "0.5,1,2,4,8",
-    ads_population: Annotated[
-        int, typer.Option("--ads-population", help="simulated profiles of the ads platform")
-    ] = 1_000_000,
-    ads_targets: Annotated[
-        int, typer.Option("--ads-targets", help="random targets per attack and policy")
-    ] = 200,
+    strategies: ReproStrategiesOpt = "benchmark,greedy,highest,random,crawler",
+    lookaheads: ReproLookaheadsOpt = "1,2,3",
+    table61_nodes: ReproTable61NodesOpt = 800_000,
+    fig62_nodes: ReproFig62NodesOpt = "10000,30000,100000,300000",
+    real_graph: ReproRealGraphOpt = None,
+    ads_epsilon: ReproAdsEpsilonOpt = "0.5,1,2,4,8",
+    ads_population: ReproAdsPopulationOpt = 1_000_000,
+    ads_targets: ReproAdsTargetsOpt = 200,
     seed: SeedOpt = None,
     out: OutOpt = None,
     json_out: JsonOpt = False,
@@ -320,27 +331,16 @@ def reproduce_cmd(
         ads_eps = parse_epsilons(ads_epsilon) if ads_epsilon.strip() else []
         rng = make_rng(seed)
         result = run_lookahead_experiments(
-            rng=rng,
-            n=nodes,
-            alpha=alpha,
-            dmin=dmin,
-            graphs=graphs,
-            strategies=strats,
-            lookaheads=ells,
-            real_graphs=real,
-            table_6_1_nodes=table61_nodes or None,
-            fig_6_2_nodes=f62,
-            progress=_say(json_out),
-        )
+            rng=rng, n=nodes, alpha=alpha, dmin=dmin, graphs=graphs, strategies=strats,
+            lookaheads=ells, real_graphs=real, table_6_1_nodes=table61_nodes or None,
+            fig_6_2_nodes=f62, progress=_say(json_out),
+        )  # fmt: skip
         ads = None
         if ads_eps:
             ads = run_ads_experiment(
-                epsilons=ads_eps,
-                rng=rng,
-                population=ads_population,
-                targets=ads_targets,
+                epsilons=ads_eps, rng=rng, population=ads_population, targets=ads_targets,
                 on_step=_say(json_out),
-            )
+            )  # fmt: skip
         _write_reproduce_outputs(result, ads, rng, report=report, out=out)
         result["ads"] = ads
         emit(result, json_out, _human_reproduce_all)

@@ -87,38 +87,46 @@ def human_ads(r: dict[str, Any]) -> None:
             out_console.print(f"{k}: {r[k]}")
 
 
+AdsEpsilonOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--epsilon",
+        help="advertiser budgets ε of the DP policy (d), comma-separated (no default)",
+    ),
+]
+AdsReportOpt = Annotated[Path | None, typer.Option("--report", help="write the HTML report here")]
+AdsLedgerOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--ledger",
+        help="write the DP policy's privacy ledgers (JSON) here "
+        "(default with --report: REPORT.ledger.json)",
+    ),
+]
+AdsPopulationOpt = Annotated[
+    int, typer.Option("--population", help="synthetic profiles (≥ 10^6 realistic)")
+]
+AdsTargetsOpt = Annotated[int, typer.Option("--targets", help="random targets per attack")]
+AdsThresholdOpt = Annotated[
+    int, typer.Option("--threshold", help="minimum Estimated Reach of policy (b)")
+]
+AdsRoundsOpt = Annotated[
+    int, typer.Option("--rounds", help="campaign periods an attacker tries, (a)-(c)")
+]
+AdsDpReportsOpt = Annotated[
+    int, typer.Option("--dp-reports", help="reports per advertiser budget under (d)")
+]
+
+
 def ads(
-    epsilon: Annotated[
-        str | None,
-        typer.Option(
-            "--epsilon",
-            help="advertiser budgets ε of the DP policy (d), comma-separated (no default)",
-        ),
-    ] = None,
-    report: Annotated[
-        Path | None, typer.Option("--report", help="write the HTML report here")
-    ] = None,
-    ledger: Annotated[
-        Path | None,
-        typer.Option(
-            "--ledger",
-            help="write the DP policy's privacy ledgers (JSON) here "
-            "(default with --report: REPORT.ledger.json)",
-        ),
-    ] = None,
-    population: Annotated[
-        int, typer.Option("--population", help="synthetic profiles (≥ 10^6 realistic)")
-    ] = 1_000_000,
-    targets: Annotated[int, typer.Option("--targets", help="random targets per attack")] = 200,
-    threshold: Annotated[
-        int, typer.Option("--threshold", help="minimum Estimated Reach of policy (b)")
-    ] = 20,
-    rounds: Annotated[
-        int, typer.Option("--rounds", help="campaign periods an attacker tries, (a)-(c)")
-    ] = 3,
-    dp_reports: Annotated[
-        int, typer.Option("--dp-reports", help="reports per advertiser budget under (d)")
-    ] = 8,
+    epsilon: AdsEpsilonOpt = None,
+    report: AdsReportOpt = None,
+    ledger: AdsLedgerOpt = None,
+    population: AdsPopulationOpt = 1_000_000,
+    targets: AdsTargetsOpt = 200,
+    threshold: AdsThresholdOpt = 20,
+    rounds: AdsRoundsOpt = 3,
+    dp_reports: AdsDpReportsOpt = 8,
     provenance: ProvenanceOpt = None,
     seed: SeedOpt = None,
     json_out: JsonOpt = False,
@@ -131,9 +139,7 @@ def ads(
 
     def body() -> None:
         eps = parse_epsilons(epsilon)
-        led_path = ledger
-        if led_path is None and report is not None:  # every run with an output gets a ledger
-            led_path = report.with_name(report.name + ".ledger.json")
+        led_path = _ledger_path(report, ledger)
         outs = {"report": report, "ledger": led_path}
         if led_path is not None:
             outs["provenance"] = provenance_path(led_path, provenance)
@@ -150,45 +156,52 @@ def ads(
                 state["done"] = step(desc)
 
             result = run_ads_experiment(
-                epsilons=eps,
-                rng=rng,
-                population=population,
-                targets=targets,
-                threshold=threshold,
-                rounds=rounds,
-                dp_reports=dp_reports,
-                on_step=on_step,
-            )
+                epsilons=eps, rng=rng, population=population, targets=targets,
+                threshold=threshold, rounds=rounds, dp_reports=dp_reports, on_step=on_step,
+            )  # fmt: skip
             if "done" in state:
                 state["done"]()
-        if report is not None:
-            text = page(
-                "Ad-targeting inference attacks",
-                "Korolova 2012 thesis, chapter 2 (§2.2.3–2.2.6), on a simulated platform",
-                ads_sections(result),
-            )
-            write_report(report, text)
-            result["report"] = str(report)
-        led = ledger
-        if led is None and report is not None:  # every run with an output gets a ledger
-            led = report.with_name(report.name + ".ledger.json")
-        provs = result.pop("provenances", {})
-        if led is not None:
-            # the public ledgers of the DP policy; the population they ran on is private
-            write_json_atomic(led, result["ledgers"])
-            result["ledger"] = str(led)
-            if provs:
-                first = next(iter(provs.values()))
-                rec = build_provenance(
-                    inputs=first["inputs"],
-                    figures={name: p["figures"] for name, p in provs.items()},
-                )
-                prov = provenance_path(led, provenance)
-                write_private_json(prov, rec)
-                result["provenance"] = str(prov)
+        _write_outputs(result, report, led_path, provenance)
         emit(result, json_out, human_ads)
 
     run(body)
+
+
+def _ledger_path(report: Path | None, ledger: Path | None) -> Path | None:
+    """Where the ledgers go: ``ledger``, else beside the report (every run with an output gets
+    a ledger)."""
+    if ledger is None and report is not None:
+        return report.with_name(report.name + ".ledger.json")
+    return ledger
+
+
+def _write_outputs(
+    result: dict[str, Any], report: Path | None, led: Path | None, provenance: Path | None
+) -> None:
+    """Write the HTML report, the DP policy's public ledgers and the private provenance
+    record (each only when asked for), naming them in ``result``."""
+    if report is not None:
+        text = page(
+            "Ad-targeting inference attacks",
+            "Korolova 2012 thesis, chapter 2 (§2.2.3–2.2.6), on a simulated platform",
+            ads_sections(result),
+        )
+        write_report(report, text)
+        result["report"] = str(report)
+    provs = result.pop("provenances", {})
+    if led is not None:
+        # the public ledgers of the DP policy; the population they ran on is private
+        write_json_atomic(led, result["ledgers"])
+        result["ledger"] = str(led)
+        if provs:
+            first = next(iter(provs.values()))
+            rec = build_provenance(
+                inputs=first["inputs"],
+                figures={name: p["figures"] for name, p in provs.items()},
+            )
+            prov = provenance_path(led, provenance)
+            write_private_json(prov, rec)
+            result["provenance"] = str(prov)
 
 
 def add_ads_commands(attack_app: typer.Typer) -> None:

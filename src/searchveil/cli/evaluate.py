@@ -246,33 +246,40 @@ def evaluate(
     run(body)
 
 
+CompareEpsilonOpt = Annotated[
+    float | None, typer.Option("--epsilon", help="total ε of every DP setting (required)")
+]
+CompareDeltaOpt = Annotated[
+    float | None, typer.Option("--delta", help="total δ of every DP setting (required)")
+]
+CompareMechanismsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mechanisms",
+        help="setting MECH[:key=value,...] (repeatable; korolova, zealous, kanon, "
+        "selection); default: korolova d=1,5,20; zealous queries m=1,4, clicks/pairs m=1 "
+        "(with --max-users); selection gaussian d=20 and probe-reweight-2r; kanon k=10",
+    ),
+]
+CompareMaxUsersOpt = Annotated[
+    int | None,
+    typer.Option("--max-users", help="public upper bound U on users (ZEALOUS Thm 3)"),
+]
+CompareSeedOpt = Annotated[
+    int | None,
+    typer.Option("--seed", help="seed for a reproducible comparison (default: secure)"),
+]
+
+
 @with_reader_options
 def compare(
     input: InputArg,
-    epsilon: Annotated[
-        float | None, typer.Option("--epsilon", help="total ε of every DP setting (required)")
-    ] = None,
-    delta: Annotated[
-        float | None, typer.Option("--delta", help="total δ of every DP setting (required)")
-    ] = None,
-    mechanisms: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--mechanisms",
-            help="setting MECH[:key=value,...] (repeatable; korolova, zealous, kanon, "
-            "selection); default: korolova d=1,5,20; zealous queries m=1,4, clicks/pairs m=1 "
-            "(with --max-users); selection gaussian d=20 and probe-reweight-2r; kanon k=10",
-        ),
-    ] = None,
-    max_users: Annotated[
-        int | None,
-        typer.Option("--max-users", help="public upper bound U on users (ZEALOUS Thm 3)"),
-    ] = None,
+    epsilon: CompareEpsilonOpt = None,
+    delta: CompareDeltaOpt = None,
+    mechanisms: CompareMechanismsOpt = None,
+    max_users: CompareMaxUsersOpt = None,
     report: ReportOpt = None,
-    seed: Annotated[
-        int | None,
-        typer.Option("--seed", help="seed for a reproducible comparison (default: secure)"),
-    ] = None,
+    seed: CompareSeedOpt = None,
     seeds: SeedsOpt = None,
     posting_proxy: ProxyOpt = "clicks",
     substitution_queries: SubstQOpt = 1000,

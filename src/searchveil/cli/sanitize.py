@@ -40,6 +40,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
+from searchveil.model import SearchLog
 from searchveil.release import write_release
 from searchveil.release.ump import UmpParams, release_ump
 from searchveil.release.ump.e2e import E2EParams, UmpMode, UserIds, release_ump_e2e
@@ -163,6 +164,22 @@ def _parse_split(split: str | None) -> tuple[float, float] | None:
     return (a, b)
 
 
+def _check_out(opts: dict[str, Any]) -> tuple[Any, str, Any]:
+    """``(out, format, provenance)``, refused before the input is read if any exists."""
+    out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
+    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
+                      inputs=input_list(input=opts["input"]))  # fmt: skip
+    return out, fmt, prov
+
+
+def _read(opts: dict[str, Any], step: Any) -> SearchLog:
+    """The input log, read with the command's reader options."""
+    done = step(f"reading {opts['input'].name}")
+    log = read_log(opts["input"], **opts["reader"].kwargs())
+    done()
+    return log
+
+
 def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     """``--mode e2e``: the end-to-end DP release (release/ump/e2e.py)."""
     given = [k for k in _CONDITIONAL_ONLY if opts[k] is not None]
@@ -183,13 +200,9 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
         objective=objective or "size", split=_parse_split(opts["split"]),
         max_users=opts["max_users"], pairs=opts["pairs"],
     )  # fmt: skip
-    out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
-    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
-                      inputs=input_list(input=opts["input"]))  # fmt: skip
+    out, fmt, prov = _check_out(opts)
     with charged(opts["budget"], params.cost(), "release ump") as ch:
-        done = step(f"reading {opts['input'].name}")
-        log = read_log(opts["input"], **opts["reader"].kwargs())
-        done()
+        log = _read(opts, step)
         rel = release_ump_e2e(log, params, rng=make_rng(opts["seed"]), progress=step)
         done = step(f"writing {out}")
         write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
@@ -237,14 +250,10 @@ def _conditional(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     )  # fmt: skip
     if not math.isfinite(params.b):
         raise InvalidParameterError("epsilon/delta", (params.epsilon, params.delta), "finite b")
-    out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
-    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
-                      inputs=input_list(input=opts["input"]))  # fmt: skip
+    out, fmt, prov = _check_out(opts)
     # with --budget: refused (its cost is conditional: the counts are not private)
     with charged(opts["budget"], params.cost(), "release ump --mode conditional") as ch:
-        done = step(f"reading {opts['input'].name}")
-        log = read_log(opts["input"], **opts["reader"].kwargs())
-        done()
+        log = _read(opts, step)
         done = step(f"solving {params.objective} ({params.method}) and sampling")
         rel = release_ump(log, params, rng=make_rng(opts["seed"]))
         done()
@@ -265,79 +274,101 @@ def _conditional(opts: dict[str, Any], step: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+UmpEpsilonOpt = Annotated[
+    float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
+]
+
+UmpDeltaOpt = Annotated[
+    float | None, typer.Option("--delta", help="total δ of the release (no default)")
+]
+
+UmpModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="e2e (DP end to end) | conditional (the paper's counts from the exact "
+        "histogram: NOT differentially private; for reproducing the paper)",
+    ),
+]
+
+IdsOpt = Annotated[
+    str,
+    typer.Option(
+        "--ids",
+        help="e2e: synthetic (log generated from DP counts) | real (Hong's sampling of "
+        "real ids: empty or nearly so at δ < 1/U)",
+    ),
+]
+
+MaxPairsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-pairs",
+        help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from ε, δ)",
+    ),  # fmt: skip
+]
+
+PairsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pairs",
+        help="e2e: pair counts from probe-reweight-2r (query-click release; "
+        "default with synthetic ids) | zealous (default with real ids)",
+    ),  # fmt: skip
+]
+
+SplitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--split", help="e2e synthetic: ε weights of pair counts, profile (default 0.9,0.1)"
+    ),  # fmt: skip
+]
+
+ObjectiveOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--objective",
+        help="conditional: size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS "
+        "eq. 2, needs --output-size); e2e --ids real: size | diversity",
+    ),
+]
+
+OutputSizeOpt = Annotated[
+    int | None,
+    typer.Option("--output-size", help="conditional: |O| for --objective frequent | kl"),
+]
+
+MinSupportOpt = Annotated[
+    float | None,
+    typer.Option("--min-support", help="conditional: s for --objective frequent"),
+]
+
+SolverOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--solver",
+        help="conditional: size: lp-greedy | lp-floor | mip; frequent: lp | mip; "
+        "diversity: spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
+    ),
+]
+
+
 @with_reader_options
 def ump_command(
     input: InputArg,
     out: OutDirOpt,
-    epsilon: Annotated[
-        float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
-    ] = None,
-    delta: Annotated[
-        float | None, typer.Option("--delta", help="total δ of the release (no default)")
-    ] = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            "--mode",
-            help="e2e (DP end to end) | conditional (the paper's counts from the exact "
-            "histogram: NOT differentially private; for reproducing the paper)",
-        ),
-    ] = "e2e",
-    ids: Annotated[
-        str,
-        typer.Option(
-            "--ids",
-            help="e2e: synthetic (log generated from DP counts) | real (Hong's sampling of "
-            "real ids: empty or nearly so at δ < 1/U)",
-        ),
-    ] = "synthetic",
-    max_pairs: Annotated[
-        int | None,
-        typer.Option(
-            "--max-pairs",
-            help="e2e: m, distinct (query, url) pairs kept per user "
-            "(default: a public rule from ε, δ)",
-        ),  # fmt: skip
-    ] = None,
-    pairs: Annotated[
-        str | None,
-        typer.Option(
-            "--pairs",
-            help="e2e: pair counts from probe-reweight-2r (query-click release; "
-            "default with synthetic ids) | zealous (default with real ids)",
-        ),  # fmt: skip
-    ] = None,
+    epsilon: UmpEpsilonOpt = None,
+    delta: UmpDeltaOpt = None,
+    mode: UmpModeOpt = "e2e",
+    ids: IdsOpt = "synthetic",
+    max_pairs: MaxPairsOpt = None,
+    pairs: PairsOpt = None,
     max_users: MaxUsersOpt = None,
-    split: Annotated[
-        str | None,
-        typer.Option(
-            "--split", help="e2e synthetic: ε weights of pair counts, profile (default 0.9,0.1)"
-        ),  # fmt: skip
-    ] = None,
-    objective: Annotated[
-        str | None,
-        typer.Option(
-            "--objective",
-            help="conditional: size (O-UMP) | frequent (F-UMP) | diversity (D-UMP) | kl (CELS "
-            "eq. 2, needs --output-size); e2e --ids real: size | diversity",
-        ),
-    ] = None,
-    output_size: Annotated[
-        int | None,
-        typer.Option("--output-size", help="conditional: |O| for --objective frequent | kl"),
-    ] = None,
-    min_support: Annotated[
-        float | None,
-        typer.Option("--min-support", help="conditional: s for --objective frequent"),
-    ] = None,
-    solver: Annotated[
-        str | None,
-        typer.Option(
-            "--solver",
-            help="conditional: size: lp-greedy | lp-floor | mip; frequent: lp | mip; "
-            "diversity: spe-violated | spe (paper's SPE) | mip. 'exact' = mip",
-        ),
-    ] = None,
+    split: SplitOpt = None,
+    objective: ObjectiveOpt = None,
+    output_size: OutputSizeOpt = None,
+    min_support: MinSupportOpt = None,
+    solver: SolverOpt = None,
     time_limit: TimeLimitOpt = None,
     search_seconds: SearchSecondsOpt = None,
     count_epsilon: CountEpsOpt = None,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,35 +70,80 @@ def _human(r: dict[str, Any]) -> None:
         )
 
 
+def _check_synth_counts(
+    like: Path | None, model: Path | None, users: int, rows: int | None
+) -> None:
+    """Exactly one of --like/--model; --users and --rows at least 1."""
+    if (like is None) == (model is None):
+        raise InvalidParameterError(
+            "--like/--model", "both" if like else "neither", "exactly one of them"
+        )
+    if users < 1:
+        raise InvalidParameterError("--users", users, "an integer ≥ 1")
+    if rows is not None and rows < 1:
+        raise InvalidParameterError("--rows", rows, "an integer ≥ 1")
+
+
+@contextmanager
+def _generation_progress(show: bool, users: int) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (when ``show``); yields the ``on_chunk(done, rows)`` callback."""
+    with Progress(
+        TextColumn("generating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("users · {task.fields[rows]:,} rows"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+        disable=not show,
+    ) as prog:
+        task = prog.add_task("synth", total=users, rows=0)
+
+        def on_chunk(done: int, nrows: int) -> None:
+            prog.update(task, completed=done, rows=nrows)
+
+        yield on_chunk
+
+
+SynthOutOpt = Annotated[Path, typer.Option("--out", help="output file (.tsv, .tsv.gz, .parquet)")]
+SynthUsersOpt = Annotated[int, typer.Option("--users", help="number of synthetic users")]
+SynthLikeOpt = Annotated[
+    Path | None, typer.Option("--like", help="real log to calibrate on (any reader format)")
+]
+SynthModelOpt = Annotated[
+    Path | None, typer.Option("--model", help="a model saved with --save-model")
+]
+SynthRowsOpt = Annotated[
+    int | None,
+    typer.Option("--rows", help="rescale activity so that the output has about N rows"),
+]
+SynthStringsOpt = Annotated[
+    str, typer.Option("--strings", help="real (sample's words/queries) | opaque (w123)")
+]
+SynthOutFormatOpt = Annotated[
+    str, typer.Option("--output-format", help="auto | tsv | tsv.gz | parquet")
+]
+SynthWorkersOpt = Annotated[
+    int | None, typer.Option("--workers", help="processes (default: number of CPUs)")
+]
+SynthChunkUsersOpt = Annotated[int, typer.Option("--chunk-users", help="users generated per chunk")]
+SynthSaveModelOpt = Annotated[
+    Path | None, typer.Option("--save-model", help="also write the fitted model (JSON)")
+]
+
+
 @with_reader_options
 def synth(
-    out: Annotated[Path, typer.Option("--out", help="output file (.tsv, .tsv.gz, .parquet)")],
-    users: Annotated[int, typer.Option("--users", help="number of synthetic users")],
-    like: Annotated[
-        Path | None, typer.Option("--like", help="real log to calibrate on (any reader format)")
-    ] = None,
-    model: Annotated[
-        Path | None, typer.Option("--model", help="a model saved with --save-model")
-    ] = None,
-    rows: Annotated[
-        int | None,
-        typer.Option("--rows", help="rescale activity so that the output has about N rows"),
-    ] = None,
-    strings: Annotated[
-        str, typer.Option("--strings", help="real (sample's words/queries) | opaque (w123)")
-    ] = "real",
-    out_format: Annotated[
-        str, typer.Option("--output-format", help="auto | tsv | tsv.gz | parquet")
-    ] = "auto",
-    workers: Annotated[
-        int | None, typer.Option("--workers", help="processes (default: number of CPUs)")
-    ] = None,
-    chunk_users: Annotated[
-        int, typer.Option("--chunk-users", help="users generated per chunk")
-    ] = 100_000,
-    save_model: Annotated[
-        Path | None, typer.Option("--save-model", help="also write the fitted model (JSON)")
-    ] = None,
+    out: SynthOutOpt,
+    users: SynthUsersOpt,
+    like: SynthLikeOpt = None,
+    model: SynthModelOpt = None,
+    rows: SynthRowsOpt = None,
+    strings: SynthStringsOpt = "real",
+    out_format: SynthOutFormatOpt = "auto",
+    workers: SynthWorkersOpt = None,
+    chunk_users: SynthChunkUsersOpt = 100_000,
+    save_model: SynthSaveModelOpt = None,
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
     reader: ReaderOptions = READER_DEFAULT,
@@ -110,14 +157,7 @@ def synth(
 
     def body() -> None:
 
-        if (like is None) == (model is None):
-            raise InvalidParameterError(
-                "--like/--model", "both" if like else "neither", "exactly one of them"
-            )
-        if users < 1:
-            raise InvalidParameterError("--users", users, "an integer ≥ 1")
-        if rows is not None and rows < 1:
-            raise InvalidParameterError("--rows", rows, "an integer ≥ 1")
+        _check_synth_counts(like, model, users, rows)
         mode = parse_choice("--strings", strings, StringMode)
         fmt = parse_choice("--output-format", out_format, OutputFormat)
         n_workers = workers if workers is not None else max(1, min(os.cpu_count() or 1, 8))
@@ -140,21 +180,7 @@ def synth(
             m = read_model(model)
         show = not json_out and err_console.is_terminal
         t0 = time.perf_counter()
-        with Progress(
-            TextColumn("generating"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("users · {task.fields[rows]:,} rows"),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-            disable=not show,
-        ) as prog:
-            task = prog.add_task("synth", total=users, rows=0)
-
-            def on_chunk(done: int, nrows: int) -> None:
-                prog.update(task, completed=done, rows=nrows)
-
+        with _generation_progress(show, users) as on_chunk:
             res = write_synthetic(
                 m, out, users=users, rng=rng, rows=rows, strings=mode, fmt=fmt,
                 overwrite=overwrite, chunk_users=chunk_users, workers=n_workers,
@@ -175,43 +201,51 @@ def synth(
     run(body)
 
 
+CheckLikeOpt = Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")]
+CheckHeldoutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--heldout",
+        help="a DIFFERENT real log to compare the head with; without it, only the "
+        "split check of --like runs",
+    ),
+]
+CheckUsersOpt = Annotated[int, typer.Option("--users", help="synthetic users at matched activity")]
+CheckHeldoutClickedOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--heldout-clicked-only/--heldout-all-events",
+        help="the held-out log shows only events with a click (the shared top-1000 AOL "
+        "extract): compare clicked events on both sides",
+    ),
+]
+CheckSubsamplesOpt = Annotated[
+    int, typer.Option("--subsamples", help="same-size held-out subsamples (real vs real)")
+]
+CheckTopOpt = Annotated[int, typer.Option("--top", help="ranks of the user-share curve")]
+CheckSplitShareOpt = Annotated[
+    float,
+    typer.Option(
+        "--split-share",
+        help="split check: share of the users a model is calibrated on; it is compared "
+        "with the other users of the same log (the --heldout log if given, else --like)",
+    ),
+]
+CheckSplitsOpt = Annotated[
+    int, typer.Option("--splits", help="split check: random splits (0 = skip it)")
+]
+
+
 @with_reader_options
 def synth_check(
-    like: Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")],
-    heldout: Annotated[
-        Path | None,
-        typer.Option(
-            "--heldout",
-            help="a DIFFERENT real log to compare the head with; without it, only the "
-            "split check of --like runs",
-        ),
-    ] = None,
-    users: Annotated[
-        int, typer.Option("--users", help="synthetic users at matched activity")
-    ] = 20_000,
-    heldout_clicked_only: Annotated[
-        bool,
-        typer.Option(
-            "--heldout-clicked-only/--heldout-all-events",
-            help="the held-out log shows only events with a click (the shared top-1000 AOL "
-            "extract): compare clicked events on both sides",
-        ),
-    ] = True,
-    subsamples: Annotated[
-        int, typer.Option("--subsamples", help="same-size held-out subsamples (real vs real)")
-    ] = 300,
-    top: Annotated[int, typer.Option("--top", help="ranks of the user-share curve")] = 100,
-    split_share: Annotated[
-        float,
-        typer.Option(
-            "--split-share",
-            help="split check: share of the users a model is calibrated on; it is compared "
-            "with the other users of the same log (the --heldout log if given, else --like)",
-        ),
-    ] = 0.25,
-    splits: Annotated[
-        int, typer.Option("--splits", help="split check: random splits (0 = skip it)")
-    ] = 3,
+    like: CheckLikeOpt,
+    heldout: CheckHeldoutOpt = None,
+    users: CheckUsersOpt = 20_000,
+    heldout_clicked_only: CheckHeldoutClickedOnlyOpt = True,
+    subsamples: CheckSubsamplesOpt = 300,
+    top: CheckTopOpt = 100,
+    split_share: CheckSplitShareOpt = 0.25,
+    splits: CheckSplitsOpt = 3,
     seed: SeedOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,

@@ -3,6 +3,7 @@ table (Fouad, Elbassioni & Bertino TKDE 2014; baselines k-anonymity and SafePub)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,7 +34,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.paths import check_private_path, input_list
 from searchveil.report.html import write_report
-from searchveil.rng import make_rng
+from searchveil.rng import RandomSource, make_rng
 from searchveil.tabular.api import (
     ModelParams,
     load,
@@ -42,8 +43,11 @@ from searchveil.tabular.api import (
     table_stats,
     write_release,
 )
+from searchveil.tabular.hierarchy import EncodedTable
 from searchveil.tabular.lattice import Lattice
+from searchveil.tabular.measures import Measures
 from searchveil.tabular.recoding import advise
+from searchveil.tabular.release import TabularRelease
 from searchveil.tabular.reproduce import METHODS, compare_methods, compare_report, reproduce, split
 
 TableArg = Annotated[Path, typer.Argument(help="table: CSV/TSV (';' ok, CRLF ok) or Parquet")]
@@ -249,6 +253,30 @@ def _human_anonymize(r: dict[str, Any]) -> None:
         out_console.print("SEEDED randomness: reproducible experiment, NOT FOR RELEASE")
 
 
+def _read_and_run(
+    step: Callable[[str], Callable[[], None]],
+    table: Path,
+    hierarchies: Path,
+    side_table: Path | None,
+    qi: str | None,
+    model: str,
+    params: ModelParams,
+    rng: RandomSource,
+    show_advice: bool,
+) -> tuple[TabularRelease, Measures, EncodedTable | None]:
+    """Read the table (and a side table Θ) and run the model: ``(release, measures, Θ)``."""
+    done = step("reading")
+    t = load(table, hierarchies, _qi(qi))
+    theta = load(side_table, hierarchies, list(t.qi)) if side_table else None
+    done()
+    done = step(f"model {model}")
+    if model == "dp" and params.epsilon is not None and params.delta is not None and show_advice:
+        _print_advice(t, params)
+    rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
+    done()
+    return rel, meas, theta
+
+
 def anonymize(
     table: TableArg,
     hierarchies: HierOpt,
@@ -291,47 +319,22 @@ def anonymize(
         )  # fmt: skip
         rng = make_rng(seed)
         params = ModelParams(
-            epsilon=epsilon,
-            delta=delta,
-            beta=beta,
-            theta0=theta0,
-            theta1=theta1,
-            lam=lam,
-            kappa=kappa,
-            phi0=phi0,
-            utility=utility,
-            c=c,
-            k=k,
-            max_suppression=max_suppression,
-            steps=steps,
-            utility_sharpness=sharpness,
-            score=score,
-            selection_share=selection_share,
-            max_records=max_records,
-        )
+            epsilon=epsilon, delta=delta, beta=beta, theta0=theta0, theta1=theta1, lam=lam,
+            kappa=kappa, phi0=phi0, utility=utility, c=c, k=k, max_suppression=max_suppression,
+            steps=steps, utility_sharpness=sharpness, score=score,
+            selection_share=selection_share, max_records=max_records,
+        )  # fmt: skip
         cost = model_cost(model, params)  # known before the table is read
         what = f"tabular anonymize --model {model}"
         with charged(budget, cost, what) as ch, progress(not json_out) as step:
-            done = step("reading")
-            t = load(table, hierarchies, _qi(qi))
-            theta = load(side_table, hierarchies, list(t.qi)) if side_table else None
-            done()
-            done = step(f"model {model}")
-            if model == "dp" and epsilon is not None and delta is not None and not json_out:
-                _print_advice(t, params)
-            rel, meas = run_model(t, model, params, rng=rng, side_table=theta)
-            done()
+            rel, meas, theta = _read_and_run(
+                step, table, hierarchies, side_table, qi, model, params, rng, not json_out
+            )
             done = step("writing")
             led, prov = write_release(
-                out,
-                rel,
-                meas,
-                rng=rng,
-                overwrite=overwrite,
-                fmt=output_format,
-                side_table=theta,
-                provenance=provenance,
-            )
+                rel, out, meas, rng=rng, overwrite=overwrite, fmt=output_format,
+                side_table=theta, provenance=provenance,
+            )  # fmt: skip
             ch.record_written(out)
             done()
         res = _anonymize_result(out, provenance, led, prov)

@@ -298,18 +298,17 @@ def check_block(path: Path, b: bytes, n: int, first_line: int) -> list[int]:
     return blank
 
 
-def tsv_source(path: Path, with_url: bool, user_numeric: bool) -> Chunks:
-    blocks = TextBlocks(path)
+def _header_schema(path: Path, header: bytes, user_numeric: bool) -> tuple[dict[str, Any], int]:
+    """Every column of the AOL header as text (``AnonID`` as Int64 when ``user_numeric``),
+    duplicate or blank names replaced by positional ones; and the number of fields."""
     try:
-        names = [h.strip() for h in blocks.header.decode("utf-8").split("\t")]
+        names = [h.strip() for h in header.decode("utf-8").split("\t")]
     except UnicodeDecodeError:
-        blocks.close()
         raise InputFormatError(
             str(path), "the header is not valid utf-8 (try --encoding)", 1
         ) from None
     missing = [c for c in AOL_COLUMNS if c not in names]
     if missing:
-        blocks.close()
         raise InputFormatError(
             str(path), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}", 1
         )
@@ -318,10 +317,19 @@ def tsv_source(path: Path, with_url: bool, user_numeric: bool) -> Chunks:
     for i, n in enumerate(names):  # positional names for duplicates / blanks
         unique.append(n if n and n not in seen else f"_col{i}")
         seen.add(n)
-    n_fields = len(unique)
     schema: dict[str, Any] = {n: pl.String for n in unique}
     if user_numeric:
         schema["AnonID"] = pl.Int64
+    return schema, len(unique)
+
+
+def tsv_source(path: Path, with_url: bool, user_numeric: bool) -> Chunks:
+    blocks = TextBlocks(path)
+    try:
+        schema, n_fields = _header_schema(path, blocks.header, user_numeric)
+    except InputFormatError:
+        blocks.close()
+        raise
 
     def read(b: bytes, sch: dict[str, Any]) -> pl.DataFrame:
         # every column, not a projection: Polars then refuses a row with too many fields (and

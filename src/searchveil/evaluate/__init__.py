@@ -106,6 +106,51 @@ def _release_summary(rel: ReleaseData) -> dict[str, Any]:
     }
 
 
+def _substitution(
+    log: SearchLog, rel: ReleaseData, orig: dict[str, pl.DataFrame], substitution_queries: int
+) -> dict[str, Any]:
+    """Query substitution learnt from the release's query pairs (or, for a same-schema log,
+    co-occurrence pairs on both sides) against the original's."""
+    hist = rel.histograms
+    same = rel.same_schema_log
+    if "query_pairs" not in hist and same is not None and "Query" in same.columns:
+        # a same-schema log has users but no session order: co-occurrence pairs, the same
+        # definition on the original and on the release
+        out = evaluate_substitution(
+            orig["queries"],
+            user_query_pairs(log.df),
+            hist.get("queries", _queries_from_pairs(user_query_pairs(same, user="AnonID",
+                                                                     query="Query"))),
+            user_query_pairs(same, user="AnonID", query="Query"),
+            n_queries=substitution_queries,
+        )  # fmt: skip
+        out["pairs"] = (
+            "co-occurrence: ordered pairs of distinct queries of one user (first "
+            f"{COOCCURRENCE_MAX_QUERIES} in string order), on the original and the release"
+        )
+    elif "query_pairs" in hist:
+        rq = hist.get("queries")
+        if rq is None:
+            # word statistics for phrase segmentation from the released pairs themselves
+            # (both sides of each pair; post-processing of the release)
+            rq = _queries_from_pairs(hist["query_pairs"])
+        out = evaluate_substitution(
+            orig["queries"],
+            orig["query_pairs"],
+            rq,
+            hist["query_pairs"],
+            n_queries=substitution_queries,
+        )
+        out["release_queries_source"] = (
+            "released queries" if "queries" in hist else "both sides of the released pairs"
+        )
+    else:
+        out = not_applicable(
+            "the release has no query pairs (query substitution learns from query pairs, Götz §7.3)"
+        )
+    return out
+
+
 def evaluate_loaded(
     log: SearchLog,
     rel: ReleaseData,
@@ -148,43 +193,7 @@ def evaluate_loaded(
             else not_applicable("the release has neither keywords nor queries")
         )
     if "substitution" in metrics:
-        same = rel.same_schema_log
-        if "query_pairs" not in hist and same is not None and "Query" in same.columns:
-            # a same-schema log has users but no session order: co-occurrence pairs, the same
-            # definition on the original and on the release
-            result["substitution"] = evaluate_substitution(
-                orig["queries"],
-                user_query_pairs(log.df),
-                hist.get("queries", _queries_from_pairs(user_query_pairs(same, user="AnonID",
-                                                                         query="Query"))),
-                user_query_pairs(same, user="AnonID", query="Query"),
-                n_queries=substitution_queries,
-            )  # fmt: skip
-            result["substitution"]["pairs"] = (
-                "co-occurrence: ordered pairs of distinct queries of one user (first "
-                f"{COOCCURRENCE_MAX_QUERIES} in string order), on the original and the release"
-            )
-        elif "query_pairs" in hist:
-            rq = hist.get("queries")
-            if rq is None:
-                # word statistics for phrase segmentation from the released pairs themselves
-                # (both sides of each pair; post-processing of the release)
-                rq = _queries_from_pairs(hist["query_pairs"])
-            result["substitution"] = evaluate_substitution(
-                orig["queries"],
-                orig["query_pairs"],
-                rq,
-                hist["query_pairs"],
-                n_queries=substitution_queries,
-            )
-            result["substitution"]["release_queries_source"] = (
-                "released queries" if "queries" in hist else "both sides of the released pairs"
-            )
-        else:
-            result["substitution"] = not_applicable(
-                "the release has no query pairs (query substitution learns from query pairs, "
-                "Götz §7.3)"
-            )
+        result["substitution"] = _substitution(log, rel, orig, substitution_queries)
     if "keywords" in metrics:
         result["keywords"] = (
             evaluate_keywords(

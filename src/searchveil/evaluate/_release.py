@@ -175,6 +175,36 @@ def _put(hists: dict[str, list[pl.DataFrame]], kind: str, df: pl.DataFrame) -> N
         hists[kind] = [df]
 
 
+def _put_by_columns(
+    hists: dict[str, list[pl.DataFrame]], base: pl.DataFrame, q: str, u: str | None, nq: str | None
+) -> pl.DataFrame | None:
+    """Add a counted table's histograms by its columns: query-url (clicks, and queries summed
+    from them), query pairs, or queries. Returns the query-url table if it holds the first
+    clicks seen (the release's click graph), else None."""
+    if u is not None:
+        clk = base.filter(pl.col(u).is_not_null() & (pl.col(u) != "")).select(
+            pl.col(q).alias("query"), pl.col(u).alias("url"), "count"
+        )
+        clk = clk.group_by(["query", "url"]).agg(pl.col("count").sum())
+        first = None if "clicks" in hists else clk
+        _put(
+            hists,
+            "clicks",
+            clk.select((pl.col("query") + PAIR_SEP + pl.col("url")).alias("item"), "count"),
+        )
+        _put(hists, "_queries_from_clicks", base.select(pl.col(q).alias("item"), "count"))
+        return first
+    if nq is not None:
+        _put(
+            hists,
+            "query_pairs",
+            base.select((pl.col(q) + PAIR_SEP + pl.col(nq)).alias("item"), "count"),
+        )
+    else:
+        _put(hists, "queries", base.select(pl.col(q).alias("item"), "count"))
+    return None
+
+
 def load_release(release_dir: str | Path) -> ReleaseData:
     """Read a release directory through its ledger (see the module docstring)."""
     rdir = Path(release_dir)
@@ -230,28 +260,9 @@ def load_release(release_dir: str | Path) -> ReleaseData:
             # (its ``item`` joins them for display); fall through to the column rules.
         if q is None:
             continue
-        base = df.with_columns(cnt.alias("count"))
-        if u is not None:
-            clk = base.filter(pl.col(u).is_not_null() & (pl.col(u) != "")).select(
-                pl.col(q).alias("query"), pl.col(u).alias("url"), "count"
-            )
-            clk = clk.group_by(["query", "url"]).agg(pl.col("count").sum())
-            if "clicks" not in hists:
-                clicks_table = clk
-            _put(
-                hists,
-                "clicks",
-                clk.select((pl.col("query") + PAIR_SEP + pl.col("url")).alias("item"), "count"),
-            )
-            _put(hists, "_queries_from_clicks", base.select(pl.col(q).alias("item"), "count"))
-        elif nq is not None:
-            _put(
-                hists,
-                "query_pairs",
-                base.select((pl.col(q) + PAIR_SEP + pl.col(nq)).alias("item"), "count"),
-            )
-        else:
-            _put(hists, "queries", base.select(pl.col(q).alias("item"), "count"))
+        first_clicks = _put_by_columns(hists, df.with_columns(cnt.alias("count")), q, u, nq)
+        if first_clicks is not None:
+            clicks_table = first_clicks
     derived: dict[str, str] = {}
     if "_queries_from_clicks" in hists:
         qfc = hists.pop("_queries_from_clicks")

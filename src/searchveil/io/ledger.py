@@ -415,6 +415,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
             tmp.unlink()
 
 
+# ReleaseWriter's arguments on purpose: it answers, before any work, what the writer would refuse
 def check_release_dir(
     out_dir: str | os.PathLike[str],
     *,

@@ -26,6 +26,7 @@ import polars as pl
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import PARQUET_DAMAGED, file_sha256
 from searchveil.io.formats import Layout, check_parquet, layout
+from searchveil.io.msnbc import read_msnbc_sequences
 from searchveil.io.profiles import PROFILE_NAMES, PROFILES
 from searchveil.io.text import (
     BadRows,
@@ -49,17 +50,12 @@ __all__ = [
     "read_log",
     "scan_log",
     "AOL_COLUMNS",
-    "MSNBC_CATEGORIES",
 ]
 
 TIME_FORMATS = ("auto", "iso", "epoch", "epoch-ms", "STRFTIME-PATTERN")
 # names the reader creates; input columns with these names are kept as ``input_<name>``
 INTERNAL_COLUMNS = ("user", "query", "time", "rank", "url", "session", "row", "click_order")
 AOL_COLUMNS = ("AnonID", "Query", "QueryTime", "ItemRank", "ClickURL")
-MSNBC_CATEGORIES = (
-    "frontpage", "news", "tech", "local", "opinion", "on-air", "misc", "weather", "msn-news",
-    "health", "living", "business", "msn-sports", "sports", "summary", "bbs", "travel",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -169,6 +165,55 @@ class ReaderOptions:
         return cls(**values)
 
 
+def _rank_exprs(c: Callable[[str], pl.Expr], m: dict[str, str | None]) -> list[pl.Expr]:
+    """``rank`` (from a rank column or the first half of AOL's "rank click" column) and, from
+    the latter, ``click_order``."""
+    exprs: list[pl.Expr] = []
+    rank_src: pl.Expr | None = None
+    if m["rank_click"]:
+        parts = c(m["rank_click"]).str.strip_chars().str.split_exact(" ", 1)
+        rank_src = parts.struct.field("field_0")
+        exprs.append(
+            parts.struct.field("field_1")
+            .str.strip_chars()
+            .cast(pl.Int64, strict=False)
+            .alias("click_order")
+        )
+    elif m["rank"]:
+        rank_src = c(m["rank"]).str.strip_chars()
+    exprs.append(
+        rank_src.cast(pl.Int64, strict=False).alias("rank")
+        if rank_src is not None
+        else pl.lit(None, pl.Int64).alias("rank")
+    )
+    return exprs
+
+
+def _extra_columns(
+    cols: list[str], c: Callable[[str], pl.Expr], m: dict[str, str | None]
+) -> list[pl.Expr]:
+    """The unmapped input columns, kept under their lower-cased name (``input_<name>`` for an
+    internal one, ``_`` appended until it clashes with nothing)."""
+    used = {v for k, v in m.items() if v and k != "session"} | (
+        {m["session"]} if m["session"] else set()
+    )
+    taken = {"user", "query", "time", "rank", "url"} | (
+        {"click_order"} if m["rank_click"] else set()
+    )
+    extras = []
+    for name in cols:
+        if name in used:
+            continue
+        out = name.lower()
+        if out in INTERNAL_COLUMNS or out.startswith("_"):
+            out = f"input_{out}"
+        while out in taken:
+            out = f"{out}_"
+        taken.add(out)
+        extras.append(c(name).alias(out))
+    return extras
+
+
 def _canonicalize(
     raw: pl.DataFrame,
     line_numbers: pl.Series,
@@ -218,45 +263,13 @@ def _canonicalize(
         if m["time"]
         else pl.lit(None, pl.Datetime("us")).alias("time")
     )
-    rank_src: pl.Expr | None = None
-    if m["rank_click"]:
-        parts = c(m["rank_click"]).str.strip_chars().str.split_exact(" ", 1)
-        rank_src = parts.struct.field("field_0")
-        exprs.append(
-            parts.struct.field("field_1")
-            .str.strip_chars()
-            .cast(pl.Int64, strict=False)
-            .alias("click_order")
-        )
-    elif m["rank"]:
-        rank_src = c(m["rank"]).str.strip_chars()
-    exprs.append(
-        rank_src.cast(pl.Int64, strict=False).alias("rank")
-        if rank_src is not None
-        else pl.lit(None, pl.Int64).alias("rank")
-    )
+    exprs += _rank_exprs(c, m)
     exprs.append(
         c(m["url"]).str.strip_chars().replace("", None).alias("url")
         if m["url"]
         else pl.lit(None, pl.String).alias("url")
     )
-    used = {v for k, v in m.items() if v and k != "session"} | (
-        {m["session"]} if m["session"] else set()
-    )
-    taken = {"user", "query", "time", "rank", "url"} | (
-        {"click_order"} if m["rank_click"] else set()
-    )
-    extras = []
-    for name in cols:
-        if name in used:
-            continue
-        out = name.lower()
-        if out in INTERNAL_COLUMNS or out.startswith("_"):
-            out = f"input_{out}"
-        while out in taken:
-            out = f"{out}_"
-        taken.add(out)
-        extras.append(c(name).alias(out))
+    extras = _extra_columns(cols, c, m)
     if m["session"]:
         extras.append(c(m["session"]).alias("_session_raw"))
     df = raw.with_columns(line_numbers.alias("__line")).select(
@@ -314,11 +327,35 @@ def _valid_rows(
     return keep
 
 
-def _finish(df: pl.DataFrame, path: Path, info: InputInfo, session_gap_minutes: float) -> SearchLog:
+def _finish(
+    df: pl.DataFrame,
+    path: Path,
+    sha: str,
+    o: ReaderOptions,
+    fmt: str,
+    *,
+    bad: BadRows | None,
+    columns: ColumnMapping | None,
+    encoding: str | None,
+    normalized: bool,
+) -> SearchLog:
+    """The log of canonical rows ``df`` (row ids and sessions added) and what was read."""
+    info = InputInfo(
+        path=str(path),
+        sha256=sha,
+        rows=df.height,
+        bad_rows=0 if bad is None else bad.count,
+        format=fmt,
+        encoding=encoding,
+        bad_row_examples=() if bad is None else tuple(bad.examples),
+        columns={} if columns is None else columns.as_dict(),
+        normalized=normalized,
+        reader=o.to_dict(),
+    )
     if df.height == 0:
         raise InputFormatError(str(path), "no data rows left (empty input)")
     df = df.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt64))
-    df = add_sessions(df, gap_minutes=session_gap_minutes)
+    df = add_sessions(df, gap_minutes=o.session_gap_minutes)
     if "_line" in df.columns:
         df = df.drop("_line")
     return SearchLog(df=df, info=info)
@@ -358,15 +395,7 @@ def read_log(
         )
     o = options
     p = Path(path)
-    parse_choice("format", o.fmt, Layout)
-    parse_choice("on_bad_rows", o.on_bad_rows, OnBadRows)
-    if o.session_gap_minutes <= 0:
-        raise InvalidParameterError("session_gap_minutes", o.session_gap_minutes, "a number > 0")
-    if o.delimiter is not None and len(o.delimiter) != 1:
-        raise InvalidParameterError(
-            "delimiter", o.delimiter, "a single character, e.g. ',' or '\\t'"
-        )
-    check_time_options(o.time_format, o.date)
+    _check_options(o)
     if not p.exists():
         raise InputFormatError(str(p), "no such file")
     if p.is_dir():
@@ -383,26 +412,21 @@ def read_log(
         return _read_msnbc(p, data, sha, o)
     if kind == "trec-session":
         return _read_trec(p, data, sha, o)
+    return _read_delimited(p, data, sha, o, bad, kind)
+
+
+def _read_delimited(
+    p: Path, data: bytes, sha: str, o: ReaderOptions, bad: BadRows, kind: str
+) -> SearchLog:
+    """A delimited text log (AOL, CSV/TSV) read row by row into the canonical columns."""
     lines = read_lines(p, data)
     line_numbers = pl.Series("_line", range(1, lines.len() + 1), dtype=pl.Int64)
     # drop blank lines (keeping the physical numbering)
     nonblank = lines.str.strip_chars() != ""
     lines, line_numbers = lines.filter(nonblank), line_numbers.filter(nonblank)
     sep = o.delimiter or ("\t" if kind == "aol" else _guess_delimiter(lines[0]))
-    mapping = o.columns or ColumnMapping()
-    if o.has_header:
-        header = [h.strip() for h in lines[0].split(sep)]
-        lines, line_numbers = lines[1:], line_numbers[1:]
-    elif o.columns is None:
-        header = list(AOL_COLUMNS)[: lines[0].count(sep) + 1]
-    else:  # positional names, 1-based as cut counts
-        header = [str(i) for i in range(1, lines[0].count(sep) + 2)]
-    if o.columns is not None:
-        mapping = _drop_absent_defaults(mapping, header)
-    if mapping.session is None:
-        auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
-        if auto:
-            mapping = dataclasses.replace(mapping, session=auto[0])
+    header, lines, line_numbers = _header(lines, line_numbers, sep, o)
+    mapping = _column_mapping(header, o)
     _check_header(p, header, mapping, kind)
     if lines.len() == 0:
         raise InputFormatError(str(p), "header only, no data rows")
@@ -419,19 +443,49 @@ def read_log(
         raw, line_numbers, mapping, bad, normalize=o.normalize, user_numeric=None,
         time_format=o.time_format, date=o.date, strip_brackets=o.strip_brackets,
     )  # fmt: skip
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=df.height,
-        bad_rows=bad.count,
-        format=kind,
-        encoding=o.encoding,
-        bad_row_examples=tuple(bad.examples),
-        columns=mapping.as_dict(),
-        normalized=o.normalize,
-        reader=o.to_dict(),
+    return _finish(
+        df, p, sha, o, kind, bad=bad, columns=mapping, encoding=o.encoding, normalized=o.normalize
     )
-    return _finish(df, p, info, o.session_gap_minutes)
+
+
+def _check_options(o: ReaderOptions) -> None:
+    """Refuse reader settings that are invalid whatever the file."""
+    parse_choice("format", o.fmt, Layout)
+    parse_choice("on_bad_rows", o.on_bad_rows, OnBadRows)
+    if o.session_gap_minutes <= 0:
+        raise InvalidParameterError("session_gap_minutes", o.session_gap_minutes, "a number > 0")
+    if o.delimiter is not None and len(o.delimiter) != 1:
+        raise InvalidParameterError(
+            "delimiter", o.delimiter, "a single character, e.g. ',' or '\\t'"
+        )
+    check_time_options(o.time_format, o.date)
+
+
+def _header(
+    lines: pl.Series, line_numbers: pl.Series, sep: str, o: ReaderOptions
+) -> tuple[list[str], pl.Series, pl.Series]:
+    """The column names (the header line, AOL's, or 1-based positions as cut counts) and the
+    data lines with their numbers."""
+    if o.has_header:
+        header = [h.strip() for h in lines[0].split(sep)]
+        return header, lines[1:], line_numbers[1:]
+    if o.columns is None:
+        return list(AOL_COLUMNS)[: lines[0].count(sep) + 1], lines, line_numbers
+    # positional names, 1-based as cut counts
+    return [str(i) for i in range(1, lines[0].count(sep) + 2)], lines, line_numbers
+
+
+def _column_mapping(header: list[str], o: ReaderOptions) -> ColumnMapping:
+    """The columns to read: the mapping given (without defaults the header lacks) or AOL's,
+    with a session column found by name when none is mapped."""
+    mapping = o.columns or ColumnMapping()
+    if o.columns is not None:
+        mapping = _drop_absent_defaults(mapping, header)
+    if mapping.session is None:
+        auto = [h for h in header if h.lower() in ("sessionid", "session_id", "session")]
+        if auto:
+            mapping = dataclasses.replace(mapping, session=auto[0])
+    return mapping
 
 
 def _drop_absent_defaults(mapping: ColumnMapping, header: list[str]) -> ColumnMapping:
@@ -548,19 +602,9 @@ def _read_parquet(p: Path, sha: str, o: ReaderOptions, bad: BadRows) -> SearchLo
         time_format=None if time_native else o.time_format, date=o.date,
         strip_brackets=o.strip_brackets,
     )  # fmt: skip
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=df.height,
-        bad_rows=bad.count,
-        format="parquet",
-        encoding=None,
-        bad_row_examples=tuple(bad.examples),
-        columns=mapping.as_dict(),
-        normalized=o.normalize,
-        reader=o.to_dict(),
+    return _finish(
+        df, p, sha, o, "parquet", bad=bad, columns=mapping, encoding=None, normalized=o.normalize
     )
-    return _finish(df, p, info, o.session_gap_minutes)
 
 
 def _read_trec(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
@@ -575,65 +619,25 @@ def _read_trec(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
         pl.col("url"),
         pl.col("session_id").alias("_session_raw"),
     )
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=out.height,
-        bad_rows=0,
-        format="trec-session",
+    return _finish(
+        out,
+        p,
+        sha,
+        o,
+        "trec-session",
+        bad=None,
+        columns=None,
         encoding=o.encoding,
-        bad_row_examples=(),
-        columns={},
         normalized=o.normalize,
-        reader=o.to_dict(),
     )
-    return _finish(out, p, info, o.session_gap_minutes)
 
 
 def _read_msnbc(p: Path, data: bytes, sha: str, o: ReaderOptions) -> SearchLog:
-    """MSNBC sequences: line i is user i; each integer 1..17 is one visit of that page category.
-
-    Following CELS §6, each category is one query-url pair: query = category name, url =
-    ``msnbc.com/<category>``; visits are rows in order (no timestamps).
-    """
-    lines = read_lines(p, data)
-    df = pl.DataFrame({"_l": lines}).with_row_index("user", offset=1)
-    df = df.with_columns(pl.col("user").cast(pl.Int64))
-    tokens = df.with_columns(pl.col("_l").str.strip_chars().str.split(" ").alias("tok")).explode(
-        "tok"
+    """MSNBC sequences (see :mod:`searchveil.io.msnbc`)."""
+    out = read_msnbc_sequences(p, read_lines(p, data))
+    return _finish(
+        out, p, sha, o, "msnbc", bad=None, columns=None, encoding=o.encoding, normalized=False
     )
-    tokens = tokens.filter(pl.col("tok").is_not_null() & (pl.col("tok") != ""))
-    cat = tokens.get_column("tok").cast(pl.Int64, strict=False)
-    bad_mask = cat.is_null() | (cat < 1) | (cat > len(MSNBC_CATEGORIES))
-    if bad_mask.any():
-        line = int(tokens.get_column("user").filter(bad_mask)[0])
-        raise InputFormatError(
-            str(p), "MSNBC sequences hold integers 1..17 separated by spaces", line
-        )
-    names = pl.Series(MSNBC_CATEGORIES)
-    out = pl.DataFrame(
-        {
-            "user": tokens.get_column("user"),
-            "query": names.gather(cat - 1),
-        }
-    ).with_columns(
-        time=pl.lit(None, pl.Datetime("us")),
-        rank=pl.lit(None, pl.Int64),
-        url=pl.lit("msnbc.com/") + pl.col("query"),
-    )
-    info = InputInfo(
-        path=str(p),
-        sha256=sha,
-        rows=out.height,
-        bad_rows=0,
-        format="msnbc",
-        encoding=o.encoding,
-        bad_row_examples=(),
-        columns={},
-        normalized=False,
-        reader=o.to_dict(),
-    )
-    return _finish(out, p, info, o.session_gap_minutes)
 
 
 def scan_log(

@@ -62,7 +62,6 @@ def korolova_advice(
     exact probability of a query one user posed ``d`` times, the worst case), and the δ < 1/U
     check when ``users`` (a public bound U) is given. ``max_single_user_items``: solve δ
     (:func:`solve_delta_single_user`) instead of taking ``delta``."""
-    rows: list[dict[str, Any]] = []
     solved: dict[str, Any] | None = None
     if max_single_user_items is not None:
         if delta is not None:
@@ -75,66 +74,10 @@ def korolova_advice(
         )  # fmt: skip
         delta = solved["delta"]
     if K is None and b is None:
-        if epsilon is None or delta is None:
-            raise InvalidParameterError(
-                "epsilon/delta", (epsilon, delta), "both (solve mode) or give --K and --b"
-            )
-        for d in d_list:
-            paper = korolova_solve_paper(epsilon=epsilon, delta=delta, d=d)
-            imp = korolova_solve_improved(epsilon=epsilon, delta=delta, d=d)
-            ex = korolova_solve_exact(epsilon=epsilon, delta=delta, d=d, distinct=distinct)
-            rows.append(
-                {
-                    "d": d,
-                    "K_paper": round(paper["K"], 2),
-                    "b": round(paper["b"], 2),
-                    "K_improved_4_8": round(imp["K"], 2),
-                    "K_exact_discrete": ex["K"],
-                    "exact_epsilon": ex["epsilon"],
-                    "exact_delta": ex["delta"],
-                    "K_paper_unrounded": paper["K"],
-                    "b_unrounded": paper["b"],
-                }
-            )
-            _single_user_columns(rows[-1], d=d, K=ex["K"], b=ex["b"], distinct=distinct,
-                                 single_user_items=single_user_items, users=users)  # fmt: skip
-        res: dict[str, Any] = {
-            "mode": "solve",
-            "epsilon": epsilon,
-            "exp_epsilon": math.exp(epsilon),
-            "delta": delta,
-            "rows": rows,
-            "note": "K_paper, b: Lemma 1 setting K = d(1 - ln(2δ/d)/ε), b = d/ε (thesis Table "
-            "4.1); K_improved_4_8: §4.8; K_exact_discrete: smallest integer K whose exact "
-            "(ε, δ) for discrete Laplace noise of scale b is within the budget (selection step "
-            "only; the counts need their own ε).",
-        }
+        res = _korolova_solve(epsilon, delta, d_list, distinct, single_user_items, users)
     else:
-        if K is None or b is None:
-            raise InvalidParameterError("K/b", (K, b), "both --K and --b in report mode")
-        for d in d_list:
-            paper = korolova_paper_privacy(
-                d=d, K=K, b=b, b_q=b_q, d_c=d_c or 0, b_c=b_c, distinct=distinct
-            )
-            exs = exact_threshold_privacy(d=d, K=K, b=b, distinct=distinct)
-            extra = (0.0 if b_q is None else d / effective_scale(b_q)) + (
-                0.0 if b_c is None or d_c is None else d_c / effective_scale(b_c)
-            )
-            rows.append(
-                {
-                    "d": d,
-                    "K": K,
-                    "b": b,
-                    "paper_epsilon": paper["epsilon"],
-                    "paper_delta": paper["delta"],
-                    "paper_delta_improved_4_8": paper["delta_improved"],
-                    "exact_epsilon": exs.epsilon + extra,
-                    "exact_delta": exs.delta,
-                }
-            )
-            _single_user_columns(rows[-1], d=d, K=K, b=b, distinct=distinct,
-                                 single_user_items=single_user_items, users=users)  # fmt: skip
-        res = {"mode": "report", "rows": rows}
+        res = _korolova_report(d_list, K, b, b_q, d_c, b_c, distinct, single_user_items, users)
+    rows = res["rows"]
     if solved is not None:
         res["delta_solved"] = solved
     bad = [r["d"] for r in rows if r.get("delta_lt_1_over_U") is False]
@@ -147,17 +90,97 @@ def korolova_advice(
     if keep_curve is not None:
         if K is None or b is None:
             raise InvalidParameterError("keep-curve", keep_curve, "only with --K and --b")
-        cont = keep_probability_curve(threshold=K, scale=b, n_max=keep_curve, noise="continuous")
-        disc = keep_probability_curve(threshold=K, scale=b, n_max=keep_curve, noise="discrete")
-        res["keep_curve"] = [
-            {
-                "frequency": c["frequency"],
-                "continuous": c["keep_probability"],
-                "discrete": x["keep_probability"],
-            }
-            for c, x in zip(cont, disc, strict=True)
-        ]
+        res["keep_curve"] = _keep_curve(K, b, keep_curve)
     return res
+
+
+def _korolova_solve(
+    epsilon: float | None, delta: float | None, d_list: list[int], distinct: bool,
+    single_user_items: int | None, users: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Solve mode: K and b for the target (ε, δ), per d, under the three accountings."""
+    rows: list[dict[str, Any]] = []
+    if epsilon is None or delta is None:
+        raise InvalidParameterError(
+            "epsilon/delta", (epsilon, delta), "both (solve mode) or give --K and --b"
+        )
+    for d in d_list:
+        paper = korolova_solve_paper(epsilon=epsilon, delta=delta, d=d)
+        imp = korolova_solve_improved(epsilon=epsilon, delta=delta, d=d)
+        ex = korolova_solve_exact(epsilon=epsilon, delta=delta, d=d, distinct=distinct)
+        rows.append(
+            {
+                "d": d,
+                "K_paper": round(paper["K"], 2),
+                "b": round(paper["b"], 2),
+                "K_improved_4_8": round(imp["K"], 2),
+                "K_exact_discrete": ex["K"],
+                "exact_epsilon": ex["epsilon"],
+                "exact_delta": ex["delta"],
+                "K_paper_unrounded": paper["K"],
+                "b_unrounded": paper["b"],
+            }
+        )
+        _single_user_columns(rows[-1], d=d, K=ex["K"], b=ex["b"], distinct=distinct,
+                             single_user_items=single_user_items, users=users)  # fmt: skip
+    return {
+        "mode": "solve",
+        "epsilon": epsilon,
+        "exp_epsilon": math.exp(epsilon),
+        "delta": delta,
+        "rows": rows,
+        "note": "K_paper, b: Lemma 1 setting K = d(1 - ln(2δ/d)/ε), b = d/ε (thesis Table "
+        "4.1); K_improved_4_8: §4.8; K_exact_discrete: smallest integer K whose exact "
+        "(ε, δ) for discrete Laplace noise of scale b is within the budget (selection step "
+        "only; the counts need their own ε).",
+    }
+
+
+def _korolova_report(
+    d_list: list[int], K: float | None, b: float | None, b_q: float | None, d_c: int | None,
+    b_c: float | None, distinct: bool, single_user_items: int | None, users: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Report mode: the (ε, δ) of the given K and b, per d, paper's and exact."""
+    rows: list[dict[str, Any]] = []
+    if K is None or b is None:
+        raise InvalidParameterError("K/b", (K, b), "both --K and --b in report mode")
+    for d in d_list:
+        paper = korolova_paper_privacy(
+            d=d, K=K, b=b, b_q=b_q, d_c=d_c or 0, b_c=b_c, distinct=distinct
+        )
+        exs = exact_threshold_privacy(d=d, K=K, b=b, distinct=distinct)
+        extra = (0.0 if b_q is None else d / effective_scale(b_q)) + (
+            0.0 if b_c is None or d_c is None else d_c / effective_scale(b_c)
+        )
+        rows.append(
+            {
+                "d": d,
+                "K": K,
+                "b": b,
+                "paper_epsilon": paper["epsilon"],
+                "paper_delta": paper["delta"],
+                "paper_delta_improved_4_8": paper["delta_improved"],
+                "exact_epsilon": exs.epsilon + extra,
+                "exact_delta": exs.delta,
+            }
+        )
+        _single_user_columns(rows[-1], d=d, K=K, b=b, distinct=distinct,
+                             single_user_items=single_user_items, users=users)  # fmt: skip
+    return {"mode": "report", "rows": rows}
+
+
+def _keep_curve(K: float, b: float, n_max: int) -> list[dict[str, Any]]:
+    """The keep probability per frequency, continuous and discrete noise."""
+    cont = keep_probability_curve(threshold=K, scale=b, n_max=n_max, noise="continuous")
+    disc = keep_probability_curve(threshold=K, scale=b, n_max=n_max, noise="discrete")
+    return [
+        {
+            "frequency": c["frequency"],
+            "continuous": c["keep_probability"],
+            "discrete": x["keep_probability"],
+        }
+        for c, x in zip(cont, disc, strict=True)
+    ]
 
 
 def _single_user_columns(

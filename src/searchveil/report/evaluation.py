@@ -192,15 +192,22 @@ def _distribution_section(r: dict[str, Any], *, plots: bool) -> list[str]:
     return body
 
 
+def _open_section(
+    r: dict[str, Any], key: str, heading: str
+) -> tuple[list[str], dict[str, Any] | None]:
+    """A section's heading and the metric's figures; None (the reason in the body instead)
+    when the metric does not apply to the release."""
+    s = r.get(key)
+    msg = na(s)
+    if msg or s is None:
+        return [heading, msg or ""], None
+    return [heading], s
+
+
 def _caching_section(r: dict[str, Any], *, plots: bool) -> list[str]:
     """Index caching hit probability, original vs release cache."""
-    body: list[str] = []
-    c = r.get("caching")
-    body.append("<h2>Index caching (Götz §7.2)</h2>")
-    msg = na(c)
-    if msg or c is None:
-        body.append(msg or "")
-    else:
+    body, c = _open_section(r, "caching", "<h2>Index caching (Götz §7.2)</h2>")
+    if c is not None:
         body.append(f'<p class="note"><b>Proxy:</b> {esc(c["proxy_description"])}.</p>')
         rows = [
             [
@@ -237,13 +244,10 @@ def _caching_section(r: dict[str, Any], *, plots: bool) -> list[str]:
 
 def _substitution_section(r: dict[str, Any]) -> list[str]:
     """Query substitution quality at each top-j."""
-    body: list[str] = []
-    s = r.get("substitution")
-    body.append("<h2>Query substitution (Götz §7.3, Jones et al. 2006)</h2>")
-    msg = na(s)
-    if msg or s is None:
-        body.append(msg or "")
-    else:
+    body, s = _open_section(
+        r, "substitution", "<h2>Query substitution (Götz §7.3, Jones et al. 2006)</h2>"
+    )
+    if s is not None:
         rows = [
             [
                 f"top-{b['j']}",
@@ -298,13 +302,10 @@ def _substitution_section(r: dict[str, Any]) -> list[str]:
 
 def _keywords_section(r: dict[str, Any]) -> list[str]:
     """Keyword generation by random walk from seed domains."""
-    body: list[str] = []
-    k = r.get("keywords")
-    body.append("<h2>Keyword generation (Korolova §4.6.2.2, Fuxman et al. 2008)</h2>")
-    msg = na(k)
-    if msg or k is None:
-        body.append(msg or "")
-    else:
+    body, k = _open_section(
+        r, "keywords", "<h2>Keyword generation (Korolova §4.6.2.2, Fuxman et al. 2008)</h2>"
+    )
+    if k is not None:
         g = k["graph"]
         body.append(
             f'<p class="note">Random walk with absorbing seed URLs, α = {fmt(k["alpha"])}, '
@@ -350,13 +351,8 @@ def _keywords_section(r: dict[str, Any]) -> list[str]:
 
 def _fears_section(r: dict[str, Any]) -> list[str]:
     """The “fear of …” ranking, original beside release."""
-    body: list[str] = []
-    f = r.get("fears")
-    body.append("<h2>“Fear of …” ranking (Korolova §4.6.2.1)</h2>")
-    msg = na(f)
-    if msg or f is None:
-        body.append(msg or "")
-    else:
+    body, f = _open_section(r, "fears", "<h2>“Fear of …” ranking (Korolova §4.6.2.1)</h2>")
+    if f is not None:
         n = max(len(f["original_top"]), len(f["released_top"]))
         rows = []
         for i in range(n):

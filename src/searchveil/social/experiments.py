@@ -383,11 +383,10 @@ def _degree_plot(r: dict[str, Any]) -> Figure:
     return fig
 
 
-def social_report(result: dict[str, Any]) -> str:
-    """One self-contained HTML page: plots (Figs 5.1–5.4 style), quantile tables, findings."""
+def _setup_section(result: dict[str, Any]) -> list[str]:
+    """The report's "Graph and setup" section."""
     g = result["graph"]
-    runs = result["runs"]
-    body = [
+    return [
         "<h2>Graph and setup</h2>",
         table(
             ["", "value"],
@@ -406,6 +405,11 @@ def social_report(result: dict[str, Any]) -> str:
         "computed exactly per target (no Monte-Carlo). The bound is Corollary 1 with n, c, k, t "
         "taken from each target's utility vector and an explicit edge construction.</p>",
     ]
+
+
+def _plot_sections(runs: list[dict[str, Any]]) -> list[str]:
+    """The accuracy CDFs (cf. Figs 5.1–5.3) and accuracy vs degree (cf. Fig 5.4)."""
+    body: list[str] = []
     series = ("exponential", "laplace", "permute_and_flip", "bound")
     cn = [r for r in runs if r["utility"] == "common_neighbours"]
     if cn:
@@ -422,6 +426,11 @@ def social_report(result: dict[str, Any]) -> str:
             ]
     fig54 = _get(runs, "common_neighbours", 0.5) or (cn[0] if cn else runs[0])
     body += ["<h2>Accuracy vs degree (cf. Fig 5.4)</h2>", img(_degree_plot(fig54), "degree")]
+    return body
+
+
+def _quantile_rows(runs: list[dict[str, Any]]) -> list[list[Any]]:
+    """One row per run and mechanism: the accuracy's mean and quantiles."""
     rows = []
     for r in runs:
         for s in SERIES:
@@ -440,11 +449,46 @@ def social_report(result: dict[str, Any]) -> str:
                     pct(q["frac_gt_0.5"]),
                 ]
             )
+    return rows
+
+
+def _pf_table(runs: list[dict[str, Any]]) -> str:
+    """Permute-and-flip's gain over A_E and over the exponential mechanism at ε/(2Δ∞)."""
+    return table(
+        [
+            "utility",
+            "ε",
+            "mean PF − A_E",
+            "targets PF > A_E",
+            "mean PF − EM(ε/2Δ∞)",
+            "min PF − EM(ε/2Δ∞)",
+        ],
+        [
+            [
+                r["utility"],
+                f"{r['epsilon']:g}",
+                r["permute_and_flip_gain"]["mean_pf_minus_ae"],
+                pct(r["permute_and_flip_gain"]["frac_targets_pf_better_than_ae"]),
+                r["permute_and_flip_gain"]["mean_pf_minus_em_same_base"],
+                r["permute_and_flip_gain"]["min_pf_minus_em_same_base"],
+            ]
+            for r in runs
+        ],
+        left=2,
+        raw=True,
+    )
+
+
+def social_report(result: dict[str, Any]) -> str:
+    """One self-contained HTML page: plots (Figs 5.1–5.4 style), quantile tables, findings."""
+    g = result["graph"]
+    runs = result["runs"]
+    body = _setup_section(result) + _plot_sections(runs)
     body += [
         "<h2>Accuracy quantiles per mechanism</h2>",
         table(
             ["utility", "ε", "mechanism", "mean", "p10", "p25", "median", "p75", "p90", "> 0.5"],
-            rows,
+            _quantile_rows(runs),
             left=3,
         ),
         "<h2>Permute-and-flip vs the exponential mechanism</h2>",
@@ -452,29 +496,7 @@ def social_report(result: dict[str, Any]) -> str:
         "never worse than the exponential mechanism with the same exponent ε/(2Δ∞) "
         "(“EM at ε/(2Δ∞)”). The thesis's A_E uses ε/S with S the ℓ1 sensitivity, valid because "
         "these utilities are monotone, so it can beat both.</p>",
-        table(
-            [
-                "utility",
-                "ε",
-                "mean PF − A_E",
-                "targets PF > A_E",
-                "mean PF − EM(ε/2Δ∞)",
-                "min PF − EM(ε/2Δ∞)",
-            ],
-            [
-                [
-                    r["utility"],
-                    f"{r['epsilon']:g}",
-                    r["permute_and_flip_gain"]["mean_pf_minus_ae"],
-                    pct(r["permute_and_flip_gain"]["frac_targets_pf_better_than_ae"]),
-                    r["permute_and_flip_gain"]["mean_pf_minus_em_same_base"],
-                    r["permute_and_flip_gain"]["min_pf_minus_em_same_base"],
-                ]
-                for r in runs
-            ],
-            left=2,
-            raw=True,
-        ),
+        _pf_table(runs),
         "<h2>The thesis's findings beside ours</h2>",
         table(
             ["claim", "thesis", "ours (this graph)"],

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -178,23 +178,57 @@ def _levels_of(tu: TargetUtilities) -> tuple[IntArray, IntArray]:
     return tu.levels()
 
 
+class _SamplesLevels(Protocol):
+    def sample_level(
+        self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int, rng: RandomSource
+    ) -> int: ...
+
+
+class _LevelRecommender:
+    """Every mechanism treats equal utilities symmetrically: a level, then a uniform member."""
+
+    def recommend(self: _SamplesLevels, tu: TargetUtilities, rng: RandomSource) -> int:
+        """One recommendation for ``tu``'s target, sampled exactly from ``rng``."""
+        v, c = _levels_of(tu)
+        return pick_member(tu, int(v[self.sample_level(v, c, tu.scale, rng)]), rng)
+
+
 @dataclass(frozen=True)
-class ExponentialMechanism:
-    """A_E(ε) of Definition 7, ``p_i ∝ exp(ε u_i / S)`` with S the ℓ1 edge sensitivity."""
+class _Calibrated(_LevelRecommender):
+    """A recommender calibrated to ε and the utilities' sensitivity."""
 
     epsilon: float
     sensitivity: Fraction
-    name: str = field(default="exponential", init=False)
 
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
         object.__setattr__(self, "sensitivity", _check_sensitivity(self.sensitivity))
 
-    def privacy(self, sensitivity: Fraction | float) -> float:
-        """ε spent on monotone utilities whose ℓ1 (hence ℓ∞) sensitivity is ``sensitivity``."""
+    def _ratio_epsilon(self, sensitivity: Fraction | float) -> float:
+        """ε scaled by the ratio of ``sensitivity`` to the calibrated one."""
         return float(epsilon_fraction(self.epsilon) * _check_sensitivity(sensitivity)) / float(
             self.sensitivity
         )
+
+    def _description(self, mechanism: str, sensitivity_key: str, **extra: str) -> dict[str, Any]:
+        """What ``describe()`` records: the mechanism, ε, the calibrated sensitivity, ``extra``."""
+        return {
+            "mechanism": mechanism,
+            "epsilon": float(epsilon_fraction(self.epsilon)),
+            sensitivity_key: float(self.sensitivity),
+            **extra,
+        }
+
+
+@dataclass(frozen=True)
+class ExponentialMechanism(_Calibrated):
+    """A_E(ε) of Definition 7, ``p_i ∝ exp(ε u_i / S)`` with S the ℓ1 edge sensitivity."""
+
+    name: str = field(default="exponential", init=False)
+
+    def privacy(self, sensitivity: Fraction | float) -> float:
+        """ε spent on monotone utilities whose ℓ1 (hence ℓ∞) sensitivity is ``sensitivity``."""
+        return self._ratio_epsilon(sensitivity)
 
     def level_probabilities(
         self, values: npt.ArrayLike, counts: npt.ArrayLike, scale: int
@@ -226,37 +260,23 @@ class ExponentialMechanism:
             "exponential-mechanism rejection sampler did not accept"
         )  # pragma: no cover
 
-    def recommend(self, tu: TargetUtilities, rng: RandomSource) -> int:
-        v, c = _levels_of(tu)
-        return pick_member(tu, int(v[self.sample_level(v, c, tu.scale, rng)]), rng)
-
     def describe(self) -> dict[str, Any]:
-        return {
-            "mechanism": "exponential (A_E, thesis Def. 7)",
-            "epsilon": float(epsilon_fraction(self.epsilon)),
-            "sensitivity_l1": float(self.sensitivity),
-            "sampler": "exact: dyadic-envelope rejection, Bernoulli(exp(-q)) and Bernoulli(2/e)",
-        }
+        sampler = "exact: dyadic-envelope rejection, Bernoulli(exp(-q)) and Bernoulli(2/e)"
+        return self._description(
+            "exponential (A_E, thesis Def. 7)", "sensitivity_l1", sampler=sampler
+        )
 
 
 @dataclass(frozen=True)
-class PermuteAndFlip:
+class PermuteAndFlip(_Calibrated):
     """Permute-and-flip (McKenna & Sheldon 2020) with ℓ∞ sensitivity Δ: coin
     ``exp(−ε(u* − u_i)/(2Δ))``."""
 
-    epsilon: float
-    sensitivity: Fraction
     name: str = field(default="permute_and_flip", init=False)
-
-    def __post_init__(self) -> None:
-        check_positive("epsilon", self.epsilon)
-        object.__setattr__(self, "sensitivity", _check_sensitivity(self.sensitivity))
 
     def privacy(self, sensitivity: Fraction | float) -> float:
         """ε spent on utilities whose ℓ∞ sensitivity is ``sensitivity`` (any direction)."""
-        return float(epsilon_fraction(self.epsilon) * _check_sensitivity(sensitivity)) / float(
-            self.sensitivity
-        )
+        return self._ratio_epsilon(sensitivity)
 
     def coin_probabilities(self, values: npt.ArrayLike, scale: int) -> FloatArray:
         v = np.asarray(values, dtype=np.int64)
@@ -297,30 +317,18 @@ class PermuteAndFlip:
         u = int(rng.integers_below(total, 1)[0])
         return int(np.searchsorted(np.cumsum(hits), u, side="right"))
 
-    def recommend(self, tu: TargetUtilities, rng: RandomSource) -> int:
-        v, c = _levels_of(tu)
-        return pick_member(tu, int(v[self.sample_level(v, c, tu.scale, rng)]), rng)
-
     def describe(self) -> dict[str, Any]:
-        return {
-            "mechanism": "permute-and-flip (McKenna & Sheldon 2020)",
-            "epsilon": float(epsilon_fraction(self.epsilon)),
-            "sensitivity_linf": float(self.sensitivity),
-            "sampler": "exact: independent Bernoulli(exp(-q)) coins, uniform among successes",
-        }
+        sampler = "exact: independent Bernoulli(exp(-q)) coins, uniform among successes"
+        return self._description(
+            "permute-and-flip (McKenna & Sheldon 2020)", "sensitivity_linf", sampler=sampler
+        )
 
 
 @dataclass(frozen=True)
-class LaplaceArgmax:
+class LaplaceArgmax(_Calibrated):
     """A_L(ε) of Definition 8: argmax of utilities + discrete Laplace(S/ε) noise."""
 
-    epsilon: float
-    sensitivity: Fraction
     name: str = field(default="laplace", init=False)
-
-    def __post_init__(self) -> None:
-        check_positive("epsilon", self.epsilon)
-        object.__setattr__(self, "sensitivity", _check_sensitivity(self.sensitivity))
 
     def noise(self, scale: int) -> DiscreteLaplace:
         """The discrete Laplace of scale ``S·scale/ε`` in integer utility units."""
@@ -369,17 +377,11 @@ class LaplaceArgmax:
         slot = int(top[int(rng.integers_below(int(top.size), 1)[0])])
         return int(np.searchsorted(np.cumsum(c), slot, side="right"))
 
-    def recommend(self, tu: TargetUtilities, rng: RandomSource) -> int:
-        v, c = _levels_of(tu)
-        return pick_member(tu, int(v[self.sample_level(v, c, tu.scale, rng)]), rng)
-
     def describe(self) -> dict[str, Any]:
-        return {
-            "mechanism": "Laplace argmax (A_L, thesis Def. 8)",
-            "epsilon": float(epsilon_fraction(self.epsilon)),
-            "sensitivity_l1": float(self.sensitivity),
-            "noise": "discrete Laplace (exact, CKS 2020) on integer-scaled utilities",
-        }
+        noise = "discrete Laplace (exact, CKS 2020) on integer-scaled utilities"
+        return self._description(
+            "Laplace argmax (A_L, thesis Def. 8)", "sensitivity_l1", noise=noise
+        )
 
 
 def smoothing_x(epsilon: float, n: int) -> Fraction:
@@ -396,7 +398,7 @@ def smoothing_x(epsilon: float, n: int) -> Fraction:
 
 
 @dataclass(frozen=True)
-class SmoothedSampling:
+class SmoothedSampling(_LevelRecommender):
     """A_S(x) of Definition 9 over the base algorithm R_best; x chosen per target for ε."""
 
     epsilon: float
@@ -431,10 +433,6 @@ class SmoothedSampling:
             return int(np.argmax(v))
         u = int(rng.integers_below(n, 1)[0])
         return int(np.searchsorted(np.cumsum(c), u, side="right"))
-
-    def recommend(self, tu: TargetUtilities, rng: RandomSource) -> int:
-        v, c = _levels_of(tu)
-        return pick_member(tu, int(v[self.sample_level(v, c, tu.scale, rng)]), rng)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -110,9 +110,65 @@ def recommendation_cost(
     """What :func:`release_recommendations` spends, from public facts only (the mechanism,
     the utility's sensitivity, the targets on the public universe): known before the graph
     is read."""
-    mech = make_mechanism(mechanism_name, epsilon=epsilon, l1=utility.l1_sensitivity(),
-                          linf=utility.linf_sensitivity())  # fmt: skip
+    mech = _mechanism(mechanism_name, epsilon, utility)
     return _cost(_epsilon_spent(mech, utility), int(resolve_targets(universe, targets).size))
+
+
+def _mechanism(
+    mechanism_name: MechanismName | str, epsilon: float, utility: UtilityFunction
+) -> Mechanism:
+    """The named mechanism calibrated to the utility's ℓ1 and ℓ∞ sensitivities."""
+    return make_mechanism(mechanism_name, epsilon=epsilon, l1=utility.l1_sensitivity(),
+                          linf=utility.linf_sensitivity())  # fmt: skip
+
+
+def _ledger(
+    mech: Mechanism,
+    utility: UtilityFunction,
+    universe: NodeUniverse,
+    all_targets: bool,
+    per_target: float,
+    n_targets: int,
+    rng: RandomSource,
+) -> dict[str, Any]:
+    """The public ledger of a recommendation release: the per-target guarantee, what it
+    composes to, and what it does not cover."""
+    return build_ledger(
+        mechanism=f"social-{mech.name}",
+        notion=NOTION,
+        cost=_cost(per_target, n_targets),
+        parameters={
+            **utility.describe(),
+            **{f"mechanism_{k}": v for k, v in mech.describe().items()},
+            "targets": n_targets,
+            "target_selection": "every node of the universe (--all-targets)"
+            if all_targets
+            else "target ids given by the data holder",
+        },
+        public_inputs=[universe.record],
+        rng=rng,
+        events=[
+            {
+                "event": "at most one recommendation per target",
+                "epsilon_each": per_target,
+                "targets": n_targets,
+            }
+        ],
+        extra={
+            "guarantee": {
+                "per_target": f"each target's recommendation is {per_target:g}-DP for one edge "
+                "not incident to that target",
+                "edges_not_incident_to_any_target": {
+                    "epsilon": per_target * n_targets,
+                    "why": "sequential composition over the targets' recommendations",
+                },
+                "edges_incident_to_a_released_target": "no guarantee: a recommendation is "
+                "never a neighbour of its target, so whoever sees a target's recommendation "
+                "learns that the recommended node is not adjacent to it",
+            },
+            "reference": "Korolova, PhD thesis 2012, ch.5 (§5.2.2, §5.4, §5.5)",
+        },
+    )
 
 
 def recommend(
@@ -156,12 +212,7 @@ def release_recommendations(
     private provenance record beside them."""
     if not isinstance(universe, NodeUniverse):
         raise InvalidParameterError("universe", universe, "a public NodeUniverse")
-    mech = make_mechanism(
-        mechanism_name,
-        epsilon=epsilon,
-        l1=utility.l1_sensitivity(),
-        linf=utility.linf_sensitivity(),
-    )
+    mech = _mechanism(mechanism_name, epsilon, utility)
     out = Path(out_dir)
     # fails early if --out (or the provenance record) exists
     writer = ReleaseWriter(
@@ -182,42 +233,7 @@ def release_recommendations(
     ).sort("target")  # a function of the published values, not of any input order
     per_target = _epsilon_spent(mech, utility)
     n_targets = int(idx.size)
-    ledger = build_ledger(
-        mechanism=f"social-{mech.name}",
-        notion=NOTION,
-        cost=_cost(per_target, n_targets),
-        parameters={
-            **utility.describe(),
-            **{f"mechanism_{k}": v for k, v in mech.describe().items()},
-            "targets": n_targets,
-            "target_selection": "every node of the universe (--all-targets)"
-            if targets is None
-            else "target ids given by the data holder",
-        },
-        public_inputs=[universe.record],
-        rng=rng,
-        events=[
-            {
-                "event": "at most one recommendation per target",
-                "epsilon_each": per_target,
-                "targets": n_targets,
-            }
-        ],
-        extra={
-            "guarantee": {
-                "per_target": f"each target's recommendation is {per_target:g}-DP for one edge "
-                "not incident to that target",
-                "edges_not_incident_to_any_target": {
-                    "epsilon": per_target * n_targets,
-                    "why": "sequential composition over the targets' recommendations",
-                },
-                "edges_incident_to_a_released_target": "no guarantee: a recommendation is "
-                "never a neighbour of its target, so whoever sees a target's recommendation "
-                "learns that the recommended node is not adjacent to it",
-            },
-            "reference": "Korolova, PhD thesis 2012, ch.5 (§5.2.2, §5.4, §5.5)",
-        },
-    )
+    ledger = _ledger(mech, utility, universe, targets is None, per_target, n_targets, rng)
     prov = build_provenance(
         inputs=[{**graph.describe(), "role": "graph", "path": str(graph_path)}],
         figures={

@@ -261,30 +261,13 @@ def heldout_window_check(
         "calibration_curve": real.tolist(),
     }
 
-    def compare(curve: npt.NDArray[np.float64], name: str) -> None:
-        ratio, worst = _factors(curve, held)
-        out[f"{name}_ratio"] = ratio.tolist()
-        out[f"{name}_worst_factor_top20"] = float(worst[:20].max())
-        out[f"{name}_within_1_5_top20"] = int((worst[:20] <= 1.5).sum())
-
-    compare(real, "calibration")
+    _compare(out, "calibration", real, held)
     check_int("subsamples", subsamples, minimum=1)
     h_users = heldout.get_column("user").unique().sort()
     if all_users <= h_users.len():
-        acc = np.zeros(top)
-        mass20: list[float] = []
-        for _ in range(subsamples):
-            pick = h_users.gather(np.argsort(rng.random_keys(h_users.len()))[:all_users])
-            sub = heldout.filter(pl.col("user").is_in(pick.implode()))
-            c = window_share_curve(sub, lengths, rng=rng, replicas=1, top=top)
-            acc[: c.size] += c
-            mass20.append(float(c[:20].sum()))
-        matched = acc / subsamples
+        matched, mass20 = _matched_subsamples(heldout, h_users, lengths, rng, subsamples, top)
         out["heldout_matched_curve"] = matched.tolist()
-        ratio, worst = _factors(real, matched)
-        out["calibration_vs_matched_ratio"] = ratio.tolist()
-        out["calibration_vs_matched_worst_factor_top20"] = float(worst[:20].max())
-        out["calibration_vs_matched_within_1_5_top20"] = int((worst[:20] <= 1.5).sum())
+        _compare(out, "calibration_vs_matched", real, matched)
         # how unusual the calibration's top-20 mass would be for a same-size, same-activity
         # sample of the held-out population (share of subsamples with at least as much)
         cal_mass = float(real[:20].sum())
@@ -294,16 +277,55 @@ def heldout_window_check(
                                  np.asarray(mass20) >= cal_mass))}  # fmt: skip
     if model is not None:
         check_int("synthetic_users", synthetic_users, minimum=1)
-        parts = []
-        for df in generate(model, users=synthetic_users, rng=rng, strings=StringMode.OPAQUE):
-            parts.append(
-                df.filter(pl.col("ClickURL").is_not_null())
-                .select(pl.col("AnonID").alias("user"), pl.col("Query").alias("query"))
-            )  # fmt: skip
-        syn = pl.concat(parts)
-        held_syn = syn.select("user", "query").unique().group_by("query").len()
-        curve = held_syn.get_column("len").sort(descending=True).head(top).to_numpy()
-        synth_curve = curve.astype(np.float64) / synthetic_users
+        synth_curve = _clicked_synthetic_curve(model, synthetic_users, rng, top)
         out["synthetic_curve"] = synth_curve.tolist()
-        compare(synth_curve, "synthetic")
+        _compare(out, "synthetic", synth_curve, held)
     return out
+
+
+def _compare(
+    out: dict[str, Any], name: str, curve: npt.NDArray[np.float64], ref: npt.NDArray[np.float64]
+) -> None:
+    """Record ``curve`` / ``ref`` per rank and its worst factor over the top 20 in ``out``."""
+    ratio, worst = _factors(curve, ref)
+    out[f"{name}_ratio"] = ratio.tolist()
+    out[f"{name}_worst_factor_top20"] = float(worst[:20].max())
+    out[f"{name}_within_1_5_top20"] = int((worst[:20] <= 1.5).sum())
+
+
+def _matched_subsamples(
+    heldout: pl.DataFrame,
+    h_users: pl.Series,
+    lengths: npt.NDArray[np.int64],
+    rng: RandomSource,
+    subsamples: int,
+    top: int,
+) -> tuple[npt.NDArray[np.float64], list[float]]:
+    """The mean windowed curve of ``subsamples`` random held-out subsets of the calibration's
+    size (one window each), and each subset's top-20 mass."""
+    acc = np.zeros(top)
+    mass20: list[float] = []
+    for _ in range(subsamples):
+        pick = h_users.gather(np.argsort(rng.random_keys(h_users.len()))[: lengths.size])
+        sub = heldout.filter(pl.col("user").is_in(pick.implode()))
+        c = window_share_curve(sub, lengths, rng=rng, replicas=1, top=top)
+        acc[: c.size] += c
+        mass20.append(float(c[:20].sum()))
+    return acc / subsamples, mass20
+
+
+def _clicked_synthetic_curve(
+    model: SynthModel, users: int, rng: RandomSource, top: int
+) -> npt.NDArray[np.float64]:
+    """The top-``top`` user-share curve of ``model``'s clicked events (every synthetic user in
+    the denominator)."""
+    parts = []
+    for df in generate(model, users=users, rng=rng, strings=StringMode.OPAQUE):
+        parts.append(
+            df.filter(pl.col("ClickURL").is_not_null())
+            .select(pl.col("AnonID").alias("user"), pl.col("Query").alias("query"))
+        )  # fmt: skip
+    syn = pl.concat(parts)
+    held_syn = syn.select("user", "query").unique().group_by("query").len()
+    curve = held_syn.get_column("len").sort(descending=True).head(top).to_numpy()
+    return curve.astype(np.float64) / users

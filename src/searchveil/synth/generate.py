@@ -176,6 +176,84 @@ def _head_law(
     return np.cumsum(pinned), cum[:cut]
 
 
+def _events_per_user(plan: _Plan, gen: np.random.Generator, n_users: int) -> npt.NDArray[np.int64]:
+    """Query events per user: the fitted law, scaled to the row target (randomized rounding),
+    at least one."""
+    n_ev = plan.epu[gen.integers(0, plan.epu.size, n_users)]
+    if plan.activity_scale != 1.0:
+        x = n_ev * plan.activity_scale
+        n_ev = np.floor(x).astype(np.int64) + (gen.random(n_users) < (x - np.floor(x)))
+    return np.maximum(n_ev, 1)
+
+
+def _repeat_roots(
+    model: SynthModel,
+    gen: np.random.Generator,
+    starts: npt.NDArray[np.int64],
+    pos: npt.NDArray[np.int64],
+    idx: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """Per event, the earlier event of the same user it repeats, followed to its root (itself
+    for a fresh event)."""
+    total = idx.size
+    rep = (pos > 0) & (gen.random(total) < model.repeat_rate)
+    src = starts + np.floor(gen.random(total) * pos).astype(np.int64)
+    ptr = np.where(rep, src, idx)
+    while True:
+        nxt = ptr[ptr]
+        if np.array_equal(nxt, ptr):
+            break
+        ptr = nxt
+    return ptr
+
+
+def _fresh_keys(
+    model: SynthModel,
+    plan: _Plan,
+    gen: np.random.Generator,
+    n_ev: npt.NDArray[np.int64],
+    tail_offset: int,
+) -> tuple[npt.NDArray[np.uint64], int]:
+    """A fresh query key per event and the number of tail keys used: a draw u is head key
+    searchsorted(cum, u / w) for the user's exposure w (so the user's head probabilities are
+    w·p_k) and a unique tail query past the head mass."""
+    total = int(n_ev.sum())
+    w_ev = np.repeat(exposure(n_ev, model.repeat_rate, model.head_gamma), n_ev)
+    u = gen.random(total)
+    pin_mass = float(plan.pin_cum[-1]) if plan.pin_cum.size else 0.0
+    in_pin = u < w_ev * pin_mass
+    k_pin = np.searchsorted(plan.pin_cum, u / w_ev, side="right")
+    k_cont = plan.pin_cum.size + np.searchsorted(plan.cont_cum, u - w_ev * pin_mass, side="right")
+    keys = np.where(in_pin, k_pin, k_cont).astype(_U64)
+    tail = keys >= _U64(plan.head_vocab)
+    n_tail = int(tail.sum())
+    keys[tail] = _U64(plan.head_vocab + tail_offset) + np.arange(n_tail, dtype=np.uint64)
+    return keys, n_tail
+
+
+def _times(
+    model: SynthModel,
+    gen: np.random.Generator,
+    n_ev: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64],
+    pos: npt.NDArray[np.int64],
+    ev_of_row: npt.NDArray[np.int64],
+) -> pl.Series:
+    """QueryTime per row: user start uniform over the span, gaps by inverse-CDF of the fitted
+    quantiles (no times without a fitted span)."""
+    if model.time_start is None or not model.gap_quantiles:
+        return pl.Series([None] * ev_of_row.size, dtype=pl.String)
+    total = pos.size
+    q = np.asarray(model.gap_quantiles)
+    gaps = np.interp(gen.random(total) * (q.size - 1), np.arange(q.size), q)
+    gaps[pos == 0] = 0.0
+    span = max(int(model.time_end or model.time_start) - model.time_start, 1)
+    t0 = model.time_start + gen.integers(0, span, n_ev.size)
+    cs = np.cumsum(gaps)
+    t_ev = np.repeat(t0, n_ev) + (cs - cs[starts]).astype(np.int64)
+    return pl.from_epoch(pl.Series(t_ev[ev_of_row]), time_unit="s").dt.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _chunk(
     model: SynthModel,
     plan: _Plan,
@@ -189,37 +267,13 @@ def _chunk(
     """One chunk of users. Returns the AOL-layout frame and the number of tail keys used
     (``keys_only``: the query events ``user, query (key), pos`` instead, before any draw of
     clicks or times, so the keys are those of the full chunk)."""
-    n_ev = plan.epu[gen.integers(0, plan.epu.size, n_users)]
-    if plan.activity_scale != 1.0:
-        x = n_ev * plan.activity_scale
-        n_ev = np.floor(x).astype(np.int64) + (gen.random(n_users) < (x - np.floor(x)))
-    n_ev = np.maximum(n_ev, 1)
+    n_ev = _events_per_user(plan, gen, n_users)
     total = int(n_ev.sum())
     starts = np.repeat(np.cumsum(n_ev) - n_ev, n_ev)
     pos = np.arange(total, dtype=np.int64) - starts
     idx = np.arange(total, dtype=np.int64)
-
-    rep = (pos > 0) & (gen.random(total) < model.repeat_rate)
-    src = starts + np.floor(gen.random(total) * pos).astype(np.int64)
-    ptr = np.where(rep, src, idx)
-    while True:
-        nxt = ptr[ptr]
-        if np.array_equal(nxt, ptr):
-            break
-        ptr = nxt
-
-    # a fresh draw u is head key searchsorted(cum, u / w) for the user's exposure w (so the
-    # user's head probabilities are w·p_k) and a unique tail query past the head mass
-    w_ev = np.repeat(exposure(n_ev, model.repeat_rate, model.head_gamma), n_ev)
-    u = gen.random(total)
-    pin_mass = float(plan.pin_cum[-1]) if plan.pin_cum.size else 0.0
-    in_pin = u < w_ev * pin_mass
-    k_pin = np.searchsorted(plan.pin_cum, u / w_ev, side="right")
-    k_cont = plan.pin_cum.size + np.searchsorted(plan.cont_cum, u - w_ev * pin_mass, side="right")
-    keys = np.where(in_pin, k_pin, k_cont).astype(_U64)
-    tail = keys >= _U64(plan.head_vocab)
-    n_tail = int(tail.sum())
-    keys[tail] = _U64(plan.head_vocab + tail_offset) + np.arange(n_tail, dtype=np.uint64)
+    ptr = _repeat_roots(model, gen, starts, pos, idx)
+    keys, n_tail = _fresh_keys(model, plan, gen, n_ev, tail_offset)
     keys = keys[ptr]
     if keys_only:
         uid = np.repeat(np.arange(first_user, first_user + n_users, dtype=np.int64) + 1, n_ev)
@@ -242,19 +296,7 @@ def _chunk(
     cols: dict[str, Any] = {}
     user_ids = np.arange(first_user, first_user + n_users, dtype=np.int64) + 1
     cols["AnonID"] = np.repeat(np.repeat(user_ids, n_ev), nrows)
-    if model.time_start is not None and model.gap_quantiles:
-        q = np.asarray(model.gap_quantiles)
-        gaps = np.interp(gen.random(total) * (q.size - 1), np.arange(q.size), q)
-        gaps[pos == 0] = 0.0
-        span = max(int(model.time_end or model.time_start) - model.time_start, 1)
-        t0 = model.time_start + gen.integers(0, span, n_users)
-        cs = np.cumsum(gaps)
-        t_ev = np.repeat(t0, n_ev) + (cs - cs[starts]).astype(np.int64)
-        time_col = pl.from_epoch(pl.Series(t_ev[ev_of_row]), time_unit="s").dt.strftime(
-            "%Y-%m-%d %H:%M:%S"
-        )
-    else:
-        time_col = pl.Series([None] * n_rows, dtype=pl.String)
+    time_col = _times(model, gen, n_ev, starts, pos, ev_of_row)
 
     # spell each root event (non-repeat) once; repeats point at their root
     roots = np.flatnonzero(ptr == idx)
@@ -378,6 +420,7 @@ def generate(
         yield df
 
 
+# generate()'s keyword arguments on purpose: the same arguments give the same draws
 def synthetic_events(
     model: SynthModel,
     *,

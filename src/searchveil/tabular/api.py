@@ -209,27 +209,11 @@ def run_model(
     return shuffle_release(rel, rng), meas
 
 
-def write_release(
-    out: str | Path,
-    rel: TabularRelease,
-    meas: Measures,
-    *,
-    rng: RandomSource,
-    overwrite: bool = False,
-    fmt: str = "tsv",
-    side_table: EncodedTable | None = None,
-    provenance: str | Path | None = None,
-    figures: dict[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write ``table`` + the public ``ledger.json`` atomically, and the private provenance
-    record beside the directory (``<out>.private.json`` or ``provenance``). Returns
-    ``(ledger, provenance record)``.
-
-    Public: mechanism, guarantee, ε/δ and their split, public parameters, the hierarchies
-    (public inputs, with their SHA-256), a public side table Θ, noisy counts. Private: the
-    input's path/SHA-256/rows, the exact sampled/suppressed counts and every utility metric
-    computed from the exact input (:func:`~searchveil.tabular.metrics.release_metrics`)."""
-    t = rel.table
+def _release_inputs(
+    t: EncodedTable, side_table: EncodedTable | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The public inputs (hierarchies, a side table Θ) and the private one (the table) as the
+    ledger and the provenance record list them."""
     public_inputs: list[dict[str, Any]] = [
         {
             "role": "generalization hierarchy",
@@ -257,6 +241,31 @@ def write_release(
                 "rows": side_table.n,
             }
         )
+    return public_inputs, private_inputs
+
+
+def write_release(
+    rel: TabularRelease,
+    out: str | Path,
+    meas: Measures,
+    *,
+    rng: RandomSource,
+    overwrite: bool = False,
+    fmt: str = "tsv",
+    side_table: EncodedTable | None = None,
+    provenance: str | Path | None = None,
+    figures: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write ``table`` + the public ``ledger.json`` atomically, and the private provenance
+    record beside the directory (``<out>.private.json`` or ``provenance``). Returns
+    ``(ledger, provenance record)``.
+
+    Public: mechanism, guarantee, ε/δ and their split, public parameters, the hierarchies
+    (public inputs, with their SHA-256), a public side table Θ, noisy counts. Private: the
+    input's path/SHA-256/rows, the exact sampled/suppressed counts and every utility metric
+    computed from the exact input (:func:`~searchveil.tabular.metrics.release_metrics`)."""
+    t = rel.table
+    public_inputs, private_inputs = _release_inputs(t, side_table)
     metrics = release_metrics(rel, meas)
     if rel.epsilon is None:
         notes = "NOT differentially private: " + rel.notion

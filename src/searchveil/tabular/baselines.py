@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteLaplace
@@ -40,12 +39,7 @@ from searchveil.tabular.dp import (
 )
 from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
 from searchveil.tabular.lattice import Lattice, distinct_records, iter_class_sizes
-from searchveil.tabular.release import (
-    TabularRelease,
-    generalized_frame,
-    shuffle_release,
-    suppress_small,
-)
+from searchveil.tabular.release import TabularRelease, generalize_and_suppress, shuffle_release
 from searchveil.validate import check_int, check_positive, check_probability
 
 __all__ = ["full_row_keys", "granularity_table", "lattice_scores", "kanonymize", "safepub"]
@@ -110,15 +104,6 @@ def lattice_scores(
     return loss, supp
 
 
-def _release(
-    table: EncodedTable, rows: npt.NDArray[np.int64], level: npt.NDArray[np.int64], k: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], pl.DataFrame, int]:
-    levels = np.repeat(level[None, :], rows.size, axis=0)
-    frame = generalized_frame(table, rows, levels)
-    ok = suppress_small(frame, k)
-    return rows[ok], levels[ok], frame.filter(pl.Series(ok)), int((~ok).sum())
-
-
 def kanonymize(table: EncodedTable, *, k: int, max_suppression: float = 0.0) -> TabularRelease:
     """Optimal full-domain k-anonymity: the level vector of least granularity loss whose
     classes smaller than ``k`` hold at most ``max_suppression·n`` records (those are
@@ -132,7 +117,7 @@ def kanonymize(table: EncodedTable, *, k: int, max_suppression: float = 0.0) -> 
     ok[-1] = ok[-1] or True  # the root is always a (degenerate) solution
     best = int(np.flatnonzero(ok)[np.argmin(loss[ok])])
     level = Lattice(tuple(h.height for h in table.hierarchies)).levels()[best]
-    r, lv, frame, n_sup = _release(table, rows, level, k)
+    r, lv, frame, n_sup = generalize_and_suppress(table, rows, level, k)
     return TabularRelease(
         table,
         r,
@@ -149,6 +134,63 @@ def kanonymize(table: EncodedTable, *, k: int, max_suppression: float = 0.0) -> 
             "granularity_loss": float(loss[best]) / max(table.n, 1),
         },
     )
+
+
+def _safepub_n_bound(
+    table: EncodedTable, max_records: int | None, eps_n: float, rng: RandomSource
+) -> tuple[int, int | None, str]:
+    """The record-count bound for the δ < 1/n policy: ``(n_bound, n̂ or None, its source)``."""
+    if max_records is not None:
+        return check_int("max_records", max_records, minimum=1), None, "declared --max-records"
+    lap = DiscreteLaplace.for_epsilon(eps_n, 1.0)
+    n_hat = int(table.n + int(lap.sample(1, rng)[0]))
+    return max(1, n_hat), n_hat, "DP count n̂"
+
+
+def _safepub_search(
+    lat: Lattice, loss: npt.NDArray[np.float64], eps_step: float, sens: float, steps: int,
+    rng: RandomSource,
+) -> tuple[int, int]:  # fmt: skip
+    """The DP walk over the lattice (step 3 of the module docstring): ``(chosen, visited)``."""
+    levels = lat.levels()
+
+    def pick(cands: list[int]) -> int:
+        s = -loss[np.array(cands)] * (eps_step / (2.0 * sens))
+        _, col = exact_choice(s[None, :], np.array([1]), rng)
+        return cands[int(col[0])]
+
+    current = lat.size - 1  # the most general transformation
+    visited = [current]
+    seen = {current}
+    for _ in range(steps):
+        nb = [
+            int(lat.index(np.array(v)))
+            for v in lat.up_neighbours(levels[current]) + lat.down_neighbours(levels[current])
+        ]
+        cands = [c for c in nb if c not in seen]
+        if not cands:
+            break
+        current = pick(cands)
+        visited.append(current)
+        seen.add(current)
+    return pick(visited), len(visited)
+
+
+def _safepub_events(
+    n_hat: int | None, eps_n: float, eps_search: float, eps_anon: float, delta_anon: float,
+    k: int, slack: float, eta_fp: float,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The ledger events of one SafePub run, in the order they spend."""
+    events: list[dict[str, Any]] = []
+    if n_hat is not None:
+        events.append({"event": "record count (δ < 1/n policy)", "mechanism": "discrete Laplace",
+                       "epsilon": eps_n, "delta": 0.0, "output": "noisy.n_hat"})  # fmt: skip
+    events += [
+        {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
+        {"event": "sampling + k-suppression", "epsilon": eps_anon, "delta": delta_anon, "k": k},
+        {"event": "exact-sampler slack", "delta": slack, "eta_fp": eta_fp},
+    ]
+    return events
 
 
 def safepub(
@@ -175,15 +217,7 @@ def safepub(
     eps_n = 0.0 if max_records is not None else check_probability("count_share", count_share)
     eps_n *= epsilon
     eps_anon = epsilon - eps_search - eps_n
-    if max_records is not None:
-        n_bound = check_int("max_records", max_records, minimum=1)
-        n_hat = None
-        source = "declared --max-records"
-    else:
-        lap = DiscreteLaplace.for_epsilon(eps_n, 1.0)
-        n_hat = int(table.n + int(lap.sample(1, rng)[0]))
-        n_bound = max(1, n_hat)
-        source = "DP count n̂"
+    n_bound, n_hat, source = _safepub_n_bound(table, max_records, eps_n, rng)
     if delta >= 1.0 / n_bound:
         raise InvalidParameterError(
             "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
@@ -200,32 +234,10 @@ def safepub(
     keep = bernoulli_sample(table.n, p, rng)
     sampled = np.flatnonzero(keep).astype(np.int64)
     loss, _ = lattice_scores(table, sampled, k)
-    levels = lat.levels()
     sens = float(max(1, k - 1))
-    eps_step = eps_search / (steps + 1)
-
-    def pick(cands: list[int]) -> int:
-        s = -loss[np.array(cands)] * (eps_step / (2.0 * sens))
-        _, col = exact_choice(s[None, :], np.array([1]), rng)
-        return cands[int(col[0])]
-
-    current = lat.size - 1  # the most general transformation
-    visited = [current]
-    seen = {current}
-    for _ in range(steps):
-        nb = [
-            int(lat.index(np.array(v)))
-            for v in lat.up_neighbours(levels[current]) + lat.down_neighbours(levels[current])
-        ]
-        cands = [c for c in nb if c not in seen]
-        if not cands:
-            break
-        current = pick(cands)
-        visited.append(current)
-        seen.add(current)
-    chosen = pick(visited)
-    level = levels[chosen]
-    r, lv, frame, n_sup = _release(table, sampled, level, k)
+    chosen, n_visited = _safepub_search(lat, loss, eps_search / (steps + 1), sens, steps, rng)
+    level = lat.levels()[chosen]
+    r, lv, frame, n_sup = generalize_and_suppress(table, sampled, level, k)
     params: dict[str, Any] = {
         "epsilon_anon": eps_anon,
         "epsilon_search": eps_search,
@@ -241,15 +253,6 @@ def safepub(
         "n_bound_source": source,
         "max_records": max_records,
     }
-    events: list[dict[str, Any]] = []
-    if n_hat is not None:
-        events.append({"event": "record count (δ < 1/n policy)", "mechanism": "discrete Laplace",
-                       "epsilon": eps_n, "delta": 0.0, "output": "noisy.n_hat"})  # fmt: skip
-    events += [
-        {"event": "DP search (exponential mechanism)", "epsilon": eps_search, "delta": 0.0},
-        {"event": "sampling + k-suppression", "epsilon": eps_anon, "delta": delta_anon, "k": k},
-        {"event": "exact-sampler slack", "delta": slack, "eta_fp": eta_fp},
-    ]
     rel = TabularRelease(
         table,
         r,
@@ -260,8 +263,8 @@ def safepub(
         epsilon,
         delta,
         parameters=params,
-        events=events,
-        info={"level": level.tolist(), "released": int(r.size), "visited": len(visited)},
+        events=_safepub_events(n_hat, eps_n, eps_search, eps_anon, delta_anon, k, slack, eta_fp),
+        info={"level": level.tolist(), "released": int(r.size), "visited": n_visited},
         private={"sampled": int(sampled.size), "suppressed": n_sup},
         noisy={"n_hat": n_hat, "n_bound": n_bound} if n_hat is not None else {},
     )

@@ -245,6 +245,53 @@ class DPPlan:
         return asdict(self)
 
 
+def _count_margin(lap: DiscreteLaplace, eta: float) -> int:
+    """The smallest margin ``m`` with ``P[noise ≤ −(m+1)] ≤ η`` (``P[N < n]``, N = n̂ + m)."""
+    margin = 0
+    while float(lap.cdf(-margin - 1)) > eta:  # P[noise <= -(margin+1)] = P[N < n]
+        margin = max(1, margin * 2)
+    lo, hi = 0, margin
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if float(lap.cdf(-mid - 1)) <= eta:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def _anon_epsilon(k: int, p: float, delta_anon: float, epsilon: float, eps_n: float) -> float:
+    """The least ``ε_anon`` that sampling with ``p`` and suppression below ``k`` needs."""
+    eps_anon = min_epsilon_for(k, p, delta_anon, eps_max=epsilon - eps_n)
+    if eps_anon is None:
+        raise InvalidParameterError(
+            "epsilon",
+            epsilon,
+            f"enough for sampling p={p:.4g} with k={k} at δ={delta_anon:.3g} (the needed "
+            "ε_anon exceeds ε; raise --beta (sample fewer records), --theta0, ε or δ)",
+        )
+    return eps_anon
+
+
+def _em_budget(
+    epsilon: float, eps_n: float, eps_anon: float, side_table: bool, lam: float, phi0: float
+) -> tuple[float, float]:
+    """``(ε_em, ε')``: what is left for the exponential mechanism and its sharpness."""
+    data_scores = (not side_table) and lam > 0
+    eps_em = epsilon - eps_n - eps_anon if data_scores else 0.0
+    if data_scores and eps_em <= 1e-9:
+        raise InvalidParameterError(
+            "epsilon",
+            epsilon,
+            f"> ε_count + ε_anon = {eps_n + eps_anon:.4g} to leave a budget "
+            "for the exponential mechanism",
+        )
+    # ε' : per-record sensitivity of f is λ/(N φ₀); with Θ public there is no privacy cost and
+    # we use the same sharpness as if the whole remaining budget were spent
+    sharp = eps_em if data_scores else max(epsilon - eps_n - eps_anon, 1e-9)
+    return eps_em, (sharp * phi0 / lam if lam > 0 else 0.0)
+
+
 def plan_dp(
     *,
     n: int,
@@ -279,17 +326,7 @@ def plan_dp(
     lap_eff = DiscreteLaplace(scale=lap.effective_scale)
     e_total = math.exp(epsilon)
     eta = 0.005 * delta / (1.0 + e_total)
-    margin = 0
-    while float(lap_eff.cdf(-margin - 1)) > eta:  # P[noise <= -(margin+1)] = P[N < n]
-        margin = max(1, margin * 2)
-    lo, hi = 0, margin
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if float(lap_eff.cdf(-mid - 1)) <= eta:
-            hi = mid
-        else:
-            lo = mid + 1
-    margin = hi
+    margin = _count_margin(lap_eff, eta)
     n_hat = int(n + int(lap.sample(1, rng)[0]))
     n_up = max(1, n_hat + margin)
     # the δ < 1/n policy is checked on the charged count's upper bound N (never the exact n)
@@ -307,27 +344,8 @@ def plan_dp(
         raise InvalidParameterError(
             "delta", delta, "large enough to cover the sampler's accounting"
         )
-    eps_anon = min_epsilon_for(k, p, delta_anon, eps_max=epsilon - eps_n)
-    if eps_anon is None:
-        raise InvalidParameterError(
-            "epsilon",
-            epsilon,
-            f"enough for sampling p={p:.4g} with k={k} at δ={delta_anon:.3g} (the needed "
-            "ε_anon exceeds ε; raise --beta (sample fewer records), --theta0, ε or δ)",
-        )
-    data_scores = (not side_table) and lam > 0
-    eps_em = epsilon - eps_n - eps_anon if data_scores else 0.0
-    if data_scores and eps_em <= 1e-9:
-        raise InvalidParameterError(
-            "epsilon",
-            epsilon,
-            f"> ε_count + ε_anon = {eps_n + eps_anon:.4g} to leave a budget "
-            "for the exponential mechanism",
-        )
-    # ε' : per-record sensitivity of f is λ/(N φ₀); with Θ public there is no privacy cost and
-    # we use the same sharpness as if the whole remaining budget were spent
-    sharp = eps_em if data_scores else max(epsilon - eps_n - eps_anon, 1e-9)
-    eps_prime = sharp * phi0 / lam if lam > 0 else 0.0
+    eps_anon = _anon_epsilon(k, p, delta_anon, epsilon, eps_n)
+    eps_em, eps_prime = _em_budget(epsilon, eps_n, eps_anon, side_table, lam, phi0)
     return DPPlan(
         epsilon=epsilon,
         delta=delta,

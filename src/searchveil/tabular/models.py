@@ -40,6 +40,10 @@ from searchveil.tabular.lattice import Lattice, distinct_records, iter_class_siz
 from searchveil.tabular.measures import Measures
 from searchveil.validate import check_int, check_positive, check_probability
 
+# the arrays a sweep visitor receives: level vectors / counts, utilities / risks
+_Ints = npt.NDArray[np.int64]
+_Floats = npt.NDArray[np.float64]
+
 __all__ = [
     "Problem",
     "make_problem",
@@ -162,13 +166,7 @@ def aggregate_exact(problem: Problem) -> Solution:
     bu, br, brho = np.zeros(m), np.zeros(m), np.zeros(m, np.int64)
     meas, size = problem.measures, float(problem.theta_size)
 
-    def visit(
-        idx: int,
-        lv: npt.NDArray[np.int64],
-        rho: npt.NDArray[np.int64],
-        u: npt.NDArray[np.float64],
-        phi: npt.NDArray[np.float64],
-    ) -> None:
+    def visit(idx: int, lv: _Ints, rho: _Ints, u: _Floats, phi: _Floats) -> None:
         f = meas.f(rho.astype(np.float64), size, u, phi)
         better = f > bf
         best[better], bf[better], bu[better] = idx, f[better], u[better]
@@ -189,13 +187,7 @@ def threshold_exact(problem: Problem, c: float) -> Solution:
     bu = np.full(m, -np.inf)
     br, brho = np.full(m, np.inf), np.zeros(m, np.int64)
 
-    def visit(
-        idx: int,
-        lv: npt.NDArray[np.int64],
-        rho: npt.NDArray[np.int64],
-        u: npt.NDArray[np.float64],
-        phi: npt.NDArray[np.float64],
-    ) -> None:
+    def visit(idx: int, lv: _Ints, rho: _Ints, u: _Floats, phi: _Floats) -> None:
         r = np.where(rho > 0, phi / np.maximum(rho, 1), np.where(phi > 0, np.inf, 0.0))
         ok = r <= c
         better = ok & ((u > bu) | ((u == bu) & (r < br)))
@@ -213,13 +205,7 @@ def frequent_exact(problem: Problem, t: float) -> Solution:
     bu = np.full(m, -np.inf)
     br, brho = np.zeros(m), np.zeros(m, np.int64)
 
-    def visit(
-        idx: int,
-        lv: npt.NDArray[np.int64],
-        rho: npt.NDArray[np.int64],
-        u: npt.NDArray[np.float64],
-        phi: npt.NDArray[np.float64],
-    ) -> None:
+    def visit(idx: int, lv: _Ints, rho: _Ints, u: _Floats, phi: _Floats) -> None:
         better = (rho >= t) & (u > bu)
         best[better], bu[better], brho[better] = idx, u[better], rho[better]
         br[better] = phi[better] / np.maximum(rho[better], 1)
@@ -392,6 +378,52 @@ def _chain_cut(
     return y, float(T[(0,) * k])
 
 
+def _linearize(
+    grid: npt.NDArray[np.float64], elems: list[tuple[int, int]], k: int
+) -> tuple[npt.NDArray[np.float64], float]:
+    """``grid`` as a linear function of the chain variables ``x_(i,l)``: (coefficients, value
+    at the all-zero level vector)."""
+    c0 = float(grid[tuple([0] * k)])
+    coef = np.zeros(len(elems))
+    for e, (i, lv) in enumerate(elems):
+        a = [0] * k
+        b = [0] * k
+        a[i], b[i] = lv, lv - 1
+        coef[e] = float(grid[tuple(a)] - grid[tuple(b)])
+    return coef, c0
+
+
+def _layer_lp(
+    cu: npt.NDArray[np.float64],
+    mono: list[npt.NDArray[np.float64]],
+    cphi: npt.NDArray[np.float64],
+    phi_bound: float,
+    need: float,
+    rho: npt.NDArray[np.float64],
+    attr: npt.NDArray[np.int64],
+    k: int,
+) -> npt.NDArray[np.float64] | None:
+    """One layer's LP relaxation (maximise utility with risk ≤ ``phi_bound``), tightened by
+    chain cuts until the support bound ``need`` holds; None if the LP is infeasible."""
+    n = cu.size
+    cuts: list[npt.NDArray[np.float64]] = []
+    rhs_cuts: list[float] = []
+    x = None
+    for _ in range(200):
+        A = [*mono, cphi, *[-cc for cc in cuts]]
+        b = [0.0] * len(mono) + [phi_bound] + [-(r) for r in rhs_cuts]
+        res = linprog(-cu, A_ub=np.array(A), b_ub=np.array(b), bounds=[(0, 1)] * n, method="highs")
+        if res.status != 0:
+            return None
+        x = res.x
+        y, t0 = _chain_cut(x, rho, attr, k)
+        if t0 + y @ x >= need - 1e-9 * max(1.0, need):
+            break
+        cuts.append(y)
+        rhs_cuts.append(need - t0)
+    return x
+
+
 def approx_threshold(
     problem: Problem,
     j: int,
@@ -422,20 +454,8 @@ def approx_threshold(
     attr = np.array([e[0] for e in elems], np.int64)
     n = len(elems)
     top = tuple(heights)
-
-    def lin(grid: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
-        base = [0] * k
-        c0 = float(grid[tuple(base)])
-        coef = np.zeros(n)
-        for e, (i, lv) in enumerate(elems):
-            a = [0] * k
-            b = [0] * k
-            a[i], b[i] = lv, lv - 1
-            coef[e] = float(grid[tuple(a)] - grid[tuple(b)])
-        return coef, c0
-
-    cu, u0 = lin(u)
-    cphi, phi_0 = lin(phi)
+    cu, u0 = _linearize(u, elems, k)
+    cphi, phi_0 = _linearize(phi, elems, k)
     pos = phi[phi > 0]
     if pos.size == 0:
         return top, {"u": float(u[top]), "risk": 0.0, "layers": 0}
@@ -453,24 +473,7 @@ def approx_threshold(
     for i in range(1, U + 1):
         tau_prev, tau = phi_l * (1 + eps) ** (i - 1), phi_l * (1 + eps) ** i
         need = tau_prev / c
-        cuts: list[npt.NDArray[np.float64]] = []
-        rhs_cuts: list[float] = []
-        x = None
-        for _ in range(200):
-            A = [*mono, cphi, *[-cc for cc in cuts]]
-            b = [0.0] * len(mono) + [tau - phi_0] + [-(r) for r in rhs_cuts]
-            res = linprog(
-                -cu, A_ub=np.array(A), b_ub=np.array(b), bounds=[(0, 1)] * n, method="highs"
-            )
-            if res.status != 0:
-                x = None
-                break
-            x = res.x
-            y, t0 = _chain_cut(x, rho, attr, k)
-            if t0 + y @ x >= need - 1e-9 * max(1.0, need):
-                break
-            cuts.append(y)
-            rhs_cuts.append(need - t0)
+        x = _layer_lp(cu, mono, cphi, tau - phi_0, need, rho, attr, k)
         if x is None:
             continue
         layers += 1

@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 from scipy import stats
 
 from searchveil.errors import InvalidParameterError
@@ -59,12 +58,7 @@ from searchveil.tabular.dp import (
 from searchveil.tabular.hierarchy import EncodedTable, Hierarchy
 from searchveil.tabular.lattice import Lattice, distinct_records, refine_classes
 from searchveil.tabular.measures import Measures
-from searchveil.tabular.release import (
-    TabularRelease,
-    generalized_frame,
-    shuffle_release,
-    suppress_small,
-)
+from searchveil.tabular.release import TabularRelease, generalize_and_suppress, shuffle_release
 from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
@@ -126,6 +120,7 @@ def _em_eta(lattice_size: int) -> float:
     return (lattice_size + 1) * 2.0**-50 + EM_FP_SLACK
 
 
+# the same signature as _advise on purpose: lru_cache's wrapper would lose the parameter types
 def advise(
     epsilon: float,
     delta: float,
@@ -414,6 +409,26 @@ def _count(n: int, eps: float, rng: RandomSource) -> int:
     return int(n + int(lap.sample(1, rng)[0]))
 
 
+def _record_bound(
+    n: int, adv: Advice, max_records: int | None, rng: RandomSource
+) -> tuple[int | None, int, str, float]:
+    """``(n̂ or None, the bound on n, its source, the n the advisor's rule reads)``: the charged
+    count, or the declared ``max_records`` (the only use of the table's size)."""
+    if max_records is None:
+        n_hat = _count(n, adv.eps_count, rng)
+        return n_hat, max(n_hat, 1), "DP count n̂ (charged ε_count)", max(n_hat, 0)
+    return None, max_records, "declared --max-records", max_records
+
+
+def _score_kind(table: EncodedTable, score: Score) -> Score:
+    """The selection score ``auto`` stands for: classification when the table has non-QI
+    columns, else the paper's utility."""
+    if score is not Score.AUTO:
+        return score
+    has_extra = len(table.frame.columns) > len(table.qi)
+    return Score.CLASSIFICATION if has_extra else Score.FOUAD
+
+
 def _infeasible(
     adv: Advice, epsilon: float, delta: float, n_for_rule: float, lattice_size: int,
     beta: float | None, max_records: int | None, selection_share: float,
@@ -500,15 +515,7 @@ def anonymize_recoding(
         selection_share=selection_share,
     )
     # 1. record count (charged) or the declared bound: the only use of the table's size
-    if max_records is None:
-        n_hat = _count(table.n, adv.eps_count, rng)
-        n_bound = max(n_hat, 1)
-        source = "DP count n̂ (charged ε_count)"
-        n_for_rule: float = max(n_hat, 0)
-    else:
-        n_hat, n_bound = None, max_records
-        source = "declared --max-records"
-        n_for_rule = max_records
+    n_hat, n_bound, source, n_for_rule = _record_bound(table.n, adv, max_records, rng)
     if adv.delta >= 1.0 / n_bound:
         raise InvalidParameterError(
             "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
@@ -517,36 +524,21 @@ def anonymize_recoding(
         raise _infeasible(adv, epsilon, delta, n_for_rule, lat.size, beta, max_records,
                           selection_share)  # fmt: skip
     # 2. selection of one level vector (ε_sel)
-    has_extra = len(table.frame.columns) > len(table.qi)
-    kind = (
-        score if score is not Score.AUTO else (Score.CLASSIFICATION if has_extra else Score.FOUAD)
-    )
+    kind = _score_kind(table, score)
     util = utility_levels(measures, table.hierarchies) if kind == "fouad" else None
     scores, sens, mono, _ = lattice_scores(
         table, adv.k, adv.keep_probability, score=kind, utility=util
     )
-    chosen = select_level(scores, sens, mono, adv.eps_select, rng)
-    level = lat.levels()[chosen]
+    level = lat.levels()[select_level(scores, sens, mono, adv.eps_select, rng)]
     # 3. sampling + generalization + k-suppression (ε_anon, δ_anon), random output order
     keep = bernoulli_sample(table.n, adv.keep_probability, rng)
     sampled = np.flatnonzero(keep).astype(np.int64)
-    levels = np.repeat(level[None, :], sampled.size, axis=0)
-    frame = generalized_frame(table, sampled, levels)
-    ok = suppress_small(frame, adv.k)
-    rows, levels = sampled[ok], levels[ok]
-    frame = frame.filter(pl.Series(ok))
+    rows, levels, frame, n_suppressed = generalize_and_suppress(table, sampled, level, adv.k)
     plan = RecodingPlan(
-        advice=adv,
-        n_hat=n_hat,
-        n_bound=n_bound,
-        n_bound_source=source,
-        score=kind,
-        gamma=GAMMA[0] / GAMMA[1],
-        sensitivity=sens,
-        monotone=mono,
-        level=level.tolist(),
+        advice=adv, n_hat=n_hat, n_bound=n_bound, n_bound_source=source, score=kind,
+        gamma=GAMMA[0] / GAMMA[1], sensitivity=sens, monotone=mono, level=level.tolist(),
         lattice_size=lat.size,
-    )
+    )  # fmt: skip
     slack = (1.0 + math.exp(adv.epsilon)) * adv.eta_fp
     events = _recoding_events(adv, n_hat, kind, sens, slack)
     rel = TabularRelease(
@@ -565,7 +557,7 @@ def anonymize_recoding(
         },
         events=events,
         info={"released": int(rows.size), "level": level.tolist()},
-        private={"sampled": int(sampled.size), "suppressed": int((~ok).sum())},
+        private={"sampled": int(sampled.size), "suppressed": n_suppressed},
         noisy={"n_hat": n_hat, "n_bound": n_bound} if n_hat is not None else {},
     )
     return shuffle_release(rel, rng)

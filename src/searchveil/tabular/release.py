@@ -94,6 +94,17 @@ def suppress_small(frame: pl.DataFrame, k: int) -> npt.NDArray[np.bool_]:
     return counts.to_numpy() >= k
 
 
+def generalize_and_suppress(
+    table: EncodedTable, rows: npt.NDArray[np.int64], level: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], pl.DataFrame, int]:
+    """``rows`` all generalized to one level vector, classes (whole output rows) smaller than
+    ``k`` suppressed: ``(kept rows, their levels, their frame, how many were suppressed)``."""
+    levels = np.repeat(level[None, :], rows.size, axis=0)
+    frame = generalized_frame(table, rows, levels)
+    ok = suppress_small(frame, k)
+    return rows[ok], levels[ok], frame.filter(pl.Series(ok)), int((~ok).sum())
+
+
 def _sampler_events(plan: DPPlan) -> list[dict[str, Any]]:
     """The ledger's privacy events of one ``fouad2014`` run (Algorithm 2), in order."""
     return [
@@ -146,6 +157,43 @@ def shuffle_release(rel: TabularRelease, rng: RandomSource) -> TabularRelease:
     return rel
 
 
+# every plan value below is a function of the charged count n̂ (and θ)
+_NOISY_PLAN_KEYS = (
+    "n_hat",
+    "n_upper",
+    "theta",
+    "t",
+    "k",
+    "eps_anon",
+    "eps_em",
+    "eps_prime",
+    "delta_anon",
+    "eta_fp",
+    "delta_total",
+)
+
+
+def _sampled_levels(
+    problem: Problem,
+    plan: DPPlan,
+    sampled: npt.NDArray[np.int64],
+    side_table: EncodedTable | None,
+    rng: RandomSource,
+    utility_sharpness: float,
+) -> tuple[npt.NDArray[np.int64], float | None]:
+    """The lattice index each sampled record is generalized to, and the side table's
+    frequency bound ``t_Θ`` (None without a side table)."""
+    if side_table is None:
+        idx = dp_generalize(problem, plan, sampled, rng, utility_sharpness=utility_sharpness)
+        return idx, None
+    # Θ is public: each record deterministically takes its most useful generalization
+    # that is frequent enough in Θ to expect ≥ 1.5·k sampled records of D (the paper's
+    # L_t restriction evaluated on Θ; no privacy cost)
+    t_theta = 1.5 * plan.k * side_table.n / (plan.keep_probability * max(plan.n_hat, 1))
+    sol = frequent_exact(problem, t_theta)
+    return sol.index[problem.inverse[sampled]], t_theta
+
+
 def anonymize_dp(
     table: EncodedTable,
     measures: Measures,
@@ -180,16 +228,7 @@ def anonymize_dp(
     )
     keep = bernoulli_sample(table.n, plan.keep_probability, rng)
     sampled = np.flatnonzero(keep).astype(np.int64)
-    t_theta = None
-    if side_table is not None:
-        # Θ is public: each record deterministically takes its most useful generalization
-        # that is frequent enough in Θ to expect ≥ 1.5·k sampled records of D (the paper's
-        # L_t restriction evaluated on Θ; no privacy cost)
-        t_theta = 1.5 * plan.k * side_table.n / (plan.keep_probability * max(plan.n_hat, 1))
-        sol = frequent_exact(problem, t_theta)
-        idx = sol.index[problem.inverse[sampled]]
-    else:
-        idx = dp_generalize(problem, plan, sampled, rng, utility_sharpness=utility_sharpness)
+    idx, t_theta = _sampled_levels(problem, plan, sampled, side_table, rng, utility_sharpness)
     levels = problem.lattice.levels()[idx]
     frame = generalized_frame(table, sampled, levels)
     # k ≥ θ₀·N ≥ θ₀·n unless N < n (probability ≤ η, charged to δ as (1+e^ε)η): then raise k
@@ -222,25 +261,7 @@ def anonymize_dp(
             "suppressed": int((~ok).sum()),
             "k_used": k_used,
         },
-        # every plan value below is a function of the charged count n̂ (and θ)
-        noisy={
-            k: v
-            for k, v in plan.as_dict().items()
-            if k
-            in (
-                "n_hat",
-                "n_upper",
-                "theta",
-                "t",
-                "k",
-                "eps_anon",
-                "eps_em",
-                "eps_prime",
-                "delta_anon",
-                "eta_fp",
-                "delta_total",
-            )
-        },  # fmt: skip
+        noisy={k: v for k, v in plan.as_dict().items() if k in _NOISY_PLAN_KEYS},
     )
     return shuffle_release(rel, rng)
 

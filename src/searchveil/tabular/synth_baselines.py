@@ -294,6 +294,7 @@ def run_mst(
                    {"tree": [list(e) for e in tree], "sigma": sigma, "rows": n_rows})  # fmt: skip
 
 
+# run_mst's keyword arguments on purpose: compare_methods calls every baseline the same way
 def run_aim(
     table: EncodedTable,
     *,

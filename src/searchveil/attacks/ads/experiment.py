@@ -272,6 +272,21 @@ def _game_rows(
     return rows
 
 
+def _population(
+    population: int | Population,
+    rng: RandomSource,
+    config: PopulationConfig | None,
+    step: Callable[[str], None],
+) -> tuple[Population, float | None]:
+    """The population given, or ``population`` profiles built (and how long that took)."""
+    if isinstance(population, Population):
+        return population, None
+    t0 = time.perf_counter()
+    step(f"building {population:,} profiles")
+    pop = generate_population(population, rng=rng, config=config)
+    return pop, time.perf_counter() - t0
+
+
 def run_ads_experiment(
     *,
     epsilons: Sequence[float],
@@ -302,13 +317,7 @@ def run_ads_experiment(
     dp_reports = check_int("dp_reports", dp_reports, minimum=1, maximum=1000)
     step = on_step or (lambda _s: None)
     t0 = time.perf_counter()
-    if isinstance(population, Population):
-        pop = population
-        build_seconds = None
-    else:
-        step(f"building {population:,} profiles")
-        pop = generate_population(population, rng=rng, config=config)
-        build_seconds = time.perf_counter() - t0
+    pop, build_seconds = _population(population, rng, config, step)
     tg = _pick_targets(pop, rng.numpy_generator(), targets)
 
     blueprint: list[dict[str, Any]] = []

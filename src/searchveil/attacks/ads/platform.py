@@ -498,23 +498,28 @@ class AdPlatform:
             )
         else:
             rep = CampaignReport(advertiser, cid, True, None, imps, reach, clicks, uclicks)
-        observed: dict[str, npt.NDArray[np.int64]] = {}
-        if observe:
-            base = pop.size
-            want = np.asarray(observe, dtype=np.int64) - base
-            own = [i for i in want if self._fakes.owner[i] == advertiser]
-            if len(own) != len(want):
-                raise InvalidParameterError("observe", observe, f"accounts owned by {advertiser!r}")
-            pos = {int(f): k for k, f in enumerate(fakes)}
-            got = np.array(
-                [imps_f[pos[int(i)]] if int(i) in pos else 0 for i in want], dtype=np.int64
-            )
-            observed = {
-                "impressions": got,
-                "reached": (got > 0).astype(np.int64),
-                "clicks": np.zeros(want.size, dtype=np.int64),
-            }
+        observed = self._observed(advertiser, observe, fakes, imps_f) if observe else {}
         return CampaignRun(rep, observed, int((imps_r > 0).sum()), int(real.size))
+
+    def _observed(
+        self,
+        advertiser: str,
+        observe: list[int],
+        fakes: npt.NDArray[np.int64],
+        imps_f: npt.NDArray[np.int64],
+    ) -> dict[str, npt.NDArray[np.int64]]:
+        """What the advertiser sees on its own fake accounts ``observe`` (its own only)."""
+        want = np.asarray(observe, dtype=np.int64) - self.population.size
+        own = [i for i in want if self._fakes.owner[i] == advertiser]
+        if len(own) != len(want):
+            raise InvalidParameterError("observe", observe, f"accounts owned by {advertiser!r}")
+        pos = {int(f): k for k, f in enumerate(fakes)}
+        got = np.array([imps_f[pos[int(i)]] if int(i) in pos else 0 for i in want], dtype=np.int64)
+        return {
+            "impressions": got,
+            "reached": (got > 0).astype(np.int64),
+            "clicks": np.zeros(want.size, dtype=np.int64),
+        }
 
     # -- budgets & ledger -------------------------------------------------------------------
     def ledger(self, *, parameters: dict[str, Any] | None = None) -> dict[str, Any]:

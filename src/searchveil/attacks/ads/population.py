@@ -368,6 +368,43 @@ def _cat_rows(
     return (u[:, None] >= cdf[rows]).sum(axis=1).astype(np.int64)
 
 
+def _interests(
+    g: np.random.Generator, cfg: PopulationConfig, n_int: int, gender: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.int64]:
+    """Up to three interests per profile (0 = none), Zipf-popular, with a male popularity
+    that permutes a random share of the ranks."""
+    n = gender.size
+    pop = _zipf(n_int, cfg.interest_zipf)
+    # male popularity: a random share of ranks permuted among themselves
+    perm = np.arange(n_int)
+    moved = np.flatnonzero(g.random(n_int) < cfg.interest_gender_shuffle)
+    perm[moved] = g.permutation(moved)
+    pop_m = pop[perm]
+    k = _cat(g, cfg.interests_count_probs, n)
+    slots = np.zeros((n, 3), dtype=np.int64)
+    male = gender == 2
+    for j in range(3):
+        has = k > j
+        draw_f = _cat(g, pop, n) + 1
+        draw_m = _cat(g, pop_m, n) + 1
+        slots[:, j] = np.where(has, np.where(male, draw_m, draw_f), 0)
+    return slots
+
+
+def _visibility(
+    g: np.random.Generator, cfg: PopulationConfig, n: int
+) -> dict[str, npt.NDArray[np.uint8]]:
+    """Per attribute, who may see it: the default settings or a cautious user's."""
+    cautious = g.random(n) >= cfg.default_settings_share
+    d_vis, c_vis = dict(cfg.default_visibility), dict(cfg.cautious_visibility)
+    visibility: dict[str, npt.NDArray[np.uint8]] = {}
+    for a in ATTRIBUTES:
+        vd = _cat(g, d_vis[a], n)
+        vc = _cat(g, c_vis[a], n)
+        visibility[a] = np.where(cautious, vc, vd).astype(np.uint8)
+    return visibility
+
+
 def generate_population(
     n: int, *, rng: RandomSource, config: PopulationConfig | None = None
 ) -> Population:
@@ -410,20 +447,7 @@ def generate_population(
     values["college"], n_values["college"] = _small(college), n_col + 1
 
     n_int = max(20, n // cfg.people_per_interest)
-    pop = _zipf(n_int, cfg.interest_zipf)
-    # male popularity: a random share of ranks permuted among themselves
-    perm = np.arange(n_int)
-    moved = np.flatnonzero(g.random(n_int) < cfg.interest_gender_shuffle)
-    perm[moved] = g.permutation(moved)
-    pop_m = pop[perm]
-    k = _cat(g, cfg.interests_count_probs, n)
-    slots = np.zeros((n, 3), dtype=np.int64)
-    male = gender == 2
-    for j in range(3):
-        has = k > j
-        draw_f = _cat(g, pop, n) + 1
-        draw_m = _cat(g, pop_m, n) + 1
-        slots[:, j] = np.where(has, np.where(male, draw_m, draw_f), 0)
+    slots = _interests(g, cfg, n_int, gender)
     values["interests"], n_values["interests"] = _small(slots), n_int + 1
 
     rel = _cat_rows(g, np.asarray(cfg.relationship_by_band, dtype=float), band) + 1
@@ -447,13 +471,7 @@ def generate_population(
     pol = np.where(g.random(n) < cfg.politics_listed, pol, 0)
     values["politics"], n_values["politics"] = pol.astype(np.uint8), 5
 
-    cautious = g.random(n) >= cfg.default_settings_share
-    d_vis, c_vis = dict(cfg.default_visibility), dict(cfg.cautious_visibility)
-    visibility: dict[str, npt.NDArray[np.uint8]] = {}
-    for a in ATTRIBUTES:
-        vd = _cat(g, d_vis[a], n)
-        vc = _cat(g, c_vis[a], n)
-        visibility[a] = np.where(cautious, vc, vd).astype(np.uint8)
+    visibility = _visibility(g, cfg, n)
 
     lo_p, hi_p = cfg.occasional_login_range
     daily = g.random(n) < cfg.daily_user_share

@@ -38,6 +38,7 @@ from searchveil.attacks.lookahead.attack import (
     STRATEGIES,
     STRATEGY_NAMES,
     AttackRun,
+    Strategy,
     normalize_strategy,
     run_attack,
 )
@@ -202,6 +203,41 @@ def _runs_on_power_law_graphs(
     return out
 
 
+def _checked_lists(
+    strategies: Sequence[str], lookaheads: Sequence[int], levels: Sequence[float]
+) -> tuple[list[Strategy], list[int], list[float]]:
+    """The strategies, lookaheads and coverage levels to measure, checked and sorted."""
+    strats = [normalize_strategy(s) for s in strategies]
+    if not strats:
+        raise InvalidParameterError("strategies", "[]", "at least one strategy")
+    ells = sorted({check_int("lookahead", x, minimum=0, maximum=MAX_LOOKAHEAD) for x in lookaheads})
+    if not ells:
+        raise InvalidParameterError("lookaheads", "[]", "at least one lookahead")
+    lv = sorted({float(x) for x in levels})
+    if not lv or lv[0] <= 0 or lv[-1] > 1:
+        raise InvalidParameterError("levels", levels, "coverage levels in (0, 1]")
+    return strats, ells, lv
+
+
+def _table_6_1_runs(
+    table_6_1_nodes: int,
+    graphs: int,
+    alpha: float,
+    dmin: int,
+    rng: RandomSource,
+    progress: Progress | None,
+) -> tuple[dict[str, Any], list[Any], int]:
+    """Table 6.1 measured on graphs of its own size: ``(runs, graphs, n)``."""
+    n61 = check_int("table_6_1_nodes", table_6_1_nodes, minimum=100, maximum=MAX_NODES)
+    if default_dmax(n61) < dmin:
+        raise InvalidParameterError("table_6_1_nodes", n61, f"n with ⌊√n⌋ >= dmin ({dmin})")
+    per61 = _runs_on_power_law_graphs(
+        graphs, n61, alpha, dmin, rng, progress, ("Table 6.1 graph", "Table 6.1 graph"),
+        strategies=["highest"], lookaheads=[1, 2, 3], levels=sorted(set(TABLE_6_1_LEVELS)),
+    )  # fmt: skip
+    return _average_runs(per61, sorted(set(TABLE_6_1_LEVELS))), [g["graph"] for g in per61], n61
+
+
 def run_lookahead_experiments(
     *,
     rng: RandomSource,
@@ -228,15 +264,7 @@ def run_lookahead_experiments(
     alpha = check_positive("alpha", alpha)
     dmin = check_int("dmin", dmin, minimum=1)
     graphs = check_int("graphs", graphs, minimum=1, maximum=100)
-    strats = [normalize_strategy(s) for s in strategies]
-    if not strats:
-        raise InvalidParameterError("strategies", "[]", "at least one strategy")
-    ells = sorted({check_int("lookahead", x, minimum=0, maximum=MAX_LOOKAHEAD) for x in lookaheads})
-    if not ells:
-        raise InvalidParameterError("lookaheads", "[]", "at least one lookahead")
-    lv = sorted({float(x) for x in levels})
-    if not lv or lv[0] <= 0 or lv[-1] > 1:
-        raise InvalidParameterError("levels", levels, "coverage levels in (0, 1]")
+    strats, ells, lv = _checked_lists(strategies, lookaheads, levels)
     dmax = default_dmax(n)
     if dmax < dmin:
         raise InvalidParameterError("nodes", n, f"n with ⌊√n⌋ >= dmin ({dmin})")
@@ -249,40 +277,30 @@ def run_lookahead_experiments(
         strategies=strats, lookaheads=ells, levels=need_levels,
     )  # fmt: skip
     synth_runs = _average_runs(per_graph, need_levels)
-    t61_runs, t61_graphs = synth_runs, []
-    n61 = n
+    t61_runs, n61 = synth_runs, n
+    t61_graphs: list[Any] = []
     if table_6_1_nodes is not None and table_6_1_nodes != n:
-        n61 = check_int("table_6_1_nodes", table_6_1_nodes, minimum=100, maximum=MAX_NODES)
-        if default_dmax(n61) < dmin:
-            raise InvalidParameterError("table_6_1_nodes", n61, f"n with ⌊√n⌋ >= dmin ({dmin})")
-        per61 = _runs_on_power_law_graphs(
-            graphs, n61, alpha, dmin, rng, progress, ("Table 6.1 graph", "Table 6.1 graph"),
-            strategies=["highest"], lookaheads=[1, 2, 3], levels=sorted(set(TABLE_6_1_LEVELS)),
-        )  # fmt: skip
-        t61_runs = _average_runs(per61, sorted(set(TABLE_6_1_LEVELS)))
-        t61_graphs = [g["graph"] for g in per61]
-    synthetic = {
-        "parameters": {"n": n, "alpha": alpha, "dmin": dmin, "dmax": dmax, "graphs": graphs},
-        "graphs": [g["graph"] for g in per_graph],
-        "runs": synth_runs,
-    }
+        t61_runs, t61_graphs, n61 = _table_6_1_runs(
+            table_6_1_nodes, graphs, alpha, dmin, rng, progress
+        )
+    graph_params = {"n": n, "alpha": alpha, "dmin": dmin, "dmax": dmax, "graphs": graphs}
     result: dict[str, Any] = {
         "kind": "lookahead",
         "source": "Korolova 2012 thesis, chapter 6 (§6.2–6.4)",
         "note": NOT_A_RELEASE,
         "parameters": {
-            "n": n,
-            "alpha": alpha,
-            "dmin": dmin,
-            "dmax": dmax,
-            "graphs": graphs,
+            **graph_params,
             "strategies": strats,
             "lookaheads": ells,
             "levels": lv,
             "table_6_1_nodes": n61,
-        },
+        },  # fmt: skip
         "randomness": rng.describe(),
-        "synthetic": synthetic,
+        "synthetic": {
+            "parameters": graph_params,
+            "graphs": [g["graph"] for g in per_graph],
+            "runs": synth_runs,
+        },
         "table_6_1": _table_6_1(t61_runs, synth_runs, n61),
         "table_6_1_graphs": t61_graphs,
         "table_6_2": _table_6_2(synth_runs, alpha=alpha, dmin=dmin, n=n),
@@ -293,14 +311,9 @@ def run_lookahead_experiments(
             progress(f"reading {name}")
         g = read_edge_list(path, undirected=True)
         result["real"][name] = run_on_graph(
-            g,
-            strategies=strats,
-            lookaheads=ells,
-            rng=rng,
-            levels=need_levels,
-            progress=progress,
-            label=name,
-        )
+            g, strategies=strats, lookaheads=ells, rng=rng, levels=need_levels,
+            progress=progress, label=name,
+        )  # fmt: skip
     result["fig_6_2"] = _fig_6_2(fig_6_2_nodes, alpha=alpha, dmin=dmin, rng=rng, progress=progress)
     result["seconds"] = round(time.perf_counter() - t_start, 2)
     return result

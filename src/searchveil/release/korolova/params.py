@@ -97,6 +97,29 @@ def resolve_url_selection(urls: str, *, d_c: int | None, serp_given: bool) -> Ur
     return UrlSelection(urls)
 
 
+def _selection_event(
+    step: str, accounting: Accounting, *, d: int, K: float, b: float, distinct: bool
+) -> dict[str, Any]:
+    """The privacy event of one thresholding step (queries or URLs) under ``accounting``:
+    exact for the discrete mechanism, or the paper's continuous-noise bound."""
+    if accounting == "exact":
+        sel = exact_threshold_privacy(d=d, K=K, b=b, distinct=distinct)
+        eps, delta = sel.epsilon, sel.delta
+    else:
+        ps = korolova_paper_selection(d=d, K=K, b=b, distinct=distinct)
+        eps, delta = ps["epsilon"], ps["delta"]
+    return {
+        "step": step,
+        "mechanism": "laplace_threshold",
+        "noise": DiscreteLaplace(scale=b).describe(),
+        "threshold": K,
+        "max_per_user": d,
+        "counts": "distinct users" if distinct else "occurrences",
+        "epsilon": eps,
+        "delta": delta,
+    }
+
+
 @dataclass(frozen=True)
 class KorolovaParams:
     """Parameters of Release-Data plus its privacy map (:meth:`privacy`).
@@ -257,25 +280,11 @@ class KorolovaParams:
         accounting = parse_choice("accounting", accounting, Accounting)
         events: list[dict[str, Any]] = []
         q_noise = DiscreteLaplace(scale=self.b_q)
-        if accounting == "exact":
-            sel = exact_threshold_privacy(d=self.d, K=self.K, b=self.b, distinct=self.distinct)
-            sel_eps, sel_delta = sel.epsilon, sel.delta
-            qc_eps = self.d / q_noise.effective_scale
-        else:
-            ps = korolova_paper_selection(d=self.d, K=self.K, b=self.b, distinct=self.distinct)
-            sel_eps, sel_delta = ps["epsilon"], ps["delta"]
-            qc_eps = self.d / self.b_q
+        qc_eps = self.d / (q_noise.effective_scale if accounting == "exact" else self.b_q)
         events.append(
-            {
-                "step": "select_queries",
-                "mechanism": "laplace_threshold",
-                "noise": DiscreteLaplace(scale=self.b).describe(),
-                "threshold": self.K,
-                "max_per_user": self.d,
-                "counts": "distinct users" if self.distinct else "occurrences",
-                "epsilon": sel_eps,
-                "delta": sel_delta,
-            }
+            _selection_event(
+                "select_queries", accounting, d=self.d, K=self.K, b=self.b, distinct=self.distinct
+            )  # fmt: skip
         )
         events.append(
             {
@@ -289,23 +298,15 @@ class KorolovaParams:
         )
         if self.url_selection == "private":
             assert self.d_c is not None and self.url_K is not None and self.url_b is not None
-            if accounting == "exact":
-                us = exact_threshold_privacy(d=self.d_c, K=self.url_K, b=self.url_b)
-                us_eps, us_delta = us.epsilon, us.delta
-            else:
-                pu = korolova_paper_selection(d=self.d_c, K=self.url_K, b=self.url_b)
-                us_eps, us_delta = pu["epsilon"], pu["delta"]
             events.append(
-                {
-                    "step": "select_urls",
-                    "mechanism": "laplace_threshold",
-                    "noise": DiscreteLaplace(scale=self.url_b).describe(),
-                    "threshold": self.url_K,
-                    "max_per_user": self.d_c,
-                    "counts": "occurrences",
-                    "epsilon": us_eps,
-                    "delta": us_delta,
-                }
+                _selection_event(
+                    "select_urls",
+                    accounting,
+                    d=self.d_c,
+                    K=self.url_K,
+                    b=self.url_b,
+                    distinct=False,
+                )  # fmt: skip
             )
         if self.url_selection != "none":
             assert self.d_c is not None and self.b_c is not None

@@ -45,6 +45,7 @@ import polars as pl
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.ledger import build_ledger, public_file_record
 from searchveil.mechanisms.accounting import Budget, check_budget
+from searchveil.mechanisms.budget import PrivacyCost
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import SearchLog, items, normalize_query
@@ -258,6 +259,18 @@ def _check_call(params: object, serp: Serp | pl.DataFrame | None) -> None:
         )
 
 
+def _with_noisy_counts(
+    table: pl.DataFrame, scale: float, clamp: bool, rng: RandomSource
+) -> pl.DataFrame:
+    """``table`` with ``noisy_count`` = count + fresh discrete Laplace(scale) noise, clamped at
+    0 when ``clamp`` (post-processing, §4.5)."""
+    noisy = noisy_counts(table.get_column("count"), scale=scale, rng=rng)
+    out = table.with_columns(noisy_count=pl.Series(noisy, dtype=pl.Int64))
+    if clamp:
+        out = out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    return out
+
+
 def _click_counts(
     bounded: BoundedCounts,
     params: KorolovaParams,
@@ -282,10 +295,7 @@ def _click_counts(
     else:
         assert params.url_K is not None and params.url_b is not None
         cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
-    cn = noisy_counts(cand.get_column("count"), scale=params.b_c, rng=rng)
-    clicks_out = cand.with_columns(noisy_count=pl.Series(cn, dtype=pl.Int64))
-    if params.clamp_negative:
-        clicks_out = clicks_out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    clicks_out = _with_noisy_counts(cand, params.b_c, params.clamp_negative, rng)
     fig = bounded.figures
     report = {
         "clicks": fig["clicks"],
@@ -329,6 +339,57 @@ def _ledger_parameters(
     return parameters
 
 
+def _single_user(
+    bounded: BoundedCounts,
+    params: KorolovaParams,
+    delta: float,
+    max_users: int | None,
+    single_user: tuple[pl.DataFrame, int] | None,
+) -> dict[str, Any]:
+    """The report's single-user exposure of the selected queries (exact with ``single_user``,
+    else an upper bound) and its δ < 1/U check."""
+    b_eff = DiscreteLaplace(scale=params.b).effective_scale
+    out = exposure_from_counts(
+        bounded, "queries", key="query", delta=delta,
+        users=max_users if max_users is not None else max(1, bounded.users),
+        keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
+        max_single_count=1 if params.distinct else params.d, single_user=single_user,
+    )  # fmt: skip
+    out["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    return out
+
+
+def _ledger(
+    params: KorolovaParams,
+    serp: Serp | pl.DataFrame | None,
+    cost: PrivacyCost,
+    exact: dict[str, Any],
+    paper: dict[str, Any],
+    max_users: int | None,
+    rng: RandomSource,
+) -> dict[str, Any]:
+    """The public ledger of a Release-Data run: exact accounting, Theorem 3's beside it."""
+    parameters = _ledger_parameters(params, params.budget, serp)
+    serp_rec = _serp_record(serp)
+    return build_ledger(
+        mechanism=MECHANISM,
+        notion="(epsilon, delta)-differential privacy, add/remove one user's history",
+        cost=cost,
+        parameters=parameters,
+        public_inputs=[serp_rec] if serp_rec is not None else [],
+        declared={"max_users": max_users} if max_users is not None else {},
+        rng=rng,
+        events=exact["events"],
+        extra={
+            "accounting": "exact: tight (ε, δ) for discrete Laplace noise as run "
+            "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
+            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
+            "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
+            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], max_users)},
+        },
+    )
+
+
 def release_korolova_counts(
     bounded: BoundedCounts,
     params: KorolovaParams,
@@ -356,10 +417,7 @@ def release_korolova_counts(
     # 2. Select-Queries
     selected = noisy_threshold(counts, threshold=params.K, scale=params.b, rng=rng)
     # 3. Get-Query-Counts (fresh noise)
-    qn = noisy_counts(selected.get_column("count"), scale=params.b_q, rng=rng)
-    queries = selected.with_columns(noisy_count=pl.Series(qn, dtype=pl.Int64))
-    if params.clamp_negative:
-        queries = queries.with_columns(pl.col("noisy_count").clip(lower_bound=0))
+    queries = _with_noisy_counts(selected, params.b_q, params.clamp_negative, rng)
     fig = bounded.figures
     report: dict[str, Any] = {
         "mechanism": MECHANISM,
@@ -381,14 +439,7 @@ def release_korolova_counts(
     report["parameters"] = params.to_dict()
     report["epsilon"] = exact["epsilon"]
     report["delta"] = exact["delta"]
-    b_eff = DiscreteLaplace(scale=params.b).effective_scale
-    report["single_user"] = exposure_from_counts(
-        bounded, "queries", key="query", delta=exact["delta"],
-        users=max_users if max_users is not None else max(1, bounded.users),
-        keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
-        max_single_count=1 if params.distinct else params.d, single_user=single_user,
-    )  # fmt: skip
-    report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(max_users)
+    report["single_user"] = _single_user(bounded, params, exact["delta"], max_users, single_user)
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 
@@ -401,25 +452,7 @@ def release_korolova_counts(
         tables["clicks"] = clicks_out.select("query", "url", "noisy_count").sort(
             ["query", "noisy_count", "url"], descending=[False, True, False]
         )
-    parameters = _ledger_parameters(params, params.budget, serp)
-    serp_rec = _serp_record(serp)
-    ledger = build_ledger(
-        mechanism=MECHANISM,
-        notion="(epsilon, delta)-differential privacy, add/remove one user's history",
-        cost=cost,
-        parameters=parameters,
-        public_inputs=[serp_rec] if serp_rec is not None else [],
-        declared={"max_users": max_users} if max_users is not None else {},
-        rng=rng,
-        events=exact["events"],
-        extra={
-            "accounting": "exact: tight (ε, δ) for discrete Laplace noise as run "
-            "(docs/privacy/korolova.md); Theorem 3's values under paper_accounting",
-            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
-            "reference": "Korolova, PhD thesis 2012, ch.4, Algorithm 3, Theorem 3, §4.8",
-            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], max_users)},
-        },
-    )
+    ledger = _ledger(params, serp, cost, exact, paper, max_users, rng)
     return HistogramRelease(
         tables=tables, report=report, ledger=ledger, inputs=[bounded.input],
         figures={"plan": bounded.plan},

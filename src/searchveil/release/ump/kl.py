@@ -101,6 +101,16 @@ def _check(m: sp.csr_matrix, c: npt.NDArray[Any], output_size: float) -> None:
     check_positive("output_size", output_size)
 
 
+def _lp_inputs(
+    m: sp.csr_matrix, c: npt.NDArray[Any], output_size: float, k: int, spacing: str
+) -> tuple[sp.csr_matrix, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The checked inputs of either LP form and its breakpoints."""
+    m = sp.csr_matrix(m)
+    c = np.asarray(c, dtype=np.float64)
+    _check(m, c, output_size)
+    return m, c, breakpoints(output_size, k, spacing)
+
+
 def solve_kl_pwl(
     m: sp.csr_matrix,
     b: float,
@@ -111,10 +121,7 @@ def solve_kl_pwl(
     spacing: str = "geometric",
 ) -> tuple[npt.NDArray[np.float64], float]:
     """The incremental-form PWL LP; returns (continuous x, PWL objective value)."""
-    m = sp.csr_matrix(m)
-    c = np.asarray(c, dtype=np.float64)
-    _check(m, c, output_size)
-    a = breakpoints(output_size, k, spacing)
+    m, c, a = _lp_inputs(m, c, output_size, k, spacing)
     width = np.diff(a)
     slope = np.diff(np.log1p(a)) / width
     n, segs = m.shape[1], width.size
@@ -152,11 +159,9 @@ def solve_kl_lambda(
     k: int = 33,
     spacing: str = "geometric",
 ) -> tuple[npt.NDArray[np.float64], float]:
-    """The paper's λ-form (Appendix B eq. 10): x_i = Σ_s a_s w_is, Σ_s w_is = 1, w ≥ 0."""
-    m = sp.csr_matrix(m)
-    c = np.asarray(c, dtype=np.float64)
-    _check(m, c, output_size)
-    a = breakpoints(output_size, k, spacing)
+    """The paper's λ-form (Appendix B eq. 10): x_i = Σ_s a_s w_is, Σ_s w_is = 1, w ≥ 0.
+    Same signature as :func:`solve_kl_pwl` on purpose: the two forms are interchangeable."""
+    m, c, a = _lp_inputs(m, c, output_size, k, spacing)
     n = m.shape[1]
     expand = sp.kron(sp.identity(n, format="csr"), a[None, :], format="csr")
     a_ub = (m @ expand).tocsr()

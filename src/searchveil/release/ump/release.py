@@ -26,7 +26,9 @@ from enum import StrEnum
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
+import scipy.sparse as sp
 
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.io.ledger import build_ledger
@@ -35,6 +37,7 @@ from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, click_histogram
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.ump.constraints import (
+    UmpInput,
     constraint_matrix,
     is_feasible,
     preprocess,
@@ -167,31 +170,32 @@ class UmpParams:
         return asdict(self) | {"solver": self.method, "b": self.b}
 
 
-def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> HistogramRelease:
-    """Run the sanitization; returns tables ``log`` and ``counts``, the report and the ledger."""
-    hist = click_histogram(log)
-    inp = preprocess(hist)
-    m = constraint_matrix(inp, parties=params.parties)
+def _solve(inp: UmpInput, m: sp.csr_matrix, params: UmpParams) -> Solution:
+    """The counts x of the chosen objective and solver (empty for an empty input)."""
     b = params.b
-    sol: Solution
     if inp.n_pairs == 0:
-        sol = Solution(np.zeros(0, dtype=np.int64), params.method, 0.0, "empty input", 0.0)
-    elif params.objective == "size":
-        sol = solve_oump(
+        return Solution(np.zeros(0, dtype=np.int64), params.method, 0.0, "empty input", 0.0)
+    if params.objective == "size":
+        return solve_oump(
             m, b, method=params.method, time_limit=params.time_limit,
             search_seconds=params.search_seconds,
         )  # fmt: skip
-    elif params.objective == "frequent":
+    if params.objective == "frequent":
         assert params.output_size is not None and params.min_support is not None
-        sol = solve_fump(
+        return solve_fump(
             m, b, inp.c_ij, output_size=params.output_size, min_support=params.min_support,
             method=params.method, time_limit=params.time_limit,
         )  # fmt: skip
-    elif params.objective == "kl":
-        sol = solve_kl(m, b, inp.c_ij, output_size=params.output_size)
-    else:
-        sol = solve_dump(m, b, method=params.method, time_limit=params.time_limit)
-    x = sol.x
+    if params.objective == "kl":
+        return solve_kl(m, b, inp.c_ij, output_size=params.output_size)
+    return solve_dump(m, b, method=params.method, time_limit=params.time_limit)
+
+
+def _count_noise(
+    x: npt.NDArray[np.int64], m: sp.csr_matrix, b: float, params: UmpParams, rng: RandomSource
+) -> tuple[npt.NDArray[np.int64], dict[str, Any] | None]:
+    """EDBT §4.2's optional count noise, repaired back into the constraints: the counts and
+    what the noise did (None without ``count_epsilon``)."""
     noise_info: dict[str, Any] | None = None
     if params.count_epsilon is not None and x.size:
         assert params.sensitivity is not None
@@ -208,6 +212,44 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
             "verified": False,
         }
         x = x_noisy
+    return x, noise_info
+
+
+def _guarantee(params: UmpParams, noise_info: dict[str, Any] | None) -> dict[str, Any]:
+    """The ledger's guarantee: what the conditional mode covers, and what it does not."""
+    guarantee: dict[str, Any] = {
+        "mode": "conditional",
+        "differentially_private": False,
+        "label": NOT_DP,
+        "covers": "the sampling of user ids given the counts x_ij (Hong et al. Theorem 1)",
+        "counts_are_private": False,
+        "warning": "the counts x_ij (table counts, and the Count column of the log) are "
+        "computed from the private log and are not differentially private unless count noise "
+        "with a valid sensitivity bound is added (docs/privacy/ump.md)",
+    }
+    if noise_info is not None:
+        guarantee["count_noise"] = {
+            "count_epsilon": params.count_epsilon,
+            "sensitivity_assumed": params.sensitivity,
+            "noise": noise_info["noise"],
+            "verified": False,
+        }
+        guarantee["combined_if_sensitivity_holds"] = {
+            "epsilon": params.epsilon + params.count_epsilon,  # type: ignore[operator]
+            "delta": params.delta,
+        }
+    return guarantee
+
+
+def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> HistogramRelease:
+    """Run the sanitization; returns tables ``log`` and ``counts``, the report and the ledger."""
+    hist = click_histogram(log)
+    inp = preprocess(hist)
+    m = constraint_matrix(inp, parties=params.parties)
+    b = params.b
+    sol = _solve(inp, m, params)
+    x = sol.x
+    x, noise_info = _count_noise(x, m, b, params, rng)
     if x.size and not is_feasible(m, x, b, tol=0.0):
         raise InternalError("UMP counts violate a privacy constraint")
     triplets = sample_users(inp.c, x, rng=rng)
@@ -234,35 +276,15 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
     }
     # public: the parameters, b and the notion; the solver's figures (optimum, status, output
     # size) and the count-noise repair figures are computed from the private log: provenance
-    guarantee: dict[str, Any] = {
-        "mode": "conditional",
-        "differentially_private": False,
-        "label": NOT_DP,
-        "covers": "the sampling of user ids given the counts x_ij (Hong et al. Theorem 1)",
-        "counts_are_private": False,
-        "warning": "the counts x_ij (table counts, and the Count column of the log) are "
-        "computed from the private log and are not differentially private unless count noise "
-        "with a valid sensitivity bound is added (docs/privacy/ump.md)",
-    }
-    if noise_info is not None:
-        guarantee["count_noise"] = {
-            "count_epsilon": params.count_epsilon,
-            "sensitivity_assumed": params.sensitivity,
-            "noise": noise_info["noise"],
-            "verified": False,
-        }
-        guarantee["combined_if_sensitivity_holds"] = {
-            "epsilon": params.epsilon + params.count_epsilon,  # type: ignore[operator]
-            "delta": params.delta,
-        }
     ledger = build_ledger(
         mechanism="hong-ump",
         notion=NOTION,
         cost=params.cost(),
         parameters=params.to_dict(),
         rng=rng,
-        extra={"guarantee": guarantee, "reference": "Hong et al., EDBT 2012, Algorithm 1"},
-    )
+        extra={"guarantee": _guarantee(params, noise_info),
+               "reference": "Hong et al., EDBT 2012, Algorithm 1"},
+    )  # fmt: skip
     if noise_info is not None:
         report["count_noise"] = noise_info
     return HistogramRelease(

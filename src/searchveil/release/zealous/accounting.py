@@ -88,6 +88,22 @@ def zealous_optimal_tau(*, epsilon: float, m: int) -> int:
     return math.ceil(2.0 * check_int("m", m, minimum=1) / check_positive("epsilon", epsilon))
 
 
+def _checked_map_inputs(
+    m: int, tau: int, lam: float, tau_prime: float, scale_is_effective: bool,
+    users: int | None = None,
+) -> tuple[int, int, int | None, float, float]:  # fmt: skip
+    """The exact maps' checked inputs: ``(m, τ, U, λ as sampled, π = P[τ + X > τ'])``."""
+    m = check_int("m", m, minimum=1)
+    tau = check_int("tau", tau, minimum=1)
+    if users is not None:
+        users = check_int("users", users, minimum=1)
+    lam = check_positive("lambda", lam)
+    if tau_prime < tau:
+        raise InvalidParameterError("tau_prime", tau_prime, f">= tau = {tau}")
+    lam_eff = lam if scale_is_effective else effective_scale(lam)
+    return m, tau, users, lam_eff, _zealous_pi(tau, lam_eff, tau_prime)
+
+
 def _zealous_pi(tau: int, lam_eff: float, tau_prime: float) -> float:
     """P[τ + X > τ'] for the discrete Laplace (an item whose count is exactly τ)."""
     return float(discrete_sf(math.floor(tau_prime) + 1 - tau, lam_eff))
@@ -104,13 +120,7 @@ def zealous_exact_privacy(
     π = P[τ + X > τ'], and is dropped with ratio 1/(1-π). Hence
     ε = m·max(1/λ, -ln(1-π)),  δ = 1 - (1-π)^m.
     """
-    m = check_int("m", m, minimum=1)
-    tau = check_int("tau", tau, minimum=1)
-    lam = check_positive("lambda", lam)
-    if tau_prime < tau:
-        raise InvalidParameterError("tau_prime", tau_prime, f">= tau = {tau}")
-    lam_eff = lam if scale_is_effective else effective_scale(lam)
-    pi = _zealous_pi(tau, lam_eff, tau_prime)
+    m, tau, _, lam_eff, pi = _checked_map_inputs(m, tau, lam, tau_prime, scale_is_effective)
     h = max(1.0 / lam_eff, -math.log1p(-pi))
     return SelectionPrivacy(
         epsilon=m * h,
@@ -131,14 +141,9 @@ def zealous_exact_probabilistic(
     """Theorem 3's (ε, δ)-probabilistic DP for the discrete mechanism, in the paper's setting
     (a user's history *replaced*, so up to 2m counts change by 1; at most U·m/τ items have
     count exactly τ): ε = 2m·max(1/λ, -ln(1-π)), δ = 1 - (1-π)^{⌊U·m/τ⌋}, π = P[τ+X > τ']."""
-    m = check_int("m", m, minimum=1)
-    tau = check_int("tau", tau, minimum=1)
-    users = check_int("users", users, minimum=1)
-    lam = check_positive("lambda", lam)
-    if tau_prime < tau:
-        raise InvalidParameterError("tau_prime", tau_prime, f">= tau = {tau}")
-    lam_eff = lam if scale_is_effective else effective_scale(lam)
-    pi = _zealous_pi(tau, lam_eff, tau_prime)
+    m, tau, u, lam_eff, pi = _checked_map_inputs(m, tau, lam, tau_prime, scale_is_effective, users)
+    assert u is not None
+    users = u
     n_k = (users * m) // tau
     return SelectionPrivacy(
         epsilon=2 * m * max(1.0 / lam_eff, -math.log1p(-pi)),

@@ -33,6 +33,7 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import check_budget
+from searchveil.mechanisms.budget import PrivacyCost
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import SearchLog, items
@@ -77,6 +78,39 @@ def release_zealous(
     return release_zealous_counts(bounded, params, rng=rng, single_user=single)
 
 
+def _ledger(
+    params: ZealousParams,
+    cost: PrivacyCost,
+    exact: dict[str, Any],
+    paper: dict[str, Any],
+    rng: RandomSource,
+) -> dict[str, Any]:
+    """The public ledger of a ZEALOUS run: exact accounting, the paper's beside it."""
+    probabilistic = params.guarantee == "probabilistic"
+    return build_ledger(
+        mechanism=MECHANISM,
+        notion=exact["notion"],
+        cost=cost,
+        parameters={k: v for k, v in params.to_dict().items() if k != "users"}
+        | {
+            "lambda_effective": DiscreteLaplace(scale=params.lam).effective_scale,
+            "threshold_semantics": "drop count < tau; publish iff count + noise > tau_prime",
+            "budget": None if params.budget is None else params.budget.to_dict(),
+        },
+        declared={"max_users": params.users} if params.users is not None else {},
+        rng=rng,
+        events=exact["events"],
+        extra={
+            "accounting": "exact: (ε, δ) for the discrete Laplace mechanism as run "
+            "(docs/privacy/zealous.md); the paper's formulas under paper_accounting"
+            + ("; U is the declared bound declared.max_users" if probabilistic else ""),
+            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
+            "reference": "Götz et al., IEEE TKDE 2012, §4, Theorems 2-3, Proposition 4",
+            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], params.users)},
+        },
+    )
+
+
 def release_zealous_counts(
     bounded: BoundedCounts,
     params: ZealousParams,
@@ -95,7 +129,6 @@ def release_zealous_counts(
     cost = params.cost()
     check_budget(cost, params.budget, what="release zealous")
     exact = params.privacy("exact")
-    budget = params.budget
     paper = params.privacy("paper")
     parts = list(PART_COLUMNS.get(params.item_type, ()))
     counts = bounded.table("items", ["item", *parts], ordered=getattr(rng, "seeded", True))
@@ -137,29 +170,7 @@ def release_zealous_counts(
         single_user=single_user,
     )  # fmt: skip
     report["single_user"]["delta_check"]["users_bound_source"] = users_bound_source(params.users)
-    probabilistic = params.guarantee == "probabilistic"
-    ledger = build_ledger(
-        mechanism=MECHANISM,
-        notion=exact["notion"],
-        cost=cost,
-        parameters={k: v for k, v in params.to_dict().items() if k != "users"}
-        | {
-            "lambda_effective": DiscreteLaplace(scale=params.lam).effective_scale,
-            "threshold_semantics": "drop count < tau; publish iff count + noise > tau_prime",
-            "budget": None if budget is None else budget.to_dict(),
-        },
-        declared={"max_users": params.users} if params.users is not None else {},
-        rng=rng,
-        events=exact["events"],
-        extra={
-            "accounting": "exact: (ε, δ) for the discrete Laplace mechanism as run "
-            "(docs/privacy/zealous.md); the paper's formulas under paper_accounting"
-            + ("; U is the declared bound declared.max_users" if probabilistic else ""),
-            "paper_accounting": {k: v for k, v in paper.items() if k != "events"},
-            "reference": "Götz et al., IEEE TKDE 2012, §4, Theorems 2-3, Proposition 4",
-            "guarantee": {"delta_vs_users": delta_users_check(exact["delta"], params.users)},
-        },
-    )
+    ledger = _ledger(params, cost, exact, paper, rng)
     return HistogramRelease(
         tables={"items": table}, report=report, ledger=ledger, inputs=[bounded.input],
         figures={"plan": bounded.plan},
