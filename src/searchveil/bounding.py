@@ -243,10 +243,12 @@ def _kept(counted: pl.Expr, start: pl.Expr, n: int) -> tuple[pl.Expr, pl.Expr]:
 def _first_rows(df: pl.DataFrame, run: str, keys: list[str] | None, n: int) -> pl.DataFrame:
     """:func:`_kept` on a frame: the first ``n`` rows of each run of ``run`` (with ``keys``:
     the first row of each of the run's first ``n`` distinct keys), with ``_rank``."""
-    # every row counts (runs are never null), or the first of each distinct key
+    # every row counts (runs are never null), or the first of each distinct key — computed
+    # once, as a column: the rule reads it five times (a hash over every row each time)
     first = pl.struct(run, *keys).is_first_distinct() if keys else pl.col(run).is_not_null()
-    kept, rank = _kept(first, (pl.col(run) != pl.col(run).shift(1)).fill_null(True), n)
-    return df.lazy().with_columns(_rank=rank).filter(kept).collect()
+    lf = df.lazy().with_columns(_first=first)
+    kept, rank = _kept(pl.col("_first"), (pl.col(run) != pl.col(run).shift(1)).fill_null(True), n)
+    return lf.with_columns(_rank=rank).filter(kept).drop("_first").collect()
 
 
 def first_per_user(

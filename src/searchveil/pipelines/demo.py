@@ -58,12 +58,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.bounding import bound_contributions
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
-from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events
+from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events, encode_events
 from searchveil.io.ledger import is_provenance_record, read_provenance
 from searchveil.io.paths import (
     Staging,
@@ -303,29 +304,35 @@ def _synthetic_run(
                           workers=max(1, min(os.cpu_count() or 1, 2)))  # fmt: skip
     done()
     done = step("counting the synthetic log's queries")
-    holders = ev.group_by("query").agg(pl.col("user").n_unique().alias("h"))
-    single = holders.filter(pl.col("h") == 1).select("query")
+    # one pass over the events: the curves, the holders and the volumes all read this encoding
+    enc = encode_events(ev)
+    single = pl.DataFrame({"query": enc.keys[enc.single]}).cast({"query": ev.schema["query"]})
     sol = _delta_for(users, target)  # U = the synthetic population's size (a parameter)
     done()
     done = step(f"d-curves (d = {', '.join(map(str, DEMO_DS))}; Release-Data and every strategy)")
-    curve = dcurve_from_events(ev, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=DEMO_DS,
+    curve = dcurve_from_events(enc, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=DEMO_DS,
                                mechanisms=ALL_MECHANISMS, simulation=rng.numpy_generator(),
                                ds_for={"policy-gaussian": DEMO_POLICY_DS, "mad": DEMO_SIM_DS,
                                        "mad2r": DEMO_SIM_DS, "dp-sips": DEMO_SIM_DS})  # fmt: skip
+    occ, keys, distinct = enc.occ, enc.keys, enc.nq
+    del enc  # its per-event arrays: the release below bounds the events afresh
     done()
     rel, sel_d = _synthetic_release(ev, single, users=users, delta=sol["delta"], rng=rng,
                                     step=step, selection=selection)  # fmt: skip
+    n_events = ev.height
+    del ev
     write_release(rel, tmp / "synthetic", moves_to=final / "synthetic")
     published = rel.tables["queries"].select("query")
     r = rel.report
-    vol = int(ev.join(published, on="query", how="semi").height)
+    ids = np.searchsorted(keys, published.get_column("query").cast(pl.Int64).to_numpy())
+    vol = int(occ[ids].sum())
     run_ = {
         "release": str(final / "synthetic"),
         "users": users,
-        "distinct_queries": int(holders.height),
+        "distinct_queries": distinct,
         "queries_released": r["queries_released"],
         "released_query_volume": vol,
-        "released_volume_pct": 100.0 * vol / max(1, ev.height),
+        "released_volume_pct": 100.0 * vol / max(1, n_events),
         "epsilon": rel.ledger["epsilon"],
         "delta": rel.ledger["delta"],
         "delta_solved": sol,
