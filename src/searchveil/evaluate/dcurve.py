@@ -114,22 +114,21 @@ def encode_events(events: pl.DataFrame) -> EncodedEvents:
     uid = ev.get_column("user").rle_id().to_numpy().astype(np.int32)
     raw = ev.select(qcol.cast(pl.Int64)).to_series().to_numpy()
     del ev
-    # dense ids 0..nq-1 (categorical codes may be global and sparse)
-    present, inverse = np.unique(raw, return_inverse=True)
+    # dense ids 0..nq-1 in key order (categorical codes may be global and sparse)
+    present = pl.Series(raw).unique().sort().to_numpy()
+    qid = (pl.Series(raw).rank("dense").to_numpy() - 1).astype(np.int32)
     del raw
-    qid = inverse.astype(np.int32)
-    del inverse
     nq = int(present.size)
     n = uid.size
-    starts = np.flatnonzero(np.r_[True, uid[1:] != uid[:-1]])
+    starts = np.flatnonzero(np.r_[True, uid[1:] != uid[:-1]]).astype(np.int32)
     start_of = np.repeat(starts, np.diff(np.r_[starts, n]))
-    rank = (np.arange(n, dtype=np.int64) - start_of).astype(np.int32)
+    rank = np.arange(n, dtype=np.int32) - start_of
     first = pl.Series(uid.astype(np.int64) * nq + qid).is_first_distinct().to_numpy()
-    cs = np.cumsum(first)
-    before = np.where(start_of > 0, cs[start_of - 1], 0)
+    cs = np.cumsum(first, dtype=np.int32)
+    before = np.where(start_of > 0, cs[start_of - 1], 0).astype(np.int32)
     del start_of
     drank = np.where(first, cs - before - 1, -1).astype(np.int32)
-    del cs, before
+    del cs, before, first
     holders = np.bincount(qid[drank >= 0], minlength=nq)
     return EncodedEvents(qid=qid, rank=rank, drank=drank,
                          occ=np.bincount(qid, minlength=nq).astype(np.float64),

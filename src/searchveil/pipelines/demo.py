@@ -61,7 +61,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil.bounding import bound_contributions
+from searchveil.bounding import first_per_user
+from searchveil.engines.contract import BoundingPlan
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.dcurve import ALL_MECHANISMS, dcurve_from_events, encode_events
@@ -75,7 +76,6 @@ from searchveil.io.paths import (
     release_problems,
 )
 from searchveil.io.readers import ReaderOptions, read_log
-from searchveil.mechanisms.rounds import user_item_pool
 from searchveil.mechanisms.selection import STRATEGIES
 from searchveil.model import SearchLog, items
 from searchveil.params import SINGLE_USER_TARGET, solve_delta_single_user
@@ -246,6 +246,18 @@ def _real_run(
     }
 
 
+def _bounded(ev: pl.DataFrame, plan: BoundingPlan) -> pl.DataFrame:
+    """The synthetic events a family's bounding plan keeps (``user, query, pos`` + ``rank``),
+    by the bounding kernel (:func:`~searchveil.bounding.first_per_user`) on the events as
+    :func:`~searchveil.synth.synthetic_events` yields them: each user's together, in order."""
+    rule = plan.kernel_spec().events
+    assert rule is not None
+    if not ev.get_column("user").is_sorted():
+        ev = ev.sort(["user", "pos"])
+    return first_per_user(ev, rule.n, distinct_on=["query"] if rule.distinct else None,
+                          rank="rank")  # fmt: skip
+
+
 def _synthetic_release(
     ev: pl.DataFrame, single: pl.DataFrame, *, users: int, delta: float, rng: RandomSource,
     step: Step, selection: str,
@@ -261,9 +273,7 @@ def _synthetic_release(
             split=(1.0, 1.0), threshold_rule="exact",
         )  # fmt: skip
         done = step(f"Release-Data (d = {params.d}) on the synthetic log")
-        # Limit-User-Activity: the family's rule (each user's first d events), on the events
-        kept = bound_contributions(ev, max_per_user=params.d, strategy=params.strategy, rng=rng,
-                                   distinct=params.distinct, item_col="query")  # fmt: skip
+        kept = _bounded(ev, params.bounding_plan())  # Limit-User-Activity: first d events
         counts = count_by(kept, ["query"], distinct_users=params.distinct)
         bounded = BoundedCounts(
             counts={"queries": counts},
@@ -280,8 +290,8 @@ def _synthetic_release(
     sp = _select_params(selection, delta, None, users)
     done = step(f"{selection} selection (d = {sp.d}) on the synthetic log")
     pools = UserItemPools(
-        # each user's first `pool` distinct queries: the bounding kernel's rule
-        queries=user_item_pool(ev.rename({"query": "item"}), pool=sp.pool),
+        # each user's first `pool` distinct queries, ranked
+        queries=_bounded(ev, sp.bounding_plan()).select("user", item="query", rank="rank"),
         clicks=None,
         figures={"users": users, "query_events": ev.height},
         input=synthetic_input,
