@@ -116,14 +116,20 @@ def encode_events(events: pl.DataFrame) -> EncodedEvents:
     del ev
     # dense ids 0..nq-1 in key order (categorical codes may be global and sparse)
     present = pl.Series(raw).unique().sort().to_numpy()
-    qid = (pl.Series(raw).rank("dense").to_numpy() - 1).astype(np.int32)
-    del raw
     nq = int(present.size)
     n = uid.size
     starts = np.flatnonzero(np.r_[True, uid[1:] != uid[:-1]]).astype(np.int32)
+    qid = np.empty(n, dtype=np.int32)
+    first = np.empty(n, dtype=bool)
+    # in stretches of whole users (first occurrences are per user): small transients
+    cuts = [*starts[:: max(1, starts.size // 16)].tolist(), n]
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        qid[a:b] = np.searchsorted(present, raw[a:b])
+        key = pl.Series(uid[a:b].astype(np.int64) * nq + qid[a:b])
+        first[a:b] = key.is_first_distinct().to_numpy()
+    del raw
     start_of = np.repeat(starts, np.diff(np.r_[starts, n]))
     rank = np.arange(n, dtype=np.int32) - start_of
-    first = pl.Series(uid.astype(np.int64) * nq + qid).is_first_distinct().to_numpy()
     cs = np.cumsum(first, dtype=np.int32)
     before = np.where(start_of > 0, cs[start_of - 1], 0).astype(np.int32)
     del start_of

@@ -312,6 +312,8 @@ def _synthetic_run(
     done = step(f"generating a synthetic log of {users:,} users (query keys)")
     ev = synthetic_events(fit(log, rng=rng), users=users, rng=rng, spell=False,
                           workers=max(1, min(os.cpu_count() or 1, 2)))  # fmt: skip
+    # user numbers and positions fit 32 bits: a third less memory for the 19M events
+    ev = ev.with_columns(pl.col("user").cast(pl.Int32), pl.col("pos").cast(pl.Int32))
     done()
     done = step("counting the synthetic log's queries")
     # one pass over the events: the curves, the holders and the volumes all read this encoding
