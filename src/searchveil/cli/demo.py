@@ -123,7 +123,7 @@ def demo_command(
     """The main job: a private release of the AOL sample, and a synthetic d-curve.
 
     A Korolova release of the bundled 215-user AOL sample (or of LOG) with its utility report,
-    and the d-curve (thesis Fig. 4.2) of a synthetic log of 500,000 users calibrated on it,
+    and the d-curve (thesis Fig. 4.2) of a synthetic log of 300,000 users calibrated on it,
     with δ chosen so that no query held by a single user is expected to be published."""
 
     def body() -> None:

@@ -109,11 +109,14 @@ DEMO_D = 1
 DEMO_DC = 1
 DEMO_SPLIT = (1.0, 1.0, 1.0, 1.0)
 DEMO_DS = (1, 2, 3, 5, 10, 20, 40)
-#: the simulated curves (one run of the ℓ2-weighted strategies per point on 19M events) at
-#: fewer d: ~0.7 s a point for the rounds, ~3.5 s for policy Gaussian's sequential pass
+#: the simulated curves (one run of the ℓ2-weighted strategies per point on 11M events) at
+#: fewer d: ~0.4 s a point for the rounds, ~2 s for policy Gaussian's sequential pass
 DEMO_SIM_DS = (1, 3, 10, 20, 40)
 DEMO_POLICY_DS = (1, 10, 40)
-DEMO_SYNTHETIC_USERS = 500_000
+#: the synthetic population: AOL-sized in order of magnitude (the thesis' log: 500k+ users),
+#: sized to what the d-curve needs — every curve's best d keeps 15-30 % of the query volume —
+#: within 25 s and 1.5 GB on 2 cores (docs/performance.md; 500,000 until issue 33)
+DEMO_SYNTHETIC_USERS = 300_000
 #: the synthetic events are bounded in this many stretches of whole users (peak memory)
 BOUND_STRETCHES = 8
 SAMPLE = "aol-gayo-avello-215-users.tsv"
@@ -320,7 +323,7 @@ def _synthetic_run(
     done = step(f"generating a synthetic log of {users:,} users (query keys)")
     ev = synthetic_events(fit(log, rng=rng), users=users, rng=rng, spell=False,
                           workers=max(1, min(os.cpu_count() or 1, 2)))  # fmt: skip
-    # user numbers and positions fit 32 bits: a third less memory for the 19M events
+    # user numbers and positions fit 32 bits: a third less memory for the events
     ev = ev.with_columns(pl.col("user").cast(pl.Int32), pl.col("pos").cast(pl.Int32))
     done()
     done = step("counting the synthetic log's queries")
