@@ -1,4 +1,4 @@
-"""``searchveil release korolova|zealous|kanon`` (the demo lives in ``cli/demo.py``).
+"""``searchveil release korolova|zealous|kanon`` (the demo: ``pipelines/demo.py``).
 
 Every release reads one log (the reader options of ``searchveil stats``), computes the release
 in memory, and writes the output tables plus the public ``ledger.json`` atomically into
