@@ -264,9 +264,10 @@ def _bounded(ev: pl.DataFrame, plan: BoundingPlan) -> pl.DataFrame:
     cuts = [0, *starts.gather_every(max(1, starts.len() // BOUND_STRETCHES)).to_list()[1:],
             ev.height]  # fmt: skip
     distinct = ["query"] if rule.distinct else None
-    return pl.concat([first_per_user(ev.slice(a, b - a), rule.n, distinct_on=distinct,
-                                     rank="rank") for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-                      if b > a])  # fmt: skip
+    parts = [first_per_user(ev.slice(a, b - a), rule.n, distinct_on=distinct, rank="rank")
+             for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]  # fmt: skip
+    return pl.concat(parts) if parts else first_per_user(ev, rule.n, distinct_on=distinct,
+                                                         rank="rank")  # fmt: skip
 
 
 def _synthetic_release(
