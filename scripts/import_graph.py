@@ -53,6 +53,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("families", ("release", "cels", "tabular", "social", "attacks", "synth")),
     ("evaluate", ("evaluate",)),
     ("report", ("report",)),
+    # whole jobs as library calls (the demo): read, release, evaluate, report — below the CLI
+    ("pipelines", ("pipelines",)),
     ("cli", ("cli", "__main__", "session", "")),  # "" = the package itself (the public facade)
 ]
 

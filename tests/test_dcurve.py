@@ -11,7 +11,13 @@ import polars as pl
 import pytest
 
 from searchveil.errors import InvalidParameterError
-from searchveil.evaluate.dcurve import dcurve, dcurve_from_events, format_dcurve
+from searchveil.evaluate.dcurve import (
+    ALL_MECHANISMS,
+    dcurve,
+    dcurve_from_events,
+    encode_events,
+    format_dcurve,
+)
 from searchveil.mechanisms.selection import GaussianThreshold, user_item_sets
 from searchveil.mechanisms.threshold import effective_scale, korolova_solve_exact
 from searchveil.model import SearchLog, items
@@ -143,3 +149,31 @@ def test_errors_are_typed():
         dcurve(log, epsilon=1.0, delta=0.01, mechanisms=["zealous"])
     with pytest.raises(InvalidParameterError, match="events"):
         dcurve_from_events(pl.DataFrame({"user": ["a"]}), epsilon=1.0, delta=0.01)
+
+
+def test_encode_events_is_the_per_user_rule_and_feeds_the_curve() -> None:
+    """Issue 33: the demo encodes its synthetic events once (in stretches of whole users) and
+    draws every curve and its figures from that encoding: the ids, ranks, distinct ranks and
+    holders are those of a plain per-user computation, and a curve from the encoding is the
+    curve from the frame."""
+    gen = np.random.default_rng(7)
+    n = 5000
+    user = np.sort(gen.integers(0, 300, n))
+    ev = pl.DataFrame({"user": user, "query": gen.zipf(1.6, n).astype(np.uint64),
+                       "pos": np.arange(n)})  # fmt: skip
+    enc = encode_events(ev)
+    ref = ev.with_columns(
+        rank=pl.int_range(pl.len()).over("user"),
+        first=pl.struct("user", "query").is_first_distinct(),
+    ).with_columns(drank=pl.when("first").then(pl.col("first").cum_sum().over("user") - 1))
+    assert np.array_equal(enc.keys[enc.qid], ev.get_column("query").to_numpy())
+    assert np.array_equal(np.diff(enc.keys) > 0, np.ones(enc.nq - 1, dtype=bool))  # key order
+    assert np.array_equal(enc.rank, ref.get_column("rank").to_numpy())
+    assert np.array_equal(enc.drank, ref.get_column("drank").fill_null(-1).to_numpy())
+    holders = ev.group_by("query").agg(pl.col("user").n_unique().alias("h"))
+    single = set(holders.filter(pl.col("h") == 1).get_column("query").to_list())
+    assert set(enc.keys[enc.single].tolist()) == single and enc.users == len(set(user.tolist()))
+    kw = {"epsilon": math.log(10), "delta": 1e-4, "ds": (1, 4), "mechanisms": ALL_MECHANISMS}
+    a = dcurve_from_events(ev, simulation=np.random.default_rng(1), **kw)
+    b = dcurve_from_events(enc, simulation=np.random.default_rng(1), **kw)
+    assert a == b and len(a["table"]) == 2 * len(ALL_MECHANISMS)

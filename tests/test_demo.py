@@ -5,6 +5,7 @@ atomic; refuses to overwrite."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -14,9 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from searchveil.cli import app
+from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import ColumnMapping, read_log
 from searchveil.mechanisms.selection import SelectionStrategy
 from searchveil.model import items
+from searchveil.pipelines.demo import DEMO_SYNTHETIC_USERS, demo
+from searchveil.rng import make_rng
 
 runner = CliRunner()
 SAMPLE = Path(__file__).resolve().parents[1] / "src/searchveil/data/aol-gayo-avello-215-users.tsv"
@@ -119,7 +123,7 @@ def test_demo_full_size(tmp_path: Path) -> None:
     r = _run(["demo", "--out", out, "--seed", 3, "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["runs"]["synthetic"]["users"] == 500_000
+    assert res["runs"]["synthetic"]["users"] == DEMO_SYNTHETIC_USERS == 300_000
     _check_run(res, out, _single_user_queries())
     assert res["dcurve"]["best"]["korolova"]["volume_pct"] >= 15.0
     assert res["dcurve"]["best"]["gaussian"]["volume_pct"] >= 15.0
@@ -254,3 +258,24 @@ def test_demo_selection_korolova_keeps_the_thesis_path(tmp_path: Path) -> None:
     assert res["parameters"]["selection"] == "korolova" and res["parameters"]["d"] == 1
     r = _run(["demo", "--out", tmp_path / "x", "--synthetic-users", 0, "--selection", "magic"])
     assert r.exit_code == 2 and "selection" in r.output and not (tmp_path / "x").exists()
+
+
+def test_demo_is_a_library_call(tmp_path: Path) -> None:
+    """Issue 34 item 3: the demo from Python, as the CLI runs it. A bad option raises before
+    anything is written; the releases are written by the release writer inside the demo's
+    staging directory, and their provenance records name their final place (and the ledger
+    written there) without being rewritten afterwards."""
+    out = tmp_path / "demo"
+    with pytest.raises(InvalidParameterError, match="selection"):
+        demo(out=out, rng=make_rng(1), synthetic_users=0, selection="magic")
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    res = demo(out=out, rng=make_rng(1), synthetic_users=0)
+    assert res["seeded"] is True and set(res["runs"]) == {"real"}
+    assert res["out"] == str(out.resolve()) and res["runs"]["real"]["users"] == 215
+    assert res["parameters"]["d"] == 21  # declared on the bundled sample (issue 30)
+    prov = json.loads((out / "real.private.json").read_text())
+    assert prov["release"]["directory"] == str((out / "real").resolve())
+    ledger = (out / "real" / "ledger.json").read_bytes()
+    assert prov["release"]["ledger_sha256"] == hashlib.sha256(ledger).hexdigest()
+    assert ".tmp-" not in (out / "real-report.html").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]

@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-import searchveil.cli.demo as demo_mod
 import searchveil.mechanisms.selection as selection
+import searchveil.pipelines.demo as demo_mod
 from _neighbour import public_ledger_diff
 from searchveil.cli import app
 from searchveil.io.readers import read_log

@@ -14,6 +14,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from searchveil.cli import app
+from searchveil.cli.release import select_params
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian
 from searchveil.mechanisms.rounds import (
@@ -516,3 +517,25 @@ def test_the_lemma_each_round_moves_by_the_added_users_vector(name: str) -> None
             a = float(unit_weights(r.scale, r.d)[k_u])
             assert all(v == a for v in moved.values()), (name, i, moved)
             assert math.sqrt(sum(v * v for v in moved.values())) <= r.scale
+
+
+def test_select_params_from_budget_is_the_one_default_d_rule() -> None:
+    """Issue 34 item 2: the parameters from (ε, δ) and public bounds in one place — the CLI's
+    select_params and the demo call SelectionParams.from_budget."""
+    p = SelectionParams.from_budget(strategy="mad2r", epsilon=2.0, delta=1e-7, d_c=1,
+                                 max_users=100_000)  # fmt: skip
+    # the default d is the strategy's rule at the selection step's share (4 parts, δ/2)
+    d, rule = default_d("mad2r", epsilon=0.5, delta=5e-8, max_users=100_000)
+    assert (p.d, p.d_rule, p.split) == (d, rule, (1.0, 1.0, 1.0, 1.0)) and d > 1
+    assert select_params(selection="mad2r", epsilon=2.0, delta=1e-7, d=None, d_c=1, split=None,
+                         clamp=False, max_users=100_000) == p  # fmt: skip
+    given = SelectionParams.from_budget(strategy="gaussian", epsilon=2.0, delta=1e-7, d=7)
+    assert (given.d, given.d_rule) == (7, "given (--max-queries)")
+    # δ < 1/U is refused naming δ and the bound; a bad d names --max-queries
+    with pytest.raises(InvalidParameterError, match="delta") as e:
+        SelectionParams.from_budget(strategy="mad2r", epsilon=2.0, delta=1e-3, max_users=5000)
+    assert "1/U" in str(e.value)
+    with pytest.raises(InvalidParameterError, match="max-queries"):
+        SelectionParams.from_budget(strategy="mad2r", epsilon=2.0, delta=1e-7, d=0)
+    with pytest.raises(InvalidParameterError, match="selection"):
+        SelectionParams.from_budget(strategy="magic", epsilon=2.0, delta=1e-7)

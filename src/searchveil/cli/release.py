@@ -1,4 +1,4 @@
-"""``searchveil release korolova|zealous|kanon`` (the demo lives in ``cli/demo.py``).
+"""``searchveil release korolova|zealous|kanon`` (the demo: ``pipelines/demo.py``).
 
 Every release reads one log (the reader options of ``searchveil stats``), computes the release
 in memory, and writes the output tables plus the public ``ledger.json`` atomically into
@@ -59,7 +59,7 @@ from searchveil.io.ledger import check_release_dir
 from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.accounting import Budget
-from searchveil.mechanisms.selection import SelectionStrategy, default_d
+from searchveil.mechanisms.selection import SelectionStrategy
 from searchveil.release.histogram import HistogramRelease
 from searchveil.release.kanonymity import KAnonParams
 from searchveil.release.korolova import (
@@ -73,7 +73,7 @@ from searchveil.release.run import EngineChoice, ReleaseParams, release_file, re
 from searchveil.release.selection import SelectionParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.rng import make_rng
-from searchveil.validate import check_int, parse_choice
+from searchveil.validate import check_int
 
 EpsOpt = Annotated[
     float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
@@ -242,31 +242,13 @@ def select_params(
     max_users: int | None,
 ) -> SelectionParams:
     """The parameters of ``release korolova --selection``: without ``--max-queries``, d is the
-    strategy's data-independent default (:func:`default_d`, from ε, δ and ``--max-users``)."""
+    strategy's data-independent default (:meth:`SelectionParams.from_budget`)."""
     _need_budget(epsilon, delta)
     assert epsilon is not None and delta is not None
-    parse_choice("selection", selection, SelectionStrategy)
-    parts = 2 if d_c is None else 4
-    w = _parse_split(split, parts) or tuple([1.0] * parts)
-    if max_users is not None:
-        check_int("max-users", max_users, minimum=1)
-        if not delta < 1.0 / max_users:
-            raise InvalidParameterError(
-                "delta",
-                delta,
-                f"a number < 1/U = {1.0 / max_users:.3g} (--max-users {max_users}"
-                f"; δ = 1/(10·U) = {0.1 / max_users:.3g} is the documented choice)",
-            )
-    if d is None:
-        probe = SelectionParams(strategy=selection, epsilon=epsilon, delta=delta, d=1, split=w,
-                             d_c=d_c)  # fmt: skip
-        d, rule = default_d(selection, epsilon=probe.eps_selection,
-                            delta=probe.delta_selection, max_users=max_users)  # fmt: skip
-    else:
-        d = check_int("max-queries", d, minimum=1, maximum=4096)
-        rule = "given (--max-queries)"
-    return SelectionParams(strategy=selection, epsilon=epsilon, delta=delta, d=d, split=w,
-                        clamp_negative=clamp, d_c=d_c, d_rule=rule)  # fmt: skip
+    w = _parse_split(split, 2 if d_c is None else 4)
+    return SelectionParams.from_budget(strategy=selection, epsilon=epsilon, delta=delta, d=d,
+                                       split=w, d_c=d_c, clamp_negative=clamp,
+                                       max_users=max_users)  # fmt: skip
 
 
 def _selected(

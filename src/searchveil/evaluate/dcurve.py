@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,8 @@ __all__ = [
     "DIAGNOSTIC_NOTE",
     "dcurve",
     "dcurve_from_events",
+    "encode_events",
+    "EncodedEvents",
     "format_dcurve",
 ]
 
@@ -78,6 +80,7 @@ SIMULATED = tuple(c.FACTS.name for c in REGISTRY if c.FACTS.simulated_curve)
 ALL_MECHANISMS = EXACT + SIMULATED
 #: a curve's table fields beyond the figures: the threshold and noise of its strategy
 CURVE_FIELDS = ("K", "b", "sigma", "tau")
+ALL_MECHANISMS = EXACT + SIMULATED
 DIAGNOSTIC_NOTE = (
     "a data-holder diagnostic: every point reads the whole log it is computed on; choosing d "
     "from the curve of a private log is a use of the data that no ledger accounts for (it "
@@ -86,10 +89,12 @@ DIAGNOSTIC_NOTE = (
 )
 
 
-def _encode(events: pl.DataFrame) -> dict[str, Any]:
-    """Integer arrays: query id, rank of the event within its user (by ``pos``), and the
-    distinct rank of the user's first occurrence of each query (−1 for repeats). Hash-based
-    ids (categorical codes), runs and cumulative sums in numpy: no string sort, no window."""
+def encode_events(events: pl.DataFrame) -> EncodedEvents:
+    """The events as integer arrays (:class:`EncodedEvents`): query id, rank of the event within
+    its user (by ``pos``), and the distinct rank of the user's first occurrence of each query
+    (−1 for repeats). Hash-based ids (categorical codes), runs and cumulative sums in numpy: no
+    string sort, no window. Encode once to draw several curves, or to read the log's figures
+    (holders, occurrences) beside a curve without a second pass."""
     for col in ("user", "query", "pos"):
         if col not in events.columns:
             raise InvalidParameterError(
@@ -106,22 +111,35 @@ def _encode(events: pl.DataFrame) -> dict[str, Any]:
     qcol = pl.col("query")
     if not ev.schema["query"].is_integer():  # strings: hash-based categorical codes
         qcol = qcol.cast(pl.String).cast(pl.Categorical).to_physical()
-    codes = ev.select(uid=pl.col("user").rle_id().cast(pl.Int64), qid=qcol.cast(pl.Int64))
-    uid = codes.get_column("uid").to_numpy()
-    raw = codes.get_column("qid").to_numpy()
-    # dense ids 0..nq-1 (categorical codes may be global and sparse)
-    present, qid = np.unique(raw, return_inverse=True)
+    uid = ev.get_column("user").rle_id().to_numpy().astype(np.int32)
+    raw = ev.select(qcol.cast(pl.Int64)).to_series().to_numpy()
+    del ev
+    # dense ids 0..nq-1 in key order (categorical codes may be global and sparse)
+    present = pl.Series(raw).unique().sort().to_numpy()
     nq = int(present.size)
     n = uid.size
-    starts = np.flatnonzero(np.r_[True, uid[1:] != uid[:-1]])
+    starts = np.flatnonzero(np.r_[True, uid[1:] != uid[:-1]]).astype(np.int32)
+    qid = np.empty(n, dtype=np.int32)
+    first = np.empty(n, dtype=bool)
+    # in stretches of whole users (first occurrences are per user): small transients
+    cuts = [*starts[:: max(1, starts.size // 16)].tolist(), n]
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        qid[a:b] = np.searchsorted(present, raw[a:b])
+        key = pl.Series(uid[a:b].astype(np.int64) * nq + qid[a:b])
+        first[a:b] = key.is_first_distinct().to_numpy()
+    del raw
     start_of = np.repeat(starts, np.diff(np.r_[starts, n]))
-    rank = np.arange(n, dtype=np.int64) - start_of
-    first = pl.Series(uid * nq + qid).is_first_distinct().to_numpy()
-    cs = np.cumsum(first)
-    before = np.where(start_of > 0, cs[start_of - 1], 0)
-    drank = np.where(first, cs - before - 1, -1)
-    return {"qid": qid.astype(np.int64), "rank": rank, "drank": drank, "users": starts.size,
-            "nq": nq, "uid": uid}  # fmt: skip
+    rank = np.arange(n, dtype=np.int32) - start_of
+    cs = np.cumsum(first, dtype=np.int32)
+    before = np.where(start_of > 0, cs[start_of - 1], 0).astype(np.int32)
+    del start_of
+    drank = np.where(first, cs - before - 1, -1).astype(np.int32)
+    del cs, before, first
+    holders = np.bincount(qid[drank >= 0], minlength=nq)
+    return EncodedEvents(qid=qid, rank=rank, drank=drank,
+                         occ=np.bincount(qid, minlength=nq).astype(np.float64),
+                         single=holders == 1, nq=nq, total=float(n), users=int(starts.size),
+                         uid=uid, keys=present)  # fmt: skip
 
 
 def _expected(
@@ -144,20 +162,32 @@ def _expected(
 
 
 @dataclass(frozen=True)
-class _Events:
-    """The encoded events a d-curve is computed on, and the per-query figures every point uses."""
+class EncodedEvents:
+    """The encoded events a d-curve is computed on (:func:`encode_events`), and the per-query
+    figures every point uses: ``occ`` (occurrences), ``single`` (held by one user); ``keys``:
+    each query id's integer key (integer queries) or categorical code; ``uid``: each event's
+    user number."""
 
-    qid: npt.NDArray[np.int64]
-    rank: npt.NDArray[np.int64]
-    drank: npt.NDArray[np.int64]
+    qid: npt.NDArray[np.int32]
+    rank: npt.NDArray[np.int32]
+    drank: npt.NDArray[np.int32]
     occ: npt.NDArray[np.float64]
     single: npt.NDArray[np.bool_]
     nq: int
     total: float
+    users: int
+    uid: npt.NDArray[np.int32]
+    keys: npt.NDArray[np.int64]
+    _counts: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False)
 
     def first_distinct_counts(self, d: int) -> npt.NDArray[np.int64]:
-        """Per query: the users holding it among their first ``d`` distinct queries."""
-        return np.bincount(self.qid[(self.drank >= 0) & (self.drank < d)], minlength=self.nq)
+        """Per query: the users holding it among their first ``d`` distinct queries (kept for
+        the last d asked: Laplace and Gaussian read the same counts)."""
+        if d not in self._counts:
+            self._counts.clear()
+            self._counts[d] = np.bincount(self.qid[(self.drank >= 0) & (self.drank < d)],
+                                          minlength=self.nq)  # fmt: skip
+        return self._counts[d]
 
     def row(self, e: dict[str, float], **fields: Any) -> dict[str, Any]:
         """A table row: ``fields`` then the expected figures of :func:`_expected`."""
@@ -167,7 +197,7 @@ class _Events:
 
 
 def _check_curve_args(
-    mechanisms: Sequence[str], simulation: np.random.Generator | None, events: pl.DataFrame
+    mechanisms: Sequence[str], simulation: np.random.Generator | None, n_events: int
 ) -> None:
     for m in mechanisms:
         if m not in ALL_MECHANISMS:
@@ -178,11 +208,11 @@ def _check_curve_args(
         raise InvalidParameterError(
             "simulation", None, "a numpy Generator for the simulated curves " + str(SIMULATED)
         )
-    if events.height == 0:
+    if n_events == 0:
         raise InvalidParameterError("events", 0, "a log with at least one query event")
 
 
-def _counted_row(ev: _Events, m: str, d: int, eps: float, dl: float) -> dict[str, Any]:
+def _counted_row(ev: EncodedEvents, m: str, d: int, eps: float, dl: float) -> dict[str, Any]:
     """The exact curve of a strategy on counts: its keep probability of each item's count
     among the users' first ``d`` distinct queries."""
     st = make_strategy(m, epsilon=eps, delta=dl, d=d)
@@ -196,11 +226,13 @@ def _counted_row(ev: _Events, m: str, d: int, eps: float, dl: float) -> dict[str
 
 
 def _simulated_row(
-    ev: _Events, m: str, d: int, eps: float, dl: float, pool: ItemPool,
+    ev: EncodedEvents, m: str, d: int, eps: float, dl: float, pool: ItemPool,
     simulation: np.random.Generator,
 ) -> dict[str, Any]:  # fmt: skip
     st = make_strategy(m, epsilon=eps, delta=dl, d=d)
     assert isinstance(st, PolicyGaussian | RoundsSelection)
+    if isinstance(st, RoundsSelection):  # its rounds read the users' first `pool` items only:
+        pool = pool.first(st.pool)  # the same rows, in order, without scanning the rest
     ids = st.select_pool(pool, SeededRandom(int(simulation.integers(2**62))), simulation)
     return {"d": d, "mechanism": m, "simulated": True,
             "threshold_units": _threshold_units(st),
@@ -210,7 +242,7 @@ def _simulated_row(
             "single_user_released": float(ev.single[ids].sum())}  # fmt: skip
 
 
-def _korolova_row(ev: _Events, d: int, eps: float, dl: float) -> dict[str, Any]:
+def _korolova_row(ev: EncodedEvents, d: int, eps: float, dl: float) -> dict[str, Any]:
     sol = korolova_solve_exact(epsilon=eps, delta=dl, d=d, distinct=False)
     K, b = int(sol["K"]), float(sol["b"])
     counts = np.bincount(ev.qid[ev.rank < d], minlength=ev.nq)
@@ -234,7 +266,7 @@ def _best_d(table: list[dict[str, Any]], mechanisms: Sequence[str]) -> dict[str,
 
 
 def dcurve_from_events(
-    events: pl.DataFrame,
+    events: pl.DataFrame | EncodedEvents,
     *,
     epsilon: float,
     delta: float,
@@ -245,7 +277,8 @@ def dcurve_from_events(
 ) -> dict[str, Any]:
     """The d-curve of a frame of query events (columns ``user, query, pos``, as
     :func:`searchveil.model.query_events` returns; ``query`` may be strings or integer ids,
-    e.g. ``searchveil.synth.synthetic_events(..., spell=False)``). See the module docstring.
+    e.g. ``searchveil.synth.synthetic_events(..., spell=False)``), or those events encoded once
+    (:func:`encode_events`). See the module docstring.
 
     ``mechanisms`` may name any of :data:`ALL_MECHANISMS`; the ℓ2-weighted ones are one
     simulated run each (``simulation``: a numpy generator, e.g. from
@@ -260,21 +293,16 @@ def dcurve_from_events(
     # deprecated strategy spellings (mad, mad2r) draw their new names' curves
     mechanisms = [ALIASES.get(str(m), str(m)) for m in mechanisms]
     ds_for = {ALIASES.get(str(m), str(m)): v for m, v in (ds_for or {}).items()}
-    _check_curve_args(mechanisms, simulation, events)
-    enc = _encode(events)
-    qid, drank = enc["qid"], enc["drank"]
-    n_users = int(enc["users"])
-    nq = int(enc["nq"])
-    holders = np.bincount(qid[drank >= 0], minlength=nq)
-    ev = _Events(qid=qid, rank=enc["rank"], drank=drank,
-                 occ=np.bincount(qid, minlength=nq).astype(np.float64), single=holders == 1,
-                 nq=nq, total=float(qid.size))  # fmt: skip
+    n_events = int(events.total) if isinstance(events, EncodedEvents) else events.height
+    _check_curve_args(mechanisms, simulation, n_events)
+    ev = events if isinstance(events, EncodedEvents) else encode_events(events)
+    qid, drank, n_users, nq = ev.qid, ev.drank, ev.users, ev.nq
     table: list[dict[str, Any]] = []
     pool = None
     if any(m in SIMULATED for m in mechanisms):
         first = drank >= 0
         pool = ItemPool(
-            users=enc["uid"][first].astype(np.int32), items=qid[first].astype(np.int32),
+            users=ev.uid[first], items=qid[first],
             rank=drank[first].astype(np.int32), names=pl.Series("item", np.arange(nq)),
         )  # fmt: skip
     # the rows of one d in the tables' order since issue 24: the first strategy on counts, the

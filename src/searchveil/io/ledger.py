@@ -475,7 +475,9 @@ class ReleaseWriter:
     ``overwrite`` replaces only a complete searchveil release, the new directory is staged and
     swapped in atomically, then the provenance record is put in place; before either, the
     ledger and every text table are checked to contain no input path or SHA-256 from the
-    provenance record.
+    provenance record. ``moves_to``: where the directory will live once an enclosing staging
+    directory (:class:`~searchveil.io.paths.Staging`) is put in place — a run that writes
+    several releases at once, such as the demo — so the provenance record names that place.
     """
 
     def __init__(
@@ -486,8 +488,10 @@ class ReleaseWriter:
         overwrite: bool = False,
         provenance: str | os.PathLike[str] | None = None,
         inputs: paths.InputPaths = (),
+        moves_to: str | os.PathLike[str] | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
+        self.moves_to = Path(out_dir if moves_to is None else moves_to)
         self.fmt = check_choice("format", fmt, ("tsv", "parquet"))
         self.overwrite = overwrite
         self.inputs = list(inputs)
@@ -591,7 +595,7 @@ class ReleaseWriter:
         ledger_bytes = (self.tmp_dir / LEDGER_NAME).read_bytes()
         rec = dict(self._provenance)
         rec["release"] = {
-            "directory": str(self.out_dir.resolve()),
+            "directory": str(self.moves_to.resolve()),
             "ledger_sha256": hashlib.sha256(ledger_bytes).hexdigest(),
         }
         # an input the record names may not lie inside the directory this release replaces

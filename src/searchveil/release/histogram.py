@@ -124,11 +124,14 @@ def write_release(
     fmt: str = "tsv",
     overwrite: bool = False,
     provenance: str | os.PathLike[str] | None = None,
+    moves_to: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Write every table and the public ``ledger.json`` atomically into ``out_dir``, and the
     private provenance record beside it (``<out_dir>.private.json``, or ``provenance``);
-    returns the written ledger."""
-    with ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite, provenance=provenance) as w:
+    returns the written ledger. ``moves_to``: the directory's final place when ``out_dir`` is
+    inside a staging directory (:class:`~searchveil.io.ledger.ReleaseWriter`)."""
+    with ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite, provenance=provenance,
+                       moves_to=moves_to) as w:  # fmt: skip
         for name, df in release.tables.items():
             w.write_table(name, df)
         led = w.write_ledger(release.ledger)

@@ -41,7 +41,12 @@ from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.rounds import POOL_FACTOR, ItemPool
-from searchveil.mechanisms.selection import SelectionStrategy, make_strategy, strategy_facts
+from searchveil.mechanisms.selection import (
+    SelectionStrategy,
+    default_d,
+    make_strategy,
+    strategy_facts,
+)
 from searchveil.mechanisms.selection_facts import Accounting
 from searchveil.model import PAIR_SEP, SearchLog, items
 from searchveil.params import single_user_exposure
@@ -98,6 +103,39 @@ class SelectionParams:
                 f"{parts} positive weights (selection, counts"
                 + (", url-selection, click-counts)" if parts == 4 else ")"),
             )
+
+    @classmethod
+    def from_budget(
+        cls, *, strategy: SelectionStrategy | str, epsilon: float, delta: float,
+        d: int | None = None, split: tuple[float, ...] | None = None, d_c: int | None = None,
+        clamp_negative: bool = False, max_users: int | None = None, d_rule: str | None = None,
+    ) -> SelectionParams:  # fmt: skip
+        """The parameters from a budget (ε, δ) and public bounds, the one place options become
+        them (the CLI, the demo, a Python user): ``split`` defaults to equal weights; without
+        ``d``, the strategy's data-independent default (:func:`default_d`, from the selection
+        step's ε, δ and ``max_users``; recorded as ``d_rule``). ``max_users``: a declared
+        public bound U on the users, refused unless δ < 1/U. ``d_rule``: how a given ``d``
+        was chosen (default ``"given (--max-queries)"``)."""
+        parse_choice("selection", strategy, SelectionStrategy)
+        w = split if split is not None else tuple([1.0] * (2 if d_c is None else 4))
+        if max_users is not None:
+            check_int("max-users", max_users, minimum=1)
+            if not delta < 1.0 / max_users:
+                raise InvalidParameterError(
+                    "delta",
+                    delta,
+                    f"a number < 1/U = {1.0 / max_users:.3g} (--max-users {max_users}"
+                    f"; δ = 1/(10·U) = {0.1 / max_users:.3g} is the documented choice)",
+                )
+        if d is None:
+            probe = cls(strategy=strategy, epsilon=epsilon, delta=delta, d=1, split=w, d_c=d_c)
+            d, rule = default_d(probe.strategy, epsilon=probe.eps_selection,
+                                delta=probe.delta_selection, max_users=max_users)  # fmt: skip
+        else:
+            d = check_int("max-queries", d, minimum=1, maximum=4096)
+            rule = "given (--max-queries)"
+        return cls(strategy=strategy, epsilon=epsilon, delta=delta, d=d, split=w,
+                   clamp_negative=clamp_negative, d_c=d_c, d_rule=d_rule or rule)  # fmt: skip
 
     def _eps(self, i: int) -> float:
         return self.epsilon * self.split[i] / sum(self.split)
