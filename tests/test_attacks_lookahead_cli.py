@@ -143,6 +143,7 @@ def test_facebook_graph(facebook_path: Path) -> None:
 
 
 # -- CLI ------------------------------------------------------------------------------------------
+@pytest.mark.slow  # ~4 s on 2 cores, its module covered by faster tests: the full tier
 def test_cli_reproduce_writes_report_and_record(tmp_path: Path) -> None:
     report = tmp_path / "attacks.html"
     r = _run(

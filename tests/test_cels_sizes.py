@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from searchveil.cels.config import load_config
 from searchveil.cels.params import CelsParams
 from searchveil.cels.runner import run_local, write_config
@@ -109,6 +111,7 @@ def test_a_frame_above_its_phase_cap_is_refused(tmp_path: Path) -> None:
     assert "allow at most 102400" in str(res[2]) or "allow at most 100000" in str(res[2])
 
 
+@pytest.mark.slow  # ~4 s on 2 cores, its module covered by faster tests: the full tier
 def test_a_frame_waits_for_its_phase_cap(tmp_path: Path) -> None:
     """Sent before the receiver knows the phase's sizes (it is slower), the frame is held —
     longer than the heartbeat timeout, without declaring its sender dead — then accepted."""

@@ -158,7 +158,11 @@ def _kill_loop(tmp_path: Path, name: str, kills: int, seed: int, anywhere: bool 
 
 @pytest.mark.parametrize(
     ("name", "kills"),
-    [("korolova", 2), ("cels", 1), pytest.param("tabular", 2, marks=pytest.mark.slow)],
+    [
+        ("korolova", 2),
+        pytest.param("cels", 1, marks=pytest.mark.slow),
+        pytest.param("tabular", 2, marks=pytest.mark.slow),
+    ],
 )
 def test_a_few_kills(tmp_path: Path, name: str, kills: int) -> None:
     """Kills while the release is being written or swapped in."""

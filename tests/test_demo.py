@@ -99,6 +99,7 @@ def test_demo_dcurve_and_no_single_user_query(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: the full tier (tests/README.md)
 def test_demo_prints_the_dcurve_table(tmp_path: Path) -> None:
     r = _run(["demo", "--out", tmp_path / "d", "--synthetic-users", 3000, "--seed", 1])
     assert r.exit_code == 0, r.output

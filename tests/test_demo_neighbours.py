@@ -48,6 +48,7 @@ def _without_user(tmp_path: Path) -> tuple[Path, str]:
     return p, user
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: the full tier (tests/README.md)
 def test_demo_ledger_same_on_sample_and_sample_minus_one_user(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

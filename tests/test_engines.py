@@ -66,6 +66,7 @@ def test_unsupported_item_type_is_a_typed_error(aol_215_path: Path) -> None:
         run_release("polars", "zealous", aol_215_path, p, rng=make_rng(1))
 
 
+@pytest.mark.slow  # ~4 s on 2 cores, its module covered by faster tests: the full tier
 def test_cli_engine_option(tmp_path: Path, aol_top1000_path: Path) -> None:
     out_m, out_p = tmp_path / "m", tmp_path / "p"
     base = ["release", "kanon", str(aol_top1000_path), "--k", "5", "--seed", "3", "--json"]

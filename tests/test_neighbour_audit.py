@@ -301,6 +301,7 @@ def test_social_counterexample_ledgers_and_files(
     assert a == b
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: the full tier (tests/README.md)
 def test_social_counterexample_clopper_pearson(counterexample: dict[str, Path]) -> None:
     """3,000 recommendations to target 1 on each graph, per mechanism: for every outcome (each
     candidate recommended), the Clopper–Pearson lower bound on the privacy loss is ≤ ε = 0.5."""

@@ -154,6 +154,7 @@ def test_html_escapes_data() -> None:
     assert "&lt;b&gt;bold&lt;/b&gt;" in text
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: the full tier (tests/README.md)
 def test_comparison_and_reproduction_reports_self_contained(evaluated) -> None:
     res, _ = evaluated
     text = comparison_report(
@@ -214,6 +215,7 @@ def test_evaluate_not_a_release_exit_2(aol_215_path, tmp_path) -> None:
 
 
 # -- compare and reproduce ----------------------------------------------------------------------
+@pytest.mark.slow  # over 5 s on 2 cores: the full tier (tests/README.md)
 def test_compare_cli_side_by_side(aol_215_path, tmp_path) -> None:
     rep = tmp_path / "compare.html"
     r = runner.invoke(

@@ -182,6 +182,7 @@ def invoke(*args: str):
     return runner.invoke(app, ["tabular", *args])
 
 
+@pytest.mark.slow  # ~4 s on 2 cores, its module covered by faster tests: the full tier
 def test_infeasible_request_exits_2_naming_the_smallest_epsilon(tmp_path: Path) -> None:
     out = tmp_path / "x"
     # a declared bound (not the DP count) makes the refusal deterministic for the test

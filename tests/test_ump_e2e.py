@@ -392,7 +392,7 @@ def audit_output_size(trials: int, *, halve_noise: bool = False, monkeypatch=Non
 
 
 def test_output_size_audit_fast() -> None:
-    res = audit_output_size(800)
+    res = audit_output_size(400)  # lower bound 0.40 of the claimed 1.0 at these seeds
     assert res.passed, res
     assert res.epsilon_lower_bound > 0.3 * res.epsilon_claimed, res  # not vacuous
 
