@@ -54,7 +54,7 @@ def _kor() -> KorolovaParams:
     return KorolovaParams.from_budget(epsilon=LN10, delta=1e-7, d=3, split=(1, 1))
 
 
-def _zea(eps: float = 1.0) -> ZealousParams:
+def _zea(eps: float) -> ZealousParams:
     return ZealousParams.from_budget(epsilon=eps, delta=1e-7, m=2, item_type="queries",
                                      guarantee="indistinguishability")  # fmt: skip
 
@@ -146,7 +146,7 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
 
     rng = make_rng(3)
     out: dict[str, tuple[dict, object]] = {}
-    kp, zp = _kor(), _zea()
+    kp, zp = _kor(), _zea(1.0)
     out["korolova"] = (release_korolova(aol_215, kp, rng=rng).ledger, kp.cost())
     out["zealous"] = (release_zealous(aol_215, zp, rng=rng).ledger, zp.cost())
     zpp = ZealousParams.from_budget(epsilon=1, delta=1e-7, m=2, item_type="queries",
@@ -262,7 +262,7 @@ def count_checks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[float
 def test_the_release_budget_is_checked_once(engine, tmp_path, aol_215_path, count_checks) -> None:  # noqa: ANN001
     kp = KorolovaParams.from_budget(epsilon=2.0, delta=1e-6, d=3, split=(1, 1, 1, 1),
                                     url_selection="private", d_c=1)  # fmt: skip
-    zp = _zea()
+    zp = _zea(1.0)
     sp = SelectionParams(strategy="laplace", epsilon=1.0, delta=1e-6, d=2)
     for params in (kp, zp, sp):
         count_checks.clear()
@@ -349,7 +349,7 @@ def test_done_when_in_python(tmp_path: Path, aol_215_path: Path) -> None:
     rel = session.release_file(aol_215_path, _kor(), rng=make_rng(None), out=tmp_path / "rel1")
     assert rel.ledger["epsilon"] == pytest.approx(LN10, rel=1e-6)
     with pytest.raises(BudgetExceededError, match="requested 1.0 but only 0.697") as exc:
-        session.release_file(tmp_path / "never-read.tsv", _zea(), rng=make_rng(None),
+        session.release_file(tmp_path / "never-read.tsv", _zea(1.0), rng=make_rng(None),
                              out=tmp_path / "rel2")  # fmt: skip
     assert exc.value.requested - exc.value.remaining == pytest.approx(1 - 0.6974, abs=1e-3)
     assert not (tmp_path / "rel2").exists()
@@ -363,7 +363,7 @@ def test_done_when_in_python(tmp_path: Path, aol_215_path: Path) -> None:
         aol_215_path, _kor(), rng=make_rng(None), out=tmp_path / "rel3"
     )
     with pytest.raises(BudgetExceededError):
-        Session.open(book).release_file(aol_215_path, _zea(), rng=make_rng(None))
+        Session.open(book).release_file(aol_215_path, _zea(1.0), rng=make_rng(None))
     assert Session.open(book).remaining()[0] == pytest.approx(0.70, abs=0.005)
 
 
@@ -374,7 +374,7 @@ def test_a_failed_run_is_refunded_never_double_charged(tmp_path: Path) -> None:
     session = Session.create(tmp_path / "b.json", epsilon=3.0, delta=1e-6, relation="user")
     for _ in range(3):
         with pytest.raises(searchveil.SearchveilError):
-            session.release_file(bad, _zea(), rng=make_rng(1), out=tmp_path / "x")
+            session.release_file(bad, _zea(1.0), rng=make_rng(1), out=tmp_path / "x")
     s = session.summary()
     assert s["left"]["epsilon"] == 3.0 and [c["state"] for c in s["charges"]] == ["refunded"] * 3
     assert not (tmp_path / "x").exists()

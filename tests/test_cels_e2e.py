@@ -31,6 +31,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from _cels_shares import write_three_shares
 from _neighbour import (
     assert_no_private_traces,
     assert_only_public_files,
@@ -77,16 +78,7 @@ def _write_crafted_shares(d: Path, users: int = 3000, pairs: int = 40) -> list[P
                          f"http://site{p}.example/"))  # fmt: skip
         rows.append((str(100 + u), f"secret of {u}", "2006-03-01 11:00:00", "1",
                      f"http://x{u}.org/"))  # fmt: skip
-    df = pl.DataFrame(rows, schema=["AnonID", "Query", "QueryTime", "ItemRank", "ClickURL"],
-                      orient="row")  # fmt: skip
-    d.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for k in range(3):
-        p = d / f"share{k + 1}.tsv"
-        df.filter(pl.col("AnonID").cast(pl.Int64) % 3 == k).write_csv(p, separator="\t")
-        paths.append(p)
-    df.write_csv(d / "all.tsv", separator="\t")
-    return paths
+    return write_three_shares(rows, d)
 
 
 @pytest.fixture(scope="module")

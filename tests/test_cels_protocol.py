@@ -26,6 +26,7 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
+from _cels_shares import write_three_shares
 from searchveil.cels.local import global_counts, local_sanitize, pair_counts, utility
 from searchveil.cels.params import CelsParams, Share
 from searchveil.cels.runner import run_local
@@ -53,15 +54,7 @@ def _write_shares(d: Path, seed: int = 1, users: int = 90) -> list[Path]:
         rows.append(
             (str(1000 + u), f"secret of {u}", "2006-03-01 10:00:00", "1", f"http://x{u}.org")
         )
-    df = pl.DataFrame(rows, schema=["AnonID", "Query", "QueryTime", "ItemRank", "ClickURL"],
-                      orient="row")  # fmt: skip
-    paths = []
-    for k in range(3):
-        p = d / f"share{k + 1}.tsv"
-        df.filter(pl.col("AnonID").cast(pl.Int64) % 3 == k).write_csv(p, separator="\t")
-        paths.append(p)
-    df.write_csv(d / "all.tsv", separator="\t")
-    return paths
+    return write_three_shares(rows, d)
 
 
 @pytest.fixture(scope="module")

@@ -210,13 +210,14 @@ def _unwritable_dir(tmp_path: Path) -> Path:
         d.mkdir()
         d.chmod(0o555)
         return d
-    d = Path("/sys/fs")  # sysfs: no one, not even root, creates a directory here
-    try:
-        (d / "searchveil-probe").mkdir()
-    except OSError:
-        return d
-    (d / "searchveil-probe").rmdir()
-    pytest.skip("running as root with a writable /sys/fs: no unwritable directory to test")
+    # sysfs and procfs: no one, not even root, creates a directory there
+    for d in (Path("/sys/fs"), Path("/proc")):
+        try:
+            (d / "searchveil-probe").mkdir()
+        except OSError:
+            return d
+        (d / "searchveil-probe").rmdir()
+    pytest.skip("running as root with writable /sys/fs and /proc: no unwritable directory")
 
 
 @pytest.mark.parametrize("which", ["out", "provenance"])

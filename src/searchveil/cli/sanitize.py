@@ -31,6 +31,7 @@ from searchveil.cli._common import (
     emit,
     err_console,
     out_console,
+    parse_split,
     private_block,
     progress,
     run,
@@ -152,18 +153,6 @@ SensitivityOpt = Annotated[
 ]
 
 
-def _parse_split(split: str | None) -> tuple[float, float] | None:
-    if split is None:
-        return None
-    try:
-        a, b = (float(v) for v in split.replace(":", ",").split(","))
-    except ValueError:
-        raise InvalidParameterError(
-            "split", split, "two comma-separated positive weights: pair counts, profile"
-        ) from None
-    return (a, b)
-
-
 def _check_out(opts: dict[str, Any]) -> tuple[Any, str, Any]:
     """``(out, format, provenance)``, refused before the input is read if any exists."""
     out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
@@ -197,7 +186,7 @@ def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
         )  # fmt: skip
     params = E2EParams.from_budget(
         epsilon=opts["epsilon"], delta=opts["delta"], max_pairs=opts["max_pairs"], ids=ids,
-        objective=objective or "size", split=_parse_split(opts["split"]),
+        objective=objective or "size", split=parse_split(opts["split"]),
         max_users=opts["max_users"], pairs=opts["pairs"],
     )  # fmt: skip
     out, fmt, prov = _check_out(opts)
