@@ -143,21 +143,18 @@ def encode_events(events: pl.DataFrame) -> EncodedEvents:
 
 
 def _expected(
-    counts: npt.NDArray[np.int64],
-    keep: npt.NDArray[np.float64],
-    occ: npt.NDArray[np.float64],
-    single: npt.NDArray[np.bool_],
+    grouped: tuple[npt.NDArray[np.float64], ...], keep: npt.NDArray[np.float64]
 ) -> dict[str, float]:
-    """Σ over queries of keep[c_q] (· weights), grouped by bounded count c_q."""
-    m = int(counts.max()) if counts.size else 0
-    k = keep[: m + 1].copy()
+    """Σ over queries of keep[c_q] (· weights), from the sums grouped by bounded count c_q
+    (:meth:`EncodedEvents.grouped`)."""
+    by_count, occ_by_count, single_by_count = grouped
+    k = keep[: by_count.size].copy()
     k[0] = 0.0  # not in the bounded data: not a candidate
-    by_count = np.bincount(counts, minlength=m + 1).astype(np.float64)
     return {
         "released": float(by_count @ k),
-        "occurrences": float(np.bincount(counts, weights=occ, minlength=m + 1) @ k),
-        "bounded": float((np.arange(m + 1, dtype=np.float64) * by_count) @ k),
-        "single": float(np.bincount(counts[single], minlength=m + 1).astype(np.float64) @ k),
+        "occurrences": float(occ_by_count @ k),
+        "bounded": float((np.arange(by_count.size, dtype=np.float64) * by_count) @ k),
+        "single": float(single_by_count @ k),
     }
 
 
@@ -178,16 +175,51 @@ class EncodedEvents:
     users: int
     uid: npt.NDArray[np.int32]
     keys: npt.NDArray[np.int64]
-    _counts: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False)
+    _counts: dict[str, tuple[int, npt.NDArray[np.int64]]] = field(default_factory=dict, repr=False)
+    _grouped: dict[str, tuple[npt.NDArray[np.float64], ...]] = field(
+        default_factory=dict, repr=False
+    )
 
     def first_distinct_counts(self, d: int) -> npt.NDArray[np.int64]:
-        """Per query: the users holding it among their first ``d`` distinct queries (kept for
-        the last d asked: Laplace and Gaussian read the same counts)."""
-        if d not in self._counts:
-            self._counts.clear()
-            self._counts[d] = np.bincount(self.qid[(self.drank >= 0) & (self.drank < d)],
-                                          minlength=self.nq)  # fmt: skip
-        return self._counts[d]
+        """Per query: the users holding it among their first ``d`` distinct queries (repeats
+        have rank −1: never counted)."""
+        return self._prefix_counts("distinct", self.drank, d)
+
+    def first_event_counts(self, d: int) -> npt.NDArray[np.int64]:
+        """Per query: its occurrences among the users' first ``d`` query events."""
+        return self._prefix_counts("events", self.rank, d)
+
+    def _prefix_counts(
+        self, kind: str, rank: npt.NDArray[np.int32], d: int
+    ) -> npt.NDArray[np.int64]:
+        """Per query: the events with 0 ≤ ``rank`` < d. The last d asked of each kind is kept,
+        and a larger d adds only the events of ranks between the two (the curves ask for d in
+        increasing order: each event is counted once over the whole curve)."""
+        last = self._counts.get(kind)
+        if last is not None and last[0] == d:
+            return last[1]
+        if last is not None and last[0] < d:
+            lo, base = last[0], last[1]
+        else:
+            lo, base = 0, np.zeros(self.nq, dtype=np.int64)
+        add = np.bincount(self.qid[(rank >= lo) & (rank < d)], minlength=self.nq)
+        self._counts[kind] = (d, base + add)
+        self._grouped.pop(kind, None)
+        return self._counts[kind][1]
+
+    def grouped(self, kind: str, d: int) -> tuple[npt.NDArray[np.float64], ...]:
+        """The queries grouped by their count of ``kind`` (``events`` or ``distinct``) at ``d``:
+        per count c, how many queries have it, their occurrences, how many of them only one
+        user holds — every figure of a curve point is one of these times the keep curve."""
+        counts = self.first_event_counts(d) if kind == "events" else self.first_distinct_counts(d)
+        if kind not in self._grouped:
+            m = int(counts.max()) + 1 if counts.size else 1
+            self._grouped[kind] = (
+                np.bincount(counts, minlength=m).astype(np.float64),
+                np.bincount(counts, weights=self.occ, minlength=m),
+                np.bincount(counts[self.single], minlength=m).astype(np.float64),
+            )
+        return self._grouped[kind]
 
     def row(self, e: dict[str, float], **fields: Any) -> dict[str, Any]:
         """A table row: ``fields`` then the expected figures of :func:`_expected`."""
@@ -216,10 +248,9 @@ def _counted_row(ev: EncodedEvents, m: str, d: int, eps: float, dl: float) -> di
     """The exact curve of a strategy on counts: its keep probability of each item's count
     among the users' first ``d`` distinct queries."""
     st = make_strategy(m, epsilon=eps, delta=dl, d=d)
-    counts = ev.first_distinct_counts(d)
-    grid = np.arange(int(counts.max()) + 1)
-    keep = np.asarray(st.keep_probability(grid), dtype=np.float64)
-    e = _expected(counts, keep, ev.occ, ev.single)
+    grouped = ev.grouped("distinct", d)
+    keep = np.asarray(st.keep_probability(np.arange(grouped[0].size)), dtype=np.float64)
+    e = _expected(grouped, keep)
     detail = st.describe()
     row = ev.row(e, d=d, mechanism=m, **{k: detail[k] for k in CURVE_FIELDS if k in detail})
     return row | {"single_user_released": e["single"]}
@@ -245,10 +276,10 @@ def _simulated_row(
 def _korolova_row(ev: EncodedEvents, d: int, eps: float, dl: float) -> dict[str, Any]:
     sol = korolova_solve_exact(epsilon=eps, delta=dl, d=d, distinct=False)
     K, b = int(sol["K"]), float(sol["b"])
-    counts = np.bincount(ev.qid[ev.rank < d], minlength=ev.nq)
-    grid = np.arange(int(counts.max()) + 1)
+    grouped = ev.grouped("events", d)
+    grid = np.arange(grouped[0].size)
     keep = keep_probability(grid, threshold=K, scale=effective_scale(b), noise="discrete")
-    e = _expected(counts, keep, ev.occ, ev.single)
+    e = _expected(grouped, keep)
     row = ev.row(e, d=d, mechanism="korolova", K=K, b=b)
     return row | {"impressions_pct": 100.0 * e["bounded"] / ev.total,
                   "single_user_released": e["single"]}  # fmt: skip

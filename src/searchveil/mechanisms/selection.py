@@ -201,15 +201,22 @@ class GaussianThreshold:
         dl = check_probability("delta", delta)
         d = check_int("d", d, minimum=1)
         best: GaussianThreshold | None = None
+        known: dict[float, float] = {}  # the nine searches start alike: each σ computed once
+
+        def delta_at(sigma: float) -> float:
+            if sigma not in known:
+                known[sigma] = gaussian_delta(sigma=sigma, d=d, epsilon=eps)
+            return known[sigma]
+
         for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
             lo, hi = 0.05, 1.0
-            while gaussian_delta(sigma=hi, d=d, epsilon=eps) > f * dl:
+            while delta_at(hi) > f * dl:
                 hi *= 2
                 if hi > 1e5:
                     raise InvalidParameterError("epsilon", epsilon, "a budget some σ meets")
             for _ in range(40):
                 mid = (lo + hi) / 2
-                if gaussian_delta(sigma=mid, d=d, epsilon=eps) <= f * dl:
+                if delta_at(mid) <= f * dl:
                     hi = mid
                 else:
                     lo = mid

@@ -54,6 +54,7 @@ import json
 import math
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ from searchveil.release.selection import (
 from searchveil.report.demo import demo_report
 from searchveil.report.evaluation import evaluation_report
 from searchveil.report.html import REPORT_MARK, write_report
-from searchveil.rng import RandomSource
+from searchveil.rng import RandomSource, SecureRandom, SeededRandom
 from searchveil.synth import fit, synthetic_events
 from searchveil.validate import check_choice, check_int, check_positive
 
@@ -122,6 +123,8 @@ DEMO_POLICY_DS = (1, 10, 40)
 #: sized to what the d-curve needs — every curve's best d keeps 15-30 % of the query volume —
 #: within 25 s and 1.5 GB on 2 cores (docs/performance.md; 500,000 until issue 33)
 DEMO_SYNTHETIC_USERS = 300_000
+#: the key of the synthetic run's child stream of a seeded demo (:func:`synthetic_stream`)
+SYNTHETIC_STREAM = 1
 #: the synthetic events are bounded in this many stretches of whole users (peak memory)
 BOUND_STRETCHES = 8
 SAMPLE = "aol-gayo-avello-215-users.tsv"
@@ -375,6 +378,13 @@ def _synthetic_run(
     return run_, curve
 
 
+def synthetic_stream(rng: RandomSource) -> RandomSource:
+    """The randomness of the demo's synthetic run: a seeded source's child stream
+    (:meth:`~searchveil.rng.SeededRandom.spawn`, so a seeded demo is reproducible whatever the
+    order the two runs draw in), else fresh secure randomness."""
+    return rng.spawn(SYNTHETIC_STREAM) if isinstance(rng, SeededRandom) else SecureRandom()
+
+
 def _demo_problem(out: Path) -> str | None:
     """Why ``out`` is not a directory the demo wrote (so ``overwrite`` may not replace it)."""
     for e in sorted(os.scandir(out), key=lambda e: e.name):
@@ -473,14 +483,22 @@ def demo(
             done = step(f"reading {name}")
             real = read_log(bundled if path is None else path, reader)
             done()
-        runs["real"] = _real_run(real, tmp, target=target, rng=rng, step=step, final=final,
-                                 max_users=u_bound, selection=selection,
+        # the real run (its release and utility report) in a thread beside the synthetic run:
+        # its plots and the curves' loops each hold one core of two; it draws from ``rng``
+        # itself (so it is the release `searchveil release korolova --seed` makes), the
+        # synthetic run from an independent stream (:func:`synthetic_stream`)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="searchveil-demo") as ex:
+            real_run = ex.submit(_real_run, real, tmp, target=target, rng=rng, step=step,
+                                 final=final, max_users=u_bound, selection=selection,
                                  sample=path is None)  # fmt: skip
+            if synthetic_users:
+                syn, curve = _synthetic_run(
+                    real, tmp, users=synthetic_users, target=target,
+                    rng=synthetic_stream(rng), step=step, final=final, selection=selection,
+                )  # fmt: skip
+            runs["real"] = real_run.result()
         if synthetic_users:
-            runs["synthetic"], curve = _synthetic_run(
-                real, tmp, users=synthetic_users, target=target, rng=rng, step=step,
-                final=final, selection=selection,
-            )  # fmt: skip
+            runs["synthetic"] = syn
         res = _result(runs, curve, target=target, seeded=rng.seeded, final=final,
                       sample=name, reader=reader, selection=selection)  # fmt: skip
         write_report(tmp / "report.html", demo_report(res))

@@ -99,7 +99,10 @@ def _distribution_plot(kind: str, d: dict[str, Any]) -> Figure:
     ax.set_ylabel("items with that count")
     ax.legend()
     fig.suptitle(f"{kind}", fontsize=14)
-    fig.tight_layout()
+    # fixed margins: tight_layout measured every log-scale tick label of the four axes (0.4 s
+    # of CPU a figure, three figures in each report); the saved PNG is still cropped to its
+    # content (bbox_inches="tight" in fig_to_data_uri), so nothing is cut off
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.08, top=0.9, wspace=0.25, hspace=0.42)
     return fig
 
 
