@@ -216,7 +216,7 @@ class EncodedEvents:
             m = int(counts.max()) + 1 if counts.size else 1
             self._grouped[kind] = (
                 np.bincount(counts, minlength=m).astype(np.float64),
-                np.bincount(counts, weights=self.occ, minlength=m),
+                np.asarray(np.bincount(counts, weights=self.occ, minlength=m), np.float64),
                 np.bincount(counts[self.single], minlength=m).astype(np.float64),
             )
         return self._grouped[kind]
