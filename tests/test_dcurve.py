@@ -5,6 +5,7 @@ release_korolova and Gaussian selection, and typed errors."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import polars as pl
@@ -177,3 +178,30 @@ def test_encode_events_is_the_per_user_rule_and_feeds_the_curve() -> None:
     a = dcurve_from_events(ev, simulation=np.random.default_rng(1), **kw)
     b = dcurve_from_events(enc, simulation=np.random.default_rng(1), **kw)
     assert a == b and len(a["table"]) == 2 * len(ALL_MECHANISMS)
+
+
+def test_simulations_in_a_second_process_draw_the_same_curve(monkeypatch) -> None:
+    """Issue 33: the demo runs the simulated points in a spawned process (``workers=2``) while
+    it computes the exact points and its release; the table, and the state the simulation
+    generator is left in, are those of the one-process run, and the folder of pool arrays the
+    worker read is gone afterwards."""
+    import searchveil.evaluate.dcurve as dc
+
+    gen = np.random.default_rng(11)
+    n = 6000
+    users, queries = np.sort(gen.integers(0, 400, n)), gen.zipf(1.5, n).astype(np.uint64)
+    ev = pl.DataFrame({"user": users, "query": queries, "pos": np.arange(n)})
+    kw = {"epsilon": math.log(10), "delta": 1e-4, "ds": (1, 3), "mechanisms": ALL_MECHANISMS}
+    one, two = np.random.default_rng(5), np.random.default_rng(5)
+    a = dcurve_from_events(ev, simulation=one, **kw)
+    folders: list[str] = []
+    real_mkdtemp = dc.tempfile.mkdtemp
+    monkeypatch.setattr(dc.tempfile, "mkdtemp",
+                        lambda **k: folders.append(real_mkdtemp(**k)) or folders[-1])  # fmt: skip
+    with dc.start_dcurve(ev, simulation=two, workers=2, **kw) as pending:
+        assert pending.exact and pending.runs is None  # the simulations run elsewhere
+        b = pending.result()
+    assert a == b and one.integers(2**62) == two.integers(2**62)
+    assert len(folders) == 1 and not os.path.exists(folders[0])
+    with pytest.raises(InvalidParameterError, match="workers"):
+        dcurve_from_events(ev, simulation=one, workers=3, **kw)

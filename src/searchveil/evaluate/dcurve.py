@@ -42,7 +42,12 @@ default d (:func:`searchveil.mechanisms.selection.default_d`).
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +69,8 @@ __all__ = [
     "DIAGNOSTIC_NOTE",
     "dcurve",
     "dcurve_from_events",
+    "start_dcurve",
+    "PendingCurve",
     "encode_events",
     "EncodedEvents",
     "format_dcurve",
@@ -256,21 +263,58 @@ def _counted_row(ev: EncodedEvents, m: str, d: int, eps: float, dl: float) -> di
     return row | {"single_user_released": e["single"]}
 
 
-def _simulated_row(
-    ev: EncodedEvents, m: str, d: int, eps: float, dl: float, pool: ItemPool,
+def _simulate(
+    pool: ItemPool, tasks: Sequence[tuple[str, int]], eps: float, dl: float,
     simulation: np.random.Generator,
+) -> list[tuple[npt.NDArray[np.int64], float]]:  # fmt: skip
+    """One simulated run per ``(strategy, d)`` of ``tasks``, in order (their draws from
+    ``simulation`` in this order): the released item ids and the threshold in units."""
+    out = []
+    for m, d in tasks:
+        st = make_strategy(m, epsilon=eps, delta=dl, d=d)
+        assert isinstance(st, PolicyGaussian | RoundsSelection)
+        # the rounds read the users' first `pool` items only: the same rows, in order, without
+        # scanning the rest
+        p = pool.first(st.pool) if isinstance(st, RoundsSelection) else pool
+        ids = st.select_pool(p, SeededRandom(int(simulation.integers(2**62))), simulation)
+        out.append((ids, _threshold_units(st)))
+    return out
+
+
+POOL_ARRAYS = ("users", "items", "rank")
+
+
+def _simulate_from_files(
+    folder: str, nq: int, tasks: Sequence[tuple[str, int]], eps: float, dl: float,
+    simulation: np.random.Generator,
+) -> tuple[list[tuple[npt.NDArray[np.int64], float]], Mapping[str, Any]]:  # fmt: skip
+    """:func:`_simulate` in a worker process, on the pool arrays the parent saved in
+    ``folder`` (mapped, not copied); also the generator's state after the runs."""
+    arr = {k: np.load(os.path.join(folder, f"{k}.npy"), mmap_mode="r") for k in POOL_ARRAYS}
+    pool = ItemPool(users=arr["users"], items=arr["items"], rank=arr["rank"],
+                    names=pl.Series("item", np.arange(nq, dtype=np.int32)))  # fmt: skip
+    runs = _simulate(pool, tasks, eps, dl, simulation)
+    return runs, simulation.bit_generator.state
+
+
+def _simulated_row(
+    m: str, d: int, run: tuple[npt.NDArray[np.int64], float], nq: int,
+    occ: npt.NDArray[np.float64], single: npt.NDArray[np.bool_], total: float,
 ) -> dict[str, Any]:  # fmt: skip
-    st = make_strategy(m, epsilon=eps, delta=dl, d=d)
-    assert isinstance(st, PolicyGaussian | RoundsSelection)
-    if isinstance(st, RoundsSelection):  # its rounds read the users' first `pool` items only:
-        pool = pool.first(st.pool)  # the same rows, in order, without scanning the rest
-    ids = st.select_pool(pool, SeededRandom(int(simulation.integers(2**62))), simulation)
+    ids, units = run
     return {"d": d, "mechanism": m, "simulated": True,
-            "threshold_units": _threshold_units(st),
+            "threshold_units": units,
             "expected_released": float(ids.size),
-            "distinct_pct": 100.0 * ids.size / ev.nq,
-            "volume_pct": 100.0 * float(ev.occ[ids].sum()) / ev.total,
-            "single_user_released": float(ev.single[ids].sum())}  # fmt: skip
+            "distinct_pct": 100.0 * ids.size / nq,
+            "volume_pct": 100.0 * float(occ[ids].sum()) / total,
+            "single_user_released": float(single[ids].sum())}  # fmt: skip
+
+
+def _pool(ev: EncodedEvents) -> dict[str, npt.NDArray[np.int32]]:
+    """The users' distinct queries in order (the simulated strategies' pool), as arrays."""
+    first = ev.drank >= 0
+    return {"users": ev.uid[first], "items": ev.qid[first],
+            "rank": ev.drank[first].astype(np.int32)}  # fmt: skip
 
 
 def _korolova_row(ev: EncodedEvents, d: int, eps: float, dl: float) -> dict[str, Any]:
@@ -305,6 +349,7 @@ def dcurve_from_events(
     mechanisms: Sequence[str] = MECHANISMS,
     simulation: np.random.Generator | None = None,
     ds_for: Mapping[str, Sequence[int]] | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """The d-curve of a frame of query events (columns ``user, query, pos``, as
     :func:`searchveil.model.query_events` returns; ``query`` may be strings or integer ids,
@@ -315,56 +360,151 @@ def dcurve_from_events(
     simulated run each (``simulation``: a numpy generator, e.g. from
     :meth:`searchveil.rng.RandomSource.numpy_generator` — rounded continuous Gaussian noise in
     place of the exact sampler, for speed; a diagnostic, never a release). ``ds_for``: fewer d
-    for a costly mechanism (e.g. policy Gaussian's sequential pass), a subset of ``ds``."""
+    for a costly mechanism (e.g. policy Gaussian's sequential pass), a subset of ``ds``.
+    ``workers``: 2 runs the simulations in a second process (:func:`start_dcurve`); the table
+    is the same."""
+    with start_dcurve(
+        events, epsilon=epsilon, delta=delta, ds=ds, mechanisms=mechanisms,
+        simulation=simulation, ds_for=ds_for, workers=workers,
+    ) as pending:  # fmt: skip
+        return pending.result()
+
+
+def start_dcurve(
+    events: pl.DataFrame | EncodedEvents,
+    *,
+    epsilon: float,
+    delta: float,
+    ds: Sequence[int] = DEFAULT_DS,
+    mechanisms: Sequence[str] = MECHANISMS,
+    simulation: np.random.Generator | None = None,
+    ds_for: Mapping[str, Sequence[int]] | None = None,
+    workers: int = 1,
+) -> PendingCurve:
+    """:func:`dcurve_from_events` in two steps, for a caller with other work to do meanwhile:
+    with ``workers=2`` the simulated runs start in a second process (on the pool arrays, saved
+    to a private temporary folder and mapped there) while this call computes the exact rows;
+    :meth:`PendingCurve.result` then waits for them. The returned object keeps only per-query
+    arrays, not the encoded events (drop those to free their memory). Use it as a context
+    manager: leaving the block stops the worker and removes the folder."""
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
     d_list = [check_int("d", d, minimum=1) for d in ds]
     if not d_list:
         raise InvalidParameterError("ds", list(ds), "a non-empty list of integers >= 1")
+    n_workers = check_int("workers", workers, minimum=1, maximum=2)
     # deprecated strategy spellings (mad, mad2r) draw their new names' curves
     mechanisms = [ALIASES.get(str(m), str(m)) for m in mechanisms]
     ds_for = {ALIASES.get(str(m), str(m)): v for m, v in (ds_for or {}).items()}
     n_events = int(events.total) if isinstance(events, EncodedEvents) else events.height
     _check_curve_args(mechanisms, simulation, n_events)
     ev = events if isinstance(events, EncodedEvents) else encode_events(events)
-    qid, drank, n_users, nq = ev.qid, ev.drank, ev.users, ev.nq
-    table: list[dict[str, Any]] = []
-    pool = None
-    if any(m in SIMULATED for m in mechanisms):
-        first = drank >= 0
-        pool = ItemPool(
-            users=ev.uid[first], items=qid[first],
-            rank=drank[first].astype(np.int32), names=pl.Series("item", np.arange(nq)),
-        )  # fmt: skip
-    # the rows of one d in the tables' order since issue 24: the first strategy on counts, the
-    # simulated ones (their draws from ``simulation`` in this order), korolova, the other ones
-    for d in d_list:
-        for m in (*COUNTED[:1], *SIMULATED, "korolova", *COUNTED[1:]):
-            if m not in mechanisms or (m in SIMULATED and d not in ds_for.get(m, d_list)):
-                continue
-            if m == "korolova":
-                table.append(_korolova_row(ev, d, eps, dl))
-            elif m in COUNTED:
-                table.append(_counted_row(ev, m, d, eps, dl))
-            else:
-                assert pool is not None and simulation is not None
-                table.append(_simulated_row(ev, m, d, eps, dl, pool, simulation))
-    return {
-        "epsilon": eps,
-        "delta": dl,
-        "users": n_users,
-        "query_events": int(ev.total),
-        "distinct_queries": nq,
-        "single_user_queries": int(ev.single.sum()),
-        "delta_protects_everyone": dl < 1.0 / n_users,
-        "delta_max_recommended": 1.0 / (10.0 * n_users),
-        "table": table,
-        "best": _best_d(table, mechanisms),
-        "note": f"{', '.join(EXACT)}: expectations over the mechanisms' noise, computed "
-        f"exactly from the keep curves; {', '.join(SIMULATED)}: one simulated run each; "
-        + DIAGNOSTIC_NOTE,
-        "diagnostic": True,
-    }
+    tasks = _tasks(mechanisms, d_list, ds_for)
+    pending = PendingCurve(ev, eps, dl, mechanisms, tasks, simulation)
+    try:
+        sim = [t for t in tasks if t[0] in SIMULATED]
+        if sim and n_workers > 1:
+            pending.submit(_pool(ev), sim)
+        pending.exact = {t: _exact_row(ev, *t, eps, dl) for t in tasks if t[0] not in SIMULATED}
+        if sim and n_workers == 1:
+            assert simulation is not None
+            a = _pool(ev)
+            pool = ItemPool(users=a["users"], items=a["items"], rank=a["rank"],
+                            names=pl.Series("item", np.arange(ev.nq)))  # fmt: skip
+            pending.runs = _simulate(pool, sim, eps, dl, simulation)
+    except BaseException:
+        pending.close()
+        raise
+    return pending
+
+
+def _tasks(
+    mechanisms: Sequence[str], d_list: Sequence[int], ds_for: Mapping[str, Sequence[int]]
+) -> list[tuple[str, int]]:
+    """The table's rows: per d, in the tables' order since issue 24 — the first strategy on
+    counts, the simulated ones (their draws from the simulation generator in this order),
+    korolova, the other ones."""
+    return [(m, d) for d in d_list for m in (*COUNTED[:1], *SIMULATED, "korolova", *COUNTED[1:])
+            if m in mechanisms and (m not in SIMULATED or d in ds_for.get(m, d_list))]  # fmt: skip
+
+
+def _exact_row(ev: EncodedEvents, m: str, d: int, eps: float, dl: float) -> dict[str, Any]:
+    return _korolova_row(ev, d, eps, dl) if m == "korolova" else _counted_row(ev, m, d, eps, dl)
+
+
+class PendingCurve:
+    """A d-curve under way (:func:`start_dcurve`): the exact rows computed, the simulated runs
+    done or running in a worker process."""
+
+    def __init__(
+        self, ev: EncodedEvents, eps: float, dl: float, mechanisms: Sequence[str],
+        tasks: list[tuple[str, int]], simulation: np.random.Generator | None,
+    ) -> None:  # fmt: skip
+        self.head = {"epsilon": eps, "delta": dl, "users": ev.users,
+                     "query_events": int(ev.total), "distinct_queries": ev.nq,
+                     "single_user_queries": int(ev.single.sum())}  # fmt: skip
+        self.occ, self.single, self.total = ev.occ, ev.single, ev.total
+        self.eps, self.dl, self.mechanisms, self.tasks = eps, dl, mechanisms, tasks
+        self.simulation = simulation
+        self.exact: dict[tuple[str, int], dict[str, Any]] = {}
+        self.runs: list[tuple[npt.NDArray[np.int64], float]] | None = None
+        self._folder: str | None = None
+        self._pool: ProcessPoolExecutor | None = None
+        self._future: Future[Any] | None = None
+
+    def submit(self, arrays: dict[str, npt.NDArray[np.int32]], sim: list[tuple[str, int]]) -> None:
+        """Save the pool arrays to a private folder and start the simulated runs on them in a
+        spawned process (its generator: a copy of ``simulation``, whose state is set to the
+        copy's when the runs end, as if they had run here)."""
+        self._folder = tempfile.mkdtemp(prefix="searchveil-dcurve-")
+        for k in POOL_ARRAYS:
+            np.save(os.path.join(self._folder, f"{k}.npy"), arrays[k])
+        del arrays
+        assert self.simulation is not None
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        self._future = self._pool.submit(_simulate_from_files, self._folder,
+                                         int(self.head["distinct_queries"]), sim, self.eps,
+                                         self.dl, self.simulation)  # fmt: skip
+
+    def result(self) -> dict[str, Any]:
+        """The curve (waits for the simulated runs)."""
+        if self._future is not None:
+            self.runs, state = self._future.result()
+            assert self.simulation is not None
+            self.simulation.bit_generator.state = state
+            self.close()
+        runs = iter(self.runs or [])
+        nq = int(self.head["distinct_queries"])
+        table = [self.exact[t] if t in self.exact
+                 else _simulated_row(*t, next(runs), nq, self.occ, self.single, self.total)
+                 for t in self.tasks]  # fmt: skip
+        users = int(self.head["users"])
+        return {
+            **self.head,
+            "delta_protects_everyone": self.dl < 1.0 / users,
+            "delta_max_recommended": 1.0 / (10.0 * users),
+            "table": table,
+            "best": _best_d(table, self.mechanisms),
+            "note": f"{', '.join(EXACT)}: expectations over the mechanisms' noise, computed "
+            f"exactly from the keep curves; {', '.join(SIMULATED)}: one simulated run each; "
+            + DIAGNOSTIC_NOTE,
+            "diagnostic": True,
+        }
+
+    def close(self) -> None:
+        """Stop the worker (if any) and remove the folder of pool arrays."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    def __enter__(self) -> PendingCurve:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _threshold_units(st: Any) -> float:

@@ -66,12 +66,7 @@ from searchveil.bounding import first_per_user
 from searchveil.engines.contract import BoundingPlan
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.evaluate import evaluate_loaded, load_release
-from searchveil.evaluate.dcurve import (
-    ALL_MECHANISMS,
-    SIMULATED,
-    dcurve_from_events,
-    encode_events,
-)
+from searchveil.evaluate.dcurve import ALL_MECHANISMS, SIMULATED, encode_events, start_dcurve
 from searchveil.io.ledger import is_provenance_record, read_provenance
 from searchveil.io.paths import (
     Staging,
@@ -341,16 +336,21 @@ def _synthetic_run(
     single = pl.DataFrame({"query": enc.keys[enc.single]}).cast({"query": ev.schema["query"]})
     sol = _delta_for(users, target)  # U = the synthetic population's size (a parameter)
     done()
+    # the simulated curve points run in a second process (on 2 cores) while this one computes
+    # the exact points and then the release; the simulations draw from their own generator,
+    # taken from ``rng`` first, as before
     done = step(f"d-curves (d = {', '.join(map(str, DEMO_DS))}; Release-Data and every strategy)")
-    curve = dcurve_from_events(enc, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=DEMO_DS,
-                               mechanisms=ALL_MECHANISMS, simulation=rng.numpy_generator(),
-                               ds_for={m: DEMO_SIM_DS for m in SIMULATED}
-                               | {"policy-gaussian": DEMO_POLICY_DS})  # fmt: skip
-    occ, keys, distinct = enc.occ, enc.keys, enc.nq
-    del enc  # its per-event arrays: the release below bounds the events afresh
+    with start_dcurve(enc, epsilon=DEMO_EPSILON, delta=sol["delta"], ds=DEMO_DS,
+                      mechanisms=ALL_MECHANISMS, simulation=rng.numpy_generator(),
+                      ds_for={m: DEMO_SIM_DS for m in SIMULATED}
+                      | {"policy-gaussian": DEMO_POLICY_DS},
+                      workers=2 if (os.cpu_count() or 1) > 1 else 1) as pending:  # fmt: skip
+        occ, keys, distinct = enc.occ, enc.keys, enc.nq
+        del enc  # its per-event arrays: the release below bounds the events afresh
+        rel, sel_d = _synthetic_release(ev, single, users=users, delta=sol["delta"], rng=rng,
+                                        step=step, selection=selection)  # fmt: skip
+        curve = pending.result()
     done()
-    rel, sel_d = _synthetic_release(ev, single, users=users, delta=sol["delta"], rng=rng,
-                                    step=step, selection=selection)  # fmt: skip
     n_events = ev.height
     del ev
     write_release(rel, tmp / "synthetic", moves_to=final / "synthetic")
