@@ -12,14 +12,15 @@ from rich.table import Table
 
 from searchveil.attacks.ads import ads_sections, run_ads_experiment
 from searchveil.cli._common import (
+    SEEDED_NOTE,
     JsonOpt,
     ProvenanceOpt,
     SeedOpt,
     emit,
     out_console,
     progress,
-    run,
 )
+from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import (
     build_provenance,
@@ -31,7 +32,7 @@ from searchveil.io.paths import check_private_path
 from searchveil.report.html import page, write_report
 from searchveil.rng import make_rng
 
-__all__ = ["add_ads_commands", "parse_epsilons", "human_ads"]
+__all__ = ["ads", "parse_epsilons", "human_ads"]
 
 
 def parse_epsilons(text: str | None) -> list[float]:
@@ -81,7 +82,7 @@ def human_ads(r: dict[str, Any]) -> None:
         )
     out_console.print(g)
     if r["seeded"]:
-        out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
+        out_console.print(f"randomness: {SEEDED_NOTE}")
     for k in ("report", "ledger", "provenance"):
         if r.get(k):
             out_console.print(f"{k}: {r[k]}")
@@ -118,6 +119,7 @@ AdsDpReportsOpt = Annotated[
 ]
 
 
+@command
 def ads(
     epsilon: AdsEpsilonOpt = None,
     report: AdsReportOpt = None,
@@ -137,34 +139,31 @@ def ads(
     fake-account bypass) against (a) 2010, (b) min reach, (c) public-only matching and
     (d) DP reports with a per-advertiser budget."""
 
-    def body() -> None:
-        eps = parse_epsilons(epsilon)
-        led_path = _ledger_path(report, ledger)
-        outs = {"report": report, "ledger": led_path}
-        if led_path is not None:
-            outs["provenance"] = provenance_path(led_path, provenance)
-        for name, path in outs.items():  # before any work: never inside a release (issue 30)
-            if path is not None:
-                check_private_path(path, option=name)
-        rng = make_rng(seed)
-        with progress(not json_out) as step:
-            state: dict[str, Any] = {}
+    eps = parse_epsilons(epsilon)
+    led_path = _ledger_path(report, ledger)
+    outs = {"report": report, "ledger": led_path}
+    if led_path is not None:
+        outs["provenance"] = provenance_path(led_path, provenance)
+    for name, path in outs.items():  # before any work: never inside a release (issue 30)
+        if path is not None:
+            check_private_path(path, option=name)
+    rng = make_rng(seed)
+    with progress(not json_out) as step:
+        state: dict[str, Any] = {}
 
-            def on_step(desc: str) -> None:
-                if "done" in state:
-                    state["done"]()
-                state["done"] = step(desc)
-
-            result = run_ads_experiment(
-                epsilons=eps, rng=rng, population=population, targets=targets,
-                threshold=threshold, rounds=rounds, dp_reports=dp_reports, on_step=on_step,
-            )  # fmt: skip
+        def on_step(desc: str) -> None:
             if "done" in state:
                 state["done"]()
-        _write_outputs(result, report, led_path, provenance)
-        emit(result, json_out, human_ads)
+            state["done"] = step(desc)
 
-    run(body)
+        result = run_ads_experiment(
+            epsilons=eps, rng=rng, population=population, targets=targets,
+            threshold=threshold, rounds=rounds, dp_reports=dp_reports, on_step=on_step,
+        )  # fmt: skip
+        if "done" in state:
+            state["done"]()
+    _write_outputs(result, report, led_path, provenance)
+    emit(result, json_out, human_ads)
 
 
 def _ledger_path(report: Path | None, ledger: Path | None) -> Path | None:
@@ -202,9 +201,3 @@ def _write_outputs(
             prov = provenance_path(led, provenance)
             write_private_json(prov, rec)
             result["provenance"] = str(prov)
-
-
-def add_ads_commands(attack_app: typer.Typer) -> None:
-    """Add ``ads`` to an ``attack`` command group."""
-
-    attack_app.command("ads")(ads)

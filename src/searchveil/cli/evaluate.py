@@ -17,14 +17,14 @@ from searchveil.cli._common import (
     READER_DEFAULT,
     InputArg,
     JsonOpt,
+    add_commands,
     emit,
     err_console,
     out_console,
     private_block,
     progress,
-    run,
-    with_reader_options,
 )
+from searchveil.cli.options import command
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.caching import PostingProxy
@@ -172,7 +172,7 @@ def _with_provenance(result: dict[str, Any], prov: dict[str, Any] | None, path: 
         )
 
 
-@with_reader_options
+@command
 def evaluate(
     original: InputArg,
     release_dir: Annotated[Path, typer.Argument(help="release directory (with ledger.json)")],
@@ -205,45 +205,41 @@ def evaluate(
     ranking (and the UMP metrics for same-schema releases). Reads the private log and the
     release's private provenance record: for the data holder."""
 
-    def body() -> None:
+    inputs = input_list(original=original, release=release_dir, provenance=provenance)
+    _check_report_path(report, inputs)
+    sd = _seeds(seeds)
 
-        inputs = input_list(original=original, release=release_dir, provenance=provenance)
-        _check_report_path(report, inputs)
-        sd = _seeds(seeds)
-
-        proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
-        check_int("substitution-queries", substitution_queries, minimum=1)
-        prov = release_provenance(release_dir, provenance)
-        kw = ledger_reader_options(release_dir, reader, prov).kwargs()
-        spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
-        with progress(not json_out) as step:
-            done = step("reading the release")
-            rel = load_release(release_dir)
+    proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
+    check_int("substitution-queries", substitution_queries, minimum=1)
+    prov = release_provenance(release_dir, provenance)
+    kw = ledger_reader_options(release_dir, reader, prov).kwargs()
+    spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
+    with progress(not json_out) as step:
+        done = step("reading the release")
+        rel = load_release(release_dir)
+        done()
+        done = step(f"reading {original.name}")
+        log = _read(original, kw)
+        done()
+        done = step("computing metrics")
+        result = evaluate_loaded(
+            log,
+            rel,
+            seeds=sd,
+            posting_proxy=proxy,
+            substitution_queries=substitution_queries,
+        )
+        _with_provenance(result, prov, provenance_path(release_dir, provenance))
+        result["private"] = private_block(scope="every figure: computed from the private log")
+        if spent is not None:
+            result["budget"] = spent
+        done()
+        if report is not None:
+            done = step("writing the report")
+            write_report(report, evaluation_report(result), inputs=inputs)
+            result["report"] = str(report)
             done()
-            done = step(f"reading {original.name}")
-            log = _read(original, kw)
-            done()
-            done = step("computing metrics")
-            result = evaluate_loaded(
-                log,
-                rel,
-                seeds=sd,
-                posting_proxy=proxy,
-                substitution_queries=substitution_queries,
-            )
-            _with_provenance(result, prov, provenance_path(release_dir, provenance))
-            result["private"] = private_block(scope="every figure: computed from the private log")
-            if spent is not None:
-                result["budget"] = spent
-            done()
-            if report is not None:
-                done = step("writing the report")
-                write_report(report, evaluation_report(result), inputs=inputs)
-                result["report"] = str(report)
-                done()
-        emit(result, json_out, _human_eval)
-
-    run(body)
+    emit(result, json_out, _human_eval)
 
 
 CompareEpsilonOpt = Annotated[
@@ -271,7 +267,7 @@ CompareSeedOpt = Annotated[
 ]
 
 
-@with_reader_options
+@command
 def compare(
     input: InputArg,
     epsilon: CompareEpsilonOpt = None,
@@ -291,67 +287,64 @@ def compare(
     READS THE PRIVATE DATA: for the data holder only; the report is not for publication, and
     nothing is released."""
 
-    def body() -> None:
-
-        if epsilon is None:
-            raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-        if delta is None:
-            raise InvalidParameterError("delta", None, "a number in (0, 1)")
-        eps = check_positive("epsilon", epsilon)
-        dl = check_probability("delta", delta)
-        if max_users is not None:
-            check_int("max-users", max_users, minimum=1)
-        proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
-        check_int("substitution-queries", substitution_queries, minimum=1)
-        _check_report_path(report, input_list(input=input))
-        sd = _seeds(seeds)
-        settings = (
-            [parse_setting(m) for m in mechanisms]
-            if mechanisms
-            else default_settings(max_users=max_users)
+    if epsilon is None:
+        raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a number in (0, 1)")
+    eps = check_positive("epsilon", epsilon)
+    dl = check_probability("delta", delta)
+    if max_users is not None:
+        check_int("max-users", max_users, minimum=1)
+    proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
+    check_int("substitution-queries", substitution_queries, minimum=1)
+    _check_report_path(report, input_list(input=input))
+    sd = _seeds(seeds)
+    settings = (
+        [parse_setting(m) for m in mechanisms]
+        if mechanisms
+        else default_settings(max_users=max_users)
+    )
+    kw = reader.kwargs()
+    with progress(not json_out) as step:
+        done = step(f"reading {input.name}")
+        log = _read(input, kw)
+        done()
+        runs, failures = compare_settings(
+            log,
+            settings,
+            epsilon=eps,
+            delta=dl,
+            rng=make_rng(seed),
+            max_users=max_users,
+            on_step=lambda label: step(f"running {label}"),
+            seeds=sd,
+            posting_proxy=proxy,
+            substitution_queries=substitution_queries,
         )
-        kw = reader.kwargs()
-        with progress(not json_out) as step:
-            done = step(f"reading {input.name}")
-            log = _read(input, kw)
+        result: dict[str, Any] = {
+            "schema": "searchveil.compare/1",
+            "for_publication": False,
+            "private": private_block(scope="every figure: computed from the private log"),
+            "input": log.ledger_input(),
+            "epsilon": eps,
+            "delta": dl,
+            "seeded": seed is not None,
+            "settings": [{"label": lab, **res} for lab, res in runs],
+            "failed": [{"label": lab, "reason": why} for lab, why in failures],
+        }
+        if report is not None:
+            done = step("writing the report")
+            text = comparison_report(
+                runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
+                failures=failures,
+            )  # fmt: skip
+            write_report(report, text, inputs=input_list(input=input))
+            result["report"] = str(report)
             done()
-            runs, failures = compare_settings(
-                log,
-                settings,
-                epsilon=eps,
-                delta=dl,
-                rng=make_rng(seed),
-                max_users=max_users,
-                on_step=lambda label: step(f"running {label}"),
-                seeds=sd,
-                posting_proxy=proxy,
-                substitution_queries=substitution_queries,
-            )
-            result: dict[str, Any] = {
-                "schema": "searchveil.compare/1",
-                "for_publication": False,
-                "private": private_block(scope="every figure: computed from the private log"),
-                "input": log.ledger_input(),
-                "epsilon": eps,
-                "delta": dl,
-                "seeded": seed is not None,
-                "settings": [{"label": lab, **res} for lab, res in runs],
-                "failed": [{"label": lab, "reason": why} for lab, why in failures],
-            }
-            if report is not None:
-                done = step("writing the report")
-                text = comparison_report(
-                    runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
-                    failures=failures,
-                )  # fmt: skip
-                write_report(report, text, inputs=input_list(input=input))
-                result["report"] = str(report)
-                done()
-        emit(result, json_out, _human_compare)
-
-    run(body)
+    emit(result, json_out, _human_compare)
 
 
+@command
 def reproduce(
     ids: Annotated[
         list[str] | None,
@@ -369,35 +362,29 @@ def reproduce(
 
     The formula tables exactly; the experiment trends on the shared AOL data."""
 
-    def body() -> None:
-
-        if list_ids:
-            res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
-            emit(res, json_out, _human_list)
-            return
-        for i in ids or []:
-            if i not in EXPERIMENTS:
-                raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
-        _check_report_path(report, input_list(log=log))
-        if log is not None and not log.exists():
-            raise InvalidParameterError("log", str(log), "an existing log file")
-        with progress(not json_out) as step:
-            exps = run_experiments(ids or None, log_path=log, step=step)
-            result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
-            if report is not None:
-                done = step("writing the report")
-                write_report(report, reproduction_report(exps))
-                result["report"] = str(report)
-                done()
-        emit(result, json_out, _human_reproduce)
-
-    run(body)
+    if list_ids:
+        res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
+        emit(res, json_out, _human_list)
+        return
+    for i in ids or []:
+        if i not in EXPERIMENTS:
+            raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
+    _check_report_path(report, input_list(log=log))
+    if log is not None and not log.exists():
+        raise InvalidParameterError("log", str(log), "an existing log file")
+    with progress(not json_out) as step:
+        exps = run_experiments(ids or None, log_path=log, step=step)
+        result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
+        if report is not None:
+            done = step("writing the report")
+            write_report(report, reproduction_report(exps))
+            result["report"] = str(report)
+            done()
+    emit(result, json_out, _human_reproduce)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("evaluate")(evaluate)
-    app.command("compare")(compare)
-    app.command("reproduce")(reproduce)
+    add_commands(app, None, {"evaluate": evaluate, "compare": compare, "reproduce": reproduce})
 
 
 def _human_compare(r: dict[str, Any]) -> None:
