@@ -53,34 +53,53 @@ def parse_epsilons(text: str | None) -> list[float]:
     return out
 
 
-def human_ads(r: dict[str, Any]) -> None:
-    t = Table(title=f"Ad-targeting inference — {r['population']['profiles']:,} profiles")
-    for c in ("policy", "attack", "success", "wrong", "inconclusive", "campaigns", "fakes"):
-        t.add_column(c, justify="left" if c in ("policy", "attack") else "right")
-    for b in r["blueprint"]:
-        t.add_row(
-            b["policy"],
-            b["attack"],
-            f"{b['success_rate']:.1%}",
-            f"{b['wrong_rate']:.1%}",
-            f"{b['inconclusive'] / b['targets']:.1%}",
-            f"{b['mean_campaigns']:.2f}",
-            f"{b['mean_fake_accounts']:.0f}",
-        )
+def _print_by_attack(
+    title: str, figures: tuple[str, ...], rows: list[dict[str, Any]], cells: Any
+) -> None:
+    """A table of one row per policy and attack, with the columns ``figures``
+    (``cells(row)``)."""
+    t = Table(title=title)
+    for c in ("policy", "attack"):
+        t.add_column(c, justify="left")
+    for c in figures:
+        t.add_column(c, justify="right")
+    for row in rows:
+        t.add_row(row["policy"], row["attack"], *cells(row))
     out_console.print(t)
-    g = Table(title="Binary game (fair coin on the target's hidden bit)")
-    for c in ("policy", "attack", "accuracy", "95% CI", "ε", "bound"):
-        g.add_column(c, justify="left" if c in ("policy", "attack") else "right")
-    for x in r["binary_game"]:
-        g.add_row(
-            x["policy"],
-            x["attack"],
-            f"{x['accuracy']:.1%}",
-            f"{x['ci95_low']:.1%}–{x['ci95_high']:.1%}",
-            "—" if x["epsilon"] is None else f"{x['epsilon']:g}",
-            "—" if x["bound"] is None else f"{x['bound']:.1%}",
-        )
-    out_console.print(g)
+
+
+def _blueprint_cells(b: dict[str, Any]) -> list[str]:
+    return [
+        f"{b['success_rate']:.1%}",
+        f"{b['wrong_rate']:.1%}",
+        f"{b['inconclusive'] / b['targets']:.1%}",
+        f"{b['mean_campaigns']:.2f}",
+        f"{b['mean_fake_accounts']:.0f}",
+    ]
+
+
+def _game_cells(x: dict[str, Any]) -> list[str]:
+    return [
+        f"{x['accuracy']:.1%}",
+        f"{x['ci95_low']:.1%}–{x['ci95_high']:.1%}",
+        "—" if x["epsilon"] is None else f"{x['epsilon']:g}",
+        "—" if x["bound"] is None else f"{x['bound']:.1%}",
+    ]
+
+
+def human_ads(r: dict[str, Any]) -> None:
+    _print_by_attack(
+        f"Ad-targeting inference — {r['population']['profiles']:,} profiles",
+        ("success", "wrong", "inconclusive", "campaigns", "fakes"),
+        r["blueprint"],
+        _blueprint_cells,
+    )
+    _print_by_attack(
+        "Binary game (fair coin on the target's hidden bit)",
+        ("accuracy", "95% CI", "ε", "bound"),
+        r["binary_game"],
+        _game_cells,
+    )
     if r["seeded"]:
         out_console.print(f"randomness: {SEEDED_NOTE}")
     for k in ("report", "ledger", "provenance"):

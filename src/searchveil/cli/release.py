@@ -124,11 +124,13 @@ class Engine:
 @option_group()
 @dataclass(frozen=True)
 class RunOptions:
-    """Where a release command reads, runs and writes (the options every release shares)."""
+    """Where a release command reads, runs and writes, and what it prints (the options every
+    release shares)."""
 
     output: Output
     engine: Engine
     reader: ReaderOptions
+    json_out: JsonOpt = False
 
 
 @option_group()
@@ -244,7 +246,6 @@ def _release_and_write(
     params: ReleaseParams,
     input: Path | None,
     o: RunOptions,
-    json_out: bool,
     *,
     what: str,
     max_users: int | None = None,
@@ -272,7 +273,7 @@ def _release_and_write(
         "spark_remote": eng.spark_remote,
         "spark_conf": conf,
     }
-    with out.charged(params.cost(), f"release {what}") as ch, progress(not json_out) as step:
+    with out.charged(params.cost(), f"release {what}") as ch, progress(not o.json_out) as step:
         done = step(what)
         if eng.spark_table is not None:
             columns, normalize = o.reader.columns, o.reader.normalize
@@ -352,7 +353,7 @@ def korolova_params(o: KorolovaOptions) -> KorolovaParams:
     )  # fmt: skip
 
 
-def _korolova(o: KorolovaOptions, input: Path | None, run: RunOptions, json_out: bool) -> Any:
+def _korolova(o: KorolovaOptions, input: Path | None, run: RunOptions) -> dict[str, Any]:
     """``release korolova`` (the thesis' Select-Queries)."""
     params = korolova_params(o)
     run.output.check(input_list(input=input, serp=o.serp))
@@ -360,13 +361,13 @@ def _korolova(o: KorolovaOptions, input: Path | None, run: RunOptions, json_out:
     if o.serp is not None:
         serp = load_serp(o.serp, normalize=run.reader.normalize, depth=o.serp_depth)
     release, budget = _release_and_write(
-        params, input, run, json_out, what="korolova", max_users=o.max_users, serp=serp
+        params, input, run, what="korolova", max_users=o.max_users, serp=serp
     )
     split = params.epsilon_split_weights
     return _summary(release, run, budget, list(split) if split else None)
 
 
-def _selection(o: KorolovaOptions, input: Path | None, run: RunOptions, json_out: bool) -> Any:
+def _selection(o: KorolovaOptions, input: Path | None, run: RunOptions) -> dict[str, Any]:
     """``release korolova --selection``: the options it refuses, its parameters, the release."""
     others = {"--serp": o.serp, "--K": o.K, "--b": o.b, "--bq": o.b_q, "--bc": o.b_c,
               "--url-K": o.url_K, "--url-b": o.url_b, "--serp-depth": o.serp_depth}  # fmt: skip
@@ -394,9 +395,7 @@ def _selection(o: KorolovaOptions, input: Path | None, run: RunOptions, json_out
         split=o.split, clamp=o.clamp, max_users=o.max_users,
     )  # fmt: skip
     what = f"korolova --selection {params.strategy}"
-    release, budget = _release_and_write(
-        params, input, run, json_out, what=what, max_users=o.max_users
-    )
+    release, budget = _release_and_write(params, input, run, what=what, max_users=o.max_users)
     res = _summary(release, run, budget, list(params.split))
     if o.max_users is not None:
         res["max_users"] = o.max_users
@@ -474,27 +473,17 @@ register_group(ZealousParams, build=zealous_params)
 
 
 @command
-def korolova_command(
-    o: KorolovaOptions,
-    run: RunOptions,
-    input: TableInputArg = None,
-    json_out: JsonOpt = False,
-) -> None:
+def korolova_command(o: KorolovaOptions, run: RunOptions, input: TableInputArg = None) -> None:
     """Korolova's Release-Data (thesis ch.4): private queries, clicks and noisy counts."""
     release = _korolova if o.selection is None else _selection
-    emit(release(o, input, run, json_out), json_out, human)
+    emit(release(o, input, run), run.json_out, human)
 
 
 @command
-def zealous_command(
-    params: ZealousParams,
-    run: RunOptions,
-    input: TableInputArg = None,
-    json_out: JsonOpt = False,
-) -> None:
+def zealous_command(params: ZealousParams, run: RunOptions, input: TableInputArg = None) -> None:
     """ZEALOUS (Götz et al. §4): frequent keywords / queries / clicks / query pairs."""
-    release, budget = _release_and_write(params, input, run, json_out, what="zealous")
-    emit(_summary(release, run, budget, tops=("items",)), json_out, human)
+    release, budget = _release_and_write(params, input, run, what="zealous")
+    emit(_summary(release, run, budget, tops=("items",)), run.json_out, human)
 
 
 @command(omit=("budget", "spark_remote", "spark_table", "spark_conf"))
@@ -505,13 +494,12 @@ def kanon_command(
         int | None, typer.Option("--k", help="minimum distinct users of a published query")
     ] = None,
     run: RunOptions,
-    json_out: JsonOpt = False,
 ) -> None:
     """k-query anonymity (Adar; the NON-differentially-private baseline of Götz §7)."""
     if k is None:
         raise InvalidParameterError("k", None, "an integer k >= 1 (no default)")
-    release, _ = _release_and_write(KAnonParams(k=k), input, run, json_out, what="kanon")
-    emit(_summary(release, run, None, tops=("queries",)), json_out, human)
+    release, _ = _release_and_write(KAnonParams(k=k), input, run, what="kanon")
+    emit(_summary(release, run, None, tops=("queries",)), run.json_out, human)
 
 
 def register(app: typer.Typer) -> None:
