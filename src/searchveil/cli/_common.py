@@ -21,11 +21,13 @@ from rich.table import Table
 from searchveil.cli import COMMANDS
 from searchveil.errors import InvalidParameterError, SearchveilError
 from searchveil.io.ledger import provenance_path
+from searchveil.io.paths import InputPaths, check_private_path
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.budget import Charge, NoGuarantee, PrivacyCost
 from searchveil.mechanisms.budget_file import DatasetBudget
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 err_console = Console(stderr=True)
 out_console = Console()
@@ -68,6 +70,44 @@ ProvenanceOpt = Annotated[
         "report); default: OUT.private.json beside the release directory, never inside it",
     ),
 ]
+
+
+def number_list(name: str, text: str | None, kind: type[N]) -> list[N] | None:
+    """``--name 1,5,10``: a comma-separated list of ``kind`` (int or float); None if unset."""
+    if text is None:
+        return None
+    try:
+        return [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        what = "integers" if kind is int else "numbers"
+        raise InvalidParameterError(name, text, f"comma-separated {what}") from None
+
+
+#: the file names an HTML report may have
+HTML = (".html", ".htm")
+
+
+def check_private_files(
+    paths: dict[str, Path | None], inputs: InputPaths = (), *, suffixes: tuple[str, ...] = ()
+) -> None:
+    """Private files a command will write (reports, run records, provenance records), by
+    option name: each one given is refused inside a release directory or on an input, before
+    any work (issue 30); with ``suffixes``, also a name that ends in none of them."""
+    for option, path in paths.items():
+        if path is None:
+            continue
+        check_private_path(path, option=option, inputs=inputs)
+        if suffixes and path.suffix.lower() not in suffixes:
+            raise InvalidParameterError(
+                option, str(path), "a file name ending in " + "/".join(suffixes)
+            )
+
+
+def ledger_beside(report: Path | None, ledger: Path | None) -> Path | None:
+    """Where an experiment's public ledger goes: ``--ledger``, else beside ``--report``."""
+    if ledger is None and report is not None:
+        return report.with_name(report.name + ".ledger.json")
+    return ledger
 
 
 def require_epsilon_delta(epsilon: float | None, delta: float | None) -> tuple[float, float]:

@@ -37,13 +37,22 @@ from searchveil.attacks.lookahead.experiments import (
 from searchveil.attacks.lookahead.graphs import power_law_graph
 from searchveil.attacks.lookahead.report import lookahead_sections
 from searchveil.attacks.record import NOT_A_RELEASE, run_record
-from searchveil.cli._common import JsonOpt, SeedOpt, add_commands, emit, err_console, out_console
+from searchveil.cli._common import (
+    HTML,
+    JsonOpt,
+    SeedOpt,
+    add_commands,
+    check_private_files,
+    emit,
+    err_console,
+    out_console,
+)
 from searchveil.cli.attack_ads import ads, human_ads, parse_epsilons
 from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import read_edge_list
 from searchveil.io.ledger import write_private_json
-from searchveil.io.paths import InputPaths, check_private_path, input_list
+from searchveil.io.paths import input_list
 from searchveil.report.html import page, write_report
 from searchveil.rng import RandomSource, make_rng
 from searchveil.validate import check_int, check_probability
@@ -56,18 +65,6 @@ DminOpt = Annotated[int, typer.Option("--dmin", help="minimum degree d_min")]
 OutOpt = Annotated[
     Path | None, typer.Option("--out", help="write the run record (JSON) to this file")
 ]
-
-
-def _check_new_file(
-    path: Path | None, name: str, suffixes: tuple[str, ...], inputs: InputPaths = ()
-) -> None:
-    """A run record or report: private (it describes the attacked graph), so never inside a
-    release directory nor on an input (issue 30)."""
-    if path is None:
-        return
-    check_private_path(path, option=name, inputs=inputs)
-    if path.suffix.lower() not in suffixes:
-        raise InvalidParameterError(name, str(path), "a file name ending in " + "/".join(suffixes))
 
 
 def _say(quiet: bool) -> Any:
@@ -211,7 +208,7 @@ def lookahead_cmd(
         raise InvalidParameterError("strategy", None, "a strategy name (required)")
     s = normalize_strategy(strategy)
     check_probability("coverage", coverage, open_high=False)
-    _check_new_file(out, "out", (".json",), input_list(graph=graph))
+    check_private_files({"out": out}, input_list(graph=graph), suffixes=(".json",))
     rng = make_rng(seed)
     if graph is not None:
         g = read_edge_list(graph, undirected=True)
@@ -321,11 +318,10 @@ def reproduce_cmd(
     ells = _int_list("lookaheads", lookaheads, 0, 20)
     real = _parse_real(real_graph)
     graphs_in = [("real-graph", p) for p in real.values()]
-    _check_new_file(report, "report", (".html", ".htm"), graphs_in)
-    _check_new_file(out, "out", (".json",), graphs_in)
-    if out is None and report is not None:
-        _check_new_file(report.with_name(report.stem + ".run.json"), "report", (".json",),
-                        graphs_in)  # fmt: skip
+    # the run record: --out, else beside --report
+    record = report.with_name(report.stem + ".run.json") if out is None and report else out
+    check_private_files({"report": report}, graphs_in, suffixes=HTML)
+    check_private_files({"out" if out else "report": record}, graphs_in, suffixes=(".json",))
     f62 = _int_list("fig62-nodes", fig62_nodes, 100, MAX_NODES) if fig62_nodes.strip() else []
     ads_eps = parse_epsilons(ads_epsilon) if ads_epsilon.strip() else []
     rng = make_rng(seed)
@@ -340,7 +336,7 @@ def reproduce_cmd(
             epsilons=ads_eps, rng=rng, population=ads_population, targets=ads_targets,
             on_step=_say(json_out),
         )  # fmt: skip
-    _write_reproduce_outputs(result, ads, rng, report=report, out=out)
+    _write_reproduce_outputs(result, ads, rng, report=report, record=record)
     result["ads"] = ads
     emit(result, json_out, _human_reproduce_all)
 
@@ -351,22 +347,14 @@ def _write_reproduce_outputs(
     rng: RandomSource,
     *,
     report: Path | None,
-    out: Path | None,
+    record: Path | None,
 ) -> None:
-    """The run record (``--out``, else beside ``--report``) and the HTML report, if asked for;
-    their paths go into ``result``."""
-    record = run_record(
-        result,
-        rng,
-        command="reproduce",
-        extra={"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None,
-    )
-    rec_path = out
-    if rec_path is None and report is not None:
-        rec_path = report.with_name(report.stem + ".run.json")
-    if rec_path is not None:
-        write_private_json(rec_path, record, option="out")
-        result["record"] = str(rec_path)
+    """The run record and the HTML report, if asked for; their paths go into ``result``."""
+    if record is not None:
+        extra = {"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None
+        rec = run_record(result, rng, command="reproduce", extra=extra)
+        write_private_json(record, rec, option="out")
+        result["record"] = str(record)
     if report is not None:
         body_parts = lookahead_sections(result) + (ads_sections(ads) if ads else [])
         write_report(

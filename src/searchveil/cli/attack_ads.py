@@ -16,7 +16,9 @@ from searchveil.cli._common import (
     JsonOpt,
     ProvenanceOpt,
     SeedOpt,
+    check_private_files,
     emit,
+    ledger_beside,
     out_console,
     progress,
 )
@@ -28,7 +30,6 @@ from searchveil.io.ledger import (
     write_json_atomic,
     write_private_json,
 )
-from searchveil.io.paths import check_private_path
 from searchveil.report.html import page, write_report
 from searchveil.rng import make_rng
 
@@ -159,13 +160,9 @@ def ads(
     (d) DP reports with a per-advertiser budget."""
 
     eps = parse_epsilons(epsilon)
-    led_path = _ledger_path(report, ledger)
-    outs = {"report": report, "ledger": led_path}
-    if led_path is not None:
-        outs["provenance"] = provenance_path(led_path, provenance)
-    for name, path in outs.items():  # before any work: never inside a release (issue 30)
-        if path is not None:
-            check_private_path(path, option=name)
+    led_path = ledger_beside(report, ledger)  # every run with an output gets a ledger
+    prov_path = provenance_path(led_path, provenance) if led_path is not None else None
+    check_private_files({"report": report, "ledger": led_path, "provenance": prov_path})
     rng = make_rng(seed)
     with progress(not json_out) as step:
         state: dict[str, Any] = {}
@@ -183,14 +180,6 @@ def ads(
             state["done"]()
     _write_outputs(result, report, led_path, provenance)
     emit(result, json_out, human_ads)
-
-
-def _ledger_path(report: Path | None, ledger: Path | None) -> Path | None:
-    """Where the ledgers go: ``ledger``, else beside the report (every run with an output gets
-    a ledger)."""
-    if ledger is None and report is not None:
-        return report.with_name(report.name + ".ledger.json")
-    return ledger
 
 
 def _write_outputs(

@@ -14,10 +14,12 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    HTML,
     READER_DEFAULT,
     InputArg,
     JsonOpt,
     add_commands,
+    check_private_files,
     emit,
     err_console,
     out_console,
@@ -32,7 +34,7 @@ from searchveil.evaluate.compare import compare_settings, default_settings, pars
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
 from searchveil.io.ledger import provenance_path, read_provenance
-from searchveil.io.paths import InputPaths, check_private_path, input_list
+from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.budget_file import DatasetBudget
 from searchveil.report.comparison import comparison_report
@@ -59,16 +61,6 @@ ProxyOpt = Annotated[
 SubstQOpt = Annotated[
     int, typer.Option("--substitution-queries", help="evaluate substitutions of the top-N queries")
 ]
-
-
-def _check_report_path(report: Path | None, inputs: InputPaths = ()) -> None:
-    """The report is private: refused inside a release directory or on an input, before any
-    work (issue 30)."""
-    if report is None:
-        return
-    check_private_path(report, option="report", inputs=inputs)
-    if report.suffix.lower() not in (".html", ".htm"):
-        raise InvalidParameterError("report", str(report), "a file name ending in .html")
 
 
 def _seeds(specs: list[str] | None) -> dict[str, tuple[str, ...]] | None:
@@ -206,7 +198,7 @@ def evaluate(
     release's private provenance record: for the data holder."""
 
     inputs = input_list(original=original, release=release_dir, provenance=provenance)
-    _check_report_path(report, inputs)
+    check_private_files({"report": report}, inputs, suffixes=HTML)
     sd = _seeds(seeds)
 
     proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
@@ -297,7 +289,7 @@ def compare(
         check_int("max-users", max_users, minimum=1)
     proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
     check_int("substitution-queries", substitution_queries, minimum=1)
-    _check_report_path(report, input_list(input=input))
+    check_private_files({"report": report}, input_list(input=input), suffixes=HTML)
     sd = _seeds(seeds)
     settings = (
         [parse_setting(m) for m in mechanisms]
@@ -369,7 +361,7 @@ def reproduce(
     for i in ids or []:
         if i not in EXPERIMENTS:
             raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
-    _check_report_path(report, input_list(log=log))
+    check_private_files({"report": report}, input_list(log=log), suffixes=HTML)
     if log is not None and not log.exists():
         raise InvalidParameterError("log", str(log), "an existing log file")
     with progress(not json_out) as step:

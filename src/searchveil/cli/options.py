@@ -112,10 +112,16 @@ class _Plan:
     build: Callable[..., Any]
     direct: list[str]
     nested: dict[str, _Plan]
+    omitted: list[str]
+
+    def options(self) -> set[str]:
+        """The names of every option of the groups, those omitted included."""
+        nested = (plan.options() for plan in self.nested.values())
+        return set(self.direct).union(self.omitted, *nested)
 
     def make(self, values: dict[str, Any]) -> Any:
         kwargs = {name: plan.make(values) for name, plan in self.nested.items()}
-        kwargs.update((name, values[name]) for name in self.direct if name in values)
+        kwargs.update((name, values[name]) for name in self.direct)
         return self.build(**kwargs)
 
 
@@ -127,7 +133,7 @@ def _expand(
     out: list[inspect.Parameter],
 ) -> _Plan:
     """Append to ``out`` the options of ``build`` (groups expanded); the plan that builds it."""
-    plan = _Plan(build, [], {})
+    plan = _Plan(build, [], {}, [])
     for p in _parameters(build):
         group = GROUPS.get(p.annotation) if isinstance(p.annotation, type) else None
         if group is not None:
@@ -136,6 +142,7 @@ def _expand(
         if p.name in omit:
             if p.default is p.empty:
                 raise TypeError(f"{p.name} has no default: it cannot be omitted")
+            plan.omitted.append(p.name)
             continue
         if any(q.name == p.name for q in out):
             raise TypeError(f"two options are named {p.name}")
@@ -159,6 +166,9 @@ def command(
     def decorate(f: Callable[..., None]) -> Callable[..., None]:
         params: list[inspect.Parameter] = []
         plan = _expand(f, None, set(omit), replace or {}, params)
+        unknown = (set(omit) | set(replace or {})) - plan.options()
+        if unknown:
+            raise TypeError(f"{f.__name__}: no such options to omit or replace: {unknown}")
 
         @functools.wraps(f)
         def wrapper(**values: Any) -> None:

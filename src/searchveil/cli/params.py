@@ -15,30 +15,24 @@ one row per value, which is how the papers' tables are reproduced::
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, add_commands, emit, err_console, out_console
+from searchveil.cli._common import (
+    JsonOpt,
+    add_commands,
+    emit,
+    err_console,
+    number_list,
+    out_console,
+)
 from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.release.advice import korolova_advice, zealous_advice
 
 __all__ = ["register", "korolova_command", "zealous_command"]
-
-T = TypeVar("T", int, float)
-
-
-def _numbers(name: str, s: str | None, kind: type[T]) -> list[T] | None:
-    """``--name 1,5,10``: a comma-separated list of ``kind`` (int or float); None if unset."""
-    if s is None:
-        return None
-    try:
-        return [kind(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        what = "integers" if kind is int else "numbers"
-        raise InvalidParameterError(name, s, f"comma-separated {what}") from None
 
 
 def _epsilon(epsilon: float | None, exp_epsilon: float | None) -> float | None:
@@ -106,7 +100,7 @@ def korolova_command(
 ) -> None:
     """Korolova Release-Data: K and b from (ε, δ, d), or (ε, δ) from (K, b, d)."""
 
-    d_list = _numbers("max-queries", max_queries, int) or []
+    d_list = number_list("max-queries", max_queries, int) or []
     if not d_list:
         raise InvalidParameterError("max-queries", max_queries, "d >= 1 (or a list)")
     res = korolova_advice(
@@ -158,9 +152,9 @@ def zealous_command(
     if max_items is None:
         raise InvalidParameterError("max-items", None, "an integer m >= 1")
     res = zealous_advice(
-        epsilon=epsilon, delta=delta, m=max_items, taus=_numbers("tau", tau, int),
-        users=max_users, lams=_numbers("lambda", lam, float),
-        tau_primes=_numbers("tau-prime", tau_prime, float), guarantee=guarantee,
+        epsilon=epsilon, delta=delta, m=max_items, taus=number_list("tau", tau, int),
+        users=max_users, lams=number_list("lambda", lam, float),
+        tau_primes=number_list("tau-prime", tau_prime, float), guarantee=guarantee,
     )  # fmt: skip
     emit(res, json_out, lambda r: _table(r["rows"], f"ZEALOUS ({r['mode']})"))
 

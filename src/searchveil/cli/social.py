@@ -17,8 +17,11 @@ from searchveil.cli._common import (
     ProvenanceOpt,
     SeedOpt,
     add_commands,
+    check_private_files,
     emit,
     kv_table,
+    ledger_beside,
+    number_list,
     out_console,
     private_block,
     progress,
@@ -37,7 +40,7 @@ from searchveil.io.ledger import (
     write_json_atomic,
     write_private_json,
 )
-from searchveil.io.paths import check_private_path, input_list
+from searchveil.io.paths import input_list
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
 from searchveil.social.accuracy import corollary1
@@ -266,13 +269,10 @@ def reproduce_cmd(
 ) -> None:
     """The thesis's §5.5 experiments on a graph (accuracy CDFs, bound, findings)."""
 
-    try:
-        eps = tuple(float(x) for x in epsilons.split(",") if x.strip())
-    except ValueError:
-        raise InvalidParameterError("epsilons", epsilons, "comma-separated numbers") from None
+    eps = tuple(number_list("epsilons", epsilons, float) or ())
     gam = tuple(x.strip() for x in gammas.split(",") if x.strip())
     cfg = ExperimentConfig(epsilons=eps, gammas=gam, target_fraction=fraction)
-    ledger_path = ledger or (report.with_name(report.name + ".ledger.json") if report else None)
+    ledger_path = ledger_beside(report, ledger)
     if ledger_path is None:
         raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
     prov_path = provenance_path(ledger_path, provenance)
@@ -280,9 +280,7 @@ def reproduce_cmd(
     # the report and the provenance record are private, the ledger public: none may land
     # inside a release directory or on an input (issue 30)
     outs = {"report": report, "ledger": ledger_path, "provenance": prov_path}
-    for name, p in outs.items():
-        if p is not None:
-            check_private_path(p, option=name, inputs=inputs)
+    check_private_files(outs, inputs)
     nodes = universe.of(graph)
     rng = make_rng(seed)
     with progress(not json_out) as step:

@@ -18,6 +18,7 @@ from searchveil.cli._common import (
     JsonOpt,
     SeedOpt,
     add_commands,
+    check_private_files,
     emit,
     err_console,
     kv_table,
@@ -373,8 +374,7 @@ def compare_cmd(
         raise InvalidParameterError("delta", None, "a value (no default)")
     ms = [m.strip() for m in methods.split(",") if m.strip()]
     inputs = input_list(table=table, hierarchies=hierarchies, test=test)
-    if report is not None:
-        check_private_path(report, option="report", inputs=inputs)
+    check_private_files({"report": report}, inputs)
     t = load(table, hierarchies, _qi(qi))
     if test is None:
         train, held = split(t, seed or 0)
