@@ -197,7 +197,6 @@ def lookahead_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Run one bribing strategy (thesis §6.2.3) on a graph up to --coverage."""
-
     if (graph is None) == (nodes is None):
         raise InvalidParameterError(
             "graph/nodes", "both" if graph else "neither", "exactly one of --graph, --nodes"
@@ -313,7 +312,6 @@ def reproduce_cmd(
 
     Fig 6.1/6.3-style curves, Tables 6.1 and 6.2 beside the thesis, the same curves on real
     graphs, and chapter 2's ads attack table (policies a-d)."""
-
     strats = [normalize_strategy(s) for s in strategies.split(",") if s.strip()]
     ells = _int_list("lookaheads", lookaheads, 0, 20)
     real = _parse_real(real_graph)

@@ -158,7 +158,6 @@ def ads(
     Korolova thesis §2.2.3-2.2.6: Inference from Impressions / from Clicks (with the
     fake-account bypass) against (a) 2010, (b) min reach, (c) public-only matching and
     (d) DP reports with a per-advertiser budget."""
-
     eps = parse_epsilons(epsilon)
     led_path = ledger_beside(report, ledger)  # every run with an output gets a ledger
     prov_path = provenance_path(led_path, provenance) if led_path is not None else None

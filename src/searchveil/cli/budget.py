@@ -83,7 +83,6 @@ def init_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Declare a dataset's total privacy budget in a new budget file."""
-
     if epsilon is None:
         raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
     if delta is None:
@@ -113,7 +112,6 @@ def refund_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Release a pending charge of a killed run, once nothing was published."""
-
     book = DatasetBudget.open(file)
     rec = book.refund(charge)
     emit({"file": str(file), "refunded": rec["id"], "what": rec["what"],

@@ -266,7 +266,6 @@ def party(
     computed from the exact histogram). Writes --out (the tables and the public ledger.json)
     and the PRIVATE provenance record beside it only if every party ends with the same
     output."""
-
     spec = PartySpec(
         config=config, me=id, params=params, out=out.out, share=share, transcript=transcript,
         provenance=out.provenance, seed=out.seed, fault=inject_fault, **asdict(net),
@@ -317,7 +316,6 @@ def run_cmd(
     NOT differentially private: counts computed from the exact histogram. Starts P0…Pr with
     throw-away certificates; if any party fails, stops them all at once and says which, in
     which phase and why."""
-
     if not json_out:
         n = len(share) + 1
         err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
@@ -356,7 +354,6 @@ def local_cmd(
     run` releases them — the same computation and ledger, no protocol. --mode conditional: the
     paper's LS baseline, NOT differentially private: every party sanitizes alone (same b, its
     share of |O|) and the outputs are unioned."""
-
     if params.mode == UmpMode.E2E and output_size is not None:
         raise InvalidParameterError(
             "output-size", output_size, "not set: it is an option of --mode conditional"
@@ -398,7 +395,6 @@ def reproduce_cmd(
 
     The paper's protocol and baseline (--mode conditional): not differentially private, counts
     computed from the exact histogram; kept to reproduce the paper's figures."""
-
     rs = tuple(int(v) for v in parties.split(",") if v.strip())
     check_private_path(report, option="report")  # before any work (issue 30)
     res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)

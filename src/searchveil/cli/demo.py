@@ -129,7 +129,6 @@ def demo_command(
     A Korolova release of the bundled 215-user AOL sample (or of LOG) with its utility report,
     and the d-curve (thesis Fig. 4.2) of a synthetic log of 300,000 users calibrated on it,
     with δ chosen so that no query held by a single user is expected to be published."""
-
     with progress(not json_out) as step:
         res = demo(out=out, rng=make_rng(seed), log=log, reader=reader,
                        synthetic_users=synthetic_users, max_users=max_users,

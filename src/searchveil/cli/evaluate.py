@@ -196,7 +196,6 @@ def evaluate(
     Distribution statistics, index caching, query substitution, keyword generation, "fear of"
     ranking (and the UMP metrics for same-schema releases). Reads the private log and the
     release's private provenance record: for the data holder."""
-
     inputs = input_list(original=original, release=release_dir, provenance=provenance)
     check_private_files({"report": report}, inputs, suffixes=HTML)
     sd = _seeds(seeds)
@@ -278,7 +277,6 @@ def compare(
 
     READS THE PRIVATE DATA: for the data holder only; the report is not for publication, and
     nothing is released."""
-
     if epsilon is None:
         raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
     if delta is None:
@@ -353,7 +351,6 @@ def reproduce(
     """Regenerate the papers' tables and trends, each beside the printed values.
 
     The formula tables exactly; the experiment trends on the shared AOL data."""
-
     if list_ids:
         res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
         emit(res, json_out, _human_list)

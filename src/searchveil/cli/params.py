@@ -99,7 +99,6 @@ def korolova_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Korolova Release-Data: K and b from (ε, δ, d), or (ε, δ) from (K, b, d)."""
-
     d_list = number_list("max-queries", max_queries, int) or []
     if not d_list:
         raise InvalidParameterError("max-queries", max_queries, "d >= 1 (or a list)")
@@ -148,7 +147,6 @@ def zealous_command(
     json_out: JsonOpt = False,
 ) -> None:
     """ZEALOUS: λ and τ' from (ε, δ, m, τ, U), or δ (Thm 3) and δ' for given λ, τ'."""
-
     if max_items is None:
         raise InvalidParameterError("max-items", None, "an integer m >= 1")
     res = zealous_advice(

@@ -268,7 +268,6 @@ def reproduce_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """The thesis's §5.5 experiments on a graph (accuracy CDFs, bound, findings)."""
-
     eps = tuple(number_list("epsilons", epsilons, float) or ())
     gam = tuple(x.strip() for x in gammas.split(",") if x.strip())
     cfg = ExperimentConfig(epsilons=eps, gammas=gam, target_fraction=fraction)

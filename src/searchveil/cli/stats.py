@@ -64,7 +64,6 @@ def stats(
     """Rows, users, query events, clicks, distinct items, sessions, per-user figures.
 
     Per-user figures: quantiles of queries, distinct queries, clicks and sessions per user."""
-
     with progress(not json_out) as step:
         done = step(f"reading {input.name}")
         log = read_log(input, reader)

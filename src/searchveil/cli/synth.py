@@ -154,7 +154,6 @@ def synth(
     Calibrated on a real sample (--like) or a saved model (--model). Fits queries/user,
     repeats, query popularity and vocabulary growth, clicks/query, URL spread and time gaps;
     writes atomically. Test data, not a release."""
-
     _check_synth_counts(like, model, users, rows)
     mode = parse_choice("--strings", strings, StringMode)
     fmt = parse_choice("--output-format", out_format, OutputFormat)
@@ -255,7 +254,6 @@ def synth_check(
     a model calibrated on a random --split-share of one log's users against the rest of
     that log (unseen users of the same population, a larger population). Prints each
     with the worst factor over the top 20. Reads both logs with the same reader options."""
-
     check_int("--users", users, minimum=1)
     check_int("--subsamples", subsamples, minimum=1)
     check_int("--top", top, minimum=20)

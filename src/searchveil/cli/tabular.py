@@ -367,7 +367,6 @@ def compare_cmd(
     loss, naive-Bayes and logistic-regression accuracy on held-out records, runtime. An
     experiment on your data: the figures are computed from the exact input (do not publish
     them)."""
-
     if not epsilon:
         raise InvalidParameterError("epsilon", None, "one or more values (no default)")
     if delta is None:
@@ -415,7 +414,6 @@ def reproduce_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
-
     if report is not None:
         check_private_path(report, option="report", inputs=input_list(data=data))
     with progress(not json_out) as step:
