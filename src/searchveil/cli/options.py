@@ -19,6 +19,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -213,7 +214,7 @@ class Output:
     def rng(self) -> RandomSource:
         return make_rng(self.seed)
 
-    def charged(self, cost: PrivacyCost | NoGuarantee, what: str) -> Any:
+    def charged(self, cost: PrivacyCost | NoGuarantee, what: str) -> AbstractContextManager[Charge]:
         """:func:`~searchveil.cli._common.charged` to ``--budget``."""
         return charged(self.budget, cost, what)
 
