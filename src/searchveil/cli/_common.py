@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import os
@@ -17,21 +16,151 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
+from searchveil.cli import COMMANDS
 from searchveil.errors import InvalidParameterError, SearchveilError
+from searchveil.io.ledger import provenance_path
+from searchveil.io.paths import InputPaths, check_private_path
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.budget import Charge, NoGuarantee, PrivacyCost
 from searchveil.mechanisms.budget_file import DatasetBudget
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 err_console = Console(stderr=True)
 out_console = Console()
 
 # -- shared option types --------------------------------------------------------------------
-InputArg = Annotated[
-    Path, typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq")
+INPUT_HELP = "Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq"
+InputArg = Annotated[Path, typer.Argument(help=INPUT_HELP)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        help="seed for a reproducible EXPERIMENT; the ledger marks the release NOT FOR RELEASE",
+    ),
 ]
+OutDirOpt = Annotated[Path, typer.Option("--out", help="release directory to create")]
+EpsilonOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
+DeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ (no default)")]
+ReleaseEpsilonOpt = Annotated[
+    float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
+]
+ReleaseDeltaOpt = Annotated[
+    float | None, typer.Option("--delta", help="total δ of the release (no default)")
+]
+HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="replace an existing --out — a directory only if it is a complete searchveil "
+        "release (its ledger lists every file) holding none of the inputs",
+    ),
+]
+OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
+ProvenanceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--provenance",
+        help="where to write the PRIVATE provenance record (input path, SHA-256, exact counts, "
+        "report); default: OUT.private.json beside the release directory, never inside it",
+    ),
+]
+
+
+def number_list(name: str, text: str | None, kind: type[N]) -> list[N] | None:
+    """``--name 1,5,10``: a comma-separated list of ``kind`` (int or float); None if unset."""
+    if text is None:
+        return None
+    try:
+        return [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        what = "integers" if kind is int else "numbers"
+        raise InvalidParameterError(name, text, f"comma-separated {what}") from None
+
+
+#: the file names an HTML report may have
+HTML = (".html", ".htm")
+
+
+def check_private_files(
+    paths: dict[str, Path | None], inputs: InputPaths = (), *, suffixes: tuple[str, ...] = ()
+) -> None:
+    """Private files a command will write (reports, run records, provenance records), by
+    option name: each one given is refused inside a release directory or on an input, before
+    any work (issue 30); with ``suffixes``, also a name that ends in none of them."""
+    for option, path in paths.items():
+        if path is None:
+            continue
+        check_private_path(path, option=option, inputs=inputs)
+        if suffixes and path.suffix.lower() not in suffixes:
+            raise InvalidParameterError(
+                option, str(path), "a file name ending in " + "/".join(suffixes)
+            )
+
+
+def ledger_beside(report: Path | None, ledger: Path | None) -> Path | None:
+    """Where an experiment's public ledger goes: ``--ledger``, else beside ``--report``."""
+    if ledger is None and report is not None:
+        return report.with_name(report.name + ".ledger.json")
+    return ledger
+
+
+def require_epsilon_delta(epsilon: float | None, delta: float | None) -> tuple[float, float]:
+    """``--epsilon`` and ``--delta``, both given (there is no default ε or δ)."""
+    if epsilon is None:
+        raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+    return epsilon, delta
+
+
+def parse_split(split: str | None) -> tuple[float, float] | None:
+    """``--split a,b`` of the end-to-end same-schema releases (pair counts, profile)."""
+    if split is None:
+        return None
+    try:
+        a, b = (float(v) for v in split.replace(":", ",").split(","))
+    except ValueError:
+        raise InvalidParameterError(
+            "split", split, "two comma-separated positive weights: pair counts, profile"
+        ) from None
+    return (a, b)
+
+
+MaxUsersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-users",
+        help="U: a public upper bound on the number of users you DECLARE (never read from the "
+        "data); the ledger's δ < 1/U check uses it (declared.max_users); with --selection "
+        "it also sets the default d",
+    ),
+]
+
+MaxPairsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-pairs",
+        help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from ε, δ)",
+    ),
+]
+
+BudgetOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--budget",
+        help="the dataset's budget file (searchveil budget init): the release is refused, "
+        "before its input is read, when its cost exceeds what is left; else it is charged "
+        "(docs/privacy/budget.md)",
+    ),
+]
+
+
 ProfileOpt = Annotated[
     str | None,
     typer.Option(
@@ -124,119 +253,31 @@ GapOpt = Annotated[
         "--session-gap", help="minutes of inactivity that start a new session (default 30)"
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
-SeedOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--seed",
-        help="seed for a reproducible EXPERIMENT; the ledger marks the release NOT FOR RELEASE",
-    ),
-]
-OutDirOpt = Annotated[Path, typer.Option("--out", help="release directory to create")]
-EpsilonOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
-DeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ (no default)")]
-HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
-OverwriteOpt = Annotated[
-    bool,
-    typer.Option(
-        "--overwrite",
-        help="replace an existing --out — a directory only if it is a complete searchveil "
-        "release (its ledger lists every file) holding none of the inputs",
-    ),
-]
-OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
-ProvenanceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--provenance",
-        help="where to write the PRIVATE provenance record (input path, SHA-256, exact counts, "
-        "report); default: OUT.private.json beside the release directory, never inside it",
-    ),
-]
-
-
-def parse_split(split: str | None) -> tuple[float, float] | None:
-    """``--split a,b`` of the end-to-end same-schema releases (pair counts, profile)."""
-    if split is None:
-        return None
-    try:
-        a, b = (float(v) for v in split.replace(":", ",").split(","))
-    except ValueError:
-        raise InvalidParameterError(
-            "split", split, "two comma-separated positive weights: pair counts, profile"
-        ) from None
-    return (a, b)
-
-
-MaxUsersOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-users",
-        help="U: a public upper bound on the number of users you DECLARE (never read from the "
-        "data); the ledger's δ < 1/U check uses it (declared.max_users); with --selection "
-        "it also sets the default d",
-    ),
-]
-
-BudgetOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--budget",
-        help="the dataset's budget file (searchveil budget init): the release is refused, "
-        "before its input is read, when its cost exceeds what is left; else it is charged "
-        "(docs/privacy/budget.md)",
-    ),
-]
-
-
-# The one list of reader options every command takes: (parameter name, annotation, default).
-READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
-    ("profile", ProfileOpt, None),
-    ("fmt", FormatOpt, None),
-    ("header", HeaderOpt, None),
-    ("user_col", UserColOpt, None),
-    ("query_col", QueryColOpt, None),
-    ("time_col", TimeColOpt, None),
-    ("url_col", UrlColOpt, None),
-    ("rank_col", RankColOpt, None),
-    ("rank_click_col", RankClickColOpt, None),
-    ("session_col", SessionColOpt, None),
-    ("time_format", TimeFormatOpt, None),
-    ("date", DateOpt, None),
-    ("strip_brackets", BracketsOpt, None),
-    ("delimiter", DelimOpt, None),
-    ("encoding", EncodingOpt, None),
-    ("on_bad_rows", BadRowsOpt, None),
-    ("no_normalize", NoNormOpt, False),
-    ("session_gap", GapOpt, None),
-)
-# the default of a command's ``reader`` parameter (replaced by with_reader_options)
-READER_DEFAULT = ReaderOptions()
-READER_PARAM_NAMES = tuple(name for name, _, _ in READER_PARAMS)
 
 
 def build_reader_options(
     *,
-    profile: str | None = None,
-    fmt: str | None = None,
-    header: bool | None = None,
-    user_col: str | None = None,
-    query_col: str | None = None,
-    time_col: str | None = None,
-    url_col: str | None = None,
-    rank_col: str | None = None,
-    rank_click_col: str | None = None,
-    session_col: str | None = None,
-    time_format: str | None = None,
-    date: str | None = None,
-    strip_brackets: bool | None = None,
-    delimiter: str | None = None,
-    encoding: str | None = None,
-    on_bad_rows: str | None = None,
-    no_normalize: bool = False,
-    session_gap: float | None = None,
+    profile: ProfileOpt = None,
+    fmt: FormatOpt = None,
+    header: HeaderOpt = None,
+    user_col: UserColOpt = None,
+    query_col: QueryColOpt = None,
+    time_col: TimeColOpt = None,
+    url_col: UrlColOpt = None,
+    rank_col: RankColOpt = None,
+    rank_click_col: RankClickColOpt = None,
+    session_col: SessionColOpt = None,
+    time_format: TimeFormatOpt = None,
+    date: DateOpt = None,
+    strip_brackets: BracketsOpt = None,
+    delimiter: DelimOpt = None,
+    encoding: EncodingOpt = None,
+    on_bad_rows: BadRowsOpt = None,
+    no_normalize: NoNormOpt = False,
+    session_gap: GapOpt = None,
 ) -> ReaderOptions:
-    """The :class:`ReaderOptions` of the shared CLI reader options: the profile's settings,
+    """The :class:`ReaderOptions` of the reader options every command that reads a log takes
+    (the option group of :class:`ReaderOptions`, cli/options.py): the profile's settings,
     overridden by every option given. A column option given as ``''`` means "no such column"
     (optional columns only). Giving any column with ``--format auto`` reads a delimited file
     with the delimiter sniffed (``csv``)."""
@@ -267,6 +308,11 @@ def build_reader_options(
     if no_normalize:
         over["normalize"] = False
     return ReaderOptions.from_profile(profile, **over)
+
+
+# the reader options' parameter names, and the default of a command's ``reader`` parameter
+READER_PARAM_NAMES = tuple(inspect.signature(build_reader_options).parameters)
+READER_DEFAULT = ReaderOptions()
 
 
 def reader_kwargs(**options: Any) -> dict[str, Any]:
@@ -304,33 +350,6 @@ def reader_cli_args(options: ReaderOptions) -> list[str]:
     if options.session_gap_minutes != d.session_gap_minutes:
         args += ["--session-gap", repr(options.session_gap_minutes)]
     return [shlex.quote(a) for a in args]
-
-
-def with_reader_options(fn: Callable[..., T]) -> Callable[..., T]:
-    """Give a command the shared reader options: ``fn``'s parameter ``reader: ReaderOptions``
-    is replaced by the options of :data:`READER_PARAMS` (placed before ``--json``), and ``fn``
-    receives the built :class:`ReaderOptions`. Apply below ``@app.command``."""
-    sig = inspect.signature(fn, eval_str=True)
-    if "reader" not in sig.parameters:
-        raise TypeError(f"{fn.__name__} has no 'reader' parameter")
-    own = [p for p in sig.parameters.values() if p.name != "reader"]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=ann)
-        for name, ann, d in READER_PARAMS
-    ]
-    tail = [p for p in own if p.name == "json_out"]
-    head = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p.name != "json_out"]
-    params = head + added + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in tail]
-
-    @functools.wraps(fn)
-    def wrapper(**kwargs: Any) -> T:
-        opts = {k: kwargs.pop(k) for k in READER_PARAM_NAMES}
-        return fn(reader=run(lambda: build_reader_options(**opts)), **kwargs)
-
-    del wrapper.__wrapped__  # typer must see the new signature, not fn's
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapper
 
 
 def emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], None]) -> None:
@@ -440,6 +459,38 @@ PRIVATE_NOTE = (
     "guarantee — never publish them"
 )
 PRIVATE = " (private)"
+#: what a command prints of a release made with ``--seed``
+SEEDED_NOTE = "SEEDED — reproducible experiment, NOT FOR RELEASE"
+
+
+def release_head(out: Path, provenance: Path | None, led: dict[str, Any]) -> dict[str, Any]:
+    """The first entries of a release command's ``--json``: where the release and its private
+    provenance record went, and the guarantee its ledger ``led`` states."""
+    return {
+        "out": str(out),
+        "provenance": str(provenance_path(out, provenance)),
+        "mechanism": led["mechanism"],
+        "notion": led["notion"],
+        "epsilon": led["epsilon"],
+        "delta": led["delta"],
+    }
+
+
+def kv_table(title: str) -> Table:
+    """A table of named figures: names left, values right, no header."""
+    t = Table(title=title, show_header=False)
+    t.add_column("")
+    t.add_column("", justify="right")
+    return t
+
+
+def print_release_table(t: Table, r: dict[str, Any]) -> None:
+    """Print the figures table ``t`` of the release ``r``, ending with its randomness and
+    where its private provenance record is."""
+    if r["seeded"]:
+        t.add_row("randomness", SEEDED_NOTE)
+    t.add_row("private provenance (do not publish)", r["provenance"])
+    out_console.print(t)
 
 
 def private_block(**figures: Any) -> dict[str, Any]:
@@ -447,47 +498,27 @@ def private_block(**figures: Any) -> dict[str, Any]:
     return {"note": PRIVATE_NOTE, **figures}
 
 
-#: the ``release`` group's help (its commands live in cli/release.py and cli/sanitize.py)
-RELEASE_GROUP_HELP = (
-    "Private releases: korolova (query-click graph), zealous, kanon (baseline), ump."
-)
-
-
-def command_group(app: typer.Typer, name: str, help: str) -> typer.Typer:
-    """The command group ``name`` of ``app``, created by the first module that asks: a group
-    whose commands live in several modules (``release``: korolova, zealous, kanon in
-    cli/release.py; ump in cli/sanitize.py, which alone loads the UMP solvers and scipy), so
-    each command's start-up loads only its own module."""
+def command_group(app: typer.Typer, name: str) -> typer.Typer:
+    """The command group ``name`` of ``app``, with its help and visibility from the command
+    registry (``COMMANDS``), created by the first module that asks: a group's commands may live
+    in several modules (``release``: korolova, zealous, kanon in cli/release.py; ump in
+    cli/sanitize.py, which alone loads the UMP solvers and scipy), so each command's start-up
+    loads only its own module."""
     for info in app.registered_groups:
         if info.name == name and info.typer_instance is not None:
             return info.typer_instance
-    group = typer.Typer(help=help, no_args_is_help=True)
-    app.add_typer(group, name=name)
+    entry = COMMANDS[name]
+    group = typer.Typer(help=entry.help, no_args_is_help=True)
+    app.add_typer(group, name=name, hidden=entry.hidden)
     return group
 
 
-# -- where Spark runs, and what it reads (release korolova | zealous) --------------------------
-SparkRemoteOpt = Annotated[
-    str | None,
-    typer.Option("--spark-remote", help="Spark Connect server (sc://host:port) for --engine spark"),
-]
-SparkTableOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--spark-table",
-        help="read a table of the Spark session's catalog instead of INPUT (--engine spark; "
-        "--user-col/--query-col/--time-col/--url-col name its columns)",
-    ),
-]
-SparkConfOpt = Annotated[
-    list[str] | None,
-    typer.Option("--spark-conf", help="KEY=VALUE Spark setting (a catalog, a metastore); repeat"),
-]
-TableInputArg = Annotated[
-    Path | None,
-    typer.Argument(help="Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq "
-                   "(none with --spark-table)"),
-]  # fmt: skip
+def add_commands(app: typer.Typer, group: str | None, commands: dict[str, Any]) -> None:
+    """Register ``commands`` (name → command function) in the ``group`` of ``app`` (``None``:
+    at the top level)."""
+    target = app if group is None else command_group(app, group)
+    for name, fn in commands.items():
+        target.command(name)(fn)
 
 
 def spark_settings(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:

@@ -37,12 +37,22 @@ from searchveil.attacks.lookahead.experiments import (
 from searchveil.attacks.lookahead.graphs import power_law_graph
 from searchveil.attacks.lookahead.report import lookahead_sections
 from searchveil.attacks.record import NOT_A_RELEASE, run_record
-from searchveil.cli._common import JsonOpt, SeedOpt, emit, err_console, out_console, run
-from searchveil.cli.attack_ads import add_ads_commands, human_ads, parse_epsilons
+from searchveil.cli._common import (
+    HTML,
+    JsonOpt,
+    SeedOpt,
+    add_commands,
+    check_private_files,
+    emit,
+    err_console,
+    out_console,
+)
+from searchveil.cli.attack_ads import ads, human_ads, parse_epsilons
+from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import read_edge_list
 from searchveil.io.ledger import write_private_json
-from searchveil.io.paths import InputPaths, check_private_path, input_list
+from searchveil.io.paths import input_list
 from searchveil.report.html import page, write_report
 from searchveil.rng import RandomSource, make_rng
 from searchveil.validate import check_int, check_probability
@@ -55,18 +65,6 @@ DminOpt = Annotated[int, typer.Option("--dmin", help="minimum degree d_min")]
 OutOpt = Annotated[
     Path | None, typer.Option("--out", help="write the run record (JSON) to this file")
 ]
-
-
-def _check_new_file(
-    path: Path | None, name: str, suffixes: tuple[str, ...], inputs: InputPaths = ()
-) -> None:
-    """A run record or report: private (it describes the attacked graph), so never inside a
-    release directory nor on an input (issue 30)."""
-    if path is None:
-        return
-    check_private_path(path, option=name, inputs=inputs)
-    if path.suffix.lower() not in suffixes:
-        raise InvalidParameterError(name, str(path), "a file name ending in " + "/".join(suffixes))
 
 
 def _say(quiet: bool) -> Any:
@@ -173,6 +171,7 @@ def _int_list(name: str, spec: str, lo: int, hi: int) -> list[int]:
     return vals
 
 
+@command
 def lookahead_cmd(
     graph: Annotated[
         Path | None,
@@ -198,51 +197,47 @@ def lookahead_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Run one bribing strategy (thesis §6.2.3) on a graph up to --coverage."""
-
-    def body() -> None:
-        if (graph is None) == (nodes is None):
-            raise InvalidParameterError(
-                "graph/nodes", "both" if graph else "neither", "exactly one of --graph, --nodes"
-            )
-        if lookahead is None:
-            raise InvalidParameterError("lookahead", None, "an integer >= 0 (required)")
-        if strategy is None:
-            raise InvalidParameterError("strategy", None, "a strategy name (required)")
-        s = normalize_strategy(strategy)
-        check_probability("coverage", coverage, open_high=False)
-        _check_new_file(out, "out", (".json",), input_list(graph=graph))
-        rng = make_rng(seed)
-        if graph is not None:
-            g = read_edge_list(graph, undirected=True)
-        else:
-            n = check_int("nodes", nodes, minimum=2, maximum=MAX_NODES)
-            g = power_law_graph(n, alpha, dmin, rng)
-        t0 = time.perf_counter()
-        r = run_attack(g, strategy=s, lookahead=lookahead, rng=rng, target_coverage=coverage)
-        secs = time.perf_counter() - t0
-        levels = sorted({c for c in (*COVERAGE_LEVELS, *TABLE_6_1_LEVELS) if c <= coverage})
-        result: dict[str, Any] = {
-            **r.summary(),
-            "seconds": round(secs, 3),
-            "graph": describe_graph(g),
-            "curve": r.curve(levels or [coverage]),
-            "parameters": {
-                "strategy": s,
-                "lookahead": lookahead,
-                "coverage": coverage,
-                "graph": str(graph) if graph else None,
-                "nodes": nodes,
-                "alpha": alpha if graph is None else None,
-                "dmin": dmin if graph is None else None,
-            },
-            "note": NOT_A_RELEASE,
-        }
-        if out is not None:
-            write_private_json(out, run_record(result, rng, command="lookahead"), option="out")
-            result["record"] = str(out)
-        emit(result, json_out, _human_lookahead)
-
-    run(body)
+    if (graph is None) == (nodes is None):
+        raise InvalidParameterError(
+            "graph/nodes", "both" if graph else "neither", "exactly one of --graph, --nodes"
+        )
+    if lookahead is None:
+        raise InvalidParameterError("lookahead", None, "an integer >= 0 (required)")
+    if strategy is None:
+        raise InvalidParameterError("strategy", None, "a strategy name (required)")
+    s = normalize_strategy(strategy)
+    check_probability("coverage", coverage, open_high=False)
+    check_private_files({"out": out}, input_list(graph=graph), suffixes=(".json",))
+    rng = make_rng(seed)
+    if graph is not None:
+        g = read_edge_list(graph, undirected=True)
+    else:
+        n = check_int("nodes", nodes, minimum=2, maximum=MAX_NODES)
+        g = power_law_graph(n, alpha, dmin, rng)
+    t0 = time.perf_counter()
+    r = run_attack(g, strategy=s, lookahead=lookahead, rng=rng, target_coverage=coverage)
+    secs = time.perf_counter() - t0
+    levels = sorted({c for c in (*COVERAGE_LEVELS, *TABLE_6_1_LEVELS) if c <= coverage})
+    result: dict[str, Any] = {
+        **r.summary(),
+        "seconds": round(secs, 3),
+        "graph": describe_graph(g),
+        "curve": r.curve(levels or [coverage]),
+        "parameters": {
+            "strategy": s,
+            "lookahead": lookahead,
+            "coverage": coverage,
+            "graph": str(graph) if graph else None,
+            "nodes": nodes,
+            "alpha": alpha if graph is None else None,
+            "dmin": dmin if graph is None else None,
+        },
+        "note": NOT_A_RELEASE,
+    }
+    if out is not None:
+        write_private_json(out, run_record(result, rng, command="lookahead"), option="out")
+        result["record"] = str(out)
+    emit(result, json_out, _human_lookahead)
 
 
 ReproReportOpt = Annotated[
@@ -294,6 +289,7 @@ ReproAdsTargetsOpt = Annotated[
 ]
 
 
+@command
 def reproduce_cmd(
     report: ReproReportOpt = None,
     nodes: ReproNodesOpt = 100_000,
@@ -316,36 +312,31 @@ def reproduce_cmd(
 
     Fig 6.1/6.3-style curves, Tables 6.1 and 6.2 beside the thesis, the same curves on real
     graphs, and chapter 2's ads attack table (policies a-d)."""
-
-    def body() -> None:
-        strats = [normalize_strategy(s) for s in strategies.split(",") if s.strip()]
-        ells = _int_list("lookaheads", lookaheads, 0, 20)
-        real = _parse_real(real_graph)
-        graphs_in = [("real-graph", p) for p in real.values()]
-        _check_new_file(report, "report", (".html", ".htm"), graphs_in)
-        _check_new_file(out, "out", (".json",), graphs_in)
-        if out is None and report is not None:
-            _check_new_file(report.with_name(report.stem + ".run.json"), "report", (".json",),
-                            graphs_in)  # fmt: skip
-        f62 = _int_list("fig62-nodes", fig62_nodes, 100, MAX_NODES) if fig62_nodes.strip() else []
-        ads_eps = parse_epsilons(ads_epsilon) if ads_epsilon.strip() else []
-        rng = make_rng(seed)
-        result = run_lookahead_experiments(
-            rng=rng, n=nodes, alpha=alpha, dmin=dmin, graphs=graphs, strategies=strats,
-            lookaheads=ells, real_graphs=real, table_6_1_nodes=table61_nodes or None,
-            fig_6_2_nodes=f62, progress=_say(json_out),
+    strats = [normalize_strategy(s) for s in strategies.split(",") if s.strip()]
+    ells = _int_list("lookaheads", lookaheads, 0, 20)
+    real = _parse_real(real_graph)
+    graphs_in = [("real-graph", p) for p in real.values()]
+    # the run record: --out, else beside --report
+    record = report.with_name(report.stem + ".run.json") if out is None and report else out
+    check_private_files({"report": report}, graphs_in, suffixes=HTML)
+    check_private_files({"out" if out else "report": record}, graphs_in, suffixes=(".json",))
+    f62 = _int_list("fig62-nodes", fig62_nodes, 100, MAX_NODES) if fig62_nodes.strip() else []
+    ads_eps = parse_epsilons(ads_epsilon) if ads_epsilon.strip() else []
+    rng = make_rng(seed)
+    result = run_lookahead_experiments(
+        rng=rng, n=nodes, alpha=alpha, dmin=dmin, graphs=graphs, strategies=strats,
+        lookaheads=ells, real_graphs=real, table_6_1_nodes=table61_nodes or None,
+        fig_6_2_nodes=f62, progress=_say(json_out),
+    )  # fmt: skip
+    ads = None
+    if ads_eps:
+        ads = run_ads_experiment(
+            epsilons=ads_eps, rng=rng, population=ads_population, targets=ads_targets,
+            on_step=_say(json_out),
         )  # fmt: skip
-        ads = None
-        if ads_eps:
-            ads = run_ads_experiment(
-                epsilons=ads_eps, rng=rng, population=ads_population, targets=ads_targets,
-                on_step=_say(json_out),
-            )  # fmt: skip
-        _write_reproduce_outputs(result, ads, rng, report=report, out=out)
-        result["ads"] = ads
-        emit(result, json_out, _human_reproduce_all)
-
-    run(body)
+    _write_reproduce_outputs(result, ads, rng, report=report, record=record)
+    result["ads"] = ads
+    emit(result, json_out, _human_reproduce_all)
 
 
 def _write_reproduce_outputs(
@@ -354,22 +345,14 @@ def _write_reproduce_outputs(
     rng: RandomSource,
     *,
     report: Path | None,
-    out: Path | None,
+    record: Path | None,
 ) -> None:
-    """The run record (``--out``, else beside ``--report``) and the HTML report, if asked for;
-    their paths go into ``result``."""
-    record = run_record(
-        result,
-        rng,
-        command="reproduce",
-        extra={"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None,
-    )
-    rec_path = out
-    if rec_path is None and report is not None:
-        rec_path = report.with_name(report.stem + ".run.json")
-    if rec_path is not None:
-        write_private_json(rec_path, record, option="out")
-        result["record"] = str(rec_path)
+    """The run record and the HTML report, if asked for; their paths go into ``result``."""
+    if record is not None:
+        extra = {"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None
+        rec = run_record(result, rng, command="reproduce", extra=extra)
+        write_private_json(record, rec, option="out")
+        result["record"] = str(record)
     if report is not None:
         body_parts = lookahead_sections(result) + (ads_sections(ads) if ads else [])
         write_report(
@@ -391,12 +374,5 @@ def _human_reproduce_all(r: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    attack_app = typer.Typer(
-        name="attack",
-        help="Attack simulations (ch. 6 link stealing, ch. 2 ad targeting); not DP releases.",
-        no_args_is_help=True,
-    )
-    attack_app.command("lookahead")(lookahead_cmd)
-    attack_app.command("reproduce")(reproduce_cmd)
-    add_ads_commands(attack_app)
-    app.add_typer(attack_app, name="attack")
+    commands = {"lookahead": lookahead_cmd, "reproduce": reproduce_cmd, "ads": ads}
+    add_commands(app, "attack", commands)

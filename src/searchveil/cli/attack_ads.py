@@ -12,14 +12,17 @@ from rich.table import Table
 
 from searchveil.attacks.ads import ads_sections, run_ads_experiment
 from searchveil.cli._common import (
+    SEEDED_NOTE,
     JsonOpt,
     ProvenanceOpt,
     SeedOpt,
+    check_private_files,
     emit,
+    ledger_beside,
     out_console,
     progress,
-    run,
 )
+from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import (
     build_provenance,
@@ -27,11 +30,10 @@ from searchveil.io.ledger import (
     write_json_atomic,
     write_private_json,
 )
-from searchveil.io.paths import check_private_path
 from searchveil.report.html import page, write_report
 from searchveil.rng import make_rng
 
-__all__ = ["add_ads_commands", "parse_epsilons", "human_ads"]
+__all__ = ["ads", "parse_epsilons", "human_ads"]
 
 
 def parse_epsilons(text: str | None) -> list[float]:
@@ -52,36 +54,55 @@ def parse_epsilons(text: str | None) -> list[float]:
     return out
 
 
-def human_ads(r: dict[str, Any]) -> None:
-    t = Table(title=f"Ad-targeting inference — {r['population']['profiles']:,} profiles")
-    for c in ("policy", "attack", "success", "wrong", "inconclusive", "campaigns", "fakes"):
-        t.add_column(c, justify="left" if c in ("policy", "attack") else "right")
-    for b in r["blueprint"]:
-        t.add_row(
-            b["policy"],
-            b["attack"],
-            f"{b['success_rate']:.1%}",
-            f"{b['wrong_rate']:.1%}",
-            f"{b['inconclusive'] / b['targets']:.1%}",
-            f"{b['mean_campaigns']:.2f}",
-            f"{b['mean_fake_accounts']:.0f}",
-        )
+def _print_by_attack(
+    title: str, figures: tuple[str, ...], rows: list[dict[str, Any]], cells: Any
+) -> None:
+    """A table of one row per policy and attack, with the columns ``figures``
+    (``cells(row)``)."""
+    t = Table(title=title)
+    for c in ("policy", "attack"):
+        t.add_column(c, justify="left")
+    for c in figures:
+        t.add_column(c, justify="right")
+    for row in rows:
+        t.add_row(row["policy"], row["attack"], *cells(row))
     out_console.print(t)
-    g = Table(title="Binary game (fair coin on the target's hidden bit)")
-    for c in ("policy", "attack", "accuracy", "95% CI", "ε", "bound"):
-        g.add_column(c, justify="left" if c in ("policy", "attack") else "right")
-    for x in r["binary_game"]:
-        g.add_row(
-            x["policy"],
-            x["attack"],
-            f"{x['accuracy']:.1%}",
-            f"{x['ci95_low']:.1%}–{x['ci95_high']:.1%}",
-            "—" if x["epsilon"] is None else f"{x['epsilon']:g}",
-            "—" if x["bound"] is None else f"{x['bound']:.1%}",
-        )
-    out_console.print(g)
+
+
+def _blueprint_cells(b: dict[str, Any]) -> list[str]:
+    return [
+        f"{b['success_rate']:.1%}",
+        f"{b['wrong_rate']:.1%}",
+        f"{b['inconclusive'] / b['targets']:.1%}",
+        f"{b['mean_campaigns']:.2f}",
+        f"{b['mean_fake_accounts']:.0f}",
+    ]
+
+
+def _game_cells(x: dict[str, Any]) -> list[str]:
+    return [
+        f"{x['accuracy']:.1%}",
+        f"{x['ci95_low']:.1%}–{x['ci95_high']:.1%}",
+        "—" if x["epsilon"] is None else f"{x['epsilon']:g}",
+        "—" if x["bound"] is None else f"{x['bound']:.1%}",
+    ]
+
+
+def human_ads(r: dict[str, Any]) -> None:
+    _print_by_attack(
+        f"Ad-targeting inference — {r['population']['profiles']:,} profiles",
+        ("success", "wrong", "inconclusive", "campaigns", "fakes"),
+        r["blueprint"],
+        _blueprint_cells,
+    )
+    _print_by_attack(
+        "Binary game (fair coin on the target's hidden bit)",
+        ("accuracy", "95% CI", "ε", "bound"),
+        r["binary_game"],
+        _game_cells,
+    )
     if r["seeded"]:
-        out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
+        out_console.print(f"randomness: {SEEDED_NOTE}")
     for k in ("report", "ledger", "provenance"):
         if r.get(k):
             out_console.print(f"{k}: {r[k]}")
@@ -118,6 +139,7 @@ AdsDpReportsOpt = Annotated[
 ]
 
 
+@command
 def ads(
     epsilon: AdsEpsilonOpt = None,
     report: AdsReportOpt = None,
@@ -136,43 +158,27 @@ def ads(
     Korolova thesis §2.2.3-2.2.6: Inference from Impressions / from Clicks (with the
     fake-account bypass) against (a) 2010, (b) min reach, (c) public-only matching and
     (d) DP reports with a per-advertiser budget."""
+    eps = parse_epsilons(epsilon)
+    led_path = ledger_beside(report, ledger)  # every run with an output gets a ledger
+    prov_path = provenance_path(led_path, provenance) if led_path is not None else None
+    check_private_files({"report": report, "ledger": led_path, "provenance": prov_path})
+    rng = make_rng(seed)
+    with progress(not json_out) as step:
+        state: dict[str, Any] = {}
 
-    def body() -> None:
-        eps = parse_epsilons(epsilon)
-        led_path = _ledger_path(report, ledger)
-        outs = {"report": report, "ledger": led_path}
-        if led_path is not None:
-            outs["provenance"] = provenance_path(led_path, provenance)
-        for name, path in outs.items():  # before any work: never inside a release (issue 30)
-            if path is not None:
-                check_private_path(path, option=name)
-        rng = make_rng(seed)
-        with progress(not json_out) as step:
-            state: dict[str, Any] = {}
-
-            def on_step(desc: str) -> None:
-                if "done" in state:
-                    state["done"]()
-                state["done"] = step(desc)
-
-            result = run_ads_experiment(
-                epsilons=eps, rng=rng, population=population, targets=targets,
-                threshold=threshold, rounds=rounds, dp_reports=dp_reports, on_step=on_step,
-            )  # fmt: skip
+        def on_step(desc: str) -> None:
             if "done" in state:
                 state["done"]()
-        _write_outputs(result, report, led_path, provenance)
-        emit(result, json_out, human_ads)
+            state["done"] = step(desc)
 
-    run(body)
-
-
-def _ledger_path(report: Path | None, ledger: Path | None) -> Path | None:
-    """Where the ledgers go: ``ledger``, else beside the report (every run with an output gets
-    a ledger)."""
-    if ledger is None and report is not None:
-        return report.with_name(report.name + ".ledger.json")
-    return ledger
+        result = run_ads_experiment(
+            epsilons=eps, rng=rng, population=population, targets=targets,
+            threshold=threshold, rounds=rounds, dp_reports=dp_reports, on_step=on_step,
+        )  # fmt: skip
+        if "done" in state:
+            state["done"]()
+    _write_outputs(result, report, led_path, provenance)
+    emit(result, json_out, human_ads)
 
 
 def _write_outputs(
@@ -202,9 +208,3 @@ def _write_outputs(
             prov = provenance_path(led, provenance)
             write_private_json(prov, rec)
             result["provenance"] = str(prov)
-
-
-def add_ads_commands(attack_app: typer.Typer) -> None:
-    """Add ``ads`` to an ``attack`` command group."""
-
-    attack_app.command("ads")(ads)

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, emit, out_console, run
+from searchveil.cli._common import JsonOpt, add_commands, emit, kv_table, out_console
+from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.budget_file import DatasetBudget, init_budget
 
@@ -23,9 +24,7 @@ def _fmt(x: float) -> str:
 
 
 def _human(r: dict[str, Any]) -> None:
-    t = Table(title=f"privacy budget {r['file']} ({r['relation']})", show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
+    t = kv_table(f"privacy budget {r['file']} ({r['relation']})")
     t.add_row("relation", r["neighbouring"])
     if r.get("one_record_per_user"):
         t.add_row("declared", "one record per user in every table")
@@ -57,6 +56,7 @@ def _human(r: dict[str, Any]) -> None:
         out_console.print(tt)
 
 
+@command
 def init_cmd(
     file: FileArg,
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="total ε (no default)")] = None,
@@ -83,29 +83,27 @@ def init_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Declare a dataset's total privacy budget in a new budget file."""
-
-    def body() -> None:
-        if epsilon is None:
-            raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-        if delta is None:
-            raise InvalidParameterError("delta", None, "a number in [0, 1) (no default δ)")
-        if relation is None:
-            raise InvalidParameterError(
-                "relation", None, "user | user-replace | record | edge-outside-targets | "
-                "user-parties (no default)",
-            )  # fmt: skip
-        book = init_budget(file, epsilon=epsilon, delta=delta, relation=relation,
-                           one_record_per_user=one_record_per_user)  # fmt: skip
-        emit({"file": str(file), **book.summary()}, json_out, _human)
-
-    run(body)
+    if epsilon is None:
+        raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a number in [0, 1) (no default δ)")
+    if relation is None:
+        raise InvalidParameterError(
+            "relation", None, "user | user-replace | record | edge-outside-targets | "
+            "user-parties (no default)",
+        )  # fmt: skip
+    book = init_budget(file, epsilon=epsilon, delta=delta, relation=relation,
+                       one_record_per_user=one_record_per_user)  # fmt: skip
+    emit({"file": str(file), **book.summary()}, json_out, _human)
 
 
+@command
 def show_cmd(file: FileArg, json_out: JsonOpt = False) -> None:
     """Show a budget: total, spent, pending, left and every charge."""
-    run(lambda: emit({"file": str(file), **DatasetBudget.open(file).summary()}, json_out, _human))
+    emit({"file": str(file), **DatasetBudget.open(file).summary()}, json_out, _human)
 
 
+@command
 def refund_cmd(
     file: FileArg,
     charge: Annotated[
@@ -114,22 +112,11 @@ def refund_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Release a pending charge of a killed run, once nothing was published."""
-
-    def body() -> None:
-        book = DatasetBudget.open(file)
-        rec = book.refund(charge)
-        emit({"file": str(file), "refunded": rec["id"], "what": rec["what"],
-              **book.summary()}, json_out, _human)  # fmt: skip
-
-    run(body)
+    book = DatasetBudget.open(file)
+    rec = book.refund(charge)
+    emit({"file": str(file), "refunded": rec["id"], "what": rec["what"],
+          **book.summary()}, json_out, _human)  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
-    grp = typer.Typer(
-        help="A dataset's privacy budget across releases: init, show, refund a pending charge.",
-        no_args_is_help=True,
-    )
-    app.add_typer(grp, name="budget")
-    grp.command("init")(init_cmd)
-    grp.command("show")(show_cmd)
-    grp.command("refund")(refund_cmd)
+    add_commands(app, "budget", {"init": init_cmd, "show": show_cmd, "refund": refund_cmd})

@@ -9,6 +9,7 @@ the paper's protocol, NOT differentially private (docs/privacy/cels.md)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,29 +29,26 @@ from searchveil.cels.reproduce import reproduce
 from searchveil.cels.runner import run_local
 from searchveil.cli._common import (
     PRIVATE,
-    BudgetOpt,
+    SEEDED_NOTE,
+    EpsilonOpt,
     JsonOpt,
-    OutDirOpt,
-    OverwriteOpt,
-    SeedOpt,
-    budget_result,
-    charged,
+    MaxPairsOpt,
+    add_commands,
     emit,
     err_console,
     out_console,
     parse_split,
     private_block,
-    run,
+    require_epsilon_delta,
 )
+from searchveil.cli.options import Output, command, option_group, register_group
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
 from searchveil.io.paths import check_private_path, input_list
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.release import NOT_DP
-from searchveil.rng import make_rng
 from searchveil.validate import parse_choice
 
-EpsOpt = Annotated[float | None, typer.Option("--epsilon", help="ε (no default)")]
 DeltaOpt = Annotated[
     float | None,
     typer.Option("--delta", help="δ (no default; protects everyone only if < 1/users)"),
@@ -63,13 +61,6 @@ ModeOpt = Annotated[
         help="e2e (the joint end-to-end DP release: ZEALOUS pair counts, a noisy profile, a log "
         f"of synthetic users) | conditional ({NOT_DP}; the paper's protocol, for reproducing "
         "it)",
-    ),
-]
-MaxPairsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-pairs",
-        help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from ε, δ)",
     ),
 ]
 MaxUsersOpt = Annotated[
@@ -137,7 +128,7 @@ WorkersOpt = Annotated[
         "none; default: CPUs - 1 for a party, CPUs / parties for cels run)",
     ),
 ]
-ProvenanceOpt = Annotated[
+CelsProvenanceOpt = Annotated[
     Path | None,
     typer.Option(
         "--provenance",
@@ -151,18 +142,24 @@ TRANSCRIPT_HELP = (
 )
 
 
-def _params(
-    epsilon: float | None, delta: float | None, mode: str, *, objective: str | None = None,
-    key_bits: int | None = None, output_share: float | None = None,
-    breakpoints: int | None = None, min_count: int | None = None,
-    max_pairs: int | None = None, max_users: int | None = None, split: str | None = None,
-) -> CelsParams:  # fmt: skip
-    """The agreed parameters from the options; an option of the other mode is an error (its
-    name, the value and the mode it belongs to)."""
-    if epsilon is None:
-        raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-    if delta is None:
-        raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
+def cels_params(
+    *,
+    epsilon: EpsilonOpt = None,
+    delta: DeltaOpt = None,
+    mode: ModeOpt = "e2e",
+    max_pairs: MaxPairsOpt = None,
+    max_users: MaxUsersOpt = None,
+    split: SplitOpt = None,
+    objective: ObjOpt = None,
+    key_bits: KeyOpt = None,
+    output_share: ShareOpt = None,
+    breakpoints: KOpt = None,
+    min_count: MinCountOpt = None,
+) -> CelsParams:
+    """The agreed parameters from the options every CELS release takes (ε, δ, --mode and each
+    mode's options); an option of the other mode is an error (its name, the value and the mode
+    it belongs to)."""
+    epsilon, delta = require_epsilon_delta(epsilon, delta)
     m = parse_choice("mode", mode, UmpMode)
     cond = {"objective": objective, "key_bits": key_bits, "output_share": output_share,
             "breakpoints": breakpoints, "min_count": min_count}  # fmt: skip
@@ -182,6 +179,21 @@ def _params(
     return CelsParams(epsilon=epsilon, delta=delta, mode=m, **(CONDITIONAL_DEFAULTS | given))
 
 
+register_group(CelsParams, build=cels_params)
+
+
+@option_group()
+@dataclass(frozen=True)
+class Network:
+    """How long a party waits on its peers, and its Paillier workers (``cels party`` and
+    ``cels run``; unset: the config's values, else the defaults)."""
+
+    timeout: TimeoutOpt = None
+    connect_timeout: ConnectTimeoutOpt = None
+    heartbeat_timeout: HeartbeatOpt = None
+    workers: WorkersOpt = None
+
+
 def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]]) -> None:
     """The public ledger's figures and (private, this machine's) per-party traffic and time."""
     t = Table(title=title + " — per-party traffic and time" + PRIVATE, show_header=True)
@@ -197,7 +209,7 @@ def _human_summary(title: str, led: dict[str, Any], stats: list[dict[str, Any]])
     out_console.print(t)
     _print_guarantee(led)
     if led.get("seeded"):
-        out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
+        out_console.print(f"randomness: {SEEDED_NOTE}")
 
 
 def _print_guarantee(led: dict[str, Any]) -> None:
@@ -220,32 +232,22 @@ def _print_guarantee(led: dict[str, Any]) -> None:
         out_console.print(f"note: --mode conditional is {NOT_DP} (docs/privacy/cels.md)")
 
 
-# `party`, `run` and `local` declare the same release options (ε, δ, --mode and each mode's
-# options; each spelled and explained once, in the Annotated types above) and share _params:
-# Typer reads a command's options from that command's own signature, so the lists repeat.
+# `party`, `run` and `local` take the same release options (the option group of CelsParams,
+# cels_params) and write where Output says (--provenance: the CELS record, CelsProvenanceOpt)
+_CELS_OUTPUT = {"provenance": CelsProvenanceOpt}
+
+
+@command(omit=("output_format", "overwrite", "budget"), replace=_CELS_OUTPUT)
 def party(
     config: Annotated[Path, typer.Option("--config", help="parties.toml")],
     id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
-    out: OutDirOpt,
+    *,
     share: Annotated[Path | None, typer.Option("--share", help="this party's log (P1…Pr)")] = None,
-    epsilon: EpsOpt = None,
-    delta: DeltaOpt = None,
-    mode: ModeOpt = "e2e",
-    max_pairs: MaxPairsOpt = None,
-    max_users: MaxUsersOpt = None,
-    split: SplitOpt = None,
-    objective: ObjOpt = None,
-    key_bits: KeyOpt = None,
-    output_share: ShareOpt = None,
-    breakpoints: KOpt = None,
-    min_count: MinCountOpt = None,
+    params: CelsParams,
     transcript: Annotated[
         Path | None, typer.Option("--transcript", help=TRANSCRIPT_HELP + " to this file")
     ] = None,
-    timeout: TimeoutOpt = None,
-    connect_timeout: ConnectTimeoutOpt = None,
-    heartbeat_timeout: HeartbeatOpt = None,
-    workers: WorkersOpt = None,
+    net: Network,
     inject_fault: Annotated[
         str | None,
         typer.Option(
@@ -254,8 +256,7 @@ def party(
             help=f"TEST ONLY (needs {TEST_HOOKS_ENV}=1): PHASE:KIND[@PEER]",
         ),
     ] = None,
-    seed: SeedOpt = None,
-    provenance: ProvenanceOpt = None,
+    out: Output,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one CELS party (P0 = recipient, P1…Pr = data holders) from a parties.toml.
@@ -265,58 +266,36 @@ def party(
     computed from the exact histogram). Writes --out (the tables and the public ledger.json)
     and the PRIVATE provenance record beside it only if every party ends with the same
     output."""
+    spec = PartySpec(
+        config=config, me=id, params=params, out=out.out, share=share, transcript=transcript,
+        provenance=out.provenance, seed=out.seed, fault=inject_fault, **asdict(net),
+    )  # fmt: skip
 
-    def body() -> None:
-        params = _params(
-            epsilon, delta, mode, objective=objective, key_bits=key_bits,
-            output_share=output_share, breakpoints=breakpoints, min_count=min_count,
-            max_pairs=max_pairs, max_users=max_users, split=split,
-        )  # fmt: skip
-        spec = PartySpec(
-            config=config, me=id, params=params, out=out, share=share, transcript=transcript,
-            provenance=provenance, seed=seed, workers=workers, timeout=timeout,
-            connect_timeout=connect_timeout, heartbeat_timeout=heartbeat_timeout,
-            fault=inject_fault,
-        )  # fmt: skip
+    def prog(phase: str) -> None:
+        if not json_out:
+            err_console.print(f"P{id}: {phase}")
 
-        def prog(phase: str) -> None:
-            if not json_out:
-                err_console.print(f"P{id}: {phase}")
-
-        res = run_spec(spec, progress=prog)
-        summary = {
-            "party": id,
-            "out": str(out),
-            "digest": res.digest,
-            "output_rows": res.output.height,
-            "private": private_block(
-                traffic=res.stats["traffic"],
-                seconds=res.stats["seconds"],
-                cpu_seconds=res.stats["cpu_seconds"],
-            ),  # fmt: skip
-        }
-        emit(
-            summary, json_out,
-            lambda r: _human_summary(f"CELS party P{id}", res.ledger, [res.stats]),
-        )  # fmt: skip
-
-    run(body)
+    res = run_spec(spec, progress=prog)
+    summary = {
+        "party": id,
+        "out": str(out.out),
+        "digest": res.digest,
+        "output_rows": res.output.height,
+        "private": private_block(
+            traffic=res.stats["traffic"],
+            seconds=res.stats["seconds"],
+            cpu_seconds=res.stats["cpu_seconds"],
+        ),
+    }
+    title = f"CELS party P{id}"
+    emit(summary, json_out, lambda r: _human_summary(title, res.ledger, [res.stats]))
 
 
+@command(omit=("output_format",), replace=_CELS_OUTPUT)
 def run_cmd(
     share: Annotated[list[Path], typer.Option("--share", help="one log per data party (≥ 2)")],
-    out: OutDirOpt,
-    epsilon: EpsOpt = None,
-    delta: DeltaOpt = None,
-    mode: ModeOpt = "e2e",
-    max_pairs: MaxPairsOpt = None,
-    max_users: MaxUsersOpt = None,
-    split: SplitOpt = None,
-    objective: ObjOpt = None,
-    key_bits: KeyOpt = None,
-    output_share: ShareOpt = None,
-    breakpoints: KOpt = None,
-    min_count: MinCountOpt = None,
+    *,
+    params: CelsParams,
     transcripts: Annotated[
         Path | None,
         typer.Option(
@@ -324,14 +303,8 @@ def run_cmd(
             help=TRANSCRIPT_HELP + ", per party, into this directory (0700): P0.bin, P1.bin, …",
         ),
     ] = None,
-    timeout: TimeoutOpt = None,
-    connect_timeout: ConnectTimeoutOpt = None,
-    heartbeat_timeout: HeartbeatOpt = None,
-    workers: WorkersOpt = None,
-    seed: SeedOpt = None,
-    overwrite: OverwriteOpt = False,
-    provenance: ProvenanceOpt = None,
-    budget: BudgetOpt = None,
+    net: Network,
+    out: Output,
     json_out: JsonOpt = False,
 ) -> None:
     """Run CELS with every party as a local process (loopback mutual TLS).
@@ -343,58 +316,36 @@ def run_cmd(
     NOT differentially private: counts computed from the exact histogram. Starts P0…Pr with
     throw-away certificates; if any party fails, stops them all at once and says which, in
     which phase and why."""
-
-    def body() -> None:
-        params = _params(
-            epsilon, delta, mode, objective=objective, key_bits=key_bits,
-            output_share=output_share, breakpoints=breakpoints, min_count=min_count,
-            max_pairs=max_pairs, max_users=max_users, split=split,
+    if not json_out:
+        n = len(share) + 1
+        err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
+    with out.charged(params.cost(), "cels run") as ch:
+        res = run_local(
+            share, params, out.out, transcripts=transcripts, seed=out.seed,
+            timeout=net.timeout or DEFAULT_TIMEOUT,
+            connect_timeout=net.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+            heartbeat_timeout=net.heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
+            workers=net.workers, overwrite=out.overwrite, provenance=out.provenance,
         )  # fmt: skip
-        if not json_out:
-            n = len(share) + 1
-            err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
-        with charged(budget, params.cost(), "cels run") as ch:
-            res = run_local(
-                share, params, out, transcripts=transcripts, seed=seed,
-                timeout=timeout or DEFAULT_TIMEOUT,
-                connect_timeout=connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-                heartbeat_timeout=heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
-                workers=workers, overwrite=overwrite, provenance=provenance,
-            )  # fmt: skip
-            ch.record_written(out)
-        res["private"] = private_block(party_stats=res.pop("party_stats"))
-        res["budget"] = budget_result(budget, ch)
-        emit(
-            res, json_out,
-            lambda r: _human_summary(f"CELS → {out}", r["ledger"], r["private"]["party_stats"]),
-        )  # fmt: skip
-
-    run(body)
+        ch.record_written(out.out)
+    res["private"] = private_block(party_stats=res.pop("party_stats"))
+    res["budget"] = out.budget_result(ch)
+    title = f"CELS → {out.out}"
+    emit(res, json_out, lambda r: _human_summary(title, r["ledger"], r["private"]["party_stats"]))
 
 
+@command(omit=("output_format", "key_bits"), replace=_CELS_OUTPUT)
 def local_cmd(
     share: Annotated[list[Path], typer.Option("--share", help="one log per party (≥ 2)")],
-    out: OutDirOpt,
-    epsilon: EpsOpt = None,
-    delta: DeltaOpt = None,
-    mode: ModeOpt = "e2e",
-    max_pairs: MaxPairsOpt = None,
-    max_users: MaxUsersOpt = None,
-    split: SplitOpt = None,
-    objective: ObjOpt = None,
-    output_share: ShareOpt = None,
-    breakpoints: KOpt = None,
-    min_count: MinCountOpt = None,
+    *,
+    params: CelsParams,
     output_size: Annotated[
         int | None,
         typer.Option(
             "--output-size", help=COND + "kl: total |O| to split by input size (optional)"
         ),
     ] = None,
-    seed: SeedOpt = None,
-    overwrite: OverwriteOpt = False,
-    provenance: ProvenanceOpt = None,
-    budget: BudgetOpt = None,
+    out: Output,
     json_out: JsonOpt = False,
 ) -> None:
     """The joint release without the protocol (e2e), or the LS baseline (conditional).
@@ -403,42 +354,34 @@ def local_cmd(
     run` releases them — the same computation and ledger, no protocol. --mode conditional: the
     paper's LS baseline, NOT differentially private: every party sanitizes alone (same b, its
     share of |O|) and the outputs are unioned."""
-
-    def body() -> None:
-        params = _params(
-            epsilon, delta, mode, objective=objective, output_share=output_share,
-            breakpoints=breakpoints, min_count=min_count, max_pairs=max_pairs,
-            max_users=max_users, split=split,
-        )  # fmt: skip
-        if params.mode == UmpMode.E2E and output_size is not None:
-            raise InvalidParameterError(
-                "output-size", output_size, "not set: it is an option of --mode conditional"
-            )
-        inputs = input_list(share=share)
-        ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
-        with charged(budget, params.cost(), "cels local") as ch:
-            if params.mode == UmpMode.E2E:
-                res = local_e2e(share, params, rng=make_rng(seed))
-            else:
-                shares = [Share.read(s) for s in share]
-                res = local_sanitize(shares, params, rng=make_rng(seed), output_size=output_size)
-            with ReleaseWriter(out, overwrite=overwrite, provenance=provenance,
-                               inputs=inputs) as w:  # fmt: skip
-                tables = res["tables"] if "tables" in res else {"log": res["log"]}
-                for name, table in tables.items():
-                    w.write_table(name, table)
-                w.write_ledger(res["ledger"])
-                prov = w.write_provenance(res["provenance"])
-            ch.record_written(out)
-        skip = ("log", "tables", "ledger", "provenance")
-        summary: dict[str, Any] = {"out": str(out), "provenance": str(prov)}
-        summary["private"] = private_block(**{k: v for k, v in res.items() if k not in skip})
-        summary["budget"] = budget_result(budget, ch)
-        emit(summary, json_out, lambda r: out_console.print(r))
-
-    run(body)
+    if params.mode == UmpMode.E2E and output_size is not None:
+        raise InvalidParameterError(
+            "output-size", output_size, "not set: it is an option of --mode conditional"
+        )
+    inputs = input_list(share=share)
+    out.check(inputs)
+    with out.charged(params.cost(), "cels local") as ch:
+        if params.mode == UmpMode.E2E:
+            res = local_e2e(share, params, rng=out.rng())
+        else:
+            shares = [Share.read(s) for s in share]
+            res = local_sanitize(shares, params, rng=out.rng(), output_size=output_size)
+        with ReleaseWriter(out.out, overwrite=out.overwrite, provenance=out.provenance,
+                           inputs=inputs) as w:  # fmt: skip
+            tables = res["tables"] if "tables" in res else {"log": res["log"]}
+            for name, table in tables.items():
+                w.write_table(name, table)
+            w.write_ledger(res["ledger"])
+            prov = w.write_provenance(res["provenance"])
+        ch.record_written(out.out)
+    skip = ("log", "tables", "ledger", "provenance")
+    summary: dict[str, Any] = {"out": str(out.out), "provenance": str(prov)}
+    summary["private"] = private_block(**{k: v for k, v in res.items() if k not in skip})
+    summary["budget"] = out.budget_result(ch)
+    emit(summary, json_out, lambda r: out_console.print(r))
 
 
+@command
 def reproduce_cmd(
     report: Annotated[Path, typer.Option("--report", help="HTML report to write")],
     key_bits: Annotated[
@@ -452,24 +395,12 @@ def reproduce_cmd(
 
     The paper's protocol and baseline (--mode conditional): not differentially private, counts
     computed from the exact histogram; kept to reproduce the paper's figures."""
-
-    def body() -> None:
-
-        rs = tuple(int(v) for v in parties.split(",") if v.strip())
-        check_private_path(report, option="report")  # before any work (issue 30)
-        res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
-        emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
-
-    run(body)
+    rs = tuple(int(v) for v in parties.split(",") if v.strip())
+    check_private_path(report, option="report")  # before any work (issue 30)
+    res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
+    emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
 
 
 def register(app: typer.Typer) -> None:
-    cels = typer.Typer(
-        help="CELS: parties jointly publish one same-schema log (DP end to end by default).",
-        no_args_is_help=True,
-    )
-    app.add_typer(cels, name="cels")
-    cels.command("party")(party)
-    cels.command("run")(run_cmd)
-    cels.command("local")(local_cmd)
-    cels.command("reproduce")(reproduce_cmd)
+    commands = {"party": party, "run": run_cmd, "local": local_cmd, "reproduce": reproduce_cmd}
+    add_commands(app, "cels", commands)

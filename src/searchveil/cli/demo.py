@@ -13,17 +13,18 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     READER_DEFAULT,
+    SEEDED_NOTE,
     JsonOpt,
     OverwriteOpt,
     SeedOpt,
+    add_commands,
     emit,
     out_console,
     private_block,
     progress,
     reader_cli_args,
-    run,
-    with_reader_options,
-)  # fmt: skip
+)
+from searchveil.cli.options import command
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.selection import SelectionStrategy
 from searchveil.params import SINGLE_USER_TARGET
@@ -72,7 +73,7 @@ def _human(r: dict[str, Any]) -> None:
                                       for m, x in r["dcurve"]["best"].items()))  # fmt: skip
     out_console.print(r["note"])
     if r["seeded"]:
-        out_console.print("randomness: SEEDED — reproducible experiment, NOT FOR RELEASE")
+        out_console.print(f"randomness: {SEEDED_NOTE}")
     for name, x in r["runs"].items():
         out_console.print(f"{name}: release [bold]{x['release']}[/] (ledger.json)")
     out_console.print(f"real: utility report [bold]{r['runs']['real']['report']}[/]")
@@ -95,7 +96,7 @@ def _commands(r: dict[str, Any], reader: ReaderOptions, synthetic_users: int) ->
           f"--out synthetic-log.tsv.gz{opts}"] if synthetic_users else [])  # fmt: skip
 
 
-@with_reader_options
+@command
 def demo_command(
     log: Annotated[Path | None, typer.Argument(
         help="a search log to run the demo on (default: the bundled 215-user AOL sample); read "
@@ -128,20 +129,16 @@ def demo_command(
     A Korolova release of the bundled 215-user AOL sample (or of LOG) with its utility report,
     and the d-curve (thesis Fig. 4.2) of a synthetic log of 300,000 users calibrated on it,
     with δ chosen so that no query held by a single user is expected to be published."""
-
-    def body() -> None:
-        with progress(not json_out) as step:
-            res = demo(out=out, rng=make_rng(seed), log=log, reader=reader,
-                           synthetic_users=synthetic_users, max_users=max_users,
-                           max_single_user_items=max_single_user_items, selection=selection,
-                           overwrite=overwrite, step=step)  # fmt: skip
-        res = {"out": res["out"], "report": res["report"],
-               "private": private_block(figures=[f"runs.*.{k}" for k in DEMO_PRIVATE_FIGURES]),
-               **res, "equivalent_commands": _commands(res, reader, synthetic_users)}  # fmt: skip
-        emit(res, json_out, _human)
-
-    run(body)
+    with progress(not json_out) as step:
+        res = demo(out=out, rng=make_rng(seed), log=log, reader=reader,
+                       synthetic_users=synthetic_users, max_users=max_users,
+                       max_single_user_items=max_single_user_items, selection=selection,
+                       overwrite=overwrite, step=step)  # fmt: skip
+    res = {"out": res["out"], "report": res["report"],
+           "private": private_block(figures=[f"runs.*.{k}" for k in DEMO_PRIVATE_FIGURES]),
+           **res, "equivalent_commands": _commands(res, reader, synthetic_users)}  # fmt: skip
+    emit(res, json_out, _human)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("demo")(demo_command)
+    add_commands(app, None, {"demo": demo_command})

@@ -14,17 +14,19 @@ import typer
 from rich.table import Table
 
 from searchveil.cli._common import (
+    HTML,
     READER_DEFAULT,
     InputArg,
     JsonOpt,
+    add_commands,
+    check_private_files,
     emit,
     err_console,
     out_console,
     private_block,
     progress,
-    run,
-    with_reader_options,
 )
+from searchveil.cli.options import command
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.caching import PostingProxy
@@ -32,7 +34,7 @@ from searchveil.evaluate.compare import compare_settings, default_settings, pars
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
 from searchveil.io.ledger import provenance_path, read_provenance
-from searchveil.io.paths import InputPaths, check_private_path, input_list
+from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.budget_file import DatasetBudget
 from searchveil.report.comparison import comparison_report
@@ -59,16 +61,6 @@ ProxyOpt = Annotated[
 SubstQOpt = Annotated[
     int, typer.Option("--substitution-queries", help="evaluate substitutions of the top-N queries")
 ]
-
-
-def _check_report_path(report: Path | None, inputs: InputPaths = ()) -> None:
-    """The report is private: refused inside a release directory or on an input, before any
-    work (issue 30)."""
-    if report is None:
-        return
-    check_private_path(report, option="report", inputs=inputs)
-    if report.suffix.lower() not in (".html", ".htm"):
-        raise InvalidParameterError("report", str(report), "a file name ending in .html")
 
 
 def _seeds(specs: list[str] | None) -> dict[str, tuple[str, ...]] | None:
@@ -172,7 +164,7 @@ def _with_provenance(result: dict[str, Any], prov: dict[str, Any] | None, path: 
         )
 
 
-@with_reader_options
+@command
 def evaluate(
     original: InputArg,
     release_dir: Annotated[Path, typer.Argument(help="release directory (with ledger.json)")],
@@ -204,46 +196,41 @@ def evaluate(
     Distribution statistics, index caching, query substitution, keyword generation, "fear of"
     ranking (and the UMP metrics for same-schema releases). Reads the private log and the
     release's private provenance record: for the data holder."""
+    inputs = input_list(original=original, release=release_dir, provenance=provenance)
+    check_private_files({"report": report}, inputs, suffixes=HTML)
+    sd = _seeds(seeds)
 
-    def body() -> None:
-
-        inputs = input_list(original=original, release=release_dir, provenance=provenance)
-        _check_report_path(report, inputs)
-        sd = _seeds(seeds)
-
-        proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
-        check_int("substitution-queries", substitution_queries, minimum=1)
-        prov = release_provenance(release_dir, provenance)
-        kw = ledger_reader_options(release_dir, reader, prov).kwargs()
-        spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
-        with progress(not json_out) as step:
-            done = step("reading the release")
-            rel = load_release(release_dir)
+    proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
+    check_int("substitution-queries", substitution_queries, minimum=1)
+    prov = release_provenance(release_dir, provenance)
+    kw = ledger_reader_options(release_dir, reader, prov).kwargs()
+    spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
+    with progress(not json_out) as step:
+        done = step("reading the release")
+        rel = load_release(release_dir)
+        done()
+        done = step(f"reading {original.name}")
+        log = _read(original, kw)
+        done()
+        done = step("computing metrics")
+        result = evaluate_loaded(
+            log,
+            rel,
+            seeds=sd,
+            posting_proxy=proxy,
+            substitution_queries=substitution_queries,
+        )
+        _with_provenance(result, prov, provenance_path(release_dir, provenance))
+        result["private"] = private_block(scope="every figure: computed from the private log")
+        if spent is not None:
+            result["budget"] = spent
+        done()
+        if report is not None:
+            done = step("writing the report")
+            write_report(report, evaluation_report(result), inputs=inputs)
+            result["report"] = str(report)
             done()
-            done = step(f"reading {original.name}")
-            log = _read(original, kw)
-            done()
-            done = step("computing metrics")
-            result = evaluate_loaded(
-                log,
-                rel,
-                seeds=sd,
-                posting_proxy=proxy,
-                substitution_queries=substitution_queries,
-            )
-            _with_provenance(result, prov, provenance_path(release_dir, provenance))
-            result["private"] = private_block(scope="every figure: computed from the private log")
-            if spent is not None:
-                result["budget"] = spent
-            done()
-            if report is not None:
-                done = step("writing the report")
-                write_report(report, evaluation_report(result), inputs=inputs)
-                result["report"] = str(report)
-                done()
-        emit(result, json_out, _human_eval)
-
-    run(body)
+    emit(result, json_out, _human_eval)
 
 
 CompareEpsilonOpt = Annotated[
@@ -271,7 +258,7 @@ CompareSeedOpt = Annotated[
 ]
 
 
-@with_reader_options
+@command
 def compare(
     input: InputArg,
     epsilon: CompareEpsilonOpt = None,
@@ -290,68 +277,64 @@ def compare(
 
     READS THE PRIVATE DATA: for the data holder only; the report is not for publication, and
     nothing is released."""
-
-    def body() -> None:
-
-        if epsilon is None:
-            raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-        if delta is None:
-            raise InvalidParameterError("delta", None, "a number in (0, 1)")
-        eps = check_positive("epsilon", epsilon)
-        dl = check_probability("delta", delta)
-        if max_users is not None:
-            check_int("max-users", max_users, minimum=1)
-        proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
-        check_int("substitution-queries", substitution_queries, minimum=1)
-        _check_report_path(report, input_list(input=input))
-        sd = _seeds(seeds)
-        settings = (
-            [parse_setting(m) for m in mechanisms]
-            if mechanisms
-            else default_settings(max_users=max_users)
+    if epsilon is None:
+        raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a number in (0, 1)")
+    eps = check_positive("epsilon", epsilon)
+    dl = check_probability("delta", delta)
+    if max_users is not None:
+        check_int("max-users", max_users, minimum=1)
+    proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
+    check_int("substitution-queries", substitution_queries, minimum=1)
+    check_private_files({"report": report}, input_list(input=input), suffixes=HTML)
+    sd = _seeds(seeds)
+    settings = (
+        [parse_setting(m) for m in mechanisms]
+        if mechanisms
+        else default_settings(max_users=max_users)
+    )
+    kw = reader.kwargs()
+    with progress(not json_out) as step:
+        done = step(f"reading {input.name}")
+        log = _read(input, kw)
+        done()
+        runs, failures = compare_settings(
+            log,
+            settings,
+            epsilon=eps,
+            delta=dl,
+            rng=make_rng(seed),
+            max_users=max_users,
+            on_step=lambda label: step(f"running {label}"),
+            seeds=sd,
+            posting_proxy=proxy,
+            substitution_queries=substitution_queries,
         )
-        kw = reader.kwargs()
-        with progress(not json_out) as step:
-            done = step(f"reading {input.name}")
-            log = _read(input, kw)
+        result: dict[str, Any] = {
+            "schema": "searchveil.compare/1",
+            "for_publication": False,
+            "private": private_block(scope="every figure: computed from the private log"),
+            "input": log.ledger_input(),
+            "epsilon": eps,
+            "delta": dl,
+            "seeded": seed is not None,
+            "settings": [{"label": lab, **res} for lab, res in runs],
+            "failed": [{"label": lab, "reason": why} for lab, why in failures],
+        }
+        if report is not None:
+            done = step("writing the report")
+            text = comparison_report(
+                runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
+                failures=failures,
+            )  # fmt: skip
+            write_report(report, text, inputs=input_list(input=input))
+            result["report"] = str(report)
             done()
-            runs, failures = compare_settings(
-                log,
-                settings,
-                epsilon=eps,
-                delta=dl,
-                rng=make_rng(seed),
-                max_users=max_users,
-                on_step=lambda label: step(f"running {label}"),
-                seeds=sd,
-                posting_proxy=proxy,
-                substitution_queries=substitution_queries,
-            )
-            result: dict[str, Any] = {
-                "schema": "searchveil.compare/1",
-                "for_publication": False,
-                "private": private_block(scope="every figure: computed from the private log"),
-                "input": log.ledger_input(),
-                "epsilon": eps,
-                "delta": dl,
-                "seeded": seed is not None,
-                "settings": [{"label": lab, **res} for lab, res in runs],
-                "failed": [{"label": lab, "reason": why} for lab, why in failures],
-            }
-            if report is not None:
-                done = step("writing the report")
-                text = comparison_report(
-                    runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
-                    failures=failures,
-                )  # fmt: skip
-                write_report(report, text, inputs=input_list(input=input))
-                result["report"] = str(report)
-                done()
-        emit(result, json_out, _human_compare)
-
-    run(body)
+    emit(result, json_out, _human_compare)
 
 
+@command
 def reproduce(
     ids: Annotated[
         list[str] | None,
@@ -368,36 +351,29 @@ def reproduce(
     """Regenerate the papers' tables and trends, each beside the printed values.
 
     The formula tables exactly; the experiment trends on the shared AOL data."""
-
-    def body() -> None:
-
-        if list_ids:
-            res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
-            emit(res, json_out, _human_list)
-            return
-        for i in ids or []:
-            if i not in EXPERIMENTS:
-                raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
-        _check_report_path(report, input_list(log=log))
-        if log is not None and not log.exists():
-            raise InvalidParameterError("log", str(log), "an existing log file")
-        with progress(not json_out) as step:
-            exps = run_experiments(ids or None, log_path=log, step=step)
-            result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
-            if report is not None:
-                done = step("writing the report")
-                write_report(report, reproduction_report(exps))
-                result["report"] = str(report)
-                done()
-        emit(result, json_out, _human_reproduce)
-
-    run(body)
+    if list_ids:
+        res = {"experiments": {k: v[0] for k, v in EXPERIMENTS.items()}}
+        emit(res, json_out, _human_list)
+        return
+    for i in ids or []:
+        if i not in EXPERIMENTS:
+            raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
+    check_private_files({"report": report}, input_list(log=log), suffixes=HTML)
+    if log is not None and not log.exists():
+        raise InvalidParameterError("log", str(log), "an existing log file")
+    with progress(not json_out) as step:
+        exps = run_experiments(ids or None, log_path=log, step=step)
+        result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
+        if report is not None:
+            done = step("writing the report")
+            write_report(report, reproduction_report(exps))
+            result["report"] = str(report)
+            done()
+    emit(result, json_out, _human_reproduce)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("evaluate")(evaluate)
-    app.command("compare")(compare)
-    app.command("reproduce")(reproduce)
+    add_commands(app, None, {"evaluate": evaluate, "compare": compare, "reproduce": reproduce})
 
 
 def _human_compare(r: dict[str, Any]) -> None:

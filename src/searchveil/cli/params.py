@@ -20,29 +20,19 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, emit, err_console, out_console, run
+from searchveil.cli._common import (
+    JsonOpt,
+    add_commands,
+    emit,
+    err_console,
+    number_list,
+    out_console,
+)
+from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.release.advice import korolova_advice, zealous_advice
 
 __all__ = ["register", "korolova_command", "zealous_command"]
-
-
-def _ints(name: str, s: str | None) -> list[int] | None:
-    if s is None:
-        return None
-    try:
-        return [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise InvalidParameterError(name, s, "comma-separated integers") from None
-
-
-def _floats(name: str, s: str | None) -> list[float] | None:
-    if s is None:
-        return None
-    try:
-        return [float(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise InvalidParameterError(name, s, "comma-separated numbers") from None
 
 
 def _epsilon(epsilon: float | None, exp_epsilon: float | None) -> float | None:
@@ -67,6 +57,7 @@ def _table(rows: list[dict[str, Any]], title: str) -> None:
     out_console.print(t)
 
 
+@command
 def korolova_command(
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
     exp_epsilon: Annotated[
@@ -108,39 +99,36 @@ def korolova_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Korolova Release-Data: K and b from (ε, δ, d), or (ε, δ) from (K, b, d)."""
+    d_list = number_list("max-queries", max_queries, int) or []
+    if not d_list:
+        raise InvalidParameterError("max-queries", max_queries, "d >= 1 (or a list)")
+    res = korolova_advice(
+        epsilon=_epsilon(epsilon, exp_epsilon), delta=delta, d_list=d_list, K=K, b=b,
+        b_q=b_q, d_c=max_clicks, b_c=b_c, distinct=distinct_users, keep_curve=keep_curve,
+        users=max_users, single_user_items=single_user_items,
+        max_single_user_items=max_single_user_items,
+    )  # fmt: skip
+    for w in res.get("warnings", []):
+        err_console.print(f"[bold red]warning[/]: {w}")
 
-    def body() -> None:
-        d_list = _ints("max-queries", max_queries) or []
-        if not d_list:
-            raise InvalidParameterError("max-queries", max_queries, "d >= 1 (or a list)")
-        res = korolova_advice(
-            epsilon=_epsilon(epsilon, exp_epsilon), delta=delta, d_list=d_list, K=K, b=b,
-            b_q=b_q, d_c=max_clicks, b_c=b_c, distinct=distinct_users, keep_curve=keep_curve,
-            users=max_users, single_user_items=single_user_items,
-            max_single_user_items=max_single_user_items,
-        )  # fmt: skip
-        for w in res.get("warnings", []):
-            err_console.print(f"[bold red]warning[/]: {w}")
+    def human(r: dict[str, Any]) -> None:
+        if "delta_solved" in r:
+            s = r["delta_solved"]
+            out_console.print(
+                f"δ = {s['delta']:.3g} (expected single-user queries published ≤ "
+                f"{s['target']:g} for N ≤ {s['single_user_items_bound']:,}: "
+                f"{s['source']}; rounded down to a power of ten)"
+            )
+        _table(r["rows"], f"Korolova Release-Data ({r['mode']})")
+        if "note" in r:
+            out_console.print(r["note"])
+        if "keep_curve" in r:
+            _table(r["keep_curve"], "keep probability vs count (Fig 4.1)")
 
-        def human(r: dict[str, Any]) -> None:
-            if "delta_solved" in r:
-                s = r["delta_solved"]
-                out_console.print(
-                    f"δ = {s['delta']:.3g} (expected single-user queries published ≤ "
-                    f"{s['target']:g} for N ≤ {s['single_user_items_bound']:,}: "
-                    f"{s['source']}; rounded down to a power of ten)"
-                )
-            _table(r["rows"], f"Korolova Release-Data ({r['mode']})")
-            if "note" in r:
-                out_console.print(r["note"])
-            if "keep_curve" in r:
-                _table(r["keep_curve"], "keep probability vs count (Fig 4.1)")
-
-        emit(res, json_out, human)
-
-    run(body)
+    emit(res, json_out, human)
 
 
+@command
 def zealous_command(
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
     delta: Annotated[float | None, typer.Option("--delta", help="δ")] = None,
@@ -159,23 +147,15 @@ def zealous_command(
     json_out: JsonOpt = False,
 ) -> None:
     """ZEALOUS: λ and τ' from (ε, δ, m, τ, U), or δ (Thm 3) and δ' for given λ, τ'."""
-
-    def body() -> None:
-        if max_items is None:
-            raise InvalidParameterError("max-items", None, "an integer m >= 1")
-        res = zealous_advice(
-            epsilon=epsilon, delta=delta, m=max_items, taus=_ints("tau", tau),
-            users=max_users, lams=_floats("lambda", lam),
-            tau_primes=_floats("tau-prime", tau_prime), guarantee=guarantee,
-        )  # fmt: skip
-        emit(res, json_out, lambda r: _table(r["rows"], f"ZEALOUS ({r['mode']})"))
-
-    run(body)
+    if max_items is None:
+        raise InvalidParameterError("max-items", None, "an integer m >= 1")
+    res = zealous_advice(
+        epsilon=epsilon, delta=delta, m=max_items, taus=number_list("tau", tau, int),
+        users=max_users, lams=number_list("lambda", lam, float),
+        tau_primes=number_list("tau-prime", tau_prime, float), guarantee=guarantee,
+    )  # fmt: skip
+    emit(res, json_out, lambda r: _table(r["rows"], f"ZEALOUS ({r['mode']})"))
 
 
 def register(app: typer.Typer) -> None:
-    par = typer.Typer(help="Parameter advisor (solve parameters or report ε, δ).",
-                      no_args_is_help=True)  # fmt: skip
-    app.add_typer(par, name="params")
-    par.command("korolova")(korolova_command)
-    par.command("zealous")(zealous_command)
+    add_commands(app, "params", {"korolova": korolova_command, "zealous": zealous_command})

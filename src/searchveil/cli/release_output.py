@@ -9,8 +9,14 @@ from typing import Any
 
 from rich.table import Table
 
-from searchveil.cli._common import PRIVATE, out_console, private_block
-from searchveil.io.ledger import provenance_path
+from searchveil.cli._common import (
+    PRIVATE,
+    kv_table,
+    out_console,
+    print_release_table,
+    private_block,
+    release_head,
+)
 
 
 def summary(
@@ -22,12 +28,7 @@ def summary(
 ) -> dict[str, Any]:
     led = release.ledger
     res: dict[str, Any] = {
-        "out": str(out),
-        "provenance": str(provenance_path(out, provenance)),
-        "mechanism": led["mechanism"],
-        "notion": led["notion"],
-        "epsilon": led["epsilon"],
-        "delta": led["delta"],
+        **release_head(out, provenance, led),
         "accounting": led.get("accounting"),
         "paper_accounting": led.get("paper_accounting"),
         "seeded": led["seeded"],
@@ -48,9 +49,7 @@ def top(release: Any, name: str, n: int = 10) -> list[dict[str, Any]]:
 
 
 def human(r: dict[str, Any]) -> None:
-    t = Table(title=f"{r['mechanism']} → {r['out']}", show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
+    t = kv_table(f"{r['mechanism']} → {r['out']}")
     if r["epsilon"] is not None:
         t.add_row("guarantee", r["notion"])
         t.add_row("ε (reported, exact accounting)", f"{r['epsilon']:.6g}")
@@ -89,10 +88,7 @@ def human(r: dict[str, Any]) -> None:
             t.add_row(f"param {k}", str(v))
     for name, rows in r["outputs"].items():
         t.add_row(f"output {name}", f"{rows:,} rows")
-    if r["seeded"]:
-        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
-    t.add_row("private provenance (do not publish)", r["provenance"])
-    out_console.print(t)
+    print_release_table(t, r)
     for name, rows in r.get("top", {}).items():
         if rows:
             tt = Table(title=f"top of {name}")

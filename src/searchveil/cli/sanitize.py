@@ -7,52 +7,45 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from searchveil.cli._common import (
     PRIVATE,
-    READER_DEFAULT,
-    RELEASE_GROUP_HELP,
-    BudgetOpt,
     InputArg,
     JsonOpt,
+    MaxPairsOpt,
     MaxUsersOpt,
-    OutDirOpt,
-    OutFmtOpt,
-    OverwriteOpt,
-    ProvenanceOpt,
-    SeedOpt,
-    budget_result,
-    charged,
+    ReleaseDeltaOpt,
+    ReleaseEpsilonOpt,
+    add_commands,
     command_group,
     emit,
     err_console,
+    kv_table,
     out_console,
     parse_split,
+    print_release_table,
     private_block,
     progress,
-    run,
-    with_reader_options,
-)  # fmt: skip
+    require_epsilon_delta,
+)
+from searchveil.cli.options import Output, command, option_group
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import SearchLog
 from searchveil.release import write_release
 from searchveil.release.ump import UmpParams, release_ump
 from searchveil.release.ump.e2e import E2EParams, UmpMode, UserIds, release_ump_e2e
-from searchveil.rng import make_rng
 from searchveil.validate import parse_choice
 
 
 def _human_e2e(r: dict[str, Any]) -> None:
-    t = Table(title=f"{r['mechanism']} → {r['out']}", show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
+    t = kv_table(f"{r['mechanism']} → {r['out']}")
     t.add_row("guarantee", r["notion"])
     t.add_row("ε, δ (end to end)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
     for step, s in r["split"].items():
@@ -72,10 +65,7 @@ def _human_e2e(r: dict[str, Any]) -> None:
     if "constraint_on_true_log" in pv:
         c = pv["constraint_on_true_log"]
         t.add_row("max user load / b (true log)" + PRIVATE, f"{c['max_load']:.3g} / {c['b']:.3g}")
-    if r["seeded"]:
-        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
-    t.add_row("private provenance (do not publish)", r["provenance"])
-    out_console.print(t)
+    print_release_table(t, r)
     if r["ids"] == "real":
         out_console.print(
             "note: with real user ids each user appears with probability <= 1 - e^-b; the log "
@@ -84,9 +74,7 @@ def _human_e2e(r: dict[str, Any]) -> None:
 
 
 def _human(r: dict[str, Any]) -> None:
-    t = Table(title=f"hong-ump ({r['objective']}) → {r['out']}", show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
+    t = kv_table(f"hong-ump ({r['objective']}) → {r['out']}")
     t.add_row("guarantee", r["notion"])
     t.add_row("ε, δ (sampling)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
     t.add_row("b (privacy bound of every user)", f"{r['b']:.6g}")
@@ -115,10 +103,7 @@ def _human(r: dict[str, Any]) -> None:
             f"Lap({cn['sensitivity_assumed']}/{cn['count_epsilon']}) — ε' valid only if the "
             "assumed sensitivity holds",
         )
-    if r["seeded"]:
-        t.add_row("randomness", "SEEDED — reproducible experiment, NOT FOR RELEASE")
-    t.add_row("private provenance (do not publish)", r["provenance"])
-    out_console.print(t)
+    print_release_table(t, r)
     out_console.print(
         "note: --mode conditional is NOT differentially private: the counts x_ij are computed "
         "from the exact histogram; only the sampling given them is covered by (ε, δ) "
@@ -153,124 +138,6 @@ SensitivityOpt = Annotated[
 ]
 
 
-def _check_out(opts: dict[str, Any]) -> tuple[Any, str, Any]:
-    """``(out, format, provenance)``, refused before the input is read if any exists."""
-    out, fmt, prov = opts["out"], opts["output_format"], opts["provenance"]
-    check_release_dir(out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov,
-                      inputs=input_list(input=opts["input"]))  # fmt: skip
-    return out, fmt, prov
-
-
-def _read(opts: dict[str, Any], step: Any) -> SearchLog:
-    """The input log, read with the command's reader options."""
-    done = step(f"reading {opts['input'].name}")
-    log = read_log(opts["input"], **opts["reader"].kwargs())
-    done()
-    return log
-
-
-def _e2e(opts: dict[str, Any], step: Any) -> dict[str, Any]:
-    """``--mode e2e``: the end-to-end DP release (release/ump/e2e.py)."""
-    given = [k for k in _CONDITIONAL_ONLY if opts[k] is not None]
-    if given:
-        raise InvalidParameterError(
-            given[0].replace("_", "-"), opts[given[0]],
-            "not set: it is an option of --mode conditional (the paper's counts)",
-        )  # fmt: skip
-    ids = parse_choice("ids", opts["ids"], UserIds)
-    objective = opts["objective"]
-    if objective is not None and ids != UserIds.REAL:
-        raise InvalidParameterError(
-            "objective", objective, "not set with --ids synthetic (it chooses the counts of "
-            "the real-id sampling: --ids real --objective size|diversity)",
-        )  # fmt: skip
-    params = E2EParams.from_budget(
-        epsilon=opts["epsilon"], delta=opts["delta"], max_pairs=opts["max_pairs"], ids=ids,
-        objective=objective or "size", split=parse_split(opts["split"]),
-        max_users=opts["max_users"], pairs=opts["pairs"],
-    )  # fmt: skip
-    out, fmt, prov = _check_out(opts)
-    with charged(opts["budget"], params.cost(), "release ump") as ch:
-        log = _read(opts, step)
-        rel = release_ump_e2e(log, params, rng=make_rng(opts["seed"]), progress=step)
-        done = step(f"writing {out}")
-        write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
-        ch.record_written(out)
-        done()
-    led, rep = rel.ledger, rel.report
-    su = rep["single_user"]
-    return {
-        "out": str(out), "provenance": str(provenance_path(out, prov)), "mode": "e2e",
-        "ids": str(ids), "pairs": str(params.pairs), "mechanism": led["mechanism"],
-        "notion": led["notion"],
-        "epsilon": led["epsilon"], "delta": led["delta"], "split": led["guarantee"]["split"],
-        "counts_are_private": True, "seeded": led["seeded"], "max_pairs": params.max_pairs,
-        "max_pairs_rule": params.max_pairs_rule, "pairs_published": rep["pairs_published"],
-        "outputs": {k: v.height for k, v in rel.tables.items()},
-        "budget": budget_result(opts["budget"], ch),
-        "private": private_block(
-            metrics=rep["metrics"],
-            single_user_items_expected=su.get("expected_single_user_published"),
-            **({"constraint_on_true_log": rep["constraint_on_true_log"]}
-               if "constraint_on_true_log" in rep else {}),
-        ),
-    }  # fmt: skip
-
-
-def _conditional(opts: dict[str, Any], step: Any) -> dict[str, Any]:
-    """``--mode conditional``: Hong et al.'s counts from the exact histogram (NOT DP)."""
-    for k in ("ids", "max_pairs", "split", "max_users", "pairs"):
-        default = "synthetic" if k == "ids" else None
-        if opts[k] != default:
-            raise InvalidParameterError(
-                k.replace("_", "-"), opts[k], "not set: it is an option of --mode e2e"
-            )
-    if opts["objective"] is None:
-        raise InvalidParameterError(
-            "objective", None, "size | frequent | diversity | kl (no default)"
-        )
-    sv = "mip" if opts["solver"] == "exact" else opts["solver"]
-    params = UmpParams(
-        objective=opts["objective"], epsilon=opts["epsilon"], delta=opts["delta"], solver=sv,
-        output_size=opts["output_size"], min_support=opts["min_support"],
-        time_limit=60.0 if opts["time_limit"] is None else opts["time_limit"],
-        search_seconds=5.0 if opts["search_seconds"] is None else opts["search_seconds"],
-        count_epsilon=opts["count_epsilon"], sensitivity=opts["sensitivity"],
-    )  # fmt: skip
-    if not math.isfinite(params.b):
-        raise InvalidParameterError("epsilon/delta", (params.epsilon, params.delta), "finite b")
-    out, fmt, prov = _check_out(opts)
-    # with --budget: refused (its cost is conditional: the counts are not private)
-    with charged(opts["budget"], params.cost(), "release ump --mode conditional") as ch:
-        log = _read(opts, step)
-        done = step(f"solving {params.objective} ({params.method}) and sampling")
-        rel = release_ump(log, params, rng=make_rng(opts["seed"]))
-        done()
-        write_release(rel, out, fmt=fmt, overwrite=opts["overwrite"], provenance=prov)
-        ch.record_written(out)
-    led = rel.ledger
-    return {
-        "out": str(out), "provenance": str(provenance_path(out, prov)), "mode": "conditional",
-        "objective": opts["objective"], "notion": led["notion"], "epsilon": led["epsilon"],
-        "delta": led["delta"], "b": rel.report["b"], "seeded": led["seeded"],
-        "outputs": {k: v.height for k, v in rel.tables.items()},
-        "count_noise": rel.report.get("count_noise"), "counts_are_private": False,
-        "differentially_private": False,
-        "private": private_block(
-            solver=rel.report["solver"], metrics=rel.report["metrics"],
-            pairs_after_condition_1=rel.report["pairs_after_condition_1"],
-        ),
-    }  # fmt: skip
-
-
-UmpEpsilonOpt = Annotated[
-    float | None, typer.Option("--epsilon", help="total ε of the release (no default)")
-]
-
-UmpDeltaOpt = Annotated[
-    float | None, typer.Option("--delta", help="total δ of the release (no default)")
-]
-
 UmpModeOpt = Annotated[
     str,
     typer.Option(
@@ -287,14 +154,6 @@ IdsOpt = Annotated[
         help="e2e: synthetic (log generated from DP counts) | real (Hong's sampling of "
         "real ids: empty or nearly so at δ < 1/U)",
     ),
-]
-
-MaxPairsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-pairs",
-        help="e2e: m, distinct (query, url) pairs kept per user (default: a public rule from ε, δ)",
-    ),  # fmt: skip
 ]
 
 PairsOpt = Annotated[
@@ -342,32 +201,145 @@ SolverOpt = Annotated[
 ]
 
 
-@with_reader_options
+@option_group()
+@dataclass(frozen=True)
+class UmpOptions:
+    """The mechanism options of ``release ump`` (both modes; each mode refuses the other's)."""
+
+    epsilon: ReleaseEpsilonOpt = None
+    delta: ReleaseDeltaOpt = None
+    mode: UmpModeOpt = "e2e"
+    ids: IdsOpt = "synthetic"
+    max_pairs: MaxPairsOpt = None
+    pairs: PairsOpt = None
+    max_users: MaxUsersOpt = None
+    split: SplitOpt = None
+    objective: ObjectiveOpt = None
+    output_size: OutputSizeOpt = None
+    min_support: MinSupportOpt = None
+    solver: SolverOpt = None
+    time_limit: TimeLimitOpt = None
+    search_seconds: SearchSecondsOpt = None
+    count_epsilon: CountEpsOpt = None
+    sensitivity: SensitivityOpt = None
+
+    def budget(self) -> tuple[float, float]:
+        """``--epsilon`` and ``--delta`` (no default)."""
+        return require_epsilon_delta(self.epsilon, self.delta)
+
+
+def _read(input: Path, reader: ReaderOptions, step: Any) -> SearchLog:
+    """The input log, read with the command's reader options."""
+    done = step(f"reading {input.name}")
+    log = read_log(input, **reader.kwargs())
+    done()
+    return log
+
+
+def _e2e(o: UmpOptions, input: Path, reader: ReaderOptions, out: Output, step: Any) -> Any:
+    """``--mode e2e``: the end-to-end DP release (release/ump/e2e.py)."""
+    given = [k for k in _CONDITIONAL_ONLY if getattr(o, k) is not None]
+    if given:
+        raise InvalidParameterError(
+            given[0].replace("_", "-"), getattr(o, given[0]),
+            "not set: it is an option of --mode conditional (the paper's counts)",
+        )  # fmt: skip
+    ids = parse_choice("ids", o.ids, UserIds)
+    if o.objective is not None and ids != UserIds.REAL:
+        raise InvalidParameterError(
+            "objective", o.objective, "not set with --ids synthetic (it chooses the counts of "
+            "the real-id sampling: --ids real --objective size|diversity)",
+        )  # fmt: skip
+    epsilon, delta = o.budget()
+    params = E2EParams.from_budget(
+        epsilon=epsilon, delta=delta, max_pairs=o.max_pairs, ids=ids,
+        objective=o.objective or "size", split=parse_split(o.split), max_users=o.max_users,
+        pairs=o.pairs,
+    )  # fmt: skip
+    out.check(input_list(input=input))
+    with out.charged(params.cost(), "release ump") as ch:
+        log = _read(input, reader, step)
+        rel = release_ump_e2e(log, params, rng=out.rng(), progress=step)
+        done = step(f"writing {out.out}")
+        write_release(rel, out.out, fmt=out.output_format, overwrite=out.overwrite,
+                      provenance=out.provenance)  # fmt: skip
+        ch.record_written(out.out)
+        done()
+    led, rep = rel.ledger, rel.report
+    su = rep["single_user"]
+    return {
+        "out": str(out.out), "provenance": str(out.provenance_path), "mode": "e2e",
+        "ids": str(ids), "pairs": str(params.pairs), "mechanism": led["mechanism"],
+        "notion": led["notion"],
+        "epsilon": led["epsilon"], "delta": led["delta"], "split": led["guarantee"]["split"],
+        "counts_are_private": True, "seeded": led["seeded"], "max_pairs": params.max_pairs,
+        "max_pairs_rule": params.max_pairs_rule, "pairs_published": rep["pairs_published"],
+        "outputs": {k: v.height for k, v in rel.tables.items()},
+        "budget": out.budget_result(ch),
+        "private": private_block(
+            metrics=rep["metrics"],
+            single_user_items_expected=su.get("expected_single_user_published"),
+            **({"constraint_on_true_log": rep["constraint_on_true_log"]}
+               if "constraint_on_true_log" in rep else {}),
+        ),
+    }  # fmt: skip
+
+
+def _conditional(
+    o: UmpOptions, input: Path, reader: ReaderOptions, out: Output, step: Any
+) -> dict[str, Any]:
+    """``--mode conditional``: Hong et al.'s counts from the exact histogram (NOT DP)."""
+    for k in ("ids", "max_pairs", "split", "max_users", "pairs"):
+        default = "synthetic" if k == "ids" else None
+        if getattr(o, k) != default:
+            raise InvalidParameterError(
+                k.replace("_", "-"), getattr(o, k), "not set: it is an option of --mode e2e"
+            )
+    if o.objective is None:
+        raise InvalidParameterError(
+            "objective", None, "size | frequent | diversity | kl (no default)"
+        )
+    epsilon, delta = o.budget()
+    params = UmpParams(
+        objective=o.objective, epsilon=epsilon, delta=delta,
+        solver="mip" if o.solver == "exact" else o.solver, output_size=o.output_size,
+        min_support=o.min_support, time_limit=60.0 if o.time_limit is None else o.time_limit,
+        search_seconds=5.0 if o.search_seconds is None else o.search_seconds,
+        count_epsilon=o.count_epsilon, sensitivity=o.sensitivity,
+    )  # fmt: skip
+    if not math.isfinite(params.b):
+        raise InvalidParameterError("epsilon/delta", (params.epsilon, params.delta), "finite b")
+    out.check(input_list(input=input))
+    # with --budget: refused (its cost is conditional: the counts are not private)
+    with out.charged(params.cost(), "release ump --mode conditional") as ch:
+        log = _read(input, reader, step)
+        done = step(f"solving {params.objective} ({params.method}) and sampling")
+        rel = release_ump(log, params, rng=out.rng())
+        done()
+        write_release(rel, out.out, fmt=out.output_format, overwrite=out.overwrite,
+                      provenance=out.provenance)  # fmt: skip
+        ch.record_written(out.out)
+    led = rel.ledger
+    return {
+        "out": str(out.out), "provenance": str(out.provenance_path), "mode": "conditional",
+        "objective": o.objective, "notion": led["notion"], "epsilon": led["epsilon"],
+        "delta": led["delta"], "b": rel.report["b"], "seeded": led["seeded"],
+        "outputs": {k: v.height for k, v in rel.tables.items()},
+        "count_noise": rel.report.get("count_noise"), "counts_are_private": False,
+        "differentially_private": False,
+        "private": private_block(
+            solver=rel.report["solver"], metrics=rel.report["metrics"],
+            pairs_after_condition_1=rel.report["pairs_after_condition_1"],
+        ),
+    }  # fmt: skip
+
+
+@command
 def ump_command(
     input: InputArg,
-    out: OutDirOpt,
-    epsilon: UmpEpsilonOpt = None,
-    delta: UmpDeltaOpt = None,
-    mode: UmpModeOpt = "e2e",
-    ids: IdsOpt = "synthetic",
-    max_pairs: MaxPairsOpt = None,
-    pairs: PairsOpt = None,
-    max_users: MaxUsersOpt = None,
-    split: SplitOpt = None,
-    objective: ObjectiveOpt = None,
-    output_size: OutputSizeOpt = None,
-    min_support: MinSupportOpt = None,
-    solver: SolverOpt = None,
-    time_limit: TimeLimitOpt = None,
-    search_seconds: SearchSecondsOpt = None,
-    count_epsilon: CountEpsOpt = None,
-    sensitivity: SensitivityOpt = None,
-    seed: SeedOpt = None,
-    output_format: OutFmtOpt = "tsv",
-    overwrite: OverwriteOpt = False,
-    provenance: ProvenanceOpt = None,
-    budget: BudgetOpt = None,
-    reader: ReaderOptions = READER_DEFAULT,
+    o: UmpOptions,
+    out: Output,
+    reader: ReaderOptions,
     json_out: JsonOpt = False,
 ) -> None:
     """Same-schema log (AnonID, Query, ClickURL, Count), DP end to end by default.
@@ -381,20 +353,12 @@ def ump_command(
     sampling given the counts is); for reproducing the paper. Writes `log`, `counts` (+
     `profile`, `queries` or `pairs`), ledger.json, and the private provenance record beside
     the release."""
-    opts = dict(locals())
-
-    def body() -> None:
-        if epsilon is None:
-            raise InvalidParameterError("epsilon", None, "a number > 0 (no default ε)")
-        if delta is None:
-            raise InvalidParameterError("delta", None, "a number in (0, 1) (no default δ)")
-        m = parse_choice("mode", mode, UmpMode)
-        with progress(not json_out) as step:
-            res = (_e2e if m == UmpMode.E2E else _conditional)(opts, step)
-        res["seeded"] = bool(res["seeded"])
-        emit(res, json_out, _human_e2e if m == UmpMode.E2E else _human)
-
-    run(body)
+    o.budget()
+    m = parse_choice("mode", o.mode, UmpMode)
+    with progress(not json_out) as step:
+        res = (_e2e if m == UmpMode.E2E else _conditional)(o, input, reader, out, step)
+    res["seeded"] = bool(res["seeded"])
+    emit(res, json_out, _human_e2e if m == UmpMode.E2E else _human)
 
 
 DEPRECATED = (
@@ -415,9 +379,6 @@ def sanitize_ump_command(*args: Any, **kwargs: Any) -> None:
 def register(app: typer.Typer) -> None:
     """``release ump`` (in the ``release`` group, :func:`command_group`) and ``sanitize ump``,
     its hidden old name, kept for one release."""
-    command_group(app, "release", RELEASE_GROUP_HELP).command("ump")(ump_command)
-    san = typer.Typer(
-        help="Old name of `release ump` (hidden; kept for one release).", no_args_is_help=True
-    )
-    app.add_typer(san, name="sanitize", hidden=True)
+    add_commands(app, "release", {"ump": ump_command})
+    san = command_group(app, "sanitize")
     san.command("ump", short_help="Old name of `release ump`.")(sanitize_ump_command)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,21 +12,21 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     PRIVATE,
-    BudgetOpt,
     HtmlReportOpt,
     JsonOpt,
-    OutDirOpt,
-    OverwriteOpt,
     ProvenanceOpt,
     SeedOpt,
-    budget_result,
-    charged,
+    add_commands,
+    check_private_files,
     emit,
+    kv_table,
+    ledger_beside,
+    number_list,
     out_console,
     private_block,
     progress,
-    run,
 )
+from searchveil.cli.options import Output, command, option_group
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import (
     NodeUniverse,
@@ -35,12 +36,11 @@ from searchveil.io.graphs import (
 )
 from searchveil.io.ledger import (
     build_provenance,
-    check_release_dir,
     provenance_path,
     write_json_atomic,
     write_private_json,
 )
-from searchveil.io.paths import check_private_path, input_list
+from searchveil.io.paths import input_list
 from searchveil.report.html import write_report
 from searchveil.rng import make_rng
 from searchveil.social.accuracy import corollary1
@@ -78,30 +78,37 @@ PublicNodeSetOpt = Annotated[
 ]
 
 
-def node_universe(
-    graph: Path, node_list: Path | None, nodes: int | None, public_node_set: bool
-) -> NodeUniverse:
-    """The public node universe from exactly one of --node-list, --nodes, --public-node-set."""
-    given = [x for x in (node_list is not None, nodes is not None, public_node_set) if x]
-    if len(given) != 1:
-        raise InvalidParameterError(
-            "node universe",
-            "none" if not given else "several",
-            "exactly one of --node-list FILE, --nodes N or --public-node-set: the node set is "
-            "the output domain and must be public (it is never taken from the private edges "
-            "unless you declare them public)",
-        )
-    if node_list is not None:
-        return read_node_list(node_list)
-    if nodes is not None:
-        return node_universe_range(nodes)
-    return node_universe_of_graph_file(graph)
+@option_group()
+@dataclass(frozen=True)
+class Universe:
+    """The public node universe: exactly one of ``--node-list``, ``--nodes`` or
+    ``--public-node-set``."""
+
+    node_list: NodeListOpt = None
+    nodes: NodesOpt = None
+    public_node_set: PublicNodeSetOpt = False
+
+    def of(self, graph: Path) -> NodeUniverse:
+        """The universe of ``graph``'s recommendations: the node set is the output domain and
+        must be public."""
+        given = sum([self.node_list is not None, self.nodes is not None, self.public_node_set])
+        if given != 1:
+            raise InvalidParameterError(
+                "node universe",
+                "none" if not given else "several",
+                "exactly one of --node-list FILE, --nodes N or --public-node-set: the node set "
+                "is the output domain and must be public (it is never taken from the private "
+                "edges unless you declare them public)",
+            )
+        if self.node_list is not None:
+            return read_node_list(self.node_list)
+        if self.nodes is not None:
+            return node_universe_range(self.nodes)
+        return node_universe_of_graph_file(graph)
 
 
 def _human_recommend(r: dict[str, Any]) -> None:
-    t = Table(title=f"social recommend ({r['mechanism']}) → {r['out']}", show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
+    t = kv_table(f"social recommend ({r['mechanism']}) → {r['out']}")
     g = r["private"]["graph"]
     t.add_row(
         "graph" + PRIVATE,
@@ -152,14 +159,15 @@ def _human_reproduce(r: dict[str, Any]) -> None:
     out_console.print(f"ledger: {r['ledger_path']}")
 
 
+@command(omit=("output_format",))
 def recommend_cmd(
     graph: GraphOpt,
-    out: OutDirOpt,
     epsilon: EpsOpt,
     mechanism: Annotated[
         str,
         typer.Option("--mechanism", help="exponential | laplace | permute_and_flip | smoothing"),
     ],
+    *,
     utility: Annotated[
         str, typer.Option("--utility", help="common_neighbours | weighted_paths")
     ] = "common_neighbours",
@@ -177,48 +185,39 @@ def recommend_cmd(
         bool,
         typer.Option("--all-targets", help="one recommendation for every node of the universe"),
     ] = False,
-    node_list: NodeListOpt = None,
-    nodes: NodesOpt = None,
-    public_node_set: PublicNodeSetOpt = False,
-    seed: SeedOpt = None,
-    overwrite: OverwriteOpt = False,
-    provenance: ProvenanceOpt = None,
-    budget: BudgetOpt = None,
+    universe: Universe,
+    out: Output,
     json_out: JsonOpt = False,
 ) -> None:
     """Release one ε-DP recommendation per target over a PUBLIC node universe.
 
     ε protects the edges not incident to the target. Writes recommendations.tsv +
     ledger.json, and the private provenance record beside them."""
-
-    def body() -> dict[str, Any]:
-        if not target and not all_targets:
-            raise InvalidParameterError("target", None, "--target ID (repeatable) or --all-targets")
-        if target and all_targets:
-            raise InvalidParameterError("target", target, "either --target or --all-targets")
-        util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
-        check_release_dir(out, overwrite=overwrite, provenance=provenance,
-                          inputs=input_list(graph=graph, node_list=node_list))  # fmt: skip
-        universe = node_universe(graph, node_list, nodes, public_node_set)
-        targets = None if all_targets else target
-        cost = recommendation_cost(universe=universe, utility=util, mechanism_name=mechanism,
-                                   epsilon=epsilon, targets=targets)  # fmt: skip
-        with charged(budget, cost, "social recommend") as ch, progress(not json_out) as step:
-            done = step("recommending")
-            res = release_recommendations(
-                graph, out, universe=universe, utility=util, mechanism_name=mechanism,
-                epsilon=epsilon, targets=targets,
-                rng=make_rng(seed), overwrite=overwrite, provenance=provenance,
-            )  # fmt: skip
-            ch.record_written(out)
-            done()
-        res["private"] = private_block(graph=res.pop("graph"))
-        res["budget"] = budget_result(budget, ch)
-        return res
-
-    emit(run(body), json_out, _human_recommend)
+    if not target and not all_targets:
+        raise InvalidParameterError("target", None, "--target ID (repeatable) or --all-targets")
+    if target and all_targets:
+        raise InvalidParameterError("target", target, "either --target or --all-targets")
+    util = utility_from_name(utility, gamma=gamma, degree_bound=degree_bound)
+    out.check(input_list(graph=graph, node_list=universe.node_list))
+    nodes = universe.of(graph)
+    targets = None if all_targets else target
+    cost = recommendation_cost(universe=nodes, utility=util, mechanism_name=mechanism,
+                               epsilon=epsilon, targets=targets)  # fmt: skip
+    with out.charged(cost, "social recommend") as ch, progress(not json_out) as step:
+        done = step("recommending")
+        res = release_recommendations(
+            graph, out.out, universe=nodes, utility=util, mechanism_name=mechanism,
+            epsilon=epsilon, targets=targets,
+            rng=out.rng(), overwrite=out.overwrite, provenance=out.provenance,
+        )  # fmt: skip
+        ch.record_written(out.out)
+        done()
+    res["private"] = private_block(graph=res.pop("graph"))
+    res["budget"] = out.budget_result(ch)
+    emit(res, json_out, _human_recommend)
 
 
+@command
 def accuracy_cmd(
     nodes: Annotated[float, typer.Option("--nodes", help="n: number of nodes")],
     c: Annotated[float, typer.Option("--c", help="c in (0, 1]")],
@@ -228,15 +227,13 @@ def accuracy_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Corollary 1: the best accuracy any monotone ε-DP recommender can guarantee."""
-
-    def body() -> dict[str, Any]:
-        bound = corollary1(n=nodes, c=c, k=k, t=t, epsilon=epsilon)
-        return {
-            "formula": "1 - c(n-k)/(n-k+(k+1)e^(eps t))  (Korolova thesis, Corollary 1)",
-            "n": nodes, "c": c, "k": k, "t": t, "epsilon": epsilon,
-            "accuracy_upper_bound": bound,
-            "accuracy_upper_bound_2dp": f"{bound:.2f}",
-        }  # fmt: skip
+    bound = corollary1(n=nodes, c=c, k=k, t=t, epsilon=epsilon)
+    res = {
+        "formula": "1 - c(n-k)/(n-k+(k+1)e^(eps t))  (Korolova thesis, Corollary 1)",
+        "n": nodes, "c": c, "k": k, "t": t, "epsilon": epsilon,
+        "accuracy_upper_bound": bound,
+        "accuracy_upper_bound_2dp": f"{bound:.2f}",
+    }  # fmt: skip
 
     def human(r: dict[str, Any]) -> None:
         out_console.print(
@@ -245,9 +242,10 @@ def accuracy_cmd(
             f"ε={epsilon:g}"
         )
 
-    emit(run(body), json_out, human)
+    emit(res, json_out, human)
 
 
+@command
 def reproduce_cmd(
     graph: GraphOpt,
     report: HtmlReportOpt = None,
@@ -263,66 +261,51 @@ def reproduce_cmd(
     per_target: Annotated[
         bool, typer.Option("--per-target", help="include per-target accuracies in --json")
     ] = False,
-    node_list: NodeListOpt = None,
-    nodes: NodesOpt = None,
-    public_node_set: PublicNodeSetOpt = False,
+    *,
+    universe: Universe,
     seed: SeedOpt = None,
     provenance: ProvenanceOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The thesis's §5.5 experiments on a graph (accuracy CDFs, bound, findings)."""
-
-    def body() -> dict[str, Any]:
-        try:
-            eps = tuple(float(x) for x in epsilons.split(",") if x.strip())
-        except ValueError:
-            raise InvalidParameterError("epsilons", epsilons, "comma-separated numbers") from None
-        gam = tuple(x.strip() for x in gammas.split(",") if x.strip())
-        cfg = ExperimentConfig(epsilons=eps, gammas=gam, target_fraction=fraction)
-        ledger_path = ledger or (report.with_name(report.name + ".ledger.json") if report else None)
-        if ledger_path is None:
-            raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
-        prov_path = provenance_path(ledger_path, provenance)
-        inputs = input_list(graph=graph, node_list=node_list)
-        # the report and the provenance record are private, the ledger public: none may land
-        # inside a release directory or on an input (issue 30)
-        outs = {"report": report, "ledger": ledger_path, "provenance": prov_path}
-        for name, p in outs.items():
-            if p is not None:
-                check_private_path(p, option=name, inputs=inputs)
-        universe = node_universe(graph, node_list, nodes, public_node_set)
-        rng = make_rng(seed)
-        with progress(not json_out) as step:
-            done = step(f"reading {graph.name}")
-            g = load_graph(graph, universe)
-            done()
-            res = run_experiments(g, rng, cfg, step=step)
-        led = experiment_ledger(g, rng, cfg, universe)
-        prov = build_provenance(
-            inputs=[{**g.describe(), "role": "graph", "path": str(graph)}],
-            figures={"results_summary": public_result(res)["runs"]},
-        )
-        html = social_report(res) if report else None
-        write_json_atomic(ledger_path, led)
-        write_private_json(prov_path, prov, option="provenance", inputs=inputs)
-        if html is not None and report is not None:
-            write_report(report, html, inputs=inputs)
-        out = public_result(res, per_target=per_target)
-        out["private"] = private_block(**{k: out.pop(k) for k in ("nodes", "edges", "max_degree")})
-        out["report"] = str(report) if report else None
-        out["ledger_path"] = str(ledger_path)
-        out["provenance"] = str(prov_path)
-        out["seeded"] = bool(led.get("seeded"))
-        return out
-
-    emit(run(body), json_out, _human_reproduce)
+    eps = tuple(number_list("epsilons", epsilons, float) or ())
+    gam = tuple(x.strip() for x in gammas.split(",") if x.strip())
+    cfg = ExperimentConfig(epsilons=eps, gammas=gam, target_fraction=fraction)
+    ledger_path = ledger_beside(report, ledger)
+    if ledger_path is None:
+        raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
+    prov_path = provenance_path(ledger_path, provenance)
+    inputs = input_list(graph=graph, node_list=universe.node_list)
+    # the report and the provenance record are private, the ledger public: none may land
+    # inside a release directory or on an input (issue 30)
+    outs = {"report": report, "ledger": ledger_path, "provenance": prov_path}
+    check_private_files(outs, inputs)
+    nodes = universe.of(graph)
+    rng = make_rng(seed)
+    with progress(not json_out) as step:
+        done = step(f"reading {graph.name}")
+        g = load_graph(graph, nodes)
+        done()
+        res = run_experiments(g, rng, cfg, step=step)
+    led = experiment_ledger(g, rng, cfg, nodes)
+    prov = build_provenance(
+        inputs=[{**g.describe(), "role": "graph", "path": str(graph)}],
+        figures={"results_summary": public_result(res)["runs"]},
+    )
+    html = social_report(res) if report else None
+    write_json_atomic(ledger_path, led)
+    write_private_json(prov_path, prov, option="provenance", inputs=inputs)
+    if html is not None and report is not None:
+        write_report(report, html, inputs=inputs)
+    out = public_result(res, per_target=per_target)
+    out["private"] = private_block(**{k: out.pop(k) for k in ("nodes", "edges", "max_degree")})
+    out["report"] = str(report) if report else None
+    out["ledger_path"] = str(ledger_path)
+    out["provenance"] = str(prov_path)
+    out["seeded"] = bool(led.get("seeded"))
+    emit(out, json_out, _human_reproduce)
 
 
 def register(app: typer.Typer) -> None:
-    soc = typer.Typer(
-        help="Private social recommendations (Korolova thesis ch. 5).", no_args_is_help=True
-    )
-    app.add_typer(soc, name="social")
-    soc.command("recommend")(recommend_cmd)
-    soc.command("accuracy")(accuracy_cmd)
-    soc.command("reproduce")(reproduce_cmd)
+    commands = {"recommend": recommend_cmd, "accuracy": accuracy_cmd, "reproduce": reproduce_cmd}
+    add_commands(app, "social", commands)

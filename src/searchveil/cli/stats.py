@@ -12,13 +12,13 @@ from searchveil.cli._common import (
     READER_DEFAULT,
     InputArg,
     JsonOpt,
+    add_commands,
     emit,
     out_console,
     private_block,
     progress,
-    run,
-    with_reader_options,
-)  # fmt: skip
+)
+from searchveil.cli.options import command
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import log_stats
 
@@ -55,7 +55,7 @@ def _human(r: dict[str, Any]) -> None:
     out_console.print(q)
 
 
-@with_reader_options
+@command
 def stats(
     input: InputArg,
     reader: ReaderOptions = READER_DEFAULT,
@@ -64,21 +64,16 @@ def stats(
     """Rows, users, query events, clicks, distinct items, sessions, per-user figures.
 
     Per-user figures: quantiles of queries, distinct queries, clicks and sessions per user."""
-
-    def body() -> None:
-
-        with progress(not json_out) as step:
-            done = step(f"reading {input.name}")
-            log = read_log(input, reader)
-            done()
-            done = step("computing statistics")
-            result = log_stats(log)
-            done()
-        result["private"] = private_block(scope="every figure above: exact counts of the input")
-        emit(result, json_out, _human)
-
-    run(body)
+    with progress(not json_out) as step:
+        done = step(f"reading {input.name}")
+        log = read_log(input, reader)
+        done()
+        done = step("computing statistics")
+        result = log_stats(log)
+        done()
+    result["private"] = private_block(scope="every figure above: exact counts of the input")
+    emit(result, json_out, _human)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("stats")(stats)
+    add_commands(app, None, {"stats": stats})

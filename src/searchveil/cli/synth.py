@@ -20,12 +20,12 @@ from searchveil.cli._common import (
     JsonOpt,
     OverwriteOpt,
     SeedOpt,
+    add_commands,
     emit,
     err_console,
     out_console,
-    run,
-    with_reader_options,
-)  # fmt: skip
+)
+from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError, OutputExistsError
 from searchveil.io.paths import check_private_path, input_list, write_private_text
 from searchveil.io.readers import ReaderOptions, read_log
@@ -132,7 +132,7 @@ SynthSaveModelOpt = Annotated[
 ]
 
 
-@with_reader_options
+@command
 def synth(
     out: SynthOutOpt,
     users: SynthUsersOpt,
@@ -154,51 +154,46 @@ def synth(
     Calibrated on a real sample (--like) or a saved model (--model). Fits queries/user,
     repeats, query popularity and vocabulary growth, clicks/query, URL spread and time gaps;
     writes atomically. Test data, not a release."""
-
-    def body() -> None:
-
-        _check_synth_counts(like, model, users, rows)
-        mode = parse_choice("--strings", strings, StringMode)
-        fmt = parse_choice("--output-format", out_format, OutputFormat)
-        n_workers = workers if workers is not None else max(1, min(os.cpu_count() or 1, 8))
-        if n_workers < 1:
-            raise InvalidParameterError("--workers", n_workers, "an integer ≥ 1")
-        # private outputs (a log fitted to a private one, its model): never inside a release
-        # directory, never on an input; checked before any work (issue 30)
-        inputs = input_list(like=like, model=model)
-        check_private_path(out, option="out", inputs=inputs)
-        if save_model is not None:
-            check_private_path(save_model, option="save-model", inputs=[*inputs, ("out", out)])
-        if out.exists() and not overwrite:
-            raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
-        rng = make_rng(seed)
-        if like is not None:
-            kw = reader.kwargs()
-            m = fit(read_log(like, **kw), rng=rng)
-        else:
-            assert model is not None
-            m = read_model(model)
-        show = not json_out and err_console.is_terminal
-        t0 = time.perf_counter()
-        with _generation_progress(show, users) as on_chunk:
-            res = write_synthetic(
-                m, out, users=users, rng=rng, rows=rows, strings=mode, fmt=fmt,
-                overwrite=overwrite, chunk_users=chunk_users, workers=n_workers,
-                on_chunk=on_chunk,
-            )  # fmt: skip
-        dt = time.perf_counter() - t0
-        if save_model is not None:
-            write_private_text(save_model, m.to_json(), option="save-model", inputs=inputs)
-        res.update(
-            seconds=dt,
-            rows_per_second=res["rows"] / dt if dt > 0 else 0.0,
-            workers=n_workers,
-            seed=seed,
-            model={"source": m.source, "fitted": m.summary()},
-        )
-        emit(res, json_out, _human)
-
-    run(body)
+    _check_synth_counts(like, model, users, rows)
+    mode = parse_choice("--strings", strings, StringMode)
+    fmt = parse_choice("--output-format", out_format, OutputFormat)
+    n_workers = workers if workers is not None else max(1, min(os.cpu_count() or 1, 8))
+    if n_workers < 1:
+        raise InvalidParameterError("--workers", n_workers, "an integer ≥ 1")
+    # private outputs (a log fitted to a private one, its model): never inside a release
+    # directory, never on an input; checked before any work (issue 30)
+    inputs = input_list(like=like, model=model)
+    check_private_path(out, option="out", inputs=inputs)
+    if save_model is not None:
+        check_private_path(save_model, option="save-model", inputs=[*inputs, ("out", out)])
+    if out.exists() and not overwrite:
+        raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
+    rng = make_rng(seed)
+    if like is not None:
+        kw = reader.kwargs()
+        m = fit(read_log(like, **kw), rng=rng)
+    else:
+        assert model is not None
+        m = read_model(model)
+    show = not json_out and err_console.is_terminal
+    t0 = time.perf_counter()
+    with _generation_progress(show, users) as on_chunk:
+        res = write_synthetic(
+            m, out, users=users, rng=rng, rows=rows, strings=mode, fmt=fmt,
+            overwrite=overwrite, chunk_users=chunk_users, workers=n_workers,
+            on_chunk=on_chunk,
+        )  # fmt: skip
+    dt = time.perf_counter() - t0
+    if save_model is not None:
+        write_private_text(save_model, m.to_json(), option="save-model", inputs=inputs)
+    res.update(
+        seconds=dt,
+        rows_per_second=res["rows"] / dt if dt > 0 else 0.0,
+        workers=n_workers,
+        seed=seed,
+        model={"source": m.source, "fitted": m.summary()},
+    )
+    emit(res, json_out, _human)
 
 
 CheckLikeOpt = Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")]
@@ -236,7 +231,7 @@ CheckSplitsOpt = Annotated[
 ]
 
 
-@with_reader_options
+@command
 def synth_check(
     like: CheckLikeOpt,
     heldout: CheckHeldoutOpt = None,
@@ -259,50 +254,45 @@ def synth_check(
     a model calibrated on a random --split-share of one log's users against the rest of
     that log (unseen users of the same population, a larger population). Prints each
     with the worst factor over the top 20. Reads both logs with the same reader options."""
-
-    def body() -> None:
-        check_int("--users", users, minimum=1)
-        check_int("--subsamples", subsamples, minimum=1)
-        check_int("--top", top, minimum=20)
-        check_int("--splits", splits, minimum=0)
-        if not 0.0 < split_share < 1.0:
-            raise InvalidParameterError("--split-share", split_share, "a fraction in (0, 1)")
-        if heldout is None and splits == 0:
-            raise InvalidParameterError(
-                "--splits", splits, "≥ 1 when no --heldout log is given (nothing to check)"
-            )
-        rng = make_rng(seed)
-        kw = reader.kwargs()
-        cal = read_log(like, **kw)
-        res: dict[str, Any] = {"calibration": str(like), "seed": seed}
-        split_log = cal
-        if heldout is not None:
-            held_log = read_log(heldout, **kw)
-            held = query_events(held_log)
-            m = fit(cal, rng=rng)
-            observed = Observed.CLICKED if heldout_clicked_only else Observed.ALL
-            up = heldout_head_check(m, held, rng=rng, users=users, observed=observed, top=top)
-            down = heldout_window_check(
-                query_events(cal), held, rng=rng, model=m, synthetic_users=users,
-                subsamples=subsamples, top=top,
-            )  # fmt: skip
-            res.update(heldout=str(heldout),
-                       model={"source": m.source, "fitted": m.summary()},
-                       matched_activity=up, calibration_activity=down)  # fmt: skip
-            split_log = held_log
-        if splits:
-            res["split"] = heldout_split_check(
-                split_log, rng=rng, calibration_share=split_share, splits=splits, top=top
-            )
-            res["split"]["log"] = str(heldout if heldout is not None else like)
-        emit(res, json_out, _human_check)
-
-    run(body)
+    check_int("--users", users, minimum=1)
+    check_int("--subsamples", subsamples, minimum=1)
+    check_int("--top", top, minimum=20)
+    check_int("--splits", splits, minimum=0)
+    if not 0.0 < split_share < 1.0:
+        raise InvalidParameterError("--split-share", split_share, "a fraction in (0, 1)")
+    if heldout is None and splits == 0:
+        raise InvalidParameterError(
+            "--splits", splits, "≥ 1 when no --heldout log is given (nothing to check)"
+        )
+    rng = make_rng(seed)
+    kw = reader.kwargs()
+    cal = read_log(like, **kw)
+    res: dict[str, Any] = {"calibration": str(like), "seed": seed}
+    split_log = cal
+    if heldout is not None:
+        held_log = read_log(heldout, **kw)
+        held = query_events(held_log)
+        m = fit(cal, rng=rng)
+        observed = Observed.CLICKED if heldout_clicked_only else Observed.ALL
+        up = heldout_head_check(m, held, rng=rng, users=users, observed=observed, top=top)
+        down = heldout_window_check(
+            query_events(cal), held, rng=rng, model=m, synthetic_users=users,
+            subsamples=subsamples, top=top,
+        )  # fmt: skip
+        res.update(heldout=str(heldout),
+                   model={"source": m.source, "fitted": m.summary()},
+                   matched_activity=up, calibration_activity=down)  # fmt: skip
+        split_log = held_log
+    if splits:
+        res["split"] = heldout_split_check(
+            split_log, rng=rng, calibration_share=split_share, splits=splits, top=top
+        )
+        res["split"]["log"] = str(heldout if heldout is not None else like)
+    emit(res, json_out, _human_check)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("synth")(synth)
-    app.command("synth-check")(synth_check)
+    add_commands(app, None, {"synth": synth, "synth-check": synth_check})
 
 
 def _human_check(r: dict[str, Any]) -> None:

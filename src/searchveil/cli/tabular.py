@@ -12,29 +12,26 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     PRIVATE,
-    BudgetOpt,
     DeltaOpt,
     EpsilonOpt,
     HtmlReportOpt,
     JsonOpt,
-    OutDirOpt,
-    OutFmtOpt,
-    OverwriteOpt,
     SeedOpt,
-    budget_result,
-    charged,
+    add_commands,
+    check_private_files,
     emit,
     err_console,
+    kv_table,
     out_console,
     private_block,
     progress,
-    run,
+    release_head,
 )
+from searchveil.cli.options import Output, command
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.paths import check_private_path, input_list
 from searchveil.report.html import write_report
-from searchveil.rng import RandomSource, make_rng
+from searchveil.rng import RandomSource
 from searchveil.tabular.api import (
     ModelParams,
     load,
@@ -150,9 +147,7 @@ def _qi(qi: str | None) -> list[str] | None:
 
 
 def _kv(title: str, r: dict[str, Any]) -> None:
-    t = Table(title=title, show_header=False)
-    t.add_column("")
-    t.add_column("", justify="right")
+    t = kv_table(title)
     for k, v in r.items():
         if isinstance(v, float):
             v = f"{v:.6g}"
@@ -160,32 +155,26 @@ def _kv(title: str, r: dict[str, Any]) -> None:
     out_console.print(t)
 
 
+def _human_stats(r: dict[str, Any]) -> None:
+    figures = {
+        "rows": r["rows"],
+        "lattice size": r["lattice_size"],
+        "distinct QI tuples": r["distinct_qi_tuples"],
+    }
+    _kv(f"{r['file']}", figures)
+    for q in r["quasi_identifiers"]:
+        out_console.print(
+            f"  {q['attribute']}: height {q['height']}, "
+            f"{q['leaves']} leaves ({q['distinct_in_table']} used)"
+        )
+
+
+@command
 def stats(
     table: TableArg, hierarchies: HierOpt, qi: QiOpt = None, json_out: JsonOpt = False
 ) -> None:
     """Validate a table against its hierarchies; describe the generalization lattice."""
-
-    def body() -> None:
-        s = table_stats(load(table, hierarchies, _qi(qi)))
-
-        def human(r: dict[str, Any]) -> None:
-            _kv(
-                f"{r['file']}",
-                {
-                    "rows": r["rows"],
-                    "lattice size": r["lattice_size"],
-                    "distinct QI tuples": r["distinct_qi_tuples"],
-                },
-            )
-            for q in r["quasi_identifiers"]:
-                out_console.print(
-                    f"  {q['attribute']}: height {q['height']}, "
-                    f"{q['leaves']} leaves ({q['distinct_in_table']} used)"
-                )
-
-        emit(s, json_out, human)
-
-    run(body)
+    emit(table_stats(load(table, hierarchies, _qi(qi))), json_out, _human_stats)
 
 
 def _print_advice(t: Any, params: ModelParams) -> None:
@@ -208,17 +197,10 @@ def _print_advice(t: Any, params: ModelParams) -> None:
     )
 
 
-def _anonymize_result(
-    out: Path, provenance: Path | None, led: dict[str, Any], prov: dict[str, Any]
-) -> dict[str, Any]:
+def _anonymize_result(out: Output, led: dict[str, Any], prov: dict[str, Any]) -> dict[str, Any]:
     """The command's summary of a written release."""
     return {
-        "out": str(out),
-        "provenance": str(provenance_path(out, provenance)),
-        "mechanism": led["mechanism"],
-        "notion": led["notion"],
-        "epsilon": led["epsilon"],
-        "delta": led["delta"],
+        **release_head(out.out, out.provenance, led),
         "seeded": led["seeded"],
         "parameters": led["parameters"],
         "noisy": led["noisy"],
@@ -277,10 +259,11 @@ def _read_and_run(
     return rel, meas, theta
 
 
+@command(replace={"provenance": TabProvenanceOpt})
 def anonymize(
     table: TableArg,
     hierarchies: HierOpt,
-    out: OutDirOpt,
+    *,
     model: ModelOpt = "dp",
     epsilon: EpsilonOpt = None,
     delta: DeltaOpt = None,
@@ -290,7 +273,6 @@ def anonymize(
     score: ScoreOpt = "auto",
     selection_share: SelectionShareOpt = 0.15,
     max_records: MaxRecordsOpt = None,
-    provenance: TabProvenanceOpt = None,
     lam: LamOpt = 1.0,
     kappa: KappaOpt = 1,
     phi0: Phi0Opt = None,
@@ -302,49 +284,63 @@ def anonymize(
     steps: StepsOpt = 100,
     side_table: SideTableOpt = None,
     qi: QiOpt = None,
-    output_format: OutFmtOpt = "tsv",
-    seed: SeedOpt = None,
-    overwrite: OverwriteOpt = False,
-    budget: BudgetOpt = None,
+    out: Output,
     json_out: JsonOpt = False,
 ) -> None:
     """Release TABLE generalized by a model.
 
     Writes `table` + ledger.json atomically, and the PRIVATE provenance record beside them."""
+    out.check(input_list(table=table, hierarchies=hierarchies, side_table=side_table))
+    rng = out.rng()
+    params = ModelParams(
+        epsilon=epsilon, delta=delta, beta=beta, theta0=theta0, theta1=theta1, lam=lam,
+        kappa=kappa, phi0=phi0, utility=utility, c=c, k=k, max_suppression=max_suppression,
+        steps=steps, utility_sharpness=sharpness, score=score,
+        selection_share=selection_share, max_records=max_records,
+    )  # fmt: skip
+    cost = model_cost(model, params)  # known before the table is read
+    what = f"tabular anonymize --model {model}"
+    with out.charged(cost, what) as ch, progress(not json_out) as step:
+        rel, meas, theta = _read_and_run(
+            step, table, hierarchies, side_table, qi, model, params, rng, not json_out
+        )
+        done = step("writing")
+        led, prov = write_release(
+            rel, out.out, meas, rng=rng, overwrite=out.overwrite, fmt=out.output_format,
+            side_table=theta, provenance=out.provenance,
+        )  # fmt: skip
+        ch.record_written(out.out)
+        done()
+    res = _anonymize_result(out, led, prov)
+    res["budget"] = out.budget_result(ch)
+    emit(res, json_out, _human_anonymize)
 
-    def body() -> None:
-        check_release_dir(
-            out, fmt=output_format, overwrite=overwrite, provenance=provenance,
-            inputs=input_list(table=table, hierarchies=hierarchies, side_table=side_table),
-        )  # fmt: skip
-        rng = make_rng(seed)
-        params = ModelParams(
-            epsilon=epsilon, delta=delta, beta=beta, theta0=theta0, theta1=theta1, lam=lam,
-            kappa=kappa, phi0=phi0, utility=utility, c=c, k=k, max_suppression=max_suppression,
-            steps=steps, utility_sharpness=sharpness, score=score,
-            selection_share=selection_share, max_records=max_records,
-        )  # fmt: skip
-        cost = model_cost(model, params)  # known before the table is read
-        what = f"tabular anonymize --model {model}"
-        with charged(budget, cost, what) as ch, progress(not json_out) as step:
-            rel, meas, theta = _read_and_run(
-                step, table, hierarchies, side_table, qi, model, params, rng, not json_out
+
+def _human_compare(r: dict[str, Any]) -> None:
+    tt = Table(title=f"train {r['train']:,} / test {r['test']:,}")
+    for c in ("method", "ε", "released", "granularity", "NB", "LR", "s"):
+        tt.add_column(c)
+    for x in r["rows"]:
+        if "error" in x or "skipped" in x:
+            continue
+
+        def f(v: Any) -> str:
+            return "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+        tt.add_row(x["method"], f(x.get("epsilon")), f(x.get("released_fraction")),
+                   f(x.get("granularity_loss")), f(x.get("nb_accuracy")),
+                   f(x.get("lr_accuracy")), f(x.get("seconds")))  # fmt: skip
+    out_console.print(tt)
+    for x in r["rows"]:
+        if "error" in x or "skipped" in x:
+            out_console.print(
+                f"not run: {x['method']} at ε={x['epsilon']}: {x.get('error') or x.get('skipped')}"
             )
-            done = step("writing")
-            led, prov = write_release(
-                rel, out, meas, rng=rng, overwrite=overwrite, fmt=output_format,
-                side_table=theta, provenance=provenance,
-            )  # fmt: skip
-            ch.record_written(out)
-            done()
-        res = _anonymize_result(out, provenance, led, prov)
-        res["budget"] = budget_result(budget, ch)
-
-        emit(res, json_out, _human_anonymize)
-
-    run(body)
+    if r.get("report"):
+        out_console.print(f"report: {r['report']}")
 
 
+@command
 def compare_cmd(
     table: TableArg,
     hierarchies: HierOpt,
@@ -371,57 +367,41 @@ def compare_cmd(
     loss, naive-Bayes and logistic-regression accuracy on held-out records, runtime. An
     experiment on your data: the figures are computed from the exact input (do not publish
     them)."""
+    if not epsilon:
+        raise InvalidParameterError("epsilon", None, "one or more values (no default)")
+    if delta is None:
+        raise InvalidParameterError("delta", None, "a value (no default)")
+    ms = [m.strip() for m in methods.split(",") if m.strip()]
+    inputs = input_list(table=table, hierarchies=hierarchies, test=test)
+    check_private_files({"report": report}, inputs)
+    t = load(table, hierarchies, _qi(qi))
+    if test is None:
+        train, held = split(t, seed or 0)
+    else:
+        train, held = t, load(test, hierarchies, list(t.qi))
+    rows = compare_methods(train, held, epsilons=list(epsilon), delta=delta, methods=ms,
+                           seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
+    res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
+    if report is not None:
+        write_report(report, compare_report(rows, train, held), inputs=inputs)
+        res["report"] = str(report)
 
-    def body() -> None:
-        if not epsilon:
-            raise InvalidParameterError("epsilon", None, "one or more values (no default)")
-        if delta is None:
-            raise InvalidParameterError("delta", None, "a value (no default)")
-        ms = [m.strip() for m in methods.split(",") if m.strip()]
-        inputs = input_list(table=table, hierarchies=hierarchies, test=test)
-        if report is not None:
-            check_private_path(report, option="report", inputs=inputs)
-        t = load(table, hierarchies, _qi(qi))
-        if test is None:
-            train, held = split(t, seed or 0)
-        else:
-            train, held = t, load(test, hierarchies, list(t.qi))
-        rows = compare_methods(train, held, epsilons=list(epsilon), delta=delta, methods=ms,
-                               seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
-        res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
-        if report is not None:
-            write_report(report, compare_report(rows, train, held), inputs=inputs)
-            res["report"] = str(report)
-
-        def human(r: dict[str, Any]) -> None:
-            tt = Table(title=f"train {r['train']:,} / test {r['test']:,}")
-            for c in ("method", "ε", "released", "granularity", "NB", "LR", "s"):
-                tt.add_column(c)
-            for x in r["rows"]:
-                if "error" in x or "skipped" in x:
-                    continue
-
-                def f(v: Any) -> str:
-                    return "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
-
-                tt.add_row(x["method"], f(x.get("epsilon")), f(x.get("released_fraction")),
-                           f(x.get("granularity_loss")), f(x.get("nb_accuracy")),
-                           f(x.get("lr_accuracy")), f(x.get("seconds")))  # fmt: skip
-            out_console.print(tt)
-            for x in r["rows"]:
-                if "error" in x or "skipped" in x:
-                    out_console.print(
-                        f"not run: {x['method']} at ε={x['epsilon']}: "
-                        f"{x.get('error') or x.get('skipped')}"
-                    )
-            if r.get("report"):
-                out_console.print(f"report: {r['report']}")
-
-        emit(res, json_out, human)
-
-    run(body)
+    emit(res, json_out, _human_compare)
 
 
+def _human_reproduce(r: dict[str, Any]) -> None:
+    out_console.print(f"report: {r.get('report')}")
+    for row in r["comparison"]:
+        if "error" in row or "skipped" in row:
+            continue
+        out_console.print(
+            f"{row['method']:40s} ε={row.get('epsilon')} released="
+            f"{row.get('released_fraction')} NB={row.get('nb_accuracy')} "
+            f"LR={row.get('lr_accuracy')}"
+        )
+
+
+@command
 def reproduce_cmd(
     data: Annotated[
         Path, typer.Option("--data", help="directory with adult.csv and its hierarchies")
@@ -434,37 +414,21 @@ def reproduce_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
+    if report is not None:
+        check_private_path(report, option="report", inputs=input_list(data=data))
+    with progress(not json_out) as step:
+        done = step("experiments")
+        res = reproduce(data, report=report, quick=quick, seed=seed or 0)
+        done()
 
-    def body() -> None:
-        if report is not None:
-            check_private_path(report, option="report", inputs=input_list(data=data))
-        with progress(not json_out) as step:
-            done = step("experiments")
-            res = reproduce(data, report=report, quick=quick, seed=seed or 0)
-            done()
-
-        def human(r: dict[str, Any]) -> None:
-            out_console.print(f"report: {r.get('report')}")
-            for row in r["comparison"]:
-                if "error" in row or "skipped" in row:
-                    continue
-                out_console.print(
-                    f"{row['method']:40s} ε={row.get('epsilon')} released="
-                    f"{row.get('released_fraction')} NB={row.get('nb_accuracy')} "
-                    f"LR={row.get('lr_accuracy')}"
-                )
-
-        emit(res, json_out, human)
-
-    run(body)
+    emit(res, json_out, _human_reproduce)
 
 
 def register(app: typer.Typer) -> None:
-    tab = typer.Typer(
-        help="Tabular releases over generalization hierarchies.", no_args_is_help=True
-    )
-    app.add_typer(tab, name="tabular")
-    tab.command("stats")(stats)
-    tab.command("anonymize")(anonymize)
-    tab.command("compare")(compare_cmd)
-    tab.command("reproduce")(reproduce_cmd)
+    commands = {
+        "stats": stats,
+        "anonymize": anonymize,
+        "compare": compare_cmd,
+        "reproduce": reproduce_cmd,
+    }
+    add_commands(app, "tabular", commands)
