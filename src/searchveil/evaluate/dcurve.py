@@ -340,33 +340,13 @@ def _best_d(table: list[dict[str, Any]], mechanisms: Sequence[str]) -> dict[str,
     return best
 
 
-def dcurve_from_events(
-    events: pl.DataFrame | EncodedEvents,
-    *,
-    epsilon: float,
-    delta: float,
-    ds: Sequence[int] = DEFAULT_DS,
-    mechanisms: Sequence[str] = MECHANISMS,
-    simulation: np.random.Generator | None = None,
-    ds_for: Mapping[str, Sequence[int]] | None = None,
-    workers: int = 1,
-) -> dict[str, Any]:
+def dcurve_from_events(events: pl.DataFrame | EncodedEvents, **options: Any) -> dict[str, Any]:
     """The d-curve of a frame of query events (columns ``user, query, pos``, as
     :func:`searchveil.model.query_events` returns; ``query`` may be strings or integer ids,
     e.g. ``searchveil.synth.synthetic_events(..., spell=False)``), or those events encoded once
-    (:func:`encode_events`). See the module docstring.
-
-    ``mechanisms`` may name any of :data:`ALL_MECHANISMS`; the ℓ2-weighted ones are one
-    simulated run each (``simulation``: a numpy generator, e.g. from
-    :meth:`searchveil.rng.RandomSource.numpy_generator` — rounded continuous Gaussian noise in
-    place of the exact sampler, for speed; a diagnostic, never a release). ``ds_for``: fewer d
-    for a costly mechanism (e.g. policy Gaussian's sequential pass), a subset of ``ds``.
-    ``workers``: 2 runs the simulations in a second process (:func:`start_dcurve`); the table
-    is the same."""
-    with start_dcurve(
-        events, epsilon=epsilon, delta=delta, ds=ds, mechanisms=mechanisms,
-        simulation=simulation, ds_for=ds_for, workers=workers,
-    ) as pending:  # fmt: skip
+    (:func:`encode_events`). See the module docstring; ``options``: those of
+    :func:`start_dcurve` (``epsilon`` and ``delta`` required)."""
+    with start_dcurve(events, **options) as pending:
         return pending.result()
 
 
@@ -381,12 +361,20 @@ def start_dcurve(
     ds_for: Mapping[str, Sequence[int]] | None = None,
     workers: int = 1,
 ) -> PendingCurve:
-    """:func:`dcurve_from_events` in two steps, for a caller with other work to do meanwhile:
-    with ``workers=2`` the simulated runs start in a second process (on the pool arrays, saved
-    to a private temporary folder and mapped there) while this call computes the exact rows;
-    :meth:`PendingCurve.result` then waits for them. The returned object keeps only per-query
-    arrays, not the encoded events (drop those to free their memory). Use it as a context
-    manager: leaving the block stops the worker and removes the folder."""
+    """The d-curve (:func:`dcurve_from_events`) in two steps, for a caller with other work
+    to do meanwhile: this call computes the exact rows; :meth:`PendingCurve.result` gives the
+    curve.
+
+    ``mechanisms`` may name any of :data:`ALL_MECHANISMS`; the ℓ2-weighted ones are one
+    simulated run each (``simulation``: a numpy generator, e.g. from
+    :meth:`searchveil.rng.RandomSource.numpy_generator` — rounded continuous Gaussian noise in
+    place of the exact sampler, for speed; a diagnostic, never a release). ``ds_for``: fewer d
+    for a costly mechanism (e.g. policy Gaussian's sequential pass), a subset of ``ds``.
+    ``workers=2``: the simulated runs start in a spawned process (on the pool arrays, saved to
+    a private temporary folder and mapped there) before this call computes the exact rows, and
+    :meth:`PendingCurve.result` waits for them; the table is the same. The returned object
+    keeps per-query arrays only, not the encoded events (drop those to free their memory). Use
+    it as a context manager: leaving the block stops the worker and removes the folder."""
     eps = check_positive("epsilon", epsilon)
     dl = check_probability("delta", delta)
     d_list = [check_int("d", d, minimum=1) for d in ds]

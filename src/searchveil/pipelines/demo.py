@@ -170,6 +170,14 @@ def _select_params(
     )  # fmt: skip
 
 
+def _run_figures(rel: Any, sol: dict[str, Any], selection: str, d: int) -> dict[str, Any]:
+    """What both runs report of their release: its budget, δ's solution, strategy, d,
+    threshold and single-user figures."""
+    return {"epsilon": rel.ledger["epsilon"], "delta": rel.ledger["delta"], "delta_solved": sol,
+            "selection": selection, "d": d, "threshold": _threshold(rel, selection),
+            "single_user": rel.report["single_user"]}  # fmt: skip
+
+
 def _threshold(rel: Any, selection: str) -> tuple[float, float]:
     """(threshold, noise) of a release's selection step, for the summary table."""
     r = rel.report
@@ -240,13 +248,7 @@ def _real_run(
             q.join(published.to_frame("item"), on="item", how="semi").height
         ),
         "pairs_released": r.get("pairs_released", 0),
-        "epsilon": rel.ledger["epsilon"],
-        "delta": rel.ledger["delta"],
-        "delta_solved": sol,
-        "selection": selection,
-        "d": sel_d,
-        "threshold": _threshold(rel, selection),
-        "single_user": r["single_user"],
+        **_run_figures(rel, sol, selection, sel_d),
         "single_user_published": int(
             holders.filter(pl.col("item").is_in(published.implode()) & (pl.col("h") == 1)).height
         ),
@@ -365,13 +367,7 @@ def _synthetic_run(
         "queries_released": r["queries_released"],
         "released_query_volume": vol,
         "released_volume_pct": 100.0 * vol / max(1, n_events),
-        "epsilon": rel.ledger["epsilon"],
-        "delta": rel.ledger["delta"],
-        "delta_solved": sol,
-        "selection": selection,
-        "d": sel_d,
-        "threshold": _threshold(rel, selection),
-        "single_user": r["single_user"],
+        **_run_figures(rel, sol, selection, sel_d),
         "single_user_published": int(published.join(single, on="query", how="semi").height),
         "top_queries": [],
     }
