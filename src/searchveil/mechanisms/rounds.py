@@ -208,7 +208,9 @@ class WeightedRound:
         k = (np.bincount(users) if users.size else np.zeros(0, np.int64)).astype(np.int32)
         if k.size and int(k.max()) > self.d:
             raise InternalError("a user has more than d items in a weighted round")
-        table = unit_weights(self.scale, self.d).astype(np.int32)
+        # float64 weights (integers, exact): bincount sums in float64 anyway, so an integer
+        # gather would be one more copy of the rows
+        table = unit_weights(self.scale, self.d).astype(np.float64)
         return np.asarray(
             np.bincount(items, weights=table[k[users]], minlength=n_items), dtype=np.float64
         )
@@ -233,10 +235,10 @@ def _round_threshold(sigma: float, scale: int, d: int, target: float) -> int:
     return lo
 
 
-def _first_per_user(users: Ids, keep: npt.NDArray[np.bool_], d: int) -> npt.NDArray[np.int64]:
+def _first_per_user(users: Ids, keep: npt.NDArray[np.bool_], d: int) -> npt.NDArray[np.int32]:
     """Indices of the first ``d`` rows with ``keep`` of each user (rows grouped by user, in
-    rank order); int32 temporaries (a 20M-row log has ~9M rows here)."""
-    idx = np.flatnonzero(keep)
+    rank order); int32 indices and temporaries (a 20M-row log has ~9M rows here)."""
+    idx = np.flatnonzero(keep).astype(np.int32)
     if idx.size == 0:
         return idx
     u = users[idx]
@@ -435,7 +437,7 @@ class RoundsSelection:
         in_pool = pool.rank < self.pool
         released = np.zeros(n, dtype=bool)
         eligible_bias: npt.NDArray[np.bool_] | None = None
-        round_sets: npt.NDArray[np.int64] | None = None
+        round_sets: npt.NDArray[np.int32] | None = None
         figures = []
         for i, r in enumerate(self.rounds):
             rows = self.round_rows(pool, i, released, eligible_bias, round_sets, in_pool)
@@ -453,9 +455,9 @@ class RoundsSelection:
 
     def round_rows(
         self, pool: ItemPool, i: int, released: npt.NDArray[np.bool_],
-        eligible_bias: npt.NDArray[np.bool_] | None, bias_rows: npt.NDArray[np.int64] | None,
+        eligible_bias: npt.NDArray[np.bool_] | None, bias_rows: npt.NDArray[np.int32] | None,
         in_pool: npt.NDArray[np.bool_] | None = None,
-    ) -> npt.NDArray[np.int64]:  # fmt: skip
+    ) -> npt.NDArray[np.int32]:  # fmt: skip
         """The pool rows round ``i`` uses, given the outputs of the rounds before (the released
         items; for a biased round (probe-reweight-2r's last) the items whose bias-round noisy
         weight is ≥ the cutoff and the bias round's rows): a function of each user's own items and
