@@ -55,7 +55,7 @@ from searchveil.social._exact import (
     choose_weighted_big,
 )
 from searchveil.social.utility import TargetUtilities
-from searchveil.validate import check_positive
+from searchveil.validate import check_positive, parse_name
 
 __all__ = [
     "ExponentialMechanism",
@@ -66,7 +66,6 @@ __all__ = [
     "epsilon_fraction",
     "make_mechanism",
     "pick_member",
-    "MECHANISM_NAMES",
     "MechanismName",
     "parse_mechanism",
 ]
@@ -84,7 +83,6 @@ class MechanismName(StrEnum):
     SMOOTHING = "smoothing"
 
 
-MECHANISM_NAMES = tuple(m.value for m in MechanismName)
 _MECHANISM_ALIASES = {
     "a_e": MechanismName.EXPONENTIAL, "ae": MechanismName.EXPONENTIAL,
     "a_l": MechanismName.LAPLACE, "al": MechanismName.LAPLACE,
@@ -96,14 +94,7 @@ _MECHANISM_ALIASES = {
 def parse_mechanism(name: MechanismName | str) -> MechanismName:
     """A mechanism's name (any case, ``-`` for ``_``, or a short alias such as ``pf``) as a
     :class:`MechanismName`; anything else raises :class:`InvalidParameterError`."""
-    if isinstance(name, MechanismName):
-        return name
-    key = name.strip().lower().replace("-", "_")
-    if key in _MECHANISM_ALIASES:
-        return _MECHANISM_ALIASES[key]
-    if key in MECHANISM_NAMES:
-        return MechanismName(key)
-    raise InvalidParameterError("mechanism", name, " | ".join(MECHANISM_NAMES))
+    return parse_name("mechanism", name, MechanismName, _MECHANISM_ALIASES)
 
 
 def epsilon_fraction(epsilon: float) -> Fraction:

@@ -33,7 +33,6 @@ from searchveil.tabular.release import (
 from searchveil.validate import parse_choice
 
 __all__ = [
-    "MODELS",
     "Model",
     "load",
     "table_stats",
@@ -56,7 +55,6 @@ class Model(StrEnum):
     SAFEPUB = "safepub"
 
 
-MODELS = tuple(m.value for m in Model)
 #: the differentially private models (record-level); the others protect no relation
 DP_MODELS = (Model.DP, Model.FOUAD2014, Model.SAFEPUB)
 NOT_DP = "this model is not differentially private (it protects no neighbouring relation)"

@@ -87,7 +87,6 @@ __all__ = [
     "user_delivery_pmf",
     "true_report_pmf",
     "noisy_report_pmf",
-    "CREATIVES",
     "Creative",
 ]
 
@@ -98,9 +97,6 @@ class Creative(StrEnum):
     INNOCUOUS = "innocuous"
     TOPIC = "topic"
     PERSONALIZED = "personalized"
-
-
-CREATIVES = tuple(c.value for c in Creative)
 
 
 @dataclass(frozen=True)
