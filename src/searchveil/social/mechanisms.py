@@ -54,7 +54,7 @@ from searchveil.social._exact import (
     bernoulli_two_over_e,
     choose_weighted_big,
 )
-from searchveil.social.utility import TargetUtilities
+from searchveil.social.utility import FloatArray, IntArray, TargetUtilities
 from searchveil.validate import check_positive, parse_name
 
 __all__ = [
@@ -69,9 +69,6 @@ __all__ = [
     "MechanismName",
     "parse_mechanism",
 ]
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 class MechanismName(StrEnum):

@@ -55,6 +55,8 @@ __all__ = [
     "parse_utility",
 ]
 
+#: the array types of the social package
+FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
