@@ -184,7 +184,7 @@ class Policy2010:
     min_reach: int = 0
 
     def describe(self) -> dict[str, Any]:
-        return {"policy": self.name, "matching": "all attributes", "reports": "exact"}
+        return _describe(self)
 
 
 @dataclass(frozen=True)
@@ -203,24 +203,16 @@ class MinReachPolicy:
         return self.threshold
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "matching": "all attributes",
-            "reports": "exact",
-            "min_estimated_reach": self.threshold,
-        }
+        return _describe(self, min_estimated_reach=self.threshold)
 
 
 @dataclass(frozen=True)
-class PublicOnlyPolicy:
-    """Match only on attributes the user made visible to everyone (§2.2.6.1)."""
+class PublicOnlyPolicy(Policy2010):
+    """2010's platform matching only on attributes the user made visible to everyone
+    (§2.2.6.1)."""
 
     name: str = "c: public only"
     public_only: bool = True
-    min_reach: int = 0
-
-    def describe(self) -> dict[str, Any]:
-        return {"policy": self.name, "matching": "'everyone' attributes only", "reports": "exact"}
 
 
 @dataclass(frozen=True)
@@ -262,17 +254,22 @@ class DPReportingPolicy:
         return PrivacyCost.of(Relation.USER, self.advertiser_budget, name="per advertiser account")
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "matching": "all attributes",
-            "reports": "discrete Laplace on reach, impressions, unique clicks",
-            "epsilon_per_report": self.epsilon_per_report,
-            "advertiser_budget": self.advertiser_budget,
-            "weights": list(self.weights),
-        }
+        return _describe(
+            self,
+            "discrete Laplace on reach, impressions, unique clicks",
+            epsilon_per_report=self.epsilon_per_report,
+            advertiser_budget=self.advertiser_budget,
+            weights=list(self.weights),
+        )
 
 
 Policy = Policy2010 | MinReachPolicy | PublicOnlyPolicy | DPReportingPolicy
+
+
+def _describe(policy: Policy, reports: str = "exact", **extra: Any) -> dict[str, Any]:
+    """What the ledger records of a policy: its name, what it matches on, its reports, ``extra``."""
+    matching = "'everyone' attributes only" if policy.public_only else "all attributes"
+    return {"policy": policy.name, "matching": matching, "reports": reports, **extra}
 
 
 @dataclass(frozen=True)
