@@ -55,10 +55,10 @@ from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
 from searchveil.mechanisms.rounds import (
     DpSips,
     ItemPool,
+    PoolSelection,
     ProbeReweight,
     ProbeReweight2R,
     pool_counts,
-    pool_frame,
 )
 from searchveil.mechanisms.selection_facts import Accounting, DefaultD, StrategyFacts, Units
 from searchveil.mechanisms.threshold import (
@@ -98,7 +98,7 @@ def _distinct_counts(sets: pl.DataFrame) -> pl.DataFrame:
 
 
 @dataclass(frozen=True)
-class LaplaceThreshold:
+class LaplaceThreshold(PoolSelection):
     FACTS: ClassVar[StrategyFacts] = StrategyFacts(
         name="laplace", label="Laplace (distinct users)", short_label="Lap", rounds=1,
         units=Units.COUNTS, default_d=DefaultD.ONE, accounting=Accounting.EXACT,
@@ -127,10 +127,6 @@ class LaplaceThreshold:
         cand = np.flatnonzero(c)
         keep = c[cand] + DiscreteLaplace(self.b).sample(cand.size, rng) > self.K
         return cand[keep]
-
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        pool = ItemPool.from_frame(sets)
-        return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -184,7 +180,7 @@ def _threshold_delta(sigma: float, tau: int, d: int) -> float:
 
 
 @dataclass(frozen=True)
-class GaussianThreshold:
+class GaussianThreshold(PoolSelection):
     FACTS: ClassVar[StrategyFacts] = StrategyFacts(
         name="gaussian", label="Gaussian selection", short_label="G", rounds=1,
         units=Units.COUNTS, default_d=DefaultD.COUNTS, accounting=Accounting.EXACT,
@@ -243,10 +239,6 @@ class GaussianThreshold:
         keep = c[cand] + DiscreteGaussian(self.sigma).sample(cand.size, rng) >= self.tau
         return cand[keep]
 
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        pool = ItemPool.from_frame(sets)
-        return pool_frame(pool, self.select_pool(pool, rng), self.d)
-
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.FACTS.name, "d": self.d, "sigma": self.sigma, "tau": self.tau,
                 **self.privacy()}  # fmt: skip
@@ -279,7 +271,7 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float 
 
 
 @dataclass(frozen=True)
-class PolicyGaussian:
+class PolicyGaussian(PoolSelection):
     # keep_probability(1) is an upper bound: a user may give its item less than its budget
     FACTS: ClassVar[StrategyFacts] = StrategyFacts(
         name="policy-gaussian", label="policy Gaussian*", short_label="PG", rounds=1,
@@ -396,10 +388,6 @@ class PolicyGaussian:
             z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * math.pi * u2)  # Box–Muller
         keep = w + self.sigma * z > self.rho
         return ids[keep]
-
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        pool = ItemPool.from_frame(sets)
-        return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.FACTS.name, "d": self.d, "sigma": self.sigma, "rho": self.rho,
