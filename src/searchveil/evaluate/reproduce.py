@@ -123,6 +123,7 @@ def korolova_fig_4_1(_: Any) -> dict[str, Any]:
     )
 
 
+# built like korolova_table_4_1 on purpose: each formula table against its printed numbers
 def goetz_table_1(_: Any) -> dict[str, Any]:
 
     printed = {

@@ -179,6 +179,7 @@ def _threshold_delta(sigma: float, tau: int, d: int) -> float:
     return float(-np.expm1(d * np.log1p(-min(p1, 1 - 1e-300))))
 
 
+# opens like LaplaceThreshold on purpose: every strategy states its FACTS first
 @dataclass(frozen=True)
 class GaussianThreshold(PoolSelection):
     FACTS: ClassVar[StrategyFacts] = StrategyFacts(

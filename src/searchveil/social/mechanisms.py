@@ -312,6 +312,7 @@ class PermuteAndFlip(_Calibrated):
         )
 
 
+# each recommender describes its own sampler: alike in form, not merged (thesis ch. 5)
 @dataclass(frozen=True)
 class LaplaceArgmax(_Calibrated):
     """A_L(ε) of Definition 8: argmax of utilities + discrete Laplace(S/ε) noise."""

@@ -481,6 +481,7 @@ def _recoding_events(
     return events
 
 
+# keyword options alike ZealousParams.from_budget's in form only
 def anonymize_recoding(
     table: EncodedTable,
     measures: Measures,

@@ -128,6 +128,7 @@ class Targeting:
         return {a: list(v) for a, v in self.criteria}
 
 
+# (fields alike SynthModel's in form only: plain defaults)
 @dataclass(frozen=True)
 class Delivery:
     """The auction stand-in and user response model (module docstring)."""
@@ -272,6 +273,7 @@ def _describe(policy: Policy, reports: str = "exact", **extra: Any) -> dict[str,
     return {"policy": policy.name, "matching": matching, "reports": reports, **extra}
 
 
+# (optional fields alike PartySpec's in form only)
 @dataclass(frozen=True)
 class CampaignReport:
     """What the advertiser sees. ``accepted`` False: refused (``reason``), all counts None."""
