@@ -64,7 +64,7 @@ def central_lp(log: SearchLog, args: argparse.Namespace) -> float:
     """|𝕆| of the centralized LP on the union (Condition 1 + min_count), tightened by η as P0's."""
     inp = preprocess(click_histogram(log))
     keep = np.flatnonzero(inp.c_ij >= args.min_count)
-    m = constraint_block(inp.c[keep], inp.c_ij[keep])
+    m = constraint_block(inp.matrix[keep], inp.c_ij[keep])
     m = m[np.flatnonzero(np.diff(m.indptr) > 0)]
     b = cels_bound(args.epsilon, args.delta)
     return float(max_output_size(m, b * (1 - ETA))) if m.shape[0] else 0.0

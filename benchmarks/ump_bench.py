@@ -50,7 +50,7 @@ def synthetic_input(users: int, pairs: int, seed: int = 1) -> UmpInput:
     import polars as pl
 
     return UmpInput(
-        c=c,
+        matrix=c,
         c_ij=c_ij,
         pairs=pl.DataFrame({"pair_id": np.arange(pairs)}),
         users=np.arange(users),

@@ -26,7 +26,6 @@ from searchveil.release.ump.kl import (
     max_output_size,
     solve_kl,
     solve_kl_exact,
-    solve_kl_lambda,
     solve_kl_pwl,
 )
 
@@ -68,7 +67,7 @@ def test_pwl_matches_lambda_form_and_converges_to_exact() -> None:
     o = lam / 2
     for spacing in ("uniform", "geometric"):
         x1, v1 = solve_kl_pwl(m, b, c, o, k=9, spacing=spacing)
-        x2, v2 = solve_kl_lambda(m, b, c, o, k=9, spacing=spacing)
+        x2, v2 = solve_kl_pwl(m, b, c, o, k=9, spacing=spacing, form="lambda")
         assert v1 == pytest.approx(v2, rel=1e-7)
         assert x1.sum() == pytest.approx(o) and (m @ x1 <= b + 1e-7).all()
     _, exact = solve_kl_exact(m, b, c, o)

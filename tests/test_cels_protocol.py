@@ -103,7 +103,7 @@ def test_joint_output_exact_constraints_and_central_equality(shares, joint) -> N
     assert x.sum() == led["noisy"]["output_size"]
     assert (m @ x <= b).all()  # exact: no tolerance
     # every user in the output holds the pair in the input (the sampling picks holders)
-    dense = inp.c.toarray()
+    dense = inp.matrix.toarray()
     uidx = {str(u): i for i, u in enumerate(inp.users)}
     pidx = {(q, u): i for i, q, u in inp.pairs.select("pair_id", "query", "url").iter_rows()}
     for user, q, u, n in log.iter_rows():

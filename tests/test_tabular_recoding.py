@@ -22,7 +22,7 @@ from searchveil.audit import audit_event
 from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.rng import make_rng
-from searchveil.tabular.api import MODELS, ModelParams, load, run_model
+from searchveil.tabular.api import Model, ModelParams, load, run_model
 from searchveil.tabular.dp import sampling_delta
 from searchveil.tabular.hierarchy import encode_table, hierarchy_from_rows, read_table
 from searchveil.tabular.lattice import Lattice
@@ -224,7 +224,7 @@ def age_sorted(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", [m.value for m in Model])
 def test_no_model_keeps_the_input_order(tmp_path: Path, model: str) -> None:
     t = load(age_sorted(tmp_path), DATA)
     params = {

@@ -124,7 +124,7 @@ def test_exact_guarantee_on_neighbouring_inputs(objective: str) -> None:
     inp = rel.extra["input"]
     x = rel.extra["x"]
     assert x.sum() > 0
-    c = inp.c.toarray()
+    c = inp.matrix.toarray()
     for k in range(c.shape[1]):
         ratio, impossible, _ = _exact_pdp(c, x, k)
         assert ratio <= math.exp(eps) * (1 + 1e-9), (k, ratio)
@@ -159,7 +159,7 @@ def test_statistical_audit_of_the_sampler() -> None:
         absent = 0
         for _ in range(trials // 1000):
             for _rep in range(1000):
-                p, u, n = sample_users(inp.c, counts, rng=rng)
+                p, u, n = sample_users(inp.matrix, counts, rng=rng)
                 absent += int(k not in set(u.tolist()))
         return absent, trials
 

@@ -218,14 +218,7 @@ def items(log: SearchLog, kind: ItemKind | str) -> pl.DataFrame:
     """
     kind = parse_choice("kind", kind, ItemKind)
     if kind == "clicks":
-        clicks = log.df.filter(pl.col("url").is_not_null())
-        return clicks.select(
-            "user",
-            (pl.col("query") + PAIR_SEP + pl.col("url")).alias("item"),
-            pl.int_range(pl.len()).over("user").cast(pl.Int64).alias("pos"),
-            "query",
-            "url",
-        )
+        return _pair_items(log.df.filter(pl.col("url").is_not_null()), "url")
     ev = query_events(log)
     if kind == "queries":
         return ev.select("user", pl.col("query").alias("item"), "pos")
@@ -240,12 +233,17 @@ def items(log: SearchLog, kind: ItemKind | str) -> pl.DataFrame:
     pairs = ev.with_columns(next_query=nxt, _same=same_session).filter(
         pl.col("_same").fill_null(False) & pl.col("next_query").is_not_null()
     )
-    return pairs.select(
+    return _pair_items(pairs, "next_query")
+
+
+def _pair_items(rows: pl.DataFrame, second: str) -> pl.DataFrame:
+    """Items made of two columns, ``query`` + TAB + ``second``, numbered within each user."""
+    return rows.select(
         "user",
-        (pl.col("query") + PAIR_SEP + pl.col("next_query")).alias("item"),
+        (pl.col("query") + PAIR_SEP + pl.col(second)).alias("item"),
         pl.int_range(pl.len()).over("user").cast(pl.Int64).alias("pos"),
         "query",
-        "next_query",
+        second,
     )
 
 

@@ -67,6 +67,7 @@ class Session:
         s._book = DatasetBudget.open(path)
         return s
 
+    # init_budget's keywords on purpose: the session makes the file `budget init` makes
     @classmethod
     def create(
         cls,

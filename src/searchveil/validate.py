@@ -4,6 +4,7 @@ the parameter, its value and the allowed range."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -77,3 +78,18 @@ def parse_choice(name: str, value: Any, choices: type[E]) -> E:
     except ValueError:
         allowed = ", ".join(repr(c.value) for c in choices)
         raise InvalidParameterError(name, value, "one of " + allowed) from None
+
+
+def parse_name(name: str, value: E | str, choices: type[E], aliases: Mapping[str, E]) -> E:
+    """A name typed by a person: any case, ``-`` for ``_``, or one of its ``aliases``, as a
+    member of ``choices``; anything else raises :class:`InvalidParameterError` listing the
+    names."""
+    if isinstance(value, choices):
+        return value
+    key = value.strip().lower().replace("-", "_")
+    if key in aliases:
+        return aliases[key]
+    try:
+        return choices(key)
+    except ValueError:
+        raise InvalidParameterError(name, value, " | ".join(choices)) from None

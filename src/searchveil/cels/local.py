@@ -195,7 +195,7 @@ def _sanitize_one(
         x = sol.x
         info["solver"] = sol.summary()
     info["output_size"] = int(x.sum())
-    trip = sample_users(inp.c, x, rng=rng) if x.size else None
+    trip = sample_users(inp.matrix, x, rng=rng) if x.size else None
     if trip is not None and trip[0].size:
         return sampled_log(inp.pairs, inp.users, trip), info
     return None, info

@@ -118,7 +118,7 @@ def utility_cels_vs_ls(
     hist = click_histogram(log)
     inp = preprocess(hist)
     keep = np.flatnonzero(inp.c_ij >= min_count)
-    c = inp.c[keep]
+    c = inp.matrix[keep]
     cij = inp.c_ij[keep]
     m = constraint_block(c, cij)
     m = m[np.flatnonzero(np.diff(m.indptr) > 0)]

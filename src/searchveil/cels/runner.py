@@ -77,6 +77,7 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+# keyword options alike other signatures in form only (release_table, advise, ...)
 def write_config(
     directory: Path,
     n_parties: int,

@@ -54,6 +54,21 @@ def _rel_diff(ours: float, paper: float) -> float:
     return abs(ours - paper) / abs(paper) if paper else abs(ours)
 
 
+def _result(
+    status: str,
+    headers: list[str],
+    rows: list[list[Any]],
+    *,
+    notes: str,
+    measured: dict[str, float] | None = None,
+    **after: Any,
+) -> dict[str, Any]:
+    """An experiment's result: ``status`` (exact | trend), its table, the largest difference
+    from the printed values (``measured``), the notes, then the rest (``failed``, ``plot``)."""
+    head = {"status": status, "headers": headers, "rows": rows, **(measured or {})}
+    return {**head, "notes": notes, **after}
+
+
 # -- formula tables -------------------------------------------------------------------------------
 def korolova_table_4_1(_: Any) -> dict[str, Any]:
 
@@ -72,14 +87,14 @@ def korolova_table_4_1(_: Any) -> dict[str, Any]:
         s = korolova_solve_paper(epsilon=LN10, delta=1e-5, d=d)
         rows.append([d, round(s["K"], 2), pk, round(s["b"], 2), pb])
         worst = max(worst, abs(round(s["K"], 2) - pk), abs(round(s["b"], 2) - pb))
-    return {
-        "status": "exact",
-        "headers": ["d", "K (ours)", "K (paper)", "b (ours)", "b (paper)"],
-        "rows": rows,
-        "max_abs_difference": worst,
-        "notes": "K = d(1 − ln(2δ/d)/ε), b = d/ε at e^ε = 10, δ = 1e-5 (Lemma 1 setting). "
+    return _result(
+        "exact",
+        ["d", "K (ours)", "K (paper)", "b (ours)", "b (paper)"],
+        rows,
+        measured={"max_abs_difference": worst},
+        notes="K = d(1 − ln(2δ/d)/ε), b = d/ε at e^ε = 10, δ = 1e-5 (Lemma 1 setting). "
         f"Largest difference at the printed 2 decimals: {worst:.2f}.",
-    }
+    )
 
 
 def korolova_fig_4_1(_: Any) -> dict[str, Any]:
@@ -90,14 +105,14 @@ def korolova_fig_4_1(_: Any) -> dict[str, Any]:
     rows = [[f, float(c), float(d)] for f, c, d in zip(freqs, cont, disc, strict=True)]
     p110 = float(keep_probability([110], threshold=140, scale=8.69, noise="continuous")[0])
     p170 = float(keep_probability([170], threshold=140, scale=8.69, noise="continuous")[0])
-    return {
-        "status": "exact",
-        "headers": ["frequency", "P[release] (Lap, thesis)", "P[release] (discrete, ours)"],
-        "rows": rows,
-        "notes": f"d = 20, K = 140, b = 8.69. The thesis: below 110 'virtually never' "
+    return _result(
+        "exact",
+        ["frequency", "P[release] (Lap, thesis)", "P[release] (discrete, ours)"],
+        rows,
+        notes=f"d = 20, K = 140, b = 8.69. The thesis: below 110 'virtually never' "
         f"(ours {p110:.3f}), above 170 'virtually guaranteed' (ours {p170:.3f}). The discrete "
         "Laplace that searchveil samples gives nearly the same curve.",
-        "plot": {
+        plot={
             "xlabel": "query frequency",
             "ylabel": "probability of release",
             "series": [
@@ -105,9 +120,10 @@ def korolova_fig_4_1(_: Any) -> dict[str, Any]:
                 {"label": "discrete Laplace (searchveil)", "x": freqs, "y": list(disc)},
             ],
         },
-    }
+    )
 
 
+# built like korolova_table_4_1 on purpose: each formula table against its printed numbers
 def goetz_table_1(_: Any) -> dict[str, Any]:
 
     printed = {
@@ -123,17 +139,17 @@ def goetz_table_1(_: Any) -> dict[str, Any]:
         dp = zealous_thesis_delta(m=5, tau_prime=tp, lam=lam)
         rows.append([f"λ={lam:g}, τ'={tp}", f"{d:.3g}", f"{pd:.2g}", f"{dp:.3g}", f"{pdp:.2g}"])
         worst = max(worst, _rel_diff(d, pd), _rel_diff(dp, pdp))
-    return {
-        "status": "exact",
-        "headers": ["setting", "δ (ours)", "δ (paper)", "δ' (ours)", "δ' (paper)"],
-        "rows": rows,
-        "max_relative_difference": worst,
-        "notes": "U = 500k, m = 5, τ = 1. δ from Theorem 3; δ' from the thesis' Release-Data "
+    return _result(
+        "exact",
+        ["setting", "δ (ours)", "δ (paper)", "δ' (ours)", "δ' (paper)"],
+        rows,
+        measured={"max_relative_difference": worst},
+        notes="U = 500k, m = 5, τ = 1. δ from Theorem 3; δ' from the thesis' Release-Data "
         "bound (ε' = m/λ), which is what the printed δ' column follows (see "
         "docs/privacy/zealous.md: Theorem 2 as printed does not give these values). Ours are "
         "shown to 3 digits: the paper's 3.2e-3 is 3.147e-3 rounded up and its 5.2e-85 is "
         f"5.13e-85; largest relative difference {100 * worst:.1f}%.",
-    }
+    )
 
 
 def goetz_table_2(_: Any) -> dict[str, Any]:
@@ -148,14 +164,14 @@ def goetz_table_2(_: Any) -> dict[str, Any]:
         worst = max(worst, abs(round(tp, 1) - p))
         xs.append(tau)
         ys.append(tp)
-    return {
-        "status": "exact",
-        "headers": ["τ", "τ' (ours)", "τ' (paper)"],
-        "rows": rows,
-        "max_abs_difference": worst,
-        "notes": "m = 2, ε = 1, δ = 0.01; the paper does not state U — U = 5,000,000 reproduces "
+    return _result(
+        "exact",
+        ["τ", "τ' (ours)", "τ' (paper)"],
+        rows,
+        measured={"max_abs_difference": worst},
+        notes="m = 2, ε = 1, δ = 0.01; the paper does not state U — U = 5,000,000 reproduces "
         "every printed value; τ = 4 = ⌈2m/ε⌉ minimises τ' (Proposition 4).",
-        "plot": {
+        plot={
             "xlabel": "τ",
             "ylabel": "τ'",
             "series": [
@@ -163,7 +179,7 @@ def goetz_table_2(_: Any) -> dict[str, Any]:
                 {"label": "paper", "x": xs, "y": list(printed.values()), "paper": True},
             ],
         },
-    }
+    )
 
 
 # -- experiment trends ----------------------------------------------------------------------------
@@ -278,19 +294,19 @@ def goetz_table_3(ctx: _Ctx) -> dict[str, Any]:
         rows.append([f"{kind}: total ×10³ (paper)", *pt, _direction(pt)])
         agree += len(ok_d) == len(MS) and _direction(ok_d) == _direction(pd)
     taus = ", ".join(f"{_get(runs, 'queries', m, 'tau_prime')}" for m in MS)
-    return {
-        "status": "trend",
-        "headers": ["m →", *[str(m) for m in MS], "trend"],
-        "rows": rows,
-        "notes": f"ZEALOUS, ε = {ZEALOUS_EPS:g} (Table 3's ε is not stated; §7.1 uses 5), "
+    return _result(
+        "trend",
+        ["m →", *[str(m) for m in MS], "trend"],
+        rows,
+        notes=f"ZEALOUS, ε = {ZEALOUS_EPS:g} (Table 3's ε is not stated; §7.1 uses 5), "
         f"δ = 0.001, U = 1,000 (public bound of the sample); λ, τ = ⌈2m/ε⌉ and τ' (rounded up) "
         f"from the paper's Theorem 3 / Proposition 4; τ' per m: {taus}. "
         f"The paper: 500k users, one month. The distinct-items trend in m agrees for {agree} "
         "of 4 item types. With 1,000 users τ' (Theorem 3) grows past most counts as m grows, "
         "so totals peak earlier than the paper's (its tipping point is the average number of "
         "items per user).",
-        "failed": _failed(runs),
-        "plot": {
+        failed=_failed(runs),
+        plot={
             "xlabel": "m",
             "ylabel": "distinct items released",
             "series": [
@@ -302,7 +318,7 @@ def goetz_table_3(ctx: _Ctx) -> dict[str, Any]:
                 for kind in map(str, ItemKind)
             ],
         },
-    }
+    )
 
 
 def goetz_fig_3(ctx: _Ctx) -> dict[str, Any]:
@@ -317,15 +333,15 @@ def goetz_fig_3(ctx: _Ctx) -> dict[str, Any]:
         for j, c, l1 in zip(tj["j"], tj["coverage"], tj["avg_l1"], strict=True):
             if j in (10, 100, 1000):
                 rows.append([f"m={m}, top-{j}", c, l1])
-    return {
-        "status": "trend",
-        "headers": ["queries", "coverage", "avg L1"],
-        "rows": rows,
-        "notes": "Götz Fig. 3 analogue (same runs as Table 3): top-j coverage of queries vs j for "
+    return _result(
+        "trend",
+        ["queries", "coverage", "avg L1"],
+        rows,
+        notes="Götz Fig. 3 analogue (same runs as Table 3): top-j coverage of queries vs j for "
         "each m; the paper finds coverage falling with j and with m.",
-        "failed": _failed(runs),
-        "plot": {"xlabel": "j", "ylabel": "top-j coverage", "xlog": True, "series": series},
-    }
+        failed=_failed(runs),
+        plot={"xlabel": "j", "ylabel": "top-j coverage", "xlog": True, "series": series},
+    )
 
 
 def _korolova_run(ctx: _Ctx, *, epsilon: float, delta: float, d: int) -> dict[str, Any]:
@@ -360,22 +376,22 @@ def korolova_fig_4_2(ctx: _Ctx) -> dict[str, Any]:
             row += [f"{100 * dist[i]:.4f}%", f"{100 * imp[i]:.2f}%"]
         rows.append(row)
     peaks = {lab: ds[max(range(len(ds)), key=lambda i: imp[i])] for lab, (_, imp) in series.items()}
-    return {
-        "status": "trend",
-        "headers": [
+    return _result(
+        "trend",
+        [
             "d",
             "% distinct (e^ε=10)",
             "% impressions (e^ε=10)",
             "% distinct (ε=10)",
             "% impressions (ε=10)",
         ],
-        "rows": rows,
-        "notes": "δ = 1e-5, K and b of §4.5 (selection; query counts use fresh noise b). Thesis "
+        rows,
+        notes="δ = 1e-5, K and b of §4.5 (selection; query counts use fresh noise b). Thesis "
         "(one week of a major engine): distinct ≤ 0.75% and falling with d; impressions 10–35% "
         "peaking near d ≈ 20. On 1,000 AOL users only a handful of queries reach K at e^ε = 10 "
         "(K = 140 for d = 20); the relaxed ε = 10 series shows the shape on this small log. "
         "Impressions peak at d = " + ", ".join(f"{v} ({k})" for k, v in peaks.items()) + ".",
-        "plot": {
+        plot={
             "xlabel": "d",
             "ylabel": "share of impressions released",
             "xlog": True,
@@ -388,7 +404,7 @@ def korolova_fig_4_2(ctx: _Ctx) -> dict[str, Any]:
                 for lab, (dist, _) in series.items()
             ],
         },
-    }
+    )
 
 
 KOROLOVA_T42 = {1e-6: [0.03, 0.06, 0.09], 1e-5: [0.03, 0.07, 0.10], 1e-4: [0.04, 0.09, 0.12]}
@@ -416,15 +432,15 @@ def korolova_tables_4_2_4_3(ctx: _Ctx) -> dict[str, Any]:
         rows.append([f"δ={delta:g}: % distinct (paper)", *KOROLOVA_T42[delta]])
         rows.append([f"δ={delta:g}: % impressions (ours)", *[round(x, 2) for x in imp]])
         rows.append([f"δ={delta:g}: % impressions (paper)", *KOROLOVA_T43[delta]])
-    return {
-        "status": "trend",
-        "headers": ["d = 21", "ε = ln 2", "ε = ln 5", "ε = ln 10"],
-        "rows": rows,
-        "notes": "Thesis: one week of a major engine (millions of users); ours: 1,000 AOL users "
+    return _result(
+        "trend",
+        ["d = 21", "ε = ln 2", "ε = ln 5", "ε = ln 10"],
+        rows,
+        notes="Thesis: one week of a major engine (millions of users); ours: 1,000 AOL users "
         "over three months, so far fewer queries reach K (≈ 100–150 for d = 21) and the "
         "percentages are much smaller. Trend: impressions grow with ε in "
         f"{inc_ok} of 3 δ rows (paper: all rows); growth with δ is small in both.",
-    }
+    )
 
 
 def hong_ump(ctx: Any) -> dict[str, Any]:

@@ -601,15 +601,8 @@ class ReleaseWriter:
         # an input the record names may not lie inside the directory this release replaces
         named = [("input", i.get("path")) for i in rec.get("inputs") or [] if isinstance(i, dict)]
         paths.check_release_out(self.out_dir, overwrite=self.overwrite, inputs=named)
-        st = paths.Staging(self.provenance_path, directory=False, private=True)
-        try:
-            fd = os.open(st.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(json.dumps(_jsonable(rec), indent=2, ensure_ascii=False) + "\n")
-        except OSError as exc:
-            st.discard()
-            raise OutputWriteError(str(self.provenance_path), exc) from exc
-        return st
+        text = json.dumps(_jsonable(rec), indent=2, ensure_ascii=False) + "\n"
+        return paths.stage_private_file(self.provenance_path, text.encode("utf-8"))
 
     def __exit__(
         self,

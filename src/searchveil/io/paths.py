@@ -7,7 +7,7 @@ docs/privacy/published.md, "Where files go").
   work starts) when it would land inside the ``--out`` of the run, inside any directory that
   holds a searchveil ``ledger.json`` (the directory or any of its parents), or on one of the
   run's inputs. It is written owner-only (files 0600, directories 0700) through a staging
-  directory and a rename (:func:`write_private_bytes`, :func:`private_file`).
+  directory and a rename (:func:`write_private_bytes`, :func:`stage_private_file`).
 * **``--overwrite`` replaces only a complete searchveil release** (:func:`check_release_out`):
   a directory whose ``ledger.json`` (``"tool": "searchveil"``) lists in ``outputs`` every other
   entry of the directory, each a regular file — no subdirectory, no file the ledger does not
@@ -41,10 +41,9 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from searchveil.errors import InvalidParameterError, OutputExistsError, OutputWriteError
 from searchveil.rng import secure_token
@@ -60,7 +59,7 @@ __all__ = [
     "enclosing_release",
     "input_list",
     "is_within",
-    "private_file",
+    "stage_private_file",
     "release_problems",
     "write_private_bytes",
     "write_private_text",
@@ -376,12 +375,7 @@ class Staging:
     def __enter__(self) -> Staging:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if not self.committed:
             self.discard()
 
@@ -415,23 +409,18 @@ class Staging:
 
 
 # -- private files -----------------------------------------------------------------------------
-@contextlib.contextmanager
-def private_file(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
-    """Open (binary) a staged, owner-only file that replaces ``path`` when the block ends
-    without an error (nothing is left otherwise). The caller checks the path first
-    (:func:`check_private_path`)."""
-    with Staging(path, directory=False, private=True) as st:
-        try:
-            fd = os.open(st.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            fh = os.fdopen(fd, "wb")
-        except OSError as exc:
-            raise OutputWriteError(str(path), exc) from exc
-        try:
-            with fh:
-                yield fh
-        except OSError as exc:
-            raise OutputWriteError(str(path), exc) from exc
-        st.commit()
+def stage_private_file(path: str | os.PathLike[str], data: bytes) -> Staging:
+    """A staged, owner-only file holding ``data``, put in place at ``path`` by the caller's
+    :meth:`Staging.commit` (discarded, with an :class:`OutputWriteError`, if writing fails)."""
+    st = Staging(path, directory=False, private=True)
+    try:
+        fd = os.open(st.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError as exc:
+        st.discard()
+        raise OutputWriteError(str(path), exc) from exc
+    return st
 
 
 def write_private_bytes(
@@ -444,8 +433,7 @@ def write_private_bytes(
 ) -> Path:
     """Write a private file: checked (:func:`check_private_path`), staged, owner-only."""
     p = check_private_path(path, option=option, releases=releases, inputs=inputs)
-    with private_file(p) as fh:
-        fh.write(data)
+    stage_private_file(p, data).commit()
     return p
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -42,6 +43,7 @@ from searchveil.validate import check_positive
 
 __all__ = [
     "bernoulli_exp",
+    "IntegerNoise",
     "DiscreteLaplace",
     "DiscreteGaussian",
     "discrete_laplace",
@@ -387,8 +389,23 @@ def _check_rng(rng: Any) -> RandomSource:
     return rng
 
 
+class IntegerNoise(ABC):
+    """Integer noise: its exact sampler, and ``release`` (values plus independent noise),
+    written once for every distribution. The two distributions below stay two classes, each
+    with its own check, parameter and sampler, so that each can be read against its paper."""
+
+    @abstractmethod
+    def sample(self, size: int, rng: RandomSource) -> IntArray:
+        """``size`` independent draws from ``rng``."""
+
+    def release(self, values: npt.ArrayLike, rng: RandomSource) -> IntArray:
+        """``values`` (integers) plus independent noise."""
+        v = np.asarray(values, dtype=np.int64)
+        return v + self.sample(v.size, rng).reshape(v.shape)
+
+
 @dataclass(frozen=True)
-class DiscreteLaplace:
+class DiscreteLaplace(IntegerNoise):
     """Discrete Laplace noise of scale ``b``: ``P[X=k] = (1-p)/(1+p)·p^|k|``, ``p = e^{-1/b}``.
 
     Privacy map: adding it to an integer vector of ℓ1 sensitivity Δ is (Δ/b)-DP (exactly, since
@@ -419,11 +436,6 @@ class DiscreteLaplace:
 
     def sample(self, size: int, rng: RandomSource) -> IntArray:
         return _sample_discrete_laplace(self.effective_scale_fraction, int(size), _check_rng(rng))
-
-    def release(self, values: npt.ArrayLike, rng: RandomSource) -> IntArray:
-        """``values`` (integers) plus independent noise."""
-        v = np.asarray(values, dtype=np.int64)
-        return v + self.sample(v.size, rng).reshape(v.shape)
 
     def epsilon(self, l1_sensitivity: float) -> float:
         """ε spent when releasing a vector of the given ℓ1 sensitivity."""
@@ -472,8 +484,10 @@ class DiscreteLaplace:
         }
 
 
+# shaped like DiscreteLaplace (check, exact rational parameter, sampler) on purpose: each of
+# the two is written out to be audited against its own paper (CKS 2020), not merged
 @dataclass(frozen=True)
-class DiscreteGaussian:
+class DiscreteGaussian(IntegerNoise):
     """Discrete Gaussian noise ``P[X=k] ∝ exp(-k²/(2σ²))`` (CKS 2020).
 
     Privacy map: for ℓ2 sensitivity Δ it is ρ-zCDP with ρ = Δ²/(2σ²), and (ε, δ)-DP for the
@@ -499,10 +513,6 @@ class DiscreteGaussian:
 
     def sample(self, size: int, rng: RandomSource) -> IntArray:
         return _sample_discrete_gaussian(self.effective_sigma2_fraction, int(size), _check_rng(rng))
-
-    def release(self, values: npt.ArrayLike, rng: RandomSource) -> IntArray:
-        v = np.asarray(values, dtype=np.int64)
-        return v + self.sample(v.size, rng).reshape(v.shape)
 
     def rho(self, l2_sensitivity: float) -> float:
         return float(l2_sensitivity) ** 2 / (2.0 * self.sigma**2)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -333,8 +334,26 @@ class ItemPool:
         return int(self.names.len())
 
 
+class PoolSelection(ABC):
+    """A strategy that selects from an :class:`ItemPool` (every registered strategy): it states
+    ``select_pool``; ``select`` on a frame of users' item sets is the same for all."""
+
+    d: int
+
+    @abstractmethod
+    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
+        """The selected item ids of ``pool`` (noise drawn for the held items in id order)."""
+
+    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
+        """``sets``: user, item (+ rank) — each user's distinct items in order (e.g.
+        :func:`user_item_pool`). Returns the selected items with their distinct-user counts
+        among the users' first d items (the count step's bounded counts)."""
+        pool = ItemPool.from_frame(sets)
+        return pool_frame(pool, self.select_pool(pool, rng), self.d)
+
+
 @dataclass(frozen=True)
-class RoundsSelection:
+class RoundsSelection(PoolSelection):
     """Rounds of :class:`WeightedRound` on each user's first ``pool`` distinct items, with
     items released in earlier rounds removed (their users' weight goes to their other items) —
     see the module docstring and docs/privacy/selection.md. A subclass is one strategy: its
@@ -477,13 +496,6 @@ class RoundsSelection:
         self, pool: ItemPool, rng: RandomSource, diagnostic: np.random.Generator | None = None
     ) -> npt.NDArray[np.int64]:
         return np.asarray(self.run_pool(pool, rng, diagnostic)["released"], dtype=np.int64)
-
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        """``sets``: user, item (+ rank) — each user's distinct items in order (e.g.
-        :func:`user_item_pool`). Returns the selected items with their distinct-user counts
-        among the users' first d items (the count step's bounded counts)."""
-        pool = ItemPool.from_frame(sets)
-        return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.name, "d": self.d, "pool": self.pool,

@@ -56,10 +56,10 @@ from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
 from searchveil.mechanisms.rounds import (
     DpSips,
     ItemPool,
+    PoolSelection,
     ProbeReweight,
     ProbeReweight2R,
     pool_counts,
-    pool_frame,
 )
 from searchveil.mechanisms.selection_facts import Accounting, DefaultD, StrategyFacts, Units
 from searchveil.mechanisms.threshold import (
@@ -99,7 +99,7 @@ def _distinct_counts(sets: pl.DataFrame) -> pl.DataFrame:
 
 
 @dataclass(frozen=True)
-class LaplaceThreshold:
+class LaplaceThreshold(PoolSelection):
     FACTS: ClassVar[StrategyFacts] = StrategyFacts(
         name="laplace", label="Laplace (distinct users)", short_label="Lap", rounds=1,
         units=Units.COUNTS, default_d=DefaultD.ONE, accounting=Accounting.EXACT,
@@ -128,10 +128,6 @@ class LaplaceThreshold:
         cand = np.flatnonzero(c)
         keep = c[cand] + DiscreteLaplace(self.b).sample(cand.size, rng) > self.K
         return cand[keep]
-
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        pool = ItemPool.from_frame(sets)
-        return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -184,8 +180,9 @@ def _threshold_delta(sigma: float, tau: int, d: int) -> float:
     return float(-np.expm1(d * np.log1p(-min(p1, 1 - 1e-300))))
 
 
+# opens like LaplaceThreshold on purpose: every strategy states its FACTS first
 @dataclass(frozen=True)
-class GaussianThreshold:
+class GaussianThreshold(PoolSelection):
     FACTS: ClassVar[StrategyFacts] = StrategyFacts(
         name="gaussian", label="Gaussian selection", short_label="G", rounds=1,
         units=Units.COUNTS, default_d=DefaultD.COUNTS, accounting=Accounting.EXACT,
@@ -251,10 +248,6 @@ class GaussianThreshold:
         keep = c[cand] + DiscreteGaussian(self.sigma).sample(cand.size, rng) >= self.tau
         return cand[keep]
 
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        pool = ItemPool.from_frame(sets)
-        return pool_frame(pool, self.select_pool(pool, rng), self.d)
-
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.FACTS.name, "d": self.d, "sigma": self.sigma, "tau": self.tau,
                 **self.privacy()}  # fmt: skip
@@ -287,7 +280,7 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float 
 
 
 @dataclass(frozen=True)
-class PolicyGaussian:
+class PolicyGaussian(PoolSelection):
     # keep_probability(1) is an upper bound: a user may give its item less than its budget
     FACTS: ClassVar[StrategyFacts] = StrategyFacts(
         name="policy-gaussian", label="policy Gaussian*", short_label="PG", rounds=1,
@@ -407,10 +400,6 @@ class PolicyGaussian:
             z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * math.pi * u2)  # Box–Muller
         keep = w + self.sigma * z > self.rho
         return ids[keep]
-
-    def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
-        pool = ItemPool.from_frame(sets)
-        return pool_frame(pool, self.select_pool(pool, rng), self.d)
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.FACTS.name, "d": self.d, "sigma": self.sigma, "rho": self.rho,

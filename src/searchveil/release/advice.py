@@ -27,6 +27,7 @@ from searchveil.release.korolova.accounting import (
     korolova_solve_paper,
 )
 from searchveil.release.zealous.accounting import (
+    # the formulas zealous/params.py solves with: the advisor tabulates them side by side
     Guarantee,
     zealous_exact_privacy,
     zealous_exact_probabilistic,

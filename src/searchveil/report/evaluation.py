@@ -133,21 +133,20 @@ def _distribution_section(r: dict[str, Any], *, plots: bool) -> list[str]:
     dist = r.get("distribution") or {}
     body.append("<h2>Released items (Götz §6–7.1, Korolova §4.6.1)</h2>")
     if dist:
-        rows = []
-        for kind, d in dist.items():
-            rows.append(
-                [
-                    kind,
-                    d["original_distinct"],
-                    d["released_distinct"],
-                    pct(d["share_distinct"]),
-                    d["original_total"],
-                    d["released_total"],
-                    pct(d["share_volume"]),
-                    fmt(d["avg_count_difference"]),
-                    fmt(d["released_not_in_original"]),
-                ]
-            )
+        rows = [
+            [
+                kind,
+                d["original_distinct"],
+                d["released_distinct"],
+                pct(d["share_distinct"]),
+                d["original_total"],
+                d["released_total"],
+                pct(d["share_volume"]),
+                fmt(d["avg_count_difference"]),
+                fmt(d["released_not_in_original"]),
+            ]
+            for kind, d in dist.items()
+        ]
         body.append(
             table(
                 [
@@ -212,16 +211,15 @@ def _caching_section(r: dict[str, Any], *, plots: bool) -> list[str]:
     body, c = _open_section(r, "caching", "<h2>Index caching (Götz §7.2)</h2>")
     if c is not None:
         body.append(f'<p class="note"><b>Proxy:</b> {esc(c["proxy_description"])}.</p>')
+        numbers = (
+            "budget_postings",
+            "hit_probability_original",
+            "hit_probability_release",
+            "cached_original",
+            "cached_release",
+        )
         rows = [
-            [
-                pct(b["budget_fraction"]),
-                fmt(b["budget_postings"]),
-                fmt(b["hit_probability_original"]),
-                fmt(b["hit_probability_release"]),
-                fmt(b["cached_original"]),
-                fmt(b["cached_release"]),
-                pct(b["cache_overlap"]),
-            ]
+            [pct(b["budget_fraction"]), *(fmt(b[k]) for k in numbers), pct(b["cache_overlap"])]
             for b in c["budgets"]
         ]
         grid = '<div class="grid"><div>' + table(

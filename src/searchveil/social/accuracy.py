@@ -35,6 +35,8 @@ from searchveil.errors import InvalidParameterError
 from searchveil.social.mechanisms import SmoothedSampling, epsilon_fraction
 from searchveil.social.utility import (
     CommonNeighbours,
+    FloatArray,
+    IntArray,
     TargetUtilities,
     UtilityFunction,
 )
@@ -52,9 +54,6 @@ __all__ = [
     "laplace_two_nodes",
     "monte_carlo_accuracy",
 ]
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 def corollary1(*, n: float, c: float, k: float, t: float, epsilon: float) -> float:

@@ -43,6 +43,7 @@ from searchveil.social.accuracy import (
 from searchveil.social.mechanisms import epsilon_fraction
 from searchveil.social.utility import (
     CommonNeighbours,
+    FloatArray,
     TargetUtilities,
     UtilityFunction,
     WeightedPaths,
@@ -61,7 +62,6 @@ __all__ = [
     "social_report",
 ]
 
-FloatArray = npt.NDArray[np.float64]
 SERIES = ("exponential", "laplace", "permute_and_flip", "em_half", "smoothing", "bound")
 LABELS = {
     "exponential": "A_E (exponential)",

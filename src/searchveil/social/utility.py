@@ -41,6 +41,7 @@ import scipy.sparse as sp
 
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import Graph
+from searchveil.validate import parse_name
 
 __all__ = [
     "CommonNeighbours",
@@ -54,6 +55,8 @@ __all__ = [
     "parse_utility",
 ]
 
+#: the array types of the social package
+FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
@@ -183,15 +186,7 @@ def parse_utility(name: UtilityName | str) -> UtilityName:
     """A utility's name (any case, ``-`` for ``_``, or an alias: ``cn``, ``wp``,
     ``common_neighbors``) as a :class:`UtilityName`; anything else raises
     :class:`InvalidParameterError`."""
-    if isinstance(name, UtilityName):
-        return name
-    key = name.strip().lower().replace("-", "_")
-    if key in _UTILITY_ALIASES:
-        return _UTILITY_ALIASES[key]
-    try:
-        return UtilityName(key)
-    except ValueError:
-        raise InvalidParameterError("utility", name, "common_neighbours | weighted_paths") from None
+    return parse_name("utility", name, UtilityName, _UTILITY_ALIASES)
 
 
 def utility_from_name(

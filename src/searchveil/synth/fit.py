@@ -231,6 +231,7 @@ def _word_laws(
     return words.get_column("w").to_list(), wp / wp.sum(), qlp
 
 
+# keyword options alike heldout_split_check's in form only
 def fit(
     log: SearchLog,
     *,

@@ -231,6 +231,7 @@ def _fresh_keys(
     return keys, n_tail
 
 
+# the per-event arrays in the order every step of _chunk takes them (alike _repeat_roots')
 def _times(
     model: SynthModel,
     gen: np.random.Generator,

@@ -33,7 +33,6 @@ from searchveil.tabular.release import (
 from searchveil.validate import parse_choice
 
 __all__ = [
-    "MODELS",
     "Model",
     "load",
     "table_stats",
@@ -56,7 +55,6 @@ class Model(StrEnum):
     SAFEPUB = "safepub"
 
 
-MODELS = tuple(m.value for m in Model)
 #: the differentially private models (record-level); the others protect no relation
 DP_MODELS = (Model.DP, Model.FOUAD2014, Model.SAFEPUB)
 NOT_DP = "this model is not differentially private (it protects no neighbouring relation)"
@@ -133,8 +131,8 @@ def model_cost(model: Model | str, p: ModelParams) -> PrivacyCost | NoGuarantee:
     model = parse_choice("model", model, Model)
     if model not in DP_MODELS:
         return NoGuarantee(NOT_DP)
-    eps, dl = _need("epsilon", p.epsilon, model), _need("delta", p.delta, model)
-    return PrivacyCost.of(Relation.RECORD, eps, dl, name="declared (ε, δ)")
+    b = _budget(p, model)
+    return PrivacyCost.of(Relation.RECORD, b["epsilon"], b["delta"], name="declared (ε, δ)")
 
 
 def release_cost(rel: TabularRelease) -> PrivacyCost | NoGuarantee:
@@ -149,6 +147,11 @@ def _need(name: str, v: Any, model: str) -> Any:
     if v is None:
         raise InvalidParameterError(name, None, f"a value (required by --model {model})")
     return v
+
+
+def _budget(p: ModelParams, model: str) -> dict[str, float]:
+    """The (ε, δ) a differentially private model needs (both required), as its keywords."""
+    return {"epsilon": _need("epsilon", p.epsilon, model), "delta": _need("delta", p.delta, model)}
 
 
 def run_model(
@@ -167,8 +170,7 @@ def run_model(
         rel = anonymize_recoding(
             t,
             meas,
-            epsilon=_need("epsilon", p.epsilon, model),
-            delta=_need("delta", p.delta, model),
+            **_budget(p, model),
             rng=rng,
             beta=p.beta,
             max_records=p.max_records,
@@ -179,8 +181,7 @@ def run_model(
         rel = anonymize_dp(
             t,
             meas,
-            epsilon=_need("epsilon", p.epsilon, model),
-            delta=_need("delta", p.delta, model),
+            **_budget(p, model),
             beta=_need("beta", p.beta, model),
             theta0=_need("theta0", p.theta0, model),
             theta1=p.theta1,
@@ -197,8 +198,7 @@ def run_model(
     else:
         rel = safepub(
             t,
-            epsilon=_need("epsilon", p.epsilon, model),
-            delta=_need("delta", p.delta, model),
+            **_budget(p, model),
             rng=rng,
             search_share=p.search_share,
             steps=p.steps,

@@ -193,6 +193,7 @@ def _safepub_events(
     return events
 
 
+# keyword options alike plan_dp's in form only: SafePub's own parameters
 def safepub(
     table: EncodedTable,
     *,

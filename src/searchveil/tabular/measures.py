@@ -34,7 +34,6 @@ from searchveil.validate import check_int, check_nonnegative, check_positive, pa
 __all__ = [
     "Measures",
     "UtilityKind",
-    "UTILITY_KINDS",
     "utility_table",
     "sensitivity_table",
     "make_measures",
@@ -47,9 +46,6 @@ class UtilityKind(StrEnum):
     DEPTH = "depth"
     INVERSE = "inverse"
     LOG = "log"
-
-
-UTILITY_KINDS = tuple(k.value for k in UtilityKind)
 
 
 def utility_table(h: Hierarchy, kind: UtilityKind | str) -> npt.NDArray[np.float64]:

@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -112,15 +113,22 @@ class Advice:
     k: int
     rule: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _em_eta(lattice_size: int) -> float:
     return (lattice_size + 1) * 2.0**-50 + EM_FP_SLACK
 
 
-# the same signature as _advise on purpose: lru_cache's wrapper would lose the parameter types
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _cached(f: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``functools.lru_cache`` keeping ``f``'s parameter types (the cache's wrapper takes any
+    hashable arguments, so its calls would go unchecked)."""
+    return cast("Callable[_P, _R]", functools.lru_cache(maxsize=256)(f))
+
+
+@_cached
 def advise(
     epsilon: float,
     delta: float,
@@ -131,26 +139,10 @@ def advise(
     selection_share: float = SELECTION_SHARE,
     count_share: float = COUNT_SHARE,
 ) -> Advice:
-    """The advisor (see :func:`_advise`); a pure function of public parameters, cached."""
-    return _advise(epsilon, delta, lattice_size=lattice_size, beta=beta, count=count,
-                   selection_share=selection_share, count_share=count_share)  # fmt: skip
-
-
-@functools.lru_cache(maxsize=256)
-def _advise(
-    epsilon: float,
-    delta: float,
-    *,
-    lattice_size: int,
-    beta: float | None = None,
-    count: bool = True,
-    selection_share: float = SELECTION_SHARE,
-    count_share: float = COUNT_SHARE,
-) -> Advice:
-    """The documented rule: ``ε_n = 2 %`` of ε (0 with a declared ``--max-records``),
-    ``ε_sel = 15 %``, ``ε_anon`` the rest; ``p = 1 − e^{−ε_anon}`` clipped to [0.05, 0.9]
-    unless ``β`` is given (``p = 1 − β``); ``k`` the smallest integer with
-    ``δ(k, p̂, ε_anon) ≤ δ − (1 + e^ε)·η_fp``. Uses no data."""
+    """The advisor, a pure function of public parameters (cached). The documented rule:
+    ``ε_n = 2 %`` of ε (0 with a declared ``--max-records``), ``ε_sel = 15 %``, ``ε_anon`` the
+    rest; ``p = 1 − e^{−ε_anon}`` clipped to [0.05, 0.9] unless ``β`` is given (``p = 1 − β``);
+    ``k`` the smallest integer with ``δ(k, p̂, ε_anon) ≤ δ − (1 + e^ε)·η_fp``. Uses no data."""
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
     selection_share = check_probability("selection_share", selection_share)
@@ -489,6 +481,7 @@ def _recoding_events(
     return events
 
 
+# keyword options alike ZealousParams.from_budget's in form only
 def anonymize_recoding(
     table: EncodedTable,
     measures: Measures,

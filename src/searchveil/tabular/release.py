@@ -194,6 +194,7 @@ def _sampled_levels(
     return sol.index[problem.inverse[sampled]], t_theta
 
 
+# its signature and its plan_dp call alike run_attack's and cels.costs' in form only
 def anonymize_dp(
     table: EncodedTable,
     measures: Measures,

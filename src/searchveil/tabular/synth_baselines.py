@@ -167,6 +167,16 @@ class _Ctx:
         self.em_picks = 0
         self.em_candidates = 0
 
+    @classmethod
+    def start(
+        cls, method: str, table: EncodedTable, extra: dict[str, Hierarchy] | None, rng: RandomSource
+    ) -> _Ctx:
+        """A run's state, once the optional extra it needs is known to be installed."""
+        ok, why = available()
+        if not ok:
+            raise InvalidParameterError("synth", method, why)
+        return cls(table, extra or {}, rng)
+
     def answer(self, clique: tuple[str, ...]) -> npt.NDArray[np.float64]:
         return np.asarray(self.data.project(clique).datavector(), dtype=np.float64)
 
@@ -254,11 +264,8 @@ def run_mst(
     one-way model, sensitivity 1; each pick ``ε_i = sqrt(8(ρ/3)/(r−1))``), ρ/3 on the tree's
     two-way marginals; private-pgm estimation; ``rows`` synthetic records (default: a noisy
     total from the measurements, i.e. the model's)."""
-    ok, why = available()
-    if not ok:
-        raise InvalidParameterError("synth", "mst", why)
     t0 = time.perf_counter()
-    ctx = _Ctx(table, extra_hierarchies or {}, rng)
+    ctx = _Ctx.start("mst", table, extra_hierarchies, rng)
     d = len(ctx.cols)
     n_pairs = d * (d - 1) // 2
     rho = _budget(epsilon, delta, max(d - 1, 1), n_pairs)
@@ -317,11 +324,8 @@ def run_aim(
     ``round_iters`` mirror-descent steps); σ halves when a measurement barely moves the model;
     the last round uses whatever budget remains. Candidates larger than ``max_cells`` cells are
     left out (public: domain sizes only)."""
-    ok, why = available()
-    if not ok:
-        raise InvalidParameterError("synth", "aim", why)
     t0 = time.perf_counter()
-    ctx = _Ctx(table, extra_hierarchies or {}, rng)
+    ctx = _Ctx.start("aim", table, extra_hierarchies, rng)
     d = len(ctx.cols)
     size = {c: len(ctx.labels[i]) for i, c in enumerate(ctx.cols)}
     work = [

@@ -18,6 +18,7 @@ from searchveil.attacks.ads.inference import (
     inference_from_impressions,
 )
 from searchveil.attacks.ads.platform import (
+    # the policies the package's API exports too: the experiment runs each one
     AdPlatform,
     Delivery,
     DPReportingPolicy,

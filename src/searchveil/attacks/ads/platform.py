@@ -87,7 +87,6 @@ __all__ = [
     "user_delivery_pmf",
     "true_report_pmf",
     "noisy_report_pmf",
-    "CREATIVES",
     "Creative",
 ]
 
@@ -98,9 +97,6 @@ class Creative(StrEnum):
     INNOCUOUS = "innocuous"
     TOPIC = "topic"
     PERSONALIZED = "personalized"
-
-
-CREATIVES = tuple(c.value for c in Creative)
 
 
 @dataclass(frozen=True)
@@ -132,6 +128,7 @@ class Targeting:
         return {a: list(v) for a, v in self.criteria}
 
 
+# (fields alike SynthModel's in form only: plain defaults)
 @dataclass(frozen=True)
 class Delivery:
     """The auction stand-in and user response model (module docstring)."""
@@ -188,7 +185,7 @@ class Policy2010:
     min_reach: int = 0
 
     def describe(self) -> dict[str, Any]:
-        return {"policy": self.name, "matching": "all attributes", "reports": "exact"}
+        return _describe(self)
 
 
 @dataclass(frozen=True)
@@ -207,24 +204,16 @@ class MinReachPolicy:
         return self.threshold
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "matching": "all attributes",
-            "reports": "exact",
-            "min_estimated_reach": self.threshold,
-        }
+        return _describe(self, min_estimated_reach=self.threshold)
 
 
 @dataclass(frozen=True)
-class PublicOnlyPolicy:
-    """Match only on attributes the user made visible to everyone (§2.2.6.1)."""
+class PublicOnlyPolicy(Policy2010):
+    """2010's platform matching only on attributes the user made visible to everyone
+    (§2.2.6.1)."""
 
     name: str = "c: public only"
     public_only: bool = True
-    min_reach: int = 0
-
-    def describe(self) -> dict[str, Any]:
-        return {"policy": self.name, "matching": "'everyone' attributes only", "reports": "exact"}
 
 
 @dataclass(frozen=True)
@@ -266,19 +255,25 @@ class DPReportingPolicy:
         return PrivacyCost.of(Relation.USER, self.advertiser_budget, name="per advertiser account")
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "matching": "all attributes",
-            "reports": "discrete Laplace on reach, impressions, unique clicks",
-            "epsilon_per_report": self.epsilon_per_report,
-            "advertiser_budget": self.advertiser_budget,
-            "weights": list(self.weights),
-        }
+        return _describe(
+            self,
+            "discrete Laplace on reach, impressions, unique clicks",
+            epsilon_per_report=self.epsilon_per_report,
+            advertiser_budget=self.advertiser_budget,
+            weights=list(self.weights),
+        )
 
 
 Policy = Policy2010 | MinReachPolicy | PublicOnlyPolicy | DPReportingPolicy
 
 
+def _describe(policy: Policy, reports: str = "exact", **extra: Any) -> dict[str, Any]:
+    """What the ledger records of a policy: its name, what it matches on, its reports, ``extra``."""
+    matching = "'everyone' attributes only" if policy.public_only else "all attributes"
+    return {"policy": policy.name, "matching": matching, "reports": reports, **extra}
+
+
+# (optional fields alike PartySpec's in form only)
 @dataclass(frozen=True)
 class CampaignReport:
     """What the advertiser sees. ``accepted`` False: refused (``reason``), all counts None."""

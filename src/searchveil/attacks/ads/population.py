@@ -114,6 +114,22 @@ def _vis(e: float, f: float, o: float) -> tuple[float, float, float]:
     return (e, f, o)
 
 
+#: attribute, its visibility (everyone, friends, only-me) for users who kept the defaults, and
+#: for the "cautious" users who changed their settings
+_VISIBILITY = (
+    ("gender", _vis(1, 0, 0), _vis(0.9, 0.1, 0)),
+    ("age", _vis(0, 1, 0), _vis(0.2, 0.5, 0.3)),
+    ("location", _vis(1, 0, 0), _vis(0.5, 0.45, 0.05)),
+    ("workplace", _vis(1, 0, 0), _vis(0.3, 0.6, 0.1)),
+    ("college", _vis(1, 0, 0), _vis(0.3, 0.6, 0.1)),
+    ("interests", _vis(1, 0, 0), _vis(0.5, 0.45, 0.05)),
+    ("relationship", _vis(1, 0, 0), _vis(0.3, 0.55, 0.15)),
+    ("interested_in", _vis(1, 0, 0), _vis(0.2, 0.55, 0.25)),
+    ("religion", _vis(1, 0, 0), _vis(0.2, 0.5, 0.3)),
+    ("politics", _vis(1, 0, 0), _vis(0.2, 0.5, 0.3)),
+)
+
+
 @dataclass(frozen=True)
 class PopulationConfig:
     """Marginals, correlations and visibility of the synthetic population (module docstring)."""
@@ -155,31 +171,13 @@ class PopulationConfig:
     politics_young: tuple[float, ...] = (0.40, 0.30, 0.22, 0.08)
     politics_old: tuple[float, ...] = (0.25, 0.35, 0.35, 0.05)
     default_settings_share: float = 0.35
-    #: visibility of each attribute for users who kept the defaults (everyone, friends, only-me)
-    default_visibility: tuple[tuple[str, tuple[float, float, float]], ...] = (
-        ("gender", _vis(1, 0, 0)),
-        ("age", _vis(0, 1, 0)),
-        ("location", _vis(1, 0, 0)),
-        ("workplace", _vis(1, 0, 0)),
-        ("college", _vis(1, 0, 0)),
-        ("interests", _vis(1, 0, 0)),
-        ("relationship", _vis(1, 0, 0)),
-        ("interested_in", _vis(1, 0, 0)),
-        ("religion", _vis(1, 0, 0)),
-        ("politics", _vis(1, 0, 0)),
+    #: visibility of each attribute for users who kept the defaults, and for the "cautious"
+    #: users who changed their settings (rows of _VISIBILITY)
+    default_visibility: tuple[tuple[str, tuple[float, float, float]], ...] = tuple(
+        (a, d) for a, d, _ in _VISIBILITY
     )
-    #: visibility for the "cautious" users who changed their settings
-    cautious_visibility: tuple[tuple[str, tuple[float, float, float]], ...] = (
-        ("gender", _vis(0.9, 0.1, 0)),
-        ("age", _vis(0.2, 0.5, 0.3)),
-        ("location", _vis(0.5, 0.45, 0.05)),
-        ("workplace", _vis(0.3, 0.6, 0.1)),
-        ("college", _vis(0.3, 0.6, 0.1)),
-        ("interests", _vis(0.5, 0.45, 0.05)),
-        ("relationship", _vis(0.3, 0.55, 0.15)),
-        ("interested_in", _vis(0.2, 0.55, 0.25)),
-        ("religion", _vis(0.2, 0.5, 0.3)),
-        ("politics", _vis(0.2, 0.5, 0.3)),
+    cautious_visibility: tuple[tuple[str, tuple[float, float, float]], ...] = tuple(
+        (a, c) for a, _, c in _VISIBILITY
     )
     daily_user_share: float = 0.5
     daily_login_p: float = 0.95

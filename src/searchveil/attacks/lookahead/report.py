@@ -51,6 +51,16 @@ def _curve_xy(curve: list[dict[str, Any]], key: str) -> tuple[list[float], list[
     return xs, ys
 
 
+def _coverage_panel(ax: Any, ylabel: str, title: str) -> None:
+    """The look of every panel against coverage (Figs 6.1, 6.3–6.5): log y, grid, legend."""
+    ax.set_yscale("log")
+    ax.set_xlabel("coverage 1 − ε")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+
+
 def _strategies_figure(runs: dict[str, Any], title: str) -> Figure:
     """Fig 6.1/6.4 style: fraction bribed vs coverage, one panel per lookahead, log y."""
     ells = sorted({int(e) for by in runs.values() for e in by})
@@ -62,12 +72,7 @@ def _strategies_figure(runs: dict[str, Any], title: str) -> Figure:
                 continue
             x, y = _curve_xy(by[str(ell)]["curve"], "fraction")
             ax.plot(x, y, "o-", ms=3, color=_COLORS.get(s), label=STRATEGY_NAMES[s])
-        ax.set_yscale("log")
-        ax.set_xlabel("coverage 1 − ε")
-        ax.set_ylabel("fraction of nodes bribed f")
-        ax.set_title(f"{title}, lookahead {ell}")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        _coverage_panel(ax, "fraction of nodes bribed f", f"{title}, lookahead {ell}")
     fig.tight_layout()
     return fig
 
@@ -82,12 +87,7 @@ def _lookahead_figure(runs: dict[str, Any], title: str) -> Figure:
         for ell, run in sorted(runs[s].items(), key=lambda kv: int(kv[0])):
             x, y = _curve_xy(run["curve"], "bribes")
             ax.plot(x, y, _ELL_STYLE.get(int(ell), "o-"), ms=3, label=f"lookahead {ell}")
-        ax.set_yscale("log")
-        ax.set_xlabel("coverage 1 − ε")
-        ax.set_ylabel("nodes bribed k")
-        ax.set_title(f"{title}: {STRATEGY_NAMES[s]}")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        _coverage_panel(ax, "nodes bribed k", f"{title}: {STRATEGY_NAMES[s]}")
     fig.tight_layout()
     return fig
 
@@ -166,123 +166,100 @@ def _graphs_table(result: dict[str, Any]) -> list[str]:
 
 def _table_6_1_section(result: dict[str, Any]) -> list[str]:
     """Table 6.1: Highest's improvement factors with lookahead, beside the thesis's."""
-    body: list[str] = []
     p = result["parameters"]
     t61 = result["table_6_1"]
     n61 = t61[0]["nodes"] if t61 else p["n"]
-    body.append(f"<h3>Table 6.1: Highest, improvement factors with lookahead (n = {n61:,})</h3>")
+    factors = ("f1_f2", "thesis_f1_f2", "f2_f3", "thesis_f2_f3", "f1_f2_main", "f2_f3_main")
     rows: list[list[Any]] = [
         [
             _num(r["coverage"]),
             " / ".join(_num(k, 6) for k in r["bribes"]),
-            _num(r["f1_f2"]),
-            _num(r["thesis_f1_f2"]),
-            _num(r["f2_f3"]),
-            _num(r["thesis_f2_f3"]),
-            _num(r["f1_f2_main"]),
-            _num(r["f2_f3_main"]),
+            *(_num(r[f]) for f in factors),
         ]
         for r in t61
     ]
-    body.append(
-        table(
-            [
-                "1 − ε",
-                "bribes ℓ=1 / 2 / 3",
-                "f₁/f₂ ours",
-                "f₁/f₂ thesis",
-                "f₂/f₃ ours",
-                "f₂/f₃ thesis",
-                f"f₁/f₂ at n={p['n']:,}",
-                f"f₂/f₃ at n={p['n']:,}",
-            ],
-            rows,
-            left=1,
-            raw=True,
-        )  # fmt: skip
-    )
-    body.append(
+    head = [
+        "1 − ε",
+        "bribes ℓ=1 / 2 / 3",
+        "f₁/f₂ ours",
+        "f₁/f₂ thesis",
+        "f₂/f₃ ours",
+        "f₂/f₃ thesis",
+        f"f₁/f₂ at n={p['n']:,}",
+        f"f₂/f₃ at n={p['n']:,}",
+    ]
+    return [
+        f"<h3>Table 6.1: Highest, improvement factors with lookahead (n = {n61:,})</h3>",
+        table(head, rows, left=1, raw=True),
         '<p class="note">The factors grow with n (d_max = √n). The thesis does not state the '
         "graph size of Table 6.1; its worked example right after it is an 800,000-user network "
         "(Highest: 36,614 / 348 / 7 bribes for 0.8 coverage at ℓ = 1 / 2 / 3), and at that size "
-        "our factors match the printed ones; f₃ is a handful of nodes, so f₂/f₃ is coarse.</p>"
-    )
-    return body
+        "our factors match the printed ones; f₃ is a handful of nodes, so f₂/f₃ is coarse.</p>",
+    ]
 
 
 def _fig_6_2_section(result: dict[str, Any]) -> list[str]:
     """Fig 6.2: the bribes Highest needs at lookahead 2 against n (when measured)."""
-    body: list[str] = []
     f62 = result.get("fig_6_2") or []
-    if f62:
-        body.append("<h3>Fig 6.2: bribes needed grow linearly with n (Highest, ℓ = 2)</h3>")
-        body.append(img(_fig_6_2_figure(f62), "bribes vs n"))
-        body.append(
-            table(
-                ["n"]
-                + [f"k at {c}" for c in FIG_6_2_LEVELS]
-                + [f"k/n at {c}" for c in FIG_6_2_LEVELS],
-                [
-                    [r["nodes"]]
-                    + [r["bribes"][str(c)] for c in FIG_6_2_LEVELS]
-                    + [
-                        None if r["bribes"][str(c)] is None else r["bribes"][str(c)] / r["nodes"]
-                        for c in FIG_6_2_LEVELS
-                    ]
-                    for r in f62
-                ],
-                left=0,
-            )
-        )
-    return body
+    if not f62:
+        return []
+    return [
+        "<h3>Fig 6.2: bribes needed grow linearly with n (Highest, ℓ = 2)</h3>",
+        img(_fig_6_2_figure(f62), "bribes vs n"),
+        table(
+            ["n"] + [f"k at {c}" for c in FIG_6_2_LEVELS] + [f"k/n at {c}" for c in FIG_6_2_LEVELS],
+            [
+                [r["nodes"]]
+                + [r["bribes"][str(c)] for c in FIG_6_2_LEVELS]
+                + [
+                    None if r["bribes"][str(c)] is None else r["bribes"][str(c)] / r["nodes"]
+                    for c in FIG_6_2_LEVELS
+                ]
+                for r in f62
+            ],
+            left=0,
+        ),
+    ]
+
+
+def _table_6_2_row(r: dict[str, Any]) -> list[Any]:
+    """Ours, with the thesis's value in brackets where it prints one."""
+    t = r.get("thesis") or {}
+    return [
+        _num(r["epsilon"]),
+        f"{r['epsilon0']:.3f} ({_fix3(t.get('epsilon0'))})",
+        f"{r['random_fp']:.3f} ({_fix3(t.get('random_fp'))})",
+        f"{_fix3(r['random_fs'])} ({_fix3(t.get('random_fs'))})",
+        f"{r['random_refined']:.3f} ({_fix3(t.get('random_refined'))})",
+        f"{r['random_independent']:.3f}",
+        f"{r['highest_fp']:.3f} ({_fix3(t.get('highest_fp'))})",
+        f"{_fix3(r['highest_fs'])} ({_fix3(t.get('highest_fs'))})",
+    ]
 
 
 def _table_6_2_section(result: dict[str, Any]) -> list[str]:
     """Table 6.2: Theorem 8 / Corollaries 2–3 beside the simulation, at lookahead 1."""
-    body: list[str] = []
-    body.append("<h3>Table 6.2: Theorem 8 / Corollaries 2–3 vs simulation (lookahead 1)</h3>")
-    rows: list[list[Any]] = []
-    for r in result["table_6_2"]:
-        t = r.get("thesis") or {}
-        rows.append(
-            [
-                _num(r["epsilon"]),
-                f"{r['epsilon0']:.3f} ({_fix3(t.get('epsilon0'))})",
-                f"{r['random_fp']:.3f} ({_fix3(t.get('random_fp'))})",
-                f"{_fix3(r['random_fs'])} ({_fix3(t.get('random_fs'))})",
-                f"{r['random_refined']:.3f} ({_fix3(t.get('random_refined'))})",
-                f"{r['random_independent']:.3f}",
-                f"{r['highest_fp']:.3f} ({_fix3(t.get('highest_fp'))})",
-                f"{_fix3(r['highest_fs'])} ({_fix3(t.get('highest_fs'))})",
-            ]
-        )
-    body.append(
-        table(
-            [
-                "ε",
-                "ε₀",
-                "Random f_p",
-                "Random f_s",
-                "Random refined",
-                "Random indep.",
-                "Highest f_p",
-                "Highest f_s",
-            ],
-            rows,
-            left=1,
-            raw=True,
-        )
-    )
-    body.append(
+    head = [
+        "ε",
+        "ε₀",
+        "Random f_p",
+        "Random f_s",
+        "Random refined",
+        "Random indep.",
+        "Highest f_p",
+        "Highest f_s",
+    ]
+    return [
+        "<h3>Table 6.2: Theorem 8 / Corollaries 2–3 vs simulation (lookahead 1)</h3>",
+        table(head, [_table_6_2_row(r) for r in result["table_6_2"]], left=1, raw=True),
         '<p class="note">Ours (thesis in brackets). f_p is computed from Theorem 8 and '
         "Corollaries 2–3 (the correction term of Corollary 3 omitted, as in the table's "
         "footnote), d_max = ⌊√n⌋. The thesis prints 0.350 for Random at ε = 0.1; the formula "
         "gives 0.351 (−ln 0.17296 / 5), see docs/attacks.md. The refined prediction's formula is "
         "not given in the thesis; ours is a reconstruction within 0.001 of the printed values. "
         "“Random indep.” is our limit formula Σ_d C d^(−α) (1 − f)^(d+1) = ε, which predicts the "
-        "simulated f_s.</p>"
-    )
-    return body
+        "simulated f_s.</p>",
+    ]
 
 
 def _real_sections(result: dict[str, Any]) -> list[str]:

@@ -37,26 +37,15 @@ def privacy_bound(epsilon: float, delta: float) -> float:
 
 
 @dataclass
-class UmpInput:
-    """The histogram after Condition 1: ``c`` (pairs × users CSR, int64), ``c_ij`` (pair totals),
-    ``pairs`` (pair_id, query, url, count, holders; pair_id = row of ``c``), ``users`` (ids,
-    one per column), and what preprocessing removed."""
+class UmpInput(ClickHistogram):
+    """The click histogram after Condition 1: ``matrix`` (pairs × users CSR, int64), ``pairs``
+    (pair_id, query, url, count, holders; pair_id = row of ``matrix``), ``users`` (ids, one per
+    column), and ``c_ij`` (pair totals) and what preprocessing removed."""
 
-    c: sp.csr_matrix
     c_ij: npt.NDArray[np.int64]
-    pairs: pl.DataFrame
-    users: npt.NDArray[Any]
     removed_pairs: int
     removed_clicks: int
     removed_users: int
-
-    @property
-    def n_pairs(self) -> int:
-        return int(self.c.shape[0])
-
-    @property
-    def n_users(self) -> int:
-        return int(self.c.shape[1])
 
     @property
     def size(self) -> int:
@@ -83,7 +72,7 @@ def preprocess(hist: ClickHistogram) -> UmpInput:
     removed = np.setdiff1d(np.arange(hist.n_pairs), keep)
     removed_clicks = int(hist.pairs.get_column("count").to_numpy()[removed].sum())
     return UmpInput(
-        c=c,
+        matrix=c,
         c_ij=c_ij,
         pairs=pairs,
         users=hist.users[ukeep],
@@ -112,13 +101,7 @@ def stack_blocks(blocks: list[sp.csr_matrix]) -> sp.csr_matrix:
 def constraint_matrix(inp: UmpInput, *, parties: int = 1) -> sp.csr_matrix:
     """M (users × pairs) for the whole input, built from ``parties`` column blocks of users
     (the result does not depend on ``parties``; the blocks are how CELS would assemble it)."""
-    csc = inp.c.tocsc()
-    bounds = np.linspace(0, inp.n_users, max(1, parties) + 1).astype(int)
-    blocks = [
-        constraint_block(csc[:, bounds[i] : bounds[i + 1]], inp.c_ij)
-        for i in range(len(bounds) - 1)
-    ]
-    return stack_blocks(blocks)
+    return stack_blocks([constraint_block(b, inp.c_ij) for b in inp.user_blocks(max(1, parties))])
 
 
 def user_loads(m: sp.csr_matrix, x: npt.NDArray[Any]) -> npt.NDArray[np.float64]:

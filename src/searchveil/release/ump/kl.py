@@ -11,7 +11,7 @@ at K breakpoints a_1 < … < a_K (the "λ-form": nK weights, n convexity rows). 
 equivalent *incremental* form — x_i = Σ_s d_is with 0 ≤ d_is ≤ a_{s+1} − a_s and objective
 slopes (ln(a_{s+1}+1) − ln(a_s+1)) / (a_{s+1} − a_s) — which for a concave objective has the
 same optimum (the slopes decrease, so an optimal LP solution fills segments in order) with
-n(K−1) variables and no convexity rows; :func:`solve_kl_lambda` is the paper's λ-form, kept to
+n(K−1) variables and no convexity rows; ``form="lambda"`` is the paper's λ-form, kept to
 test the equivalence. Breakpoints: ``geometric`` (ours, default: a_s + 1 geometric from 1 to
 |O| + 1, i.e. equal steps of ln(x + 1) — most x_i are small, where ln is most curved) or
 ``uniform`` (equally spaced, the paper's Fig. 7). HiGHS (scipy.optimize.linprog) solves the
@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -101,14 +101,45 @@ def _check(m: sp.csr_matrix, c: npt.NDArray[Any], output_size: float) -> None:
     check_positive("output_size", output_size)
 
 
-def _lp_inputs(
-    m: sp.csr_matrix, c: npt.NDArray[Any], output_size: float, k: int, spacing: str
-) -> tuple[sp.csr_matrix, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The checked inputs of either LP form and its breakpoints."""
-    m = sp.csr_matrix(m)
-    c = np.asarray(c, dtype=np.float64)
-    _check(m, c, output_size)
-    return m, c, breakpoints(output_size, k, spacing)
+class LpForm(StrEnum):
+    """The two equivalent piecewise-linear LPs (module docstring)."""
+
+    INCREMENTAL = "incremental"
+    LAMBDA = "lambda"
+
+
+class _Lp(NamedTuple):
+    """One form of the PWL LP: x = ``expand`` @ variables, max Σ c·(PWL ln) ⇔ min ``cost``."""
+
+    cost: npt.NDArray[np.floating[Any]]
+    expand: sp.csr_matrix
+    a_eq: sp.csr_matrix
+    b_eq: Any
+    bounds: Any
+
+
+def _incremental_lp(
+    m: sp.csr_matrix, c: npt.NDArray[np.float64], a: npt.NDArray[np.float64], size: float
+) -> _Lp:
+    """The incremental form: variable (i, s) = d_is at column i * segs + s, 0 ≤ d_is ≤ width_s."""
+    width = np.diff(a)
+    slope = np.diff(np.log1p(a)) / width
+    n, segs = m.shape[1], width.size
+    expand = sp.kron(sp.identity(n, format="csr"), np.ones((1, segs)), format="csr")
+    ub = np.tile(width, n)
+    a_eq = sp.csr_matrix(np.ones((1, n * segs)))
+    return _Lp(-np.kron(c, slope), expand, a_eq, [size], np.c_[np.zeros_like(ub), ub])
+
+
+def _lambda_lp(
+    m: sp.csr_matrix, c: npt.NDArray[np.float64], a: npt.NDArray[np.float64], size: float
+) -> _Lp:
+    """The paper's λ-form (Appendix B eq. 10): x_i = Σ_s a_s w_is, Σ_s w_is = 1, w ≥ 0."""
+    n, k = m.shape[1], a.size
+    expand = sp.kron(sp.identity(n, format="csr"), a[None, :], format="csr")
+    conv = sp.kron(sp.identity(n, format="csr"), np.ones((1, k)), format="csr")
+    a_eq = sp.vstack([sp.csr_matrix(np.tile(a, n)[None, :]), conv], format="csr")
+    return _Lp(-np.kron(c, np.log1p(a)), expand, a_eq, np.r_[size, np.ones(n)], (0, 1))
 
 
 def solve_kl_pwl(
@@ -119,25 +150,24 @@ def solve_kl_pwl(
     *,
     k: int = 33,
     spacing: str = "geometric",
+    form: LpForm | str = LpForm.INCREMENTAL,
 ) -> tuple[npt.NDArray[np.float64], float]:
-    """The incremental-form PWL LP; returns (continuous x, PWL objective value)."""
-    m, c, a = _lp_inputs(m, c, output_size, k, spacing)
-    width = np.diff(a)
-    slope = np.diff(np.log1p(a)) / width
-    n, segs = m.shape[1], width.size
-    # variable (i, s) at column i * segs + s
-    expand = sp.kron(sp.identity(n, format="csr"), np.ones((1, segs)), format="csr")
-    a_ub = (m @ expand).tocsr()
-    a_eq = sp.csr_matrix(np.ones((1, n * segs)))
-    cost = -np.kron(c, slope)
-    ub = np.tile(width, n)
+    """The PWL LP; returns (continuous x, PWL objective value). ``form``: the incremental form
+    (default) or the paper's λ-form, kept to test that the two give the same optimum."""
+    form = parse_choice("form", form, LpForm)
+    m = sp.csr_matrix(m)
+    c = np.asarray(c, dtype=np.float64)
+    _check(m, c, output_size)
+    a = breakpoints(output_size, k, spacing)
+    build = _incremental_lp if form == LpForm.INCREMENTAL else _lambda_lp
+    lp = build(m, c, a, float(output_size))
     res = linprog(
-        cost,
-        A_ub=a_ub,
+        lp.cost,
+        A_ub=(m @ lp.expand).tocsr(),
         b_ub=np.full(m.shape[0], b),
-        A_eq=a_eq,
-        b_eq=[float(output_size)],
-        bounds=np.c_[np.zeros_like(ub), ub],
+        A_eq=lp.a_eq,
+        b_eq=lp.b_eq,
+        bounds=lp.bounds,
         method="highs",
     )
     if res.status == 2:
@@ -146,40 +176,7 @@ def solve_kl_pwl(
         )
     if res.status != 0:
         raise InternalError(f"HiGHS LP failed: {res.message}")
-    x = np.asarray(expand @ res.x).ravel()
-    return x, float(-res.fun)
-
-
-def solve_kl_lambda(
-    m: sp.csr_matrix,
-    b: float,
-    c: npt.NDArray[Any],
-    output_size: float,
-    *,
-    k: int = 33,
-    spacing: str = "geometric",
-) -> tuple[npt.NDArray[np.float64], float]:
-    """The paper's λ-form (Appendix B eq. 10): x_i = Σ_s a_s w_is, Σ_s w_is = 1, w ≥ 0.
-    Same signature as :func:`solve_kl_pwl` on purpose: the two forms are interchangeable."""
-    m, c, a = _lp_inputs(m, c, output_size, k, spacing)
-    n = m.shape[1]
-    expand = sp.kron(sp.identity(n, format="csr"), a[None, :], format="csr")
-    a_ub = (m @ expand).tocsr()
-    conv = sp.kron(sp.identity(n, format="csr"), np.ones((1, k)), format="csr")
-    a_eq = sp.vstack([sp.csr_matrix(np.tile(a, n)[None, :]), conv], format="csr")
-    b_eq = np.r_[float(output_size), np.ones(n)]
-    res = linprog(
-        -np.kron(c, np.log1p(a)),
-        A_ub=a_ub,
-        b_ub=np.full(m.shape[0], b),
-        A_eq=a_eq,
-        b_eq=b_eq,
-        bounds=(0, 1),
-        method="highs",
-    )
-    if res.status != 0:
-        raise InternalError(f"HiGHS LP failed: {res.message}")
-    x = np.asarray(expand @ res.x).ravel()
+    x = np.asarray(lp.expand @ res.x).ravel()
     return x, float(-res.fun)
 
 

@@ -126,7 +126,7 @@ def evaluate_same_schema(
         known = j.drop_nulls(["pair_id"])
         p = known.get_column("pair_id").to_numpy().astype(np.int64)
         x = np.bincount(p, weights=known.get_column("n").to_numpy(), minlength=inp.n_pairs)
-        res = ump_metrics(inp.c, inp.c_ij, x.astype(np.int64), None, min_support=min_support)
+        res = ump_metrics(inp.matrix, inp.c_ij, x.astype(np.int64), None, min_support=min_support)
         res["rows_not_in_input"] = j.height - known.height
         res["user_ids"] = "synthetic (no triplet DiffRatio)"
         return res
@@ -137,6 +137,6 @@ def evaluate_same_schema(
     k = known.get_column("uidx").to_numpy().astype(np.int64)
     n = known.get_column("n").to_numpy().astype(np.int64)
     x = np.bincount(p, weights=n, minlength=inp.n_pairs).astype(np.int64)
-    res = ump_metrics(inp.c, inp.c_ij, x, (p, k, n), min_support=min_support)
+    res = ump_metrics(inp.matrix, inp.c_ij, x, (p, k, n), min_support=min_support)
     res["rows_not_in_input"] = unknown.height
     return res

@@ -252,12 +252,12 @@ def release_ump(log: SearchLog, params: UmpParams, *, rng: RandomSource) -> Hist
     x, noise_info = _count_noise(x, m, b, params, rng)
     if x.size and not is_feasible(m, x, b, tol=0.0):
         raise InternalError("UMP counts violate a privacy constraint")
-    triplets = sample_users(inp.c, x, rng=rng)
+    triplets = sample_users(inp.matrix, x, rng=rng)
     out_log = sampled_log(inp.pairs, inp.users, triplets)
     counts = inp.pairs.select("query", "url").with_columns(pl.Series("x_ij", x, dtype=pl.Int64))
     counts = counts.filter(pl.col("x_ij") > 0)
     metrics = ump_metrics(
-        inp.c, inp.c_ij, x, triplets,
+        inp.matrix, inp.c_ij, x, triplets,
         min_support=params.min_support if params.min_support is not None else 1 / 500,
     )  # fmt: skip
     report: dict[str, Any] = {

@@ -80,8 +80,8 @@ def reproduce_tables(
     f_rows, example = _fump_table(m, inp, lam, search_seconds)
     diff = None
     if example is not None:
-        trip = sample_users(inp.c, example.x, rng=make_rng(2012))
-        diff = diff_ratio_histogram(inp.c, trip)
+        trip = sample_users(inp.matrix, example.x, rng=make_rng(2012))
+        diff = diff_ratio_histogram(inp.matrix, trip)
     return {
         "headers": ["e^ε", "δ", "b", "LP optimum", "⌊LP⌋ (paper's λ)", "λ ours", "λ paper"],
         "rows": rows,

@@ -34,6 +34,7 @@ from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.validate import check_positive, parse_choice
 
 
+# (small enums alike io.formats' in form only)
 class OMethod(StrEnum):
     """O-UMP (output size) solvers."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
+from typing import Any
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.threshold import SelectionPrivacy, discrete_sf, effective_scale
@@ -109,6 +110,24 @@ def _zealous_pi(tau: int, lam_eff: float, tau_prime: float) -> float:
     return float(discrete_sf(math.floor(tau_prime) + 1 - tau, lam_eff))
 
 
+def _exact_map(
+    epsilon: float, at_tau: int, lam_eff: float, pi: float, **detail: Any
+) -> SelectionPrivacy:
+    """The exact maps' (ε, δ): δ = 1 − (1 − π)^``at_tau``, the chance that one of the
+    ``at_tau`` items a neighbour moves from τ − 1 to τ is published (π = P[τ + X > τ'])."""
+    return SelectionPrivacy(
+        epsilon=epsilon,
+        delta=float(-math.expm1(at_tau * math.log1p(-pi))),
+        accounting="exact",
+        detail={
+            "noise": "discrete_laplace",
+            "effective_scale": lam_eff,
+            "keep_prob_count_tau": pi,
+            **detail,
+        },
+    )
+
+
 def zealous_exact_privacy(
     *, m: int, tau: int, lam: float, tau_prime: float, scale_is_effective: bool = False
 ) -> SelectionPrivacy:
@@ -122,17 +141,7 @@ def zealous_exact_privacy(
     """
     m, tau, _, lam_eff, pi = _checked_map_inputs(m, tau, lam, tau_prime, scale_is_effective)
     h = max(1.0 / lam_eff, -math.log1p(-pi))
-    return SelectionPrivacy(
-        epsilon=m * h,
-        delta=float(-math.expm1(m * math.log1p(-pi))),
-        accounting="exact",
-        detail={
-            "noise": "discrete_laplace",
-            "effective_scale": lam_eff,
-            "keep_prob_count_tau": pi,
-            "neighbours": "add/remove one user",
-        },
-    )
+    return _exact_map(m * h, m, lam_eff, pi, neighbours="add/remove one user")
 
 
 def zealous_exact_probabilistic(
@@ -145,15 +154,11 @@ def zealous_exact_probabilistic(
     assert u is not None
     users = u
     n_k = (users * m) // tau
-    return SelectionPrivacy(
-        epsilon=2 * m * max(1.0 / lam_eff, -math.log1p(-pi)),
-        delta=float(-math.expm1(n_k * math.log1p(-pi))),
-        accounting="exact",
-        detail={
-            "noise": "discrete_laplace",
-            "effective_scale": lam_eff,
-            "keep_prob_count_tau": pi,
-            "items_at_tau_bound": n_k,
-            "neighbours": "one user's history replaced (Götz Thm 3)",
-        },
+    return _exact_map(
+        2 * m * max(1.0 / lam_eff, -math.log1p(-pi)),
+        n_k,
+        lam_eff,
+        pi,
+        items_at_tau_bound=n_k,
+        neighbours="one user's history replaced (Götz Thm 3)",
     )

@@ -120,6 +120,7 @@ class ZealousParams:
             tp = math.ceil(
                 zealous_theorem2_tau_prime(epsilon_prime=eps, delta_prime=dl, m=m) - 1e-9
             )
+        # built like KorolovaParams.from_budget on purpose: solve, construct, check the budget
         params = cls(
             m=m,
             tau=t,
