@@ -15,9 +15,14 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def check_positive(name: str, value: Any, *, finite: bool = True) -> float:
+def check_positive(
+    name: str, value: Any, *, finite: bool = True, maximum: float | None = None
+) -> float:
+    """``value`` as a float if it is a (finite) number > 0, and at most ``maximum`` if given."""
     if not _is_real(value) or math.isnan(value) or value <= 0 or (finite and math.isinf(value)):
         raise InvalidParameterError(name, value, "a finite number > 0")
+    if maximum is not None and value > maximum:
+        raise InvalidParameterError(name, value, f"a number in (0, {maximum:g}]")
     return float(value)
 
 

@@ -415,11 +415,7 @@ class DiscreteLaplace(IntegerNoise):
     scale: float
 
     def __post_init__(self) -> None:
-        check_positive("scale", self.scale)
-        if self.scale > MAX_LAPLACE_SCALE:
-            raise InvalidParameterError(
-                "scale", self.scale, f"a number in (0, {MAX_LAPLACE_SCALE:g}]"
-            )
+        check_positive("scale", self.scale, maximum=MAX_LAPLACE_SCALE)
 
     @property
     def effective_scale_fraction(self) -> Fraction:
@@ -497,11 +493,7 @@ class DiscreteGaussian(IntegerNoise):
     sigma: float
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma)
-        if self.sigma > MAX_GAUSSIAN_SIGMA:
-            raise InvalidParameterError(
-                "sigma", self.sigma, f"a number in (0, {MAX_GAUSSIAN_SIGMA:g}]"
-            )
+        check_positive("sigma", self.sigma, maximum=MAX_GAUSSIAN_SIGMA)
 
     @property
     def effective_sigma2_fraction(self) -> Fraction:
