@@ -7,6 +7,7 @@ Nothing is written unless every step succeeded (reports are written atomically a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +27,7 @@ from searchveil.cli._common import (
     private_block,
     progress,
 )
-from searchveil.cli.options import command
+from searchveil.cli.options import command, option_group
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.caching import PostingProxy
@@ -63,11 +64,27 @@ SubstQOpt = Annotated[
 ]
 
 
-def _seeds(specs: list[str] | None) -> dict[str, tuple[str, ...]] | None:
-    if not specs:
-        return None
+@option_group()
+@dataclass(frozen=True)
+class Metrics:
+    """How the utility metrics are computed (``evaluate`` and ``compare``): the keyword
+    generation seed sets, the posting-list size proxy, the substitution queries."""
 
-    return dict(parse_seed_spec(s) for s in specs)
+    seeds: SeedsOpt = None
+    posting_proxy: ProxyOpt = "clicks"
+    substitution_queries: SubstQOpt = 1000
+
+    def kwargs(self) -> dict[str, Any]:
+        """The checked keyword arguments of the metrics (``seeds``, ``posting_proxy``,
+        ``substitution_queries``)."""
+        seeds = dict(parse_seed_spec(s) for s in self.seeds) if self.seeds else None
+        proxy = parse_choice("posting-proxy", self.posting_proxy, PostingProxy)
+        check_int("substitution-queries", self.substitution_queries, minimum=1)
+        return {
+            "seeds": seeds,
+            "posting_proxy": proxy,
+            "substitution_queries": self.substitution_queries,
+        }
 
 
 def _human_eval(r: dict[str, Any]) -> None:
@@ -169,9 +186,8 @@ def evaluate(
     original: InputArg,
     release_dir: Annotated[Path, typer.Argument(help="release directory (with ledger.json)")],
     report: ReportOpt = None,
-    seeds: SeedsOpt = None,
-    posting_proxy: ProxyOpt = "clicks",
-    substitution_queries: SubstQOpt = 1000,
+    *,
+    metrics: Metrics,
     provenance: Annotated[
         Path | None,
         typer.Option(
@@ -198,10 +214,7 @@ def evaluate(
     release's private provenance record: for the data holder."""
     inputs = input_list(original=original, release=release_dir, provenance=provenance)
     check_private_files({"report": report}, inputs, suffixes=HTML)
-    sd = _seeds(seeds)
-
-    proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
-    check_int("substitution-queries", substitution_queries, minimum=1)
+    metric_kw = metrics.kwargs()
     prov = release_provenance(release_dir, provenance)
     kw = ledger_reader_options(release_dir, reader, prov).kwargs()
     spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
@@ -213,13 +226,7 @@ def evaluate(
         log = _read(original, kw)
         done()
         done = step("computing metrics")
-        result = evaluate_loaded(
-            log,
-            rel,
-            seeds=sd,
-            posting_proxy=proxy,
-            substitution_queries=substitution_queries,
-        )
+        result = evaluate_loaded(log, rel, **metric_kw)
         _with_provenance(result, prov, provenance_path(release_dir, provenance))
         result["private"] = private_block(scope="every figure: computed from the private log")
         if spent is not None:
@@ -267,9 +274,8 @@ def compare(
     max_users: CompareMaxUsersOpt = None,
     report: ReportOpt = None,
     seed: CompareSeedOpt = None,
-    seeds: SeedsOpt = None,
-    posting_proxy: ProxyOpt = "clicks",
-    substitution_queries: SubstQOpt = 1000,
+    *,
+    metrics: Metrics,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -285,10 +291,8 @@ def compare(
     dl = check_probability("delta", delta)
     if max_users is not None:
         check_int("max-users", max_users, minimum=1)
-    proxy = parse_choice("posting-proxy", posting_proxy, PostingProxy)
-    check_int("substitution-queries", substitution_queries, minimum=1)
+    metric_kw = metrics.kwargs()
     check_private_files({"report": report}, input_list(input=input), suffixes=HTML)
-    sd = _seeds(seeds)
     settings = (
         [parse_setting(m) for m in mechanisms]
         if mechanisms
@@ -307,9 +311,7 @@ def compare(
             rng=make_rng(seed),
             max_users=max_users,
             on_step=lambda label: step(f"running {label}"),
-            seeds=sd,
-            posting_proxy=proxy,
-            substitution_queries=substitution_queries,
+            **metric_kw,
         )
         result: dict[str, Any] = {
             "schema": "searchveil.compare/1",
