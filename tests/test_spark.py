@@ -193,14 +193,15 @@ def test_spark_selection_equals_memory_and_polars(strategy: str, spark_master: s
     """``release korolova --selection`` (issue 24): the users' first items from Spark's kernel
     plan, the Polars ordered pass and memory give the same query and click tables under a
     seed."""
-    from searchveil.release.run import run_selection
     from searchveil.release.selection import SelectionParams, release_selection
 
     sp_ = SelectionParams(strategy=strategy, epsilon=20.0, delta=1e-5, d=40, d_c=3,
                        split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
     mem = release_selection(read_log(aol_top1000_path), sp_, rng=make_rng(4))
-    spk = run_selection("spark", aol_top1000_path, sp_, rng=make_rng(4), spark_master=spark_master)
-    pol = run_selection("polars", aol_top1000_path, sp_, rng=make_rng(4))
+    spk = run_release(
+        "spark", "selection", aol_top1000_path, sp_, rng=make_rng(4), spark_master=spark_master
+    )
+    pol = run_release("polars", "selection", aol_top1000_path, sp_, rng=make_rng(4))
     for name in ("queries", "clicks"):
         assert mem.tables[name].height > 0
         assert mem.tables[name].equals(spk.tables[name]), (strategy, name)

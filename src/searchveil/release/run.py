@@ -49,7 +49,6 @@ __all__ = [
     "release_on_engine",
     "release_table",
     "run_release",
-    "run_selection",
 ]
 
 ReleaseParams = KorolovaParams | ZealousParams | KAnonParams | SelectionParams
@@ -350,9 +349,10 @@ def run_release(
     fingerprint: str = "full",
 ) -> HistogramRelease:
     """Bound on the named engine, release in memory (:func:`release_on_engine`); ``algorithm``
-    must name the family of ``params`` (``korolova`` | ``zealous`` | ``kanon``)."""
+    must name the family of ``params`` (``korolova`` | ``zealous`` | ``kanon`` | ``selection``,
+    which is ``release korolova --selection``)."""
     fam = family_of(params)
-    if algorithm != fam.name or isinstance(params, SelectionParams):
+    if algorithm != fam.name:
         raise InvalidParameterError("algorithm", algorithm, f"{fam.name} for these parameters")
     params.bounding_plan()
     check_fingerprint(fingerprint, Path(path))
@@ -360,25 +360,3 @@ def run_release(
         engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint
     )
     return release_on_engine(engine, Path(path), params, rng=rng, **(release_kwargs or {}))
-
-
-# run_release's engine options on purpose: the engine tests call the two alike
-def run_selection(
-    engine_name: str,
-    path: Path,
-    params: SelectionParams,
-    *,
-    rng: RandomSource,
-    spark_master: str = "local[*]",
-    normalize: bool = True,
-    fingerprint: str = "full",
-    max_users: int | None = None,
-) -> HistogramRelease:
-    """``release korolova --selection`` on the named engine (:func:`release_on_engine`)."""
-    if not isinstance(params, SelectionParams):
-        raise InvalidParameterError("params", params, "a SelectionParams")
-    check_fingerprint(fingerprint, Path(path))
-    engine = make_engine(
-        engine_name, spark_master=spark_master, normalize=normalize, fingerprint=fingerprint
-    )
-    return release_on_engine(engine, Path(path), params, rng=rng, max_users=max_users)
