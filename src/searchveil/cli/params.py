@@ -35,6 +35,11 @@ from searchveil.release.advice import korolova_advice, zealous_advice
 __all__ = ["register", "korolova_command", "zealous_command"]
 
 
+# the budget options of both advisors (solve mode)
+AdvisorEpsilonOpt = Annotated[float | None, typer.Option("--epsilon", help="ε")]
+AdvisorDeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ")]
+
+
 def _epsilon(epsilon: float | None, exp_epsilon: float | None) -> float | None:
     if epsilon is not None and exp_epsilon is not None:
         raise InvalidParameterError("exp-epsilon", exp_epsilon, "unset when --epsilon is given")
@@ -59,11 +64,11 @@ def _table(rows: list[dict[str, Any]], title: str) -> None:
 
 @command
 def korolova_command(
-    epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
+    epsilon: AdvisorEpsilonOpt = None,
     exp_epsilon: Annotated[
         float | None, typer.Option("--exp-epsilon", help="e^ε instead of ε")
     ] = None,
-    delta: Annotated[float | None, typer.Option("--delta", help="δ")] = None,
+    delta: AdvisorDeltaOpt = None,
     max_queries: Annotated[
         str, typer.Option("--max-queries", help="d, or a comma-separated list")
     ] = "",
@@ -130,8 +135,8 @@ def korolova_command(
 
 @command
 def zealous_command(
-    epsilon: Annotated[float | None, typer.Option("--epsilon", help="ε")] = None,
-    delta: Annotated[float | None, typer.Option("--delta", help="δ")] = None,
+    epsilon: AdvisorEpsilonOpt = None,
+    delta: AdvisorDeltaOpt = None,
     max_items: Annotated[int | None, typer.Option("--max-items", help="m")] = None,
     tau: Annotated[str | None, typer.Option("--tau", help="τ, or a list")] = None,
     max_users: Annotated[
