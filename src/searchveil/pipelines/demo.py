@@ -37,6 +37,14 @@ everyone.
 Why few queries pass on the real sample: a query is published only if about K users posed it
 (K ≈ 20 at δ = 10⁻⁶, d = 1), and with 215 users almost no query is that common.
 
+On two cores the demo keeps both busy (issue 33): the real run (its release and utility report)
+runs in a thread beside the synthetic run, drawing from ``rng`` itself (so it is the release
+``searchveil release korolova --seed`` makes), while the synthetic run draws from a child stream
+(:func:`synthetic_stream`); the simulated points of the d-curve run in a spawned process
+(:func:`~searchveil.evaluate.dcurve.start_dcurve`) while this process computes the exact points
+and the synthetic release, after dropping the encoded events. The curve is the one-process
+curve, point for point.
+
 Parameters come from the families' own classes (``KorolovaParams.from_budget``,
 ``SelectionParams.from_budget``: the default-d rule and the δ < 1/U refusal), contributions are
 bounded by the families' code (the bounding kernel), and every release is written by the
