@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from searchveil.bounding import NEEDS_NORMALIZING, needs_normalizing
 from searchveil.errors import InputFormatError, InternalError
 from searchveil.io.files import PARQUET_DAMAGED, decompress_problem, start_fingerprint
 from searchveil.io.formats import Container, check_parquet, container
@@ -409,7 +410,26 @@ def validate_aol_text(path: Path) -> None:
             src.close()
 
 
-def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
+def _parquet_plan(lf: pl.LazyFrame, with_url: bool, numeric: bool, normalize: bool) -> Any:
+    """The pass's columns of a Parquet scan, with what can be computed row by row done in the
+    scan itself (by Polars' streaming engine, on every core, while the kernel bounds the batch
+    before): the time cut to 19 characters and whether it is in the canonical layout
+    (``t_ok``; :func:`canonical_times` settles the others), and with ``normalize`` whether the
+    query needs normalising (:data:`~searchveil.bounding.NEEDS_NORMALIZING`)."""
+    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
+    # cutting every value is cutting those longer than 19 bytes (a shorter one is unchanged)
+    t = pl.col("t").str.slice(0, 19)
+    plan = _canonical(lf.select(want), numeric, with_url).with_columns(t=t)
+    flags = {"t_ok": pl.col("t").str.contains(_CANONICAL)}
+    if normalize:
+        flags[NEEDS_NORMALIZING] = needs_normalizing(pl.col("q"))
+    return plan.with_columns(**flags)
+
+
+def parquet_source(path: Path, with_url: bool, fingerprint: str, *,
+                   normalize: bool = False) -> Chunks:  # fmt: skip
+    """The chunks of a Parquet file (``normalize``: with the column
+    :data:`~searchveil.bounding.NEEDS_NORMALIZING`, for a pass that normalises queries)."""
     check_parquet(path)
     lf = pl.scan_parquet(path)
     try:
@@ -422,16 +442,16 @@ def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
             str(path), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
         )
     numeric = schema["AnonID"].is_integer()
-    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
     sha = start_fingerprint(path, fingerprint)  # a full hash overlaps the scan
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
             n_rows = lf.select(pl.len()).collect().item()  # from the footer
             batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
-            plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
+            plan = _parquet_plan(lf, with_url, numeric, normalize)
             for df in plan.collect_batches(chunk_size=max(1, batch)):
-                yield df.with_columns(t=canonical_times(df.get_column("t"), parquet=True))
+                t = _fixed_times(df.get_column("t"), df.get_column("t_ok"))
+                yield df.drop("t_ok").with_columns(t=t)
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
 
@@ -460,7 +480,13 @@ def canonical_times(t: pl.Series, *, parquet: bool) -> pl.Series:
         t = t.cast(pl.String)
     if parquet and t.len() and int(t.str.len_bytes().max() or 0) > 19:  # type: ignore[arg-type]
         t = t.str.slice(0, 19)
-    good = t.str.contains(_CANONICAL).fill_null(True)
+    return _fixed_times(t, t.str.contains(_CANONICAL))
+
+
+def _fixed_times(t: pl.Series, canonical: pl.Series) -> pl.Series:
+    """:func:`canonical_times` once the layout of each value is known (``canonical``: whether
+    it is in the canonical layout; null for a null time, which stays null)."""
+    good = canonical.fill_null(True)
     if good.all():
         return t
     idx = (~good).arg_true()
