@@ -65,7 +65,6 @@ from searchveil.rng import RandomSource
 from searchveil.validate import check_int, parse_choice
 
 __all__ = [
-    "NEEDS_NORMALIZING",
     "STREAM_KEYS",
     "Bounder",
     "BoundingStrategy",
@@ -80,7 +79,6 @@ __all__ = [
     "bound_log",
     "cut",
     "first_per_user",
-    "needs_normalizing",
     "normalized",
     "resolve",
 ]
@@ -191,10 +189,6 @@ STREAM_KEYS: dict[Stream, list[str]] = {Stream.EVENTS: ["query"], Stream.CLICKS:
 # outside printable ASCII — Unicode upper case and white space, tabs, controls — two spaces in a
 # row, or a space at either end); strings without them are left as they are
 _NEEDS_NORMALIZING = r"[^ !-@\[-~]|  |^ | $"
-#: the optional column of the kernel's rows that says, per row, whether ``q`` needs normalising
-#: (:func:`needs_normalizing`): a reader that computes it ahead, in parallel with the scan
-#: (the Parquet pass), spares the kernel that regular expression
-NEEDS_NORMALIZING = "nq"
 
 
 @dataclass(frozen=True)
@@ -221,23 +215,11 @@ class KernelSpec:
                 if r is not None]  # fmt: skip
 
 
-def needs_normalizing(q: pl.Expr) -> pl.Expr:
-    """Whether :func:`~searchveil.model.normalize_query` would change a query (never for a
-    null): the test :func:`normalized` applies."""
-    return q.str.contains(_NEEDS_NORMALIZING).fill_null(False)
-
-
-def normalized(s: pl.Series, normalize: bool, needs: np.ndarray | None = None) -> pl.Series:
-    """:func:`~searchveil.model.normalize_query` applied only to the strings it would change
-    (``needs``: :func:`needs_normalizing` of ``s``, when it is known already)."""
+def normalized(s: pl.Series, normalize: bool) -> pl.Series:
+    """:func:`~searchveil.model.normalize_query` applied only to the strings it would change."""
     if not normalize or s.len() == 0:
         return s
-    if needs is None:
-        mask = s.str.contains(_NEEDS_NORMALIZING).fill_null(False)
-    else:
-        if not needs.any():
-            return s
-        mask = pl.Series(needs, dtype=pl.Boolean)
+    mask = s.str.contains(_NEEDS_NORMALIZING).fill_null(False)
     if not mask.any():
         return s
     idx = mask.arg_true()
@@ -287,14 +269,13 @@ def first_per_user(
     return out.rename({"_rank": rank}) if rank else out.drop("_rank")
 
 
-def _flags(df: pl.DataFrame, normalize: bool, nq: np.ndarray | None = None) -> tuple[
-        np.ndarray, np.ndarray]:  # fmt: skip
+def _flags(df: pl.DataFrame, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
     """Per row (bool arrays): a user's first row in the frame, and a query event's first row —
     one that does not continue the previous row's (:func:`~searchveil.model.same_event`); the
     frame's first row starts both. ``same_event`` is taken as its two halves, the same user and
     time (``same_event`` with any query) and the same raw query, so each comparison runs once;
     rows whose raw query differs from the previous row's at the same user and time are settled
-    on the normalised text (``nq``: :func:`needs_normalizing` of every row's query, if known)."""
+    on the normalised text."""
     u, q, t = pl.col("u"), pl.col("q"), pl.col("t")
     pu, pq, pt = u.shift(1), q.shift(1), t.shift(1)
     any_q = pl.lit(True)
@@ -310,13 +291,7 @@ def _flags(df: pl.DataFrame, normalize: bool, nq: np.ndarray | None = None) -> t
         if amb.any():
             rows = pl.Series(amb)
             pair = df.select(a=q.filter(rows), b=pq.filter(rows))
-            na = nb = None
-            if nq is not None:  # an ambiguous row is never the first (its user continues)
-                at = np.flatnonzero(amb)
-                na, nb = nq[at], nq[at - 1]
-            same = normalized(pair.get_column("a"), True, na) == normalized(
-                pair.get_column("b"), True, nb
-            )
+            same = normalized(pair.get_column("a"), True) == normalized(pair.get_column("b"), True)
             es[amb] = ~same.fill_null(False).to_numpy()
     return us, es
 
@@ -375,8 +350,7 @@ class _Runs:
 
 
 def _stream_kept(df: pl.DataFrame, stream: Stream, rule: Rule, counted: np.ndarray, runs: _Runs,
-                 normalize: bool, nq: np.ndarray | None
-                 ) -> tuple[pl.DataFrame, int, int]:  # fmt: skip
+                 normalize: bool) -> tuple[pl.DataFrame, int, int]:  # fmt: skip
     """A stream's kept rows (``u``, keys, ``_rank``, in input order) and how many of them come
     before the second run and before the last run. A first-``n`` rule ranks the ``counted``
     rows in place and copies out only the kept ones; a distinct rule needs every stream row's
@@ -386,10 +360,8 @@ def _stream_kept(df: pl.DataFrame, stream: Stream, rule: Rule, counted: np.ndarr
         cols.append("url")
     if rule.distinct:  # distinctness is decided on the normalised keys
         rows = df.select(cols).filter(pl.Series(counted))
-        rows = rows.with_columns(
-            query=normalized(rows.get_column("query"), normalize, _at(nq, counted)),
-            _run=pl.Series(runs.ids()[counted]),
-        )
+        rows = rows.with_columns(query=normalized(rows.get_column("query"), normalize),
+                                 _run=pl.Series(runs.ids()[counted]))  # fmt: skip
         kept = _first_rows(rows, "_run", STREAM_KEYS[stream], rule.n)
         run = kept.get_column("_run").to_numpy()
         n_head = int(np.searchsorted(run, 1, "left"))
@@ -397,27 +369,20 @@ def _stream_kept(df: pl.DataFrame, stream: Stream, rule: Rule, counted: np.ndarr
         return kept.drop("_run"), n_head, n_tail
     keep, rank = _run_ranks(counted, runs.starts, rule.n)
     kept = df.select(cols).filter(pl.Series(keep))
-    kept = kept.with_columns(query=normalized(kept.get_column("query"), normalize, _at(nq, keep)),
+    kept = kept.with_columns(query=normalized(kept.get_column("query"), normalize),
                              _rank=pl.Series(rank[keep], dtype=pl.Int64))  # fmt: skip
     n_head = int(np.count_nonzero(keep[: runs.head_end]))
     return kept, n_head, int(np.count_nonzero(keep[: runs.tail_start]))
 
 
-def _at(a: np.ndarray | None, mask: np.ndarray) -> np.ndarray | None:
-    return None if a is None else a[mask]
-
-
 def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.DataFrame]]:
-    """Bound one non-empty frame of rows ``u, q, t`` (+ ``url``; + :data:`NEEDS_NORMALIZING`,
-    optional) in order, each user's rows together: the :class:`Segment` and the final kept
-    rows (``u``, keys, ``_rank``) of every run but the first."""
+    """Bound one non-empty frame of rows ``u, q, t`` (+ ``url``) in order, each user's rows
+    together: the :class:`Segment` and the final kept rows (``u``, keys, ``_rank``) of every
+    run but the first."""
     # one chunk per column: a batch of a Parquet scan comes in many, and eager filters and
     # shifts over many chunks cost several times the copy
     df = df.rechunk()
-    nq = None
-    if spec.normalize and NEEDS_NORMALIZING in df.columns:
-        nq = _bools(df, NEEDS_NORMALIZING)
-    us, es = _flags(df, spec.normalize, nq)
+    us, es = _flags(df, spec.normalize)
     runs = _Runs(np.flatnonzero(us), df.height)
     clicked = None
     if "url" in df.columns and spec.clicks is not None:
@@ -434,7 +399,7 @@ def cut(df: pl.DataFrame, spec: KernelSpec) -> tuple[Segment, dict[Stream, pl.Da
         head_count[stream] = int(np.count_nonzero(counted[: runs.head_end]))
         tail_count[stream] = int(np.count_nonzero(counted[runs.tail_start :]))
         # kept rows are in input order: the first run's are a prefix, the last run's a suffix
-        kept, n_head, n_tail = _stream_kept(df, stream, rule, counted, runs, spec.normalize, nq)
+        kept, n_head, n_tail = _stream_kept(df, stream, rule, counted, runs, spec.normalize)
         head[stream], body[stream] = kept.slice(0, n_head), kept.slice(n_head)
         tail_keys[stream] = kept.slice(n_tail).select(STREAM_KEYS[stream])
     first = df.row(0, named=True)

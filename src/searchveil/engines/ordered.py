@@ -292,7 +292,7 @@ def _ordered_counts(
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int, str]:  # fmt: skip
     path = source.path
     if source.parquet:
-        src = parquet_source(path, bp.with_url, fingerprint, normalize=normalize)
+        src = parquet_source(path, bp.with_url, fingerprint)
     else:
         if fingerprint != "full":
             raise InvalidParameterError(

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from searchveil.bounding import NEEDS_NORMALIZING, needs_normalizing
 from searchveil.errors import InputFormatError, InternalError
 from searchveil.io.files import PARQUET_DAMAGED, decompress_problem, start_fingerprint
 from searchveil.io.formats import Container, check_parquet, container
@@ -410,26 +409,19 @@ def validate_aol_text(path: Path) -> None:
             src.close()
 
 
-def _parquet_plan(lf: pl.LazyFrame, with_url: bool, numeric: bool, normalize: bool) -> Any:
-    """The pass's columns of a Parquet scan, with what can be computed row by row done in the
-    scan itself (by Polars' streaming engine, on every core, while the kernel bounds the batch
-    before): the time cut to 19 characters and whether it is in the canonical layout
-    (``t_ok``; :func:`canonical_times` settles the others), and with ``normalize`` whether the
-    query needs normalising (:data:`~searchveil.bounding.NEEDS_NORMALIZING`)."""
+def _parquet_plan(lf: pl.LazyFrame, with_url: bool, numeric: bool) -> Any:
+    """The pass's columns of a Parquet scan, with the per-row part of :func:`canonical_times`
+    done in the scan itself (by Polars' streaming engine, on every core, while the kernel
+    bounds the batch before): the time cut to 19 characters, and ``t_ok``, whether it is in
+    the canonical layout."""
     want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
     # cutting every value is cutting those longer than 19 bytes (a shorter one is unchanged)
     t = pl.col("t").str.slice(0, 19)
     plan = _canonical(lf.select(want), numeric, with_url).with_columns(t=t)
-    flags = {"t_ok": pl.col("t").str.contains(_CANONICAL)}
-    if normalize:
-        flags[NEEDS_NORMALIZING] = needs_normalizing(pl.col("q"))
-    return plan.with_columns(**flags)
+    return plan.with_columns(t_ok=pl.col("t").str.contains(_CANONICAL))
 
 
-def parquet_source(path: Path, with_url: bool, fingerprint: str, *,
-                   normalize: bool = False) -> Chunks:  # fmt: skip
-    """The chunks of a Parquet file (``normalize``: with the column
-    :data:`~searchveil.bounding.NEEDS_NORMALIZING`, for a pass that normalises queries)."""
+def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
     check_parquet(path)
     lf = pl.scan_parquet(path)
     try:
@@ -448,7 +440,7 @@ def parquet_source(path: Path, with_url: bool, fingerprint: str, *,
         try:
             n_rows = lf.select(pl.len()).collect().item()  # from the footer
             batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
-            plan = _parquet_plan(lf, with_url, numeric, normalize)
+            plan = _parquet_plan(lf, with_url, numeric)
             for df in plan.collect_batches(chunk_size=max(1, batch)):
                 t = _fixed_times(df.get_column("t"), df.get_column("t_ok"))
                 yield df.drop("t_ok").with_columns(t=t)
