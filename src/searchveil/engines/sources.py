@@ -410,15 +410,21 @@ def validate_aol_text(path: Path) -> None:
 
 
 def _parquet_plan(lf: pl.LazyFrame, with_url: bool, numeric: bool) -> Any:
-    """The pass's columns of a Parquet scan, with the per-row part of :func:`canonical_times`
+    """The pass's columns of a Parquet scan, with the layout test of :func:`canonical_times`
     done in the scan itself (by Polars' streaming engine, on every core, while the kernel
-    bounds the batch before): the time cut to 19 characters, and ``t_ok``, whether it is in
-    the canonical layout."""
+    bounds the batch before): ``t_ok``, whether the time is in the canonical layout."""
     want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
-    # cutting every value is cutting those longer than 19 bytes (a shorter one is unchanged)
-    t = pl.col("t").str.slice(0, 19)
-    plan = _canonical(lf.select(want), numeric, with_url).with_columns(t=t)
+    plan = _canonical(lf.select(want), numeric, with_url)
     return plan.with_columns(t_ok=pl.col("t").str.contains(_CANONICAL))
+
+
+def _parquet_times(df: pl.DataFrame) -> pl.DataFrame:
+    """A batch of :func:`_parquet_plan` with the times of :func:`canonical_times`: as they are
+    when all are in the canonical layout (19 bytes each: none to cut), else settled by it."""
+    t = df.get_column("t")
+    if not df.get_column("t_ok").fill_null(True).all():
+        t = canonical_times(t, parquet=True)
+    return df.drop("t_ok").with_columns(t=t)
 
 
 def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
@@ -442,8 +448,7 @@ def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
             batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
             plan = _parquet_plan(lf, with_url, numeric)
             for df in plan.collect_batches(chunk_size=max(1, batch)):
-                t = _fixed_times(df.get_column("t"), df.get_column("t_ok"))
-                yield df.drop("t_ok").with_columns(t=t)
+                yield _parquet_times(df)
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
 
@@ -472,13 +477,7 @@ def canonical_times(t: pl.Series, *, parquet: bool) -> pl.Series:
         t = t.cast(pl.String)
     if parquet and t.len() and int(t.str.len_bytes().max() or 0) > 19:  # type: ignore[arg-type]
         t = t.str.slice(0, 19)
-    return _fixed_times(t, t.str.contains(_CANONICAL))
-
-
-def _fixed_times(t: pl.Series, canonical: pl.Series) -> pl.Series:
-    """:func:`canonical_times` once the layout of each value is known (``canonical``: whether
-    it is in the canonical layout; null for a null time, which stays null)."""
-    good = canonical.fill_null(True)
+    good = t.str.contains(_CANONICAL).fill_null(True)
     if good.all():
         return t
     idx = (~good).arg_true()
