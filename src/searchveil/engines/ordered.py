@@ -10,10 +10,12 @@ batches through it and counts what it keeps:
   ISA-L in a reader thread (it releases the GIL, and hashes the compressed bytes for the
   provenance record as it reads them) while Polars parses the previous chunk; Parquet arrives
   as Polars batches;
-* each chunk is cut into a :class:`~searchveil.bounding.Segment` a chunk ahead, in a thread
-  (:func:`~searchveil.bounding.cut` needs nothing from the chunk before it); the caller joins
-  it to the carry (:meth:`~searchveil.bounding.Bounder.add`, small); a worker thread counts
-  the kept rows (:class:`Tally`), so three chunks are in flight on the machine's cores;
+* each chunk is cut into a :class:`~searchveil.bounding.Segment` ahead, ``CUT_WORKERS``
+  chunks at once in threads (:func:`~searchveil.bounding.cut` needs nothing from the chunk
+  before it); the caller joins them to the carry in order
+  (:meth:`~searchveil.bounding.Bounder.add`, small); a worker thread counts the kept rows
+  (:class:`Tally`) a batch's worth at a time, so the chunks in flight keep the machine's cores
+  busy and little is left to count when the scan ends;
 * only the kept items (≤ d per user) are normalised and grouped, so the cost is one scan plus
   work proportional to users × d; memory is bounded by a few chunks plus the kept items, which
   are folded into counts every few million rows.
@@ -52,6 +54,9 @@ SORTED_CHUNK_ROWS = 1 << 20  # rows per chunk of a sorted input
 # six per-batch counts and 0.22 s to merge them, against 0.72 s for one count at the end)
 FOLD_ROWS = 1 << 18
 MERGE_PARTIALS = 8  # partial counts of one level merged into one count of the next level
+# chunks cut at once (the kernel's cut needs nothing from the chunk before it): once a Parquet
+# scan has run ahead, the cuts are the pass's critical path, and one thread keeps one core busy
+CUT_WORKERS = 2
 
 
 @dataclass
@@ -234,17 +239,24 @@ def bound_chunks(
     tally = Tally(bp, [s for s, _ in spec.rules()])
     user_dtype: Any = pl.Int64
     segments: Prefetch | None = None
+    cutters = ThreadPoolExecutor(max_workers=CUT_WORKERS, thread_name_prefix="searchveil-cut")
     try:
-        # a chunk ahead: cut (flags, ranks, kept rows) | join to the carry | count
-        segments = Prefetch(cut(df, spec) for df in chunks if df.height)
+        # chunks ahead, CUT_WORKERS at a time: cut (flags, ranks, kept rows) | join to the
+        # carry, in order | count. The chunks are read, and handed to the cutters, in a thread
+        # of their own; the futures come back in the chunks' order
+        segments = Prefetch(
+            (cutters.submit(cut, df, spec) for df in chunks if df.height), depth=CUT_WORKERS - 1
+        )
         with _InOrder() as worker:
-            for seg, body in segments:
+            for future in segments:
+                seg, body = future.result()
                 user_dtype = _dtype(seg)
                 worker.submit(tally.add, bounder.add(seg, body))
             worker.finish()
     finally:
         if segments is not None:
             segments.close()
+        cutters.shutdown(wait=True, cancel_futures=True)
     counts, figures = tally.result(bounder.figures, user_dtype)
     return counts, figures | {"rows": bounder.figures["rows"]}
 
