@@ -247,7 +247,9 @@ def bound_chunks(
         segments = Prefetch(
             (cutters.submit(cut, df, spec) for df in chunks if df.height), depth=CUT_WORKERS - 1
         )
-        with _InOrder() as worker:
+        # one count may wait while another runs: the caller never waits on a count before
+        # taking the next cut, so the cutters are not held up behind the counting
+        with _InOrder(depth=1) as worker:
             for future in segments:
                 seg, body = future.result()
                 user_dtype = _dtype(seg)
