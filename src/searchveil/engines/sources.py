@@ -420,11 +420,13 @@ def _parquet_plan(lf: pl.LazyFrame, with_url: bool, numeric: bool) -> Any:
 
 def _parquet_times(df: pl.DataFrame) -> pl.DataFrame:
     """A batch of :func:`_parquet_plan` with the times of :func:`canonical_times`: as they are
-    when all are in the canonical layout (19 bytes each: none to cut), else settled by it."""
+    when all are in the canonical layout (19 bytes each: none to cut), else settled by it; in
+    one chunk per column (the scan's batches come in several, which the kernel's cut would
+    copy into one: here the copy runs in the reading thread, beside the cutters)."""
     t = df.get_column("t")
     if not df.get_column("t_ok").fill_null(True).all():
         t = canonical_times(t, parquet=True)
-    return df.drop("t_ok").with_columns(t=t)
+    return df.drop("t_ok").with_columns(t=t).rechunk()
 
 
 def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
