@@ -97,92 +97,84 @@ def plain_pipeline(path: str, d: int = D, threshold: int = 10) -> dict[str, Any]
 
 
 def profile_korolova(path: str) -> dict[str, Any]:
-    """Stage by stage, in one process: each stage timed alone (Parquet input, Korolova d = 20).
+    """Stage by stage, in one process: each stage timed alone (Parquet input, Korolova d = 20;
+    wall and CPU seconds of the whole process, its threads included).
 
     Stages run one after the other (not overlapped as in the engine, where the hash runs in a
-    thread beside the scan): import, hash, read (the three needed columns), bounding (the
-    row-by-row marks and the first-d filter), normalisation (of the kept rows), counting, the
-    engine's whole pass (overlapped), noise + thresholds, writing.
+    thread beside the scan, the kernel a batch behind the scan and the counting a batch behind
+    the kernel): import, hash, read (the Parquet source's batches: three columns and the
+    time-layout test), bounding (the kernel: :func:`~searchveil.bounding.cut` and the join of
+    each batch), counting (per-batch counts and their merge), the engine's whole pass
+    (overlapped), noise + thresholds, writing; and the plain Polars pipeline for reference.
     """
+    import resource
     import tempfile
 
-    t = time.perf_counter()
-    import polars as pl
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
 
+    t, c = time.perf_counter(), cpu()
     from searchveil import KorolovaParams, make_rng
+    from searchveil.bounding import Bounder, cut
     from searchveil.engines import ordered
+    from searchveil.engines.sources import parquet_source
     from searchveil.io.files import file_sha256
     from searchveil.release.counts import BoundedCounts
     from searchveil.release.histogram import write_release
     from searchveil.release.korolova import release_korolova_counts
     from searchveil.release.run import run_release
 
-    st: dict[str, float] = {"import": time.perf_counter() - t}
+    st: dict[str, dict[str, float]] = {}
     p = Path(path)
 
-    def lap(name: str, t0: float) -> None:
-        st[name] = time.perf_counter() - t0
+    def lap(name: str, t0: float, c0: float) -> None:
+        st[name] = {"wall": round(time.perf_counter() - t0, 3), "cpu": round(cpu() - c0, 3)}
 
-    t = time.perf_counter()
-    file_sha256(p)
-    lap("hash (whole-file SHA-256)", t)
-    t = time.perf_counter()
-    batches = []
-    for df in (
-        pl.scan_parquet(p)
-        .select("AnonID", "Query", "QueryTime")
-        .collect_batches(chunk_size=ordered.PARQUET_BATCH_ROWS)
-    ):
-        batches.append(ordered._canonical(df, True, False))
-    lap("read (3 columns, batches)", t)
-    t = time.perf_counter()
-    state = ordered._State()
-    kept_all = []
-    for df in batches:
-        m = ordered._mark(df, state, True, False)
-        last = m.row(m.height - 1, named=True)
-        state.u, state.q, state.t, state.events = last["u"], last["q"], last["t"], last["_er"]
-        new_users = m.filter(pl.col("_us")).get_column("u").to_list()
-        state.seen_users.update(new_users)
-        kept_all.append(
-            m.filter(pl.col("_es") & (pl.col("_er") <= D)).select(pl.col("q").alias("query"))
-        )
-    lap("bounding (marks, ranks, first d, contiguity)", t)
-    t = time.perf_counter()
-    normed = [k.with_columns(query=ordered._normalize(k.get_column("query"), True))
-              for k in kept_all]  # fmt: skip
-    lap("normalisation (kept rows only)", t)
-    t = time.perf_counter()
-    fold = ordered._Fold(["query"])
-    for k in normed:
-        fold.add(k)
-    counts = fold.result()
-    lap("counting (group-by of kept rows)", t)
-    del batches, kept_all, normed
+    lap("import", t, c)
     params = KorolovaParams.from_budget(
         epsilon=EPS, delta=DELTA, d=D, url_selection="none", split=(1.0, 1.0)
     )
-    t = time.perf_counter()
+    plan = params.bounding_plan()
+    spec = plan.kernel_spec(normalize=True)
+    t, c = time.perf_counter(), cpu()
+    file_sha256(p)
+    lap("hash (whole-file SHA-256)", t, c)
+    t, c = time.perf_counter(), cpu()
+    batches = list(parquet_source(p, False, "fast").chunks)
+    lap("read (3 columns + time-layout test, batches)", t, c)
+    t, c = time.perf_counter(), cpu()
+    bounder = Bounder(spec, check=True)
+    kept = [bounder.add(*cut(df, spec)) for df in batches]
+    lap("bounding (kernel: marks, ranks, first d, normalisation of kept rows)", t, c)
+    t, c = time.perf_counter(), cpu()
+    tally = ordered.Tally(plan, [s for s, _ in spec.rules()])
+    for k in kept:
+        tally.add(k)
+    counts, _ = tally.result(bounder.figures)
+    lap("counting (per-batch group-bys + merge)", t, c)
+    del batches, kept
+    t, c = time.perf_counter(), cpu()
     plain_pipeline(path)
-    lap("REFERENCE: plain Polars pipeline, same process", t)
+    lap("REFERENCE: plain Polars pipeline, same process", t, c)
     for fp in ("full", "fast"):
-        t = time.perf_counter()
-        ordered.ordered_counts(p, "korolova", params, normalize=True, fingerprint=fp)
-        lap(f"ordered pass alone, fingerprint {fp}", t)
-    t = time.perf_counter()
+        t, c = time.perf_counter(), cpu()
+        ordered.ordered_counts(p, plan, normalize=True, fingerprint=fp)
+        lap(f"ordered pass alone, fingerprint {fp}", t, c)
+    t, c = time.perf_counter(), cpu()
     rel = run_release("polars", "korolova", p, params, rng=make_rng(None))
-    lap("engine pass + noise, as run (overlapped)", t)
-    t = time.perf_counter()
-    b = BoundedCounts(counts={"queries": counts}, figures={"users": 1, "query_events": 1,
-                      "query_events_after_bounding": 1}, input=rel.ledger["inputs"][0])  # fmt: skip
+    lap("engine pass + noise, as run (overlapped)", t, c)
+    t, c = time.perf_counter(), cpu()
+    b = BoundedCounts(counts=counts, figures={"users": 1, "query_events": 1,
+                      "query_events_after_bounding": 1}, input=rel.inputs[0])  # fmt: skip
     release_korolova_counts(b, params, rng=make_rng(None))
-    lap("noise + thresholds (release_korolova_counts)", t)
-    t = time.perf_counter()
+    lap("noise + thresholds (release_korolova_counts)", t, c)
+    t, c = time.perf_counter(), cpu()
     with tempfile.TemporaryDirectory() as tmp:
         write_release(rel, Path(tmp) / "out", fmt="tsv", overwrite=False)
-    lap("writing (tables + ledger)", t)
-    return {"stages": st, "rows": rel.ledger["inputs"][0]["rows"],
-            "distinct_bounded": counts.height}  # fmt: skip
+    lap("writing (tables + ledger)", t, c)
+    return {"stages": st, "rows": rel.inputs[0]["rows"],
+            "distinct_bounded": counts["queries"].height}  # fmt: skip
 
 
 def one(kind: str, path: str) -> dict[str, Any]:
@@ -223,7 +215,7 @@ def one(kind: str, path: str) -> dict[str, Any]:
             )  # fmt: skip
         rel = run_release(engine, algo, Path(path), params, rng=make_rng(None),
                           spark_master="local[2]", fingerprint=fingerprint)  # fmt: skip
-        out["rows"] = rel.ledger["inputs"][0]["rows"]
+        out["rows"] = rel.inputs[0]["rows"]
         name = "queries" if algo == "korolova" else "items"
         out["released"] = rel.tables[name].height
         out["plan"] = rel.report.get("engine_plan")

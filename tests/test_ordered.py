@@ -216,3 +216,42 @@ def test_text_blocks_start_small_and_double(tmp_path: Path, monkeypatch) -> None
     assert sizes[1] <= (1 << 13) + 64 < sizes[3]  # doubling, then capped at 64 KiB
     assert max(sizes) <= (1 << 16) + 64 and len(sizes) > 10
     assert len(blocks.sha256()) == 64
+
+
+def test_counts_do_not_depend_on_batches_folds_or_cutters(tmp_path: Path, monkeypatch) -> None:
+    """The pass's pipeline sizes change only speed: the AOL sample as Parquet (some times in
+    another layout or with fractions of a second, some queries in capitals or with extra
+    blanks), read in batches of 300 rows, cut one or three at a time, counted every 40 kept
+    rows and merged two partial counts at a time (so merges of merges happen), gives the counts
+    and figures of the default pass and of the in-memory release."""
+    sample = (
+        Path(__file__).resolve().parents[1] / "src/searchveil/data/aol-gayo-avello-215-users.tsv"
+    )
+    df = pl.read_csv(sample, separator="\t", quote_char=None, infer_schema=False)
+    i = pl.int_range(pl.len())
+    df = df.with_columns(
+        AnonID=pl.col("AnonID").cast(pl.Int64),
+        QueryTime=pl.when(i % 7 == 3).then(pl.col("QueryTime").str.replace(" ", "T"))
+        .when(i % 11 == 5).then(pl.col("QueryTime") + ".250")
+        .otherwise(pl.col("QueryTime")),
+        Query=pl.when(i % 5 == 1).then(pl.col("Query").str.to_uppercase() + "  ")
+        .otherwise(pl.col("Query")),
+    )  # fmt: skip
+    pq = tmp_path / "log.parquet"
+    df.write_parquet(pq)
+    log = read_log(pq)
+    plans = [PARAMS[1], PARAMS[3]]  # first d distinct queries; first d events and d_c clicks
+    default = {id(p): ordered_counts(pq, p.bounding_plan(), normalize=True) for _, p in plans}
+    monkeypatch.setattr(sources, "PARQUET_BATCH_ROWS", 300)
+    monkeypatch.setattr(ordered, "FOLD_ROWS", 40)
+    monkeypatch.setattr(ordered, "MERGE_PARTIALS", 2)
+    for workers in (1, 3):
+        monkeypatch.setattr(ordered, "CUT_WORKERS", workers)
+        for _, params in plans:
+            mem = korolova_counts(log, params, rng=make_rng(0))
+            counts, figures, rows, sha = ordered_counts(pq, params.bounding_plan(), normalize=True)
+            d_counts, d_figures, d_rows, d_sha = default[id(params)]
+            assert (figures, rows, sha) == (d_figures, d_rows, d_sha) and figures == mem.figures
+            for name, table in mem.counts.items():
+                assert _same_counts(table, counts[name]), (params, name, workers)
+                assert _same_counts(d_counts[name], counts[name]), (params, name, workers)

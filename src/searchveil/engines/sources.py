@@ -409,6 +409,26 @@ def validate_aol_text(path: Path) -> None:
             src.close()
 
 
+def _parquet_plan(lf: pl.LazyFrame, with_url: bool, numeric: bool) -> Any:
+    """The pass's columns of a Parquet scan, with the layout test of :func:`canonical_times`
+    done in the scan itself (by Polars' streaming engine, on every core, while the kernel
+    bounds the batch before): ``t_ok``, whether the time is in the canonical layout."""
+    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
+    plan = _canonical(lf.select(want), numeric, with_url)
+    return plan.with_columns(t_ok=pl.col("t").str.contains(_CANONICAL))
+
+
+def _parquet_times(df: pl.DataFrame) -> pl.DataFrame:
+    """A batch of :func:`_parquet_plan` with the times of :func:`canonical_times`: as they are
+    when all are in the canonical layout (19 bytes each: none to cut), else settled by it; in
+    one chunk per column (the scan's batches come in several, which the kernel's cut would
+    copy into one: here the copy runs in the reading thread, beside the cutters)."""
+    t = df.get_column("t")
+    if not df.get_column("t_ok").fill_null(True).all():
+        t = canonical_times(t, parquet=True)
+    return df.drop("t_ok").with_columns(t=t).rechunk()
+
+
 def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
     check_parquet(path)
     lf = pl.scan_parquet(path)
@@ -422,16 +442,15 @@ def parquet_source(path: Path, with_url: bool, fingerprint: str) -> Chunks:
             str(path), f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
         )
     numeric = schema["AnonID"].is_integer()
-    want = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if with_url else [])
     sha = start_fingerprint(path, fingerprint)  # a full hash overlaps the scan
 
     def chunks() -> Iterator[pl.DataFrame]:
         try:
             n_rows = lf.select(pl.len()).collect().item()  # from the footer
             batch = PARQUET_BATCH_ROWS if n_rows <= PARQUET_LONG_ROWS else PARQUET_BATCH_ROWS // 2
-            plan = _canonical(lf.select(want), numeric, with_url)  # in the scan
+            plan = _parquet_plan(lf, with_url, numeric)
             for df in plan.collect_batches(chunk_size=max(1, batch)):
-                yield df.with_columns(t=canonical_times(df.get_column("t"), parquet=True))
+                yield _parquet_times(df)
         except pl.exceptions.PolarsError as exc:
             raise InputFormatError(str(path), PARQUET_DAMAGED) from exc
 
