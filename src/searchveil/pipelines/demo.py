@@ -468,7 +468,8 @@ def demo(
     AOL sample); then ``max_users``, a public bound U on its users you declare, is required.
     ``synthetic_users``: users of the synthetic log (0: skip it). ``overwrite``: replace a
     directory the demo wrote. ``step``: a progress callback. Nothing is written unless the
-    whole demo succeeds."""
+    whole demo succeeds. On two or more cores it starts worker processes (``spawn``: they
+    import the calling script), so call it from a script under ``if __name__ == "__main__":``."""
     reader = reader if reader is not None else ReaderOptions()
     path = None if log is None else Path(log)
     selection = ALIASES.get(selection, selection)  # mad, mad2r: deprecated spellings
