@@ -62,6 +62,9 @@ from searchveil.rng import secure_token
 GRACE = 2.0  # seconds the other parties get to stop on their own after a failure
 POLL = 0.05
 _RELAY = re.compile(r"P\d+ aborted: ")
+#: what a party sees of another's failure, not the failure: a relayed abort or a connection the
+#: other end closed (the party that closed it saw the cause first-hand)
+_CONSEQUENCE = re.compile(r"P\d+ aborted: |P\d+ closed the connection without a goodbye")
 PARTY_MODULE = "searchveil.cels.party_main"  # run as ``python -m``: one party from its spec
 
 
@@ -527,8 +530,13 @@ def _blamed(parties: list[dict[str, Any]], order: list[int]) -> tuple[int | None
     """Every party stopped in order: the party the others blame, the phase and the cause.
 
     The first party to detect the failure saw its cause; the others saw its consequences
-    (connections closed, aborts relayed), so follow the earliest detection."""
-    seen = _by_detection([p for p in parties if p["state"] == "failed" and p["blames"] is not None])
+    (connections closed, aborts relayed), so follow the earliest first-hand detection: a party
+    that closed its connections because of what it received may record its detection after a
+    peer has seen the close (the parties' clocks and status writes race), so a consequence
+    never outranks a first-hand cause."""
+    failed = [p for p in parties if p["state"] == "failed" and p["blames"] is not None]
+    firsthand = [p for p in failed if not _CONSEQUENCE.match(p["cause"])]
+    seen = _by_detection(firsthand or failed)
     culprit: int | None
     if seen:
         culprit = seen[0]["blames"]
