@@ -480,8 +480,13 @@ class PendingCurve:
         }
 
     def close(self) -> None:
-        """Stop the worker (if any) and remove the folder of pool arrays."""
+        """Stop the worker (if any) and remove the folder of pool arrays. A worker still
+        running (the caller failed or was interrupted) is terminated, not waited for."""
         if self._pool is not None:
+            if self._future is not None and not self._future.done():
+                # ProcessPoolExecutor has no public terminate before Python 3.14
+                for proc in list(getattr(self._pool, "_processes", {}).values()):
+                    proc.terminate()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         if self._folder is not None:
