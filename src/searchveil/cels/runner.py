@@ -47,7 +47,7 @@ from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.frames import open_private
 from searchveil.cels.params import CelsParams
 from searchveil.cels.party_main import PartySpec, write_spec
-from searchveil.cels.wire import PHASES, ProtocolError
+from searchveil.cels.wire import CLOSED_WITHOUT_GOODBYE, PHASES, ProtocolError
 from searchveil.errors import InvalidParameterError, OutputExistsError, OutputWriteError
 from searchveil.io.ledger import (
     build_provenance,
@@ -64,7 +64,7 @@ POLL = 0.05
 _RELAY = re.compile(r"P\d+ aborted: ")
 #: what a party sees of another's failure, not the failure: a relayed abort or a connection the
 #: other end closed (the party that closed it saw the cause first-hand)
-_CONSEQUENCE = re.compile(r"P\d+ aborted: |P\d+ closed the connection without a goodbye")
+_CONSEQUENCE = re.compile(rf"{_RELAY.pattern}|P\d+ {CLOSED_WITHOUT_GOODBYE}")
 PARTY_MODULE = "searchveil.cels.party_main"  # run as ``python -m``: one party from its spec
 
 

@@ -116,6 +116,9 @@ class _Truncated(Exception):
 
 
 FAULT_KINDS = ("garbage", "truncated", "drop")
+#: what a party reports when a peer's connection ends without a goodbye (the runner reads it as
+#: a consequence of a failure the peer saw, cels.runner._blamed)
+CLOSED_WITHOUT_GOODBYE = "closed the connection without a goodbye"
 
 
 class Mesh:
@@ -510,7 +513,7 @@ class Mesh:
                 else:
                     self._fail(
                         j,
-                        f"P{j} closed the connection without a goodbye ({why(exc)}): "
+                        f"P{j} {CLOSED_WITHOUT_GOODBYE} ({why(exc)}): "
                         "it exited, crashed or was killed, or the network dropped it",
                     )
                 return

@@ -291,10 +291,15 @@ def _simulate_from_files(
     """:func:`_simulate` in a worker process, on the pool arrays the parent saved in
     ``folder`` (mapped, not copied); also the generator's state after the runs."""
     arr = {k: np.load(os.path.join(folder, f"{k}.npy"), mmap_mode="r") for k in POOL_ARRAYS}
-    pool = ItemPool(users=arr["users"], items=arr["items"], rank=arr["rank"],
-                    names=pl.Series("item", np.arange(nq, dtype=np.int32)))  # fmt: skip
-    runs = _simulate(pool, tasks, eps, dl, simulation)
+    runs = _simulate(_item_pool(arr, nq), tasks, eps, dl, simulation)
     return runs, simulation.bit_generator.state
+
+
+def _item_pool(arrays: Mapping[str, npt.NDArray[np.int32]], nq: int) -> ItemPool:
+    """The simulations' pool from its arrays (:func:`_pool`); the item names are the ids
+    (the simulations read only how many there are)."""
+    return ItemPool(users=arrays["users"], items=arrays["items"], rank=arrays["rank"],
+                    names=pl.Series("item", np.arange(nq, dtype=np.int32)))  # fmt: skip
 
 
 def _simulated_row(
@@ -396,10 +401,7 @@ def start_dcurve(
         pending.exact = {t: _exact_row(ev, *t, eps, dl) for t in tasks if t[0] not in SIMULATED}
         if sim and n_workers == 1:
             assert simulation is not None
-            a = _pool(ev)
-            pool = ItemPool(users=a["users"], items=a["items"], rank=a["rank"],
-                            names=pl.Series("item", np.arange(ev.nq)))  # fmt: skip
-            pending.runs = _simulate(pool, sim, eps, dl, simulation)
+            pending.runs = _simulate(_item_pool(_pool(ev), ev.nq), sim, eps, dl, simulation)
     except BaseException:
         pending.close()
         raise

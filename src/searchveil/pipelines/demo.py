@@ -334,9 +334,10 @@ def _synthetic_run(
 ) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
     """The d-curve of a synthetic log of ``users`` users (every strategy), and one release with
     ``selection`` on it."""
+    workers = max(1, min(os.cpu_count() or 1, 2))  # the generator's, then the curves'
     done = step(f"generating a synthetic log of {users:,} users (query keys)")
     ev = synthetic_events(fit(log, rng=rng), users=users, rng=rng, spell=False,
-                          workers=max(1, min(os.cpu_count() or 1, 2)))  # fmt: skip
+                          workers=workers)  # fmt: skip
     # user numbers and positions fit 32 bits: a third less memory for the events
     ev = ev.with_columns(pl.col("user").cast(pl.Int32), pl.col("pos").cast(pl.Int32))
     done()
@@ -354,7 +355,7 @@ def _synthetic_run(
                       mechanisms=ALL_MECHANISMS, simulation=rng.numpy_generator(),
                       ds_for={m: DEMO_SIM_DS for m in SIMULATED}
                       | {"policy-gaussian": DEMO_POLICY_DS},
-                      workers=2 if (os.cpu_count() or 1) > 1 else 1) as pending:  # fmt: skip
+                      workers=workers) as pending:  # fmt: skip
         occ, keys, distinct = enc.occ, enc.keys, enc.nq
         del enc  # its per-event arrays: the release below bounds the events afresh
         rel, sel_d = _synthetic_release(ev, single, users=users, delta=sol["delta"], rng=rng,
