@@ -116,8 +116,7 @@ class _Truncated(Exception):
 
 
 FAULT_KINDS = ("garbage", "truncated", "drop")
-#: what a party reports when a peer's connection ends without a goodbye (the runner reads it as
-#: a consequence of a failure the peer saw, cels.runner._blamed)
+#: a peer's connection ended without a goodbye: a consequence, to cels.runner._blamed
 CLOSED_WITHOUT_GOODBYE = "closed the connection without a goodbye"
 
 
