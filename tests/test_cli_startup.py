@@ -4,7 +4,8 @@ registry, ``searchveil.cli.COMMAND_MODULES``); each module imports at its top on
 commands use. Each case runs in a fresh interpreter (what is imported is per process) and lists
 the heavy modules it loaded: a release of a small file must not pay for the UMP solvers
 (scipy.optimize), the reports (matplotlib), Spark, the AIM/MST comparators (jax), the CELS
-cryptography or the other families."""
+cryptography, the other families, or pydantic (typer 0.29 imports it for every command:
+the project pins typer below 0.29)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "src/searchveil/data/aol-gayo-ave
 # never loaded by `release korolova|zealous|kanon` (its help, or a release of a small text file)
 HEAVY = (
     "scipy", "matplotlib", "pyspark", "pandas", "pyarrow", "jax", "mbi", "cryptography",
-    "nacl", "gmpy2", "hypothesis", "isal",
+    "nacl", "gmpy2", "hypothesis", "isal", "pydantic",
     "searchveil.release.ump", "searchveil.cli.sanitize", "searchveil.cels",
     "searchveil.tabular", "searchveil.social", "searchveil.attacks", "searchveil.evaluate",
     "searchveil.synth", "searchveil.report.evaluation", "searchveil.report.demo",
