@@ -11,12 +11,9 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from searchveil.cli import COMMANDS
 from searchveil.errors import InvalidParameterError, SearchveilError
@@ -26,11 +23,40 @@ from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.budget import Charge, NoGuarantee, PrivacyCost
 from searchveil.mechanisms.budget_file import DatasetBudget
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
 T = TypeVar("T")
 N = TypeVar("N", int, float)
 
-err_console = Console(stderr=True)
-out_console = Console()
+
+class _LazyConsole:
+    """rich's ``Console``, made on first use. Importing rich costs ≈ 40 ms of every command's
+    start-up (docs/performance.md, issue 33), and a command run with ``--json``, without a
+    terminal for its progress bars, never prints through it; rich is imported, here and in
+    :func:`progress` and :func:`kv_table`, only when something is drawn."""
+
+    def __init__(self, stderr: bool) -> None:
+        object.__setattr__(self, "_stderr", stderr)
+        object.__setattr__(self, "_console", None)
+
+    def _get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            object.__setattr__(self, "_console", Console(stderr=self._stderr))
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._get(), name, value)
+
+
+err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
+out_console: Console = _LazyConsole(stderr=False)  # type: ignore[assignment]
 
 # -- shared option types --------------------------------------------------------------------
 INPUT_HELP = "Input log: AOL TSV (.gz ok), delimited file, Parquet or MSNBC .seq"
@@ -436,6 +462,8 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], Callable[[], None
     if not enabled or not err_console.is_terminal:
         yield lambda _desc: lambda: None
         return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -478,6 +506,8 @@ def release_head(out: Path, provenance: Path | None, led: dict[str, Any]) -> dic
 
 def kv_table(title: str) -> Table:
     """A table of named figures: names left, values right, no header."""
+    from rich.table import Table  # rich only when a table is drawn (see _LazyConsole)
+
     t = Table(title=title, show_header=False)
     t.add_column("")
     t.add_column("", justify="right")

@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from searchveil.cli._common import (
     PRIVATE,
     kv_table,
@@ -91,6 +89,8 @@ def human(r: dict[str, Any]) -> None:
     print_release_table(t, r)
     for name, rows in r.get("top", {}).items():
         if rows:
+            from rich.table import Table  # rich only when a table is drawn (cli._common)
+
             tt = Table(title=f"top of {name}")
             for c in rows[0]:
                 tt.add_column(c)
