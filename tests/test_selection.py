@@ -14,7 +14,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from searchveil.cli import app
-from searchveil.cli.release import select_params
+from searchveil.cli.release import KorolovaOptions, select_params
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian
 from searchveil.mechanisms.rounds import (
@@ -527,8 +527,8 @@ def test_select_params_from_budget_is_the_one_default_d_rule() -> None:
     # the default d is the strategy's rule at the selection step's share (4 parts, δ/2)
     d, rule = default_d("mad2r", epsilon=0.5, delta=5e-8, max_users=100_000)
     assert (p.d, p.d_rule, p.split) == (d, rule, (1.0, 1.0, 1.0, 1.0)) and d > 1
-    assert select_params(selection="mad2r", epsilon=2.0, delta=1e-7, d=None, d_c=1, split=None,
-                         clamp=False, max_users=100_000) == p  # fmt: skip
+    o = KorolovaOptions(selection="mad2r", epsilon=2.0, delta=1e-7, d_c=1, max_users=100_000)
+    assert select_params(o) == p
     given = SelectionParams.from_budget(strategy="gaussian", epsilon=2.0, delta=1e-7, d=7)
     assert (given.d, given.d_rule) == (7, "given (--max-queries)")
     # δ < 1/U is refused naming δ and the bound; a bad d names --max-queries

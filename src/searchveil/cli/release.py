@@ -298,31 +298,16 @@ def _release_and_write(
     return rel, out.budget_result(ch)
 
 
-def select_params(
-    *,
-    selection: str,
-    epsilon: float | None,
-    delta: float | None,
-    d: int | None,
-    d_c: int | None,
-    split: str | None,
-    clamp: bool,
-    max_users: int | None,
-) -> SelectionParams:
+def select_params(o: KorolovaOptions) -> SelectionParams:
     """The parameters of ``release korolova --selection``: without ``--max-queries``, d is the
     strategy's data-independent default (:meth:`SelectionParams.from_budget`)."""
-    eps, dl = require_epsilon_delta(epsilon, delta)
-    w = _parse_split(split, 2 if d_c is None else 4)
+    assert o.selection is not None
+    eps, dl = require_epsilon_delta(o.epsilon, o.delta)
+    w = _parse_split(o.split, 2 if o.d_c is None else 4)
     return SelectionParams.from_budget(
-        strategy=selection,
-        epsilon=eps,
-        delta=dl,
-        d=d,
-        split=w,
-        d_c=d_c,
-        clamp_negative=clamp,
-        max_users=max_users,
-    )
+        strategy=o.selection, epsilon=eps, delta=dl, d=o.d, split=w, d_c=o.d_c,
+        clamp_negative=o.clamp, max_users=o.max_users,
+    )  # fmt: skip
 
 
 def korolova_params(o: KorolovaOptions) -> KorolovaParams:
@@ -389,11 +374,7 @@ def _selection(o: KorolovaOptions, input: Path | None, run: RunOptions) -> dict[
             (o.bounding, o.distinct, o.threshold_rule),
             "the defaults with --selection (it always uses each user's first distinct queries)",
         )
-    assert o.selection is not None
-    params = select_params(
-        selection=o.selection, epsilon=o.epsilon, delta=o.delta, d=o.d, d_c=o.d_c,
-        split=o.split, clamp=o.clamp, max_users=o.max_users,
-    )  # fmt: skip
+    params = select_params(o)
     what = f"korolova --selection {params.strategy}"
     release, budget = _release_and_write(params, input, run, what=what, max_users=o.max_users)
     res = _summary(release, run, budget, list(params.split))

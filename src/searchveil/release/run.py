@@ -29,6 +29,7 @@ from searchveil.errors import InvalidParameterError
 from searchveil.io.files import check_fingerprint
 from searchveil.io.formats import Layout, header_columns
 from searchveil.io.ledger import check_release_dir
+from searchveil.io.paths import InputPaths
 from searchveil.io.readers import AOL_COLUMNS, ColumnMapping, ReaderOptions, read_log
 from searchveil.model import SearchLog
 from searchveil.release.histogram import HistogramRelease, write_release
@@ -213,11 +214,37 @@ def release_on_engine(
 def _release_kwargs(
     fam: Family, params: ReleaseParams, serp: Any, max_users: int | None
 ) -> dict[str, Any]:
+    """The family's keyword arguments of :func:`release_file` / :func:`release_table`: each one
+    given must be one the family takes."""
+    if max_users is not None:
+        check_int("max-users", max_users, minimum=1)
     given = {"serp": serp, "max_users": max_users}
     for name, value in given.items():
         if value is not None and name not in fam.options:
             raise InvalidParameterError(name, value, f"unset for a {fam.name} release")
     return {k: v for k, v in given.items() if k in fam.options}
+
+
+@dataclass(frozen=True)
+class _Destination:
+    """Where :func:`release_file` / :func:`release_table` write (``out=None``: nowhere):
+    refused before anything is read, written once the release is made."""
+
+    out: str | os.PathLike[str] | None
+    fmt: str
+    overwrite: bool
+    provenance: str | os.PathLike[str] | None
+
+    def check(self, inputs: InputPaths = ()) -> None:
+        if self.out is not None:
+            check_release_dir(self.out, fmt=self.fmt, overwrite=self.overwrite,
+                              provenance=self.provenance, inputs=inputs)  # fmt: skip
+
+    def write(self, rel: HistogramRelease) -> HistogramRelease:
+        if self.out is not None:
+            write_release(rel, self.out, fmt=self.fmt, overwrite=self.overwrite,
+                          provenance=self.provenance)  # fmt: skip
+        return rel
 
 
 def release_file(
@@ -256,12 +283,9 @@ def release_file(
     opts = reader if reader is not None else ReaderOptions()
     fam = family_of(params)
     choice = parse_choice("engine", engine, EngineChoice)
-    if max_users is not None:
-        check_int("max-users", max_users, minimum=1)
     kw = _release_kwargs(fam, params, serp, max_users)
-    if out is not None:
-        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance,
-                          inputs=[("input", p)])  # fmt: skip
+    dest = _Destination(out, out_format, overwrite, provenance)
+    dest.check(inputs=[("input", p)])
     where = choose_engine(p, params, opts) if choice == EngineChoice.AUTO else EngineName(choice)
     check_fingerprint(fingerprint, p if where != EngineName.MEMORY else None)
     if where == EngineName.MEMORY:
@@ -278,13 +302,11 @@ def release_file(
         rel = release_on_engine(eng, Source.of(p), params, rng=rng, **kw)
         if choice == EngineChoice.AUTO:  # the same bytes as memory (tested): the report says so
             rel.report["engine"] = rel.report["engine"] | {"selected_by": "--engine auto"}
-    if out is not None:
-        write_release(rel, out, fmt=out_format, overwrite=overwrite, provenance=provenance)
-    return rel
+    return dest.write(rel)
 
 
-# release_file's options on purpose (a table in Spark releases as a file does); the two
-# signatures and tails alike, each entry point kept whole for its readers
+# release_file's options on purpose (a table in Spark releases as a file does): the two
+# signatures alike, each entry point kept whole for its readers
 def release_table(
     table: Any,
     params: ReleaseParams,
@@ -313,11 +335,9 @@ def release_table(
     fam = family_of(params)
     if isinstance(params, KAnonParams):
         raise InvalidParameterError("params", "kanon", "korolova | zealous | select for a table")
-    if max_users is not None:
-        check_int("max-users", max_users, minimum=1)
     kw = _release_kwargs(fam, params, serp, max_users)
-    if out is not None:
-        check_release_dir(out, fmt=out_format, overwrite=overwrite, provenance=provenance)
+    dest = _Destination(out, out_format, overwrite, provenance)
+    dest.check()
     params.bounding_plan()  # what the engines cannot do: a typed error before any reading
     m = columns or ColumnMapping()
     names = {"AnonID": m.user, "Query": m.query, "QueryTime": m.time, "ClickURL": m.url,
@@ -329,10 +349,7 @@ def release_table(
         src = TableSource(frame=table, columns=mapped)
     eng = make_engine(EngineName.SPARK, spark_master=spark_master, normalize=normalize,
                       spark_remote=spark_remote, spark_conf=spark_conf)  # fmt: skip
-    rel = release_on_engine(eng, src, params, rng=rng, **kw)
-    if out is not None:
-        write_release(rel, out, fmt=out_format, overwrite=overwrite, provenance=provenance)
-    return rel
+    return dest.write(release_on_engine(eng, src, params, rng=rng, **kw))
 
 
 # -- engine releases by name (the form the engine tests use) ----------------------------------
