@@ -99,9 +99,17 @@ def test_demo_dcurve_and_no_single_user_query(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
+@pytest.fixture(scope="module")
+def demo_3000(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """One printed (not --json) demo on a 3,000-user synthetic log: its output and its
+    directory, for the table test and the rendering test."""
+    out = tmp_path_factory.mktemp("demo3000") / "demo"
+    return _run(["demo", "--out", out, "--synthetic-users", 3000, "--seed", 1]), out
+
+
 @pytest.mark.slow  # over 5 s on 2 cores: the full tier (tests/README.md)
-def test_demo_prints_the_dcurve_table(tmp_path: Path) -> None:
-    r = _run(["demo", "--out", tmp_path / "d", "--synthetic-users", 3000, "--seed", 1])
+def test_demo_prints_the_dcurve_table(demo_3000) -> None:
+    r, _ = demo_3000
     assert r.exit_code == 0, r.output
     for s in ("RD %vol", "G %vol", "PR2 %vol", "SIPS %vol", "single-user queries in the log",
               "expected published", "best d on the synthetic log", "few or no queries",
@@ -154,7 +162,7 @@ def test_demo_secure_by_default_and_refuses_overwrite(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_demo_report_renders(tmp_path: Path) -> None:
+def test_demo_report_renders(tmp_path: Path, demo_3000) -> None:
     """The report as a person sees it: rendered by headless Chromium (scripts/
     screenshot_report.sh), the screenshot shows tables and coloured plots, not a blank page."""
     import shutil
@@ -162,8 +170,7 @@ def test_demo_report_renders(tmp_path: Path) -> None:
 
     import numpy as np
 
-    out = tmp_path / "demo"
-    r = _run(["demo", "--out", out, "--synthetic-users", 3000, "--seed", 2, "--json"])
+    r, out = demo_3000  # the demo run of the table test (it ran a second one, seed 2, --json)
     assert r.exit_code == 0, r.output
     html = (out / "report.html").read_text()
     assert ".tmp-" not in html

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _engine_cases import CASES, same_tables
+from _engine_cases import CASES, distinct_plans, same_tables
 from searchveil import make_rng, read_log
 from searchveil.cli import app
 from searchveil.release import release_kanon, release_korolova, release_zealous
@@ -150,7 +150,7 @@ def _bounded_params() -> list[tuple[str, object]]:
                                                url_K=d, url_b=1.0)))  # fmt: skip
         for item in ("queries", "clicks"):
             out.append(("zealous", ZealousParams(m=d, item_type=item, **zeal)))
-    return out
+    return distinct_plans(out)
 
 
 @pytest.mark.slow

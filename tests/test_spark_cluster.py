@@ -2,8 +2,10 @@
 started on loopback from the installed PySpark's ``spark-class``, torn down whatever happens.
 Three release kinds run through it from the CLI (``--spark-master spark://...``: a driver in the
 CLI's process, executors in the workers' JVMs, the bounding code shipped to them) and must write
-byte-identical releases to ``--engine polars`` under a seed. Marked ``spark`` and ``slow``; CI
-runs it (``python -m pytest``)."""
+byte-identical releases to ``--engine polars`` under a seed. The three releases and the check
+of the shipped code run in one driver process (one JVM start and one executor launch instead of
+four: the time of these tests is mostly that); the Polars references run in this process.
+Marked ``spark`` and ``slow``; CI runs it (``python -m pytest -m slow``)."""
 
 from __future__ import annotations
 
@@ -20,8 +22,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from typer.testing import CliRunner
+
+from searchveil.cli import app
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
+runner = CliRunner()
 
 START_TIMEOUT = 120  # seconds for the master and both workers to register
 RUN_TIMEOUT = 600  # seconds for one release on the cluster
@@ -211,48 +217,78 @@ def log_parquet(tmp_path_factory: pytest.TempPathFactory, aol_top1000_path: Path
     return out
 
 
-@pytest.mark.parametrize("kind", sorted(RELEASES))
-def test_cluster_release_equals_polars(
-    kind: str, cluster: str, log_parquet: Path, tmp_path: Path
-) -> None:
-    args = [RELEASES[kind][0], RELEASES[kind][1], str(log_parquet), *RELEASES[kind][2:]]
-    r = _cli(args, tmp_path / "spark", ["--engine", "spark", "--spark-master", cluster])
-    assert r.returncode == 0, r.stderr[-3000:]
-    r2 = _cli(args, tmp_path / "polars", ["--engine", "polars"])
-    assert r2.returncode == 0, r2.stderr[-3000:]
-    assert_same_release(tmp_path / "spark", tmp_path / "polars")
-    prov = json.loads((tmp_path / "spark.private.json").read_text())
-    assert prov["figures"]["engine"]["master"] == cluster
-    assert prov["figures"]["engine"]["engine"] == "spark"
+def _args(kind: str, log: Path, out: Path, engine: list[str]) -> list[str]:
+    r = RELEASES[kind]
+    return [r[0], r[1], str(log), *r[2:], "--out", str(out), "--seed", "7", "--json", *engine]
 
 
-SHIPPED = """
-import json, sys
+# One driver process on the cluster: each release through the CLI's command (CliRunner, the
+# same code as ``python -m searchveil``), then the executors' view of the code they run.
+DRIVER = """
+import json, os, sys, traceback
+from typer.testing import CliRunner
+from searchveil.cli import app
 from searchveil.engines.spark import spark_session
-spark = spark_session(sys.argv[1])
+master, runs, result = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+done = {}
+for kind, args in runs.items():
+    r = CliRunner().invoke(app, args)
+    err = "".join(traceback.format_exception(r.exception)) if r.exception else ""
+    done[kind] = {"exit_code": r.exit_code, "output": (r.output + err)[-3000:]}
+spark = spark_session(master)
 def where(batches):
     import pyarrow as pa, searchveil, socket, os
     for b in batches:
         yield pa.RecordBatch.from_pylist([{"file": searchveil.__file__, "pid": os.getpid()}])
 got = spark.range(0, 4, numPartitions=4).mapInArrow(where, "file string, pid long").collect()
-print(json.dumps([r.asDict() for r in got]))
+done["shipped"] = {"rows": [r.asDict() for r in got], "driver_pid": os.getpid()}
+with open(result, "w") as fh:
+    json.dump(done, fh)
 """
 
 
-def test_cluster_executors_run_the_shipped_code(cluster: str) -> None:
-    """The executors import searchveil from the zip the driver shipped (not whatever is
-    installed on the workers), in processes other than the driver's."""
+@pytest.fixture(scope="module")
+def cluster_runs(
+    cluster: str, log_parquet: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict]:
+    """The Spark releases of every kind (``<dir>/<kind>``) and the shipped-code check, run by
+    one driver process on the cluster."""
+    d = tmp_path_factory.mktemp("cluster-runs")
+    engine = ["--engine", "spark", "--spark-master", cluster]
+    runs = {k: _args(k, log_parquet, d / k, engine) for k in sorted(RELEASES)}
     r = subprocess.run(
-        [sys.executable, "-c", SHIPPED, cluster],
+        [sys.executable, "-c", DRIVER, cluster, json.dumps(runs), str(d / "result.json")],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
         env=os.environ | {"PYSPARK_PYTHON": sys.executable},
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    return d, json.loads((d / "result.json").read_text())
+
+
+@pytest.mark.parametrize("kind", sorted(RELEASES))
+def test_cluster_release_equals_polars(
+    kind: str, cluster: str, cluster_runs: tuple[Path, dict], log_parquet: Path, tmp_path: Path
+) -> None:
+    d, done = cluster_runs
+    assert done[kind]["exit_code"] == 0, done[kind]["output"]
+    r2 = runner.invoke(app, _args(kind, log_parquet, tmp_path / "polars", ["--engine", "polars"]))
+    assert r2.exit_code == 0, r2.output
+    assert_same_release(d / kind, tmp_path / "polars")
+    prov = json.loads((d / f"{kind}.private.json").read_text())
+    assert prov["figures"]["engine"]["master"] == cluster
+    assert prov["figures"]["engine"]["engine"] == "spark"
+
+
+def test_cluster_executors_run_the_shipped_code(cluster_runs: tuple[Path, dict]) -> None:
+    """The executors import searchveil from the zip the driver shipped (not whatever is
+    installed on the workers), in processes other than the driver's."""
+    shipped = cluster_runs[1]["shipped"]
+    rows = shipped["rows"]
     assert len(rows) == 4
     assert all("searchveil.zip" in row["file"] for row in rows), rows
+    assert all(row["pid"] != shipped["driver_pid"] for row in rows), rows
 
 
 @pytest.fixture(scope="module")
@@ -305,8 +341,9 @@ def test_spark_connect_release_equals_polars(
     args = [kind[0], kind[1], str(log_parquet), *kind[2:]]
     r = _cli(args, tmp_path / "spark", ["--engine", "spark", "--spark-remote", connect_server])
     assert r.returncode == 0, r.stderr[-3000:]
-    r2 = _cli(args, tmp_path / "polars", ["--engine", "polars"])
-    assert r2.returncode == 0, r2.stderr[-3000:]
+    r2 = runner.invoke(app, [*args, "--out", str(tmp_path / "polars"), "--seed", "7", "--json",
+                             "--engine", "polars"])  # fmt: skip
+    assert r2.exit_code == 0, r2.output
     assert_same_release(tmp_path / "spark", tmp_path / "polars")
     prov = json.loads((tmp_path / "spark.private.json").read_text())
     assert prov["figures"]["engine"]["remote"] == connect_server

@@ -324,14 +324,19 @@ def test_the_two_real_samples_differ_at_the_same_activity(aol_215, aol_top1000):
 
 @pytest.mark.slow
 def test_synth_check_cli(aol_215_path, aol_top1000_path):
+    # one split of the held-out log (the default is 3: test_split_check_on_the_heavy_aol_users
+    # runs three through the library; here the CLI's plumbing is checked, --splits with it)
     r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--heldout",
                             str(aol_top1000_path), "--users", "2000", "--subsamples", "20",
-                            "--seed", "3", "--json"])  # fmt: skip
+                            "--splits", "1", "--seed", "3", "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     up, down = res["matched_activity"], res["calibration_activity"]
     assert up["heldout_users"] == 1000 and len(up["ratio"]) == 100
     assert down["calibration_users"] == 215 and len(down["calibration_vs_matched_ratio"]) == 100
+    sp = res["split"]
+    assert sp["log"] == str(aol_top1000_path) and len(sp["splits"]) == 1
+    assert sp["calibration_users"] + sp["heldout_users"] == 1000
     r = runner.invoke(app, ["synth-check", "--like", str(aol_215_path), "--heldout",
                             str(aol_top1000_path), "--top", "5"])  # fmt: skip
     assert r.exit_code == 2 and "--top" in r.output
