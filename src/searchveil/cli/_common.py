@@ -439,9 +439,9 @@ def charged(
 
 def budget_result(budget: Path | None, ch: Charge) -> dict[str, Any] | None:
     """The ``budget`` entry of a release command's result: the charge and what is left."""
-    if budget is None or ch.summary is None:
+    s = None if budget is None else ch.summary
+    if s is None:
         return None
-    s = ch.summary
     return {"file": str(budget), "charge": ch.id, "relation": s["relation"],
             "total": s["total"], "spent": s["spent"], "pending": s["pending"],
             "left": s["left"], "zcdp": s["zcdp"]}  # fmt: skip

@@ -569,16 +569,22 @@ class BudgetState:
 
 class Charge:
     """A charge in progress (:meth:`BudgetBook.charge`): the release records its written
-    ledger with :meth:`record_written` (or :meth:`record`); after the ``with`` block,
-    :attr:`summary` is the budget's state."""
+    ledger with :meth:`record_written` (or :meth:`record`); once committed, :attr:`summary`
+    is the budget's state."""
 
-    def __init__(self, charge_id: str | None, what: str) -> None:
+    def __init__(self, charge_id: str | None, what: str, book: BudgetBook | None = None) -> None:
         self.id = charge_id
         self.what = what
         self.ledger: dict[str, Any] | None = None
         self.ledger_sha256: str | None = None
         self.written: str | None = None
-        self.summary: dict[str, Any] | None = None
+        self.committed = False
+        self._book = book
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The budget's state (read when asked), once the charge is committed."""
+        return self._book.summary() if self._book is not None and self.committed else None
 
     def record(self, ledger: Mapping[str, Any], sha256: str | None = None) -> None:
         """The release's public ledger (and the SHA-256 of its written bytes)."""
@@ -637,7 +643,7 @@ class BudgetBook:
                 f"{err}; nothing was read or released: fix the budget file "
                 "(free space, lift the file-size limit) and run again"
             ) from err
-        ch = Charge(rec["id"], what)
+        ch = Charge(rec["id"], what, self)
         try:
             yield ch
         except Exception as exc:
@@ -653,7 +659,7 @@ class BudgetBook:
                 "stays pending, counted as spent (nothing to undo: `searchveil budget refund` "
                 "refuses it while the release is in place)"
             ) from err
-        ch.summary = self.summary()
+        ch.committed = True
         if over is not None:
             raise InternalError(over)
 
