@@ -234,6 +234,54 @@ def test_a_thread_deleting_the_lock_file_cannot_split_the_lock(tmp_path: Path) -
     assert s["spent"]["epsilon"] == 5.0
 
 
+_RACER = """
+import sys, time
+from pathlib import Path
+from searchveil.errors import BudgetExceededError
+from searchveil.mechanisms.budget import PrivacyCost
+from searchveil.mechanisms.budget_file import DatasetBudget
+book, go, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+while not go.exists():
+    time.sleep(0.002)
+try:
+    with DatasetBudget(book).charge(PrivacyCost.of("user", 1.0), what="race", out=out):
+        time.sleep(0.01)
+        out.mkdir()  # "published"
+except BudgetExceededError:
+    sys.exit(2)
+"""
+
+
+@pytest.mark.slow  # 10 Python processes: the thread version above is the default tier's
+def test_processes_racing_a_lock_deleting_loop_never_publish_more_than_the_budget(
+    tmp_path: Path,
+) -> None:
+    book = tmp_path / "b.json"
+    init_budget(book, epsilon=5.0, delta=1e-5, relation="user")
+    lock, go, stop = tmp_path / "b.json.lock", tmp_path / "go", threading.Event()
+
+    def vandal() -> None:
+        while not stop.is_set():
+            lock.unlink(missing_ok=True)
+            lock.touch()
+
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(book), str(go),
+                               str(tmp_path / f"r{i}")], env=ENV) for i in range(10)]  # fmt: skip
+    t = threading.Thread(target=vandal)
+    t.start()
+    try:
+        time.sleep(1.0)
+        go.touch()
+        codes = sorted(p.wait(timeout=300) for p in procs)
+    finally:
+        stop.set()
+        t.join()
+    published = sorted(tmp_path.glob("r*"))
+    assert codes == [0] * 5 + [2] * 5 and len(published) == 5
+    assert _states(book) == ["committed"] * 5
+    assert DatasetBudget(book).summary()["spent"]["epsilon"] == 5.0
+
+
 def test_the_lock_is_rechecked_after_locking(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """A directory moved and replaced between opening and locking is refused (the budget
     unchanged), never locked and written as if it were the budget's."""

@@ -91,16 +91,18 @@ def _open_dir(path: Path) -> int:
         ) from exc
 
 
-def _write_at(dfd: int, path: Path, doc: dict[str, Any], *, mode: int = 0o644,
+def _write_at(dfd: int, path: Path, doc: dict[str, Any], *, mode: int | None = None,
               exclusive: bool = False) -> None:  # fmt: skip
     """Write ``doc`` to a temporary file in the directory ``dfd``, fsync it, rename it over
     ``path``'s name (with ``exclusive``: link it, so an existing file is never replaced),
-    fsync the directory. A failure leaves the old file (or none) and says so."""
+    fsync the directory. ``mode``: the permissions the file had (a new file: the umask's). A
+    failure leaves the old file (or none) and says so."""
     tmp = f".{path.name}.tmp-{secure_token()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dfd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dfd)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fd, mode)  # the file keeps the permissions it had
+            if mode is not None:
+                os.fchmod(fd, mode)  # the file keeps the permissions it had
             fh.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
