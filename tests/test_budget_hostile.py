@@ -448,12 +448,27 @@ def test_release_kanon_takes_budget_only_to_refuse_it(tmp_path: Path, aol_215_pa
     assert "refused: k-anonymity" in _flat(_cli("release", "kanon", "--help").output)
 
 
+def _demo(book: Path, log: Path, out: Path) -> object:
+    return _cli("demo", log, "--max-users", 215, "--synthetic-users", 0, "--selection",
+                "korolova", "--budget", book, "--json", "--out", out)  # fmt: skip
+
+
+def test_demo_on_a_log_is_refused_before_reading_when_over_budget(tmp_path: Path) -> None:
+    book = tmp_path / "b.json"
+    init_budget(book, epsilon=2.0, delta=1e-5, relation="user")
+    fifo = tmp_path / "log.tsv"
+    os.mkfifo(fifo)  # opening it to read would block the test
+    r = _demo(book, fifo, tmp_path / "d")
+    assert r.exit_code == 2 and "demo (dataset budget) epsilon: requested 2.30" in _flat(r.output)
+    assert not (tmp_path / "d").exists() and json.loads(book.read_text())["charges"] == []
+    assert "--budget" in _cli("demo", "--help").output
+
+
+@pytest.mark.slow  # the demo's utility report: ~3 s; the refusal above is the default tier's
 def test_demo_on_a_log_charges_its_release(tmp_path: Path, aol_215_path: Path) -> None:
     book = tmp_path / "b.json"
     init_budget(book, epsilon=3.0, delta=1e-5, relation="user")
-    args = ["demo", aol_215_path, "--max-users", 215, "--synthetic-users", 0, "--selection",
-            "korolova", "--budget", book, "--json"]  # fmt: skip
-    r = _cli(*args, "--out", tmp_path / "d")
+    r = _demo(book, aol_215_path, tmp_path / "d")
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
     (c,) = json.loads(book.read_text())["charges"]
@@ -461,10 +476,9 @@ def test_demo_on_a_log_charges_its_release(tmp_path: Path, aol_215_path: Path) -
     assert c["state"] == "committed" and c["what"] == "demo"
     assert c["charged"]["epsilon"] == led["epsilon"] == res["budget"]["spent"]["epsilon"]
     assert c["ledger_sha256"] == budget_file.ledger_sha256(tmp_path / "d" / "real")
-    r = _cli(*args, "--out", tmp_path / "d2")  # ln 10 left? no: refused before reading
+    r = _demo(book, aol_215_path, tmp_path / "d2")  # 3 − ln 10 left: refused before reading
     assert r.exit_code == 2 and "demo (dataset budget) epsilon" in _flat(r.output)
     assert not (tmp_path / "d2").exists()
-    assert "--budget" in _cli("demo", "--help").output
 
 
 # -- 4. clean errors for budget files ----------------------------------------------------------
