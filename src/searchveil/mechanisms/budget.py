@@ -38,6 +38,7 @@ from searchveil.errors import (
     InputFormatError,
     InternalError,
     InvalidParameterError,
+    SearchveilError,
 )
 from searchveil.io.ledger import LEDGER_NAME
 from searchveil.mechanisms.accounting import (
@@ -652,7 +653,7 @@ class BudgetBook:
         try:
             with self._transaction() as st:
                 over = st.commit(ch.id or "", ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
-        except BudgetFileError as err:
+        except SearchveilError as err:  # the file could not be written, or was replaced
             where = f"the release was written to {ch.written!r}" if ch.written else "the run ended"
             raise BudgetFileError(
                 f"{where}, but its charge {ch.id} could not be committed: {err}. The charge "
@@ -667,7 +668,7 @@ class BudgetBook:
         try:
             with self._transaction() as st:
                 st.fail(ch.id or "")
-        except BudgetFileError as err:
+        except SearchveilError as err:
             raise BudgetFileError(
                 f"the run failed ({type(exc).__name__}: {exc}), and its charge {ch.id} could "
                 f"not be marked failed: {err}. The charge stays pending, counted as spent"

@@ -324,7 +324,11 @@ class DatasetBudget(BudgetBook):
         """Where a charged run will put its release, and the SHA-256 of the ledger there now
         (the release it would replace, or None): :meth:`refund` compares it with what is
         there."""
-        return {"out": os.path.abspath(out), "replaces": ledger_sha256(out)}
+        try:
+            before = ledger_sha256(out)
+        except OSError:  # unreadable: refund will take anything there for this run's
+            before = None
+        return {"out": os.path.abspath(out), "replaces": before}
 
     def summary(self) -> dict[str, Any]:
         """:meth:`BudgetState.summary`, each pending charge marked with whether its process
