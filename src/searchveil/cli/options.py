@@ -208,7 +208,7 @@ class Output:
         input that does not exist (before ``--budget`` charges: a typo costs no budget)."""
         inputs = list(inputs)
         for name, path in inputs:
-            if path is not None and not os.path.lexists(path):
+            if path is not None and not os.path.exists(path):
                 raise InputFormatError(
                     str(path), f"no such file or directory (--{name}): nothing was read or charged"
                 )
