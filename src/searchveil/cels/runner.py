@@ -214,7 +214,7 @@ def run_local(
     target party, signal): send the signal to the target once the watched party has reached
     the phase; ``detect_stopped=False`` leaves stopped parties to the heartbeats."""
     out = Path(out)
-    prov_path = _check_paths(shares, out, provenance, transcripts, overwrite)
+    prov_path = check_run_paths(shares, out, provenance, transcripts, overwrite)
     n = len(shares) + 1
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cels-") as tmp:
@@ -308,7 +308,7 @@ def _run_parties(
                 p.wait()
 
 
-def _check_paths(
+def check_run_paths(
     shares: list[Path], out: Path, provenance: Path | None, transcripts: Path | None,
     overwrite: bool,
 ) -> Path:  # fmt: skip

@@ -26,7 +26,7 @@ from searchveil.cels.local import local_e2e, local_sanitize
 from searchveil.cels.params import CONDITIONAL_DEFAULTS, CelsParams, Share
 from searchveil.cels.party_main import PartySpec, run_spec
 from searchveil.cels.reproduce import reproduce
-from searchveil.cels.runner import run_local
+from searchveil.cels.runner import check_run_paths, run_local
 from searchveil.cli._common import (
     PRIVATE,
     SEEDED_NOTE,
@@ -316,6 +316,8 @@ def run_cmd(
     NOT differentially private: counts computed from the exact histogram. Starts P0…Pr with
     throw-away certificates; if any party fails, stops them all at once and says which, in
     which phase and why."""
+    # the paths, before the charge (which stands once the parties read the shares)
+    check_run_paths(share, out.out, out.provenance, transcripts, out.overwrite)
     if not json_out:
         n = len(share) + 1
         err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
