@@ -215,6 +215,7 @@ def run_local(
     the phase; ``detect_stopped=False`` leaves stopped parties to the heartbeats."""
     out = Path(out)
     prov_path = _check_paths(shares, out, provenance, transcripts, overwrite)
+    params = params.with_parties(len(shares))  # the e2e noise shares depend on it
     n = len(shares) + 1
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cels-") as tmp:

@@ -56,7 +56,7 @@ from searchveil.cels.frames import Frame, Traffic, open_transcript
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
-VERSION = 4
+VERSION = 5
 HEADER = struct.Struct(">4sBBHIQ")
 MAX_JSON = 1 << 20  # the largest body, the public key, is ~3 KiB at 4096 bits
 BLOB_FLOOR = 64 << 10  # always accepted; above it, the cap of the frame's phase
@@ -72,7 +72,7 @@ TYPES = (
     "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
     "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
     "params", "e2e_pub", "e2e_tables",
-    "union_size", "out_size", "out_len",
+    "union_size", "out_size", "out_len", "union_key", "union_slots", "e2e_profile",
 )  # fmt: skip
 
 
@@ -462,7 +462,9 @@ class Mesh:
             self.traffic.heartbeat_bytes += HEADER.size + jl + bl
         else:
             self.traffic.received[phase] += HEADER.size + jl + bl
-            if self._transcript is not None:
+            # a peer's goodbye is connection control, like a heartbeat, and whether it is read
+            # before the connection closes is a race: the transcript holds the protocol's frames
+            if self._transcript is not None and TYPES[ty] != "bye":
                 self._transcript.write(head)
                 self._transcript.write(js)
                 self._transcript.write(blob)
