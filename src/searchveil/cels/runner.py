@@ -35,8 +35,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from searchveil.cels.config import (
@@ -305,7 +305,8 @@ def _run_parties(
                         start_new_session=True,
                     )  # fmt: skip
                 )
-            return _watch(procs, tmpd, signals, detect_stopped, _Progress(tmpd, len(procs), progress))
+            watcher = _Progress(tmpd, len(procs), progress)
+            return _watch(procs, tmpd, signals, detect_stopped, watcher)
         finally:
             for p in procs:
                 if p.poll() is None:
