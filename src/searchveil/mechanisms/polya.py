@@ -202,10 +202,14 @@ class PolyaDifference:
         return np.arange(hi, dtype=np.float64)
 
     def pmf(self, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        nb, y = self._nb(), self._support()
-        kk = np.abs(np.asarray(k, dtype=np.float64))
-        py = nb.pmf(y)
-        return np.array([float(np.sum(py * nb.pmf(y + v))) for v in np.ravel(kk)]).reshape(kk.shape)
+        """``P[X = k]`` = Σ_y P[Y = y] P[Y = y + |k|]."""
+        kk = np.abs(np.asarray(k, dtype=np.int64))
+        y = self._support()
+        top = int(kk.max(initial=0))
+        py = self._nb().pmf(np.arange(y.size + top, dtype=np.float64))
+        head = py[: y.size]
+        flat = [float(np.dot(head, py[v : v + y.size])) for v in np.ravel(kk).tolist()]
+        return np.array(flat, dtype=np.float64).reshape(kk.shape)
 
     def sf(self, t: int) -> float:
         """``P[X >= t]`` for an integer t."""
