@@ -102,8 +102,11 @@ def test_cdf_bounds_refine() -> None:
         _NegBinomialCdf(Fraction(3, 2), Fraction(1))
 
 
-@pytest.mark.parametrize(("shape", "scale"), [(Fraction(1, 2), 0.8), (Fraction(1, 5), 13.03),
-                                              (Fraction(1, 3), 40.0), (Fraction(1), 3.0)])  # fmt: skip
+NB_CASES = [(Fraction(1, 2), 0.8), (Fraction(1, 5), 13.03), (Fraction(1, 3), 40.0),
+            (Fraction(1), 3.0)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("shape", "scale"), NB_CASES)
 def test_negative_binomial_matches_its_pmf(shape: Fraction, scale: float) -> None:
     y = 1 / PolyaShares(scale, 2).effective_scale_fraction
     x = negative_binomial(shape, y, N, SeededRandom(21))

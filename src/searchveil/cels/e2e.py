@@ -276,8 +276,12 @@ class E2EPhases(PartyBase):
             if self.me == 1:
                 counts = np.r_[noisy, np.zeros(k - noisy.size, np.int64)]
                 blob = ints_to_blob(counts) + sums.astype(">u8").tobytes()
-                for j in [*self.data[1:], 0]:
+                for j in self.data[1:]:
                     self.mesh.send(j, "output", {"k": k}, blob)
+                o = secure_perm(k)  # P0 knows every slot's holders: rows in no slot order
+                self.mesh.send(
+                    0, "output", {"k": k}, ints_to_blob(counts[o]) + sums[o].astype(">u8").tobytes()
+                )
             else:
                 sums, counts = self._recv_revealed(k, width)
         records = decode_records(sums, peer=1)

@@ -45,9 +45,9 @@ from scipy import stats
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import (
     DiscreteLaplace,
-    _exp_neg_bounds,
-    _power_bounds,
-    _round_up_rational,
+    exp_neg_bounds,
+    power_bounds,
+    round_up_rational,
 )
 from searchveil.rng import RandomSource
 from searchveil.validate import check_int, check_positive
@@ -67,8 +67,8 @@ def _exp_neg(y: Fraction, prec: int) -> tuple[int, int]:
     """Integers ``lo <= 2^prec · e^(−y) <= hi`` for rational y > 0 (pieces of at most 16)."""
     pieces = max(1, math.ceil(y / 16))
     if pieces == 1:
-        return _exp_neg_bounds(y, prec)
-    return _power_bounds(y / pieces, pieces, prec)
+        return exp_neg_bounds(y, prec)
+    return power_bounds(y / pieces, pieces, prec)
 
 
 def _root(x: int, n: int) -> tuple[int, int]:
@@ -240,7 +240,7 @@ class PolyaShares:
 
     @property
     def effective_scale_fraction(self) -> Fraction:
-        return _round_up_rational(float(self.scale))
+        return round_up_rational(float(self.scale))
 
     @property
     def effective_scale(self) -> float:
