@@ -11,7 +11,7 @@ published pairs, m, r):
   random digests to exactly L, sorted; P0 joins the r lists and answers each party with a
   random slot in [0, V) for each of its L digests (equal digests, equal slots).
 * **sum** — a masked ring sum P1 → … → Pr → P0 → P1 over the V slots: every data party adds its
-  holder counts and one Pólya share of the noise, P0 a share too (:mod:`.distributed`); P1
+  holder counts and one share of the noise, P0 a share too (:mod:`.distributed`); P1
   learns the noisy totals only.
 * **publish** — P1 sends the data parties the published slots (noisy total > τ', the K largest)
   with their noisy totals, padded to K.
@@ -49,7 +49,7 @@ from searchveil.cels.e2e_release import (
 from searchveil.cels.params import RECORD_WORDS
 from searchveil.cels.party import PartyBase, blob_to_ints, ints_to_blob, secure_perm
 from searchveil.cels.wire import ProtocolError, expect
-from searchveil.mechanisms.polya import PolyaShares
+from searchveil.mechanisms.shares import PolyaShares, SkellamShares
 from searchveil.release.ump.e2e import activity_profile
 from searchveil.release.ump.generate import generated_tables
 from searchveil.rng import RandomSource, SecureRandom, SeededRandom
@@ -201,7 +201,7 @@ class E2EPhases(PartyBase):
         return vec
 
     def noisy_sum(
-        self, vec: npt.NDArray[np.int64], shares: PolyaShares
+        self, vec: npt.NDArray[np.int64], shares: PolyaShares | SkellamShares
     ) -> npt.NDArray[np.int64] | None:
         """The sum over every party of ``vec`` plus one noise share each (P0 included), known
         to P1 alone (returned there; None elsewhere): a ring P1 → … → Pr → P0 → P1 mod 2^64,

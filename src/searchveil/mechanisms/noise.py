@@ -372,8 +372,8 @@ def _sample_discrete_gaussian(sigma2: Fraction, size: int, rng: RandomSource) ->
 
 
 #: the exact integer bounds and the rational rounding, for the other exact samplers (the Pólya
-#: shares of :mod:`searchveil.mechanisms.polya`)
-exp_neg_bounds, power_bounds, round_up_rational = _exp_neg_bounds, _power_bounds, _round_up_rational
+#: shares of :mod:`searchveil.mechanisms.shares`)
+exp_neg_bounds, round_up_rational = _exp_neg_bounds, _round_up_rational
 
 
 def discrete_laplace(scale: float, size: int, rng: RandomSource) -> IntArray:
