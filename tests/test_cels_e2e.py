@@ -436,8 +436,12 @@ def test_local_runs_the_same_mechanism(shares, tmp_path) -> None:
     from searchveil.release.counts import count_by
 
     per_share = (
-        pl.concat([count_by(Share.read(s, max_pairs=M).bounded, ["query", "url"],
-                            distinct_users=True) for s in shares])  # fmt: skip
+        pl.concat(
+            [
+                count_by(Share.read(s, max_pairs=M).bounded, ["query", "url"], distinct_users=True)
+                for s in shares
+            ]
+        )  # fmt: skip
         .group_by("query", "url")
         .agg(pl.col("count").sum())
     )

