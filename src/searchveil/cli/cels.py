@@ -346,9 +346,10 @@ def run_cmd(
     """Run CELS with every party as a local process (loopback mutual TLS).
 
     --mode e2e (default): the joint end-to-end DP release — each party bounds its users to m
-    pairs, P1 adds ZEALOUS noise to the secure-sum holder counts, the published pairs are
-    revealed, a noisy activity profile, a log of synthetic users; one (ε, δ) for everything
-    written. --mode conditional: the paper's protocol (LP, Algorithm 2, sampling of real ids),
+    pairs and adds its share of the noise before every secure sum (no party sees an exact
+    count; every message has a public size), the published pairs are revealed, a noisy
+    activity profile, a log of synthetic users; one (ε, δ) for everything written, against
+    the readers and against each party. Progress per phase on stderr. --mode conditional: the paper's protocol (LP, Algorithm 2, sampling of real ids),
     NOT differentially private: counts computed from the exact histogram. Starts P0…Pr with
     throw-away certificates; if any party fails, stops them all at once and says which, in
     which phase and why."""
