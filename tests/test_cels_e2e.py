@@ -586,3 +586,41 @@ def test_party_p0_refuses_a_budget(tmp_path) -> None:
 def test_conditional_label_in_run_ledger_is_absent_in_e2e(joint) -> None:
     led = (joint["dir"] / "out" / "ledger.json").read_text()
     assert NOT_DP not in led and '"counts_are_private": true' in led
+
+
+@pytest.mark.slow  # three `cels party` processes over loopback: ~10 s
+def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> None:
+    """`cels party --budget` on P1 and P2 (two data parties; P0 without): each data party's
+    own budget file is charged the release's (ε, δ) and records its ledger; P0 charges
+    nothing."""
+    import subprocess
+    import sys
+
+    from searchveil.cels.runner import write_config
+
+    cfg = write_config(tmp_path / "tls", 3, timeout=120)
+    books = {}
+    for k in (1, 2):
+        books[k] = tmp_path / f"p{k}.budget.json"
+        init = CliRunner().invoke(app, _cli("budget", "init", books[k], "--epsilon", 5,
+                                            "--delta", 1e-4, "--relation", "user"))  # fmt: skip
+        assert init.exit_code == 0, init.output
+    procs = []
+    for k in range(3):
+        args = ["cels", "party", "--config", cfg, "--id", k, "--out", tmp_path / f"o{k}",
+                "--epsilon", EPS, "--delta", DELTA, "--max-users", MAX_USERS, "--max-pairs", M,
+                *SIZES, "--json"]  # fmt: skip
+        if k:
+            args += ["--share", shares[k - 1], "--budget", books[k]]
+        procs.append(subprocess.Popen([sys.executable, "-m", "searchveil", *_cli(*args)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-2000:] for o in outs]
+    led = json.loads((tmp_path / "o1" / "ledger.json").read_text())
+    for k in (1, 2):
+        (charge,) = json.loads(books[k].read_text())["charges"]
+        assert charge["state"] == "committed" and charge["what"] == f"cels party P{k}"
+        assert charge["cost"]["epsilon"] == pytest.approx(led["epsilon"])
+        summary = json.loads(outs[k][0])
+        assert summary["budget"]["left"]["epsilon"] == pytest.approx(5 - led["epsilon"])
+    assert json.loads(outs[0][0])["budget"] is None
