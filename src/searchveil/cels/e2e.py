@@ -30,6 +30,7 @@ Phases rows … sample (the LP, Algorithm 2, the sampling of real ids) do not ru
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -93,10 +94,10 @@ class E2EPhases(PartyBase):
         """V = r·L: the slots of the union (at least as many as distinct digests)."""
         return self.r * self.params.party_pairs
 
-    @property
+    @functools.cached_property
     def noise_rng(self) -> RandomSource:
-        """This party's source of noise shares (a seeded run gives every party its own
-        stream, whatever seed each was given)."""
+        """This party's source of noise shares, one stream for the whole run (a seeded run
+        gives every party its own, whatever seed each was given)."""
         return self.rng.spawn(self.me) if isinstance(self.rng, SeededRandom) else self.rng
 
     def allow_e2e(self) -> None:
