@@ -2,9 +2,10 @@
 party's result and the constants of the protocol (Hong et al., TKDE 2015).
 
 Two modes (``--mode``, :class:`~searchveil.release.ump.e2e.UmpMode`): ``e2e`` (the default) is
-the joint version of ``release ump``'s end-to-end mode — ZEALOUS pair counts on the joint
-bounded holder counts, a noisy activity profile and a log of synthetic users, (ε, δ)-DP end to
-end (docs/privacy/cels.md §5); ``conditional`` is the paper's protocol, NOT differentially
+the joint version of ``release ump``'s end-to-end mode — thresholded noisy pair counts, a noisy
+activity profile and a log of synthetic users, (ε, δ)-DP end to end, the noise shared out among
+the parties (:mod:`.distributed`) and every message of a public size (docs/privacy/cels.md §5);
+``conditional`` is the paper's protocol, NOT differentially
 private (counts computed from the exact histogram), kept for reproducing its figures."""
 
 from __future__ import annotations
@@ -145,9 +146,10 @@ class CelsParams:
         return cels_bound(self.epsilon, self.delta)
 
     def e2e(self) -> E2EParams:
-        """The end-to-end release the joint mode runs: ``release ump``'s synthetic-id mode with
-        ZEALOUS pair counts (the one noisy histogram a secure sum supports; MAD2R needs several
-        adaptive rounds and is not offered jointly)."""
+        """The end-to-end parameters the joint mode starts from: ``release ump``'s synthetic-id
+        mode with ZEALOUS pair counts (m, the ε/δ split, U; the one noisy histogram a secure
+        sum supports; MAD2R needs several adaptive rounds and is not offered jointly); the
+        noise the joint mode adds is :meth:`noise`'s."""
         if self.mode != UmpMode.E2E:
             raise InvalidParameterError("mode", str(self.mode), "e2e for the e2e parameters")
         return _e2e_params(self.epsilon, self.delta, self.max_pairs, self.max_users, self.split)
