@@ -349,10 +349,10 @@ def run_cmd(
     pairs and adds its share of the noise before every secure sum (no party sees an exact
     count; every message has a public size), the published pairs are revealed, a noisy
     activity profile, a log of synthetic users; one (ε, δ) for everything written, against
-    the readers and against each party. Progress per phase on stderr. --mode conditional: the paper's protocol (LP, Algorithm 2, sampling of real ids),
-    NOT differentially private: counts computed from the exact histogram. Starts P0…Pr with
-    throw-away certificates; if any party fails, stops them all at once and says which, in
-    which phase and why."""
+    the readers and against each party. Progress per phase on stderr. --mode conditional: the
+    paper's protocol (LP, Algorithm 2, sampling of real ids), NOT differentially private:
+    counts computed from the exact histogram. Starts P0…Pr with throw-away certificates; if
+    any party fails, stops them all at once and says which, in which phase and why."""
     params = params.with_parties(len(share))
     if not json_out:
         n = len(share) + 1
