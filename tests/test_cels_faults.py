@@ -232,7 +232,8 @@ E2E_FAULTS = {  # case: (run_local keywords, culprit, phase)
                          "signals": [(1, "profile", 0, signal.SIGKILL)]}, 0, "profile"),
     "output-garbage": ({"faults": {3: "output:garbage"}}, 3, "output"),
     # issue 41: P0 joins the union's digests and adds its noise share to every sum
-    "union-kill_p0": ({"faults": {0: "union:kill"}}, 0, "union"),
+    "union-kill_p0": ({"faults": {1: "union:pause"},  # P0 killed while it waits for the lists
+                       "signals": [(1, "union", 0, signal.SIGKILL)]}, 0, "union"),
     "union-garbage_to_p0": ({"faults": {2: "union:garbage@0"}}, 2, "union"),
     "sum-kill_p0": ({"faults": {1: "sum:pause"},  # P0 killed while it waits in the ring
                      "signals": [(1, "sum", 0, signal.SIGKILL)]}, 0, "sum"),
