@@ -126,6 +126,11 @@ def test_session_lengths_by_hand_and_row_order() -> None:
     f2 = session_lengths(o, release_columns(with_ids))
     # release sessions of 2 and 1: P(1) = ½, P(2) = ½ → TV = ½(⅙ + ⅙) = ⅙
     assert f2.value == pytest.approx(1 / 6)
+    # a SessionID without times: the rows of one session are grouped (b | a, c), the same ⅙
+    no_time = _aol([("5", q, "", None, None) for q in "abc"])
+    f3 = session_lengths(o, release_columns(no_time.with_columns(
+        pl.Series("SessionID", ["2", "1", "2"]))))  # fmt: skip
+    assert f3.value == pytest.approx(1 / 6)
 
 
 def test_query_only_share_by_hand() -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "load_release",
     "log_as_release",
     "not_applicable",
+    "original_histograms",
 ]
 
 SCHEMA = "searchveil.evaluate/1"

@@ -226,7 +226,8 @@ def release_columns(df: pl.DataFrame, *, gap_minutes: float = 30.0) -> LogColumn
     if ucol is not None:
         has.add("url")
     if "time" in has or scol is not None:
-        frame = frame.sort(["user", "time", "query"], nulls_last=True).with_row_index("row")
+        order = ["user", "time", "query"] if "time" in has else ["user", "_session_raw", "query"]
+        frame = frame.sort(order, nulls_last=True).with_row_index("row")
         frame = add_sessions(frame, gap_minutes=gap).drop("row")
         has.add("session")
     else:
