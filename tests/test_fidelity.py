@@ -209,8 +209,10 @@ def _write_log(path: Path, rows: list[tuple]) -> Path:
 
 
 def test_cli_json_keys_and_report(tmp_path: Path) -> None:
-    rows = [(u, q, _t(10 * i + 60 * int(u)), 1 + i, f"http://{q}" if i % 2 else None)
-            for u in ("1", "2", "3") for i, q in enumerate(["a", "b", "c"])]  # fmt: skip
+    # c and a typed in the same minute, in that order: the session pairs are (c, a), (a, b)
+    rows = [(u, q, _t(m + 60 * int(u)), 1 + i, f"http://{q}" if i % 2 else None)
+            for u in ("1", "2", "3") for i, (q, m) in enumerate([("c", 0), ("a", 0), ("b", 9)])
+            ]  # fmt: skip
     orig = _write_log(tmp_path / "orig.tsv", rows)
     rel = tmp_path / "rel"
     four = pl.DataFrame({"AnonID": ["1", "2"], "Query": ["b", "b"], "ClickURL": ["http://b"] * 2,
@@ -238,6 +240,9 @@ def test_cli_json_keys_and_report(tmp_path: Path) -> None:
     assert res["release"]["mechanism"].startswith("log file")
     for key in ("hour_of_day", "click_rank", "session_lengths", "query_only_share"):
         assert res["fidelity"][key]["value"] == 0.0, key
+    # and the same substitutions (the tie keeps the log's order: sorted by query it would not)
+    for key in ("substitution_cooccurrence", "substitution_session"):
+        assert res["fidelity"][key]["value"] == 1.0, key
     text = "".join(evaluation_sections(res, plots=False))
     assert "Fidelity of the same-schema log" in text and "not in the release" not in text
     assert "<img" in "".join(fidelity_section(res))  # the three distributions, plotted

@@ -188,8 +188,9 @@ def _empty_as_null(col: str) -> pl.Expr:
 def release_columns(df: pl.DataFrame, *, gap_minutes: float = 30.0) -> LogColumns:
     """A released same-schema table's columns (AOL names or canonical ones: ``AnonID``/``user``,
     ``Query``/``query``, ``QueryTime``/``time``, ``ItemRank``/``rank``, ``ClickURL``/``url``,
-    ``SessionID``, a count column such as ``Count``). Rows are ordered by user, time and query
-    (a release's row order is sorted or random, never the input's) and split into sessions by
+    ``SessionID``, a count column such as ``Count``). Rows are ordered by user and time (a
+    release's row order is sorted or random, never the input's; ties keep the release's
+    order) and split into sessions by
     :func:`searchveil.model.add_sessions` (its ``SessionID`` if it has one, else the gap)."""
     gap = check_positive("gap_minutes", gap_minutes)
     cols = df.columns
@@ -226,8 +227,10 @@ def release_columns(df: pl.DataFrame, *, gap_minutes: float = 30.0) -> LogColumn
     if ucol is not None:
         has.add("url")
     if "time" in has or scol is not None:
-        order = ["user", "time", "query"] if "time" in has else ["user", "_session_raw", "query"]
-        frame = frame.sort(order, nulls_last=True).with_row_index("row")
+        # stable: rows of one user at one time keep the release's order (the only order of
+        # two queries typed in the same second; sorting them by query would invent one)
+        order = ["user", "time"] if "time" in has else ["user", "_session_raw"]
+        frame = frame.sort(order, nulls_last=True, maintain_order=True).with_row_index("row")
         frame = add_sessions(frame, gap_minutes=gap).drop("row")
         has.add("session")
     else:
