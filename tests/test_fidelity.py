@@ -121,16 +121,35 @@ def test_session_lengths_by_hand_and_row_order() -> None:
         assert f.details["wasserstein_1"] == pytest.approx(5 / 3)
         assert f.details["mean_original"] == pytest.approx(4 / 3)
         assert f.details["mean_release"] == pytest.approx(3.0)
-    # the release's own SessionID wins over the gap (the project's rule, model.add_sessions)
+    # a SessionID on the release only: one rule on both logs, the gap (test below) → still 1
     with_ids = _aol(rows).with_columns(pl.Series("SessionID", ["1", "1", "2"]))
-    f2 = session_lengths(o, release_columns(with_ids))
-    # release sessions of 2 and 1: P(1) = ½, P(2) = ½ → TV = ½(⅙ + ⅙) = ⅙
-    assert f2.value == pytest.approx(1 / 6)
-    # a SessionID without times: the rows of one session are grouped (b | a, c), the same ⅙
+    assert session_lengths(o, release_columns(with_ids)).value == pytest.approx(1.0)
+    # a SessionID without times, the only sessions the release has: its rows are grouped by
+    # it (b | a, c): sessions of 2 and 1, P(1) = P(2) = ½ → TV = ½(⅙ + ⅙) = ⅙
     no_time = _aol([("5", q, "", None, None) for q in "abc"])
     f3 = session_lengths(o, release_columns(no_time.with_columns(
         pl.Series("SessionID", ["2", "1", "2"]))))  # fmt: skip
     assert f3.value == pytest.approx(1 / 6)
+
+
+def test_session_lengths_one_rule_on_both_logs(tmp_path: Path) -> None:
+    from searchveil.io.readers import read_log
+
+    # labelled sessions (SessionID) a, b | c — though c follows b after 5 minutes
+    p = tmp_path / "labelled.tsv"
+    p.write_text("AnonID\tQuery\tQueryTime\tItemRank\tClickURL\tSessionID\n"
+                 "1\ta\t2006-03-01 10:00:00\t\t\t0\n1\tb\t2006-03-01 10:05:00\t\t\t0\n"
+                 "1\tc\t2006-03-01 10:10:00\t\t\t1\n", encoding="utf-8")  # fmt: skip
+    o = log_columns(read_log(p))
+    assert "session_id" in o.has
+    rows = _aol([("1", q, f"2006-03-01 10:{m:02d}:00", None, None) for q, m in
+                 (("a", 0), ("b", 5), ("c", 10))])  # fmt: skip
+    # a release without SessionID: the gap on both logs (a, b, c: one session each) → 0; with
+    # the labels on one side only it would be ½·(½ + ½ + 1) = 1
+    assert session_lengths(o, release_columns(rows)).value == 0.0
+    # both labelled: the labels on both → 0 as well
+    labelled = rows.with_columns(pl.Series("SessionID", ["0", "0", "1"]))
+    assert session_lengths(o, release_columns(labelled)).value == 0.0
 
 
 def test_query_only_share_by_hand() -> None:

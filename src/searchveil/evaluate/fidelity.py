@@ -139,7 +139,8 @@ class LogColumns:
     """A log's rows in the columns the figures read: ``user`` (String), ``query``, ``time``
     (Datetime or null), ``rank`` (Int64 or null), ``url`` (String or null), ``session`` (Int64,
     null without times) and ``weight`` (the rows a line stands for); ``has`` names which of
-    ``time``, ``rank``, ``url`` the log carries, ``side`` is ``original`` or ``release``."""
+    ``time``, ``rank``, ``url``, ``session`` the log carries (``session_id``: its sessions are
+    a SessionID column's), ``side`` is ``original`` or ``release``."""
 
     frame: pl.DataFrame
     has: frozenset[str]
@@ -171,7 +172,9 @@ def log_columns(log: SearchLog) -> LogColumns:
     has = {c for c in ("time", "rank") if _present(df, c)}
     if log.info.columns.get("url", "url") is not None:
         has.add("url")
-    if "time" in has or log.info.columns.get("session") is not None:
+    if log.info.columns.get("session") is not None:
+        has |= {"session", "session_id"}
+    elif "time" in has:
         has.add("session")
     return LogColumns(df, frozenset(has), "original")
 
@@ -232,7 +235,7 @@ def release_columns(df: pl.DataFrame, *, gap_minutes: float = 30.0) -> LogColumn
         order = ["user", "time"] if "time" in has else ["user", "_session_raw"]
         frame = frame.sort(order, nulls_last=True, maintain_order=True).with_row_index("row")
         frame = add_sessions(frame, gap_minutes=gap).drop("row")
-        has.add("session")
+        has |= {"session", "session_id"} if scol is not None else {"session"}
     else:
         frame = frame.with_columns(pl.lit(None, pl.Int64).alias("session"))
     return LogColumns(frame, frozenset(has), "release")
@@ -271,10 +274,10 @@ def wasserstein_1(p: pl.DataFrame, q: pl.DataFrame, key: str) -> float:
 
 
 def _binned(p: pl.DataFrame, key: str, shown: int = SHOWN) -> list[list[Any]]:
-    """``[[k, share], ...]`` for k = 1..shown and ``[f"> {shown}", share]`` for the rest."""
+    """``[[k, share], ...]`` for k = 1..shown and ``[f"{shown + 1}+", share]`` for the rest."""
     d = dict(p.select(key, "share").iter_rows())
     rest = sum(s for k, s in d.items() if k > shown)
-    return [[k, d.get(k, 0.0)] for k in range(1, shown + 1)] + [[f"> {shown}", rest]]
+    return [[k, d.get(k, 0.0)] for k in range(1, shown + 1)] + [[f"{shown + 1}+", rest]]
 
 
 def _not_measured(name: str, distance: str, definition: str, status: Status, why: str) -> Figure:
@@ -354,18 +357,36 @@ def _session_lengths(cols: LogColumns) -> pl.DataFrame:
     return _shares(per.select("length", pl.lit(1, pl.Int64).alias("weight")), "length")
 
 
-def session_lengths(original: LogColumns, release: LogColumns) -> Figure:
+def _gap_sessions(cols: LogColumns, gap_minutes: float) -> LogColumns:
+    """The same rows, their sessions by the gap alone (a SessionID set aside) when they have
+    times; unchanged otherwise."""
+    if "session_id" not in cols.has or "time" not in cols.has:
+        return cols
+    f = add_sessions(cols.frame.drop("session").with_row_index("row"), gap_minutes=gap_minutes)
+    return LogColumns(f.drop("row"), cols.has - {"session_id"}, cols.side)
+
+
+def session_lengths(
+    original: LogColumns, release: LogColumns, *, gap_minutes: float = 30.0
+) -> Figure:
     """TV between the distributions of query events per session (sessions by the project's
-    rule, :func:`searchveil.model.add_sessions`; query events by
+    rule, :func:`searchveil.model.add_sessions`, the same on both logs: a SessionID counts only
+    when both logs have one; query events by
     :func:`searchveil.model.query_events`). Details: W1 in queries, both means, shares of
     lengths 1–10 and above."""
     definition = (
-        "query events per session (a session: the log's SessionID, else a gap of more than "
-        "30 min; a query event: consecutive rows of one user, query and time); TV distance"
+        "query events per session (sessions by one rule on both logs: their SessionID when "
+        "both have one, else a gap of more than 30 min; a query event: consecutive rows of one "
+        "user, query and time); TV distance"
     )
     miss = _check(original, release, "session", "QueryTime or SessionID")
     if miss is not None:
         return _not_measured("session_lengths", TV, definition, *miss)
+    gap = check_positive("gap_minutes", gap_minutes)
+    if ("session_id" in original.has) != ("session_id" in release.has):
+        # one log has labelled sessions, the other not: the gap on both, so that the distance
+        # measures the logs, not two session rules
+        original, release = (_gap_sessions(c, gap) for c in (original, release))
     o, r = _session_lengths(original), _session_lengths(release)
     if r.is_empty():
         return _not_measured("session_lengths", TV, definition, Status.NOT_IN_RELEASE, "no rows")
@@ -522,7 +543,7 @@ def fidelity_figures(
     return {
         "hour_of_day": hour_of_day(o, r),
         "click_rank": click_rank(o, r),
-        "session_lengths": session_lengths(o, r),
+        "session_lengths": session_lengths(o, r, gap_minutes=gap_minutes),
         "query_only_share": query_only_share(o, r),
         "substitution_cooccurrence": subst[PairDefinition.COOCCURRENCE],
         "substitution_session": subst[PairDefinition.SESSION],

@@ -78,7 +78,7 @@ def _plot(fid: dict[str, Any]) -> Figure | None:
         ax.bar([x - 0.2 for x in xs], o, width=0.4, color=COLORS[0], label="original")
         ax.bar([x + 0.2 for x in xs], r, width=0.4, color=COLORS[1], label="release")
         step = 4 if k == "hour_of_day" else 1
-        ax.set_xticks(xs[::step], labels[::step])
+        ax.set_xticks(xs[::step], labels[::step], fontsize=8)
         ax.set_title(f"{title} (TV {fmt(f['value'])})")
         ax.set_ylabel("share")
     axs[0].legend()
