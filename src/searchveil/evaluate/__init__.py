@@ -130,8 +130,8 @@ def _fidelity(
     return fidelity_figures(
         log,
         same,
-        original_queries=orig["queries"],
-        original_session_pairs=orig["query_pairs"],
+        original_queries=orig.get("queries"),
+        original_session_pairs=orig.get("query_pairs"),
         release_queries=rel.histograms.get("queries"),
         n_queries=substitution_queries,
     )
