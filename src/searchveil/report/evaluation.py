@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from searchveil.report.fidelity import fidelity_section
 from searchveil.report.html import (
     COLORS,
     esc,
@@ -392,6 +393,7 @@ def evaluation_sections(r: dict[str, Any], *, plots: bool = True) -> list[str]:
         *_keywords_section(r),
         *_fears_section(r),
         *_ump_section(r),
+        *fidelity_section(r, plots=plots),
     ]
 
 
