@@ -116,3 +116,35 @@ def test_the_registry_help_screen_is_the_full_one(argv: list[str]) -> None:
     full = CliRunner().invoke(build_app(), argv, env=env)
     listed = CliRunner().invoke(listing_app(), argv, env=env)
     assert (listed.exit_code, listed.output) == (full.exit_code, full.output)
+
+
+def _helps(app: Any, path: tuple[str, ...] = ()) -> Any:
+    for cmd in app.registered_commands:
+        yield (*path, cmd.name or cmd.callback.__name__), cmd.help
+    for grp in app.registered_groups:
+        yield from _helps(grp.typer_instance, (*path, grp.name))
+
+
+def test_help_paragraphs_are_not_wrapped_by_the_source() -> None:
+    """typer keeps a docstring's single line breaks after its first paragraph, which showed
+    the source's 100-column wrapping as ragged lines in a terminal: every paragraph of every
+    command's help is one line (list items apart), and the screen rewraps it."""
+    for path, text in _helps(build_app()):
+        for para in (text or "").split("\n\n"):
+            assert "\n" not in para, f"searchveil {' '.join(path)}: {para!r}"
+    res = CliRunner().invoke(build_app(), ["evaluate", "--help"], env={"COLUMNS": "80"})
+    lines = [line.rstrip() for line in res.output.splitlines()]
+    top = lines[: next(i for i, line in enumerate(lines) if "╭" in line)]
+    # a rewrapped paragraph fills its lines: only a paragraph's last line may be short
+    for line, nxt in zip(top, top[1:], strict=False):
+        if line.strip() and nxt.strip():
+            assert len(line) > 60, f"ragged help line: {line!r}"
+
+
+def test_unwrap_help_keeps_list_items_and_paragraphs() -> None:
+    from searchveil.cli import unwrap_help
+
+    text = "First line.\n\nA paragraph\nwrapped here.\n- one\n- two\n  continued\n\n\bkept\nas is"
+    assert unwrap_help(text) == (
+        "First line.\n\nA paragraph wrapped here.\n- one\n- two continued\n\n\bkept\nas is"
+    )

@@ -5,6 +5,8 @@ stderr, nothing written), 1 internal bug."""
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
 import sys
 from typing import NamedTuple
 
@@ -132,11 +134,53 @@ def _base_app() -> typer.Typer:
     return a
 
 
+# a line that starts a list item keeps its own line in a help text
+_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
+
+
+def unwrap_help(text: str | None) -> str | None:
+    """A help text as typer should show it: each paragraph (blank-line separated) one line,
+    except list items (``- ``, ``* ``, ``1. ``), which keep their own lines. typer's
+    rich help keeps a docstring's single line breaks after the first paragraph, so the source's
+    wrapping at 100 columns showed as ragged lines in an 80-column terminal."""
+    if not text:
+        return text
+    paragraphs = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        if para.startswith("\b"):  # click's "do not rewrap" marker
+            paragraphs.append(para)
+            continue
+        lines: list[str] = []
+        for line in para.splitlines():
+            if lines and not _ITEM.match(line):
+                lines[-1] = f"{lines[-1]} {line.strip()}"
+            else:
+                lines.append(line.rstrip())
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def _unwrap_helps(app: typer.Typer) -> None:
+    """:func:`unwrap_help` on every command and group of ``app`` (their docstrings included)."""
+    for cmd in app.registered_commands:
+        cmd.help = unwrap_help(cmd.help or inspect.getdoc(cmd.callback))
+    for grp in app.registered_groups:
+        if isinstance(grp.help, str):
+            grp.help = unwrap_help(grp.help)
+        sub = grp.typer_instance
+        if sub is not None:
+            info = sub.info
+            if isinstance(info.help, str):
+                info.help = unwrap_help(info.help)
+            _unwrap_helps(sub)
+
+
 def build_app(modules: list[str] | None = None) -> typer.Typer:
     """The CLI with the commands of ``modules`` (default: every module)."""
     a = _base_app()
     for name in COMMAND_MODULES if modules is None else modules:
         importlib.import_module(name).register(a)
+    _unwrap_helps(a)
     return a
 
 
@@ -191,4 +235,6 @@ def main() -> None:
     (listing_app() if modules is None else build_app(modules))()
 
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "Entry", "app", "build_app", "listing_app", "main"]
+__all__ = [
+    "COMMANDS", "COMMAND_MODULES", "Entry", "app", "build_app", "listing_app", "main", "unwrap_help"
+]  # fmt: skip
