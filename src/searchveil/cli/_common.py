@@ -18,7 +18,14 @@ import typer
 from searchveil.cli import COMMANDS
 from searchveil.errors import InvalidParameterError, SearchveilError
 from searchveil.io.ledger import provenance_path
-from searchveil.io.paths import InputPaths, check_private_path
+from searchveil.io.paths import (
+    LEDGER_JSON,
+    REPORT,
+    RUN_RECORD,
+    InputPaths,
+    Owned,
+    check_private_path,
+)
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.budget import Charge, NoGuarantee, PrivacyCost
 from searchveil.mechanisms.budget_file import DatasetBudget
@@ -84,7 +91,16 @@ OverwriteOpt = Annotated[
     typer.Option(
         "--overwrite",
         help="replace an existing --out — a directory only if it is a complete searchveil "
-        "release (its ledger lists every file) holding none of the inputs",
+        "release (its ledger lists every file) holding none of the inputs — and its "
+        "provenance record only if it is that release's",
+    ),
+]
+ReplaceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="replace existing output files, each only if searchveil wrote it (a report, "
+        "ledger or record it recognises); never another file",
     ),
 ]
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
@@ -113,16 +129,28 @@ def number_list(name: str, text: str | None, kind: type[N]) -> list[N] | None:
 HTML = (".html", ".htm")
 
 
+#: what the file of each option is, as ``--overwrite`` may replace it (issue 39)
+OWNED_BY_OPTION: dict[str, Owned] = {"report": REPORT, "ledger": LEDGER_JSON, "out": RUN_RECORD}
+
+
 def check_private_files(
-    paths: dict[str, Path | None], inputs: InputPaths = (), *, suffixes: tuple[str, ...] = ()
+    paths: dict[str, Path | None],
+    inputs: InputPaths = (),
+    *,
+    suffixes: tuple[str, ...] = (),
+    overwrite: bool = False,
+    owned: Owned | None = None,
 ) -> None:
-    """Private files a command will write (reports, run records, provenance records), by
-    option name: each one given is refused inside a release directory or on an input, before
-    any work (issue 30); with ``suffixes``, also a name that ends in none of them."""
+    """Private files a command will write (reports, run records, ledgers), by option name:
+    each one given is refused inside a release directory or on an input, before any work
+    (issue 30), and where it exists unless ``overwrite`` and it is one searchveil wrote
+    (``owned``, default by option: :data:`OWNED_BY_OPTION`; issue 39); with ``suffixes``, also
+    a name that ends in none of them."""
     for option, path in paths.items():
         if path is None:
             continue
-        check_private_path(path, option=option, inputs=inputs)
+        kind = owned or OWNED_BY_OPTION.get(option)
+        check_private_path(path, option=option, inputs=inputs, overwrite=overwrite, owned=kind)
         if suffixes and path.suffix.lower() not in suffixes:
             raise InvalidParameterError(
                 option, str(path), "a file name ending in " + "/".join(suffixes)

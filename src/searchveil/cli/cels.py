@@ -33,6 +33,7 @@ from searchveil.cli._common import (
     EpsilonOpt,
     JsonOpt,
     MaxPairsOpt,
+    ReplaceOpt,
     add_commands,
     emit,
     err_console,
@@ -44,7 +45,7 @@ from searchveil.cli._common import (
 from searchveil.cli.options import Output, command, option_group, register_group
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter
-from searchveil.io.paths import check_private_path, input_list
+from searchveil.io.paths import REPORT, check_private_path, input_list
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.release import NOT_DP
 from searchveil.validate import parse_choice
@@ -237,7 +238,7 @@ def _print_guarantee(led: dict[str, Any]) -> None:
 _CELS_OUTPUT = {"provenance": CelsProvenanceOpt}
 
 
-@command(omit=("output_format", "overwrite", "budget"), replace=_CELS_OUTPUT)
+@command(omit=("output_format", "budget"), replace=_CELS_OUTPUT)
 def party(
     config: Annotated[Path, typer.Option("--config", help="parties.toml")],
     id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
@@ -268,7 +269,8 @@ def party(
     output."""
     spec = PartySpec(
         config=config, me=id, params=params, out=out.out, share=share, transcript=transcript,
-        provenance=out.provenance, seed=out.seed, fault=inject_fault, **asdict(net),
+        provenance=out.provenance, seed=out.seed, fault=inject_fault, overwrite=out.overwrite,
+        **asdict(net),
     )  # fmt: skip
 
     def prog(phase: str) -> None:
@@ -389,6 +391,7 @@ def reproduce_cmd(
     ] = 512,
     parties: Annotated[str, typer.Option("--parties", help="r values, e.g. 2,4,8")] = "2,4,8",
     quick: Annotated[bool, typer.Option("--quick", help="small inputs only")] = False,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Rerun §6 (conditional mode, NOT DP): CELS vs LS (Fig. 5), Table 5, runtime vs r.
@@ -396,8 +399,9 @@ def reproduce_cmd(
     The paper's protocol and baseline (--mode conditional): not differentially private, counts
     computed from the exact histogram; kept to reproduce the paper's figures."""
     rs = tuple(int(v) for v in parties.split(",") if v.strip())
-    check_private_path(report, option="report")  # before any work (issue 30)
-    res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
+    check_private_path(report, option="report", overwrite=overwrite, owned=REPORT)  # issue 30
+    res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out,
+                    overwrite=overwrite)  # fmt: skip
     emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
 
 

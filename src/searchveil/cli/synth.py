@@ -18,7 +18,6 @@ from rich.table import Table
 from searchveil.cli._common import (
     READER_DEFAULT,
     JsonOpt,
-    OverwriteOpt,
     SeedOpt,
     add_commands,
     emit,
@@ -26,8 +25,14 @@ from searchveil.cli._common import (
     out_console,
 )
 from searchveil.cli.options import command
-from searchveil.errors import InvalidParameterError, OutputExistsError
-from searchveil.io.paths import check_private_path, input_list, write_private_text
+from searchveil.errors import InvalidParameterError
+from searchveil.io.paths import (
+    MODEL,
+    SYNTHETIC_LOG,
+    check_private_path,
+    input_list,
+    write_private_text,
+)
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import query_events
 from searchveil.rng import make_rng
@@ -127,6 +132,14 @@ SynthWorkersOpt = Annotated[
     int | None, typer.Option("--workers", help="processes (default: number of CPUs)")
 ]
 SynthChunkUsersOpt = Annotated[int, typer.Option("--chunk-users", help="users generated per chunk")]
+SynthOverwriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite",
+        help="replace an existing --out or --save-model, only a synthetic log or model "
+        "searchveil wrote (never another file)",
+    ),
+]
 SynthSaveModelOpt = Annotated[
     Path | None, typer.Option("--save-model", help="also write the fitted model (JSON)")
 ]
@@ -145,7 +158,7 @@ def synth(
     chunk_users: SynthChunkUsersOpt = 100_000,
     save_model: SynthSaveModelOpt = None,
     seed: SeedOpt = None,
-    overwrite: OverwriteOpt = False,
+    overwrite: SynthOverwriteOpt = False,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -163,11 +176,11 @@ def synth(
     # private outputs (a log fitted to a private one, its model): never inside a release
     # directory, never on an input; checked before any work (issue 30)
     inputs = input_list(like=like, model=model)
-    check_private_path(out, option="out", inputs=inputs)
+    check_private_path(out, option="out", inputs=inputs, overwrite=overwrite,
+                       owned=SYNTHETIC_LOG)  # fmt: skip
     if save_model is not None:
-        check_private_path(save_model, option="save-model", inputs=[*inputs, ("out", out)])
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
+        check_private_path(save_model, option="save-model", inputs=[*inputs, ("out", out)],
+                           overwrite=overwrite, owned=MODEL)  # fmt: skip
     rng = make_rng(seed)
     if like is not None:
         kw = reader.kwargs()
@@ -185,7 +198,8 @@ def synth(
         )  # fmt: skip
     dt = time.perf_counter() - t0
     if save_model is not None:
-        write_private_text(save_model, m.to_json(), option="save-model", inputs=inputs)
+        write_private_text(save_model, m.to_json(), option="save-model", inputs=inputs,
+                           overwrite=overwrite, owned=MODEL)  # fmt: skip
     res.update(
         seconds=dt,
         rows_per_second=res["rows"] / dt if dt > 0 else 0.0,
