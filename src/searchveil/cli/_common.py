@@ -17,7 +17,7 @@ import typer
 
 from searchveil.cli import COMMANDS
 from searchveil.errors import InvalidParameterError, SearchveilError
-from searchveil.io.ledger import provenance_path
+from searchveil.io.ledger import differentially_private, provenance_path, says_not_dp
 from searchveil.io.paths import (
     LEDGER_JSON,
     REPORT,
@@ -529,7 +529,23 @@ def release_head(out: Path, provenance: Path | None, led: dict[str, Any]) -> dic
         "notion": led["notion"],
         "epsilon": led["epsilon"],
         "delta": led["delta"],
+        "differentially_private": differentially_private(led),
     }
+
+
+def guarantee_text(release: dict[str, Any]) -> str:
+    """The guarantee of a release (its ledger, or a summary holding its ``notion``,
+    ``epsilon``, ``relation``, ``guarantee``) as rich markup for a summary: plain when it is
+    differentially private, in the warning style — bold red, saying so — when it is not
+    (k-anonymity; a ``--mode conditional`` release, whose (ε, δ) covers only the sampling
+    given the counts): issue 39."""
+    from rich.markup import escape
+
+    notion = str(release.get("notion") or "")
+    if differentially_private(release):
+        return escape(notion)
+    lead = "" if says_not_dp(notion) else "NOT differentially private: "
+    return f"[bold red]{escape(lead + notion)}[/]"
 
 
 def kv_table(title: str) -> Table:

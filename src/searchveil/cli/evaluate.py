@@ -25,6 +25,7 @@ from searchveil.cli._common import (
     check_private_files,
     emit,
     err_console,
+    guarantee_text,
     out_console,
     private_block,
     progress,
@@ -36,7 +37,12 @@ from searchveil.evaluate.caching import PostingProxy
 from searchveil.evaluate.compare import compare_settings, default_settings, parse_setting
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
-from searchveil.io.ledger import provenance_path, read_provenance, repair_provenance
+from searchveil.io.ledger import (
+    differentially_private,
+    provenance_path,
+    read_provenance,
+    repair_provenance,
+)
 from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.budget_file import DatasetBudget
@@ -91,10 +97,9 @@ class Metrics:
 
 def _human_eval(r: dict[str, Any]) -> None:
     rel = r["release"]
-    out_console.print(
-        f"[bold]{rel['mechanism']}[/] ({rel.get('notion')}, ε={rel.get('epsilon')}, "
-        f"δ={rel.get('delta')})"
-    )
+    dp = differentially_private(rel)
+    figures = f", ε={rel.get('epsilon')}, δ={rel.get('delta')}" if dp else ""
+    out_console.print(f"[bold]{rel['mechanism']}[/] ({guarantee_text(rel)}{figures})")
     t = Table(title="released items")
     for c in ("items", "distinct", "% distinct", "volume", "% volume", "avg count diff"):
         t.add_column(c, justify="right")

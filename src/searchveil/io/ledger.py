@@ -80,6 +80,8 @@ __all__ = [
     "write_text_atomic",
     "check_release_dir",
     "check_ledger_file",
+    "differentially_private",
+    "says_not_dp",
     "is_provenance_record",
     "provenance_rule",
     "release_ledger_sha",
@@ -246,6 +248,7 @@ def build_ledger(
     fields = cost.ledger_fields()
     if set(fields) != set(_COST_FIELDS):
         raise InternalError(f"a cost gives the ledger {_COST_FIELDS}, not {sorted(fields)}")
+    extra = _conditional(cost, extra)
     ledger: dict[str, Any] = {
         "tool": "searchveil",
         "tool_version": __version__,
@@ -277,6 +280,44 @@ def build_ledger(
     result: dict[str, Any] = _jsonable(ledger)
     check_public_ledger(result)
     return result
+
+
+def _conditional(cost: Any, extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A release whose guarantee is *conditional* (``cost.conditional``: Hong et al.'s and the
+    CELS paper's counts from the exact data, only the sampling given them private) is not
+    differentially private, and its ledger says so at the top level (issue 39; the cost's
+    ``ledger_fields``: no relation, ε and δ null, like a release that protects nothing). The
+    (ε, δ) of the sampling given the counts, with its relation and split, is kept under
+    ``guarantee.conditional`` — never where a reader (or a budget) takes a guarantee from."""
+    why = getattr(cost, "conditional", None)
+    if not why:
+        return extra
+    sampling = {"relation": str(cost.relation), "neighbouring": cost.relation.neighbouring,
+                "epsilon": cost.epsilon, "delta": cost.delta, "split": cost.split,
+                "covers": "only the sampling given the counts", "why": why}  # fmt: skip
+    extra = dict(extra or {})
+    guarantee = dict(extra.get("guarantee") or {})
+    guarantee.update(differentially_private=False, conditional=sampling)
+    extra["guarantee"] = guarantee
+    return extra
+
+
+def differentially_private(release: dict[str, Any]) -> bool:
+    """Whether a release (its ledger, or evaluate's summary of it) states a differential-privacy
+    guarantee: an ε, a relation other than ``none``, and no ``guarantee`` saying it is not
+    (a conditional release's ledger: issue 39)."""
+    g = release.get("guarantee")
+    if release.get("differentially_private") is False or (
+        isinstance(g, dict) and g.get("differentially_private") is False
+    ):
+        return False
+    return release.get("epsilon") is not None and release.get("relation") != "none"
+
+
+def says_not_dp(notion: str) -> bool:
+    """The notion already says the release is not differentially private."""
+    n = notion.lower()
+    return "not differential" in n or "no differential" in n
 
 
 def check_public_ledger(ledger: dict[str, Any]) -> None:

@@ -141,18 +141,18 @@ def set_mark(path: Path, kind: str) -> None:
         os.setxattr(path, MARK_XATTR, kind.encode())
 
 
-REPORT = Owned("a searchveil report (an HTML file ending in its footer)", _report_problem)
-LEDGER_JSON = Owned("a searchveil ledger (JSON with \"tool\": \"searchveil\")",
+REPORT = Owned("a searchveil report", _report_problem)
+LEDGER_JSON = Owned("a searchveil ledger",
                     _json_problem(_is_ledger, "a searchveil ledger"))  # fmt: skip
-RUN_RECORD = Owned("a searchveil run record (JSON with \"tool\": \"searchveil\")",
+RUN_RECORD = Owned("a searchveil run record",
                    _json_problem(_is_ledger, "a searchveil run record"))  # fmt: skip
 MODEL = Owned(
-    "a model saved by searchveil synth (JSON with \"kind\": \"searchveil-synth-model\")",
+    "a model saved by searchveil synth",
     _json_problem(lambda d: isinstance(d, dict) and d.get("kind") == "searchveil-synth-model",
                   "a model saved by searchveil synth"),
 )  # fmt: skip
 TRANSCRIPT = Owned("a CELS transcript", _transcript_problem)
 SYNTHETIC_LOG = Owned(
-    f"a synthetic log searchveil wrote (marked by the extended attribute {MARK_XATTR})",
+    "a synthetic log searchveil wrote",
     _xattr_problem("synthetic-log"), mark="synthetic-log",
 )  # fmt: skip

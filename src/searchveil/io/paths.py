@@ -229,11 +229,12 @@ class Replace:
         if self.directory and p.is_dir() and not any(True for _ in os.scandir(p)):
             return None  # an empty directory holds nothing to lose
         if not self.overwrite or self.owned is None:
-            hint = " or pass --overwrite" if self.owned is not None else ""
-            return OutputExistsError(
-                f"--{opt} {name!r} already exists; choose a new --{opt}{hint}"
-                + ("" if self.owned is None else f" (it replaces only {self.owned.what})")
+            hint = (
+                ""
+                if self.owned is None
+                else (f", or pass --overwrite, which replaces only {self.owned.what}")
             )
+            return OutputExistsError(f"--{opt} {name!r} already exists; choose a new --{opt}{hint}")
         why = self.owned.problem(p)
         if why is None:
             return None

@@ -138,7 +138,10 @@ def read_provenance(
         raise InputFormatError(str(path), "not a searchveil provenance record")
     why = _not_its_record(data, release_ledger_sha(release_dir), release_dir)
     if why is not None:
-        raise InputFormatError(str(path), why)
+        raise InputFormatError(
+            str(path), f"not this release's provenance record: {why}; give the record of this "
+            "release with --provenance (evaluate never uses another release's record)",
+        )  # fmt: skip
     return data
 
 
@@ -168,9 +171,7 @@ def _not_its_record(data: Any, sha: str | None, release: Any) -> str | None:
     named = (data.get("release") or {}).get("directory") if isinstance(data, dict) else None
     return (
         f"it belongs to another release: its ledger_sha256 {str(rec)[:16]}… is not the "
-        f"SHA-256 of the ledger of {str(release)!r}"
-        + (f" (it names {named!r})" if named else "")
-        + "; give the record of this release with --provenance, or write this release again"
+        f"SHA-256 of the ledger of {str(release)!r}" + (f" (it names {named!r})" if named else "")
     )
 
 

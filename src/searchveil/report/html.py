@@ -59,8 +59,10 @@ h1{font-size:26px;margin:8px 0 4px}h2{font-size:20px;margin:34px 0 8px;border-bo
 .guarantee{background:#0f5132;color:#fff;border-radius:8px;padding:14px 18px;margin:14px 0;
 font-size:17px}.guarantee b{font-size:20px}
 .warn{background:#842029;color:#fff;border-radius:8px;padding:12px 18px;margin:14px 0;
-font-size:16px}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;
-margin:10px 0;font-size:14px}
+font-size:16px}.guarantee table,.warn table{color:#1d2330;font-size:14px;margin:8px 0 2px}
+.warn-text{color:#842029;font-weight:600}
+.note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;margin:10px 0;
+font-size:14px}
 table{border-collapse:collapse;margin:8px 0 14px;background:#fff;font-size:14px;max-width:100%}
 th,td{border:1px solid #d8dde6;padding:4px 9px;text-align:right;vertical-align:top}
 td{font-variant-numeric:tabular-nums;white-space:nowrap}td.l{white-space:normal}

@@ -43,12 +43,13 @@ from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import default_d
 from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
-from searchveil.params import single_user_check
+from searchveil.params import delta_users_warning, single_user_check
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import (
     HistogramRelease,
     check_declared_users,
     delta_users_check,
+    users_bound_source,
 )
 from searchveil.release.korolova.release import single_user_counts
 from searchveil.release.selection import SelectionParams, release_selection
@@ -692,9 +693,12 @@ def release_ump_e2e(
         done()
     report["parameters"] = params.to_dict()
     report["epsilon"], report["delta"] = ledger["epsilon"], ledger["delta"]
-    if params.max_users is not None:
-        report["single_user"]["delta_check"] = single_user_check(ledger["delta"],
-                                                                 params.max_users)  # fmt: skip
+    # the δ < 1/U check of the whole release (its δ, not the pair step's): against the declared
+    # U, else the exact number of users (private: the report, never the ledger); issue 39
+    u = params.max_users if params.max_users is not None else max(1, log.n_users)
+    report["single_user"]["delta_check"] = single_user_check(ledger["delta"], u) | {
+        "users_bound_source": users_bound_source(params.max_users)}  # fmt: skip
+    report["single_user"]["warning"] = delta_users_warning(ledger["delta"], u)
     return HistogramRelease(
         tables=tables, report=report, ledger=ledger, inputs=[log.ledger_input()]
     )
