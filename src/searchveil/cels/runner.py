@@ -60,6 +60,7 @@ from searchveil.io.ledger import (
 from searchveil.io.paths import (
     Replace,
     Staging,
+    check_named,
     check_private_path,
     check_release_out,
     input_list,
@@ -330,6 +331,7 @@ def _check_paths(
         if not Path(s).is_file():
             raise InvalidParameterError("share", str(s), "an existing log file")
     inputs = input_list(share=list(shares))
+    check_named(out, "out")
     prov_path = provenance_path(out, provenance)
     repair_provenance(out, prov_path)  # a record a killed run staged (io/provenance.py)
     owned = provenance_rule(out, overwrite=overwrite).owned
@@ -396,6 +398,9 @@ def _publish(
                         shutil.copyfileobj(src, dst)
             except OSError as exc:
                 raise OutputWriteError(str(transcripts), exc) from exc
+        for st in (rel, pst, tst):  # every target checked again before the first swap
+            if st is not None:
+                st.recheck()
         rel.commit()
         pst.commit()
         if tst is not None:

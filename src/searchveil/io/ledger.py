@@ -585,6 +585,9 @@ class ReleaseWriter:
             # the record may replace only the record of the release this one replaces: the
             # rule reads that release's ledger now, before the swap (issue 39)
             prov = self._stage_provenance(provenance_rule(self.out_dir, overwrite=self.overwrite))
+            for st in (stage, prov):  # every target checked again before the first swap
+                if st is not None:
+                    st.recheck()
             # the release first, then its record: a kill between the two leaves the new
             # release and its staged record, which repair_provenance puts in place
             stage.commit()  # the release is in place (the old one, if any, is removed)

@@ -157,7 +157,10 @@ def release_problems(directory: str | os.PathLike[str]) -> str | None:
     d = Path(directory)
     if d.is_symlink() or not d.is_dir():
         return "it is not a directory"
-    entries = list(os.scandir(d))
+    try:
+        entries = list(os.scandir(d))
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
     if not entries:
         return None
     led = d / LEDGER_FILE
@@ -188,6 +191,13 @@ def release_problems(directory: str | os.PathLike[str]) -> str | None:
 RELEASE = Owned(
     "a complete searchveil release (a ledger.json listing every other file)", release_problems
 )
+
+
+def _empty_dir(p: Path) -> bool:
+    try:
+        return p.is_dir() and not p.is_symlink() and not any(True for _ in os.scandir(p))
+    except OSError:
+        return False
 
 
 def check_named(path: str | os.PathLike[str], option: str) -> Path:
@@ -226,7 +236,7 @@ class Replace:
             )  # fmt: skip
         if not os.path.lexists(p):
             return None
-        if self.directory and p.is_dir() and not any(True for _ in os.scandir(p)):
+        if self.directory and _empty_dir(p):
             return None  # an empty directory holds nothing to lose
         if not self.overwrite or self.owned is None:
             hint = (
@@ -547,6 +557,11 @@ class Staging:
     def __exit__(self, *exc: object) -> None:
         if not self.committed:
             self.discard()
+
+    def recheck(self) -> None:
+        """Check the write rule of the target again (a run that puts several targets in place
+        checks every one before the first swap, so none is written when another is refused)."""
+        self.replace.check(self.target)
 
     def commit(self) -> None:
         """Put the staged content in place (atomically), then remove the staging directory

@@ -107,10 +107,13 @@ def provenance_path(
 ) -> Path:
     """Where the provenance record of ``release_dir`` lives: ``explicit`` when given, else
     ``<release_dir>.private.json`` beside the release directory (never inside it). A
-    ``release_dir`` with no name (``.``, ``''``) is refused naming ``option``."""
+    ``release_dir`` written ``.`` or ``..`` is taken as the directory it names; ``/`` (no
+    name) is refused naming ``option``."""
     if explicit is not None:
         return Path(explicit)
-    d = paths.check_named(release_dir, option)
+    d = Path(release_dir)
+    if d.name in ("", ".", ".."):
+        d = paths.check_named(d.resolve(), option)
     return d.with_name(d.name + PROVENANCE_SUFFIX)
 
 

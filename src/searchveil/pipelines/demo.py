@@ -396,7 +396,11 @@ def _demo_problem(out: Path) -> str | None:
     """Why ``out`` is not a directory the demo wrote (so ``overwrite`` may not replace it)."""
     if out.is_symlink() or not out.is_dir():
         return "it is not a directory"
-    for e in sorted(os.scandir(out), key=lambda e: e.name):
+    try:
+        entries = sorted(os.scandir(out), key=lambda e: e.name)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    for e in entries:
         kind = DEMO_ENTRIES.get(e.name)
         p = Path(e.path)
         if kind is None or e.is_symlink():
