@@ -86,23 +86,14 @@ ReleaseDeltaOpt = Annotated[
     float | None, typer.Option("--delta", help="total δ of the release (no default)")
 ]
 HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
-OverwriteOpt = Annotated[
-    bool,
-    typer.Option(
-        "--overwrite",
-        help="replace an existing --out — a directory only if it is a complete searchveil "
-        "release (its ledger lists every file) holding none of the inputs — and its "
-        "provenance record only if it is that release's",
-    ),
-]
-ReplaceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--overwrite",
-        help="replace existing output files, each only if searchveil wrote it (a report, "
-        "ledger or record it recognises); never another file",
-    ),
-]
+OVERWRITE_HELP = (
+    "replace what exists at an output path only if searchveil wrote it: a complete release "
+    "holding none of the inputs, the provenance record of the release it replaces, a report, "
+    "ledger, run record, model or log it recognises — never another file"
+)
+#: ``--overwrite``: one declaration, one rule (io/paths.py, issue 39) for every command
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)]
+ReplaceOpt = OverwriteOpt
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
 ProvenanceOpt = Annotated[
     Path | None,

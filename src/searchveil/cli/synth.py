@@ -18,6 +18,7 @@ from rich.table import Table
 from searchveil.cli._common import (
     READER_DEFAULT,
     JsonOpt,
+    OverwriteOpt,
     SeedOpt,
     add_commands,
     emit,
@@ -132,14 +133,6 @@ SynthWorkersOpt = Annotated[
     int | None, typer.Option("--workers", help="processes (default: number of CPUs)")
 ]
 SynthChunkUsersOpt = Annotated[int, typer.Option("--chunk-users", help="users generated per chunk")]
-SynthOverwriteOpt = Annotated[
-    bool,
-    typer.Option(
-        "--overwrite",
-        help="replace an existing --out or --save-model, only a synthetic log or model "
-        "searchveil wrote (never another file)",
-    ),
-]
 SynthSaveModelOpt = Annotated[
     Path | None, typer.Option("--save-model", help="also write the fitted model (JSON)")
 ]
@@ -158,7 +151,7 @@ def synth(
     chunk_users: SynthChunkUsersOpt = 100_000,
     save_model: SynthSaveModelOpt = None,
     seed: SeedOpt = None,
-    overwrite: SynthOverwriteOpt = False,
+    overwrite: OverwriteOpt = False,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:

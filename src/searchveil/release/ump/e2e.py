@@ -43,13 +43,12 @@ from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import default_d
 from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
-from searchveil.params import delta_users_warning, single_user_check
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import (
     HistogramRelease,
     check_declared_users,
     delta_users_check,
-    users_bound_source,
+    release_delta_check,
 )
 from searchveil.release.korolova.release import single_user_counts
 from searchveil.release.selection import SelectionParams, release_selection
@@ -693,12 +692,8 @@ def release_ump_e2e(
         done()
     report["parameters"] = params.to_dict()
     report["epsilon"], report["delta"] = ledger["epsilon"], ledger["delta"]
-    # the δ < 1/U check of the whole release (its δ, not the pair step's): against the declared
-    # U, else the exact number of users (private: the report, never the ledger); issue 39
-    u = params.max_users if params.max_users is not None else max(1, log.n_users)
-    report["single_user"]["delta_check"] = single_user_check(ledger["delta"], u) | {
-        "users_bound_source": users_bound_source(params.max_users)}  # fmt: skip
-    report["single_user"]["warning"] = delta_users_warning(ledger["delta"], u)
+    # the δ < 1/U check and warning of the whole release (its δ, not the pair step's): issue 39
+    report["single_user"] |= release_delta_check(ledger["delta"], params.max_users, log.n_users)
     return HistogramRelease(
         tables=tables, report=report, ledger=ledger, inputs=[log.ledger_input()]
     )
