@@ -24,6 +24,7 @@ from searchveil.io.paths import (
     RUN_RECORD,
     InputPaths,
     Owned,
+    check_named,
     check_private_path,
 )
 from searchveil.io.readers import ReaderOptions
@@ -151,6 +152,7 @@ def check_private_files(
 def ledger_beside(report: Path | None, ledger: Path | None) -> Path | None:
     """Where an experiment's public ledger goes: ``--ledger``, else beside ``--report``."""
     if ledger is None and report is not None:
+        report = check_named(report, "report")
         return report.with_name(report.name + ".ledger.json")
     return ledger
 

@@ -53,7 +53,7 @@ from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import read_edge_list
 from searchveil.io.ledger import write_private_json
-from searchveil.io.paths import RUN_RECORD, input_list
+from searchveil.io.paths import RUN_RECORD, check_named, input_list
 from searchveil.report.html import page, write_report
 from searchveil.rng import RandomSource, make_rng
 from searchveil.validate import check_int, check_probability
@@ -322,7 +322,11 @@ def reproduce_cmd(
     real = _parse_real(real_graph)
     graphs_in = [("real-graph", p) for p in real.values()]
     # the run record: --out, else beside --report
-    record = report.with_name(report.stem + ".run.json") if out is None and report else out
+    record = (
+        check_named(report, "report").with_name(report.stem + ".run.json")
+        if out is None and report
+        else out
+    )
     check_private_files({"report": report}, graphs_in, suffixes=HTML, overwrite=overwrite)
     check_private_files({"out" if out else "report": record}, graphs_in, suffixes=(".json",),
                         overwrite=overwrite, owned=RUN_RECORD)  # fmt: skip
