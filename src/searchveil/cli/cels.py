@@ -260,7 +260,7 @@ def delta_warning(
             "the joint input (docs/privacy/delta.md)"
         )
     else:
-        bound = "U ≥ this party's own users: a lower bound of the joint count" if party else ""
+        bound = "U here: this party's own users, a lower bound of the joint count" if party else ""
         text = delta_users_warning(delta, users, bound=bound)
     if text:
         err_console.print(f"[bold red]warning[/]: {text}", highlight=False)

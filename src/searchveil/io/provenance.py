@@ -171,7 +171,13 @@ def _not_its_record(data: Any, sha: str | None, release: Any) -> str | None:
     rec = _record_sha(data)
     if rec is not None and rec == sha:
         return None
-    named = (data.get("release") or {}).get("directory") if isinstance(data, dict) else None
+    rel = data.get("release") if isinstance(data, dict) else None
+    named = rel.get("directory") if isinstance(rel, dict) else None
+    if sha is None:
+        return (
+            f"there is no release at {str(release)!r} for it to belong to: it is the record of "
+            f"another (or a removed) release, whose ledger had SHA-256 {str(rec)[:16]}…"
+        )
     return (
         f"it belongs to another release: its ledger_sha256 {str(rec)[:16]}… is not the "
         f"SHA-256 of the ledger of {str(release)!r}" + (f" (it names {named!r})" if named else "")
