@@ -22,6 +22,7 @@ from searchveil.cli._common import (
     check_private_files,
     emit,
     err_console,
+    guarantee_text,
     kv_table,
     out_console,
     private_block,
@@ -214,7 +215,7 @@ def _human_anonymize(r: dict[str, Any]) -> None:
     _kv(
         f"{r['mechanism']} → {r['out']}",
         {
-            "guarantee": r["notion"],
+            "guarantee": guarantee_text(r),
             "ε": r["epsilon"],
             "δ": r["delta"],
             "k": r["parameters"].get("k", r["noisy"].get("k")),
