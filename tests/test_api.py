@@ -83,7 +83,8 @@ def test_usage_errors_exit_2(args) -> None:
 # the public paths other packages code against (docs/architecture.md); moving one breaks them
 PUBLIC_PATHS = {
     "searchveil.errors": ["SearchveilError", "InvalidParameterError", "InputFormatError",
-                          "BudgetExceededError", "OutputExistsError", "InternalError"],
+                          "BudgetExceededError", "BudgetFileError", "OutputExistsError",
+                          "InternalError"],
     "searchveil.validate": ["check_positive", "check_nonnegative", "check_probability",
                             "check_int", "check_choice"],
     "searchveil.rng": ["RandomSource", "make_rng", "SeededRandom", "SecureRandom"],
@@ -95,7 +96,7 @@ PUBLIC_PATHS = {
     "searchveil.mechanisms.accounting": ["Budget", "check_budget", "BUDGET_TOLERANCE"],
     "searchveil.mechanisms.budget": ["PrivacyCost", "Part", "Relation", "NoGuarantee",
                                      "Accountant", "in_relation", "zcdp_epsilon"],
-    "searchveil.mechanisms.budget_file": ["DatasetBudget", "init_budget", "lock_path"],
+    "searchveil.mechanisms.budget_file": ["DatasetBudget", "init_budget"],
     "searchveil.session": ["Session"],
     "searchveil.report.html": ["page", "table", "img", "fig_to_data_uri", "write_report", "esc",
                                "fmt", "pct"],

@@ -1,18 +1,22 @@
-"""CELS, the joint end-to-end mode (issue 29 item 2; docs/privacy/cels.md §5): the default of
+"""CELS, the joint end-to-end mode (issues 29 and 41; docs/privacy/cels.md §5): the default of
 ``cels run`` / ``cels local`` / ``cels party``.
 
 * ``cels run`` on three shares (P0…P3 as OS processes, loopback mutual TLS, bounded time)
-  writes ``release ump``'s end-to-end ledger (``counts_are_private: true``), equal to
-  ``cels local``'s apart from the noise, the creation time, the randomness description and
-  the ``protocol`` key; P1's exact joint figures (universe, activity profile) equal the
-  centralized ones; the tables are consistent (log totals = counts, profile bins 1…m);
+  writes the distributed-noise ledger (``counts_are_private: true``), equal to ``cels local``'s
+  apart from the noise, the creation time, the randomness description and the ``protocol``
+  key; the tables are consistent (log totals = counts, profile bins 1…m);
+* no party's private record holds a joint exact figure: each holds its own share's profile,
+  and those add up to the joint one;
 * transcript scan: no party received a pair string that is not published;
-* ``cels local`` is ``release ump``'s synthetic-id release with ZEALOUS pair counts on the
-  union of the shares (same seed → the same bytes); bounding each share = bounding the union;
-* D vs D′ (one user removed), same seed: the public ledgers agree apart from the table sizes,
-  for ``cels run`` and ``cels local``; two seeds give different counts;
-* faults in the e2e phases are in tests/test_cels_faults.py (the fault matrix);
-* the tables P1 sends are checked by every receiver (malformed ones name P1).
+* D vs D′ (one user removed): every party's transcript has the same size and the same frames
+  (phase, type, sizes), for 3 parties (and 5 in the full tier); the public ledgers agree apart
+  from the table sizes (the neighbour audit);
+* in one process (every random choice reproducible): a planted joint count (777 holders) and
+  the exact joint activity profile appear in no message any party receives — and do, with
+  the noise shares removed (the mutant); what P1 holds after unmasking is the exact holder
+  counts plus every party's noise share and nothing else, the only part that differs between
+  D and D′ being ≤ m counts by 1 each;
+* faults in the e2e phases are in tests/test_cels_faults.py (the fault matrix).
 
 The share set is crafted so that pairs are published: 3,000 users clicking 1–4 of 40 pairs of
 Zipf-like popularity (the popular pairs held by hundreds of users), each also clicking one
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 import json
 import stat
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +37,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from _cels_shares import write_three_shares
+import searchveil.cels.e2e as e2e
+from _cels_inproc import deterministic, run_inproc
+from _cels_shares import COLUMNS, write_three_shares
 from _neighbour import (
     assert_no_private_traces,
     assert_only_public_files,
@@ -39,35 +47,32 @@ from _neighbour import (
     assert_same_public_ledger,
     public_ledger_diff,
 )
-from searchveil.cels.e2e_release import (
-    TABLE_SCHEMAS,
-    check_tables,
-    decode_tables,
-    encode_tables,
-    tables_size_bound,
-)
+from searchveil.cels.e2e_release import MECHANISM, decode_records, encode_pair
 from searchveil.cels.local import local_e2e, pooled_log
-from searchveil.cels.params import E2E_NOISY_FIELDS, CelsParams, Share
+from searchveil.cels.params import E2E_NOISY_FIELDS, PAIR_BYTES, CelsParams, Share
 from searchveil.cels.runner import run_local
 from searchveil.cels.wire import ProtocolError
 from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import read_log
-from searchveil.release.counts import count_by
-from searchveil.release.ump.e2e import MECHANISM_SYNTHETIC, bounded_pairs, release_ump_e2e
+from searchveil.mechanisms.shares import PolyaShares, SkellamShares
+from searchveil.release.ump.e2e import activity_profile, bounded_pairs
 from searchveil.release.ump.release import NOT_DP
 from searchveil.rng import make_rng
 from test_cels_protocol import _without_rarest_user
 
 EPS, DELTA, MAX_USERS, M = 2.0, 1e-5, 10_000, 4  # δ < 1/U = 1e-4
-PARAMS = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M)
+L, K = 1500, 64  # public sizes: every share holds ~1,040 distinct bounded pairs
+PARAMS = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
+                    max_party_pairs=L, max_published_pairs=K)  # fmt: skip
 PUBLIC = ["log.tsv", "counts.tsv", "profile.tsv"]
 SEED = 7
 #: what may differ between `cels run` and `cels local` besides noise and time
 PROTOCOL_ONLY = ("protocol", "randomness.seed", "randomness.source")
+SIZES = ("--max-party-pairs", L, "--max-published-pairs", K)
 
 
-def _write_crafted_shares(d: Path, users: int = 3000, pairs: int = 40) -> list[Path]:
+def _crafted_rows(users: int = 3000, pairs: int = 40, planted: int = 0) -> list[tuple]:
     gen = np.random.Generator(np.random.PCG64(1))
     w = 1.0 / np.arange(1, pairs + 1)
     rows = []
@@ -78,7 +83,14 @@ def _write_crafted_shares(d: Path, users: int = 3000, pairs: int = 40) -> list[P
                          f"http://site{p}.example/"))  # fmt: skip
         rows.append((str(100 + u), f"secret of {u}", "2006-03-01 11:00:00", "1",
                      f"http://x{u}.org/"))  # fmt: skip
-    return write_three_shares(rows, d)
+    for u in range(planted):  # a pair of exactly `planted` holders, spread over the shares
+        rows.append((str(5000 + u), "planted query", "2006-03-01 12:00:00", "1",
+                     "http://planted.example/"))  # fmt: skip
+    return rows
+
+
+def _write_crafted_shares(d: Path, users: int = 3000, pairs: int = 40) -> list[Path]:
+    return write_three_shares(_crafted_rows(users, pairs), d)
 
 
 @pytest.fixture(scope="module")
@@ -105,20 +117,43 @@ def _tables(rel: Path) -> dict[str, pl.DataFrame]:
     }
 
 
+def _frames(path: Path) -> list[tuple[str, str, int, int]]:
+    """Every frame of a transcript file as (phase, type, body bytes, blob bytes)."""
+    from searchveil.cels.wire import HEADER, PHASES, TYPES
+
+    b = path.read_bytes()
+    i, out = b.index(b"\n") + 1, []
+    while i < len(b):
+        _, _, ph, ty, jl, bl = HEADER.unpack(b[i : i + HEADER.size])
+        out.append((PHASES[ph], TYPES[ty], jl, bl))
+        i += HEADER.size + jl + bl
+    return out
+
+
 # -- cels run -------------------------------------------------------------------------------------
 def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     out = joint["dir"] / "out"
     assert_only_public_files(out, PUBLIC)
     led = json.loads((out / "ledger.json").read_text())
-    assert led["mechanism"] == MECHANISM_SYNTHETIC
+    assert led["mechanism"] == MECHANISM
     g = led["guarantee"]
     assert g["counts_are_private"] is True and g["user_ids"] == "synthetic"
+    assert "semi-honest" in g["model"] and "own noise share" in g["model"]
     assert led["epsilon"] <= EPS * (1 + 1e-9) and led["delta"] <= DELTA
-    assert sum(s["epsilon"] for s in g["split"].values()) == pytest.approx(led["epsilon"])
-    assert led["parameters"]["pairs"] == "zealous" and led["parameters"]["max_pairs"] == M
+    # the parts as computed; the total the budget asked for (charged)
+    assert sum(s["epsilon"] for s in g["split"].values()) <= led["epsilon"] + 1e-12
+    assert led["epsilon"] == pytest.approx(EPS) and led["delta"] == pytest.approx(DELTA)
+    par = led["parameters"]
+    assert par["pairs"] == "zealous" and par["max_pairs"] == M and par["parties"] == 3
+    assert par["party_pairs"] == L and par["published_pairs"] == K
+    assert par["pair_bytes"] == PAIR_BYTES and par["noise"]["pair_counts"]["tau_prime"] >= 1
+    noise_ev = led["events"][0]["noise"]
+    assert noise_ev["distribution"] == "skellam_shares"
+    assert noise_ev["contributors"] == 4 and noise_ev["shares_for_the_full_noise"] == 3
+    assert led["events"][1]["noise"]["distribution"] == "polya_shares_of_discrete_laplace"
     assert led["declared"] == {"max_users": MAX_USERS}
     assert led["protocol"]["mode"] == "e2e" and led["protocol"]["parties"] == 3
-    assert "paillier_bits" not in led["protocol"] and led["seeded"] is True
+    assert led["protocol"]["paillier"] == "none" and led["seeded"] is True
     t = _tables(out)
     counts = t["counts"].with_columns(pl.col("x_ij").cast(pl.Int64))
     # popular pairs are published, pairs held by one user never are
@@ -130,53 +165,56 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     )
     assert tot.sort("query", "url").equals(counts.sort("query", "url"))
     assert t["profile"].get_column("pairs_per_user").to_list() == ["1", "2", "3", "4"]
-    # what P1 sent is within the bound every receiver can compute from public values
-    typed = {n: pl.read_csv(out / f"{n}.tsv", separator="\t", quote_char=None,
-                            schema=TABLE_SCHEMAS[n]) for n in TABLE_SCHEMAS}  # fmt: skip
-    pub = counts.rename({"x_ij": "noisy_count"})
-    assert len(encode_tables(typed)) <= tables_size_bound(pub, M)
-    # the phases that ran: no LP, no Algorithm 2, no sampling of real ids
+    # the phases that ran: no LP, no Algorithm 2, no sampling of real ids; P0 joins the union
+    # and adds its noise shares, and never receives a slot's total
     stats = joint["res"]["party_stats"]
     for p in stats[1:]:
         sent = set(p["traffic"]["sent"])
         assert {"union", "sum", "output", "profile"} <= sent, sent
         assert not sent & {"rows", "nlp", "solve", "unpermute", "verify", "sample"}
-    assert set(stats[0]["traffic"]["sent"]) <= {"mesh", "setup", "commit"}
+    assert set(stats[0]["traffic"]["sent"]) == {"setup", "union", "sum", "profile", "commit"}
+    assert "publish" not in stats[0]["traffic"]["received"]
     assert stats[0]["worker_cpu_seconds"] == {}  # no Paillier key, no obfuscators
 
 
-def test_run_equals_local_apart_from_noise(shares, joint, tmp_path) -> None:
+def test_no_private_record_holds_a_joint_exact_figure(shares, joint, tmp_path) -> None:
     """`cels local` (no protocol) gives the same public ledger as `cels run` apart from the
-    table sizes (noise), the creation time, the randomness description and `protocol`; P1's
-    exact joint figures equal the centralized ones."""
+    table sizes (noise), the creation time, the randomness description and `protocol`. No
+    party's private record holds a joint exact figure: P1 keeps noisy ones only; each data
+    party keeps its own share's activity profile, and these add up to the joint profile."""
     res = CliRunner().invoke(
         app, _cli("cels", "local", *sum((["--share", s] for s in shares), []), "--out",
                    tmp_path / "loc", "--epsilon", EPS, "--delta", DELTA, "--max-users",
-                   MAX_USERS, "--max-pairs", M, "--seed", SEED, "--json"),
+                   MAX_USERS, "--max-pairs", M, *SIZES, "--seed", SEED, "--json"),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     run_out = joint["dir"] / "out"
     diff = public_ledger_diff(tmp_path / "loc", run_out, noisy=E2E_NOISY_FIELDS)
     assert diff and all(any(k.startswith(p) for p in PROTOCOL_ONLY) for k in diff), diff
     assert "protocol" not in json.loads((tmp_path / "loc" / "ledger.json").read_text())
-    # P1's exact figures (its private provenance) against the centralized computation
-    p1 = joint["res"]["party_stats"][1]["extra"]
-    loc = json.loads((tmp_path / "loc.private.json").read_text())["report"]
-    bounded = bounded_pairs(pooled_log([read_log(s) for s in shares]), M)
-    assert p1["pair_counts"]["universe"] == bounded.select("query", "url").n_unique()
-    run_pairs = set(_tables(run_out)["counts"].select("query", "url").iter_rows())
-    loc_pairs = set(_tables(tmp_path / "loc")["counts"].select("query", "url").iter_rows())
-    if run_pairs == loc_pairs:  # the same published pairs: the same exact joint profile
-        assert p1["profile_exact"] == loc["profile_exact"]
-    assert sum(p1["profile_exact"]) > 1000
-    for p in joint["res"]["party_stats"][2:]:  # only P1 holds the joint figures
-        assert "profile_exact" not in p["extra"] and "pair_counts" not in p["extra"]
+    stats = joint["res"]["party_stats"]
+    assert set(stats[1]["extra"]) == {"pair_counts", "profile_own_share", "generator"}
+    assert set(stats[1]["extra"]["pair_counts"]) == {
+        "slots", "tau_prime", "published_slots", "cap", "above_tau_prime"
+    }  # fmt: skip
+    assert set(stats[0]["extra"]) == {"generator"}
+    published = _tables(run_out)["counts"].select("query", "url")
+    own = []
+    for k, s in enumerate(shares, start=1):
+        b = Share.read(s, max_pairs=M).bounded
+        assert b is not None
+        own.append(activity_profile(b, published, M))
+        assert stats[k]["extra"]["profile_own_share"] == own[-1].tolist()
+    joint_exact = activity_profile(
+        bounded_pairs(pooled_log([read_log(s) for s in shares]), M), published, M
+    )
+    assert (sum(own) == joint_exact).all() and joint_exact.sum() > 1000
 
 
 def test_transcripts_hold_no_unpublished_string(shares, joint) -> None:
     """No party received a pair string that is not published: every unpublished pair of the
     crafted shares is a 'secret of u' pair at a http://x….org/ URL, and neither prefix is in
-    any byte any party received; the published strings are (the scan can see them)."""
+    any byte any party received."""
     tr = joint["dir"] / "tr"
     published = _tables(joint["dir"] / "out")["counts"]
     blobs = {k: (tr / f"P{k}.bin").read_bytes() for k in range(4)}
@@ -192,25 +230,20 @@ def test_transcripts_hold_no_unpublished_string(shares, joint) -> None:
     assert unpublished.get_column("ClickURL").str.starts_with("http://x").all()
     for blob in blobs.values():
         assert b"secret of " not in blob and b"http://x" not in blob
-    url = published.get_column("url")[0].encode()
-    assert all(url in blobs[k] for k in range(4))
 
 
-@pytest.mark.slow
-def test_run_two_seeds_give_different_counts(shares, joint, tmp_path) -> None:
-    run_local(shares, PARAMS, tmp_path / "o8", seed=SEED + 1, timeout=120)
-    a = _tables(joint["dir"] / "out")["counts"]
-    b = _tables(tmp_path / "o8")["counts"]
-    assert a.height and b.height and not a.equals(b)
-
-
-@pytest.mark.slow
-def test_neighbour_audit_cels_run_e2e(shares, joint, tmp_path) -> None:
-    """D vs D′ (the user with the rarest pairs removed), same seed: the ledgers agree apart
-    from the table sizes; only the public files; nothing naming or sizing the input; the
-    private provenance record beside the release."""
+def test_neighbour_same_transcript_sizes_and_ledger(shares, joint, tmp_path) -> None:
+    """D vs D′ (the user with the rarest pairs removed), same seed: every party's transcript
+    has the same size and the same frames (phase, type, body and blob sizes) — no length
+    shows the data; the neighbour audit: the ledgers agree apart from the table sizes, only
+    the public files, nothing naming or sizing the input, the private record beside it."""
     d_prime, victim = _without_rarest_user(shares, tmp_path / "dprime")
-    run_local(d_prime, PARAMS, tmp_path / "out", seed=SEED, timeout=120)
+    run_local(d_prime, PARAMS, tmp_path / "out", transcripts=tmp_path / "tr", seed=SEED,
+              timeout=120)  # fmt: skip
+    for k in range(4):
+        a, b = joint["dir"] / "tr" / f"P{k}.bin", tmp_path / "tr" / f"P{k}.bin"
+        assert a.stat().st_size == b.stat().st_size, k
+        assert Counter(_frames(a)) == Counter(_frames(b)), k
     rel_d, rel_dp = joint["dir"] / "out", tmp_path / "out"
     assert_same_public_ledger(rel_d, rel_dp, noisy=E2E_NOISY_FIELDS)
     for rel, paths in ((rel_d, shares), (rel_dp, d_prime)):
@@ -225,40 +258,199 @@ def test_neighbour_audit_cels_run_e2e(shares, joint, tmp_path) -> None:
     assert f"secret of {int(victim) - 100}" not in (rel_dp / "counts.tsv").read_text()
 
 
+@pytest.mark.slow
+def test_five_parties_same_transcript_sizes_on_a_neighbour(tmp_path) -> None:
+    """Five shares (users by id mod 5): every party's transcript has the same size and frames
+    on D and on D minus one user of P3."""
+    df = pl.DataFrame(_crafted_rows(), schema=COLUMNS, orient="row")
+    victim = df.filter(pl.col("AnonID").cast(pl.Int64) % 5 == 2).get_column("AnonID")[0]
+    sizes = []
+    for name, data in (("d", df), ("dp", df.filter(pl.col("AnonID") != victim))):
+        paths = []
+        for k in range(5):
+            p = tmp_path / name / f"share{k + 1}.tsv"
+            p.parent.mkdir(exist_ok=True)
+            data.filter(pl.col("AnonID").cast(pl.Int64) % 5 == k).write_csv(p, separator="\t")
+            paths.append(p)
+        params = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
+                            max_party_pairs=800, max_published_pairs=K)  # fmt: skip
+        run_local(paths, params, tmp_path / f"out-{name}", transcripts=tmp_path / f"tr-{name}",
+                  seed=SEED, timeout=180)  # fmt: skip
+        sizes.append({k: _frames(tmp_path / f"tr-{name}" / f"P{k}.bin") for k in range(6)})
+    for k in range(6):
+        assert Counter(sizes[0][k]) == Counter(sizes[1][k]), k
+
+
+@pytest.mark.slow
+def test_run_two_seeds_give_different_counts(shares, joint, tmp_path) -> None:
+    run_local(shares, PARAMS, tmp_path / "o8", seed=SEED + 1, timeout=120)
+    a = _tables(joint["dir"] / "out")["counts"]
+    b = _tables(tmp_path / "o8")["counts"]
+    assert a.height and b.height and not a.equals(b)
+
+
+# -- in one process: what each party holds ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> list[Share]:
+    d = tmp_path_factory.mktemp("planted")
+    paths = write_three_shares(_crafted_rows(planted=777), d)
+    return [Share.read(p, max_pairs=M) for p in paths]
+
+
+@pytest.fixture(scope="module")
+def planted_minus_one(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Share], str]:
+    """D′: the planted shares without the first user of P2's share (id mod 3 = 1)."""
+    rows = _crafted_rows(planted=777)
+    victim = next(r[0] for r in rows if int(r[0]) % 3 == 1)
+    paths = write_three_shares([r for r in rows if r[0] != victim],
+                               tmp_path_factory.mktemp("planted-dprime"))  # fmt: skip
+    return [Share.read(p, max_pairs=M) for p in paths], victim
+
+
+def _recorder(monkeypatch: pytest.MonkeyPatch, zero_noise: bool = False) -> dict:
+    """Record what P1 holds after unmasking (the totals it thresholds), every party's slots
+    and noise shares; ``zero_noise``: the mutant whose shares are all 0."""
+    seen: dict = {"shares": {}, "slots": {}}
+    real_union, real_pub = e2e.E2EPhases.e2e_union, e2e.published_slots
+
+    def recording(real: object) -> object:
+        def sample(self: object, size: int, rng: object) -> np.ndarray:
+            out = real(self, size, rng) * (0 if zero_noise else 1)  # type: ignore[operator]
+            seen["shares"].setdefault(threading.current_thread().name, []).append(out)
+            return out
+
+        return sample
+
+    def union(self: e2e.E2EPhases) -> np.ndarray:
+        slots = real_union(self)
+        seen["slots"][self.me] = slots
+        return slots
+
+    def published(total: np.ndarray, tau: int, cap: int) -> tuple:
+        seen["total"] = total.copy()
+        return real_pub(total, tau, cap)
+
+    monkeypatch.setattr(PolyaShares, "sample", recording(PolyaShares.sample))
+    monkeypatch.setattr(SkellamShares, "sample", recording(SkellamShares.sample))
+    monkeypatch.setattr(e2e.E2EPhases, "e2e_union", union)
+    monkeypatch.setattr(e2e, "published_slots", published)
+    return seen
+
+
+def _ok(results: list) -> None:
+    bad = [r for r in results if isinstance(r, BaseException)]
+    assert not bad, bad
+    assert len({r.digest for r in results}) == 1
+
+
+def _be(values: np.ndarray) -> bytes:
+    return np.asarray(values, dtype=">i8").tobytes()
+
+
+def test_a_planted_count_and_the_joint_profile_reach_nobody(planted, monkeypatch) -> None:
+    """A pair held by exactly 777 users and the exact joint activity profile: neither appears
+    in any message any party receives (every random choice fixed: a reproducible run) — and
+    both do once the noise shares are removed (the mutant), so the scan can see a leak."""
+    profiles = []
+    for zero in (False, True):
+        with monkeypatch.context() as mp, deterministic(mp, seed=3):
+            seen = _recorder(mp, zero_noise=zero)
+            hub, results = run_inproc(PARAMS, planted, seed=11)
+        _ok(results)
+        own = [r.stats["extra"]["profile_own_share"] for r in results[1:]]
+        profile = np.sum(own, axis=0)
+        assert profile.sum() > 1000
+        blobs = b"".join(b for k in hub.blobs for b in hub.blobs[k])
+        published = results[0].tables["counts"]
+        pl_row = published.filter(pl.col("query") == "planted query")
+        assert pl_row.height == 1  # published: every party received its noisy count
+        if not zero:
+            assert pl_row.get_column("x_ij")[0] != 777
+            assert _be([777]) not in blobs and _be(profile) not in blobs
+            assert "total" in seen  # P1 thresholded its (noisy) totals
+        else:  # the mutant: P1 holds and sends the exact figures; the scan sees them
+            assert _be([777]) in blobs and _be(profile) in blobs
+        profiles.append(profile)
+    assert (profiles[0] == profiles[1]).all()  # the same data, the same exact profile
+
+
+def _p1_view(params: CelsParams, shares: list[Share], monkeypatch) -> tuple[dict, dict, object]:
+    with monkeypatch.context() as mp, deterministic(mp, seed=5):
+        seen = _recorder(mp)
+        hub, results = run_inproc(params, shares, seed=13)
+    _ok(results)
+    # per pair: P1's unmasked total at its slot minus every party's noise share there
+    noise = sum(seen["shares"][f"P{k}"][0] for k in range(len(shares) + 1))
+    exact: dict[tuple[str, str], int] = {}
+    for k, sh in enumerate(shares, start=1):
+        pairs = sh.hist.pairs
+        slots = seen["slots"][k]
+        for (q, u, _), s in zip(pairs.select("query", "url", "holders").iter_rows(), slots,
+                                strict=True):  # fmt: skip
+            exact[(q, u)] = int(seen["total"][s] - noise[s])
+    residual = seen["total"] - noise
+    taken = np.zeros(residual.size, dtype=bool)
+    for k in range(1, len(shares) + 1):
+        taken[seen["slots"][k]] = True
+    return exact, {"empty_slots_exact": residual[~taken]}, hub
+
+
+def test_p1_view_is_the_counts_plus_every_share_and_differs_only_by_them(
+    planted, planted_minus_one, monkeypatch
+) -> None:
+    """What P1 holds after unmasking is, slot by slot, the joint bounded holder count plus the
+    r + 1 noise shares (P1 knows one of them): subtracting every share gives the exact counts
+    of D, and of D′ = D minus one user of P2 — differing only at that user's pairs, by 1 each
+    (≤ m of them) —, 0 on every slot no pair holds; the frames P1 (and every party) receives
+    have the same types and sizes on D and D′."""
+    dprime, victim = planted_minus_one
+    b = planted[1].bounded
+    assert b is not None
+    ex_d, rest_d, hub_d = _p1_view(PARAMS, planted, monkeypatch)
+    ex_dp, rest_dp, hub_dp = _p1_view(PARAMS, dprime, monkeypatch)
+    want = {}
+    for sh in planted:
+        for q, u, h in sh.hist.pairs.select("query", "url", "holders").iter_rows():
+            want[(q, u)] = want.get((q, u), 0) + h
+    assert ex_d == want  # P1's view minus the noise: exactly the counts
+    assert (rest_d["empty_slots_exact"] == 0).all() and (rest_dp["empty_slots_exact"] == 0).all()
+    mine = set(b.filter(pl.col("user").cast(pl.String) == victim).select("query", "url")
+               .iter_rows())  # fmt: skip
+    assert 1 <= len(mine) <= M
+    changed = {p for p in ex_d if ex_d[p] != ex_dp.get(p, 0)}
+    assert changed == mine and all(ex_d[p] - ex_dp.get(p, 0) == 1 for p in changed)
+    for k in range(4):
+        assert Counter(hub_d.received[k]) == Counter(hub_dp.received[k]), k
+
+
 # -- cels local -----------------------------------------------------------------------------------
-def test_local_is_release_ump_on_the_union(shares, tmp_path) -> None:
-    """`cels local --mode e2e` = `release ump`'s synthetic-id release with ZEALOUS pair counts
-    on the union of the shares: the same seed gives the same tables and ledger."""
+def test_local_runs_the_same_mechanism(shares, tmp_path) -> None:
+    """`cels local --mode e2e`: the joint release with the same distributed noise as `cels
+    run`; bounding each share = bounding the union; two seeds give different counts."""
     res = local_e2e(shares, PARAMS, rng=make_rng(SEED))
-    central = release_ump_e2e(
-        read_log(shares[0].parent / "all.tsv"), PARAMS.e2e(), rng=make_rng(SEED), metrics=False
-    )
     assert list(res["tables"]) == ["log", "counts", "profile"]
-    for name, table in res["tables"].items():
-        assert table.equals(central.tables[name]), name
-    led, cled = dict(res["ledger"]), dict(central.ledger)
-    led.pop("created_utc"), cled.pop("created_utc")
-    assert led == cled
-    # bounding each share = bounding the union (parties hold disjoint users)
+    assert res["ledger"]["mechanism"] == MECHANISM and "protocol" not in res["ledger"]
+    counts = res["tables"]["counts"]
+    assert counts.height >= 10
+    assert counts.filter(pl.col("query").str.starts_with("secret")).is_empty()
+    from searchveil.release.counts import count_by
+
     per_share = (
         pl.concat(
             [
                 count_by(Share.read(s, max_pairs=M).bounded, ["query", "url"], distinct_users=True)
                 for s in shares
-            ]  # fmt: skip
-        )
+            ]
+        )  # fmt: skip
         .group_by("query", "url")
         .agg(pl.col("count").sum())
     )
-    union = count_by(
-        bounded_pairs(read_log(shares[0].parent / "all.tsv"), M), ["query", "url"],
-        distinct_users=True,
-    )  # fmt: skip
+    union = count_by(bounded_pairs(read_log(shares[0].parent / "all.tsv"), M), ["query", "url"],
+                     distinct_users=True)  # fmt: skip
     key = ["query", "url"]
     assert per_share.sort(key).equals(union.select(per_share.columns).sort(key))
-    # two seeds: different counts
     other = local_e2e(shares, PARAMS, rng=make_rng(SEED + 1))
-    assert not other["tables"]["counts"].equals(res["tables"]["counts"])
+    assert not other["tables"]["counts"].equals(counts)
 
 
 def test_pooled_log_keeps_the_parties_users_apart(shares) -> None:
@@ -272,7 +464,7 @@ def test_neighbour_audit_cels_local_e2e(shares, tmp_path) -> None:
         res = CliRunner().invoke(
             app, _cli("cels", "local", *sum((["--share", s] for s in paths), []), "--out",
                        tmp_path / name, "--epsilon", EPS, "--delta", DELTA, "--max-users",
-                       MAX_USERS, "--max-pairs", M, "--seed", SEED, "--json"),
+                       MAX_USERS, "--max-pairs", M, *SIZES, "--seed", SEED, "--json"),
         )  # fmt: skip
         assert res.exit_code == 0, res.output
         assert_only_public_files(tmp_path / name, PUBLIC)
@@ -284,22 +476,32 @@ def test_neighbour_audit_cels_local_e2e(shares, tmp_path) -> None:
     assert_same_public_ledger(tmp_path / "a", tmp_path / "b", noisy=E2E_NOISY_FIELDS)
 
 
-# -- parameters, tables, help ---------------------------------------------------------------------
+# -- parameters, records, help --------------------------------------------------------------------
 def test_params_modes() -> None:
     p = CelsParams(epsilon=EPS, delta=DELTA)
     assert p.mode == "e2e" and p.e2e().pairs == "zealous" and p.e2e().ids == "synthetic"
     assert p.to_dict()["mode"] == "e2e" and "key_bits" not in p.to_dict()
+    assert p.party_pairs == 1 << 18 and p.published_pairs == 1000
+    assert CelsParams(epsilon=EPS, delta=DELTA, max_users=100, max_pairs=3).party_pairs == 300
+    with pytest.raises(InvalidParameterError, match="parties"):
+        p.cost()  # the noise shares depend on the number of parties
+    assert p.with_parties(3).cost().epsilon <= EPS * (1 + 1e-9)
     c = CelsParams(epsilon=EPS, delta=0.3, objective="kl", mode="conditional")
     assert c.to_dict()["mode"] == "conditional" and "max_pairs" not in c.to_dict()
+    assert c.with_parties(3) is c
     bad = [
         {"objective": "kl"},  # e2e: no optimisation
         {"key_bits": 512},
         {"mode": "conditional", "objective": "kl", "max_pairs": 4},
+        {"mode": "conditional", "objective": "kl", "max_party_pairs": 4},
         {"mode": "conditional"},  # conditional: no default objective
         {"mode": "joint"},
         {"max_users": 1000, "delta": 0.01},  # δ ≥ 1/U
         {"max_pairs": 0},
+        {"max_party_pairs": 0},
+        {"max_published_pairs": -1},
         {"split": (1.0, -1.0)},
+        {"epsilon": 1e-5, "parties": 3},  # noise scale beyond the exact sampler's range
     ]
     for kw in bad:
         with pytest.raises(InvalidParameterError):
@@ -308,51 +510,117 @@ def test_params_modes() -> None:
         c.e2e()
 
 
-def test_tables_are_checked_by_every_receiver() -> None:
-    published = pl.DataFrame({"position": [3, 9], "query": ["a", "b"], "url": ["u", "v"],
-                              "noisy_count": [2, 1]})  # fmt: skip
-    tables = {
-        "log": pl.DataFrame({"AnonID": [1, 2, 2], "Query": ["a", "a", "b"],
-                             "ClickURL": ["u", "u", "v"], "Count": [1, 1, 1]}),
-        "counts": pl.DataFrame({"query": ["a", "b"], "url": ["u", "v"], "x_ij": [2, 1]}),
-        "profile": pl.DataFrame({"pairs_per_user": [1, 2], "users": [0, 1]}),
-    }  # fmt: skip
-    got = decode_tables(encode_tables(tables), 1)
-    check_tables(got, published, 2, 1)
-    assert len(encode_tables(tables)) <= tables_size_bound(published, 2)
-    for k in got:
-        assert got[k].equals(tables[k])
-    doc = json.loads(encode_tables(tables))
-    broken = [
-        b"not json",
-        json.dumps({k: v for k, v in doc.items() if k != "profile"}).encode(),
-        json.dumps(doc | {"profile": {"pairs_per_user": [1, 2], "users": [0, True]}}).encode(),
-        json.dumps(doc | {"counts": doc["counts"] | {"x_ij": [2]}}).encode(),
-        json.dumps(doc | {"counts": doc["counts"] | {"x_ij": [2, 1 << 70]}}).encode(),
-    ]
-    for blob in broken:
+def test_a_share_above_the_public_bounds_is_refused_before_connecting(shares) -> None:
+    """A share with more distinct bounded pairs than L, or more users than U, or parameters
+    for another number of parties: refused by the party itself before any connection (so no
+    peer ever sees its exact figures in an error)."""
+    from searchveil.cels.params import check_e2e_party
+
+    small = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
+                       max_party_pairs=100)  # fmt: skip
+    share = Share.read(shares[0], max_pairs=M)
+    check_e2e_party(PARAMS.with_parties(3), share, 3)
+    with pytest.raises(InvalidParameterError, match="max-party-pairs"):
+        check_e2e_party(small.with_parties(3), share, 3)
+    with pytest.raises(InvalidParameterError, match="parties"):
+        check_e2e_party(small.with_parties(2), None, 3)
+    few = CelsParams(epsilon=EPS, delta=1e-4 / 2, max_users=100, max_pairs=M, parties=3)
+    with pytest.raises(InvalidParameterError, match="max-users"):
+        check_e2e_party(few, share, 3)
+
+
+@pytest.mark.slow  # four processes started for a refusal: ~4 s
+def test_cels_run_refuses_a_share_above_l(shares, tmp_path) -> None:
+    res = CliRunner().invoke(
+        app, _cli("cels", "run", *sum((["--share", s] for s in shares), []), "--out",
+                   tmp_path / "o", "--epsilon", EPS, "--delta", DELTA, "--max-users", MAX_USERS,
+                   "--max-pairs", M, "--max-party-pairs", 100, "--json"),
+    )  # fmt: skip
+    assert res.exit_code == 2 and "max-party-pairs" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_record_encoding_round_trips_and_rejects() -> None:
+    from searchveil.cels.e2e_release import FIELD
+
+    pairs = [("q", "u"), ("", ""), ("é" * 100, "x" * (PAIR_BYTES - 200)), ("a\x00", "\x00b")]
+    rows = []
+    for i, (q, u) in enumerate(pairs):
+        r = 12345 + i
+        rows.append([r, *((r * w) % FIELD for w in encode_pair(q, u))])
+    rows.append([0] * len(rows[0]))  # a slot nobody holds
+    got = decode_records(np.array(rows, dtype=np.uint64), 1)
+    assert got == [*pairs, None]
+    with pytest.raises(ValueError):
+        encode_pair("x" * PAIR_BYTES, "y")
+    two = [(a + b) % FIELD for a, b in zip(rows[0], rows[2], strict=True)]  # two pairs in one
+    for bad in (two, [0, 1] + [0] * (len(rows[0]) - 2)):
         with pytest.raises(ProtocolError) as ei:
-            decode_tables(blob, 1)
+            decode_records(np.array([bad], dtype=np.uint64), 1)
         assert ei.value.peer == 1
-    wrong = [
-        tables | {"counts": tables["counts"].with_columns(x_ij=pl.lit(5, pl.Int64))},
-        tables | {"log": tables["log"].head(2)},  # totals ≠ counts
-        tables | {"log": tables["log"].reverse()},  # not sorted
-        tables | {"profile": tables["profile"].head(1)},
-    ]
-    for t in wrong:
-        with pytest.raises(ProtocolError, match="P1 sent release tables"):
-            check_tables(t, published, 2, 1)
 
 
-def test_help_names_the_modes() -> None:
+def test_help_names_the_modes_and_the_budget() -> None:
     for cmd in ("run", "party", "local"):
         res = CliRunner().invoke(app, ["cels", cmd, "--help"], terminal_width=200)
         text = " ".join(res.output.split())
         assert "--mode" in text and "e2e" in text, cmd
         assert "not differentially private" in text.lower(), cmd
+        assert "--max-party-pairs" in text and "--max-published-pairs" in text, cmd
+    party = " ".join(CliRunner().invoke(app, ["cels", "party", "--help"],
+                                        terminal_width=200).output.split())  # fmt: skip
+    assert "--budget" in party and "P0 holds no data" in party
+
+
+def test_party_p0_refuses_a_budget(tmp_path) -> None:
+    from searchveil.cels.runner import write_config
+
+    cfg = write_config(tmp_path / "tls", 3, timeout=5)
+    res = CliRunner().invoke(app, _cli("cels", "party", "--config", cfg, "--id", 0, "--out",
+                                       tmp_path / "o", "--epsilon", EPS, "--delta", DELTA,
+                                       "--budget", tmp_path / "b.json"))  # fmt: skip
+    assert res.exit_code == 2 and "P0" in res.output and "no data" in res.output
+    assert not (tmp_path / "o").exists()
 
 
 def test_conditional_label_in_run_ledger_is_absent_in_e2e(joint) -> None:
     led = (joint["dir"] / "out" / "ledger.json").read_text()
     assert NOT_DP not in led and '"counts_are_private": true' in led
+
+
+@pytest.mark.slow  # three `cels party` processes over loopback: ~10 s
+def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> None:
+    """`cels party --budget` on P1 and P2 (two data parties; P0 without): each data party's
+    own budget file is charged the release's (ε, δ) and records its ledger; P0 charges
+    nothing."""
+    import subprocess
+    import sys
+
+    from searchveil.cels.runner import write_config
+
+    cfg = write_config(tmp_path / "tls", 3, timeout=120)
+    books = {}
+    for k in (1, 2):
+        books[k] = tmp_path / f"p{k}.budget.json"
+        init = CliRunner().invoke(app, _cli("budget", "init", books[k], "--epsilon", 5,
+                                            "--delta", 1e-4, "--relation", "user"))  # fmt: skip
+        assert init.exit_code == 0, init.output
+    procs = []
+    for k in range(3):
+        args = ["cels", "party", "--config", cfg, "--id", k, "--out", tmp_path / f"o{k}",
+                "--epsilon", EPS, "--delta", DELTA, "--max-users", MAX_USERS, "--max-pairs", M,
+                *SIZES, "--json"]  # fmt: skip
+        if k:
+            args += ["--share", shares[k - 1], "--budget", books[k]]
+        procs.append(subprocess.Popen([sys.executable, "-m", "searchveil", *_cli(*args)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-2000:] for o in outs]
+    led = json.loads((tmp_path / "o1" / "ledger.json").read_text())
+    for k in (1, 2):
+        (charge,) = json.loads(books[k].read_text())["charges"]
+        assert charge["state"] == "committed" and charge["what"] == f"cels party P{k}"
+        assert charge["cost"]["epsilon"] == pytest.approx(led["epsilon"])
+        summary = json.loads(outs[k][0])
+        assert summary["budget"]["left"]["epsilon"] == pytest.approx(5 - led["epsilon"])
+    assert json.loads(outs[0][0])["budget"] is None

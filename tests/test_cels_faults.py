@@ -14,8 +14,10 @@ from outside while P1 pauses in the phase). Keys are 512-bit TEST KEYS (insecure
 input is tiny. One case per phase runs by default; the rest are marked ``slow``.
 
 The e2e mode (the default; docs/privacy/cels.md §5) has phases of its own — publish, output
-(the reveal of the published pairs), profile — with a case each (``E2E_FAULTS``: a data party,
-P1 and P0 killed, a garbage frame); the publish case runs by default.
+(the reveal of the published pairs), profile — and gives P0 work in the union (it joins the
+digest lists) and in every sum (its noise share): ``E2E_FAULTS`` has a case for each (a data
+party, P1 and P0 killed, a garbage frame to P0, P0 killed in the ring sum, a truncated
+frame, a stopped party); the publish case runs by default.
 """
 
 from __future__ import annotations
@@ -229,6 +231,14 @@ E2E_FAULTS = {  # case: (run_local keywords, culprit, phase)
     "profile-kill_p0": ({"faults": {1: "profile:pause"},
                          "signals": [(1, "profile", 0, signal.SIGKILL)]}, 0, "profile"),
     "output-garbage": ({"faults": {3: "output:garbage"}}, 3, "output"),
+    # issue 41: P0 joins the union's digests and adds its noise share to every sum
+    "union-kill_p0": ({"faults": {1: "union:pause"},  # P0 killed while it waits for the lists
+                       "signals": [(1, "union", 0, signal.SIGKILL)]}, 0, "union"),
+    "union-garbage_to_p0": ({"faults": {2: "union:garbage@0"}}, 2, "union"),
+    "sum-kill_p0": ({"faults": {1: "sum:pause"},  # P0 killed while it waits in the ring
+                     "signals": [(1, "sum", 0, signal.SIGKILL)]}, 0, "sum"),
+    "output-truncated": ({"faults": {1: "output:truncated"}}, 1, "output"),
+    "profile-stop_data": ({"faults": {3: "profile:stop"}}, 3, "profile"),
 }  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from searchveil.report.reproduction import reproduction_report
 runner = CliRunner()
 
 TOP_KEYS = {"schema", "original", "release", "distribution", "caching", "substitution",
-            "keywords", "fears", "ump"}  # fmt: skip
+            "keywords", "fears", "ump", "fidelity"}  # fmt: skip
 DIST_KEYS = {
     "original_distinct",
     "original_total",

@@ -15,6 +15,7 @@ __all__ = [
     "InvalidParameterError",
     "InputFormatError",
     "BudgetExceededError",
+    "BudgetFileError",
     "OutputExistsError",
     "OutputWriteError",
     "InternalError",
@@ -56,6 +57,13 @@ class BudgetExceededError(SearchveilError):
             f"{what}: requested {requested!r} but only {remaining!r} remains "
             f"(over by {requested - remaining!r})"
         )
+
+
+class BudgetFileError(SearchveilError):
+    """A dataset's budget file cannot be read, locked or written (a full disk, a file-size
+    limit, permissions, a malformed or tampered file): the message names the file, what was
+    done (refused before anything was read; or what was published and what stays pending)
+    and what to do."""
 
 
 class OutputExistsError(SearchveilError):

@@ -5,12 +5,15 @@ A session draws every release from one total: in memory (``Session(total=Budget(
 relation="user")``) or from a dataset's budget file (``Session.open("aol.budget.json")``, the
 file ``searchveil budget init`` writes and every release command's ``--budget`` charges). Each
 release is refused — before its input is read, nothing written — when its cost exceeds what is
-left; otherwise it is charged (pending), run, and committed with its public ledger, or refunded
-if it fails. :meth:`Session.charge` is the one road, for every family — each states its cost
-before it reads its input (``params.cost()`` of Korolova, ZEALOUS, selection, ``release ump``'s
-``E2EParams``; ``tabular.api.model_cost``; ``social.recommend.recommendation_cost``):
+left; otherwise it is charged (pending), run, and committed with its public ledger. **A charge
+stands once the block runs**: the block reads private data, so if it fails the admitted cost
+stays spent (``failed``) — a refund would let a caller repeat a failed run, and what it
+printed, for free. Check what needs no private data before the block. :meth:`Session.charge`
+is the one road, for every family — each states its cost before it reads its input
+(``params.cost()`` of Korolova, ZEALOUS, selection, ``release ump``'s ``E2EParams``;
+``tabular.api.model_cost``; ``social.recommend.recommendation_cost``):
 
->>> with session.charge(params.cost(), what="release ump") as ch:      # doctest: +SKIP
+>>> with session.charge(params.cost(), what="release ump", out="san") as ch:  # doctest: +SKIP
 ...     rel = release_ump_e2e(read_log(path), params, rng=rng)
 ...     write_release(rel, "san")
 ...     ch.record_written("san")                   # the public ledger's SHA-256 is recorded
@@ -27,15 +30,18 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from searchveil.io.ledger import check_release_dir
 from searchveil.mechanisms.accounting import Budget
 from searchveil.mechanisms.budget import Accountant, Charge, NoGuarantee, PrivacyCost, Relation
 from searchveil.mechanisms.budget_file import DatasetBudget, init_budget
 from searchveil.release.histogram import HistogramRelease
-from searchveil.release.run import ReleaseParams, family_of, release_file
+from searchveil.release.run import ReleaseParams, check_release, family_of, release_file
 from searchveil.rng import RandomSource
 
 __all__ = ["Session"]
+
+#: the keywords of :func:`release_file` that :func:`check_release` checks too
+_CHECKED = ("engine", "reader", "out_format", "overwrite", "provenance", "max_users", "serp",
+            "fingerprint")  # fmt: skip
 
 
 class Session:
@@ -94,12 +100,21 @@ class Session:
         return float(left["epsilon"]), float(left["delta"])
 
     @contextlib.contextmanager
-    def charge(self, cost: PrivacyCost | NoGuarantee, *, what: str) -> Iterator[Charge]:
-        """Charge ``cost`` around the block that runs and writes one release: refused (nothing
-        changed) when it exceeds what is left or its relation does not compose; committed
-        with the ledger the block records (``ch.record_written(out)`` or ``ch.record(ledger)``);
-        refunded when the block raises."""
-        with self._book.charge(cost, what=what) as ch:
+    def charge(
+        self,
+        cost: PrivacyCost | NoGuarantee,
+        *,
+        what: str,
+        out: str | os.PathLike[str] | None = None,
+    ) -> Iterator[Charge]:
+        """Charge ``cost`` around the block that reads, runs and writes one release: refused
+        (nothing changed) when it exceeds what is left or its relation does not compose;
+        committed with the ledger the block records (``ch.record_written(out)`` or
+        ``ch.record(ledger)``); **kept at the admitted cost when the block raises** (the
+        block may have read the data). ``out``: where the release will be written (a
+        pending charge of a killed run names it, so ``budget refund`` can check that nothing
+        new is there)."""
+        with self._book.charge(cost, what=what, out=out) as ch:
             yield ch
 
     # -- releases -----------------------------------------------------------------------------
@@ -113,12 +128,12 @@ class Session:
         **kw: Any,
     ) -> HistogramRelease:
         """:func:`searchveil.release_file` (Korolova, ZEALOUS, selection), charged:
-        ``params.cost()`` is refused or charged before the log is read."""
-        if out is not None:
-            check_release_dir(out, fmt=kw.get("out_format", "tsv"),
-                              overwrite=kw.get("overwrite", False),
-                              provenance=kw.get("provenance"))  # fmt: skip
-        with self.charge(params.cost(), what=f"release {family_of(params).name}") as ch:
+        everything that needs no byte of the log is checked first (:func:`check_release`),
+        then ``params.cost()`` is refused or charged, then the log is read."""
+        check_release(params, path, out=out,
+                      **{k: v for k, v in kw.items() if k in _CHECKED})  # fmt: skip
+        what = f"release {family_of(params).name}"
+        with self.charge(params.cost(), what=what, out=out) as ch:
             rel = release_file(path, params, rng=rng, out=out, **kw)
             _record(ch, rel.ledger, out)
         return rel

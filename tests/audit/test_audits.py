@@ -292,3 +292,70 @@ def test_mutation_sensitivity_off_by_one_is_caught(
     bad = audit_event(run(n), run(n - 1), trials=trials, epsilon=pr["epsilon"],
                       delta=pr["delta"])  # fmt: skip
     assert not bad.passed, bad
+
+
+# -- CELS' distributed noise (issue 41): shares, what a party sees and what a reader sees --------
+def _cels_views(shares: object, r: int, trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the view of P1 once it has subtracted its own share, the total a reader sees) of a
+    count 0, as the protocol forms them (:meth:`searchveil.cels.e2e.E2EPhases.noisy_sum`:
+    every party — P0 too — adds one share drawn by ``shares.sample``)."""
+    rng = make_rng(seed)
+    draws = [shares.sample(trials, rng) for _ in range(r + 1)]  # type: ignore[attr-defined]
+    total = np.sum(draws, axis=0)
+    return total - draws[1], total
+
+
+@pytest.mark.parametrize("trials", tiers(50_000, 400_000))
+def test_cels_distributed_noise_passes_the_audit_for_each_party(trials: int) -> None:
+    """A count n vs n − 1 under the e2e mode's Skellam shares, seen by P1 once it has removed
+    its own share (any r of the r + 1 shares are the full noise). The privacy map is exact (the
+    hockey-stick divergence of the privacy loss), so its curve can be audited where events are
+    frequent: at ε' = 0.3 and the δ' the map gives there, the event "view >= n" certifies
+    nearly ε' and no more; shares sized 1/(r + 1) (the mutant: a party then faces 3/4 of the
+    variance) fail the same audit."""
+    from searchveil.cels.distributed import DistributedE2E
+    from searchveil.mechanisms.shares import SkellamShares, skellam_delta
+
+    r, n, e = 3, 50, 0.3
+    d = DistributedE2E(m=1, eps_counts=2.0, delta_counts=1e-5, eps_profile=1.0, parties=r)
+    claim = skellam_delta(d.counts.full_variance, e, m=1)
+    mutant = SkellamShares(d.counts.variance, r + 1)
+    for shares, should_pass in ((d.counts, True), (mutant, False)):
+        view_d, _ = _cels_views(shares, r, trials, seed=41)
+        view_dp, _ = _cels_views(shares, r, trials, seed=42)
+        res = audit_event(lambda t, v=view_d: int(np.sum(v + n >= n)),
+                          lambda t, v=view_dp: int(np.sum(v + n - 1 >= n)),
+                          trials=trials, epsilon=e, delta=claim)  # fmt: skip
+        assert res.passed == should_pass, (shares, res)
+        if should_pass:
+            assert res.epsilon_lower_bound > 0.6 * e, res
+
+
+@pytest.mark.parametrize("trials", tiers(20_000, 80_000))
+def test_cels_published_pairs_pass_the_audit(trials: int) -> None:
+    """The release path's threshold (:func:`searchveil.cels.e2e_release.published_slots`) on
+    R replicate slots holding n vs n − 1 users, with the r + 1 shares a reader sees: the audit
+    of "published" passes against the distributed privacy map (ε, δ) and is not vacuous."""
+    from searchveil.cels.distributed import DistributedE2E
+    from searchveil.cels.e2e_release import published_slots
+
+    d = DistributedE2E(m=1, eps_counts=1.0, delta_counts=1e-5, eps_profile=1.0, parties=3)
+    eps, dl = d.counts_privacy()
+    total_law = d.counts.total(d.contributors)
+
+    def keep(c: np.ndarray) -> np.ndarray:
+        return np.array([total_law.sf(d.tau_prime + 1 - int(x)) for x in np.ravel(c)])
+
+    n = _strongest_n(keep, dl, trials)
+
+    def run(count: int, seed: int) -> Callable[[int], int]:
+        def go(t: int) -> int:
+            _, total = _cels_views(d.counts, 3, t, seed)
+            return int(published_slots(total + count, d.tau_prime, t)[0].size)
+
+        return go
+
+    res = audit_event(run(n, 43), run(n - 1, 44), trials=trials, epsilon=eps, delta=dl)
+    assert res.passed, res
+    assert res.p_d * trials >= 30 and res.p_dprime * trials >= 30, res
+    assert res.epsilon_lower_bound > 0.1 * res.epsilon_claimed, res

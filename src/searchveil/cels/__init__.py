@@ -7,6 +7,9 @@ Modules: :mod:`.paillier` (additive HE, fixed-base obfuscators), :mod:`.commutat
 processes), :mod:`.config` (parties.toml, certificates), :mod:`.wire` (framing, TLS mesh, liveness),
 :mod:`.params` (``CelsParams``, ``Share``), :mod:`.protocol` (``run_party``: the phases of
 :mod:`.union` (1–3), :mod:`.solve` (4–7) and :mod:`.output` (8–10) on :mod:`.party`'s state),
-:mod:`.faults` (test hooks), :mod:`.local` (the LS baseline), :mod:`.party_main` (one party
+:mod:`.e2e` (the default mode's phases), :mod:`.e2e_release` and :mod:`.distributed` (its
+release and its noise shared out among the parties), :mod:`.faults` (test hooks),
+:mod:`.local` (``cels local``: the e2e release without the protocol, the LS baseline),
+:mod:`.party_main` (one party
 as a process, from a ``PartySpec``), :mod:`.runner` (``cels run``),
 :mod:`.costs` (bandwidth/work model), :mod:`.reproduce`."""

@@ -1,59 +1,66 @@
-"""CELS, the joint end-to-end mode (the default of ``cels run`` / ``cels party``): the phases
-of :mod:`searchveil.cels.protocol` in ``--mode e2e`` (docs/privacy/cels.md §5).
+"""CELS, the joint end-to-end mode (the default of ``cels run`` / ``cels party``): the phases of
+:mod:`searchveil.cels.protocol` in ``--mode e2e`` (docs/privacy/cels.md §5).
 
-The same pipeline as ``release ump``'s synthetic-id mode with ZEALOUS pair counts, on the
-parties' joint data — one definition of every step (:mod:`.e2e_release`):
+No party sees an exact joint count, and every frame has a size fixed by public values only
+(L = the declared cap on one party's distinct bounded pairs, V = r·L slots, K = the cap on
+published pairs, m, r):
 
-* **setup** — P0 sends the agreed parameters (no Paillier key: nothing is encrypted under
-  P0's key in this mode, so none is generated).
-* **union** — every data party bounds its own users (first m distinct clicked pairs,
-  :func:`~searchveil.release.ump.e2e.bounded_pairs`; parties hold disjoint users, so this is
-  the bounding of the union) and the bounded pairs' universe is computed as in the
-  conditional mode (commutative encryption, positions only).
-* **sum** — Algorithm 1's masked ring sum of the holder counts over the universe (and of the
-  parties' user counts, for the declared ``--max-users``): P1 learns the exact joint bounded
-  holder counts, as it learns the exact totals in the conditional mode.
-* **publish** — P1 runs ZEALOUS on them with its injected randomness
-  (:func:`~searchveil.cels.e2e_release.joint_pair_counts`) and sends the data parties the
-  published positions with their noisy counts.
-* **output** — the strings of the published pairs: each data party contributes a record
-  (position, query, url, noisy count) for each published position it holds, through the
-  output union (Algorithm 3 with shuffles); P_r drops the repeats of pairs several parties hold
-  and broadcasts the list to every party, P0 included.
-* **profile** — each data party's exact activity profile (its users holding exactly j of the
-  published pairs, j = 1…m) and a second masked ring sum give P1 the joint profile; P1 runs
-  :func:`~searchveil.release.ump.e2e.synthetic_tables` (profile noise, then the generated log)
-  and sends the tables to every party, which checks them against the published pairs.
-* **commit** — as in the conditional mode, with ``release ump``'s end-to-end ledger.
+* **setup** — P0 sends the agreed parameters.
+* **union** — the data parties agree on a key nobody else knows (each sends the others 32
+  random bytes); each sends P0 the keyed digests of its bounded distinct pairs, padded with
+  random digests to exactly L, sorted; P0 joins the r lists and answers each party with a
+  random slot in [0, V) for each of its L digests (equal digests, equal slots).
+* **sum** — a masked ring sum P1 → … → Pr → P0 → P1 over the V slots: every data party adds its
+  holder counts and one share of the noise, P0 a share too (:mod:`.distributed`); P1
+  learns the noisy totals only.
+* **publish** — P1 sends the data parties the published slots (noisy total > τ', the K largest)
+  with their noisy totals, padded to K.
+* **output** — the published pairs' strings, by a masked ring sum mod 2^61 − 1 of R·(1, pair)
+  over the K published entries: every holder of a published slot adds a random multiple R of
+  its pair's encoding, so the sum is a random multiple of the one pair, whatever the number of
+  holders; P1 broadcasts the sums and the noisy totals (no slot) to every party, P0 included,
+  and each decodes them. Slots nobody holds decode as empty.
+* **profile** — a second noisy ring sum (with P0) of the parties' activity profiles over the
+  published pairs; P1 clips it at 0 and sends it with a generation key to every party.
+* **tables** — every party generates the same log from those DP values and the key
+  (:mod:`.e2e_release`); the commit round checks that they agree.
 
 Phases rows … sample (the LP, Algorithm 2, the sampling of real ids) do not run.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+import os
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from searchveil.cels.distributed import DistributedE2E
 from searchveil.cels.e2e_release import (
-    check_tables,
-    decode_tables,
-    encode_tables,
-    joint_pair_counts,
-    tables_size_bound,
+    FIELD,
+    KeyedStream,
+    decode_records,
+    encode_pair,
+    published_slots,
 )
-from searchveil.cels.output import OutputPhases
-from searchveil.cels.union import UnionPhases
+from searchveil.cels.params import RECORD_WORDS
+from searchveil.cels.party import PartyBase, blob_to_ints, ints_to_blob, secure_perm
 from searchveil.cels.wire import ProtocolError, expect
-from searchveil.release.histogram import check_declared_users
-from searchveil.release.ump.e2e import activity_profile, synthetic_tables
+from searchveil.mechanisms.shares import PolyaShares, SkellamShares
+from searchveil.release.ump.e2e import activity_profile
+from searchveil.release.ump.generate import generated_tables
+from searchveil.rng import RandomSource, SecureRandom, SeededRandom
 
 __all__ = ["E2EPhases"]
 
+_KEY_LABEL = b"searchveil cels e2e union key v1"
 
-class E2EPhases(UnionPhases, OutputPhases):
+
+class E2EPhases(PartyBase):
     """The e2e mode's phases (module docstring), on the state of
     :class:`~searchveil.cels.party.PartyBase`; the data parties' share holds the bounded log
     (:meth:`~searchveil.cels.params.Share.read` with ``max_pairs``)."""
@@ -62,26 +69,47 @@ class E2EPhases(UnionPhases, OutputPhases):
         """Setup and every e2e phase of this party; returns the release's tables (to commit)."""
         self.phase("setup")
         self.setup_params()
-        if self.me == 0:
-            self.phase("output")
-            self.allow_output(self.recv_padded_length())  # the union's padded length (issue 30)
-            f = self.mesh.recv(self.r, "output")
-            expect(f.body, {"rows": int}, self.r)
-            published = _published_frame(self._records_from(f), self.r)
-            self.phase("profile")
-            return self.receive_tables(published)
+        self.allow_e2e()
         self.phase("union")
-        pos = self.union()
+        slots = self.e2e_union()
         self.phase("sum")
-        tot = self.ring_sum(self.holder_vector(pos))
+        total = self.noisy_sum(self.holder_vector(slots), self.noise.counts)
         self.phase("publish")
-        pub, noisy = self.publish(tot)
+        pub, noisy = self.publish(total)
         self.phase("output")
-        published = self.reveal(pos, pub, noisy)
+        revealed = self.reveal(slots, pub, noisy)
         self.phase("profile")
-        return self.profile(pos, pub, published)
+        profile, key = self.noisy_profile(slots, pub)
+        tables, figures = generated_tables(revealed, profile, self.noise.m, rng=KeyedStream(key))
+        self.extra["generator"] = figures  # from DP values only
+        return tables
 
-    # -- setup: the agreed parameters, no key ------------------------------------------------
+    # -- public sizes ------------------------------------------------------------------------
+    @property
+    def noise(self) -> DistributedE2E:
+        return self.params.noise()
+
+    @property
+    def n_slots(self) -> int:
+        """V = r·L: the slots of the union (at least as many as distinct digests)."""
+        return self.r * self.params.party_pairs
+
+    @functools.cached_property
+    def noise_rng(self) -> RandomSource:
+        """This party's source of noise shares, one stream for the whole run (a seeded run
+        gives every party its own, whatever seed each was given)."""
+        return self.rng.spawn(self.me) if isinstance(self.rng, SeededRandom) else self.rng
+
+    def allow_e2e(self) -> None:
+        """Every frame cap of the e2e phases, from public values only (issue 30)."""
+        big_l, k, m = self.params.party_pairs, self.params.published_pairs, self.noise.m
+        self.mesh.allow("union", 16 * big_l)
+        self.mesh.allow("sum", 8 * self.n_slots)
+        self.mesh.allow("publish", 16 * k)
+        self.mesh.allow("output", 8 * k * (RECORD_WORDS + 2))
+        self.mesh.allow("profile", 8 * m + 32)
+
+    # -- setup: the agreed parameters --------------------------------------------------------
     def setup_params(self) -> None:
         p = self.params.to_dict()
         if self.me == 0:
@@ -93,124 +121,270 @@ class E2EPhases(UnionPhases, OutputPhases):
         if f.body["params"] != json.loads(json.dumps(p)):
             raise ProtocolError("P0 runs with different parameters", peer=0)
 
-    # -- sum: joint bounded holder counts ------------------------------------------------------
-    def holder_vector(self, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-        """This party's term of the first ring sum: the holders of each universe position among
-        its bounded pairs, then its number of users (for the declared bound)."""
+    # -- union: keyed digests, joined by P0 -----------------------------------------------------
+    def union_key(self) -> bytes:
+        """A key the data parties share and P0 does not: each sends every other data party
+        32 random bytes; the key hashes all of them in party order."""
+        mine = os.urandom(32)
+        for j in self.data:
+            if j != self.me:
+                self.mesh.send(j, "union_key", {}, mine)
+        parts = {self.me: mine}
+        for j in self.data:
+            if j != self.me:
+                f = self.mesh.recv(j, "union_key")
+                expect(f.body, {}, j)
+                if len(f.blob) != 32:
+                    raise ProtocolError(f"P{j} sent a malformed key share", peer=j)
+                parts[j] = f.blob
+        return hashlib.sha256(_KEY_LABEL + b"".join(parts[j] for j in self.data)).digest()
+
+    def e2e_union(self) -> npt.NDArray[np.int64]:
+        """The slot of every local pair (P0: joins the lists and returns an empty array)."""
+        big_l = self.params.party_pairs
+        if self.me == 0:
+            self._join_digests(big_l)
+            return np.zeros(0, dtype=np.int64)
         assert self.share is not None
-        users = int(self.share.info["users"])
-        check_declared_users(self.params.max_users, users)  # fails early, before any sum
-        vec = np.zeros(self.n_universe + 1, dtype=np.uint64)
-        vec[pos] = self.share.hist.pairs.get_column("holders").to_numpy().astype(np.uint64)
-        vec[-1] = users
+        key = self.union_key()
+        pairs = self.share.hist.pairs
+        q, u = pairs.get_column("query").to_list(), pairs.get_column("url").to_list()
+        self.check()
+        dig = b"".join(
+            hashlib.blake2b(f"{a}\t{b}".encode(), key=key, digest_size=16).digest()
+            for a, b in zip(q, u, strict=True)
+        )
+        rows = np.concatenate([
+            np.frombuffer(dig, dtype=">u8").astype(np.uint64).reshape(-1, 2),
+            SecureRandom().words(2 * (big_l - len(q))).reshape(-1, 2),  # random padding
+        ])  # fmt: skip
+        order = np.lexsort((rows[:, 1], rows[:, 0]))
+        self.mesh.send(0, "union_set", {}, rows[order].astype(">u8").tobytes())
+        f = self.mesh.recv(0, "union_slots")
+        expect(f.body, {}, 0)
+        if len(f.blob) != 4 * big_l:
+            raise ProtocolError("P0 sent a malformed list of slots", peer=0)
+        slots = np.frombuffer(f.blob, dtype=">u4").astype(np.int64)
+        if (slots >= self.n_slots).any() or np.unique(slots).size != big_l:
+            raise ProtocolError("P0 sent slots outside the union or repeated", peer=0)
+        rank = np.empty(big_l, dtype=np.int64)
+        rank[order] = np.arange(big_l)
+        return slots[rank[: len(q)]]
+
+    def _join_digests(self, big_l: int) -> None:
+        """P0: every list (L distinct sorted digests), joined; a random slot of [0, V) for each
+        distinct digest, sent back in each list's order."""
+        lists = []
+        for j in self.data:
+            f = self.mesh.recv(j, "union_set")
+            expect(f.body, {}, j)
+            if len(f.blob) != 16 * big_l:
+                raise ProtocolError(f"P{j} sent a list of the wrong size", peer=j)
+            rows = np.frombuffer(f.blob, dtype=">u8").astype(np.uint64).reshape(-1, 2)
+            hi, lo = rows[:, 0], rows[:, 1]
+            if ((hi[1:] < hi[:-1]) | ((hi[1:] == hi[:-1]) & (lo[1:] <= lo[:-1]))).any():
+                raise ProtocolError(f"P{j} sent a list that is not sorted or repeats", peer=j)
+            lists.append(rows)
+        self.check()
+        uniq, inv = np.unique(np.vstack(lists), axis=0, return_inverse=True)
+        slot_of = secure_perm(self.n_slots)[: uniq.shape[0]]
+        inv = np.asarray(inv).ravel()
+        for i, j in enumerate(self.data):
+            block = slot_of[inv[i * big_l : (i + 1) * big_l]]
+            self.mesh.send(j, "union_slots", {}, block.astype(">u4").tobytes())
+
+    # -- sum: the noisy holder counts ---------------------------------------------------------
+    def holder_vector(self, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """This party's holders of each slot (P0: none)."""
+        vec = np.zeros(self.n_slots, dtype=np.int64)
+        if self.share is not None:
+            vec[slots] = self.share.hist.pairs.get_column("holders").to_numpy()
         return vec
 
-    # -- publish: P1's ZEALOUS step ----------------------------------------------------------
+    def noisy_sum(
+        self, vec: npt.NDArray[np.int64], shares: PolyaShares | SkellamShares
+    ) -> npt.NDArray[np.int64] | None:
+        """The sum over every party of ``vec`` plus one noise share each (P0 included), known
+        to P1 alone (returned there; None elsewhere): a ring P1 → … → Pr → P0 → P1 mod 2^64,
+        P1 adding a uniform mask first, so every partial sum another party sees is uniform."""
+        ring = [*self.data, 0]
+        at = ring.index(self.me)
+        succ, pred = ring[(at + 1) % len(ring)], ring[at - 1]
+        n = int(vec.size)
+        term = (vec + shares.sample(n, self.noise_rng)).view(np.uint64)
+        mask = SecureRandom().words(n) if self.me == 1 else None
+        if mask is not None:
+            self.mesh.send(succ, "sum_fwd", {"n": n}, (term + mask).astype(">u8").tobytes())
+        f = self.mesh.recv(pred, "sum_fwd")
+        expect(f.body, {"n": int}, pred)
+        if f.body["n"] != n or len(f.blob) != 8 * n:
+            raise ProtocolError(f"P{pred} sent a sum of the wrong length", peer=pred)
+        acc = np.frombuffer(f.blob, dtype=">u8").astype(np.uint64)
+        if mask is not None:
+            return (acc - mask).view(np.int64)
+        self.mesh.send(succ, "sum_fwd", {"n": n}, (acc + term).astype(">u8").tobytes())
+        return None
+
+    # -- publish: P1's threshold on the noisy totals --------------------------------------------
     def publish(
-        self, tot: npt.NDArray[np.uint64] | None
+        self, total: npt.NDArray[np.int64] | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """P1: ZEALOUS on the joint holder counts, sent to the data parties; the others
-        receive it. Returns the published positions (ascending) and their noisy counts."""
-        n = self.n_universe
-        tau_prime = self.params.e2e().zealous().tau_prime
+        """P1: the published slots and their noisy totals, padded to K, to the data parties;
+        they receive and check them. P0 takes no part (it never learns a slot's total)."""
+        k, tau = self.params.published_pairs, self.noise.tau_prime
+        if self.me == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if self.me == 1:
+            assert total is not None
+            pub, noisy = published_slots(total, tau, k)
+            pad = k - pub.size
+            blob = ints_to_blob(np.r_[pub, np.full(pad, -1), noisy, np.zeros(pad, np.int64)])
+            for j in self.data[1:]:
+                self.mesh.send(j, "e2e_pub", {"k": k}, blob)
+            self.extra["pair_counts"] = {"slots": self.n_slots, "tau_prime": tau,
+                                         "published_slots": int(pub.size), "cap": k,
+                                         "above_tau_prime": int((total > tau).sum())}  # fmt: skip
+            return pub, noisy
+        f = self.mesh.recv(1, "e2e_pub")
+        expect(f.body, {"k": int}, 1)
+        arr = blob_to_ints(f, 2 * k) if f.body["k"] == k else np.zeros(0, dtype=np.int64)
+        pub, noisy = arr[:k], arr[k:]
+        n = int((pub >= 0).sum())
+        if (
+            arr.size != 2 * k
+            or (pub[n:] != -1).any()
+            or (noisy[n:] != 0).any()
+            or (np.diff(pub[:n]) <= 0).any()
+            or (n and pub[n - 1] >= self.n_slots)
+            or (noisy[:n] <= tau).any()
+        ):
+            raise ProtocolError("P1 sent a malformed list of published slots", peer=1)
+        return pub[:n], noisy[:n]
+
+    # -- output: the published pairs' strings ---------------------------------------------------
+    def reveal(
+        self, slots: npt.NDArray[np.int64], pub: npt.NDArray[np.int64], noisy: npt.NDArray[np.int64]
+    ) -> pl.DataFrame:
+        """The published pairs (``query, url, noisy_count``), revealed by a masked ring sum of
+        random multiples of their encodings (module docstring); every data party checks that
+        its own published pairs are there unaltered."""
+        k, width = self.params.published_pairs, RECORD_WORDS + 1
+        if self.me == 0:
+            sums, counts = self._recv_revealed(k, width)
+        else:
+            mine = self._my_published(slots, pub)
+            sums = self._reveal_ring(self._contribution(mine, k, width))
+            if self.me == 1:
+                counts = np.r_[noisy, np.zeros(k - noisy.size, np.int64)]
+                blob = ints_to_blob(counts) + sums.astype(">u8").tobytes()
+                for j in self.data[1:]:
+                    self.mesh.send(j, "output", {"k": k}, blob)
+                o = secure_perm(k)  # P0 knows every slot's holders: rows in no slot order
+                self.mesh.send(
+                    0, "output", {"k": k}, ints_to_blob(counts[o]) + sums[o].astype(">u8").tobytes()
+                )
+            else:
+                sums, counts = self._recv_revealed(k, width)
+        records = decode_records(sums, peer=1)
+        if self.me:
+            pairs = self.share.hist.pairs if self.share is not None else None
+            for i, loc in self._my_published(slots, pub):
+                assert pairs is not None
+                want = (pairs.get_column("query")[loc], pairs.get_column("url")[loc])
+                if records[i] != want or counts[i] != noisy[i]:
+                    raise ProtocolError("the revealed pairs miss or alter one of mine", peer=1)
+        rows = [(q, u, int(c)) for rec, c in zip(records, counts, strict=True)
+                if rec is not None for q, u in [rec]]  # fmt: skip
+        df = pl.DataFrame(rows, schema={"query": pl.String, "url": pl.String,
+                                        "noisy_count": pl.Int64}, orient="row")  # fmt: skip
+        if (
+            df.select("query", "url").is_duplicated().any()
+            or (df.get_column("noisy_count") <= self.noise.tau_prime).any()
+        ):
+            raise ProtocolError("P1 sent revealed pairs that repeat or were not published", peer=1)
+        return df.sort("query", "url")
+
+    def _my_published(
+        self, slots: npt.NDArray[np.int64], pub: npt.NDArray[np.int64]
+    ) -> list[tuple[int, int]]:
+        """(index in the published list, local pair) of every published slot this party holds."""
+        where = {int(s): i for i, s in enumerate(pub.tolist())}
+        return [(where[int(s)], loc) for loc, s in enumerate(slots.tolist()) if int(s) in where]
+
+    def _contribution(
+        self, mine: list[tuple[int, int]], k: int, width: int
+    ) -> npt.NDArray[np.uint64]:
+        """R·(1, encoding) mod FIELD for each published pair this party holds, 0 elsewhere."""
+        out = np.zeros((k, width), dtype=np.uint64)
+        assert self.share is not None
+        q, u = self.share.hist.pairs.get_column("query"), self.share.hist.pairs.get_column("url")
+        rs = SecureRandom().integers_below(FIELD - 1, len(mine)) + np.uint64(1)
+        for (i, loc), r in zip(mine, rs.tolist(), strict=True):
+            out[i] = [r, *((r * w) % FIELD for w in encode_pair(q[loc], u[loc]))]
+        return out
+
+    def _reveal_ring(self, term: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        """The masked ring sum mod FIELD among the data parties; the sum at P1 (else the
+        partial sum, unused)."""
+        field = np.uint64(FIELD)
+        shape = term.shape
+        if self.me == 1:
+            mask = SecureRandom().integers_below(FIELD, term.size).reshape(shape)
+            self.mesh.send(self.succ(), "out_fwd", {"n": term.size},
+                           ((term + mask) % field).astype(">u8").tobytes())  # fmt: skip
+        f = self.mesh.recv(self.pred(), "out_fwd")
+        expect(f.body, {"n": int}, self.pred())
+        if f.body["n"] != term.size or len(f.blob) != 8 * term.size:
+            raise ProtocolError(f"P{self.pred()} sent a sum of the wrong length", peer=self.pred())
+        acc = np.frombuffer(f.blob, dtype=">u8").astype(np.uint64).reshape(shape)
+        if (acc >= field).any():
+            raise ProtocolError(f"P{self.pred()} sent a malformed sum", peer=self.pred())
+        if self.me == 1:
+            return (acc + field - mask) % field
+        self.mesh.send(self.succ(), "out_fwd", {"n": term.size},
+                       ((acc + term) % field).astype(">u8").tobytes())  # fmt: skip
+        return acc
+
+    def _recv_revealed(
+        self, k: int, width: int
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+        f = self.mesh.recv(1, "output")
+        expect(f.body, {"k": int}, 1)
+        if f.body["k"] != k or len(f.blob) != 8 * k * (width + 1):
+            raise ProtocolError("P1 sent a malformed list of revealed pairs", peer=1)
+        counts = np.frombuffer(f.blob[: 8 * k], dtype=">i8").astype(np.int64)
+        sums = np.frombuffer(f.blob[8 * k :], dtype=">u8").astype(np.uint64).reshape(k, width)
+        if (sums >= np.uint64(FIELD)).any():
+            raise ProtocolError("P1 sent a malformed list of revealed pairs", peer=1)
+        return sums, counts
+
+    # -- profile: the noisy activity profile and the generation key -----------------------------
+    def noisy_profile(
+        self, slots: npt.NDArray[np.int64], pub: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], bytes]:
+        """The joint activity profile over the published pairs (users holding exactly j of
+        them, j = 1…m) with the parties' noise shares, clipped at 0, and the generation key —
+        both from P1, to every party."""
+        m = self.noise.m
+        local = np.zeros(m, dtype=np.int64)
+        if self.share is not None and self.share.bounded is not None:
+            locs = [loc for _, loc in self._my_published(slots, pub)]
+            mine = self.share.hist.pairs[locs].select("query", "url")
+            local = activity_profile(self.share.bounded, mine, m)
+            self.extra["profile_own_share"] = local.tolist()  # this party's own users only
+        tot = self.noisy_sum(local, self.noise.profile)
         if self.me == 1:
             assert tot is not None
-            holders, users = tot[:n].astype(np.int64), int(tot[n])
-            check_declared_users(self.params.max_users, users)
-            if (holders < 1).any():
-                raise ProtocolError("the holder sum has a position no party holds", peer=None)
-            pub, noisy, report = joint_pair_counts(
-                holders, self.params.e2e(), users=users, rng=self.rng
-            )
-            self.extra["pair_counts"] = report  # private: P1's provenance record
-            self.send_positions("e2e_pub", "k", pub, noisy)
-            return pub, noisy
-        self.mesh.allow("publish", 16 * n)  # at most n positions and n counts, 8 bytes each
-        pub, noisy = self.recv_positions("e2e_pub", "k", "list of published pairs")
-        if (noisy <= tau_prime).any():
-            raise ProtocolError("P1 sent a malformed list of published pairs", peer=1)
-        return pub, noisy
-
-    # -- output: the published pairs' strings --------------------------------------------------
-    def reveal(
-        self, pos: npt.NDArray[np.int64], pub: npt.NDArray[np.int64], noisy: npt.NDArray[np.int64]
-    ) -> pl.DataFrame:
-        """The published pairs (``position, query, url, noisy_count``), every party's held
-        ones revealed through the output union; checked against the published list."""
-        assert self.share is not None
-        pairs = self.share.hist.pairs
-        held = np.flatnonzero(np.isin(pos, pub))
-        where = np.searchsorted(pub, pos)  # (read only where held)
-        q = pairs.get_column("query").gather(held).to_list() if held.size else []
-        u = pairs.get_column("url").gather(held).to_list() if held.size else []
-        records = [
-            f"{int(pos[i])}\t{qq}\t{uu}\t{int(noisy[where[i]])}"
-            for i, qq, uu in zip(held, q, u, strict=True)
-        ]
-        published = _published_frame(self.output_union(records, dedupe=True), self.r)
-        if not (
-            np.array_equal(published.get_column("position").to_numpy(), pub)
-            and np.array_equal(published.get_column("noisy_count").to_numpy(), noisy)
-        ):
-            raise ProtocolError(
-                "the revealed pairs are not the published ones (missing, repeated or altered)",
-                peer=self.r,
-            )
-        return published
-
-    # -- profile: the joint activity profile and P1's tables ------------------------------------
-    def profile(
-        self, pos: npt.NDArray[np.int64], pub: npt.NDArray[np.int64], published: pl.DataFrame
-    ) -> dict[str, pl.DataFrame]:
-        """The second ring sum (this party's exact profile over the published pairs it holds),
-        then P1 generates the tables and sends them to every party."""
-        assert self.share is not None and self.share.bounded is not None
-        ep = self.params.e2e()
-        mine = self.share.hist.pairs.filter(pl.Series(np.isin(pos, pub))).select("query", "url")
-        local = activity_profile(self.share.bounded, mine, ep.max_pairs)
-        tot = self.ring_sum(local.astype(np.uint64))
-        if self.me != 1:
-            return self.receive_tables(published)
-        assert tot is not None
-        exact = tot.astype(np.int64)
-        tables, figures = synthetic_tables(
-            published.select("query", "url", "noisy_count"), exact, ep, rng=self.rng
-        )
-        tables = {name: tables[name] for name in ("log", "counts", "profile")}
-        self.extra["generator"] = figures  # computed from DP values only
-        self.extra["profile_exact"] = exact.tolist()  # private: P1's provenance record
-        blob = encode_tables(tables)
-        for j in [0, *self.data[1:]]:
-            self.mesh.send(j, "e2e_tables", {"bytes": len(blob)}, blob)
-        return tables
-
-    def receive_tables(self, published: pl.DataFrame) -> dict[str, pl.DataFrame]:
-        # the frame cap of P1's tables, from public values only (issue 30)
-        self.mesh.allow("profile", tables_size_bound(published, self.params.e2e().max_pairs))
-        f = self.mesh.recv(1, "e2e_tables")
-        expect(f.body, {"bytes": int}, 1)
-        if f.body["bytes"] != len(f.blob):
-            raise ProtocolError("P1 sent truncated release tables", peer=1)
-        tables = decode_tables(f.blob, 1)
-        check_tables(tables, published, self.params.e2e().max_pairs, 1)
-        return tables
-
-
-def _published_frame(records: list[str], peer: int) -> pl.DataFrame:
-    """The revealed records as ``position, query, url, noisy_count``, by position."""
-    rows = []
-    for rec in records:
-        p, q, u, c = rec.split("\t")
-        if not (p.isdigit() and c.isdigit()):
-            raise ProtocolError("a revealed pair record is malformed", peer=peer)
-        rows.append((int(p), q, u, int(c)))
-    df = pl.DataFrame(
-        rows, orient="row",
-        schema={"position": pl.Int64, "query": pl.String, "url": pl.String,
-                "noisy_count": pl.Int64},
-    ).sort("position")  # fmt: skip
-    if df.get_column("position").is_duplicated().any() or (
-        df.select("query", "url").is_duplicated().any()
-    ):
-        raise ProtocolError("the revealed pairs repeat a position or a pair", peer=peer)
-    return df
+            noisy = np.clip(tot, 0, None)
+            key = self.rng.words(4).astype(">u8").tobytes()  # P1's randomness (seeded: --seed)
+            for j in [*self.data[1:], 0]:
+                self.mesh.send(j, "e2e_profile", {"m": m}, ints_to_blob(noisy) + key)
+            return noisy, key
+        f = self.mesh.recv(1, "e2e_profile")
+        expect(f.body, {"m": int}, 1)
+        if f.body["m"] != m or len(f.blob) != 8 * m + 32:
+            raise ProtocolError("P1 sent a malformed activity profile", peer=1)
+        noisy = np.frombuffer(f.blob[: 8 * m], dtype=">i8").astype(np.int64)
+        if (noisy < 0).any():
+            raise ProtocolError("P1 sent a malformed activity profile", peer=1)
+        return noisy, f.blob[8 * m :]

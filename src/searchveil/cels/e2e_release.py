@@ -1,18 +1,15 @@
 """CELS, the joint end-to-end mode (docs/privacy/cels.md §5): what the parties compute and
-agree on besides the wire — P1's ZEALOUS step on the joint holder counts, the release's tables
-as they travel from P1 to the others (encoding and checks), and the public ledger.
+agree on besides the wire — the published slots, the fixed-size encoding of a revealed pair,
+the generation randomness every party derives from one key, the tables and the public ledger.
 
-The noise, thresholds and accounting are ``release ump``'s, not a copy: P1 hands the secure-sum
-totals to :func:`~searchveil.release.zealous.release.release_zealous_counts` (ZEALOUS steps
-3–6) with the pair-count parameters of :meth:`~searchveil.release.ump.e2e.E2EParams.zealous`,
-and the profile noise and the generated log come from
-:func:`~searchveil.release.ump.e2e.synthetic_tables`. The ledger is
-:func:`~searchveil.release.ump.e2e.e2e_ledger`'s with a ``protocol`` key.
+Every party builds the release's tables itself from the same DP values (the revealed pairs with
+their noisy counts, the noisy activity profile) and the same generation key, with ``release
+ump``'s generator (:func:`~searchveil.release.ump.generate.generated_tables`): no table travels
+on the wire, and the commit round checks that every party built the same bytes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -20,25 +17,30 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil.cels import commutative as cm
-from searchveil.cels.params import CelsParams
+from searchveil.cels.params import PAIR_BYTES, RECORD_WORDS, CelsParams
 from searchveil.cels.wire import VERSION as WIRE_VERSION
 from searchveil.cels.wire import ProtocolError
-from searchveil.engines.contract import BoundedCounts
-from searchveil.release.ump.e2e import E2EParams, e2e_ledger
-from searchveil.release.zealous.params import ZealousItem
-from searchveil.release.zealous.release import release_zealous_counts
+from searchveil.io.ledger import build_ledger
+from searchveil.release.histogram import delta_users_check
+from searchveil.release.ump.e2e import NOTION
 from searchveil.rng import RandomSource
 
 __all__ = [
+    "FIELD",
+    "MECHANISM",
     "TABLE_SCHEMAS",
-    "check_tables",
-    "decode_tables",
+    "KeyedStream",
+    "decode_records",
     "e2e_public_ledger",
+    "encode_pair",
     "encode_tables",
-    "joint_pair_counts",
-    "tables_size_bound",
+    "published_slots",
 ]
+
+MECHANISM = "cels-e2e-synthetic-ids"
+#: the prime field of the reveal's sums (2^61 − 1): a pair's 7-byte words are below it
+FIELD = (1 << 61) - 1
+_WORD = 7
 
 #: the e2e release's tables, in the order they are written (as ``release ump`` writes them)
 TABLE_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -48,150 +50,135 @@ TABLE_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
-def joint_pair_counts(
-    holders: npt.NDArray[np.int64], params: E2EParams, *, users: int, rng: RandomSource
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], dict[str, Any]]:
-    """Step 2 of the e2e pipeline on the joint counts (P1): ``holders[p]`` = the distinct
-    users of all parties holding universe position p among their first m distinct pairs.
-    Returns the published positions (ascending), their noisy counts and P1's private report.
+def published_slots(
+    total: npt.NDArray[np.int64], tau_prime: int, cap: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The published slots (ascending) and their noisy totals: every slot whose noisy total is
+    > τ', the ``cap`` largest if more (ties by slot) — a function of the noisy totals only."""
+    above = np.flatnonzero(total > tau_prime)
+    if above.size > cap:
+        order = np.lexsort((above, -total[above]))  # largest totals first, then by slot
+        above = np.sort(above[order[:cap]])
+    return above.astype(np.int64), total[above].astype(np.int64)
 
-    The items are the universe positions (P1 knows no string), so the call uses the pair-count
-    parameters with the item type of an item without parts; ZEALOUS's noise, thresholds and
-    accounting do not depend on the item type."""
-    n = int(holders.size)
-    width = len(str(max(n - 1, 0)))
-    keys = [f"{i:0{width}d}" for i in range(n)]  # string order = position order (seeded draws)
-    total = int(holders.sum())
-    bc = BoundedCounts(
-        counts={"items": pl.DataFrame({"item": keys, "count": holders.astype(np.int64)},
-                                      schema={"item": pl.String, "count": pl.Int64})},
-        figures={"users": users, "items": total, "items_after_bounding": total},
-        input={},
-    )  # fmt: skip
-    zp = dataclasses.replace(params.zealous(), item_type=ZealousItem.QUERIES)
-    rel = release_zealous_counts(bc, zp, rng=rng)
-    table = rel.tables["items"]
-    pos = table.get_column("item").cast(pl.Int64).to_numpy()
-    noisy = table.get_column("noisy_count").to_numpy().astype(np.int64)
-    order = np.argsort(pos, kind="stable")
-    report = {
-        "universe": n,
-        "pairs_count_at_least_tau": rel.report["items_count_at_least_tau"],
-        "pairs_published": int(pos.size),
-        "single_user": rel.report["single_user"],
+
+def encode_pair(query: str, url: str) -> list[int]:
+    """A pair as :data:`~searchveil.cels.params.RECORD_WORDS` field elements: the 2-byte
+    lengths of the query's and the url's UTF-8, the query, the url, zeros — 7 bytes per
+    element."""
+    q, u = query.encode("utf-8"), url.encode("utf-8")
+    if len(q) + len(u) > PAIR_BYTES:  # never: longer pairs are not counted (countable_clicks)
+        raise ValueError("a pair longer than the record")
+    raw = len(q).to_bytes(2, "big") + len(u).to_bytes(2, "big") + q + u
+    raw += bytes(_WORD * RECORD_WORDS - len(raw))
+    return [int.from_bytes(raw[i : i + _WORD], "big") for i in range(0, len(raw), _WORD)]
+
+
+def decode_records(sums: npt.NDArray[np.uint64], peer: int) -> list[tuple[str, str] | None]:
+    """The reveal's sums (one row R·(1, words) per published slot, mod :data:`FIELD`) as pairs;
+    None where R = 0 (no party holds the slot). A row that is not R times a pair's encoding is
+    ``peer``'s fault."""
+    bad = ProtocolError(f"P{peer} sent revealed pairs that do not decode", peer=peer)
+    out: list[tuple[str, str] | None] = []
+    for row in sums.tolist():
+        r = int(row[0])
+        if r == 0:
+            if any(row[1:]):
+                raise bad
+            out.append(None)
+            continue
+        inv = pow(r, FIELD - 2, FIELD)
+        words = [(int(w) * inv) % FIELD for w in row[1:]]
+        if any(w >> (8 * _WORD) for w in words):
+            raise bad
+        raw = b"".join(w.to_bytes(_WORD, "big") for w in words)
+        nq, nu = int.from_bytes(raw[:2], "big"), int.from_bytes(raw[2:4], "big")
+        if 4 + nq + nu > len(raw) or any(raw[4 + nq + nu :]):
+            raise bad
+        try:
+            out.append((raw[4 : 4 + nq].decode("utf-8"), raw[4 + nq : 4 + nq + nu].decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            raise bad from exc
+    return out
+
+
+class KeyedStream(RandomSource):
+    """Randomness every party derives from the same 32-byte key: a ChaCha20 keystream. The
+    generation of the log (post-processing of the DP values) draws from it, so every party
+    builds the same tables; P1 draws the key from its own randomness source."""
+
+    seeded = False
+
+    def __init__(self, key: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+        if len(key) != 32:
+            raise ValueError("a 32-byte key")
+        self._enc = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
+
+    def words(self, n: int) -> npt.NDArray[np.uint64]:
+        if n <= 0:
+            return np.empty(0, dtype=np.uint64)
+        return np.frombuffer(self._enc.update(bytes(8 * n)), dtype=np.uint64).copy()
+
+
+def e2e_public_ledger(
+    params: CelsParams, r: int, *, rng: RandomSource | None = None, protocol: bool = True
+) -> dict[str, Any]:
+    """The e2e mode's public ledger — of ``cels run`` before the commit round's creation time
+    and randomness; of ``cels local`` (``protocol=False``) with its ``rng``: a function of the
+    public parameters and the number of parties only."""
+    params = params.with_parties(r)
+    noise = params.noise()
+    pr = noise.privacy()
+    ep = params.e2e()
+    guarantee = {
+        "covers": "everything written: the published pair counts, the profile and the log",
+        "counts_are_private": True,
+        "split": pr["split"],
+        "delta_vs_users": delta_users_check(pr["delta"], ep.max_users),
+        "user_ids": "synthetic",
+        "model": "semi-honest parties, P0 and P1…Pr; the same (ε, δ) against the readers of "
+        "the output and against each party, which knows its own noise share "
+        "(docs/privacy/cels.md §5)",
     }
-    return pos[order].astype(np.int64), noisy[order], report
-
-
-def e2e_public_ledger(params: CelsParams, r: int) -> dict[str, Any]:
-    """The e2e mode's public ledger (before the commit round's creation time and randomness):
-    ``release ump``'s end-to-end ledger with the protocol's public facts — a function of the
-    public parameters only."""
-    return e2e_ledger(
-        params.e2e(),
-        rng=None,
+    return build_ledger(
+        mechanism=MECHANISM,
+        notion=NOTION,
+        cost=noise.cost(),
+        parameters=params.to_dict(),
+        declared={"max_users": ep.max_users} if ep.max_users is not None else {},
+        rng=rng,
+        events=pr["events"],
         extra={
-            "protocol": {
-                "mode": "e2e",
-                "parties": r,
-                "commutative_group": cm.GROUP_NAME,
-                "wire_version": WIRE_VERSION,
-                "secure_sums": "masked ring sums mod 2^64 (Algorithm 1): the joint bounded "
-                "holder counts, then the joint activity profile; both totals known to P1 only",
-                "noise": "drawn by P1 on the secure-sum totals (docs/privacy/cels.md §5)",
-                "paillier": "none: the e2e mode runs no optimisation (no Algorithm 2)",
-            }
-        },
+            "guarantee": guarantee,
+            "reference": "Hong et al., TKDE 2015 (CELS); Götz et al., TKDE 2012 (ZEALOUS); "
+            "docs/privacy/cels.md §5",
+        }
+        | ({"protocol": _protocol(r)} if protocol else {}),
     )
+
+
+def _protocol(r: int) -> dict[str, Any]:
+    return {
+        "mode": "e2e",
+        "parties": r,
+        "wire_version": WIRE_VERSION,
+        "union": "keyed BLAKE2b digests of the pairs (a key shared by the data parties), "
+        "padded to the public size; P0 joins them and assigns random slots",
+        "secure_sums": "masked ring sums mod 2^64 over public sizes, every party adding "
+        "its Pólya noise share: the pair counts, then the activity profile",
+        "reveal": "a masked ring sum of random multiples of the published pairs' "
+        "encodings, mod 2^61 - 1",
+        "paillier": "none",
+    }
 
 
 def encode_tables(tables: dict[str, pl.DataFrame]) -> bytes:
     """The release's tables as canonical JSON (columns in :data:`TABLE_SCHEMAS` order): what
-    P1 sends and what every party's commit digest covers."""
+    every party's commit digest covers."""
     doc = {
         name: {c: tables[name].get_column(c).to_list() for c in cols}
         for name, cols in TABLE_SCHEMAS.items()
     }
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def decode_tables(blob: bytes, peer: int) -> dict[str, pl.DataFrame]:
-    """The tables P1 sent; anything but exactly :data:`TABLE_SCHEMAS` is ``peer``'s fault."""
-    bad = ProtocolError(f"P{peer} sent malformed release tables", peer=peer)
-    try:
-        doc = json.loads(blob.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad from exc
-    if not isinstance(doc, dict) or set(doc) != set(TABLE_SCHEMAS):
-        raise bad
-    out: dict[str, pl.DataFrame] = {}
-    for name, schema in TABLE_SCHEMAS.items():
-        cols = doc[name]
-        if not isinstance(cols, dict) or set(cols) != set(schema):
-            raise bad
-        lengths = {len(v) if isinstance(v, list) else -1 for v in cols.values()}
-        if len(lengths) != 1 or -1 in lengths:
-            raise bad
-        for c, dtype in schema.items():
-            want = str if dtype == pl.String else int
-            if not all(type(v) is want for v in cols[c]):  # bool is not an int here
-                raise bad
-        try:
-            out[name] = pl.DataFrame({c: cols[c] for c in schema}, schema=schema)
-        except (OverflowError, ValueError, TypeError, pl.exceptions.PolarsError) as exc:
-            raise bad from exc  # e.g. an integer beyond 64 bits
-    return out
-
-
-def tables_size_bound(published: pl.DataFrame, m: int) -> int:
-    """An upper bound on ``len(encode_tables(tables))`` for the tables of these published
-    pairs (``query, url, noisy_count``) and m bins, from public values only: the log has at
-    most Σ x_p rows, pair p's strings in at most x_p of them (a frame cap, issue 30)."""
-    x = published.get_column("noisy_count").clip(lower_bound=0).to_numpy()
-    strings = [
-        len(json.dumps(q, ensure_ascii=False).encode("utf-8"))
-        + len(json.dumps(u, ensure_ascii=False).encode("utf-8"))
-        for q, u in published.select("query", "url").iter_rows()
-    ]
-    per_pair = np.asarray(strings, dtype=np.int64) + 2  # two commas
-    ints = 21  # an int64 in decimal and a comma
-    log = int((x * per_pair).sum()) + 2 * ints * int(x.sum())
-    counts = int(per_pair.sum()) + ints * len(strings)
-    return log + counts + 2 * ints * m + 512  # + names and brackets
-
-
-def check_tables(
-    tables: dict[str, pl.DataFrame], published: pl.DataFrame, m: int, peer: int
-) -> None:
-    """What every receiver checks of P1's tables against the published pairs it saw revealed
-    (``query, url, noisy_count``): ``counts`` is exactly them (the positive ones), ``profile``
-    has the bins 1…m, and the ``log``'s rows are unique, sorted, and add up to the counts per
-    pair. A mismatch is ``peer``'s fault."""
-
-    def fail(what: str) -> ProtocolError:
-        return ProtocolError(f"P{peer} sent release tables that {what}", peer=peer)
-
-    want = (
-        published.filter(pl.col("noisy_count") > 0)
-        .select("query", "url", pl.col("noisy_count").cast(pl.Int64).alias("x_ij"))
-        .sort("query", "url")
-    )
-    if not tables["counts"].equals(want):
-        raise fail("do not match the published pair counts")
-    prof = tables["profile"]
-    if (
-        prof.get_column("pairs_per_user").to_list() != list(range(1, m + 1))
-        or (prof.get_column("users") < 0).any()
-    ):
-        raise fail(f"hold a malformed activity profile (bins 1..{m})")
-    log = tables["log"]
-    keys = ["AnonID", "Query", "ClickURL"]
-    if (log.get_column("AnonID") < 1).any() or (log.get_column("Count") < 1).any():
-        raise fail("hold a malformed log (ids and counts start at 1)")
-    if not log.equals(log.sort(keys)) or log.select(keys).is_duplicated().any():
-        raise fail("hold a log that is not sorted by (AnonID, Query, ClickURL) with unique rows")
-    per_pair = log.group_by(pl.col("Query").alias("query"), pl.col("ClickURL").alias("url")).agg(
-        pl.col("Count").sum().alias("x_ij")
-    )
-    if not per_pair.sort("query", "url").equals(want):
-        raise fail("hold a log whose per-pair totals are not the published counts")

@@ -1,7 +1,7 @@
 """``cels local``. ``--mode e2e`` (:func:`local_e2e`): the joint end-to-end release computed
-without the protocol — the shares pooled, users kept apart by party, and ``release ump``'s
-synthetic-id release with ZEALOUS pair counts: the same computation as ``cels run``, the same
-ledger but for the protocol's keys (docs/privacy/cels.md §5).
+without the protocol — the shares pooled, users kept apart by party, the same computation and
+the same noise (r + 1 Pólya shares on every slot) as ``cels run``, the same ledger but for the
+protocol's keys (docs/privacy/cels.md §5).
 
 ``--mode conditional`` (:func:`local_sanitize`, NOT differentially private): local
 sanitization (LS), the baseline of CELS §6.4 (Hong et al., TKDE 2015, Fig. 5): every
@@ -27,11 +27,15 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from searchveil.cels.e2e_release import KeyedStream, e2e_public_ledger, published_slots
 from searchveil.cels.output import conditional_ledger
-from searchveil.cels.params import CelsParams, Share
+from searchveil.cels.params import CelsParams, Share, countable_clicks
+from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_provenance
 from searchveil.io.readers import read_log
 from searchveil.model import ClickHistogram, InputInfo, SearchLog
+from searchveil.release.counts import count_by
+from searchveil.release.histogram import check_declared_users
 from searchveil.release.ump import (
     constraint_matrix,
     preprocess,
@@ -39,7 +43,8 @@ from searchveil.release.ump import (
     sampled_log,
     solve_oump,
 )
-from searchveil.release.ump.e2e import release_ump_e2e
+from searchveil.release.ump.e2e import activity_profile, bounded_pairs
+from searchveil.release.ump.generate import generated_tables
 from searchveil.release.ump.kl import kl_loss, max_output_size, solve_kl
 from searchveil.release.ump.release import NOT_DP
 from searchveil.rng import RandomSource
@@ -68,24 +73,62 @@ def pooled_log(logs: list[SearchLog]) -> SearchLog:
 def local_e2e(paths: list[Path], params: CelsParams, *, rng: RandomSource) -> dict[str, Any]:
     """``cels local --mode e2e``: the tables (log, counts, profile), the public ledger (that of
     ``cels run`` without its ``protocol`` key; randomness as described by ``rng``) and the
-    private provenance record (every share's input record and the release's report)."""
-    ep = params.e2e()
+    private provenance record (every share's input record and the release's report).
+
+    The same function as ``cels run`` with the same noise: the shares pooled (users kept apart
+    by party), each user's first m distinct countable pairs, every one of the V = r·L slots
+    noised with the sum of r + 1 Pólya shares (slots no pair holds too: they are published with
+    a small probability, never revealed, and can take a place among the K published), the
+    published pairs, the profile with r + 1 shares, the log generated from them."""
+    params = params.with_parties(len(paths))
+    noise = params.noise()
     logs = [read_log(p) for p in paths]
-    rel = release_ump_e2e(pooled_log(logs), ep, rng=rng)
+    log = pooled_log(logs)
+    check_declared_users(params.max_users, log.n_users)
+    ledger = e2e_public_ledger(params, len(paths), rng=rng, protocol=False)
+    bounded = bounded_pairs(log, noise.m, countable_clicks(log))
+    counts = count_by(bounded, ["query", "url"], distinct_users=True).sort("query", "url")
+    n_slots = len(paths) * params.party_pairs
+    if counts.height > n_slots:
+        raise InvalidParameterError(
+            "max-party-pairs", params.party_pairs, "a bound >= each share's distinct bounded pairs"
+        )
+    slot = np.argsort(rng.random_keys(n_slots), kind="stable")[: counts.height]  # random slots
+    total = np.zeros(n_slots, dtype=np.int64)
+    total[slot] = counts.get_column("count").to_numpy()
+    for _ in range(noise.contributors):
+        total += noise.counts.sample(n_slots, rng)
+    pub, noisy = published_slots(total, noise.tau_prime, params.published_pairs)
+    where = np.full(n_slots, -1, dtype=np.int64)
+    where[slot] = np.arange(counts.height)
+    real = where[pub] >= 0
+    published = (
+        counts[where[pub][real]]
+        .select("query", "url")
+        .with_columns(noisy_count=pl.Series(noisy[real], dtype=pl.Int64))
+    )
+    exact = activity_profile(bounded, published, noise.m)
+    prof = exact + sum(noise.profile.sample(noise.m, rng) for _ in range(noise.contributors))
+    key = rng.words(4).astype(">u8").tobytes()
+    tables, figures = generated_tables(published.sort("query", "url"), np.clip(prof, 0, None),
+                                       noise.m, rng=KeyedStream(key))  # fmt: skip
+    report = {"users": log.n_users, "pairs_published": published.height,
+              "slots_published": int(pub.size), "profile_exact": exact.tolist(),
+              "generator": figures, "parameters": params.to_dict()}  # fmt: skip
     provenance = build_provenance(
         inputs=[lg.ledger_input() for lg in logs],
-        report=rel.report,
-        extra={"mechanism": rel.ledger["mechanism"],
+        report=report,
+        extra={"mechanism": ledger["mechanism"],
                "runner": "cels local (the joint e2e release without the protocol)"},
     )  # fmt: skip
     return {
-        "tables": rel.tables,
-        "ledger": rel.ledger,
+        "tables": tables,
+        "ledger": ledger,
         "provenance": provenance,
         "mode": "e2e",
         "parties": len(paths),
-        "pairs_published": rel.report["pairs_published"],
-        "outputs": {k: v.height for k, v in rel.tables.items()},
+        "pairs_published": published.height,
+        "outputs": {k: v.height for k, v in tables.items()},
     }
 
 

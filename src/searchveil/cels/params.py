@@ -2,13 +2,15 @@
 party's result and the constants of the protocol (Hong et al., TKDE 2015).
 
 Two modes (``--mode``, :class:`~searchveil.release.ump.e2e.UmpMode`): ``e2e`` (the default) is
-the joint version of ``release ump``'s end-to-end mode — ZEALOUS pair counts on the joint
-bounded holder counts, a noisy activity profile and a log of synthetic users, (ε, δ)-DP end to
-end (docs/privacy/cels.md §5); ``conditional`` is the paper's protocol, NOT differentially
+the joint version of ``release ump``'s end-to-end mode — thresholded noisy pair counts, a noisy
+activity profile and a log of synthetic users, (ε, δ)-DP end to end, the noise shared out among
+the parties (:mod:`.distributed`) and every message of a public size (docs/privacy/cels.md §5);
+``conditional`` is the paper's protocol, NOT differentially
 private (counts computed from the exact histogram), kept for reproducing its figures."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -18,6 +20,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from searchveil.cels import commutative as cm
+from searchveil.cels.distributed import DistributedE2E
 from searchveil.cels.paillier import (
     ALLOWED_KEY_BITS,
     key_strength,
@@ -25,7 +28,8 @@ from searchveil.cels.paillier import (
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import read_log
 from searchveil.mechanisms.budget import PrivacyCost, Relation
-from searchveil.model import ClickHistogram, click_histogram
+from searchveil.model import ClickHistogram, SearchLog, click_histogram, items
+from searchveil.release.histogram import check_declared_users
 from searchveil.release.ump.e2e import E2EParams, UmpMode, bounded_pairs
 from searchveil.release.ump.kl import cels_bound
 from searchveil.release.ump.release import NOT_DP
@@ -45,7 +49,15 @@ OBJECTIVES = tuple(o.value for o in Objective)
 NOTION = f"{NOT_DP}; only the multinomial sampling given the counts is (ε,δ)-DP (CELS Thm 2, Thm 7)"
 #: options of one mode only (an error in the other): the paper's protocol / the e2e release
 CONDITIONAL_ONLY = ("objective", "key_bits", "output_share", "breakpoints", "min_count")
-E2E_ONLY = ("max_pairs", "max_users", "split")
+E2E_ONLY = ("max_pairs", "max_users", "split", "max_party_pairs", "max_published_pairs", "parties")
+#: the e2e mode's public sizes (docs/privacy/cels.md §5): the default cap on one party's
+#: distinct bounded pairs (min(m·U, this)), the default cap on the published pairs, and the
+#: bytes of one revealed pair (UTF-8 query and url after their 2-byte lengths; longer pairs are not
+#: counted, by every party and by ``cels local`` alike)
+DEFAULT_PARTY_PAIRS = 1 << 18
+DEFAULT_PUBLISHED_PAIRS = 1000
+RECORD_WORDS = 72  # field elements of 7 bytes per revealed pair
+PAIR_BYTES = 7 * RECORD_WORDS - 4
 CONDITIONAL_DEFAULTS: dict[str, Any] = {
     "key_bits": 3072, "output_share": 0.5, "breakpoints": 33, "min_count": 1,
 }  # fmt: skip
@@ -81,6 +93,11 @@ class CelsParams:
     max_pairs: int | None = None
     max_users: int | None = None
     split: tuple[float, float] | None = None
+    max_party_pairs: int | None = None
+    max_published_pairs: int | None = None
+    #: the number of data parties r (e2e: the noise shares and their accounting depend on it;
+    #: set by ``cels run``/``cels party``/``cels local`` from the shares or the config)
+    parties: int | None = None
 
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
@@ -103,6 +120,11 @@ class CelsParams:
                         "not set: it is an option of --mode conditional",
                     )  # fmt: skip
             self.e2e()  # every e2e parameter checked here (typed errors)
+            for k in ("max_party_pairs", "max_published_pairs", "parties"):
+                if getattr(self, k) is not None:
+                    check_int(k.replace("_", "-"), getattr(self, k), minimum=1)
+            if self.parties is not None:
+                self.noise()
             return
         for k in E2E_ONLY:
             if getattr(self, k) is not None:
@@ -124,27 +146,66 @@ class CelsParams:
         return cels_bound(self.epsilon, self.delta)
 
     def e2e(self) -> E2EParams:
-        """The end-to-end release the joint mode runs: ``release ump``'s synthetic-id mode with
-        ZEALOUS pair counts (the one noisy histogram a secure sum supports; MAD2R needs several
-        adaptive rounds and is not offered jointly)."""
+        """The end-to-end parameters the joint mode starts from: ``release ump``'s synthetic-id
+        mode with ZEALOUS pair counts (m, the ε/δ split, U; the one noisy histogram a secure
+        sum supports; MAD2R needs several adaptive rounds and is not offered jointly); the
+        noise the joint mode adds is :meth:`noise`'s."""
         if self.mode != UmpMode.E2E:
             raise InvalidParameterError("mode", str(self.mode), "e2e for the e2e parameters")
         return _e2e_params(self.epsilon, self.delta, self.max_pairs, self.max_users, self.split)
 
+    def with_parties(self, parties: int) -> CelsParams:
+        """These parameters for ``parties`` data parties (the e2e noise shares need it)."""
+        if self.mode != UmpMode.E2E:
+            return self
+        return dataclasses.replace(self, parties=parties)
+
+    def noise(self) -> DistributedE2E:
+        """The e2e mode's distributed noise and its privacy map (:mod:`.distributed`)."""
+        if self.parties is None:
+            raise InvalidParameterError(
+                "parties", None, "the number of data parties (cels run, party and local set it "
+                "from the shares or the configuration)",
+            )  # fmt: skip
+        ep = self.e2e()
+        return DistributedE2E(m=ep.max_pairs, eps_counts=ep.eps_counts,
+                              delta_counts=ep.delta_counts, eps_profile=ep.eps_profile,
+                              parties=self.parties)  # fmt: skip
+
+    @property
+    def party_pairs(self) -> int:
+        """L: every party's list in the union has exactly this many slots (a public bound on
+        its distinct bounded pairs: ``max_party_pairs``, default min(m·U, 2^18))."""
+        if self.max_party_pairs is not None:
+            return self.max_party_pairs
+        m = self.e2e().max_pairs
+        return min(m * self.max_users, DEFAULT_PARTY_PAIRS) if self.max_users else (
+            DEFAULT_PARTY_PAIRS)  # fmt: skip
+
+    @property
+    def published_pairs(self) -> int:
+        """K: at most this many pairs are published (the largest noisy counts above τ')."""
+        return self.max_published_pairs or DEFAULT_PUBLISHED_PAIRS
+
     def cost(self) -> PrivacyCost:
-        """What the release spends. The e2e mode: the joint release's cost, that of ``release
-        ump``'s e2e mode on the union of the logs (user-level add/remove: the joint log is the
-        same function of the union, docs/privacy/cels.md §5) — charged like any release. The
-        conditional mode: the sampling given the counts under the CELS party model —
-        conditional (the counts come from the private logs), so never charged to a budget."""
+        """What the release spends. The e2e mode: the joint release with the noise shared out
+        among the parties (:meth:`noise`; user-level add/remove, docs/privacy/cels.md §5) —
+        charged like any release. The conditional mode: the sampling given the counts under the
+        CELS party model — conditional (the counts come from the private logs), so never
+        charged to a budget."""
         if self.mode == UmpMode.E2E:
-            return self.e2e().cost()
+            return self.noise().cost()
         return PrivacyCost.of(Relation.USER_PARTIES, self.epsilon, self.delta,
                               name="sampling_given_counts", conditional=CONDITIONAL)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         if self.mode == UmpMode.E2E:
-            return {"mode": "e2e", "max_users": self.max_users} | self.e2e().to_dict()
+            d = {k: v for k, v in self.e2e().to_dict().items()
+                 if k not in ("pair_counts", "profile_noise_scale")}  # fmt: skip
+            d |= {"mode": "e2e", "max_users": self.max_users, "parties": self.parties,
+                  "party_pairs": self.party_pairs, "published_pairs": self.published_pairs,
+                  "pair_bytes": PAIR_BYTES}  # fmt: skip
+            return d | ({"noise": self.noise().describe()} if self.parties else {})
         d = {k: v for k, v in asdict(self).items() if k not in E2E_ONLY}
         return d | {"b": self.b, "key_strength": key_strength(self.key_bits)}
 
@@ -177,8 +238,39 @@ class Share:
         log = read_log(path)
         if max_pairs is None:
             return cls(click_histogram(log), log.ledger_input())
-        bounded = bounded_pairs(log, max_pairs)
+        bounded = bounded_pairs(log, max_pairs, countable_clicks(log))
         return cls(click_histogram(bounded), log.ledger_input(), bounded)
+
+
+def check_e2e_party(params: CelsParams, share: Share | None, parties: int) -> None:
+    """What a party checks of the e2e mode before it connects to anyone (so that no exact
+    figure of its share ever reaches a peer in an error): the parameters are for this many data
+    parties, its users are within the declared U and its distinct bounded pairs within L."""
+    if params.mode != UmpMode.E2E:
+        return
+    if params.parties != parties:
+        raise InvalidParameterError(
+            "parties", params.parties, f"{parties}, the data parties of the configuration"
+        )
+    if share is None:
+        return
+    users, pairs = int(share.info["users"]), share.hist.pairs.height
+    check_declared_users(params.max_users, users)
+    if pairs > params.party_pairs:
+        raise InvalidParameterError(
+            "max-party-pairs", params.party_pairs,
+            f"a public bound >= this party's distinct bounded pairs ({pairs:,}): every party's "
+            "list in the union has exactly that many entries",
+        )  # fmt: skip
+
+
+def countable_clicks(log: SearchLog) -> pl.DataFrame:
+    """The clicks the e2e mode counts: every clicked pair whose query and url take at most
+    :data:`PAIR_BYTES` bytes of UTF-8 together (a revealed pair has a fixed size; a public rule
+    applied to every row alike, before each user's first m distinct pairs are kept)."""
+    it = items(log, "clicks")
+    size = pl.col("query").str.len_bytes() + pl.col("url").str.len_bytes()
+    return it.filter(size <= PAIR_BYTES)
 
 
 @dataclass

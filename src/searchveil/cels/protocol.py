@@ -69,7 +69,7 @@ from searchveil.cels.paillier import (
     PrivateKey,
     PublicKey,
 )
-from searchveil.cels.params import PRECOMPUTE, CelsParams, PartyResult, Share
+from searchveil.cels.params import PRECOMPUTE, CelsParams, PartyResult, Share, check_e2e_party
 from searchveil.cels.precompute import Precomputer
 from searchveil.cels.solve import SolvePhases
 from searchveil.cels.union import UnionPhases
@@ -200,6 +200,7 @@ def run_party(
     failure (the CLI sets it); ``fault``: test hook (see :func:`inject_fault`)."""
     if (me == 0) != (share is None):
         raise InvalidParameterError("share", share, "a share for P1…Pr, none for P0")
+    check_e2e_party(params, share, len(config.ids) - 1)  # before any connection
     inputs = [("share", share.info.get("path"))] if share is not None else []
     _check_outputs(out, transcript, overwrite=overwrite, provenance=provenance, inputs=inputs)
     flt = parse_fault(fault)

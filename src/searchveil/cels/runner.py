@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,7 @@ def run_local(
     detect_stopped: bool = True,
     config_hook: Any = None,
     provenance: Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the protocol with one local process per party; returns a summary. Writes ``out``
     (the public release) and the private provenance record (``provenance``, by default
@@ -221,9 +223,11 @@ def run_local(
     Test hooks (never used by the CLI): ``faults`` — party → ``PHASE:KIND[@PEER]`` (see
     :func:`searchveil.cels.faults.inject_fault`); ``signals`` — (watched party, phase,
     target party, signal): send the signal to the target once the watched party has reached
-    the phase; ``detect_stopped=False`` leaves stopped parties to the heartbeats."""
+    the phase; ``detect_stopped=False`` leaves stopped parties to the heartbeats.
+    ``progress(text)``: called as every party has reached each phase (for stderr)."""
     out = Path(out)
-    prov_path = _check_paths(shares, out, provenance, transcripts, overwrite)
+    prov_path = check_run_paths(shares, out, provenance, transcripts, overwrite)
+    params = params.with_parties(len(shares))  # the e2e noise shares depend on it
     n = len(shares) + 1
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cels-") as tmp:
@@ -247,7 +251,8 @@ def run_local(
             )
             for k in range(n)
         ]  # fmt: skip
-        outcome = _run_parties(specs, tmpd, signals or [], detect_stopped, test_hooks=bool(faults))
+        outcome = _run_parties(specs, tmpd, signals or [], detect_stopped, test_hooks=bool(faults),
+                               progress=progress)  # fmt: skip
         if outcome is not None:
             raise outcome
         prov = _publish(tmpd, n, out, prov_path, transcripts, overwrite)
@@ -278,6 +283,7 @@ def _run_parties(
     detect_stopped: bool,
     *,
     test_hooks: bool,
+    progress: Callable[[str], None] | None = None,
 ) -> RunFailed | None:
     """Start every party (:mod:`.party_main`, each in its own session, output to
     ``P<k>.out``/``P<k>.err``), watch them (:func:`_watch`) and make sure none outlives the
@@ -308,7 +314,8 @@ def _run_parties(
                         start_new_session=True,
                     )  # fmt: skip
                 )
-            return _watch(procs, tmpd, signals, detect_stopped)
+            watcher = _Progress(tmpd, len(procs), progress)
+            return _watch(procs, tmpd, signals, detect_stopped, watcher)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -317,7 +324,7 @@ def _run_parties(
                 p.wait()
 
 
-def _check_paths(
+def check_run_paths(
     shares: list[Path], out: Path, provenance: Path | None, transcripts: Path | None,
     overwrite: bool,
 ) -> Path:  # fmt: skip
@@ -420,6 +427,7 @@ def _watch(
     tmpd: Path,
     signals: list[tuple[int, str, int, int]],
     detect_stopped: bool,
+    progress: _Progress | None = None,
 ) -> RunFailed | None:
     """Wait for the parties; on the first failure give the others GRACE seconds, kill the rest
     and return the diagnosis (None when every party exited 0)."""
@@ -450,6 +458,8 @@ def _watch(
                 pending.remove(item)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(procs[item[2]].pid, item[3])
+        if progress is not None:
+            progress.poll()
         if failed_at and t_fail is None:
             t_fail = min(failed_at.values())
         alive = [k for k, c in enumerate(codes) if c is None and k not in stopped]
@@ -464,6 +474,31 @@ def _watch(
                 p.wait()
             return _diagnose(procs, tmpd, failed_at, stopped, killed_by_us, t_fail)
         time.sleep(POLL)
+
+
+class _Progress:
+    """Reports (``report(text)``) each phase once every party has reached it, from the parties'
+    status files (read a few times a second)."""
+
+    def __init__(self, tmpd: Path, n: int, report: Callable[[str], None] | None) -> None:
+        self.tmpd, self.n, self.report = tmpd, n, report
+        self.t0 = self.last = time.monotonic()
+        self.done = -1
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        if self.report is None or now - self.last < 0.25:
+            return
+        self.last = now
+        at = []
+        for k in range(self.n):
+            ph = _read_status(self.tmpd / f"P{k}.status.json").get("phase")
+            at.append(PHASES.index(ph) if ph in PHASES else (len(PHASES) if ph == "done" else -1))
+        low = min(at)
+        if low > self.done and low >= 0:
+            self.done = low
+            name = PHASES[low] if low < len(PHASES) else "done"
+            self.report(f"{now - self.t0:7.1f} s  every party in phase '{name}'")
 
 
 def _diagnose(

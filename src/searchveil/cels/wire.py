@@ -56,12 +56,11 @@ from searchveil.cels.frames import Frame, Traffic, open_transcript
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
-VERSION = 4
+VERSION = 5
 HEADER = struct.Struct(">4sBBHIQ")
 MAX_JSON = 1 << 20  # the largest body, the public key, is ~3 KiB at 4096 bits
 BLOB_FLOOR = 64 << 10  # always accepted; above it, the cap of the frame's phase
 READ_CHUNK = 1 << 20
-
 STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on_stuck
 
 #: both modes' phases in run order (conditional: no publish, profile; e2e: no rows … sample)
@@ -71,8 +70,8 @@ TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
     "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
     "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
-    "params", "e2e_pub", "e2e_tables",
-    "union_size", "out_size", "out_len",
+    "params", "e2e_pub", "e2e_profile", "union_size", "out_size", "out_len", "union_key",
+    "union_slots",
 )  # fmt: skip
 
 
@@ -462,7 +461,8 @@ class Mesh:
             self.traffic.heartbeat_bytes += HEADER.size + jl + bl
         else:
             self.traffic.received[phase] += HEADER.size + jl + bl
-            if self._transcript is not None:
+            # a goodbye is connection control (read or not before the close: a race), not kept
+            if self._transcript is not None and TYPES[ty] != "bye":
                 self._transcript.write(head)
                 self._transcript.write(js)
                 self._transcript.write(blob)

@@ -202,8 +202,8 @@ BudgetOpt = Annotated[
     typer.Option(
         "--budget",
         help="the dataset's budget file (searchveil budget init): the release is refused, "
-        "before its input is read, when its cost exceeds what is left; else it is charged "
-        "(docs/privacy/budget.md)",
+        "before its input is read, when its cost exceeds what is left; else it is charged, "
+        "and the charge stands even if the run then fails (docs/privacy/budget.md)",
     ),
 ]
 
@@ -415,19 +415,30 @@ def emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]]
 
 
 @contextmanager
-def charged(budget: Path | None, cost: PrivacyCost | NoGuarantee, what: str) -> Iterator[Charge]:
+def charged(
+    budget: Path | None,
+    cost: PrivacyCost | NoGuarantee,
+    what: str,
+    out: Path | None = None,
+) -> Iterator[Charge]:
     """Charge a release's ``cost`` to the ``--budget`` file around the block that reads, runs
     and writes it (:meth:`DatasetBudget.charge`: refused before anything is read — also a
     release that is not differentially private, or whose relation does not compose; committed
-    with the ledger the block records, ``Charge.record_written(out)``; refunded if the block
-    fails). Without ``--budget``, charges nothing."""
+    with the ledger the block records, ``Charge.record_written(out)``). Admission is the last
+    public step: **if the block fails, the charge stands** (it may have read the input and
+    drawn noise). ``out``: where the release goes. Without ``--budget``, charges nothing."""
     if budget is None:
         yield Charge(None, what)
         return
     book = DatasetBudget.open(budget)
+    for w in book.warnings:
+        err_console.print(f"[bold red]warning[/]: {w}", highlight=False)
+    admitted = False
     try:
-        with book.charge(cost, what=what) as ch:
+        with book.charge(cost, what=what, out=out) as ch:
+            admitted = True
             yield ch
+            admitted = False  # the block ended: a failure now is the commit's (its own words)
     except (KeyboardInterrupt, SystemExit):
         err_console.print(
             f"the charge of {what} to {budget} stays pending (counted as spent): once you have "
@@ -436,13 +447,22 @@ def charged(budget: Path | None, cost: PrivacyCost | NoGuarantee, what: str) -> 
             highlight=False,
         )
         raise
+    except Exception:
+        if admitted:
+            err_console.print(
+                f"the charge of {what} to {budget} stands (counted as spent): the run failed "
+                "after it was admitted, when it may have read the input and drawn noise "
+                f"(searchveil budget show {budget})",
+                highlight=False,
+            )
+        raise
 
 
 def budget_result(budget: Path | None, ch: Charge) -> dict[str, Any] | None:
     """The ``budget`` entry of a release command's result: the charge and what is left."""
-    if budget is None or ch.summary is None:
+    s = None if budget is None else ch.summary
+    if s is None:
         return None
-    s = ch.summary
     return {"file": str(budget), "charge": ch.id, "relation": s["relation"],
             "total": s["total"], "spent": s["spent"], "pending": s["pending"],
             "left": s["left"], "zcdp": s["zcdp"]}  # fmt: skip

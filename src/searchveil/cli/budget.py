@@ -11,7 +11,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from searchveil.cli._common import JsonOpt, add_commands, emit, kv_table, out_console
+from searchveil.cli._common import (
+    JsonOpt,
+    add_commands,
+    emit,
+    err_console,
+    kv_table,
+    out_console,
+)
 from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.budget_file import DatasetBudget, init_budget
@@ -37,6 +44,8 @@ def _human(r: dict[str, Any]) -> None:
         t.add_row("zCDP (every charge zCDP)", f"ρ = {z['rho']:.6g} → ε = {_fmt(z['epsilon'])} at "
                   f"δ = {z['delta']:.3g} (shown, not used to refuse)")  # fmt: skip
     out_console.print(t)
+    for w in r.get("warnings") or ():
+        err_console.print(f"[bold red]warning[/]: {w}", highlight=False)
     rows = r["charges"]
     if rows:
         tt = Table(title="charges")
@@ -46,12 +55,16 @@ def _human(r: dict[str, Any]) -> None:
             state = c["state"]
             if state == "pending":
                 state += (
-                    " (process running here)"
-                    if c.get("process_running_here")
-                    else (" (process ended: refund after checking nothing was published)")
-                )
+                    " (process running here)" if c.get("process_running_here")
+                    else " (process ended; a new release is in place where it wrote: it "
+                    "counts as spent)" if c.get("release_in_place")
+                    else " (process ended: refund after checking nothing was published)"
+                )  # fmt: skip
+            elif state == "failed":
+                state += " (after it was admitted: its cost stands)"
             tt.add_row(c["id"], c["what"], state, f"{c['charged']['epsilon']:.6g}",
-                       f"{c['charged']['delta']:.3g}", c.get("committed_utc") or c["started_utc"],
+                       f"{c['charged']['delta']:.3g}",
+                       c.get("committed_utc") or c.get("failed_utc") or c["started_utc"],
                        (c.get("ledger_sha256") or "")[:16])  # fmt: skip
         out_console.print(tt)
 
@@ -111,7 +124,7 @@ def refund_cmd(
     ],
     json_out: JsonOpt = False,
 ) -> None:
-    """Release a pending charge of a killed run, once nothing was published."""
+    """Release a pending charge of a killed run that published nothing."""
     book = DatasetBudget.open(file)
     rec = book.refund(charge)
     emit({"file": str(file), "refunded": rec["id"], "what": rec["what"],

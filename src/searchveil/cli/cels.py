@@ -20,13 +20,14 @@ from searchveil.cels.config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_TIMEOUT,
+    load_config,
 )
 from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.local import local_e2e, local_sanitize
 from searchveil.cels.params import CONDITIONAL_DEFAULTS, CelsParams, Share
 from searchveil.cels.party_main import PartySpec, run_spec
 from searchveil.cels.reproduce import reproduce
-from searchveil.cels.runner import run_local
+from searchveil.cels.runner import check_run_paths, run_local
 from searchveil.cli._common import (
     PRIVATE,
     SEEDED_NOTE,
@@ -71,6 +72,23 @@ MaxUsersOpt = Annotated[
         "--max-users",
         help="e2e: U, a public upper bound on the number of users of all parties you DECLARE "
         "(never read from the data): δ must be < 1/U; a larger joint input is refused",
+    ),
+]
+PartyPairsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-party-pairs",
+        help="e2e: L, a public bound you DECLARE on one party's distinct bounded pairs: every "
+        "party's list in the union is padded to exactly L, so its size shows nothing (default "
+        "min(m·U, 262144); a share with more is refused before it connects)",
+    ),
+]
+PublishedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-published-pairs",
+        help="e2e: K, the most pairs published (the K largest noisy counts above the "
+        "threshold; every reveal message is padded to K; default 1000)",
     ),
 ]
 SplitOpt = Annotated[
@@ -152,6 +170,8 @@ def cels_params(
     max_pairs: MaxPairsOpt = None,
     max_users: MaxUsersOpt = None,
     split: SplitOpt = None,
+    max_party_pairs: PartyPairsOpt = None,
+    max_published_pairs: PublishedOpt = None,
     objective: ObjOpt = None,
     key_bits: KeyOpt = None,
     output_share: ShareOpt = None,
@@ -165,7 +185,9 @@ def cels_params(
     m = parse_choice("mode", mode, UmpMode)
     cond = {"objective": objective, "key_bits": key_bits, "output_share": output_share,
             "breakpoints": breakpoints, "min_count": min_count}  # fmt: skip
-    e2e = {"max_pairs": max_pairs, "max_users": max_users, "split": split}
+    e2e = {"max_pairs": max_pairs, "max_users": max_users, "split": split,
+           "max_party_pairs": max_party_pairs,
+           "max_published_pairs": max_published_pairs}  # fmt: skip
     for k, v in (cond if m == UmpMode.E2E else e2e).items():
         if v is not None:
             other = "conditional" if m == UmpMode.E2E else "e2e"
@@ -174,7 +196,9 @@ def cels_params(
             )
     if m == UmpMode.E2E:
         return CelsParams(epsilon=epsilon, delta=delta, mode=m, max_pairs=max_pairs,
-                          max_users=max_users, split=parse_split(split))  # fmt: skip
+                          max_users=max_users, split=parse_split(split),
+                          max_party_pairs=max_party_pairs,
+                          max_published_pairs=max_published_pairs)  # fmt: skip
     if objective is None:
         raise InvalidParameterError("objective", None, "kl | size (no default)")
     given = {k: v for k, v in cond.items() if v is not None}
@@ -272,7 +296,7 @@ def delta_warning(
 _CELS_OUTPUT = {"provenance": CelsProvenanceOpt}
 
 
-@command(omit=("output_format", "budget"), replace=_CELS_OUTPUT)
+@command(omit=("output_format",), replace=_CELS_OUTPUT)
 def party(
     config: Annotated[Path, typer.Option("--config", help="parties.toml")],
     id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
@@ -300,7 +324,16 @@ def party(
     profile). --mode conditional: the paper's protocol, NOT differentially private (counts
     computed from the exact histogram). Writes --out (the tables and the public ledger.json)
     and the PRIVATE provenance record beside it only if every party ends with the same
-    output."""
+    output. --budget (a data party, e2e): this party's own dataset budget is charged the whole
+    release's (ε, δ) — its users are protected by it — before its share is read; every data
+    party charges its own budget file; P0 holds no data and charges nothing (--budget on P0 is
+    refused)."""
+    params = params.with_parties(len(load_config(config).ids) - 1)
+    if out.budget is not None and id == 0:
+        raise InvalidParameterError(
+            "budget", str(out.budget), "not set on P0: it holds no data, so it has no dataset "
+            "budget (each data party charges its own)",
+        )  # fmt: skip
     spec = PartySpec(
         config=config, me=id, params=params, out=out.out, share=share, transcript=transcript,
         provenance=out.provenance, seed=out.seed, fault=inject_fault, overwrite=out.overwrite,
@@ -311,12 +344,15 @@ def party(
         if not json_out:
             err_console.print(f"P{id}: {phase}")
 
-    res = run_spec(spec, progress=prog)
+    with out.charged(params.cost(), f"cels party P{id}") as ch:
+        res = run_spec(spec, progress=prog)
+        ch.record_written(out.out)
     summary = {
         "party": id,
         "out": str(out.out),
         "digest": res.digest,
         "output_rows": res.output.height,
+        "budget": out.budget_result(ch),
         "private": private_block(
             traffic=res.stats["traffic"],
             seconds=res.stats["seconds"],
@@ -352,12 +388,16 @@ def run_cmd(
     """Run CELS with every party as a local process (loopback mutual TLS).
 
     --mode e2e (default): the joint end-to-end DP release — each party bounds its users to m
-    pairs, P1 adds ZEALOUS noise to the secure-sum holder counts, the published pairs are
-    revealed, a noisy activity profile, a log of synthetic users; one (ε, δ) for everything
-    written. --mode conditional: the paper's protocol (LP, Algorithm 2, sampling of real ids),
-    NOT differentially private: counts computed from the exact histogram. Starts P0…Pr with
-    throw-away certificates; if any party fails, stops them all at once and says which, in
-    which phase and why."""
+    pairs and adds its share of the noise before every secure sum (no party sees an exact
+    count; every message has a public size), the published pairs are revealed, a noisy
+    activity profile, a log of synthetic users; one (ε, δ) for everything written, against
+    the readers and against each party. Progress per phase on stderr. --mode conditional: the
+    paper's protocol (LP, Algorithm 2, sampling of real ids), NOT differentially private:
+    counts computed from the exact histogram. Starts P0…Pr with throw-away certificates; if
+    any party fails, stops them all at once and says which, in which phase and why."""
+    # the paths, before the charge (which stands once the parties read the shares)
+    check_run_paths(share, out.out, out.provenance, transcripts, out.overwrite)
+    params = params.with_parties(len(share))
     if not json_out:
         n = len(share) + 1
         err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
@@ -368,6 +408,7 @@ def run_cmd(
             connect_timeout=net.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
             heartbeat_timeout=net.heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT,
             workers=net.workers, overwrite=out.overwrite, provenance=out.provenance,
+            progress=None if json_out else lambda t: err_console.print(t, highlight=False),
         )  # fmt: skip
         ch.record_written(out.out)
     inputs = read_provenance(out.out, out.provenance).get("inputs") or []
@@ -400,6 +441,7 @@ def local_cmd(
     run` releases them — the same computation and ledger, no protocol. --mode conditional: the
     paper's LS baseline, NOT differentially private: every party sanitizes alone (same b, its
     share of |O|) and the outputs are unioned."""
+    params = params.with_parties(len(share))
     if params.mode == UmpMode.E2E and output_size is not None:
         raise InvalidParameterError(
             "output-size", output_size, "not set: it is an option of --mode conditional"

@@ -32,12 +32,14 @@ from searchveil.cli._common import (
 )
 from searchveil.cli.options import command, option_group
 from searchveil.errors import InvalidParameterError
-from searchveil.evaluate import evaluate_loaded, load_release
+from searchveil.evaluate import evaluate_loaded, load_release, log_as_release
 from searchveil.evaluate.caching import PostingProxy
 from searchveil.evaluate.compare import compare_settings, default_settings, parse_setting
+from searchveil.evaluate.fidelity import FIGURES
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
 from searchveil.io.ledger import (
+    LEDGER_NAME,
     differentially_private,
     provenance_path,
     read_provenance,
@@ -125,6 +127,12 @@ def _human_eval(r: dict[str, Any]) -> None:
             f"substitution top-{b['j']}: coverage {b['coverage']}, precision {b['precision']}, "
             f"NDCG {b['ndcg']}"
         )
+    fid = r.get("fidelity") or {}
+    if fid.get("applicable"):
+        for key in FIGURES:
+            f = fid[key]
+            v = f"{f['value']:.4f}" if f.get("value") is not None else f["status"]
+            out_console.print(f"fidelity {key.replace('_', ' ')} ({f['distance']}): {v}")
     if r.get("report"):
         out_console.print(f"report: {r['report']}")
 
@@ -141,10 +149,14 @@ def release_provenance(release_dir: Path, explicit: Path | None) -> dict[str, An
     record that is not this release's (its ledger digest names another ledger) is refused,
     never used (issue 39)."""
     path = provenance_path(release_dir, explicit, option="release")
-    repair_provenance(release_dir, path)  # a record a killed run staged but did not put in place
+    # a log file inside a release directory is that release's: its record names that ledger
+    owner = release_dir
+    if release_dir.is_file() and (release_dir.parent / LEDGER_NAME).is_file():
+        owner = release_dir.parent
+    repair_provenance(owner, path)  # a record a killed run staged but did not put in place
     if explicit is None and not os.path.lexists(path):
         return None
-    return read_provenance(release_dir, explicit)
+    return read_provenance(owner, path)
 
 
 def ledger_reader_options(
@@ -192,7 +204,13 @@ def _with_provenance(result: dict[str, Any], prov: dict[str, Any] | None, path: 
 @command
 def evaluate(
     original: InputArg,
-    release_dir: Annotated[Path, typer.Argument(help="release directory (with ledger.json)")],
+    release_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="release directory (with ledger.json), or a log file such as synth output "
+            "(evaluated as a same-schema log without a guarantee, read in the AOL layout)"
+        ),
+    ],
     report: ReportOpt = None,
     *,
     metrics: Metrics,
@@ -219,7 +237,8 @@ def evaluate(
     """Utility of a release against its original log (for the data holder).
 
     Distribution statistics, index caching, query substitution, keyword generation, "fear of"
-    ranking (and the UMP metrics for same-schema releases). Reads the private log and the
+    ranking (and, for a same-schema log, the UMP metrics and its fidelity: hour of day, click
+    rank, session lengths, query-only rows, substitution MAP). Reads the private log and the
     release's private provenance record: for the data holder."""
     inputs = input_list(original=original, release=release_dir, provenance=provenance)
     check_private_files({"report": report}, inputs, suffixes=HTML, overwrite=overwrite)
@@ -229,7 +248,11 @@ def evaluate(
     spent = None if budget is None else DatasetBudget.open(budget).release_budget(release_dir)
     with progress(not json_out) as step:
         done = step("reading the release")
-        rel = load_release(release_dir)
+        rel = (
+            log_as_release(_read(release_dir, {}))
+            if release_dir.is_file()
+            else (load_release(release_dir))
+        )
         done()
         done = step(f"reading {original.name}")
         log = _read(original, kw)

@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import functools
 import inspect
+import os
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -38,6 +39,7 @@ from searchveil.cli._common import (
     charged,
     run,
 )
+from searchveil.errors import InputFormatError
 from searchveil.io.ledger import check_release_dir, provenance_path
 from searchveil.io.paths import InputPaths
 from searchveil.io.readers import ReaderOptions
@@ -202,7 +204,14 @@ class Output:
     seed: SeedOpt = None
 
     def check(self, inputs: InputPaths = ()) -> None:
-        """Refuse the destination before anything is read (:func:`check_release_dir`)."""
+        """Refuse the destination before anything is read (:func:`check_release_dir`), and an
+        input that does not exist (before ``--budget`` charges: a typo costs no budget)."""
+        inputs = list(inputs)
+        for name, path in inputs:
+            if path is not None and not os.path.exists(path):
+                raise InputFormatError(
+                    str(path), f"no such file or directory (--{name}): nothing was read or charged"
+                )
         check_release_dir(
             self.out,
             fmt=self.output_format,
@@ -215,8 +224,9 @@ class Output:
         return make_rng(self.seed)
 
     def charged(self, cost: PrivacyCost | NoGuarantee, what: str) -> AbstractContextManager[Charge]:
-        """:func:`~searchveil.cli._common.charged` to ``--budget``."""
-        return charged(self.budget, cost, what)
+        """:func:`~searchveil.cli._common.charged` to ``--budget``, for the release at
+        ``--out``."""
+        return charged(self.budget, cost, what, self.out)
 
     def budget_result(self, ch: Charge) -> dict[str, Any] | None:
         return budget_result(self.budget, ch)

@@ -57,7 +57,13 @@ from searchveil.release.korolova import (
     resolve_url_selection,
     split_parts,
 )
-from searchveil.release.run import EngineChoice, ReleaseParams, release_file, release_table
+from searchveil.release.run import (
+    EngineChoice,
+    ReleaseParams,
+    check_release,
+    release_file,
+    release_table,
+)
 from searchveil.release.selection import SelectionParams
 from searchveil.release.zealous import ZealousParams
 from searchveil.validate import check_int
@@ -260,15 +266,20 @@ def _release_and_write(
         raise InvalidParameterError("input", input, "a log file, or --spark-table NAME (one)")
     if eng.spark_table is not None and eng.engine not in (EngineChoice.AUTO, EngineChoice.SPARK):
         raise InvalidParameterError("engine", eng.engine, "spark (or auto) with --spark-table")
-    out.check(input_list(input=input))
-    common: dict[str, Any] = {
-        "rng": out.rng(),
+    checked: dict[str, Any] = {
         "out": out.out,
         "out_format": out.output_format,
         "overwrite": out.overwrite,
         "provenance": out.provenance,
         "max_users": max_users,
         "serp": serp,
+    }
+    # everything that needs no byte of the log, before the charge (which then stands)
+    check_release(params, input, engine=eng.engine if input is not None else "spark",
+                  reader=o.reader, fingerprint=eng.fingerprint, **checked)  # fmt: skip
+    common: dict[str, Any] = {
+        "rng": out.rng(),
+        **checked,
         "spark_master": eng.spark_master,
         "spark_remote": eng.spark_remote,
         "spark_conf": conf,
@@ -467,7 +478,18 @@ def zealous_command(params: ZealousParams, run: RunOptions, input: TableInputArg
     emit(_summary(release, run, budget, tops=("items",)), run.json_out, human)
 
 
-@command(omit=("budget", "spark_remote", "spark_table", "spark_conf"))
+#: ``release kanon --budget``: accepted only to be refused, as ``tabular anonymize --model kanon``
+KanonBudgetOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--budget",
+        help="refused: k-anonymity is not differentially private, so no budget can charge it "
+        "(docs/privacy/budget.md)",
+    ),
+]
+
+
+@command(omit=("spark_remote", "spark_table", "spark_conf"), replace={"budget": KanonBudgetOpt})
 def kanon_command(
     input: InputArg,
     *,

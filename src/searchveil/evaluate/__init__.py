@@ -8,6 +8,8 @@ One module per metric family, each citing its paper section:
 * :mod:`~searchveil.evaluate.substitution` — Götz §7.3 / Jones et al. 2006 query substitution;
 * :mod:`~searchveil.evaluate.keywords` — Korolova §4.6.2.2 / Fuxman et al. 2008 keyword generation;
 * :mod:`~searchveil.evaluate.fear` — Korolova §4.6.2.1 "fear of …" ranking;
+* :mod:`~searchveil.evaluate.fidelity` — a same-schema log's columns against the original's
+  (hour of day, click rank, session lengths, query-only rows, substitution MAP; issue 42);
 * same-schema releases (Hong et al. UMP) are scored with the UMP metrics of
   :mod:`searchveil.release.ump.metrics` (not duplicated here).
 
@@ -28,24 +30,36 @@ from typing import Any
 import polars as pl
 
 from searchveil.evaluate._release import (
+    NEXT_COLUMNS,
     ReleaseData,
     keyword_histogram,
     load_release,
+    log_as_release,
     original_histograms,
 )
 from searchveil.evaluate.caching import DEFAULT_BUDGETS, PostingProxy, evaluate_caching
 from searchveil.evaluate.distribution import compare_histograms
 from searchveil.evaluate.fear import evaluate_fears
+from searchveil.evaluate.fidelity import Figure, PairDefinition, fidelity_figures
 from searchveil.evaluate.keywords import DEFAULT_SEEDS, THRESHOLDS, evaluate_keywords
 from searchveil.evaluate.substitution import (
     COOCCURRENCE_MAX_QUERIES,
     evaluate_substitution,
     user_query_pairs,
 )
+from searchveil.io.readers import read_log
 from searchveil.model import PAIR_SEP, ItemKind, SearchLog
 from searchveil.release.ump.metrics import evaluate_same_schema
 
-__all__ = ["SCHEMA", "evaluate_release", "evaluate_loaded", "load_release", "not_applicable"]
+__all__ = [
+    "SCHEMA",
+    "evaluate_release",
+    "evaluate_loaded",
+    "load_release",
+    "log_as_release",
+    "not_applicable",
+    "original_histograms",
+]
 
 SCHEMA = "searchveil.evaluate/1"
 
@@ -108,24 +122,63 @@ def _release_summary(rel: ReleaseData) -> dict[str, Any]:
     }
 
 
-def _substitution(
+def _fidelity(
     log: SearchLog, rel: ReleaseData, orig: dict[str, pl.DataFrame], substitution_queries: int
+) -> dict[str, Figure] | None:
+    """The fidelity figures of a same-schema release (None for any other release)."""
+    same = rel.same_schema_log
+    if same is None:
+        return None
+    return fidelity_figures(
+        log,
+        same,
+        original_queries=orig.get("queries"),
+        original_session_pairs=orig.get("query_pairs"),
+        release_queries=rel.histograms.get("queries"),
+        n_queries=substitution_queries,
+    )
+
+
+def _fidelity_json(rel: ReleaseData, figures: dict[str, Figure] | None) -> dict[str, Any]:
+    if figures is None or rel.same_schema_log is None:
+        return not_applicable("not a same-schema log (no table with user and query columns)")
+    return {
+        "applicable": True,
+        "release_columns": rel.same_schema_log.columns,
+        **{k: f.to_dict() for k, f in figures.items()},
+    }
+
+
+def _computed(figures: dict[str, Figure] | None, pairs: PairDefinition) -> dict[str, Any] | None:
+    """The substitution result the fidelity figures already computed for ``pairs``, if any."""
+    f = (figures or {}).get(f"substitution_{pairs.value}")
+    return f.result if f is not None else None
+
+
+def _substitution(
+    log: SearchLog,
+    rel: ReleaseData,
+    orig: dict[str, pl.DataFrame],
+    substitution_queries: int,
+    figures: dict[str, Figure] | None = None,
 ) -> dict[str, Any]:
     """Query substitution learnt from the release's query pairs (or, for a same-schema log,
-    co-occurrence pairs on both sides) against the original's."""
+    co-occurrence pairs on both sides) against the original's; the same computation as the
+    fidelity figures' (``figures``) is not run twice."""
     hist = rel.histograms
     same = rel.same_schema_log
     if "query_pairs" not in hist and same is not None and "Query" in same.columns:
         # a same-schema log has users but no session order: co-occurrence pairs, the same
         # definition on the original and on the release
-        out = evaluate_substitution(
+        done = _computed(figures, PairDefinition.COOCCURRENCE) if "queries" in hist else None
+        out = dict(done or evaluate_substitution(
             orig["queries"],
             user_query_pairs(log.df),
             hist.get("queries", _queries_from_pairs(user_query_pairs(same, user="AnonID",
                                                                      query="Query"))),
             user_query_pairs(same, user="AnonID", query="Query"),
             n_queries=substitution_queries,
-        )  # fmt: skip
+        ))  # fmt: skip
         out["pairs"] = (
             "co-occurrence: ordered pairs of distinct queries of one user (first "
             f"{COOCCURRENCE_MAX_QUERIES} in string order), on the original and the release"
@@ -136,13 +189,20 @@ def _substitution(
             # word statistics for phrase segmentation from the released pairs themselves
             # (both sides of each pair; post-processing of the release)
             rq = _queries_from_pairs(hist["query_pairs"])
-        out = evaluate_substitution(
+        # the pairs of a row-level log (no query-pair table) are its sessions' consecutive
+        # queries: the fidelity figures computed them already, with the same queries
+        from_log = not any(c in NEXT_COLUMNS for t in rel.tables.values() for c in t.columns)
+        done = (
+            _computed(figures, PairDefinition.SESSION) if from_log and "queries" in hist else None
+        )
+        out = done or evaluate_substitution(
             orig["queries"],
             orig["query_pairs"],
             rq,
             hist["query_pairs"],
             n_queries=substitution_queries,
         )
+        out = dict(out)
         out["release_queries_source"] = (
             "released queries" if "queries" in hist else "both sides of the released pairs"
         )
@@ -158,7 +218,14 @@ def evaluate_loaded(
     rel: ReleaseData,
     *,
     original: dict[str, pl.DataFrame] | None = None,
-    metrics: tuple[str, ...] = ("distribution", "caching", "substitution", "keywords", "fears"),
+    metrics: tuple[str, ...] = (
+        "distribution",
+        "caching",
+        "substitution",
+        "keywords",
+        "fears",
+        "fidelity",
+    ),
     seeds: dict[str, tuple[str, ...]] | None = None,
     thresholds: tuple[float, ...] = THRESHOLDS,
     alpha: float = 0.001,
@@ -194,8 +261,9 @@ def evaluate_loaded(
             if rk is not None
             else not_applicable("the release has neither keywords nor queries")
         )
+    figures = _fidelity(log, rel, orig, substitution_queries) if "fidelity" in metrics else None
     if "substitution" in metrics:
-        result["substitution"] = _substitution(log, rel, orig, substitution_queries)
+        result["substitution"] = _substitution(log, rel, orig, substitution_queries, figures)
     if "keywords" in metrics:
         result["keywords"] = (
             evaluate_keywords(
@@ -216,15 +284,20 @@ def evaluate_loaded(
             else not_applicable("the release has no queries")
         )
     result["ump"] = _ump_metrics(log, rel)
+    if "fidelity" in metrics:
+        result["fidelity"] = _fidelity_json(rel, figures)
     return _clean(result)
 
 
 def evaluate_release(
     original_log: SearchLog, release_dir: str | Path, **options: Any
 ) -> dict[str, Any]:
-    """Every metric that applies to the release in ``release_dir`` (see module docstring);
-    keyword options as :func:`evaluate_loaded`."""
-    return evaluate_loaded(original_log, load_release(release_dir), **options)
+    """Every metric that applies to the release in ``release_dir`` (see module docstring), or
+    to a log file given instead (``synth`` output: :func:`log_as_release`, read in the default
+    AOL layout); keyword options as :func:`evaluate_loaded`."""
+    path = Path(release_dir)
+    rel = log_as_release(read_log(path)) if path.is_file() else load_release(path)
+    return evaluate_loaded(original_log, rel, **options)
 
 
 def _clean(x: Any) -> Any:

@@ -41,7 +41,13 @@ from searchveil.errors import InputFormatError
 from searchveil.io.ledger import read_ledger
 from searchveil.model import PAIR_SEP, ItemKind, SearchLog, items
 
-__all__ = ["ReleaseData", "load_release", "original_histograms", "keyword_histogram"]
+__all__ = [
+    "ReleaseData",
+    "load_release",
+    "log_as_release",
+    "original_histograms",
+    "keyword_histogram",
+]
 
 COUNT_COLUMNS = ("noisy_count", "count", "Count", "released_count", "x_ij", "n")
 QUERY_COLUMNS = ("query", "Query")
@@ -280,6 +286,43 @@ def load_release(release_dir: str | Path) -> ReleaseData:
         histograms=out,
         derived=derived,
         clicks_table=clicks_table,
+    )
+
+
+#: the mechanism a log file evaluated as a release is shown with (it has no ledger)
+LOG_FILE_MECHANISM = "log file (no ledger, no guarantee)"
+
+
+def log_as_release(log: SearchLog) -> ReleaseData:
+    """A log file (``synth`` output, another log) as a row-level same-schema release without a
+    ledger: one table ``log`` in the AOL columns, all four item kinds computed exactly as for
+    the original; the ledger only names it (no ε, δ: no guarantee is claimed)."""
+    session = log.info.columns.get("session") is not None
+    df = log.df.select(
+        pl.col("user").alias("AnonID"),
+        pl.col("query").alias("Query"),
+        pl.col("time").alias("QueryTime"),
+        pl.col("rank").alias("ItemRank"),
+        pl.col("url").alias("ClickURL"),
+        *([pl.col("session").alias("SessionID")] if session else []),
+    )
+    clicks = (
+        log.df.filter(pl.col("url").is_not_null())
+        .group_by(["query", "url"])
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+    )
+    ledger = {
+        "mechanism": LOG_FILE_MECHANISM,
+        "notion": "none (a log file, not a release)",
+        "outputs": {"log": {"file": log.info.path.rsplit("/", 1)[-1], "columns": df.columns,
+                            "rows": df.height}},
+    }  # fmt: skip
+    return ReleaseData(
+        path=Path(log.info.path),
+        ledger=ledger,
+        tables={"log": df},
+        histograms=original_histograms(log),
+        clicks_table=clicks,
     )
 
 

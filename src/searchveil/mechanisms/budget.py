@@ -24,15 +24,22 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from searchveil.errors import InputFormatError, InternalError, InvalidParameterError
+from searchveil.errors import (
+    BudgetFileError,
+    InputFormatError,
+    InternalError,
+    InvalidParameterError,
+    SearchveilError,
+)
 from searchveil.io.ledger import LEDGER_NAME
 from searchveil.mechanisms.accounting import (
     Budget,
@@ -44,6 +51,7 @@ from searchveil.validate import check_nonnegative, check_probability, parse_choi
 
 __all__ = [
     "Accountant",
+    "BudgetBook",
     "BudgetState",
     "Charge",
     "ChargeState",
@@ -133,9 +141,13 @@ class Part:
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> Part:
-        return cls(name, float(d["epsilon"]), float(d.get("delta", 0.0)),
-                   None if d.get("rho") is None else float(d["rho"]),
-                   float(d.get("rho_delta", 0.0)))  # fmt: skip
+        """A part as a ledger or a budget file states it: its values numbers, as given (a
+        string or a boolean is refused by the checks of :meth:`__post_init__`, never
+        converted)."""
+        if not isinstance(d, Mapping):
+            raise InvalidParameterError(f"{name}", d, "a part: {epsilon, delta[, rho]}")
+        return cls(name, d["epsilon"], d.get("delta", 0.0), d.get("rho"),
+                   d.get("rho_delta", 0.0))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -166,9 +178,15 @@ class PrivacyCost:
         for key in ("epsilon", "delta"):
             parts_sum = _sum([getattr(p, key) for p in self.parts])
             stated = getattr(self, key)
-            if math.isnan(stated):
+            if isinstance(stated, float) and math.isnan(stated):  # not stated: the sum
                 object.__setattr__(self, key, parts_sum)
-            elif not within_budget(parts_sum, float(stated)):
+                continue
+            # a stated total is checked like its parts: a number, finite, ≥ 0 (δ ≤ 1)
+            if key == "epsilon":
+                check_nonnegative("stated epsilon", stated)
+            else:
+                check_probability("stated delta", stated, open_low=False, open_high=False)
+            if not within_budget(parts_sum, float(stated)):
                 raise InternalError(
                     f"a release states {key} = {stated!r}, below the sum of its parts "
                     f"{parts_sum!r}: its accounting is wrong"
@@ -255,9 +273,16 @@ class PrivacyCost:
         split = d.get("split") or {}
         if not isinstance(split, Mapping) or not split:
             raise InputFormatError("budget", f"a cost without parts: {dict(d)!r}")
-        return cls(Relation(d["relation"]),
+        stated = {k: d[k] for k in ("epsilon", "delta")}
+        for k, v in stated.items():  # NaN would read as "not stated"
+            if isinstance(v, float) and math.isnan(v):
+                raise InvalidParameterError(f"stated {k}", v, "a number (not NaN)")
+        cond = d.get("conditional")
+        if cond is not None and not isinstance(cond, str):
+            raise InvalidParameterError("conditional", cond, "a text or null")
+        return cls(parse_choice("relation", d["relation"], Relation),
                    tuple(Part.from_dict(str(k), v) for k, v in split.items()),
-                   float(d["epsilon"]), float(d["delta"]), d.get("conditional"))  # fmt: skip
+                   stated["epsilon"], stated["delta"], cond)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -352,23 +377,38 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 
 # -- a budget many releases draw from ------------------------------------------------------------
 class ChargeState(StrEnum):
-    """``pending`` (admitted, the release running — counted as spent), ``committed`` (the
-    release was written), ``refunded`` (the run failed, or an operator released a pending
-    charge after checking nothing was published)."""
+    """``pending`` (admitted: the run is reading, releasing or writing — counted as spent),
+    ``committed`` (the release was written), ``failed`` (the run failed after it was admitted:
+    it may have read its input and drawn noise, so its cost stands — counted as spent),
+    ``refunded`` (an operator released the pending charge of a killed run after checking that
+    nothing was published)."""
 
     PENDING = "pending"
     COMMITTED = "committed"
+    FAILED = "failed"
     REFUNDED = "refunded"
+
+
+#: the states counted as spent for good (a pending charge counts too, until it is settled)
+SPENT_STATES = (ChargeState.COMMITTED, ChargeState.FAILED)
 
 
 def _utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _number(name: str, v: Any) -> float:
+    """A stored figure: a number (never a string or a boolean), finite."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise InvalidParameterError(name, v, "a finite number")
+    return float(v)
+
+
 @dataclass
 class BudgetState:
     """A total (ε, δ) for one dataset under one relation, and the charges made against it.
-    ``charges``: JSON-ready records (id, what, state, cost, charged, times, ledger_sha256)."""
+    ``charges``: JSON-ready records (id, what, state, cost, charged, times, ledger_sha256; a
+    pending charge also the ``release`` it writes)."""
 
     total: Budget
     relation: Relation
@@ -381,22 +421,29 @@ class BudgetState:
         return math.fsum(float(c["charged"][key]) for c in self.charges if c["state"] in states)
 
     def spent(self, *, pending: bool = True) -> tuple[float, float]:
-        """(ε, δ) committed — and pending, with ``pending=True`` (basic composition)."""
-        states = (
-            (ChargeState.COMMITTED, ChargeState.PENDING) if pending else (ChargeState.COMMITTED,)
-        )
+        """(ε, δ) committed or failed — and pending, with ``pending=True`` (basic
+        composition)."""
+        states = (*SPENT_STATES, ChargeState.PENDING) if pending else SPENT_STATES
         return self._sum(states, "epsilon"), self._sum(states, "delta")
 
     def remaining(self) -> tuple[float, float]:
-        """What a new charge may spend: the total minus committed and pending charges."""
+        """What a new charge may spend: the total minus committed, failed and pending
+        charges."""
         e, d = self.spent()
         return self.total.epsilon - e, self.total.delta - d
 
-    def admit(self, cost: PrivacyCost | NoGuarantee, *, what: str) -> dict[str, Any]:
+    def admit(
+        self,
+        cost: PrivacyCost | NoGuarantee,
+        *,
+        what: str,
+        release: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Check ``cost`` against what is left (the one check of a charge) and append it as a
         pending charge; returns the record. Refuses with :class:`BudgetExceededError`
         (requested, remaining, difference) or, for a relation that does not compose,
-        :class:`InvalidParameterError`, changing nothing."""
+        :class:`InvalidParameterError`, changing nothing. ``release``: where the run writes
+        (a budget file keeps it while the charge is pending, for its refund check)."""
         charged, how = in_relation(
             cost, self.relation, one_record_per_user=self.one_record_per_user, what=what
         )
@@ -407,6 +454,8 @@ class BudgetState:
             "pid": os.getpid(), "started_utc": _utc(), "cost": cost.to_dict(),
             "charged": charged.to_dict() | {"conversion": how},
         }  # fmt: skip
+        if release is not None:
+            rec["release"] = dict(release)
         self.charges.append(rec)
         return rec
 
@@ -415,6 +464,17 @@ class BudgetState:
             if c["id"] == charge_id:
                 return c
         raise InvalidParameterError("charge", charge_id, "the id of a charge in the budget")
+
+    def _settle(self, charge_id: str, state: ChargeState) -> dict[str, Any]:
+        """Move a pending charge to ``state`` (its ``release`` path dropped: a settled charge
+        holds no path)."""
+        rec = self.find(charge_id)
+        if rec["state"] != ChargeState.PENDING:
+            raise InvalidParameterError("charge", charge_id, f"a pending charge (it is "
+                                        f"{rec['state']})")  # fmt: skip
+        rec.pop("release", None)
+        rec |= {"state": state.value, f"{state.value}_utc": _utc()}
+        return rec
 
     def commit(self, charge_id: str, *, ledger_sha256: str | None,
                ledger: Mapping[str, Any] | None) -> str | None:  # fmt: skip
@@ -437,22 +497,23 @@ class BudgetState:
                     and within_budget(charged.delta, before["delta"])):  # fmt: skip
                 over = f"the written ledger spends {charged.to_dict()} > charged {before}"
             rec["cost"], rec["charged"] = cost.to_dict(), charged.to_dict() | {"conversion": how}
-        rec |= {"state": ChargeState.COMMITTED.value, "committed_utc": _utc(),
-                "ledger_sha256": ledger_sha256}  # fmt: skip
+        self._settle(charge_id, ChargeState.COMMITTED)["ledger_sha256"] = ledger_sha256
         return over
 
+    def fail(self, charge_id: str) -> None:
+        """The run failed after it was admitted: the admitted cost stands (``failed``)."""
+        self._settle(charge_id, ChargeState.FAILED)
+
     def refund(self, charge_id: str) -> None:
-        rec = self.find(charge_id)
-        if rec["state"] != ChargeState.PENDING:
-            raise InvalidParameterError("charge", charge_id, f"a pending charge (it is "
-                                        f"{rec['state']})")  # fmt: skip
-        rec |= {"state": ChargeState.REFUNDED.value, "refunded_utc": _utc()}
+        """An operator's release of a pending charge (:meth:`DatasetBudget.refund` checks
+        first that its run ended and published nothing)."""
+        self._settle(charge_id, ChargeState.REFUNDED)
 
     def zcdp(self) -> dict[str, Any] | None:
-        """The tighter composition when every committed or pending part is zCDP: ρ summed,
-        then (ε, δ) at the budget's total δ (the ρ-outside δ of thresholds added)."""
+        """The tighter composition when every committed, failed or pending part is zCDP: ρ
+        summed, then (ε, δ) at the budget's total δ (the ρ-outside δ of thresholds added)."""
         live = [PrivacyCost.from_dict(c["charged"]) for c in self.charges
-                if c["state"] in (ChargeState.COMMITTED, ChargeState.PENDING)]  # fmt: skip
+                if c["state"] in (*SPENT_STATES, ChargeState.PENDING)]  # fmt: skip
         if not live or any(c.rho is None for c in live):
             return None
         rho = math.fsum(c.rho or 0.0 for c in live)
@@ -462,7 +523,8 @@ class BudgetState:
                 "epsilon": zcdp_epsilon(rho, dl) if dl > 0 else math.inf}  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
-        """Total, spent (committed), pending, left, and the charges (public facts only)."""
+        """Total, spent (committed and failed), pending, left, and the charges (public facts
+        only; a pending charge also names where its run writes)."""
         ce, cd = self.spent(pending=False)
         ae, ad = self.spent()
         le, ld = self.remaining()
@@ -472,7 +534,7 @@ class BudgetState:
             "total": self.total.to_dict(), "spent": {"epsilon": ce, "delta": cd},
             "pending": {"epsilon": ae - ce, "delta": ad - cd},
             "left": {"epsilon": le, "delta": ld},
-            "composition": "basic: ε and δ of every committed and pending charge add",
+            "composition": "basic: ε and δ of every committed, failed and pending charge add",
             "zcdp": self.zcdp(),
             "charges": [dict(c) for c in self.charges],
         }  # fmt: skip
@@ -484,30 +546,52 @@ class BudgetState:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BudgetState:
-        """The state a budget file holds (a malformed charge raises KeyError, ValueError or
-        TypeError, which the file's reader reports as a format error)."""
-        tot = d["total"]
-        charges = [dict(c) for c in d.get("charges", [])]
+        """The state a budget file holds, every value checked as a charge would check it:
+        totals and costs numbers (never strings or booleans), finite, ≥ 0; every charge in the
+        budget's relation. A malformed file raises KeyError, TypeError or ValueError, which
+        the file's reader reports as a format error."""
+        tot, rel = d["total"], parse_choice("relation", d["relation"], Relation)
+        if not isinstance(tot, Mapping):
+            raise TypeError(f"total is {tot!r:.60}, not {{epsilon, delta}}")
+        total = Budget(_number("total epsilon", tot["epsilon"]),
+                       _number("total delta", tot["delta"]))  # fmt: skip
+        per_user = d.get("one_record_per_user", False)
+        charges = d.get("charges", [])
+        if not isinstance(per_user, bool) or not isinstance(charges, list):
+            raise TypeError("one_record_per_user is true or false, charges a list")
         for c in charges:
-            if not isinstance(c["id"], str) or not isinstance(c["what"], str):
-                raise ValueError(f"a charge without an id or a name: {c!r}")
+            if not (isinstance(c, dict) and isinstance(c.get("id"), str)
+                    and isinstance(c.get("what"), str)):  # fmt: skip
+                raise ValueError(f"a charge is an object with an id and a name, not {c!r:.60}")
             ChargeState(c["state"])
-            PrivacyCost.from_dict(c["charged"])
-        return cls(Budget(float(tot["epsilon"]), float(tot["delta"])),
-                   parse_choice("relation", d["relation"], Relation),
-                   bool(d.get("one_record_per_user", False)), charges)  # fmt: skip
+            charged = PrivacyCost.from_dict(c["charged"])
+            if charged.relation != rel:
+                raise ValueError(f"charge {c['id']} is charged in {charged.relation.value!r}, "
+                                 f"not in the budget's relation {rel.value!r}")  # fmt: skip
+            for key in ("epsilon", "delta"):
+                _number(f"charge {c['id']} {key}", c["charged"][key])
+            PrivacyCost.from_dict(c["cost"])
+        return cls(total, rel, per_user, [dict(c) for c in charges])
 
 
 class Charge:
-    """A charge in progress (:meth:`Accountant.charge`): the release records its written ledger
-    with :meth:`record`; after the ``with`` block, :attr:`summary` is the budget's state."""
+    """A charge in progress (:meth:`BudgetBook.charge`): the release records its written
+    ledger with :meth:`record_written` (or :meth:`record`); once committed, :attr:`summary`
+    is the budget's state."""
 
-    def __init__(self, charge_id: str | None, what: str) -> None:
+    def __init__(self, charge_id: str | None, what: str, book: BudgetBook | None = None) -> None:
         self.id = charge_id
         self.what = what
         self.ledger: dict[str, Any] | None = None
         self.ledger_sha256: str | None = None
-        self.summary: dict[str, Any] | None = None
+        self.written: str | None = None
+        self.committed = False
+        self._book = book
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The budget's state (read when asked), once the charge is committed."""
+        return self._book.summary() if self._book is not None and self.committed else None
 
     def record(self, ledger: Mapping[str, Any], sha256: str | None = None) -> None:
         """The release's public ledger (and the SHA-256 of its written bytes)."""
@@ -518,31 +602,100 @@ class Charge:
         """The ledger written in ``release_dir`` and the SHA-256 of its bytes."""
         raw = (Path(release_dir) / LEDGER_NAME).read_bytes()
         self.record(json.loads(raw), hashlib.sha256(raw).hexdigest())
+        self.written = str(release_dir)
 
 
-class Accountant:
+class BudgetBook:
+    """A budget that releases are charged to — in memory (:class:`Accountant`) or in a
+    dataset's file (:class:`~searchveil.mechanisms.budget_file.DatasetBudget`): the one
+    charging road (:meth:`charge`) over a transaction on the :class:`BudgetState`, which each
+    kind provides (a lock around read, change, write)."""
+
+    def _transaction(self) -> AbstractContextManager[BudgetState]:
+        raise NotImplementedError
+
+    def summary(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _release(self, out: str | os.PathLike[str]) -> dict[str, Any] | None:
+        """What a pending charge keeps of where its run writes (nothing, in memory)."""
+        return None
+
+    @contextmanager
+    def charge(
+        self,
+        cost: PrivacyCost | NoGuarantee,
+        *,
+        what: str,
+        out: str | os.PathLike[str] | None = None,
+    ) -> Iterator[Charge]:
+        """Admit ``cost`` as a pending charge — or refuse it, changing nothing — then run the
+        block, which reads the private input, releases and writes (``out``: where; kept
+        while the charge is pending, for :meth:`DatasetBudget.refund`).
+
+        **Admission is the last public step: the charge stands whatever happens in the
+        block.** It is committed with the ledger the block records
+        (:meth:`Charge.record_written`); if the block raises an :class:`Exception` — a
+        data-dependent refusal, a write error, a bug — it is kept at the admitted cost
+        (``failed``), because the block may have read the input and drawn noise, and a
+        refund would let a caller repeat the run for free. So every check that needs no
+        private data belongs *before* the block. A ``KeyboardInterrupt`` or a killed process
+        leaves it pending (counted as spent, until an operator refunds it)."""
+        release = None if out is None else self._release(out)
+        try:
+            with self._transaction() as st:
+                rec = st.admit(cost, what=what, release=release)
+        except BudgetFileError as err:
+            raise BudgetFileError(
+                f"{err}; nothing was read or released: fix the budget file "
+                "(free space, lift the file-size limit) and run again"
+            ) from err
+        ch = Charge(rec["id"], what, self)
+        try:
+            yield ch
+        except Exception as exc:
+            self._settle_failed(ch, exc)
+            raise
+        try:
+            with self._transaction() as st:
+                over = st.commit(ch.id or "", ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
+        except SearchveilError as err:  # the file could not be written, or was replaced
+            where = f"the release was written to {ch.written!r}" if ch.written else "the run ended"
+            raise BudgetFileError(
+                f"{where}, but its charge {ch.id} could not be committed: {err}. The charge "
+                "stays pending, counted as spent (nothing to undo: `searchveil budget refund` "
+                "refuses it while the release is in place)"
+            ) from err
+        ch.committed = True
+        if over is not None:
+            raise InternalError(over)
+
+    def _settle_failed(self, ch: Charge, exc: Exception) -> None:
+        try:
+            with self._transaction() as st:
+                st.fail(ch.id or "")
+        except SearchveilError as err:
+            raise BudgetFileError(
+                f"the run failed ({type(exc).__name__}: {exc}), and its charge {ch.id} could "
+                f"not be marked failed: {err}. The charge stays pending, counted as spent"
+            ) from exc
+
+
+class Accountant(BudgetBook):
     """A budget in memory (``searchveil.Session(total=...)``): the same admission, commit and
-    refund as the per-dataset file, without the file."""
+    failure as the per-dataset file, without the file; a lock serialises the threads that
+    charge it."""
 
     def __init__(self, total: Budget, relation: Relation | str, *,
                  one_record_per_user: bool = False) -> None:  # fmt: skip
         self.state = BudgetState(total, Relation(relation), one_record_per_user)
-
-    def summary(self) -> dict[str, Any]:
-        return self.state.summary()
+        self._lock = threading.Lock()
 
     @contextmanager
-    def charge(self, cost: PrivacyCost | NoGuarantee, *, what: str) -> Iterator[Charge]:
-        """Admit ``cost`` (or refuse, changing nothing), run the block, then commit — or refund
-        when the block raises an :class:`Exception` (a killed run stays pending)."""
-        rec = self.state.admit(cost, what=what)
-        ch = Charge(rec["id"], what)
-        try:
-            yield ch
-        except Exception:
-            self.state.refund(rec["id"])
-            raise
-        over = self.state.commit(rec["id"], ledger_sha256=ch.ledger_sha256, ledger=ch.ledger)
-        ch.summary = self.state.summary()
-        if over is not None:
-            raise InternalError(over)
+    def _transaction(self) -> Iterator[BudgetState]:
+        with self._lock:
+            yield self.state
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            return self.state.summary()

@@ -371,6 +371,11 @@ def _sample_discrete_gaussian(sigma2: Fraction, size: int, rng: RandomSource) ->
     return out
 
 
+#: the exact integer bounds and the rational rounding, for the other exact samplers (the Pólya
+#: shares of :mod:`searchveil.mechanisms.shares`)
+exp_neg_bounds, round_up_rational = _exp_neg_bounds, _round_up_rational
+
+
 def discrete_laplace(scale: float, size: int, rng: RandomSource) -> IntArray:
     """``size`` draws of discrete Laplace noise with ``P[X=k] ∝ exp(-|k|/scale)``."""
     return DiscreteLaplace(scale=scale).sample(size, rng)

@@ -63,9 +63,10 @@ import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
@@ -87,6 +88,7 @@ from searchveil.io.paths import (
     release_problems,
 )
 from searchveil.io.readers import ReaderOptions, read_log
+from searchveil.mechanisms.budget import Charge, PrivacyCost
 from searchveil.mechanisms.selection import ALIASES, REGISTRY, SelectionStrategy
 from searchveil.model import SearchLog, items
 from searchveil.params import SINGLE_USER_TARGET, solve_delta_single_user
@@ -111,6 +113,16 @@ __all__ = ["DEMO_PRIVATE_FIGURES", "DEMO_SELECTIONS", "DEMO_SYNTHETIC_USERS", "S
 
 #: ``step(description) -> done()``: the progress callback (the CLI's spinner; a no-op default)
 Step = Callable[[str], Callable[[], None]]
+
+
+class Budgeted(Protocol):
+    """What :func:`demo` charges its release to: a :class:`~searchveil.Session` (or a
+    :class:`~searchveil.mechanisms.budget.BudgetBook`)."""
+
+    def charge(
+        self, cost: PrivacyCost, *, what: str, out: str | os.PathLike[str] | None = None
+    ) -> AbstractContextManager[Charge]: ...
+
 
 DEMO_EPSILON = math.log(10.0)
 #: the demo's strategy: the best measured at its default d (docs/selection-strategies.md)
@@ -202,6 +214,20 @@ def _threshold(rel: Any, selection: str) -> tuple[float, float]:
     )
 
 
+def real_params(
+    *, target: float, max_users: int, selection: str, sample: bool
+) -> tuple[KorolovaParams | SelectionParams, dict[str, Any]]:
+    """The parameters of the demo's release of the real log and δ's solution: public (the
+    declared U, the target, the strategy), so its cost is known before the log is read."""
+    sol = _delta_for(max_users, target)
+    if selection == "korolova":
+        return KorolovaParams.from_budget(
+            epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="private",
+            d_c=DEMO_DC, split=DEMO_SPLIT, threshold_rule="exact",
+        ), sol  # fmt: skip
+    return _select_params(selection, sol["delta"], DEMO_DC, max_users, sample=sample), sol
+
+
 def real_release(
     log: SearchLog, *, target: float, rng: RandomSource, max_users: int, selection: str,
     sample: bool, step: Step = _no_step,
@@ -209,17 +235,14 @@ def real_release(
     """The demo's release step on the real log: (release, δ solution, d). ``sample``: the log
     is the bundled sample (d then comes from :data:`DEMO_SAMPLE_D`, see
     :func:`_select_params`)."""
-    sol = _delta_for(max_users, target)
-    if selection == "korolova":
-        params = KorolovaParams.from_budget(
-            epsilon=DEMO_EPSILON, delta=sol["delta"], d=DEMO_D, url_selection="private",
-            d_c=DEMO_DC, split=DEMO_SPLIT, threshold_rule="exact",
-        )  # fmt: skip
+    params, sol = real_params(target=target, max_users=max_users, selection=selection,
+                              sample=sample)  # fmt: skip
+    if isinstance(params, KorolovaParams):
         done = step("Release-Data on the real sample")
         rel = release_korolova(log, params, rng=rng, max_users=max_users)
         done()
         return rel, sol, DEMO_D
-    sp = _select_params(selection, sol["delta"], DEMO_DC, max_users, sample=sample)
+    sp = params
     done = step(f"{selection} selection (d = {sp.d}, d_c = {DEMO_DC}) on the real sample")
     rel = release_selection(log, sp, rng=rng, max_users=max_users)
     done()
@@ -464,11 +487,18 @@ def demo(
     max_users: int | None = None,
     selection: str = DEMO_SELECTION,
     overwrite: bool = False,
+    budget: Budgeted | None = None,
     step: Step = _no_step,
 ) -> dict[str, Any]:
     """Run the demo into the directory ``out`` (see the module docstring) and return its
     result: the runs (``real``, ``synthetic``; their exact figures are private, for the data
     holder), the parameters, the δ choice, the d-curve and a note.
+
+    ``budget``: a budget to charge the demo's one differentially private release of the log,
+    ``real/`` (a :class:`~searchveil.Session`, or anything with its ``charge``): its cost is
+    admitted before the log is read, and stands from then on. Nothing else the demo writes is
+    covered: the synthetic log is calibrated on the log's exact figures and the reports show
+    them (for the data holder; never publish them).
 
     ``log``: a search log of your own, read with ``reader`` (default: the bundled 215-user
     AOL sample); then ``max_users``, a public bound U on its users you declare, is required.
@@ -486,7 +516,11 @@ def demo(
     check_out(out, overwrite=overwrite, log=path)
     final = out.resolve()
     curve: dict[str, Any] | None = None
-    with Staging(final, directory=True, replace=out_rule(overwrite)) as stage:
+    cost = real_params(target=target, max_users=u_bound, selection=selection,
+                       sample=path is None)[0].cost()  # fmt: skip
+    charge = (nullcontext(Charge(None, "demo")) if budget is None
+              else budget.charge(cost, what="demo", out=final / "real"))  # fmt: skip
+    with Staging(final, directory=True, replace=out_rule(overwrite)) as stage, charge as ch:
         tmp = stage.path
         runs: dict[str, Any] = {}
         name = SAMPLE if path is None else str(path)
@@ -514,6 +548,7 @@ def demo(
                       sample=name, reader=reader, selection=selection)  # fmt: skip
         write_report(tmp / "report.html", demo_report(res))
         stage.commit()  # the old demo directory is removed only once this one is in place
+        ch.record_written(final / "real")
     return res
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from searchveil.engines import Engine, EngineName, Source, TableSource, make_engine
-from searchveil.errors import InvalidParameterError
-from searchveil.io.files import check_fingerprint
+from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.io.files import Fingerprint, check_fingerprint
 from searchveil.io.formats import Layout, header_columns
 from searchveil.io.ledger import check_release_dir
 from searchveil.io.paths import InputPaths
@@ -45,6 +45,7 @@ __all__ = [
     "FAMILIES",
     "Family",
     "ReleaseParams",
+    "check_release",
     "choose_engine",
     "release_file",
     "release_on_engine",
@@ -247,6 +248,48 @@ class _Destination:
         return rel
 
 
+def check_release(
+    params: ReleaseParams,
+    path: str | os.PathLike[str] | None,
+    *,
+    engine: str = "auto",
+    reader: ReaderOptions | None = None,
+    out: str | os.PathLike[str] | None = None,
+    out_format: str = "tsv",
+    overwrite: bool = False,
+    provenance: str | os.PathLike[str] | None = None,
+    max_users: int | None = None,
+    serp: Any = None,
+    fingerprint: str = "full",
+) -> dict[str, Any]:
+    """Every check of :func:`release_file` (``path``) or :func:`release_table` (``path=None``)
+    that reads no byte of the input — the options, the destination, that the input exists —
+    so that a charged run can make them before its charge is admitted (a charge stands once
+    the input is read). Returns the family's keyword arguments."""
+    fam = family_of(params)
+    choice = parse_choice("engine", engine, EngineChoice)
+    parse_choice("fingerprint", fingerprint, Fingerprint)
+    kw = _release_kwargs(fam, params, serp, max_users)
+    inputs: InputPaths = []
+    if path is None:
+        if isinstance(params, KAnonParams):
+            raise InvalidParameterError("params", "kanon", "korolova | zealous | select for a "
+                                        "table")  # fmt: skip
+        params.bounding_plan()  # what the engines cannot do: a typed error before any reading
+    else:
+        p = Path(path)
+        if not os.path.exists(p) or p.is_dir():
+            raise InputFormatError(str(p), "no such file (nothing was read or charged)")
+        inputs = [("input", p)]
+        if choice == EngineChoice.MEMORY and fingerprint != "full":
+            raise InvalidParameterError("fingerprint", fingerprint, "full with --engine memory")
+        if choice not in (EngineChoice.AUTO, EngineChoice.MEMORY):
+            check_engine_reader(choice, reader if reader is not None else ReaderOptions())
+            params.bounding_plan()
+    _Destination(out, out_format, overwrite, provenance).check(inputs=inputs)
+    return kw
+
+
 def release_file(
     path: str | os.PathLike[str],
     params: ReleaseParams,
@@ -282,10 +325,12 @@ def release_file(
     p = Path(path)
     opts = reader if reader is not None else ReaderOptions()
     fam = family_of(params)
-    choice = parse_choice("engine", engine, EngineChoice)
-    kw = _release_kwargs(fam, params, serp, max_users)
+    kw = check_release(params, p, engine=engine, reader=opts, out=out, out_format=out_format,
+                       overwrite=overwrite, provenance=provenance, max_users=max_users,
+                       serp=serp, fingerprint=fingerprint)  # fmt: skip
+    choice = EngineChoice(engine)
     dest = _Destination(out, out_format, overwrite, provenance)
-    dest.check(inputs=[("input", p)])
+    # from here the input is read (its layout first)
     where = choose_engine(p, params, opts) if choice == EngineChoice.AUTO else EngineName(choice)
     check_fingerprint(fingerprint, p if where != EngineName.MEMORY else None)
     if where == EngineName.MEMORY:
@@ -332,13 +377,10 @@ def release_table(
     ``spark_remote``); "first" follows the order in which Spark reads the table. The private
     provenance record names the table and the snapshot read (:func:`~searchveil.engines.spark.
     table_snapshot`); k-anonymity reads files only."""
-    fam = family_of(params)
-    if isinstance(params, KAnonParams):
-        raise InvalidParameterError("params", "kanon", "korolova | zealous | select for a table")
-    kw = _release_kwargs(fam, params, serp, max_users)
+    kw = check_release(params, None, engine="spark", out=out, out_format=out_format,
+                       overwrite=overwrite, provenance=provenance, max_users=max_users,
+                       serp=serp)  # fmt: skip
     dest = _Destination(out, out_format, overwrite, provenance)
-    dest.check()
-    params.bounding_plan()  # what the engines cannot do: a typed error before any reading
     m = columns or ColumnMapping()
     names = {"AnonID": m.user, "Query": m.query, "QueryTime": m.time, "ClickURL": m.url,
              "ItemRank": m.rank}  # fmt: skip

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 from searchveil.io.ledger import differentially_private, says_not_dp
 from searchveil.report.evaluation import PRIVATE_BANNER, evaluation_sections, guarantee_banner
+from searchveil.report.fidelity import fidelity_table
 
 
 def _compare_plot(kind: str, runs: list[tuple[str, dict[str, Any]]]) -> Figure:
@@ -192,6 +193,7 @@ def comparison_report(
     body.append(failed_list("Settings that could not run:", failures or []))
     body += _released_tables(kinds, runs)
     body += _applications_table(runs)
+    body += fidelity_table(runs)
     body.append("<h2>Top-j coverage and precision</h2>")
     for kind in kinds:
         body.append(img(_compare_plot(kind, runs), f"{kind} comparison"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from searchveil.io.ledger import differentially_private, says_not_dp
+from searchveil.report.fidelity import fidelity_section
 from searchveil.report.html import (
     COLORS,
     esc,
@@ -431,6 +432,7 @@ def evaluation_sections(r: dict[str, Any], *, plots: bool = True) -> list[str]:
         *_keywords_section(r),
         *_fears_section(r),
         *_ump_section(r),
+        *fidelity_section(r, plots=plots),
     ]
 
 

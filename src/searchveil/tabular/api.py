@@ -14,6 +14,7 @@ from searchveil.io.ledger import ReleaseWriter, build_ledger, build_provenance
 from searchveil.mechanisms.budget import NoGuarantee, PrivacyCost, Relation
 from searchveil.rng import RandomSource
 from searchveil.tabular.baselines import kanonymize, safepub
+from searchveil.tabular.dp import record_bound_error
 from searchveil.tabular.hierarchy import EncodedTable, encode_table, load_hierarchies, read_table
 from searchveil.tabular.lattice import Lattice, distinct_records
 from searchveil.tabular.measures import Measures, UtilityKind, make_measures
@@ -21,6 +22,7 @@ from searchveil.tabular.metrics import release_metrics
 from searchveil.tabular.recoding import (
     SELECTION_SHARE,
     Score,
+    advise,
     anonymize_recoding,
 )
 from searchveil.tabular.release import (
@@ -30,7 +32,7 @@ from searchveil.tabular.release import (
     anonymize_threshold,
     shuffle_release,
 )
-from searchveil.validate import parse_choice
+from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
     "Model",
@@ -132,7 +134,35 @@ def model_cost(model: Model | str, p: ModelParams) -> PrivacyCost | NoGuarantee:
     if model not in DP_MODELS:
         return NoGuarantee(NOT_DP)
     b = _budget(p, model)
+    check_public(model, p)
     return PrivacyCost.of(Relation.RECORD, b["epsilon"], b["delta"], name="declared (ε, δ)")
+
+
+def check_public(model: Model | str, p: ModelParams) -> None:
+    """The checks of a DP model's parameters that need no byte of the table — made before a
+    ``--budget`` charge is admitted (it stands once the table is read): the ranges of ε, δ
+    and the shares, β, θ, a declared ``max_records`` and the δ < 1/n policy against it. The
+    models check them again (and what needs the table) when they run."""
+    model = parse_choice("model", model, Model)
+    eps = check_positive("epsilon", _need("epsilon", p.epsilon, model))
+    delta = check_probability("delta", _need("delta", p.delta, model))
+    if model == Model.FOUAD2014:
+        check_probability("beta", _need("beta", p.beta, model))
+        theta0 = check_probability("theta0", _need("theta0", p.theta0, model))
+        if check_probability("theta1", p.theta1, open_high=False) <= theta0:
+            raise InvalidParameterError("theta1", p.theta1, f"> theta0 = {theta0}")
+        return
+    if p.max_records is not None:
+        n = check_int("max_records", p.max_records, minimum=1)
+        if delta >= 1.0 / n:
+            raise record_bound_error(delta, n)
+    if model == Model.DP:
+        parse_choice("score", p.score, Score)
+        advise(eps, delta, lattice_size=1, beta=p.beta, count=p.max_records is None,
+               selection_share=p.selection_share)  # fmt: skip
+    else:  # safepub
+        check_probability("search_share", p.search_share)
+        check_int("steps", p.steps, minimum=0)
 
 
 def release_cost(rel: TabularRelease) -> PrivacyCost | NoGuarantee:

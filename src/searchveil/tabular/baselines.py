@@ -34,6 +34,7 @@ from searchveil.tabular.dp import (
     bernoulli_sample,
     exact_choice,
     k_for_delta,
+    record_bound_error,
     round_probability,
     sampling_delta,
 )
@@ -220,9 +221,7 @@ def safepub(
     eps_anon = epsilon - eps_search - eps_n
     n_bound, n_hat, source = _safepub_n_bound(table, max_records, eps_n, rng)
     if delta >= 1.0 / n_bound:
-        raise InvalidParameterError(
-            "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
-        )
+        raise record_bound_error(delta, max_records, option="--max-records N")
     _, p = round_probability(1.0 - math.exp(-eps_anon))  # the keep probability actually sampled
     lat = Lattice(tuple(h.height for h in table.hierarchies))
     # each exponential-mechanism pick has total-variation error ≤ (candidates+1)·2^-50

@@ -64,6 +64,7 @@ __all__ = [
     "FP_BITS",
     "modular_grid",
     "round_probability",
+    "record_bound_error",
 ]
 
 FP_BITS = 51  # integer weights < 2^51, so |L|·2^51 < 2^64 for |L| < 8192
@@ -245,6 +246,25 @@ class DPPlan:
         return asdict(self)
 
 
+def record_bound_error(
+    delta: float, n_bound: int | None, *, option: str = ""
+) -> InvalidParameterError:
+    """The refusal of a δ at or above 1/n, n the table's records. ``n_bound``: a declared
+    public bound (its 1/n is shown); ``None``: n was bounded by the charged DP count, and the
+    message names the rule and the parameter, never that noisy figure (nor anything computed
+    from it). ``option``: how to declare a bound instead (e.g. ``--max-records N``)."""
+    if n_bound is not None:
+        return InvalidParameterError(
+            "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the declared --max-records)"
+        )
+    how = f", or declare a public bound with {option}" if option else ""
+    return InvalidParameterError(
+        "delta", delta, "< 1/n for the table's n records (the δ < 1/n policy, checked against "
+        "a DP upper bound on n: the record count this run charged); this δ is not: choose δ "
+        f"well below 1/(the number of records){how}",
+    )  # fmt: skip
+
+
 def _count_margin(lap: DiscreteLaplace, eta: float) -> int:
     """The smallest margin ``m`` with ``P[noise ≤ −(m+1)] ≤ η`` (``P[N < n]``, N = n̂ + m)."""
     margin = 0
@@ -331,9 +351,7 @@ def plan_dp(
     n_up = max(1, n_hat + margin)
     # the δ < 1/n policy is checked on the charged count's upper bound N (never the exact n)
     if delta >= 1.0 / n_up:
-        raise InvalidParameterError(
-            "delta", delta, f"< 1/n ≈ {1.0 / n_up:.3g} (n bounded by the DP count n̂ + margin)"
-        )
+        raise record_bound_error(delta, None)
     theta = theta0 + (theta1 - theta0) * float(rng.uniform(1)[0])
     theta = max(theta, theta0)
     t = theta * n_up

@@ -53,6 +53,7 @@ from searchveil.tabular.dp import (
     bernoulli_sample,
     exact_choice,
     k_for_delta,
+    record_bound_error,
     round_probability,
     sampling_delta,
 )
@@ -426,7 +427,16 @@ def _infeasible(
     beta: float | None, max_records: int | None, selection_share: float,
 ) -> InvalidParameterError:  # fmt: skip
     """The error for an (ε, δ) at which the advisor's k suppresses too much: names the
-    smallest ε that works (or asks for a larger δ)."""
+    smallest ε that works (or asks for a larger δ) — with a declared ``max_records`` only:
+    from the charged DP count it would print a figure computed from that noisy count."""
+    if max_records is None:
+        return InvalidParameterError(
+            "epsilon", epsilon, f"a larger ε (or δ): at ε = {epsilon:g} the advisor's k = "
+            f"{adv.k} (p = {adv.keep_probability:.3g}) suppresses a class of {REF_SHARE:.0%} of "
+            "the table's records (as bounded by the DP record count this run charged) with "
+            "probability > 1/2; declare a public bound --max-records N to be told the "
+            "smallest ε",
+        )  # fmt: skip
     e_min = smallest_feasible_epsilon(
         epsilon,
         delta,
@@ -510,9 +520,7 @@ def anonymize_recoding(
     # 1. record count (charged) or the declared bound: the only use of the table's size
     n_hat, n_bound, source, n_for_rule = _record_bound(table.n, adv, max_records, rng)
     if adv.delta >= 1.0 / n_bound:
-        raise InvalidParameterError(
-            "delta", delta, f"< 1/n ≈ {1.0 / n_bound:.3g} (n bounded by the {source})"
-        )
+        raise record_bound_error(delta, max_records, option="--max-records N")
     if not feasible(adv, n_for_rule):
         raise _infeasible(adv, epsilon, delta, n_for_rule, lat.size, beta, max_records,
                           selection_share)  # fmt: skip

@@ -52,7 +52,7 @@ from searchveil.release.histogram import (
 )
 from searchveil.release.korolova.release import single_user_counts
 from searchveil.release.selection import SelectionParams, release_selection
-from searchveil.release.ump.generate import generate_log
+from searchveil.release.ump.generate import generated_tables
 from searchveil.release.ump.metrics import kl_divergence
 from searchveil.release.ump.sampling import sample_users, sampled_log
 from searchveil.release.zealous.params import ZealousParams
@@ -593,19 +593,9 @@ def synthetic_tables(
     noisy = np.clip(params.profile_noise().release(exact, rng), 0, None)
     done()
     done = phase("generating the log (synthetic users)")
-    pairs = published.select(
-        "query", "url", pl.col("noisy_count").clip(lower_bound=0).alias("x")
-    ).sort("query", "url")
-    gen = generate_log(pairs, noisy, rng=rng)
+    tables, figures = generated_tables(published, noisy, params.max_pairs, rng=rng)
     done()
-    tables = {
-        "log": gen.log,
-        "counts": pairs.rename({"x": "x_ij"}).filter(pl.col("x_ij") > 0),
-        "profile": pl.DataFrame(
-            {"pairs_per_user": np.arange(1, params.max_pairs + 1), "users": noisy.astype(np.int64)}
-        ),  # fmt: skip
-    }
-    return tables, gen.figures()
+    return tables, figures
 
 
 def e2e_ledger(

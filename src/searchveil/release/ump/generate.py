@@ -46,7 +46,7 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.rng import RandomSource
 
-__all__ = ["GeneratedLog", "generate_log", "user_sizes", "REPAIR_ROUNDS"]
+__all__ = ["GeneratedLog", "generate_log", "generated_tables", "user_sizes", "REPAIR_ROUNDS"]
 
 REPAIR_ROUNDS = 40
 _IntArray = npt.NDArray[np.int64]
@@ -201,3 +201,26 @@ def generate_log(pairs: pl.DataFrame, profile: npt.ArrayLike, *, rng: RandomSour
         merged_rows=int((counts > 1).sum()),
         repair_rounds=rounds,
     )
+
+
+def generated_tables(
+    published: pl.DataFrame, noisy_profile: npt.ArrayLike, m: int, *, rng: RandomSource
+) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
+    """The synthetic-id release's tables from DP values only — the published pairs (``query,
+    url, noisy_count``) and the noisy activity profile (bins 1…m, already clipped at 0): the
+    generated ``log``, the ``counts`` of the pairs it holds and the ``profile``; and the
+    generator's figures. Shared by ``release ump`` and the CELS parties (each builds the same
+    tables from the same values and randomness)."""
+    noisy = np.asarray(noisy_profile, dtype=np.int64)
+    pairs = published.select(
+        "query", "url", pl.col("noisy_count").clip(lower_bound=0).alias("x")
+    ).sort("query", "url")
+    gen = generate_log(pairs, noisy, rng=rng)
+    tables = {
+        "log": gen.log,
+        "counts": pairs.rename({"x": "x_ij"}).filter(pl.col("x_ij") > 0),
+        "profile": pl.DataFrame(
+            {"pairs_per_user": np.arange(1, m + 1), "users": noisy.astype(np.int64)}
+        ),
+    }
+    return tables, gen.figures()
