@@ -292,7 +292,7 @@ def test_cels_run_checks_release_record_and_transcripts_again_at_the_swap(
     out, trd = tmp_path / "rel", tmp_path / "tr"
     _write(out, "old")
     trd.mkdir()
-    prov = runner._check_paths(shares, out, None, trd, True)
+    prov = runner.check_run_paths(shares, out, None, trd, True)
     tmpd = tmp_path / "run"
     (tmpd / "transcripts").mkdir(parents=True)
     for k in range(3):  # what the three parties left in the runner's directory

@@ -250,10 +250,8 @@ class PrivacyCost:
         return Part(name, self.epsilon, self.delta, rho, self.rho_delta if rho is not None else 0)
 
     def ledger_fields(self) -> dict[str, Any]:
-        """``neighbouring``, ``relation``, ``epsilon``, ``delta``, ``split`` of the ledger. A
-        conditional cost is not differentially private, and its ledger says so at the top level
-        (issue 39): no relation, ε and δ null — its (ε, δ) goes under
-        ``guarantee.conditional`` (:func:`searchveil.io.ledger.build_ledger`)."""
+        """``neighbouring``, ``relation``, ``epsilon``, ``delta``, ``split`` of the ledger; a
+        conditional cost's say "not DP" (issue 39; its (ε, δ): ``guarantee.conditional``)."""
         if self.conditional is not None:
             return {"neighbouring": f"none: {self.conditional}", "relation": "none",
                     "epsilon": None, "delta": None, "split": {}}  # fmt: skip
