@@ -208,8 +208,8 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
 FAMILIES = {
     "korolova": "user", "zealous": "user", "zealous probabilistic": "user-replace",
     "selection": "user", "kanon": "none", "ump e2e synthetic": "user", "ump e2e real": "user",
-    "ump conditional": "user", "cels e2e": "user", "cels joint": "user-parties",
-    "cels local": "user-parties",
+    # a conditional release is not DP: its ledger names no relation (issue 39)
+    "ump conditional": "none", "cels e2e": "user", "cels joint": "none", "cels local": "none",
     "tabular dp": "record", "tabular kanon": "none", "social": "edge-outside-targets",
     "ads dp policy": "user", "ads 2010 policy": "none", "attack record": "none",
 }  # fmt: skip
@@ -226,7 +226,14 @@ def test_every_family_ledger_gets_its_privacy_fields_from_the_cost(
         assert led["relation"] == FAMILIES[name], name
         fields = cost.ledger_fields()  # type: ignore[attr-defined]
         assert {k: led[k] for k in fields} == json.loads(json.dumps(fields)), name
-        if isinstance(cost, PrivacyCost):
+        if isinstance(cost, PrivacyCost) and cost.conditional is not None:
+            # not DP: nothing at the top level; the sampling's (ε, δ) under guarantee only
+            assert led["epsilon"] is None and led["delta"] is None and led["split"] == {}
+            cond = led["guarantee"]["conditional"]
+            assert led["guarantee"]["differentially_private"] is False, name
+            assert (cond["epsilon"], cond["delta"]) == (cost.epsilon, cost.delta), name
+            assert cond["relation"] == str(cost.relation), name
+        elif isinstance(cost, PrivacyCost):
             assert led["neighbouring"] == Relation(led["relation"]).neighbouring
             assert PrivacyCost.from_dict(led) == PrivacyCost(
                 cost.relation, cost.parts, cost.epsilon, cost.delta), name  # fmt: skip

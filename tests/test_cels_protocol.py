@@ -227,7 +227,7 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
               "--mode", "conditional", "--objective", "kl", "--seed", "1", "--json"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    r = json.loads(res.output)
+    r = json.loads(res.stdout)  # stderr: the δ ≥ 1/U warning (issue 39)
     assert r["private"]["utility"]["kl_loss"] > 0
     led = json.loads((tmp_path / "ls" / "ledger.json").read_text())
     assert led["mechanism"] == "cels-local-sanitization"

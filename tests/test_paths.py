@@ -17,6 +17,8 @@ from searchveil.cli import app
 from searchveil.errors import InvalidParameterError, OutputExistsError, OutputWriteError
 from searchveil.io.paths import (
     STAGE_MARK,
+    Owned,
+    Replace,
     Staging,
     check_private_path,
     check_release_out,
@@ -107,11 +109,12 @@ def test_staging_swaps_and_discards(tmp_path: Path) -> None:
     target = tmp_path / "d"
     target.mkdir()
     (target / "old.txt").write_text("old")
-    with Staging(target, directory=True) as st:
+    anything = Replace("out", True, Owned("anything", lambda _p: None), directory=True)
+    with Staging(target, directory=True, replace=anything) as st:
         (st.path / "new.txt").write_text("new")
         st.commit()
     assert [p.name for p in target.iterdir()] == ["new.txt"]
-    with pytest.raises(RuntimeError), Staging(target, directory=True) as st:
+    with pytest.raises(RuntimeError), Staging(target, directory=True, replace=anything) as st:
         (st.path / "half.txt").write_text("x")
         raise RuntimeError("boom")
     assert [p.name for p in target.iterdir()] == ["new.txt"]
@@ -125,5 +128,5 @@ def test_unwritable_destination_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises((InvalidParameterError, OutputWriteError)):
         write_private_text(blocker / "r.html", "x", option="report")
     with pytest.raises(OutputWriteError, match="cannot write"):
-        Staging(blocker / "rel", directory=True)
+        Staging(blocker / "rel", directory=True, replace=Replace("out", directory=True))
     assert blocker.read_text() == "x"

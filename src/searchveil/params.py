@@ -22,6 +22,7 @@ from searchveil.validate import check_int, check_positive, check_probability
 
 __all__ = [
     "SINGLE_USER_TARGET",
+    "delta_users_warning",
     "single_user_check",
     "single_user_exposure",
     "solve_delta_single_user",
@@ -52,6 +53,22 @@ def single_user_check(delta: float, users: int) -> dict[str, Any]:
     }
 
 
+def delta_users_warning(delta: float, users: int, *, bound: str = "") -> str | None:
+    """The warning every release command prints (stderr and ``--json``) when δ ≥ 1/U — (ε,
+    δ)-DP at such a δ allows publishing items only one user holds — or ``None`` when δ < 1/U.
+    ``bound``: how U was obtained, when it is not the number of users (e.g. "a lower bound:
+    this party's users")."""
+    chk = single_user_check(delta, users)
+    if chk["ok"]:
+        return None
+    how = f" ({bound})" if bound else ""
+    return (
+        f"δ = {chk['delta']:.3g} ≥ 1/U = {chk['one_over_users']:.3g}{how}: (ε, δ)-DP at this δ "
+        "allows publishing items that only one user holds; use δ ≤ 1/(10·U) = "
+        f"{chk['recommended_max_delta']:.3g} (docs/privacy/delta.md)"
+    )
+
+
 def single_user_exposure(
     keep: Any, *, delta: float, users: int, single_user_items: int | None = None
 ) -> dict[str, Any]:
@@ -78,13 +95,7 @@ def single_user_exposure(
         "expected_single_user_published": expected,
         "bound_items_times_delta": n * chk["delta"],
         "delta_check": chk,
-        "warning": None
-        if chk["ok"]
-        else (
-            f"δ = {chk['delta']:.3g} ≥ 1/U = {chk['one_over_users']:.3g}: (ε, δ)-DP at this δ "
-            "allows publishing items that only one user holds; use δ ≤ 1/(10·U) = "
-            f"{chk['recommended_max_delta']:.3g} (docs/privacy/delta.md)"
-        ),
+        "warning": delta_users_warning(chk["delta"], chk["users_bound"]),
         "note": "single_user_items is a statistic of the private data: for the data holder, "
         "never published; the ledger records only the δ < 1/U check",
     }

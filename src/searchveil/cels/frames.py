@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from searchveil.io.marks import TRANSCRIPT_MAGIC
+
 __all__ = ["Frame", "Traffic", "open_private", "open_transcript"]
 
-TRANSCRIPT_MAGIC = b"CELS-TRANSCRIPT "
 TRANSCRIPT_WARNING = (
     "PRIVATE: every byte this party received during one CELS run - other parties' encrypted "
     "and partly aggregated data, the sampling split and the joint output before release. "

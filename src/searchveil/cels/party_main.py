@@ -39,7 +39,8 @@ _PATH_FIELDS = ("config", "out", "share", "transcript", "status", "provenance")
 class PartySpec:
     """Everything one party needs: the ``parties.toml`` (``config``), its id (``me``), the
     agreed ``params``, its files (``out``, ``share`` — none for P0 —, ``transcript``,
-    ``provenance``), ``seed`` (experiments only), ``workers`` (None: CPUs − 1), the config's
+    ``provenance``; ``overwrite`` replaces only what the tool wrote there), ``seed``
+    (experiments only), ``workers`` (None: CPUs − 1), the config's
     timeouts overridden where given, and for :func:`~searchveil.cels.runner.run_local`: the
     ``status`` file, the runner's ``parent_pid`` and the test hook ``fault``."""
 
@@ -58,6 +59,7 @@ class PartySpec:
     fault: str | None = None
     status: Path | None = None
     parent_pid: int | None = None
+    overwrite: bool = False
 
     def to_json(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -140,7 +142,7 @@ def run_spec(spec: PartySpec, *, progress: Callable[[str], None] | None = None) 
     return run_party(
         cfg, spec.me, spec.params, share=share, out=spec.out, rng=make_rng(spec.seed),
         transcript=spec.transcript, progress=progress, fault=spec.fault, workers=workers,
-        status=spec.status, hard_exit=True, provenance=spec.provenance,
+        status=spec.status, hard_exit=True, provenance=spec.provenance, overwrite=spec.overwrite,
     )  # fmt: skip
 
 

@@ -86,7 +86,7 @@ from searchveil.io.ledger import (
     build_provenance,
     write_json_atomic,
 )
-from searchveil.io.paths import Staging, check_private_path
+from searchveil.io.paths import TRANSCRIPT, Replace, Staging, check_private_path
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.kl import kl_loss
 from searchveil.rng import RandomSource
@@ -207,7 +207,10 @@ def run_party(
     st = _Status(status, me)
     # the transcript is written into a staging directory beside it, renamed into place only
     # if the run succeeds; a crash leaves a marked staging directory the next run removes
-    staged = Staging(transcript, directory=False, private=True) if transcript else None
+    trule = Replace("transcript", overwrite, TRANSCRIPT)  # again at the swap
+    staged = (
+        Staging(transcript, directory=False, private=True, replace=trule) if transcript else None
+    )
 
     def on_phase(name: str) -> None:
         st.phase = name
@@ -255,13 +258,15 @@ def _check_outputs(
     inputs: list[tuple[str, Any]],
 ) -> None:  # fmt: skip
     """Fail before any connection if the release or its provenance record would be refused, or
-    the transcript (private) would land inside a release directory (issue 30)."""
+    the transcript (private) would land inside a release directory (issue 30) or replace a
+    file that is no transcript (issue 39: only with ``overwrite``, only a CELS transcript)."""
     if out is not None:
         ReleaseWriter(out, overwrite=overwrite, provenance=provenance, inputs=inputs)
     if transcript is not None:
         check_private_path(
-            transcript, option="transcript", releases=[out] if out else [], inputs=inputs
-        )
+            transcript, option="transcript", releases=[out] if out else [], inputs=inputs,
+            overwrite=overwrite, owned=TRANSCRIPT,
+        )  # fmt: skip
 
 
 def _run_in_mesh(

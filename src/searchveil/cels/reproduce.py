@@ -263,8 +263,10 @@ def reproduce(
     key_bits: int = 512,
     quick: bool = False,
     progress: bool = False,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Run the experiments; write the HTML report; return the numbers."""
+    """Run the experiments; write the HTML report (an existing one replaced only with
+    ``overwrite``, and only a searchveil report); return the numbers."""
     say = print if progress else (lambda *a: None)
     datasets: list[tuple[str, SearchLog, int]] = []
     synth = synthetic_log(300 if quick else 1500, seed=0)
@@ -306,7 +308,7 @@ def reproduce(
     b = cels_bound(0.2, 0.5)
     lam = max_output_size(mm, b)
     res["kl_gap"] = kl_gap_table(mm, b, small.c_ij, lam / 2, ks=(3, 5, 9, 17, 33, 65))
-    write_report(report, _html(res, key_bits))
+    write_report(report, _html(res, key_bits), overwrite=overwrite)
     return res
 
 

@@ -49,15 +49,24 @@ from searchveil.cels.frames import open_private
 from searchveil.cels.params import CelsParams
 from searchveil.cels.party_main import PartySpec, write_spec
 from searchveil.cels.wire import CLOSED_WITHOUT_GOODBYE, PHASES, ProtocolError
-from searchveil.errors import InvalidParameterError, OutputExistsError, OutputWriteError
+from searchveil.errors import InvalidParameterError, OutputWriteError
 from searchveil.io.ledger import (
     build_provenance,
-    is_provenance_record,
     provenance_path,
+    provenance_rule,
     read_ledger,
     read_provenance,
+    repair_provenance,
 )
-from searchveil.io.paths import Staging, check_private_path, check_release_out, input_list
+from searchveil.io.paths import (
+    Replace,
+    Staging,
+    check_named,
+    check_private_path,
+    check_release_out,
+    input_list,
+    release_rule,
+)
 from searchveil.rng import secure_token
 
 GRACE = 2.0  # seconds the other parties get to stop on their own after a failure
@@ -246,7 +255,7 @@ def run_local(
                                progress=progress)  # fmt: skip
         if outcome is not None:
             raise outcome
-        prov = _publish(tmpd, n, out, prov_path, transcripts)
+        prov = _publish(tmpd, n, out, prov_path, transcripts, overwrite)
     ledger = read_ledger(out)
     return {
         "out": str(out),
@@ -329,29 +338,29 @@ def check_run_paths(
         if not Path(s).is_file():
             raise InvalidParameterError("share", str(s), "an existing log file")
     inputs = input_list(share=list(shares))
+    check_named(out, "out")
     prov_path = provenance_path(out, provenance)
-    check_private_path(prov_path, option="provenance", releases=[out], inputs=inputs)
+    repair_provenance(out, prov_path)  # a record a killed run staged (io/provenance.py)
+    owned = provenance_rule(out, overwrite=overwrite).owned
+    check_private_path(prov_path, option="provenance", releases=[out], inputs=inputs,
+                       overwrite=overwrite, owned=owned)  # fmt: skip
     if transcripts is not None:
         check_private_path(
             transcripts, option="transcripts", releases=[out], inputs=inputs, directory=True
         )
     check_release_out(out, overwrite=overwrite, inputs=inputs)
-    if prov_path.exists() and not (overwrite and is_provenance_record(prov_path)):
-        raise OutputExistsError(
-            f"provenance record {str(prov_path)!r} already exists"
-            + ("" if overwrite else "; choose a new --out (or --provenance) or pass --overwrite")
-            + (" and is not a searchveil provenance record" if overwrite else "")
-        )
     return prov_path
 
 
 def _publish(
-    tmpd: Path, n: int, out: Path, prov_path: Path, transcripts: Path | None
+    tmpd: Path, n: int, out: Path, prov_path: Path, transcripts: Path | None, overwrite: bool
 ) -> dict[str, Any]:
     """Every party's release must equal P0's; then stage P0's release, the joint private
     provenance record and the transcripts (owner-only) beside their places and put them in
     place in that order — the old release is removed only once the new one is in place
-    (:class:`~searchveil.io.paths.Staging`). Returns the provenance record."""
+    (:class:`~searchveil.io.paths.Staging`), each under its write rule, checked again at its
+    swap: files added to a target meanwhile are never deleted. Returns the provenance
+    record."""
     ref = tmpd / "P0"
     files = sorted(f.name for f in ref.iterdir())  # log.tsv (+ counts.tsv, profile.tsv), ledger
     for k in range(1, n):
@@ -370,13 +379,16 @@ def _publish(
     ledger_sha = hashlib.sha256((ref / "ledger.json").read_bytes()).hexdigest()
     prov["release"] = {"directory": str(out.resolve()), "ledger_sha256": ledger_sha}
     with contextlib.ExitStack() as stack:
-        rel = stack.enter_context(Staging(out, directory=True))
+        rel = stack.enter_context(Staging(out, directory=True,
+                                          replace=release_rule("out", overwrite)))  # fmt: skip
         try:
             for name in files:  # the tables and the public ledger
                 shutil.copyfile(ref / name, rel.path / name)
         except OSError as exc:
             raise OutputWriteError(str(out), exc) from exc
-        pst = stack.enter_context(Staging(prov_path, directory=False, private=True))
+        prule = provenance_rule(out, overwrite=overwrite)  # before the release's swap
+        pst = stack.enter_context(Staging(prov_path, directory=False, private=True,
+                                          replace=prule))  # fmt: skip
         try:
             with open_private(pst.path) as fh:
                 fh.write((json.dumps(prov, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
@@ -384,13 +396,18 @@ def _publish(
             raise OutputWriteError(str(prov_path), exc) from exc
         tst = None
         if transcripts is not None:
-            tst = stack.enter_context(Staging(transcripts, directory=True, private=True))
+            trule = Replace("transcripts", directory=True)  # absent or empty, at the swap too
+            tst = stack.enter_context(Staging(transcripts, directory=True, private=True,
+                                              replace=trule))  # fmt: skip
             try:
                 for tf in sorted((tmpd / "transcripts").iterdir()):
                     with tf.open("rb") as src, open_private(tst.path / tf.name) as dst:
                         shutil.copyfileobj(src, dst)
             except OSError as exc:
                 raise OutputWriteError(str(transcripts), exc) from exc
+        for st in (rel, pst, tst):  # every target checked again before the first swap
+            if st is not None:
+                st.recheck()
         rel.commit()
         pst.commit()
         if tst is not None:

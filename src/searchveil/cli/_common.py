@@ -17,8 +17,16 @@ import typer
 
 from searchveil.cli import COMMANDS
 from searchveil.errors import InvalidParameterError, SearchveilError
-from searchveil.io.ledger import provenance_path
-from searchveil.io.paths import InputPaths, check_private_path
+from searchveil.io.ledger import differentially_private, provenance_path, says_not_dp
+from searchveil.io.paths import (
+    LEDGER_JSON,
+    REPORT,
+    RUN_RECORD,
+    InputPaths,
+    Owned,
+    check_named,
+    check_private_path,
+)
 from searchveil.io.readers import ReaderOptions
 from searchveil.mechanisms.budget import Charge, NoGuarantee, PrivacyCost
 from searchveil.mechanisms.budget_file import DatasetBudget
@@ -79,14 +87,14 @@ ReleaseDeltaOpt = Annotated[
     float | None, typer.Option("--delta", help="total δ of the release (no default)")
 ]
 HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="HTML report to write")]
-OverwriteOpt = Annotated[
-    bool,
-    typer.Option(
-        "--overwrite",
-        help="replace an existing --out — a directory only if it is a complete searchveil "
-        "release (its ledger lists every file) holding none of the inputs",
-    ),
-]
+OVERWRITE_HELP = (
+    "replace what exists at an output path only if searchveil wrote it: a complete release "
+    "holding none of the inputs, the provenance record of the release it replaces, a report, "
+    "ledger, run record, model or log it recognises — never another file"
+)
+#: ``--overwrite``: one declaration, one rule (io/paths.py, issue 39) for every command
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)]
+ReplaceOpt = OverwriteOpt
 OutFmtOpt = Annotated[str, typer.Option("--output-format", help="tsv | parquet")]
 ProvenanceOpt = Annotated[
     Path | None,
@@ -113,16 +121,28 @@ def number_list(name: str, text: str | None, kind: type[N]) -> list[N] | None:
 HTML = (".html", ".htm")
 
 
+#: what the file of each option is, as ``--overwrite`` may replace it (issue 39)
+OWNED_BY_OPTION: dict[str, Owned] = {"report": REPORT, "ledger": LEDGER_JSON, "out": RUN_RECORD}
+
+
 def check_private_files(
-    paths: dict[str, Path | None], inputs: InputPaths = (), *, suffixes: tuple[str, ...] = ()
+    paths: dict[str, Path | None],
+    inputs: InputPaths = (),
+    *,
+    suffixes: tuple[str, ...] = (),
+    overwrite: bool = False,
+    owned: Owned | None = None,
 ) -> None:
-    """Private files a command will write (reports, run records, provenance records), by
-    option name: each one given is refused inside a release directory or on an input, before
-    any work (issue 30); with ``suffixes``, also a name that ends in none of them."""
+    """Private files a command will write (reports, run records, ledgers), by option name:
+    each one given is refused inside a release directory or on an input, before any work
+    (issue 30), and where it exists unless ``overwrite`` and it is one searchveil wrote
+    (``owned``, default by option: :data:`OWNED_BY_OPTION`; issue 39); with ``suffixes``, also
+    a name that ends in none of them."""
     for option, path in paths.items():
         if path is None:
             continue
-        check_private_path(path, option=option, inputs=inputs)
+        kind = owned or OWNED_BY_OPTION.get(option)
+        check_private_path(path, option=option, inputs=inputs, overwrite=overwrite, owned=kind)
         if suffixes and path.suffix.lower() not in suffixes:
             raise InvalidParameterError(
                 option, str(path), "a file name ending in " + "/".join(suffixes)
@@ -132,6 +152,7 @@ def check_private_files(
 def ledger_beside(report: Path | None, ledger: Path | None) -> Path | None:
     """Where an experiment's public ledger goes: ``--ledger``, else beside ``--report``."""
     if ledger is None and report is not None:
+        report = check_named(report, "report")
         return report.with_name(report.name + ".ledger.json")
     return ledger
 
@@ -521,7 +542,23 @@ def release_head(out: Path, provenance: Path | None, led: dict[str, Any]) -> dic
         "notion": led["notion"],
         "epsilon": led["epsilon"],
         "delta": led["delta"],
+        "differentially_private": differentially_private(led),
     }
+
+
+def guarantee_text(release: dict[str, Any]) -> str:
+    """The guarantee of a release (its ledger, or a summary holding its ``notion``,
+    ``epsilon``, ``relation``, ``guarantee``) as rich markup for a summary: plain when it is
+    differentially private, in the warning style — bold red, saying so — when it is not
+    (k-anonymity; a ``--mode conditional`` release, whose (ε, δ) covers only the sampling
+    given the counts): issue 39."""
+    from rich.markup import escape
+
+    notion = str(release.get("notion") or "")
+    if differentially_private(release):
+        return escape(notion)
+    lead = "" if says_not_dp(notion) else "NOT differentially private: "
+    return f"[bold red]{escape(lead + notion)}[/]"
 
 
 def kv_table(title: str) -> Table:

@@ -40,6 +40,7 @@ from searchveil.attacks.record import NOT_A_RELEASE, run_record
 from searchveil.cli._common import (
     HTML,
     JsonOpt,
+    ReplaceOpt,
     SeedOpt,
     add_commands,
     check_private_files,
@@ -52,7 +53,7 @@ from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.graphs import read_edge_list
 from searchveil.io.ledger import write_private_json
-from searchveil.io.paths import input_list
+from searchveil.io.paths import RUN_RECORD, check_named, input_list
 from searchveil.report.html import page, write_report
 from searchveil.rng import RandomSource, make_rng
 from searchveil.validate import check_int, check_probability
@@ -194,6 +195,7 @@ def lookahead_cmd(
     ] = 0.99,
     seed: SeedOpt = None,
     out: OutOpt = None,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one bribing strategy (thesis §6.2.3) on a graph up to --coverage."""
@@ -207,7 +209,8 @@ def lookahead_cmd(
         raise InvalidParameterError("strategy", None, "a strategy name (required)")
     s = normalize_strategy(strategy)
     check_probability("coverage", coverage, open_high=False)
-    check_private_files({"out": out}, input_list(graph=graph), suffixes=(".json",))
+    check_private_files({"out": out}, input_list(graph=graph), suffixes=(".json",),
+                        overwrite=overwrite)  # fmt: skip
     rng = make_rng(seed)
     if graph is not None:
         g = read_edge_list(graph, undirected=True)
@@ -235,7 +238,8 @@ def lookahead_cmd(
         "note": NOT_A_RELEASE,
     }
     if out is not None:
-        write_private_json(out, run_record(result, rng, command="lookahead"), option="out")
+        write_private_json(out, run_record(result, rng, command="lookahead"), option="out",
+                           overwrite=overwrite, owned=RUN_RECORD)  # fmt: skip
         result["record"] = str(out)
     emit(result, json_out, _human_lookahead)
 
@@ -306,6 +310,7 @@ def reproduce_cmd(
     ads_targets: ReproAdsTargetsOpt = 200,
     seed: SeedOpt = None,
     out: OutOpt = None,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Chapter 6's lookahead experiments and chapter 2's ads table, in one report.
@@ -317,9 +322,14 @@ def reproduce_cmd(
     real = _parse_real(real_graph)
     graphs_in = [("real-graph", p) for p in real.values()]
     # the run record: --out, else beside --report
-    record = report.with_name(report.stem + ".run.json") if out is None and report else out
-    check_private_files({"report": report}, graphs_in, suffixes=HTML)
-    check_private_files({"out" if out else "report": record}, graphs_in, suffixes=(".json",))
+    record = (
+        check_named(report, "report").with_name(report.stem + ".run.json")
+        if out is None and report
+        else out
+    )
+    check_private_files({"report": report}, graphs_in, suffixes=HTML, overwrite=overwrite)
+    check_private_files({"out" if out else "report": record}, graphs_in, suffixes=(".json",),
+                        overwrite=overwrite, owned=RUN_RECORD)  # fmt: skip
     f62 = _int_list("fig62-nodes", fig62_nodes, 100, MAX_NODES) if fig62_nodes.strip() else []
     ads_eps = parse_epsilons(ads_epsilon) if ads_epsilon.strip() else []
     rng = make_rng(seed)
@@ -334,7 +344,7 @@ def reproduce_cmd(
             epsilons=ads_eps, rng=rng, population=ads_population, targets=ads_targets,
             on_step=_say(json_out),
         )  # fmt: skip
-    _write_reproduce_outputs(result, ads, rng, report=report, record=record)
+    _write_reproduce_outputs(result, ads, rng, report=report, record=record, overwrite=overwrite)
     result["ads"] = ads
     emit(result, json_out, _human_reproduce_all)
 
@@ -346,12 +356,14 @@ def _write_reproduce_outputs(
     *,
     report: Path | None,
     record: Path | None,
+    overwrite: bool,
 ) -> None:
-    """The run record and the HTML report, if asked for; their paths go into ``result``."""
+    """The run record and the HTML report, if asked for (under the write rule); their paths
+    go into ``result``."""
     if record is not None:
         extra = {"accounting": {"ads_dp_policy_ledgers": ads["ledgers"]}} if ads else None
         rec = run_record(result, rng, command="reproduce", extra=extra)
-        write_private_json(record, rec, option="out")
+        write_private_json(record, rec, option="out", overwrite=overwrite, owned=RUN_RECORD)
         result["record"] = str(record)
     if report is not None:
         body_parts = lookahead_sections(result) + (ads_sections(ads) if ads else [])
@@ -363,6 +375,7 @@ def _write_reproduce_outputs(
                 "(ch. 2): simulations, not DP releases.",
                 body_parts,
             ),
+            overwrite=overwrite,
         )
         result["report"] = str(report)
 

@@ -15,6 +15,7 @@ from searchveil.cli._common import (
     SEEDED_NOTE,
     JsonOpt,
     ProvenanceOpt,
+    ReplaceOpt,
     SeedOpt,
     check_private_files,
     emit,
@@ -26,10 +27,11 @@ from searchveil.cli.options import command
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import (
     build_provenance,
+    check_ledger_file,
     provenance_path,
-    write_json_atomic,
-    write_private_json,
+    write_ledger_file,
 )
+from searchveil.io.paths import LEDGER_JSON, write_private_json
 from searchveil.report.html import page, write_report
 from searchveil.rng import make_rng
 
@@ -151,6 +153,7 @@ def ads(
     dp_reports: AdsDpReportsOpt = 8,
     provenance: ProvenanceOpt = None,
     seed: SeedOpt = None,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Ad-targeting inference attacks against four platform policies (thesis ch. 2).
@@ -160,8 +163,10 @@ def ads(
     (d) DP reports with a per-advertiser budget."""
     eps = parse_epsilons(epsilon)
     led_path = ledger_beside(report, ledger)  # every run with an output gets a ledger
-    prov_path = provenance_path(led_path, provenance) if led_path is not None else None
-    check_private_files({"report": report, "ledger": led_path, "provenance": prov_path})
+    prov_path = provenance_path(led_path, provenance, option="ledger") if led_path else None
+    check_private_files({"report": report}, overwrite=overwrite)
+    if led_path is not None and prov_path is not None:
+        check_ledger_file(led_path, prov_path, overwrite=overwrite)
     rng = make_rng(seed)
     with progress(not json_out) as step:
         state: dict[str, Any] = {}
@@ -177,27 +182,31 @@ def ads(
         )  # fmt: skip
         if "done" in state:
             state["done"]()
-    _write_outputs(result, report, led_path, provenance)
+    _write_outputs(result, report, led_path, provenance, overwrite)
     emit(result, json_out, human_ads)
 
 
 def _write_outputs(
-    result: dict[str, Any], report: Path | None, led: Path | None, provenance: Path | None
+    result: dict[str, Any],
+    report: Path | None,
+    led: Path | None,
+    provenance: Path | None,
+    overwrite: bool,
 ) -> None:
     """Write the HTML report, the DP policy's public ledgers and the private provenance
-    record (each only when asked for), naming them in ``result``."""
+    record (each only when asked for, each under the write rule), naming them in
+    ``result``."""
     if report is not None:
         text = page(
             "Ad-targeting inference attacks",
             "Korolova 2012 thesis, chapter 2 (§2.2.3–2.2.6), on a simulated platform",
             ads_sections(result),
         )
-        write_report(report, text)
+        write_report(report, text, overwrite=overwrite)
         result["report"] = str(report)
     provs = result.pop("provenances", {})
     if led is not None:
         # the public ledgers of the DP policy; the population they ran on is private
-        write_json_atomic(led, result["ledgers"])
         result["ledger"] = str(led)
         if provs:
             first = next(iter(provs.values()))
@@ -205,6 +214,9 @@ def _write_outputs(
                 inputs=first["inputs"],
                 figures={name: p["figures"] for name, p in provs.items()},
             )
-            prov = provenance_path(led, provenance)
-            write_private_json(prov, rec)
+            prov = provenance_path(led, provenance, option="ledger")
+            write_ledger_file(led, result["ledgers"], prov, rec, overwrite=overwrite)
             result["provenance"] = str(prov)
+        else:
+            write_private_json(led, result["ledgers"], option="ledger", overwrite=overwrite,
+                               owned=LEDGER_JSON, private=False)  # fmt: skip

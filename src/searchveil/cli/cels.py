@@ -34,6 +34,7 @@ from searchveil.cli._common import (
     EpsilonOpt,
     JsonOpt,
     MaxPairsOpt,
+    ReplaceOpt,
     add_commands,
     emit,
     err_console,
@@ -44,8 +45,9 @@ from searchveil.cli._common import (
 )
 from searchveil.cli.options import Output, command, option_group, register_group
 from searchveil.errors import InvalidParameterError
-from searchveil.io.ledger import ReleaseWriter
-from searchveil.io.paths import check_private_path, input_list
+from searchveil.io.ledger import ReleaseWriter, read_provenance
+from searchveil.io.paths import REPORT, check_private_path, input_list
+from searchveil.params import delta_users_warning
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.release.ump.release import NOT_DP
 from searchveil.validate import parse_choice
@@ -249,11 +251,44 @@ def _print_guarantee(led: dict[str, Any]) -> None:
         )
     else:
         noisy = led.get("noisy", {})
+        c = g.get("conditional") or {}
         out_console.print(
-            f"ε = {led['epsilon']}, δ = {led['delta']}, b = {g['b']:.6g}; output rows "
-            f"{noisy.get('output_rows', 0):,}, |O| = {noisy.get('output_size', 0):,}"
+            f"[bold red]NOT differentially private[/] ({NOT_DP}): (ε, δ) = ({c.get('epsilon')}, "
+            f"{c.get('delta')}) covers only the sampling given the counts, b = {g['b']:.6g}; "
+            f"output rows {noisy.get('output_rows', 0):,}, |O| = {noisy.get('output_size', 0):,}"
+            " (docs/privacy/cels.md)",
+            highlight=False,
         )
-        out_console.print(f"note: --mode conditional is {NOT_DP} (docs/privacy/cels.md)")
+
+
+def delta_warning(
+    params: CelsParams, led: dict[str, Any], inputs: list[dict[str, Any]], *, party: bool
+) -> str | None:
+    """The δ ≥ 1/U warning of a CELS release (issue 39; what every release command prints,
+    :func:`~searchveil.params.delta_users_warning`), printed on stderr and returned for
+    ``--json``. δ: the ledger's (a conditional release's: that of its sampling). U: the
+    declared ``--max-users`` (e2e, where δ < 1/U is then enforced: no warning), else the
+    users of the joint input — ``inputs``, the input records of the provenance record: every
+    party's for ``cels run``/``local``, one party's own for ``cels party``, whose count is then
+    a lower bound of the joint one (a warning is certain, its absence is not)."""
+    if params.mode == UmpMode.E2E and params.max_users is not None:
+        return None
+    cond = (led.get("guarantee") or {}).get("conditional") or {}
+    given = led.get("delta") if led.get("delta") is not None else cond.get("delta")
+    delta = float(params.delta if given is None else given)
+    users = sum(int(i.get("users") or 0) for i in inputs)
+    if users < 1:
+        text: str | None = (
+            f"δ = {delta:.3g} is not checked against 1/U: no --max-users was declared "
+            "and this party holds no users; δ protects everyone only if δ < 1/U, U the users of "
+            "the joint input (docs/privacy/delta.md)"
+        )
+    else:
+        bound = "U here: this party's own users, a lower bound of the joint count" if party else ""
+        text = delta_users_warning(delta, users, bound=bound)
+    if text:
+        err_console.print(f"[bold red]warning[/]: {text}", highlight=False)
+    return text
 
 
 # `party`, `run` and `local` take the same release options (the option group of CelsParams,
@@ -261,7 +296,7 @@ def _print_guarantee(led: dict[str, Any]) -> None:
 _CELS_OUTPUT = {"provenance": CelsProvenanceOpt}
 
 
-@command(omit=("output_format", "overwrite"), replace=_CELS_OUTPUT)
+@command(omit=("output_format",), replace=_CELS_OUTPUT)
 def party(
     config: Annotated[Path, typer.Option("--config", help="parties.toml")],
     id: Annotated[int, typer.Option("--id", help="this party's id (0 = solver)")],
@@ -301,7 +336,8 @@ def party(
         )  # fmt: skip
     spec = PartySpec(
         config=config, me=id, params=params, out=out.out, share=share, transcript=transcript,
-        provenance=out.provenance, seed=out.seed, fault=inject_fault, **asdict(net),
+        provenance=out.provenance, seed=out.seed, fault=inject_fault, overwrite=out.overwrite,
+        **asdict(net),
     )  # fmt: skip
 
     def prog(phase: str) -> None:
@@ -321,6 +357,12 @@ def party(
             traffic=res.stats["traffic"],
             seconds=res.stats["seconds"],
             cpu_seconds=res.stats["cpu_seconds"],
+            delta_warning=delta_warning(
+                params,
+                res.ledger,
+                read_provenance(out.out, out.provenance).get("inputs") or [],
+                party=True,
+            ),
         ),
     }
     title = f"CELS party P{id}"
@@ -369,7 +411,11 @@ def run_cmd(
             progress=None if json_out else lambda t: err_console.print(t, highlight=False),
         )  # fmt: skip
         ch.record_written(out.out)
-    res["private"] = private_block(party_stats=res.pop("party_stats"))
+    inputs = read_provenance(out.out, out.provenance).get("inputs") or []
+    res["private"] = private_block(
+        party_stats=res.pop("party_stats"),
+        delta_warning=delta_warning(params, res["ledger"], inputs, party=False),
+    )
     res["budget"] = out.budget_result(ch)
     title = f"CELS → {out.out}"
     emit(res, json_out, lambda r: _human_summary(title, r["ledger"], r["private"]["party_stats"]))
@@ -418,7 +464,10 @@ def local_cmd(
         ch.record_written(out.out)
     skip = ("log", "tables", "ledger", "provenance")
     summary: dict[str, Any] = {"out": str(out.out), "provenance": str(prov)}
-    summary["private"] = private_block(**{k: v for k, v in res.items() if k not in skip})
+    warn = delta_warning(params, res["ledger"], res["provenance"].get("inputs") or [], party=False)
+    summary["private"] = private_block(
+        **{k: v for k, v in res.items() if k not in skip}, delta_warning=warn
+    )
     summary["budget"] = out.budget_result(ch)
     emit(summary, json_out, lambda r: out_console.print(r))
 
@@ -431,6 +480,7 @@ def reproduce_cmd(
     ] = 512,
     parties: Annotated[str, typer.Option("--parties", help="r values, e.g. 2,4,8")] = "2,4,8",
     quick: Annotated[bool, typer.Option("--quick", help="small inputs only")] = False,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Rerun §6 (conditional mode, NOT DP): CELS vs LS (Fig. 5), Table 5, runtime vs r.
@@ -438,8 +488,9 @@ def reproduce_cmd(
     The paper's protocol and baseline (--mode conditional): not differentially private, counts
     computed from the exact histogram; kept to reproduce the paper's figures."""
     rs = tuple(int(v) for v in parties.split(",") if v.strip())
-    check_private_path(report, option="report")  # before any work (issue 30)
-    res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out)
+    check_private_path(report, option="report", overwrite=overwrite, owned=REPORT)  # issue 30
+    res = reproduce(report, rs=rs, key_bits=key_bits, quick=quick, progress=not json_out,
+                    overwrite=overwrite)  # fmt: skip
     emit(res, json_out, lambda r: out_console.print(f"report → {r['report']}"))
 
 

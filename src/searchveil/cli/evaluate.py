@@ -7,6 +7,7 @@ Nothing is written unless every step succeeded (reports are written atomically a
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,23 +20,31 @@ from searchveil.cli._common import (
     READER_DEFAULT,
     InputArg,
     JsonOpt,
+    ReplaceOpt,
     add_commands,
     check_private_files,
     emit,
     err_console,
+    guarantee_text,
     out_console,
     private_block,
     progress,
 )
 from searchveil.cli.options import command, option_group
-from searchveil.errors import InputFormatError, InvalidParameterError
+from searchveil.errors import InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release, log_as_release
 from searchveil.evaluate.caching import PostingProxy
 from searchveil.evaluate.compare import compare_settings, default_settings, parse_setting
 from searchveil.evaluate.fidelity import FIGURES
 from searchveil.evaluate.keywords import parse_seed_spec
 from searchveil.evaluate.reproduce import EXPERIMENTS, run_experiments
-from searchveil.io.ledger import provenance_path, read_provenance
+from searchveil.io.ledger import (
+    LEDGER_NAME,
+    differentially_private,
+    provenance_path,
+    read_provenance,
+    repair_provenance,
+)
 from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.mechanisms.budget_file import DatasetBudget
@@ -90,10 +99,9 @@ class Metrics:
 
 def _human_eval(r: dict[str, Any]) -> None:
     rel = r["release"]
-    out_console.print(
-        f"[bold]{rel['mechanism']}[/] ({rel.get('notion')}, ε={rel.get('epsilon')}, "
-        f"δ={rel.get('delta')})"
-    )
+    dp = differentially_private(rel)
+    figures = f", ε={rel.get('epsilon')}, δ={rel.get('delta')}" if dp else ""
+    out_console.print(f"[bold]{rel['mechanism']}[/] ({guarantee_text(rel)}{figures})")
     t = Table(title="released items")
     for c in ("items", "distinct", "% distinct", "volume", "% volume", "avg count diff"):
         t.add_column(c, justify="right")
@@ -137,13 +145,18 @@ def _read(input: Path, kw: dict[str, Any]) -> Any:
 def release_provenance(release_dir: Path, explicit: Path | None) -> dict[str, Any] | None:
     """The release's private provenance record (``--provenance FILE``, else
     ``<release>.private.json`` beside it); ``None`` when there is none and none was asked for
-    (a release received from elsewhere comes without one: it is evaluated all the same)."""
-    try:
-        return read_provenance(release_dir, explicit)
-    except InputFormatError:
-        if explicit is not None:
-            raise
+    (a release received from elsewhere comes without one: it is evaluated all the same). A
+    record that is not this release's (its ledger digest names another ledger) is refused,
+    never used (issue 39)."""
+    path = provenance_path(release_dir, explicit, option="release")
+    # a log file inside a release directory is that release's: its record names that ledger
+    owner = release_dir
+    if release_dir.is_file() and (release_dir.parent / LEDGER_NAME).is_file():
+        owner = release_dir.parent
+    repair_provenance(owner, path)  # a record a killed run staged but did not put in place
+    if explicit is None and not os.path.lexists(path):
         return None
+    return read_provenance(owner, path)
 
 
 def ledger_reader_options(
@@ -217,6 +230,7 @@ def evaluate(
             "charge and what the dataset's releases spent and left",
         ),
     ] = None,
+    overwrite: ReplaceOpt = False,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -227,7 +241,7 @@ def evaluate(
     rank, session lengths, query-only rows, substitution MAP). Reads the private log and the
     release's private provenance record: for the data holder."""
     inputs = input_list(original=original, release=release_dir, provenance=provenance)
-    check_private_files({"report": report}, inputs, suffixes=HTML)
+    check_private_files({"report": report}, inputs, suffixes=HTML, overwrite=overwrite)
     metric_kw = metrics.kwargs()
     prov = release_provenance(release_dir, provenance)
     kw = ledger_reader_options(release_dir, reader, prov).kwargs()
@@ -252,7 +266,7 @@ def evaluate(
         done()
         if report is not None:
             done = step("writing the report")
-            write_report(report, evaluation_report(result), inputs=inputs)
+            write_report(report, evaluation_report(result), inputs=inputs, overwrite=overwrite)
             result["report"] = str(report)
             done()
     emit(result, json_out, _human_eval)
@@ -292,6 +306,7 @@ def compare(
     max_users: CompareMaxUsersOpt = None,
     report: ReportOpt = None,
     seed: CompareSeedOpt = None,
+    overwrite: ReplaceOpt = False,
     *,
     metrics: Metrics,
     reader: ReaderOptions = READER_DEFAULT,
@@ -310,7 +325,9 @@ def compare(
     if max_users is not None:
         check_int("max-users", max_users, minimum=1)
     metric_kw = metrics.kwargs()
-    check_private_files({"report": report}, input_list(input=input), suffixes=HTML)
+    check_private_files(
+        {"report": report}, input_list(input=input), suffixes=HTML, overwrite=overwrite
+    )
     settings = (
         [parse_setting(m) for m in mechanisms]
         if mechanisms
@@ -348,7 +365,7 @@ def compare(
                 runs, input_info=log.ledger_input(), epsilon=eps, delta=dl,
                 failures=failures,
             )  # fmt: skip
-            write_report(report, text, inputs=input_list(input=input))
+            write_report(report, text, inputs=input_list(input=input), overwrite=overwrite)
             result["report"] = str(report)
             done()
     emit(result, json_out, _human_compare)
@@ -366,6 +383,7 @@ def reproduce(
         typer.Option("--log", help="AOL log for the trend experiments (default: shared)"),
     ] = None,
     list_ids: Annotated[bool, typer.Option("--list", help="list experiment ids")] = False,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Regenerate the papers' tables and trends, each beside the printed values.
@@ -378,7 +396,8 @@ def reproduce(
     for i in ids or []:
         if i not in EXPERIMENTS:
             raise InvalidParameterError("id", i, "one of " + ", ".join(EXPERIMENTS))
-    check_private_files({"report": report}, input_list(log=log), suffixes=HTML)
+    check_private_files({"report": report}, input_list(log=log), suffixes=HTML,
+                        overwrite=overwrite)  # fmt: skip
     if log is not None and not log.exists():
         raise InvalidParameterError("log", str(log), "an existing log file")
     with progress(not json_out) as step:
@@ -386,7 +405,7 @@ def reproduce(
         result: dict[str, Any] = {"schema": "searchveil.reproduce/1", "experiments": exps}
         if report is not None:
             done = step("writing the report")
-            write_report(report, reproduction_report(exps))
+            write_report(report, reproduction_report(exps), overwrite=overwrite)
             result["report"] = str(report)
             done()
     emit(result, json_out, _human_reproduce)

@@ -9,6 +9,7 @@ from typing import Any
 
 from searchveil.cli._common import (
     PRIVATE,
+    guarantee_text,
     kv_table,
     out_console,
     print_release_table,
@@ -49,14 +50,14 @@ def top(release: Any, name: str, n: int = 10) -> list[dict[str, Any]]:
 def human(r: dict[str, Any]) -> None:
     t = kv_table(f"{r['mechanism']} → {r['out']}")
     if r["epsilon"] is not None:
-        t.add_row("guarantee", r["notion"])
+        t.add_row("guarantee", guarantee_text(r))
         t.add_row("ε (reported, exact accounting)", f"{r['epsilon']:.6g}")
         t.add_row("δ (reported, exact accounting)", f"{r['delta']:.4g}")
         pa = r.get("paper_accounting") or {}
         if pa:
             t.add_row("ε, δ (paper's formulas)", f"{pa['epsilon']:.6g}, {pa['delta']:.4g}")
     else:
-        t.add_row("guarantee", r["notion"])
+        t.add_row("guarantee", guarantee_text(r))
     if "split" in r:
         t.add_row("ε split (weights)", str(r["split"]))
     report = r["private"]["report"]

@@ -25,6 +25,7 @@ from searchveil.cli._common import (
     command_group,
     emit,
     err_console,
+    guarantee_text,
     kv_table,
     out_console,
     parse_split,
@@ -46,7 +47,7 @@ from searchveil.validate import parse_choice
 
 def _human_e2e(r: dict[str, Any]) -> None:
     t = kv_table(f"{r['mechanism']} → {r['out']}")
-    t.add_row("guarantee", r["notion"])
+    t.add_row("guarantee", guarantee_text(r))
     t.add_row("ε, δ (end to end)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
     for step, s in r["split"].items():
         t.add_row(f"  {step.replace('_', ' ')}", f"ε {s['epsilon']:.4g}, δ {s['delta']:.3g}")
@@ -75,8 +76,12 @@ def _human_e2e(r: dict[str, Any]) -> None:
 
 def _human(r: dict[str, Any]) -> None:
     t = kv_table(f"hong-ump ({r['objective']}) → {r['out']}")
-    t.add_row("guarantee", r["notion"])
-    t.add_row("ε, δ (sampling)", f"{r['epsilon']:.6g}, {r['delta']:.4g}")
+    t.add_row("guarantee", guarantee_text(r))
+    c = r["sampling_given_counts"]
+    t.add_row(
+        "ε, δ of the sampling given the counts only",
+        f"[bold red]{c['epsilon']:.6g}, {c['delta']:.4g}[/] (not a DP guarantee)",
+    )
     t.add_row("b (privacy bound of every user)", f"{r['b']:.6g}")
     pv = r["private"]
     s = pv["solver"]
@@ -105,9 +110,10 @@ def _human(r: dict[str, Any]) -> None:
         )
     print_release_table(t, r)
     out_console.print(
-        "note: --mode conditional is NOT differentially private: the counts x_ij are computed "
-        "from the exact histogram; only the sampling given them is covered by (ε, δ) "
-        "(docs/privacy/ump.md)."
+        "[bold red]note: --mode conditional is NOT differentially private[/]: the counts x_ij "
+        "are computed from the exact histogram; only the sampling given them is covered by "
+        "(ε, δ) (docs/privacy/ump.md).",
+        highlight=False,
     )
 
 
@@ -267,6 +273,9 @@ def _e2e(o: UmpOptions, input: Path, reader: ReaderOptions, out: Output, step: A
         done()
     led, rep = rel.ledger, rel.report
     su = rep["single_user"]
+    warn = su.get("warning")  # δ ≥ 1/U (issue 39): on stderr, and under private in --json
+    if warn:
+        err_console.print(f"[bold red]warning[/]: {warn}", highlight=False)
     return {
         "out": str(out.out), "provenance": str(out.provenance_path), "mode": "e2e",
         "ids": str(ids), "pairs": str(params.pairs), "mechanism": led["mechanism"],
@@ -279,6 +288,7 @@ def _e2e(o: UmpOptions, input: Path, reader: ReaderOptions, out: Output, step: A
         "private": private_block(
             metrics=rep["metrics"],
             single_user_items_expected=su.get("expected_single_user_published"),
+            delta_check=su.get("delta_check"), delta_warning=warn,
             **({"constraint_on_true_log": rep["constraint_on_true_log"]}
                if "constraint_on_true_log" in rep else {}),
         ),
@@ -322,8 +332,10 @@ def _conditional(
     led = rel.ledger
     return {
         "out": str(out.out), "provenance": str(out.provenance_path), "mode": "conditional",
-        "objective": o.objective, "notion": led["notion"], "epsilon": led["epsilon"],
-        "delta": led["delta"], "b": rel.report["b"], "seeded": led["seeded"],
+        "objective": o.objective, "notion": led["notion"], "epsilon": None, "delta": None,
+        "sampling_given_counts": {k: led["guarantee"]["conditional"][k]
+                                  for k in ("epsilon", "delta", "relation", "covers")},
+        "b": rel.report["b"], "seeded": led["seeded"],
         "outputs": {k: v.height for k, v in rel.tables.items()},
         "count_noise": rel.report.get("count_noise"), "counts_are_private": False,
         "differentially_private": False,

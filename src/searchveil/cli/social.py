@@ -15,6 +15,7 @@ from searchveil.cli._common import (
     HtmlReportOpt,
     JsonOpt,
     ProvenanceOpt,
+    ReplaceOpt,
     SeedOpt,
     add_commands,
     check_private_files,
@@ -36,9 +37,9 @@ from searchveil.io.graphs import (
 )
 from searchveil.io.ledger import (
     build_provenance,
+    check_ledger_file,
     provenance_path,
-    write_json_atomic,
-    write_private_json,
+    write_ledger_file,
 )
 from searchveil.io.paths import input_list
 from searchveil.report.html import write_report
@@ -265,6 +266,7 @@ def reproduce_cmd(
     universe: Universe,
     seed: SeedOpt = None,
     provenance: ProvenanceOpt = None,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """The thesis's §5.5 experiments on a graph (accuracy CDFs, bound, findings)."""
@@ -274,12 +276,13 @@ def reproduce_cmd(
     ledger_path = ledger_beside(report, ledger)
     if ledger_path is None:
         raise InvalidParameterError("ledger", None, "--report or --ledger PATH")
-    prov_path = provenance_path(ledger_path, provenance)
+    prov_path = provenance_path(ledger_path, provenance, option="ledger")
     inputs = input_list(graph=graph, node_list=universe.node_list)
     # the report and the provenance record are private, the ledger public: none may land
-    # inside a release directory or on an input (issue 30)
-    outs = {"report": report, "ledger": ledger_path, "provenance": prov_path}
-    check_private_files(outs, inputs)
+    # inside a release directory or on an input (issue 30), nor replace a file searchveil
+    # did not write — the record only that of the ledger it replaces (issue 39)
+    check_private_files({"report": report}, inputs, overwrite=overwrite)
+    check_ledger_file(ledger_path, prov_path, overwrite=overwrite, inputs=inputs)
     nodes = universe.of(graph)
     rng = make_rng(seed)
     with progress(not json_out) as step:
@@ -293,10 +296,9 @@ def reproduce_cmd(
         figures={"results_summary": public_result(res)["runs"]},
     )
     html = social_report(res) if report else None
-    write_json_atomic(ledger_path, led)
-    write_private_json(prov_path, prov, option="provenance", inputs=inputs)
+    write_ledger_file(ledger_path, led, prov_path, prov, overwrite=overwrite, inputs=inputs)
     if html is not None and report is not None:
-        write_report(report, html, inputs=inputs)
+        write_report(report, html, inputs=inputs, overwrite=overwrite)
     out = public_result(res, per_target=per_target)
     out["private"] = private_block(**{k: out.pop(k) for k in ("nodes", "edges", "max_degree")})
     out["report"] = str(report) if report else None

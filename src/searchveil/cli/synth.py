@@ -26,8 +26,14 @@ from searchveil.cli._common import (
     out_console,
 )
 from searchveil.cli.options import command
-from searchveil.errors import InvalidParameterError, OutputExistsError
-from searchveil.io.paths import check_private_path, input_list, write_private_text
+from searchveil.errors import InvalidParameterError
+from searchveil.io.paths import (
+    MODEL,
+    SYNTHETIC_LOG,
+    check_private_path,
+    input_list,
+    write_private_text,
+)
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import query_events
 from searchveil.rng import make_rng
@@ -163,11 +169,11 @@ def synth(
     # private outputs (a log fitted to a private one, its model): never inside a release
     # directory, never on an input; checked before any work (issue 30)
     inputs = input_list(like=like, model=model)
-    check_private_path(out, option="out", inputs=inputs)
+    check_private_path(out, option="out", inputs=inputs, overwrite=overwrite,
+                       owned=SYNTHETIC_LOG)  # fmt: skip
     if save_model is not None:
-        check_private_path(save_model, option="save-model", inputs=[*inputs, ("out", out)])
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
+        check_private_path(save_model, option="save-model", inputs=[*inputs, ("out", out)],
+                           overwrite=overwrite, owned=MODEL)  # fmt: skip
     rng = make_rng(seed)
     if like is not None:
         kw = reader.kwargs()
@@ -185,7 +191,8 @@ def synth(
         )  # fmt: skip
     dt = time.perf_counter() - t0
     if save_model is not None:
-        write_private_text(save_model, m.to_json(), option="save-model", inputs=inputs)
+        write_private_text(save_model, m.to_json(), option="save-model", inputs=inputs,
+                           overwrite=overwrite, owned=MODEL)  # fmt: skip
     res.update(
         seconds=dt,
         rows_per_second=res["rows"] / dt if dt > 0 else 0.0,

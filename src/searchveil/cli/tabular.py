@@ -16,11 +16,13 @@ from searchveil.cli._common import (
     EpsilonOpt,
     HtmlReportOpt,
     JsonOpt,
+    ReplaceOpt,
     SeedOpt,
     add_commands,
     check_private_files,
     emit,
     err_console,
+    guarantee_text,
     kv_table,
     out_console,
     private_block,
@@ -29,7 +31,7 @@ from searchveil.cli._common import (
 )
 from searchveil.cli.options import Output, command
 from searchveil.errors import InvalidParameterError
-from searchveil.io.paths import check_private_path, input_list
+from searchveil.io.paths import input_list
 from searchveil.report.html import write_report
 from searchveil.rng import RandomSource
 from searchveil.tabular.api import (
@@ -213,7 +215,7 @@ def _human_anonymize(r: dict[str, Any]) -> None:
     _kv(
         f"{r['mechanism']} → {r['out']}",
         {
-            "guarantee": r["notion"],
+            "guarantee": guarantee_text(r),
             "ε": r["epsilon"],
             "δ": r["delta"],
             "k": r["parameters"].get("k", r["noisy"].get("k")),
@@ -359,6 +361,7 @@ def compare_cmd(
     report: HtmlReportOpt = None,
     qi: QiOpt = None,
     seed: SeedOpt = 0,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Compare ours, SafePub, the paper's sampler and AIM/MST at the same (ε, δ).
@@ -373,7 +376,7 @@ def compare_cmd(
         raise InvalidParameterError("delta", None, "a value (no default)")
     ms = [m.strip() for m in methods.split(",") if m.strip()]
     inputs = input_list(table=table, hierarchies=hierarchies, test=test)
-    check_private_files({"report": report}, inputs)
+    check_private_files({"report": report}, inputs, overwrite=overwrite)
     t = load(table, hierarchies, _qi(qi))
     if test is None:
         train, held = split(t, seed or 0)
@@ -383,7 +386,8 @@ def compare_cmd(
                            seed=seed or 0, hier_dir=Path(hierarchies))  # fmt: skip
     res: dict[str, Any] = {"train": train.n, "test": held.n, "rows": rows}
     if report is not None:
-        write_report(report, compare_report(rows, train, held), inputs=inputs)
+        write_report(report, compare_report(rows, train, held), inputs=inputs,
+                     overwrite=overwrite)  # fmt: skip
         res["report"] = str(report)
 
     emit(res, json_out, _human_compare)
@@ -411,14 +415,14 @@ def reproduce_cmd(
         bool, typer.Option("--quick", help="smaller grids (minutes → seconds)")
     ] = False,
     seed: SeedOpt = 0,
+    overwrite: ReplaceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Fig. 3 / Fig. 4 of Fouad et al. on ARX's Adult; ours vs SafePub vs AIM/MST."""
-    if report is not None:
-        check_private_path(report, option="report", inputs=input_list(data=data))
+    check_private_files({"report": report}, input_list(data=data), overwrite=overwrite)
     with progress(not json_out) as step:
         done = step("experiments")
-        res = reproduce(data, report=report, quick=quick, seed=seed or 0)
+        res = reproduce(data, report=report, quick=quick, seed=seed or 0, overwrite=overwrite)
         done()
 
     emit(res, json_out, _human_reproduce)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,11 +45,24 @@ import polars as pl
 from searchveil.errors import (
     InputFormatError,
     InternalError,
-    OutputExistsError,
     OutputWriteError,
 )
 from searchveil.io import paths
 from searchveil.io.files import file_sha256
+from searchveil.io.provenance import (
+    PROVENANCE_MARK,
+    PROVENANCE_SUFFIX,
+    build_provenance,
+    check_ledger_file,
+    is_provenance_record,
+    provenance_path,
+    provenance_rule,
+    read_provenance,
+    release_ledger_sha,
+    repair_provenance,
+    write_ledger_file,
+)
+from searchveil.io.provenance import jsonable as _jsonable
 from searchveil.rng import RandomSource, secure_token
 from searchveil.validate import check_choice
 from searchveil.version import __version__
@@ -67,7 +79,14 @@ __all__ = [
     "write_private_json",
     "write_text_atomic",
     "check_release_dir",
+    "check_ledger_file",
+    "differentially_private",
+    "says_not_dp",
     "is_provenance_record",
+    "provenance_rule",
+    "release_ledger_sha",
+    "repair_provenance",
+    "write_ledger_file",
     "LEDGER_NAME",
     "LEDGER_KEYS",
     "LedgerCost",
@@ -77,13 +96,6 @@ __all__ = [
 ]
 
 LEDGER_NAME = "ledger.json"
-PROVENANCE_SUFFIX = ".private.json"
-PROVENANCE_MARK = (
-    "PRIVATE: provenance of a searchveil release - it describes the private input (path, "
-    "SHA-256, exact counts, diagnostics). Keep it with the data holder; never publish it with "
-    "the release."
-)
-
 # The top-level keys a public ledger may hold. Anything else is refused by build_ledger: a new
 # key is added here deliberately, after asking whether it is covered by the guarantee.
 LEDGER_KEYS = frozenset(
@@ -169,20 +181,6 @@ _PUBLIC_INPUT_KEYS = frozenset(
 )
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
-        return str(x)
-    if hasattr(x, "item") and callable(x.item):  # numpy scalars
-        return _jsonable(x.item())
-    if isinstance(x, Path):
-        return str(x)
-    return x
-
-
 def _refuse_private_keys(obj: Any, where: str) -> None:
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -250,6 +248,7 @@ def build_ledger(
     fields = cost.ledger_fields()
     if set(fields) != set(_COST_FIELDS):
         raise InternalError(f"a cost gives the ledger {_COST_FIELDS}, not {sorted(fields)}")
+    extra = _conditional(cost, extra)
     ledger: dict[str, Any] = {
         "tool": "searchveil",
         "tool_version": __version__,
@@ -283,6 +282,44 @@ def build_ledger(
     return result
 
 
+def _conditional(cost: Any, extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A release whose guarantee is *conditional* (``cost.conditional``: Hong et al.'s and the
+    CELS paper's counts from the exact data, only the sampling given them private) is not
+    differentially private, and its ledger says so at the top level (issue 39; the cost's
+    ``ledger_fields``: no relation, ε and δ null, like a release that protects nothing). The
+    (ε, δ) of the sampling given the counts, with its relation and split, is kept under
+    ``guarantee.conditional`` — never where a reader (or a budget) takes a guarantee from."""
+    why = getattr(cost, "conditional", None)
+    if not why:
+        return extra
+    sampling = {"relation": str(cost.relation), "neighbouring": cost.relation.neighbouring,
+                "epsilon": cost.epsilon, "delta": cost.delta, "split": cost.split,
+                "covers": "only the sampling given the counts", "why": why}  # fmt: skip
+    extra = dict(extra or {})
+    guarantee = dict(extra.get("guarantee") or {})
+    guarantee.update(differentially_private=False, conditional=sampling)
+    extra["guarantee"] = guarantee
+    return extra
+
+
+def differentially_private(release: dict[str, Any]) -> bool:
+    """Whether a release (its ledger, or evaluate's summary of it) states a differential-privacy
+    guarantee: an ε, a relation other than ``none``, and no ``guarantee`` saying it is not
+    (a conditional release's ledger: issue 39)."""
+    g = release.get("guarantee")
+    if release.get("differentially_private") is False or (
+        isinstance(g, dict) and g.get("differentially_private") is False
+    ):
+        return False
+    return release.get("epsilon") is not None and release.get("relation") != "none"
+
+
+def says_not_dp(notion: str) -> bool:
+    """The notion already says the release is not differentially private."""
+    n = notion.lower()
+    return "not differential" in n or "no differential" in n
+
+
 def check_public_ledger(ledger: dict[str, Any]) -> None:
     """Raise :class:`InternalError` when ``ledger`` holds an unknown top-level key or a key that
     describes the private input outside the public subtrees (see the module docstring)."""
@@ -300,73 +337,12 @@ def check_public_ledger(ledger: dict[str, Any]) -> None:
             raise InternalError(f"declared.{k} must be a scalar (a bound the user states)")
 
 
-def build_provenance(
-    *,
-    inputs: list[dict[str, Any]],
-    report: dict[str, Any] | None = None,
-    figures: dict[str, Any] | None = None,
-    diagnostics: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The private provenance record of one release. Its first field, ``PRIVATE``, says what it
-    is. ``inputs``: the private input records (path, SHA-256, exact rows/users, reader options
-    and diagnostics); ``report``: the release's private report (kept/dropped counts, expected
-    single-user items, ...); ``figures``/``diagnostics``: anything else computed from the exact
-    input. ``release`` and ``ledger_sha256`` are filled in by :class:`ReleaseWriter`."""
-    rec: dict[str, Any] = {
-        "PRIVATE": PROVENANCE_MARK,
-        "kind": "searchveil-provenance",
-        "tool_version": __version__,
-        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "release": None,
-        "inputs": inputs,
-        "report": report or {},
-        "figures": figures or {},
-        "diagnostics": diagnostics or {},
-    }
-    rec.update(extra or {})
-    out: dict[str, Any] = _jsonable(rec)
-    return out
-
-
 def public_file_record(path: str | os.PathLike[str], *, role: str, **fields: Any) -> dict[str, Any]:
     """The ledger's record of a *public* input file (a SERP, a hierarchy, a node list): its
     ``role``, its file name (not the path: where the data holder keeps it is not published) and
     the SHA-256 of its bytes, plus ``fields`` (keys allowed in a public input record)."""
     p = Path(path)
     return {"role": role, "file": p.name, "sha256": file_sha256(p), **fields}
-
-
-def provenance_path(
-    release_dir: str | os.PathLike[str], explicit: str | os.PathLike[str] | None = None
-) -> Path:
-    """Where the provenance record of ``release_dir`` lives: ``explicit`` when given, else
-    ``<release_dir>.private.json`` beside the release directory (never inside it)."""
-    if explicit is not None:
-        return Path(explicit)
-    d = Path(release_dir)
-    return d.with_name(d.name + PROVENANCE_SUFFIX)
-
-
-def read_provenance(
-    release_dir: str | os.PathLike[str], explicit: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
-    """The provenance record of a release (see :func:`provenance_path`)."""
-    path = provenance_path(release_dir, explicit)
-    if not path.is_file():
-        raise InputFormatError(
-            str(path),
-            "no provenance record: the private record of this release is written beside the "
-            "release directory as <release>.private.json (or where --provenance said); pass "
-            "--provenance FILE if it was moved",
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputFormatError(str(path), f"provenance record is not valid JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("kind") != "searchveil-provenance":
-        raise InputFormatError(str(path), "not a searchveil provenance record")
-    return data
 
 
 def read_ledger(release_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -430,15 +406,6 @@ def check_release_dir(
     ReleaseWriter(out_dir, fmt=fmt, overwrite=overwrite, provenance=provenance, inputs=inputs)
 
 
-def is_provenance_record(path: str | os.PathLike[str]) -> bool:
-    """``path`` holds a searchveil provenance record (what ``--overwrite`` may replace)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and data.get("kind") == "searchveil-provenance"
-
-
 def _private_strings(provenance: dict[str, Any]) -> list[str]:
     """Input paths and SHA-256 digests named in a provenance record (long enough to be
     unmistakable when found in a published file)."""
@@ -490,7 +457,7 @@ class ReleaseWriter:
         inputs: paths.InputPaths = (),
         moves_to: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.out_dir = Path(out_dir)
+        self.out_dir = paths.check_named(out_dir, "out")
         self.moves_to = Path(out_dir if moves_to is None else moves_to)
         self.fmt = check_choice("format", fmt, ("tsv", "parquet"))
         self.overwrite = overwrite
@@ -500,26 +467,18 @@ class ReleaseWriter:
         self._provenance: dict[str, Any] | None = None
         self._outputs: dict[str, dict[str, Any]] = {}
         self._ledger_written = False
+        # a record a killed run staged for the release now in place is put in place first
+        repair_provenance(self.out_dir, self.provenance_path)
         paths.check_private_path(
             self.provenance_path, option="provenance", releases=[self.out_dir],
-            inputs=self.inputs,
+            inputs=self.inputs, overwrite=overwrite,
+            owned=provenance_rule(self.out_dir, overwrite=overwrite).owned,
         )  # fmt: skip
         paths.check_release_out(self.out_dir, overwrite=overwrite, inputs=self.inputs)
-        if self.provenance_path.exists():
-            if not overwrite:
-                raise OutputExistsError(
-                    f"the provenance record {str(self.provenance_path)!r} already exists; "
-                    "choose a new --out (or --provenance) or pass --overwrite"
-                )
-            if not is_provenance_record(self.provenance_path):
-                raise OutputExistsError(
-                    f"{str(self.provenance_path)!r} is not a searchveil provenance record: "
-                    "--overwrite replaces only a record the tool wrote; choose another "
-                    "--provenance"
-                )
 
     def __enter__(self) -> ReleaseWriter:
-        self._stage = paths.Staging(self.out_dir, directory=True)
+        rule = paths.release_rule("out", self.overwrite)
+        self._stage = paths.Staging(self.out_dir, directory=True, replace=rule)
         return self
 
     @property
@@ -589,7 +548,7 @@ class ReleaseWriter:
                         "private provenance record; nothing was written"
                     )
 
-    def _stage_provenance(self) -> paths.Staging | None:
+    def _stage_provenance(self, rule: paths.Replace) -> paths.Staging | None:
         if self._provenance is None:
             return None
         ledger_bytes = (self.tmp_dir / LEDGER_NAME).read_bytes()
@@ -602,7 +561,7 @@ class ReleaseWriter:
         named = [("input", i.get("path")) for i in rec.get("inputs") or [] if isinstance(i, dict)]
         paths.check_release_out(self.out_dir, overwrite=self.overwrite, inputs=named)
         text = json.dumps(_jsonable(rec), indent=2, ensure_ascii=False) + "\n"
-        return paths.stage_private_file(self.provenance_path, text.encode("utf-8"))
+        return paths.stage_private_file(self.provenance_path, text.encode("utf-8"), replace=rule)
 
     def __exit__(
         self,
@@ -623,7 +582,14 @@ class ReleaseWriter:
         prov: paths.Staging | None = None
         try:
             self._check_no_private_strings()
-            prov = self._stage_provenance()
+            # the record may replace only the record of the release this one replaces: the
+            # rule reads that release's ledger now, before the swap (issue 39)
+            prov = self._stage_provenance(provenance_rule(self.out_dir, overwrite=self.overwrite))
+            for st in (stage, prov):  # every target checked again before the first swap
+                if st is not None:
+                    st.recheck()
+            # the release first, then its record: a kill between the two leaves the new
+            # release and its staged record, which repair_provenance puts in place
             stage.commit()  # the release is in place (the old one, if any, is removed)
             if prov is not None:
                 prov.commit()

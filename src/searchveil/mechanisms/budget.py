@@ -250,7 +250,11 @@ class PrivacyCost:
         return Part(name, self.epsilon, self.delta, rho, self.rho_delta if rho is not None else 0)
 
     def ledger_fields(self) -> dict[str, Any]:
-        """``neighbouring``, ``relation``, ``epsilon``, ``delta``, ``split`` of the ledger."""
+        """``neighbouring``, ``relation``, ``epsilon``, ``delta``, ``split`` of the ledger; a
+        conditional cost's say "not DP" (issue 39; its (ε, δ): ``guarantee.conditional``)."""
+        if self.conditional is not None:
+            return {"neighbouring": f"none: {self.conditional}", "relation": "none",
+                    "epsilon": None, "delta": None, "split": {}}  # fmt: skip
         return {"neighbouring": self.relation.neighbouring, "relation": str(self.relation),
                 "epsilon": self.epsilon, "delta": self.delta, "split": self.split}  # fmt: skip
 

@@ -73,14 +73,16 @@ import polars as pl
 
 from searchveil.bounding import first_per_user
 from searchveil.engines.contract import BoundingPlan
-from searchveil.errors import InvalidParameterError, OutputExistsError
+from searchveil.errors import InvalidParameterError
 from searchveil.evaluate import evaluate_loaded, load_release
 from searchveil.evaluate.dcurve import ALL_MECHANISMS, SIMULATED, encode_events, start_dcurve
 from searchveil.io.ledger import is_provenance_record, read_provenance
 from searchveil.io.paths import (
+    REPORT,
+    Owned,
+    Replace,
     Staging,
     check_private_path,
-    enclosing_release,
     input_list,
     is_within,
     release_problems,
@@ -101,7 +103,7 @@ from searchveil.release.selection import (
 )
 from searchveil.report.demo import demo_report
 from searchveil.report.evaluation import evaluation_report
-from searchveil.report.html import REPORT_MARK, write_report
+from searchveil.report.html import write_report
 from searchveil.rng import RandomSource, SecureRandom, SeededRandom
 from searchveil.synth import fit, synthetic_events
 from searchveil.validate import check_choice, check_int, check_positive
@@ -415,7 +417,13 @@ def synthetic_stream(rng: RandomSource) -> RandomSource:
 
 def _demo_problem(out: Path) -> str | None:
     """Why ``out`` is not a directory the demo wrote (so ``overwrite`` may not replace it)."""
-    for e in sorted(os.scandir(out), key=lambda e: e.name):
+    if out.is_symlink() or not out.is_dir():
+        return "it is not a directory"
+    try:
+        entries = sorted(os.scandir(out), key=lambda e: e.name)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    for e in entries:
         kind = DEMO_ENTRIES.get(e.name)
         p = Path(e.path)
         if kind is None or e.is_symlink():
@@ -424,32 +432,29 @@ def _demo_problem(out: Path) -> str | None:
             return f"{e.name!r} is not a complete searchveil release"
         if kind == "record" and not is_provenance_record(p):
             return f"{e.name!r} is not a searchveil provenance record"
-        if kind == "report" and not (p.is_file() and REPORT_MARK in p.read_bytes()[-400:]):
+        if kind == "report" and REPORT.problem(p) is not None:
             return f"{e.name!r} is not a searchveil report"
     return None
+
+
+#: what ``demo --overwrite`` may replace: a directory holding only what the demo writes
+DEMO_DIR = Owned("a directory the demo wrote (its releases, records and reports)", _demo_problem)
+
+
+def out_rule(overwrite: bool) -> Replace:
+    """The write rule of the demo's ``--out`` (checked before any work and again at the swap,
+    so a file added to it while the demo runs is never deleted)."""
+    return Replace("out", overwrite, DEMO_DIR, directory=True)
 
 
 def check_out(out: Path, *, overwrite: bool, log: Path | None) -> None:
     """Before any work (issue 30): ``out`` may hold private files, so it is refused inside a
     release directory; ``overwrite`` replaces only a directory the demo wrote, and never one
-    that holds ``log``."""
-    if not out.exists():
-        check_private_path(out, option="out", inputs=input_list(log=log), directory=True)
-        return
-    if not out.is_dir() or out.is_symlink():
-        raise OutputExistsError(f"{out} exists and is not a demo directory; choose a new --out")
-    if not overwrite:
-        raise OutputExistsError(f"{out} exists; pass --overwrite to replace it")
-    if log is not None and is_within(log, out):
+    that holds ``log``; a symbolic link never."""
+    if log is not None and os.path.lexists(out) and is_within(log, out):
         raise InvalidParameterError("log", str(log), f"a path outside --out {str(out)!r}")
-    why = _demo_problem(out)
-    if why is not None:
-        raise OutputExistsError(
-            f"--overwrite replaces only a directory the demo wrote, and {str(out)!r} is not "
-            f"one: {why}. Nothing was changed; choose a new --out"
-        )
-    if enclosing_release(out.resolve().parent) is not None:
-        raise InvalidParameterError("out", str(out), "a path outside any release directory")
+    check_private_path(out, option="out", inputs=input_list(log=log), directory=True,
+                       overwrite=overwrite, owned=DEMO_DIR)  # fmt: skip
 
 
 def _check_args(*, synthetic_users: int, selection: str, max_single_user_items: float,
@@ -515,7 +520,7 @@ def demo(
                        sample=path is None)[0].cost()  # fmt: skip
     charge = (nullcontext(Charge(None, "demo")) if budget is None
               else budget.charge(cost, what="demo", out=final / "real"))  # fmt: skip
-    with Staging(final, directory=True) as stage, charge as ch:
+    with Staging(final, directory=True, replace=out_rule(overwrite)) as stage, charge as ch:
         tmp = stage.path
         runs: dict[str, Any] = {}
         name = SAMPLE if path is None else str(path)

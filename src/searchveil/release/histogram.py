@@ -22,7 +22,7 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import ReleaseWriter, build_provenance
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.params import single_user_check
+from searchveil.params import delta_users_warning, single_user_check
 from searchveil.rng import RandomSource
 
 __all__ = [
@@ -75,6 +75,15 @@ def users_bound_source(max_users: int | None) -> str:
     if max_users is not None:
         return "declared (--max-users)"
     return "exact number of users (private: not in the ledger, whose check needs --max-users)"
+
+
+def release_delta_check(delta: float, max_users: int | None, exact_users: int) -> dict[str, Any]:
+    """The private report's δ < 1/U check of a whole release (its total δ) and the warning
+    its command prints when δ ≥ 1/U (issue 39): U the declared bound, else the exact number of
+    users (a private figure: the report, never the ledger)."""
+    u = max_users if max_users is not None else max(1, exact_users)
+    check = single_user_check(delta, u) | {"users_bound_source": users_bound_source(max_users)}
+    return {"delta_check": check, "warning": delta_users_warning(delta, u)}
 
 
 def check_declared_users(max_users: int | None, exact_users: int) -> None:

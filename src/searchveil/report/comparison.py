@@ -22,6 +22,7 @@ from searchveil.report.html import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+from searchveil.io.ledger import differentially_private, says_not_dp
 from searchveil.report.evaluation import PRIVATE_BANNER, evaluation_sections, guarantee_banner
 from searchveil.report.fidelity import fidelity_table
 
@@ -179,7 +180,7 @@ def comparison_report(
                 [
                     setting_label(lab),
                     esc(r["release"]["mechanism"]),
-                    esc(r["release"].get("notion")),
+                    _guarantee_cell(r["release"]),
                     fmt(r["release"].get("epsilon")),
                     fmt(r["release"].get("delta")),
                 ]
@@ -205,3 +206,12 @@ def comparison_report(
         f"{fmt(input_info.get('users'))} users); {len(runs)} settings."
     )
     return page("searchveil comparison report", sub, body)
+
+
+def _guarantee_cell(release: dict[str, Any]) -> str:
+    """The notion of a setting, in the warning style when it is not differentially private."""
+    notion = str(release.get("notion") or "")
+    if differentially_private(release):
+        return esc(notion)
+    label = notion if says_not_dp(notion) else f"NOT differentially private: {notion}"
+    return f'<span class="warn-text">{esc(label)}</span>'

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from searchveil.io.ledger import differentially_private, says_not_dp
 from searchveil.report.fidelity import fidelity_section
 from searchveil.report.html import (
     COLORS,
@@ -26,24 +27,62 @@ if TYPE_CHECKING:
 
 
 # -- guarantee banner -------------------------------------------------------------------------
+def split_table(split: Any) -> str:
+    """The ε/δ split of a guarantee as a small table (part, ε, δ), or '' when there is none."""
+    if not isinstance(split, dict) or not split:
+        return ""
+    rows = [
+        [esc(str(name).replace("_", " ")), fmt(p.get("epsilon")), fmt(p.get("delta")),
+         esc(p.get("note") or "")]
+        for name, p in split.items()
+        if isinstance(p, dict)
+    ]  # fmt: skip
+    notes = any(r[3] for r in rows)
+    head = ["part", "ε", "δ"] + (["note"] if notes else [])
+    return table(head, [r if notes else r[:3] for r in rows], raw=True)
+
+
 def guarantee_banner(release: dict[str, Any]) -> str:
+    """The guarantee of a release, on top of its report: green when it is differentially
+    private (ε, δ, what it covers and the ε/δ split as a small table), in the warning style
+    when it is not — a release that protects nothing, or a conditional one whose (ε, δ)
+    covers only the sampling given counts computed from the exact data (issue 39)."""
     eps, delta = release.get("epsilon"), release.get("delta")
     notion = release.get("notion") or "guarantee"
+    dp = differentially_private(release)
     parts = [f"<b>{esc(release.get('mechanism', 'release'))}</b> — {esc(notion)}"]
-    if eps is not None:
+    if dp and eps is not None:
         parts.append(f"ε = <b>{fmt(eps)}</b>")
-    if delta is not None:
+    if dp and delta is not None:
         parts.append(f"δ = <b>{fmt(delta)}</b>")
     g = release.get("guarantee")
+    split: Any = release.get("split") or {}
+    cond: Any = None
     if isinstance(g, str):
         parts.append(esc(g))
     elif isinstance(g, dict):
-        parts.append(esc(", ".join(f"{k} = {v}" for k, v in g.items())))
-    dp = eps is not None
-    cls = "guarantee" if dp else "warn"
+        scalars = {
+            k: v
+            for k, v in g.items()
+            if isinstance(v, str | int | float | bool) and k != "differentially_private"
+        }
+        parts.append(esc(", ".join(f"{k.replace('_', ' ')} = {v}" for k, v in scalars.items())))
+        split = split or g.get("split") or {}
+        cond = g.get("conditional")
     if not dp:
-        parts.append("no differential-privacy guarantee (ε, δ not defined)")
-    out = f'<div class="{cls}">{" · ".join(parts)}</div>'
+        if not says_not_dp(notion):
+            parts.insert(0, "<b>NOT differentially private</b>")
+        if isinstance(cond, dict):
+            parts.append(
+                f"(ε, δ) = ({fmt(cond.get('epsilon'))}, {fmt(cond.get('delta'))}) covers "
+                f"{esc(cond.get('covers', 'only the sampling given the counts'))} — not the "
+                "counts, which come from the exact data"
+            )
+            split = cond.get("split") or {}
+        else:
+            parts.append("no differential-privacy guarantee (ε, δ not defined)")
+    cls = "guarantee" if dp else "warn"
+    out = f'<div class="{cls}">{" · ".join(p for p in parts if p)}{split_table(split)}</div>'
     if release.get("seeded") or release.get("for_release") is False:
         out += (
             '<div class="warn">This release was produced with a fixed seed: it is an '

@@ -139,6 +139,36 @@ def _summary(acc: dict[str, FloatArray]) -> dict[str, Any]:
     }
 
 
+#: the smallest graph the experiments can run on: a target needs a candidate two hops away
+MIN_NODES, MIN_EDGES = 3, 2
+
+
+def _graph_name(graph: Graph) -> str:
+    return str(graph.info.get("file") or "the graph")
+
+
+def _check_size(graph: Graph) -> None:
+    """A clean error for a graph too small for any target to have a candidate of positive
+    utility (a node two hops away that is not its neighbour): fewer than 3 nodes or 2 edges."""
+    if graph.n_nodes < MIN_NODES or graph.n_edges < MIN_EDGES:
+        raise InvalidParameterError(
+            "graph", _graph_name(graph),
+            f"a graph of at least {MIN_NODES} nodes and {MIN_EDGES} edges (a target needs a "
+            "candidate two hops away, not its neighbour; §5.5 used graphs of thousands of "
+            f"nodes) — this one has {graph.n_nodes} node(s) and {graph.n_edges} edge(s)",
+        )  # fmt: skip
+
+
+def _too_small(graph: Graph, label: str, targets: int, fraction: float) -> None:
+    raise InvalidParameterError(
+        "graph", _graph_name(graph),
+        f"a graph where some sampled target has a candidate of positive {label} utility; none "
+        f"of the {targets} target(s) drawn ({fraction:g} of {graph.n_nodes} nodes) has one. "
+        f"Give a larger graph (at least {MIN_NODES} nodes joined by paths of length 2 around "
+        "most nodes) or a larger --target-fraction",
+    )  # fmt: skip
+
+
 def _pf_gain(acc: dict[str, FloatArray]) -> dict[str, float]:
     pf, ae, half = acc["permute_and_flip"], acc["exponential"], acc["em_half"]
     return {
@@ -160,6 +190,7 @@ def run_experiments(
     """Run every (utility, ε) of ``config``; returns summaries, per-target arrays, findings."""
     if graph.directed:
         raise InvalidParameterError("graph", "directed", "an undirected graph")
+    _check_size(graph)
     say = step or (lambda _d: lambda: None)
     t_all = time.perf_counter()
     targets = sample_targets(graph.n_nodes, config.target_fraction, rng)
@@ -177,6 +208,8 @@ def run_experiments(
         t0 = time.perf_counter()
         tus_all = list(target_utilities(graph, util, targets))
         tus = [tu for tu in tus_all if tu.max_value > 0]
+        if not tus:
+            _too_small(graph, label, int(targets.size), config.target_fraction)
         xdeg = [min_utility_candidate_degree(tu, degrees, order) for tu in tus]
         t_util = time.perf_counter() - t0
         done()

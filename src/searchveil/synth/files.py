@@ -10,8 +10,8 @@ from pathlib import Path
 from queue import Queue
 from typing import Any
 
-from searchveil.errors import InputFormatError, OutputExistsError, OutputWriteError
-from searchveil.io.paths import Staging, check_private_path
+from searchveil.errors import InputFormatError, OutputWriteError
+from searchveil.io.paths import SYNTHETIC_LOG, Replace, Staging, check_private_path
 from searchveil.rng import RandomSource
 from searchveil.synth.generate import generate, generate_chunks
 from searchveil.synth.model import OutputFormat, StringMode, SynthModel
@@ -46,17 +46,18 @@ def write_synthetic(
     """Write a synthetic log to ``out`` atomically (staged, then renamed into place) and
     owner-only: a synthetic log fitted to a private log is private (it is not a privacy-
     preserving release), so ``out`` is refused inside a release directory
-    (:func:`searchveil.io.paths.check_private_path`). ``fmt`` is ``tsv | tsv.gz | parquet`` or
-    ``auto`` (from the file name). Returns a summary."""
+    (:func:`searchveil.io.paths.check_private_path`). An existing ``out`` is replaced only
+    with ``overwrite`` and only if it is a synthetic log searchveil wrote (its mark,
+    :data:`~searchveil.io.paths.SYNTHETIC_LOG`); a symbolic link never. ``fmt`` is ``tsv |
+    tsv.gz | parquet`` or ``auto`` (from the file name). Returns a summary."""
     out = Path(out)
     strings = parse_choice("strings", strings, StringMode)
     fmt = _format_for(out, parse_choice("format", fmt, OutputFormat))
-    check_private_path(out, option="out")
-    if out.exists() and not overwrite:
-        raise OutputExistsError(f"{out} exists; pass overwrite=True / --overwrite to replace it")
+    rule = Replace("out", overwrite, SYNTHETIC_LOG)
+    check_private_path(out, option="out", overwrite=overwrite, owned=SYNTHETIC_LOG)
     total_rows = 0
     done_users = 0
-    with Staging(out, directory=False, private=True) as st:
+    with Staging(out, directory=False, private=True, replace=rule) as st:
         tmp = st.path
         try:
             if fmt == "parquet":

@@ -11,6 +11,9 @@ from typing import Any
 
 import numpy as np
 
+#: the ``kind`` of a saved model's JSON (searchveil.io.marks.MODEL recognises it)
+MODEL_KIND = "searchveil-synth-model"
+
 
 class StringMode(StrEnum):
     """How the synthetic log spells queries and URLs: the calibration log's own words
@@ -63,11 +66,16 @@ class SynthModel:
     head_mass_max: float = 0.9
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
+        """The model as JSON, marked ``"kind": "searchveil-synth-model"`` (what lets
+        ``synth --save-model --overwrite`` replace a model it saved, and nothing else)."""
+        return json.dumps({"kind": MODEL_KIND, **asdict(self)}, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> SynthModel:
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        if isinstance(data, dict):
+            data.pop("kind", None)
+        return cls(**data)
 
     def summary(self) -> dict[str, Any]:
         """The fitted scalars (no strings) for reports and ``--json``."""

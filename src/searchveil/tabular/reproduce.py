@@ -468,7 +468,12 @@ def _plot_fig4(f4: dict[str, Any]) -> Figure:
 
 
 def reproduce(
-    data: str | Path, *, report: str | Path | None = None, quick: bool = False, seed: int = 0
+    data: str | Path,
+    *,
+    report: str | Path | None = None,
+    quick: bool = False,
+    seed: int = 0,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     d = Path(data)
     csv = d / "adult.csv"
@@ -487,7 +492,7 @@ def reproduce(
         "comparison": comp,
     }
     if report is not None:
-        write_report(report, _html(res))
+        write_report(report, _html(res), overwrite=overwrite)
         res["report"] = str(report)
     return res
 

@@ -43,12 +43,12 @@ from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import default_d
 from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
-from searchveil.params import single_user_check
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import (
     HistogramRelease,
     check_declared_users,
     delta_users_check,
+    release_delta_check,
 )
 from searchveil.release.korolova.release import single_user_counts
 from searchveil.release.selection import SelectionParams, release_selection
@@ -682,9 +682,8 @@ def release_ump_e2e(
         done()
     report["parameters"] = params.to_dict()
     report["epsilon"], report["delta"] = ledger["epsilon"], ledger["delta"]
-    if params.max_users is not None:
-        report["single_user"]["delta_check"] = single_user_check(ledger["delta"],
-                                                                 params.max_users)  # fmt: skip
+    # the δ < 1/U check and warning of the whole release (its δ, not the pair step's): issue 39
+    report["single_user"] |= release_delta_check(ledger["delta"], params.max_users, log.n_users)
     return HistogramRelease(
         tables=tables, report=report, ledger=ledger, inputs=[log.ledger_input()]
     )
