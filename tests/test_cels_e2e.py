@@ -154,6 +154,12 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     assert led["declared"] == {"max_users": MAX_USERS}
     assert led["protocol"]["mode"] == "e2e" and led["protocol"]["parties"] == 3
     assert led["protocol"]["paillier"] == "none" and led["seeded"] is True
+    # P0's view of the union: the dummies' parameters, the guarantee against P0 (ε_u = ε)
+    union = par["union"]
+    assert union["sets"] == 4 and union["epsilon"] <= EPS and union["delta"] <= DELTA
+    assert par["union_list_length"] == L + union["max_dummies_per_party"]
+    p0 = led["protocol"]["against_p0"]
+    assert p0["union_view"]["union_epsilon"] == EPS and p0["epsilon"] == pytest.approx(2 * EPS)
     t = _tables(out)
     counts = t["counts"].with_columns(pl.col("x_ij").cast(pl.Int64))
     # popular pairs are published, pairs held by one user never are
@@ -326,9 +332,9 @@ def _recorder(monkeypatch: pytest.MonkeyPatch, zero_noise: bool = False) -> dict
         seen["slots"][self.me] = slots
         return slots
 
-    def published(total: np.ndarray, tau: int, cap: int) -> tuple:
+    def published(total: np.ndarray, tau: int, cap: int, **kw: object) -> tuple:
         seen["total"] = total.copy()
-        return real_pub(total, tau, cap)
+        return real_pub(total, tau, cap, **kw)
 
     monkeypatch.setattr(PolyaShares, "sample", recording(PolyaShares.sample))
     monkeypatch.setattr(SkellamShares, "sample", recording(SkellamShares.sample))
@@ -481,8 +487,10 @@ def test_params_modes() -> None:
     p = CelsParams(epsilon=EPS, delta=DELTA)
     assert p.mode == "e2e" and p.e2e().pairs == "zealous" and p.e2e().ids == "synthetic"
     assert p.to_dict()["mode"] == "e2e" and "key_bits" not in p.to_dict()
-    assert p.party_pairs == 1 << 18 and p.published_pairs == 1000
-    assert CelsParams(epsilon=EPS, delta=DELTA, max_users=100, max_pairs=3).party_pairs == 300
+    assert p.pair_bound == 1 << 18 and p.published_pairs == 1000
+    p3 = p.with_parties(3)
+    assert p3.party_pairs == (1 << 18) + p3.union().per_party  # L: pairs and dummies
+    assert CelsParams(epsilon=EPS, delta=DELTA, max_users=100, max_pairs=3).pair_bound == 300
     with pytest.raises(InvalidParameterError, match="parties"):
         p.cost()  # the noise shares depend on the number of parties
     assert p.with_parties(3).cost().epsilon <= EPS * (1 + 1e-9)
@@ -567,6 +575,9 @@ def test_help_names_the_modes_and_the_budget() -> None:
         assert "--mode" in text and "e2e" in text, cmd
         assert "not differentially private" in text.lower(), cmd
         assert "--max-party-pairs" in text and "--max-published-pairs" in text, cmd
+        assert "--union-epsilon" in text, cmd
+        if cmd != "local":  # what P0 sees, and what --budget charges
+            assert "(ε + ε_u, 2δ)" in text, cmd
     party = " ".join(CliRunner().invoke(app, ["cels", "party", "--help"],
                                         terminal_width=200).output.split())  # fmt: skip
     assert "--budget" in party and "P0 holds no data" in party
@@ -591,8 +602,8 @@ def test_conditional_label_in_run_ledger_is_absent_in_e2e(joint) -> None:
 @pytest.mark.slow  # three `cels party` processes over loopback: ~10 s
 def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> None:
     """`cels party --budget` on P1 and P2 (two data parties; P0 without): each data party's
-    own budget file is charged the release's (ε, δ) and records its ledger; P0 charges
-    nothing."""
+    own budget file is charged what P0 sees — the release's (ε, δ) and the union view's
+    (ε_u, δ_u), ε_u = ε by default — and records its ledger; P0 charges nothing."""
     import subprocess
     import sys
 
@@ -617,10 +628,13 @@ def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> Non
     outs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-2000:] for o in outs]
     led = json.loads((tmp_path / "o1" / "ledger.json").read_text())
+    p0 = led["protocol"]["against_p0"]
+    assert p0["epsilon"] == pytest.approx(led["epsilon"] + EPS)  # ε + ε_u, ε_u = ε
+    assert p0["delta"] == pytest.approx(led["delta"] + DELTA)
     for k in (1, 2):
         (charge,) = json.loads(books[k].read_text())["charges"]
         assert charge["state"] == "committed" and charge["what"] == f"cels party P{k}"
-        assert charge["cost"]["epsilon"] == pytest.approx(led["epsilon"])
+        assert charge["cost"]["epsilon"] == pytest.approx(p0["epsilon"])
         summary = json.loads(outs[k][0])
-        assert summary["budget"]["left"]["epsilon"] == pytest.approx(5 - led["epsilon"])
+        assert summary["budget"]["left"]["epsilon"] == pytest.approx(5 - p0["epsilon"])
     assert json.loads(outs[0][0])["budget"] is None

@@ -51,13 +51,16 @@ TABLE_SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 def published_slots(
-    total: npt.NDArray[np.int64], tau_prime: int, cap: int
+    total: npt.NDArray[np.int64], tau_prime: int, cap: int, *, rng: RandomSource
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The published slots (ascending) and their noisy totals: every slot whose noisy total is
-    > τ', the ``cap`` largest if more (ties by slot) — a function of the noisy totals only."""
+    > τ', the ``cap`` largest if more, ties broken at random (``rng``) — a function of the noisy
+    totals and fresh randomness only: not of the slots' order, which P0 chose knowing which
+    digests the parties share (docs/privacy/cels.md §5)."""
     above = np.flatnonzero(total > tau_prime)
     if above.size > cap:
-        order = np.lexsort((above, -total[above]))  # largest totals first, then by slot
+        ties = rng.random_keys(above.size)
+        order = np.lexsort((ties, -total[above]))  # largest totals first, then at random
         above = np.sort(above[order[:cap]])
     return above.astype(np.int64), total[above].astype(np.int64)
 
@@ -139,8 +142,9 @@ def e2e_public_ledger(
         "delta_vs_users": delta_users_check(pr["delta"], ep.max_users),
         "user_ids": "synthetic",
         "model": "semi-honest parties, P0 and P1…Pr; the same (ε, δ) against the readers of "
-        "the output and against each party, which knows its own noise share "
-        "(docs/privacy/cels.md §5)",
+        "the output and against each data party, which knows its own noise share; against "
+        "P0, which also sees the union's overlap structure, hidden by dummy digests: "
+        "(ε + ε_u, δ + δ_u), the protocol's against_p0 (docs/privacy/cels.md §5)",
     }
     return build_ledger(
         mechanism=MECHANISM,
@@ -155,19 +159,36 @@ def e2e_public_ledger(
             "reference": "Hong et al., TKDE 2015 (CELS); Götz et al., TKDE 2012 (ZEALOUS); "
             "docs/privacy/cels.md §5",
         }
-        | ({"protocol": _protocol(r)} if protocol else {}),
+        | ({"protocol": _protocol(params)} if protocol else {}),
     )
 
 
-def _protocol(r: int) -> dict[str, Any]:
+def _protocol(params: CelsParams) -> dict[str, Any]:
+    union = params.union()
+    eps_u, dl_u = union.privacy()
+    charged = params.protocol_cost()
     return {
         "mode": "e2e",
-        "parties": r,
+        "parties": params.parties,
         "wire_version": WIRE_VERSION,
-        "union": "keyed BLAKE2b digests of the pairs (a key shared by the data parties), "
-        "padded to the public size; P0 joins them and assigns random slots",
+        "union": "keyed BLAKE2b digests of the pairs (a key shared by the data parties) and "
+        "dummy digests shared by every set of >= 2 data parties in noisy numbers, padded to "
+        "the public size; P0 joins them and assigns random slots",
+        "against_p0": {
+            "union_view": {
+                "epsilon": eps_u,
+                "delta": dl_u,
+                "union_epsilon": union.epsilon,
+                "union_delta": union.delta,
+            },
+            "epsilon": charged.epsilon,
+            "delta": charged.delta,
+            "why": "P0 sees the overlap structure of the union ((ε_u, δ_u), the dummy digests) "
+            "and the output ((ε, δ)); composed. cels run / cels party --budget charge this; the "
+            "readers' guarantee is the ledger's epsilon and delta",
+        },  # fmt: skip
         "secure_sums": "masked ring sums mod 2^64 over public sizes, every party adding "
-        "its Pólya noise share: the pair counts, then the activity profile",
+        "its noise share: the pair counts (Skellam), then the activity profile (Pólya)",
         "reveal": "a masked ring sum of random multiples of the published pairs' "
         "encodings, mod 2^61 - 1",
         "paillier": "none",

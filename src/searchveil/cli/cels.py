@@ -76,9 +76,9 @@ PartyPairsOpt = Annotated[
     int | None,
     typer.Option(
         "--max-party-pairs",
-        help="e2e: L, a public bound you DECLARE on one party's distinct bounded pairs: every "
-        "party's list in the union is padded to exactly L, so its size shows nothing (default "
-        "min(m·U, 262144); a share with more is refused before it connects)",
+        help="e2e: a public bound you DECLARE on one party's distinct bounded pairs (default "
+        "min(m·U, 262144); a share with more is refused before it connects): every party's list "
+        "in the union is padded to exactly L = this + the most dummy digests a party adds",
     ),
 ]
 PublishedOpt = Annotated[
@@ -87,6 +87,15 @@ PublishedOpt = Annotated[
         "--max-published-pairs",
         help="e2e: K, the most pairs published (the K largest noisy counts above the "
         "threshold; every reveal message is padded to K; default 1000)",
+    ),
+]
+UnionEpsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--union-epsilon",
+        help="e2e: ε_u, the guarantee against P0 of its view of the union (which digests the "
+        "parties share; hidden by dummy digests, more as ε_u shrinks); default: ε. P0's whole "
+        "view is (ε + ε_u, 2δ): what cels run and cels party --budget charge",
     ),
 ]
 SplitOpt = Annotated[
@@ -170,6 +179,7 @@ def cels_params(
     split: SplitOpt = None,
     max_party_pairs: PartyPairsOpt = None,
     max_published_pairs: PublishedOpt = None,
+    union_epsilon: UnionEpsOpt = None,
     objective: ObjOpt = None,
     key_bits: KeyOpt = None,
     output_share: ShareOpt = None,
@@ -184,8 +194,8 @@ def cels_params(
     cond = {"objective": objective, "key_bits": key_bits, "output_share": output_share,
             "breakpoints": breakpoints, "min_count": min_count}  # fmt: skip
     e2e = {"max_pairs": max_pairs, "max_users": max_users, "split": split,
-           "max_party_pairs": max_party_pairs,
-           "max_published_pairs": max_published_pairs}  # fmt: skip
+           "max_party_pairs": max_party_pairs, "max_published_pairs": max_published_pairs,
+           "union_epsilon": union_epsilon}  # fmt: skip
     for k, v in (cond if m == UmpMode.E2E else e2e).items():
         if v is not None:
             other = "conditional" if m == UmpMode.E2E else "e2e"
@@ -196,7 +206,8 @@ def cels_params(
         return CelsParams(epsilon=epsilon, delta=delta, mode=m, max_pairs=max_pairs,
                           max_users=max_users, split=parse_split(split),
                           max_party_pairs=max_party_pairs,
-                          max_published_pairs=max_published_pairs)  # fmt: skip
+                          max_published_pairs=max_published_pairs,
+                          union_epsilon=union_epsilon)  # fmt: skip
     if objective is None:
         raise InvalidParameterError("objective", None, "kl | size (no default)")
     given = {k: v for k, v in cond.items() if v is not None}
@@ -289,9 +300,10 @@ def party(
     profile). --mode conditional: the paper's protocol, NOT differentially private (counts
     computed from the exact histogram). Writes --out (the tables and the public ledger.json)
     and the PRIVATE provenance record beside it only if every party ends with the same
-    output. --budget (a data party, e2e): this party's own dataset budget is charged the whole
-    release's (ε, δ) — its users are protected by it — before its share is read; every data
-    party charges its own budget file; P0 holds no data and charges nothing (--budget on P0 is
+    output. --budget (a data party, e2e): this party's own dataset budget is charged, before
+    its share is read, what P0 learns of it: the release's (ε, δ) and P0's view of the union,
+    (ε + ε_u, 2δ) (--union-epsilon; the readers' guarantee stays (ε, δ)); every data party
+    charges its own budget file; P0 holds no data and charges nothing (--budget on P0 is
     refused)."""
     params = params.with_parties(len(load_config(config).ids) - 1)
     if out.budget is not None and id == 0:
@@ -308,7 +320,7 @@ def party(
         if not json_out:
             err_console.print(f"P{id}: {phase}")
 
-    with out.charged(params.cost(), f"cels party P{id}") as ch:
+    with out.charged(params.protocol_cost(), f"cels party P{id}") as ch:
         res = run_spec(spec, progress=prog)
         ch.record_written(out.out)
     summary = {
@@ -349,7 +361,9 @@ def run_cmd(
     pairs and adds its share of the noise before every secure sum (no party sees an exact
     count; every message has a public size), the published pairs are revealed, a noisy
     activity profile, a log of synthetic users; one (ε, δ) for everything written, against
-    the readers and against each party. Progress per phase on stderr. --mode conditional: the
+    the readers and against each data party; against P0, which also sees the union's overlap
+    structure (hidden by dummy digests), (ε + ε_u, 2δ), what --budget charges. Progress per
+    phase on stderr. --mode conditional: the
     paper's protocol (LP, Algorithm 2, sampling of real ids), NOT differentially private:
     counts computed from the exact histogram. Starts P0…Pr with throw-away certificates; if
     any party fails, stops them all at once and says which, in which phase and why."""
@@ -359,7 +373,7 @@ def run_cmd(
     if not json_out:
         n = len(share) + 1
         err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
-    with out.charged(params.cost(), "cels run") as ch:
+    with out.charged(params.protocol_cost(), "cels run") as ch:
         res = run_local(
             share, params, out.out, transcripts=transcripts, seed=out.seed,
             timeout=net.timeout or DEFAULT_TIMEOUT,
