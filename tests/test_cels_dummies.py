@@ -246,7 +246,7 @@ def test_list_length_parties_and_the_charge(neighbours) -> None:
                 {"mode": "conditional", "objective": "kl", "union_epsilon": 1.0}):  # fmt: skip
         with pytest.raises(InvalidParameterError, match="union-epsilon|union_epsilon"):
             CelsParams(**({"epsilon": 2.0, "delta": 1e-5} | bad))  # type: ignore[arg-type]
-    readers, p0 = p3.cost(), p3.protocol_cost()
+    readers, p0 = p3.readers_cost(), p3.cost()
     assert p0.epsilon == pytest.approx(readers.epsilon + 2.0)
     assert p0.delta == pytest.approx(readers.delta + 1e-5)
     assert [pt.name for pt in p0.parts] == [*(pt.name for pt in readers.parts), "union_view_p0"]

@@ -130,63 +130,79 @@ def e2e_public_ledger(
 ) -> dict[str, Any]:
     """The e2e mode's public ledger — of ``cels run`` before the commit round's creation time
     and randomness; of ``cels local`` (``protocol=False``) with its ``rng``: a function of the
-    public parameters and the number of parties only."""
+    public parameters and the number of parties only. ``cels run`` spends what P0 sees, the
+    output and the union's overlap structure ((ε + ε_u, δ + δ_u): the ledger's ε and δ, what
+    is charged); the readers' guarantee, (ε, δ), is ``guarantee.readers`` — the ledger's ε and
+    δ for ``cels local``, which runs no protocol."""
     params = params.with_parties(r)
     noise = params.noise()
     pr = noise.privacy()
     ep = params.e2e()
-    guarantee = {
+    readers = params.readers_cost()
+    guarantee: dict[str, Any] = {
         "covers": "everything written: the published pair counts, the profile and the log",
         "counts_are_private": True,
+        "readers": {"epsilon": readers.epsilon, "delta": readers.delta},
         "split": pr["split"],
         "delta_vs_users": delta_users_check(pr["delta"], ep.max_users),
         "user_ids": "synthetic",
         "model": "semi-honest parties, P0 and P1…Pr; the same (ε, δ) against the readers of "
-        "the output and against each data party, which knows its own noise share; against "
-        "P0, which also sees the union's overlap structure, hidden by dummy digests: "
-        "(ε + ε_u, δ + δ_u), the protocol's against_p0 (docs/privacy/cels.md §5)",
-    }
+        "the output and against each data party, which knows its own noise share"
+        + ("; against P0, which also sees the union's overlap structure, hidden by dummy "
+           "digests: (ε + ε_u, δ + δ_u), against_p0" if protocol else "")
+        + " (docs/privacy/cels.md §5)",
+    }  # fmt: skip
+    events = list(pr["events"])
+    if protocol:
+        guarantee["against_p0"] = _against_p0(params)
+        events.append({"step": "union_view_p0", "mechanism": "dummy digests (shifted, "
+                       "truncated discrete Laplace numbers) for every set of >= 2 data parties",
+                       **params.union().describe()})  # fmt: skip
     return build_ledger(
         mechanism=MECHANISM,
         notion=NOTION,
-        cost=noise.cost(),
+        cost=params.cost() if protocol else readers,
         parameters=params.to_dict(),
         declared={"max_users": ep.max_users} if ep.max_users is not None else {},
         rng=rng,
-        events=pr["events"],
+        events=events,
         extra={
             "guarantee": guarantee,
             "reference": "Hong et al., TKDE 2015 (CELS); Götz et al., TKDE 2012 (ZEALOUS); "
             "docs/privacy/cels.md §5",
         }
-        | ({"protocol": _protocol(params)} if protocol else {}),
+        | ({"protocol": _protocol(r)} if protocol else {}),
     )
 
 
-def _protocol(params: CelsParams) -> dict[str, Any]:
+def _against_p0(params: CelsParams) -> dict[str, Any]:
     union = params.union()
     eps_u, dl_u = union.privacy()
-    charged = params.protocol_cost()
+    spent = params.cost()
+    return {
+        "epsilon": spent.epsilon,
+        "delta": spent.delta,
+        "union_view": {
+            "epsilon": eps_u,
+            "delta": dl_u,
+            "union_epsilon": union.epsilon,
+            "union_delta": union.delta,
+        },  # fmt: skip
+        "delta_vs_users": delta_users_check(spent.delta, params.max_users),
+        "why": "P0 sees the overlap structure of the union ((ε_u, δ_u): the dummy digests) and "
+        "the output ((ε, δ)), composed: the ledger's epsilon and delta, what a budget is "
+        "charged; the readers' guarantee is unchanged (readers)",
+    }
+
+
+def _protocol(r: int) -> dict[str, Any]:
     return {
         "mode": "e2e",
-        "parties": params.parties,
+        "parties": r,
         "wire_version": WIRE_VERSION,
         "union": "keyed BLAKE2b digests of the pairs (a key shared by the data parties) and "
         "dummy digests shared by every set of >= 2 data parties in noisy numbers, padded to "
         "the public size; P0 joins them and assigns random slots",
-        "against_p0": {
-            "union_view": {
-                "epsilon": eps_u,
-                "delta": dl_u,
-                "union_epsilon": union.epsilon,
-                "union_delta": union.delta,
-            },
-            "epsilon": charged.epsilon,
-            "delta": charged.delta,
-            "why": "P0 sees the overlap structure of the union ((ε_u, δ_u), the dummy digests) "
-            "and the output ((ε, δ)); composed. cels run / cels party --budget charge this; the "
-            "readers' guarantee is the ledger's epsilon and delta",
-        },  # fmt: skip
         "secure_sums": "masked ring sums mod 2^64 over public sizes, every party adding "
         "its noise share: the pair counts (Skellam), then the activity profile (Pólya)",
         "reveal": "a masked ring sum of random multiples of the published pairs' "

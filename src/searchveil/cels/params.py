@@ -218,27 +218,27 @@ class CelsParams:
         return self.max_published_pairs or DEFAULT_PUBLISHED_PAIRS
 
     def cost(self) -> PrivacyCost:
-        """What the release spends. The e2e mode: the joint release with the noise shared out
-        among the parties (:meth:`noise`; user-level add/remove, docs/privacy/cels.md §5) —
-        charged like any release. The conditional mode: the sampling given the counts under the
-        CELS party model — conditional (the counts come from the private logs), so never
-        charged to a budget."""
-        if self.mode == UmpMode.E2E:
-            return self.noise().cost()  # the readers' guarantee (the ledger's)
-        return PrivacyCost.of(Relation.USER_PARTIES, self.epsilon, self.delta,
-                              name="sampling_given_counts", conditional=CONDITIONAL)  # fmt: skip
-
-    def protocol_cost(self) -> PrivacyCost:
-        """What ``cels run`` and ``cels party`` charge (e2e): the guarantee against P0, which
-        sees the most — the release's (ε, δ) and its view of the union (ε_u, δ_u), composed:
-        (ε + ε_u, δ + δ_u). The readers' guarantee (:meth:`cost`, the ledger's) is unchanged;
-        ``cels local`` runs no protocol and charges :meth:`cost`; so does the conditional mode."""
-        base = self.cost()
+        """What ``cels run`` and ``cels party`` spend (their ledger's ε and δ, what --budget
+        charges). The e2e mode: the guarantee against P0, which sees the most — the output
+        ((ε, δ), :meth:`readers_cost`) and its view of the union ((ε_u, δ_u), :meth:`union`),
+        composed: (ε + ε_u, δ + δ_u), user-level add/remove (docs/privacy/cels.md §5). The
+        conditional mode: the sampling given the counts under the CELS party model —
+        conditional (the counts come from the private logs), so never charged to a budget."""
+        base = self.readers_cost()
         if self.mode != UmpMode.E2E:
             return base
         u = self.union()
         return PrivacyCost(Relation.USER, (*base.parts, u.part()), base.epsilon + u.epsilon,
                            base.delta + u.delta)  # fmt: skip
+
+    def readers_cost(self) -> PrivacyCost:
+        """The guarantee of the output alone, against its readers and against each data party
+        (e2e: the noise shared out among the parties, :meth:`noise`) — unchanged by the union's
+        dummies; what ``cels local``, which runs no protocol, spends."""
+        if self.mode == UmpMode.E2E:
+            return self.noise().cost()
+        return PrivacyCost.of(Relation.USER_PARTIES, self.epsilon, self.delta,
+                              name="sampling_given_counts", conditional=CONDITIONAL)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         if self.mode == UmpMode.E2E:

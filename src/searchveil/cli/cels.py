@@ -254,9 +254,12 @@ def _print_guarantee(led: dict[str, Any]) -> None:
     if g.get("counts_are_private"):
         split = ", ".join(f"{k.replace('_', ' ')} ε {v['epsilon']:.4g}"
                           for k, v in g["split"].items())  # fmt: skip
+        p0 = g.get("against_p0")
+        spent = ("" if p0 is None else f"; against P0, with its view of the union, "
+                 f"({p0['epsilon']:.6g}, {p0['delta']:.4g}), what is spent")  # fmt: skip
         out_console.print(
-            f"end-to-end (ε, δ) = ({led['epsilon']:.6g}, {led['delta']:.4g}) — {split}; "
-            + ", ".join(f"{k} {n:,} rows" for k, n in rows.items())
+            f"end-to-end (ε, δ) = ({g['readers']['epsilon']:.6g}, {g['readers']['delta']:.4g})"
+            f" — {split}{spent}; " + ", ".join(f"{k} {n:,} rows" for k, n in rows.items())
         )
     else:
         noisy = led.get("noisy", {})
@@ -320,7 +323,7 @@ def party(
         if not json_out:
             err_console.print(f"P{id}: {phase}")
 
-    with out.charged(params.protocol_cost(), f"cels party P{id}") as ch:
+    with out.charged(params.cost(), f"cels party P{id}") as ch:
         res = run_spec(spec, progress=prog)
         ch.record_written(out.out)
     summary = {
@@ -373,7 +376,7 @@ def run_cmd(
     if not json_out:
         n = len(share) + 1
         err_console.print(f"starting {n} parties ({params.mode}; P0 = recipient) …")
-    with out.charged(params.protocol_cost(), "cels run") as ch:
+    with out.charged(params.cost(), "cels run") as ch:
         res = run_local(
             share, params, out.out, transcripts=transcripts, seed=out.seed,
             timeout=net.timeout or DEFAULT_TIMEOUT,
@@ -416,7 +419,7 @@ def local_cmd(
         )
     inputs = input_list(share=share)
     out.check(inputs)
-    with out.charged(params.cost(), "cels local") as ch:
+    with out.charged(params.readers_cost(), "cels local") as ch:
         if params.mode == UmpMode.E2E:
             res = local_e2e(share, params, rng=out.rng())
         else:
