@@ -14,8 +14,10 @@ Run (the lead's idle-machine measurement)::
 
 The split: the log's users in file order, whole users only, up to 1,000,000 rows (33,475 users,
 999,966 rows), dealt round-robin by user into the shares (user i → share i mod r). ε = ln 10,
-δ = 10⁻⁶, declared U = 100,000 (δ < 1/U), m by the public default rule (27), L = 60,000 (a
-public bound on one party's distinct bounded pairs: every share holds about 54,800), K = 1,000.
+δ = 10⁻⁶, declared U = 100,000 (δ < 1/U), m by the public default rule (27), a declared bound of
+60,000 distinct bounded pairs per party (``--max-party-pairs``; every share holds about 54,800;
+each list in the union has L = 60,000 + 12,840 entries, room for the most dummy digests a party
+adds at ε_u = ε), K = 1,000.
 """
 
 from __future__ import annotations

@@ -68,7 +68,10 @@ PARAMS = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
 PUBLIC = ["log.tsv", "counts.tsv", "profile.tsv"]
 SEED = 7
 #: what may differ between `cels run` and `cels local` besides noise and time
-PROTOCOL_ONLY = ("protocol", "randomness.seed", "randomness.source")
+PROTOCOL_ONLY = ("protocol", "randomness.seed", "randomness.source",
+                 # what P0 sees of the union, spent by `cels run` only (no P0 in `cels local`)
+                 "epsilon", "delta", "split.union_view_p0", "events[2]", "guarantee.against_p0",
+                 "guarantee.model")  # fmt: skip
 SIZES = ("--max-party-pairs", L, "--max-published-pairs", K)
 
 
@@ -139,10 +142,14 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     g = led["guarantee"]
     assert g["counts_are_private"] is True and g["user_ids"] == "synthetic"
     assert "semi-honest" in g["model"] and "own noise share" in g["model"]
-    assert led["epsilon"] <= EPS * (1 + 1e-9) and led["delta"] <= DELTA
-    # the parts as computed; the total the budget asked for (charged)
-    assert sum(s["epsilon"] for s in g["split"].values()) <= led["epsilon"] + 1e-12
-    assert led["epsilon"] == pytest.approx(EPS) and led["delta"] == pytest.approx(DELTA)
+    readers = g["readers"]
+    assert readers["epsilon"] <= EPS * (1 + 1e-9) and readers["delta"] <= DELTA
+    # the parts as computed; the total the budget asked for
+    assert sum(s["epsilon"] for s in g["split"].values()) <= readers["epsilon"] + 1e-12
+    assert readers["epsilon"] == pytest.approx(EPS) and readers["delta"] == pytest.approx(DELTA)
+    # what is spent (charged): what P0 sees, the output and the union view (ε_u = ε)
+    assert led["epsilon"] == pytest.approx(2 * EPS) and led["delta"] == pytest.approx(2 * DELTA)
+    assert set(led["split"]) == {*g["split"], "union_view_p0"}
     par = led["parameters"]
     assert par["pairs"] == "zealous" and par["max_pairs"] == M and par["parties"] == 3
     assert par["party_pairs"] == L and par["published_pairs"] == K
@@ -154,6 +161,13 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     assert led["declared"] == {"max_users": MAX_USERS}
     assert led["protocol"]["mode"] == "e2e" and led["protocol"]["parties"] == 3
     assert led["protocol"]["paillier"] == "none" and led["seeded"] is True
+    # P0's view of the union: the dummies' parameters, the guarantee against P0 (ε_u = ε)
+    union = par["union"]
+    assert union["sets"] == 4 and union["epsilon"] <= EPS and union["delta"] <= DELTA
+    assert par["union_list_length"] == L + union["max_dummies_per_party"]
+    p0 = g["against_p0"]
+    assert p0["union_view"]["union_epsilon"] == EPS and p0["epsilon"] == led["epsilon"]
+    assert led["events"][-1]["step"] == "union_view_p0"
     t = _tables(out)
     counts = t["counts"].with_columns(pl.col("x_ij").cast(pl.Int64))
     # popular pairs are published, pairs held by one user never are
@@ -190,7 +204,8 @@ def test_no_private_record_holds_a_joint_exact_figure(shares, joint, tmp_path) -
     assert res.exit_code == 0, res.output
     run_out = joint["dir"] / "out"
     diff = public_ledger_diff(tmp_path / "loc", run_out, noisy=E2E_NOISY_FIELDS)
-    assert diff and all(any(k.startswith(p) for p in PROTOCOL_ONLY) for k in diff), diff
+    assert diff and all(any(k == p or k.startswith((p + ".", p + "[")) for p in PROTOCOL_ONLY)
+                        for k in diff), diff  # fmt: skip
     assert "protocol" not in json.loads((tmp_path / "loc" / "ledger.json").read_text())
     stats = joint["res"]["party_stats"]
     assert set(stats[1]["extra"]) == {"pair_counts", "profile_own_share", "generator"}
@@ -326,9 +341,9 @@ def _recorder(monkeypatch: pytest.MonkeyPatch, zero_noise: bool = False) -> dict
         seen["slots"][self.me] = slots
         return slots
 
-    def published(total: np.ndarray, tau: int, cap: int) -> tuple:
+    def published(total: np.ndarray, tau: int, cap: int, **kw: object) -> tuple:
         seen["total"] = total.copy()
-        return real_pub(total, tau, cap)
+        return real_pub(total, tau, cap, **kw)
 
     monkeypatch.setattr(PolyaShares, "sample", recording(PolyaShares.sample))
     monkeypatch.setattr(SkellamShares, "sample", recording(SkellamShares.sample))
@@ -481,11 +496,14 @@ def test_params_modes() -> None:
     p = CelsParams(epsilon=EPS, delta=DELTA)
     assert p.mode == "e2e" and p.e2e().pairs == "zealous" and p.e2e().ids == "synthetic"
     assert p.to_dict()["mode"] == "e2e" and "key_bits" not in p.to_dict()
-    assert p.party_pairs == 1 << 18 and p.published_pairs == 1000
-    assert CelsParams(epsilon=EPS, delta=DELTA, max_users=100, max_pairs=3).party_pairs == 300
+    assert p.pair_bound == 1 << 18 and p.published_pairs == 1000
+    p3 = p.with_parties(3)
+    assert p3.party_pairs == (1 << 18) + p3.union().per_party  # L: pairs and dummies
+    assert CelsParams(epsilon=EPS, delta=DELTA, max_users=100, max_pairs=3).pair_bound == 300
     with pytest.raises(InvalidParameterError, match="parties"):
         p.cost()  # the noise shares depend on the number of parties
-    assert p.with_parties(3).cost().epsilon <= EPS * (1 + 1e-9)
+    assert p.with_parties(3).readers_cost().epsilon <= EPS * (1 + 1e-9)
+    assert p.with_parties(3).cost().epsilon == pytest.approx(2 * EPS)  # and P0's union view
     c = CelsParams(epsilon=EPS, delta=0.3, objective="kl", mode="conditional")
     assert c.to_dict()["mode"] == "conditional" and "max_pairs" not in c.to_dict()
     assert c.with_parties(3) is c
@@ -567,6 +585,9 @@ def test_help_names_the_modes_and_the_budget() -> None:
         assert "--mode" in text and "e2e" in text, cmd
         assert "not differentially private" in text.lower(), cmd
         assert "--max-party-pairs" in text and "--max-published-pairs" in text, cmd
+        assert "--union-epsilon" in text, cmd
+        if cmd != "local":  # what P0 sees, and what --budget charges
+            assert "(ε + ε_u, 2δ)" in text, cmd
     party = " ".join(CliRunner().invoke(app, ["cels", "party", "--help"],
                                         terminal_width=200).output.split())  # fmt: skip
     assert "--budget" in party and "P0 holds no data" in party
@@ -591,8 +612,8 @@ def test_conditional_label_in_run_ledger_is_absent_in_e2e(joint) -> None:
 @pytest.mark.slow  # three `cels party` processes over loopback: ~10 s
 def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> None:
     """`cels party --budget` on P1 and P2 (two data parties; P0 without): each data party's
-    own budget file is charged the release's (ε, δ) and records its ledger; P0 charges
-    nothing."""
+    own budget file is charged what P0 sees — the release's (ε, δ) and the union view's
+    (ε_u, δ_u), ε_u = ε by default — and records its ledger; P0 charges nothing."""
     import subprocess
     import sys
 
@@ -617,10 +638,13 @@ def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> Non
     outs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-2000:] for o in outs]
     led = json.loads((tmp_path / "o1" / "ledger.json").read_text())
+    p0, readers = led["guarantee"]["against_p0"], led["guarantee"]["readers"]
+    assert p0["epsilon"] == led["epsilon"] == pytest.approx(readers["epsilon"] + EPS)  # ε_u = ε
+    assert p0["delta"] == led["delta"] == pytest.approx(readers["delta"] + DELTA)
     for k in (1, 2):
         (charge,) = json.loads(books[k].read_text())["charges"]
         assert charge["state"] == "committed" and charge["what"] == f"cels party P{k}"
-        assert charge["cost"]["epsilon"] == pytest.approx(led["epsilon"])
+        assert charge["cost"]["epsilon"] == pytest.approx(p0["epsilon"])
         summary = json.loads(outs[k][0])
-        assert summary["budget"]["left"]["epsilon"] == pytest.approx(5 - led["epsilon"])
+        assert summary["budget"]["left"]["epsilon"] == pytest.approx(5 - p0["epsilon"])
     assert json.loads(outs[0][0])["budget"] is None

@@ -351,7 +351,7 @@ def test_cels_published_pairs_pass_the_audit(trials: int) -> None:
     def run(count: int, seed: int) -> Callable[[int], int]:
         def go(t: int) -> int:
             _, total = _cels_views(d.counts, 3, t, seed)
-            return int(published_slots(total + count, d.tau_prime, t)[0].size)
+            return int(published_slots(total + count, d.tau_prime, t, rng=make_rng(seed))[0].size)
 
         return go
 
@@ -359,3 +359,34 @@ def test_cels_published_pairs_pass_the_audit(trials: int) -> None:
     assert res.passed, res
     assert res.p_d * trials >= 30 and res.p_dprime * trials >= 30, res
     assert res.epsilon_lower_bound > 0.1 * res.epsilon_claimed, res
+
+
+@pytest.mark.parametrize("trials", tiers(50_000, 400_000))
+def test_cels_union_view_passes_the_audit_against_p0(trials: int) -> None:
+    """P0's view of the union (issue 41): c_S + z_S for every set S of ≥ 2 data parties, the
+    dummies z_S drawn by :meth:`searchveil.cels.distributed.UnionDummies.sample`. One user's m
+    pairs move from S₁ = {P1, P2, P3} to S₂ = {P1, P3} (the neighbour moving the ℓ1 budget 2m);
+    the event "y_{S₁} − c_{S₁} ≥ s and y_{S₂} − c_{S₂} ≤ s" has the full ratio e^{ε_u} in the
+    interior: the audit passes against (ε_u, δ_u) and certifies most of ε_u; a scale halved (the
+    mutant) fails it."""
+    from searchveil.cels.distributed import UnionDummies
+
+    u = UnionDummies(parties=3, m=3, epsilon=1.0, delta=1e-6)
+    eps, dl = u.privacy()
+    i1, i2 = u.sets.index(0b111), u.sets.index(0b101)
+    half = UnionDummies(parties=3, m=3, epsilon=2.0, delta=1e-6)  # the scale halved
+
+    def run(sampler: UnionDummies, move: int, seed: int) -> Callable[[int], int]:
+        def go(t: int) -> int:
+            z = sampler.sample(make_rng(seed), rows=t)  # y − c under D: z; under D′: z ∓ m
+            s = sampler.shift
+            return int(np.sum((z[:, i1] - move >= s) & (z[:, i2] + move <= s)))
+
+        return go
+
+    for sampler, should_pass in ((u, True), (half, False)):
+        res = audit_event(run(sampler, 0, 61), run(sampler, u.m, 62), trials=trials,
+                          epsilon=eps, delta=dl)  # fmt: skip
+        assert res.passed == should_pass, (sampler, res)
+        if should_pass:
+            assert res.epsilon_lower_bound > 0.7 * eps, res

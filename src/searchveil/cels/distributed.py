@@ -22,6 +22,11 @@ subtracts its own share from what it learns still faces all of it.
 Against a party knowing its own share z: the rest of the noise is the full noise, so the noisy
 values are as private as above; the δ of a published single-user pair is, averaged over z,
 E_z[1 − (1 − π(z))^m] ≤ 1 − (1 − E_z π(z))^m (Jensen; E_z π(z) = π), the same δ.
+
+* **the union's overlap structure** (P0's view: for every set S of ≥ 2 data parties, how many
+  digests exactly the lists of S hold): :class:`UnionDummies` — every member of S adds the same
+  z_S dummy digests, z_S = min(2s, max(0, s + X_S)), X_S ~ DLap(2m/ε_u), drawn identically by
+  the data parties from their shared key; (ε_u, δ_u) against P0.
 """
 
 from __future__ import annotations
@@ -31,8 +36,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
+from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.shares import (
     MAX_POLYA_SCALE,
     PolyaShares,
@@ -42,12 +51,16 @@ from searchveil.mechanisms.shares import (
     skellam_delta,
     skellam_epsilon,
 )
+from searchveil.rng import RandomSource
 from searchveil.validate import check_int, check_positive, check_probability
 
-__all__ = ["DistributedE2E", "calibrate_skellam", "solve_tau_prime"]
+__all__ = ["MAX_PARTY_DUMMIES", "DistributedE2E", "UnionDummies", "calibrate_skellam",
+           "solve_tau_prime"]  # fmt: skip
 
 #: the share of δ_c for the noisy counts themselves (the rest: a single-user pair published)
 RDP_DELTA_SHARE = 0.5
+#: the most dummy digests one party may add (its union list grows by that many entries)
+MAX_PARTY_DUMMIES = 1 << 24
 
 
 @functools.lru_cache(maxsize=128)
@@ -208,4 +221,130 @@ class DistributedE2E:
                 "scale": self.profile.scale,
                 "epsilon": self.eps_profile,
             },
+        }
+
+
+@dataclass(frozen=True)
+class UnionDummies:
+    """The dummy digests that hide the union's overlap structure from P0 (docs/privacy/cels.md
+    §5), for ``parties`` = r data parties, ``m`` pairs per user and (``epsilon``, ``delta``) =
+    (ε_u, δ_u) against P0.
+
+    P0 joins the r lists of digests, so it sees, for every set S of data parties, how many
+    digests exactly the lists of S hold: n_S. The singletons are n_{i} = L − Σ_{S ∋ i, |S| ≥ 2}
+    n_S (every list has L entries, the rest being random padding), so the view is a function of
+    n_S for the N = 2^r − r − 1 sets of ≥ 2 parties. Each member of such an S adds the same
+    z_S dummy digests (keyed by the data parties' key, S and an index: to P0 like any digest),
+    so n_S = c_S + z_S, c_S the distinct bounded pairs held by exactly the parties of S.
+
+    *Privacy map.* Removing one user of party i moves each of its ≤ m pairs from its holder set
+    S to S − {i} (if no other user of i holds it): ℓ1(c) ≤ 2m, |Δc_S| ≤ m, and at most
+    min(N, 2m) of the c_S change. z_S = min(2s, max(0, s + X_S)), X_S ~ DLap(b) i.i.d. with
+    b = 2m/ε_u. Where every changed coordinate's z_S and z_S − Δc_S lie in [1, 2s − 1] the
+    probability ratio is Π e^{|Δc_S|/b} ≤ e^{ε_u}; elsewhere (z_S ≤ m or z_S ≥ 2s − m for a
+    changed S) it is counted in δ: δ_u ≥ min(N, 2m) · 2 P[X ≤ m − s] = min(N, 2m) ·
+    2p^{s−m}/(1 + p), p = e^{−1/b}. The shift s is the least integer meeting it. The cap 2s
+    bounds every party's dummies by (2^{r−1} − 1)·2s, a public number (:attr:`per_party`)."""
+
+    parties: int
+    m: int
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        check_int("parties", self.parties, minimum=2, maximum=63)
+        check_int("max-pairs", self.m, minimum=1)
+        check_positive("union-epsilon", self.epsilon)
+        check_probability("delta", self.delta)
+        DiscreteLaplace.for_epsilon(self.epsilon, 2 * self.m)  # the scale's range, checked
+        if self.per_party > MAX_PARTY_DUMMIES:
+            raise InvalidParameterError(
+                "parties", self.parties, f"fewer data parties: each would add up to "
+                f"{self.per_party:,} dummy digests to the union (at most {MAX_PARTY_DUMMIES:,}; "
+                "they grow as 2^r)",
+            )  # fmt: skip
+
+    @functools.cached_property
+    def sets(self) -> tuple[int, ...]:
+        """The sets S of ≥ 2 data parties as bit masks (bit k − 1: Pk), ascending."""
+        return tuple(s for s in range(1 << self.parties) if s.bit_count() >= 2)
+
+    @property
+    def n_sets(self) -> int:
+        """N = 2^r − r − 1, the number of :attr:`sets` (without listing them)."""
+        return (1 << self.parties) - self.parties - 1
+
+    @property
+    def noise(self) -> DiscreteLaplace:
+        return DiscreteLaplace.for_epsilon(self.epsilon, 2 * self.m)
+
+    @property
+    def p(self) -> float:
+        """e^{−1/b} of the scale actually sampled (rounded up)."""
+        return math.exp(-1.0 / self.noise.effective_scale)
+
+    @property
+    def changed(self) -> int:
+        """The most c_S one user changes: min(N, 2m)."""
+        return min(self.n_sets, 2 * self.m)
+
+    def outside(self, shift: int) -> float:
+        """The δ of ``shift``: min(N, 2m) · 2 P[X ≤ m − shift] (an upper bound, class docstring)."""
+        k = shift - self.m
+        if k < 0:
+            return 1.0
+        p = self.p
+        return min(1.0, math.exp(math.log(2 * self.changed) + k * math.log(p) - math.log1p(p)))
+
+    @functools.cached_property
+    def shift(self) -> int:
+        """s: the least integer with :meth:`outside` ≤ δ_u."""
+        b, p = self.noise.effective_scale, self.p
+        s = self.m + max(0, math.ceil(b * math.log(2 * self.changed / ((1 + p) * self.delta))))
+        while self.outside(s) > self.delta:
+            s += 1
+        while s > self.m and self.outside(s - 1) <= self.delta:
+            s -= 1
+        return s
+
+    @property
+    def cap(self) -> int:
+        """The most dummies of one set: 2s."""
+        return 2 * self.shift
+
+    @property
+    def per_party(self) -> int:
+        """The most dummies one party adds: (2^{r−1} − 1) sets contain it, each up to 2s."""
+        return ((1 << (self.parties - 1)) - 1) * self.cap
+
+    def sample(self, rng: RandomSource, rows: int = 1) -> npt.NDArray[np.int64]:
+        """``rows`` independent draws (one a run) of z_S for every set of :attr:`sets`, in that
+        order: min(2s, max(0, s + X_S)); shape (rows, N)."""
+        x = self.noise.sample(rows * self.n_sets, rng).reshape(rows, self.n_sets)
+        return np.clip(self.shift + x, 0, self.cap).astype(np.int64)
+
+    def privacy(self) -> tuple[float, float]:
+        """(ε, δ) of P0's view of the union: 2m / b (the scale sampled) and :meth:`outside`."""
+        return 2 * self.m / self.noise.effective_scale, self.outside(self.shift)
+
+    def part(self) -> Part:
+        eps, dl = self.privacy()
+        return Part("union_view_p0", eps, dl)
+
+    def describe(self) -> dict[str, Any]:
+        """The public parameters of the dummies (the ledger's ``parameters.union``)."""
+        eps, dl = self.privacy()
+        return {
+            "what": "dummy digests: every member of each set S of >= 2 data parties adds the "
+            "same z_S = min(2s, max(0, s + X_S)), X_S ~ DLap(scale), drawn from the data "
+            "parties' shared key (docs/privacy/cels.md §5)",
+            "sets": self.n_sets,
+            "scale": self.noise.scale,
+            "effective_scale": self.noise.effective_scale,
+            "shift": self.shift,
+            "cap": self.cap,
+            "max_dummies_per_party": self.per_party,
+            "l1_sensitivity": 2 * self.m,
+            "epsilon": eps,
+            "delta": dl,
         }

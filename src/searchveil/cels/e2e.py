@@ -7,9 +7,12 @@ published pairs, m, r):
 
 * **setup** — P0 sends the agreed parameters.
 * **union** — the data parties agree on a key nobody else knows (each sends the others 32
-  random bytes); each sends P0 the keyed digests of its bounded distinct pairs, padded with
-  random digests to exactly L, sorted; P0 joins the r lists and answers each party with a
-  random slot in [0, V) for each of its L digests (equal digests, equal slots).
+  random bytes); each sends P0 the keyed digests of its bounded distinct pairs and its dummy
+  digests — for every set S of ≥ 2 data parties it belongs to, the same z_S dummies as every
+  other member of S, z_S drawn from the shared key (:class:`~.distributed.UnionDummies`), so
+  that the overlap structure P0 sees is noisy —, padded with random digests to exactly L,
+  sorted; P0 joins the r lists and answers each party with a random slot in [0, V) for each of
+  its L digests (equal digests, equal slots). A dummy's slot holds no pair (count 0).
 * **sum** — a masked ring sum P1 → … → Pr → P0 → P1 over the V slots: every data party adds its
   holder counts and one share of the noise, P0 a share too (:mod:`.distributed`); P1
   learns the noisy totals only.
@@ -50,6 +53,7 @@ from searchveil.cels.e2e_release import (
 from searchveil.cels.params import RECORD_WORDS
 from searchveil.cels.party import PartyBase, blob_to_ints, ints_to_blob, secure_perm
 from searchveil.cels.wire import ProtocolError, expect
+from searchveil.errors import InternalError
 from searchveil.mechanisms.shares import PolyaShares, SkellamShares
 from searchveil.release.ump.e2e import activity_profile
 from searchveil.release.ump.generate import generated_tables
@@ -58,6 +62,9 @@ from searchveil.rng import RandomSource, SecureRandom, SeededRandom
 __all__ = ["E2EPhases"]
 
 _KEY_LABEL = b"searchveil cels e2e union key v1"
+_DUMMY_LABEL = b"searchveil cels e2e dummy counts v1"
+#: BLAKE2b personalisations: a pair's digest and a dummy's never coincide
+_PAIR, _DUMMY = b"sv-cels-pair", b"sv-cels-dummy"
 
 
 class E2EPhases(PartyBase):
@@ -151,12 +158,15 @@ class E2EPhases(PartyBase):
         q, u = pairs.get_column("query").to_list(), pairs.get_column("url").to_list()
         self.check()
         dig = b"".join(
-            hashlib.blake2b(f"{a}\t{b}".encode(), key=key, digest_size=16).digest()
+            hashlib.blake2b(f"{a}\t{b}".encode(), key=key, digest_size=16, person=_PAIR).digest()
             for a, b in zip(q, u, strict=True)
-        )
+        ) + self.dummy_digests(key)
+        n = len(dig) // 16
+        if n > big_l:  # never: L = the bound (checked before connecting) + the dummies' cap
+            raise InternalError("a party's pairs and dummies exceed the union's list length")
         rows = np.concatenate([
             np.frombuffer(dig, dtype=">u8").astype(np.uint64).reshape(-1, 2),
-            SecureRandom().words(2 * (big_l - len(q))).reshape(-1, 2),  # random padding
+            SecureRandom().words(2 * (big_l - n)).reshape(-1, 2),  # random padding
         ])  # fmt: skip
         order = np.lexsort((rows[:, 1], rows[:, 0]))
         self.mesh.send(0, "union_set", {}, rows[order].astype(">u8").tobytes())
@@ -170,6 +180,19 @@ class E2EPhases(PartyBase):
         rank = np.empty(big_l, dtype=np.int64)
         rank[order] = np.arange(big_l)
         return slots[rank[: len(q)]]
+
+    def dummy_digests(self, key: bytes) -> bytes:
+        """This party's dummy digests: for every set S of ≥ 2 data parties it belongs to, z_S
+        digests keyed by the shared key, S and an index — the same at every member of S; every
+        data party draws the same z (a stream keyed by the shared key)."""
+        union = self.params.union()
+        z = union.sample(KeyedStream(hashlib.sha256(_DUMMY_LABEL + key).digest()))[0]
+        bit = 1 << (self.me - 1)
+        return b"".join(
+            hashlib.blake2b(s.to_bytes(8, "big") + i.to_bytes(8, "big"), key=key,
+                            digest_size=16, person=_DUMMY).digest()
+            for s, n in zip(union.sets, z.tolist(), strict=True) if s & bit for i in range(n)
+        )  # fmt: skip
 
     def _join_digests(self, big_l: int) -> None:
         """P0: every list (L distinct sorted digests), joined; a random slot of [0, V) for each
@@ -236,7 +259,7 @@ class E2EPhases(PartyBase):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         if self.me == 1:
             assert total is not None
-            pub, noisy = published_slots(total, tau, k)
+            pub, noisy = published_slots(total, tau, k, rng=self.rng)
             pad = k - pub.size
             blob = ints_to_blob(np.r_[pub, np.full(pad, -1), noisy, np.zeros(pad, np.int64)])
             for j in self.data[1:]:

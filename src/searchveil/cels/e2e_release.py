@@ -51,13 +51,16 @@ TABLE_SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 def published_slots(
-    total: npt.NDArray[np.int64], tau_prime: int, cap: int
+    total: npt.NDArray[np.int64], tau_prime: int, cap: int, *, rng: RandomSource
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The published slots (ascending) and their noisy totals: every slot whose noisy total is
-    > τ', the ``cap`` largest if more (ties by slot) — a function of the noisy totals only."""
+    > τ', the ``cap`` largest if more, ties broken at random (``rng``) — a function of the noisy
+    totals and fresh randomness only: not of the slots' order, which P0 chose knowing which
+    digests the parties share (docs/privacy/cels.md §5)."""
     above = np.flatnonzero(total > tau_prime)
     if above.size > cap:
-        order = np.lexsort((above, -total[above]))  # largest totals first, then by slot
+        ties = rng.random_keys(above.size)
+        order = np.lexsort((ties, -total[above]))  # largest totals first, then at random
         above = np.sort(above[order[:cap]])
     return above.astype(np.int64), total[above].astype(np.int64)
 
@@ -127,29 +130,42 @@ def e2e_public_ledger(
 ) -> dict[str, Any]:
     """The e2e mode's public ledger — of ``cels run`` before the commit round's creation time
     and randomness; of ``cels local`` (``protocol=False``) with its ``rng``: a function of the
-    public parameters and the number of parties only."""
+    public parameters and the number of parties only. ``cels run`` spends what P0 sees, the
+    output and the union's overlap structure ((ε + ε_u, δ + δ_u): the ledger's ε and δ, what
+    is charged); the readers' guarantee, (ε, δ), is ``guarantee.readers`` — the ledger's ε and
+    δ for ``cels local``, which runs no protocol."""
     params = params.with_parties(r)
     noise = params.noise()
     pr = noise.privacy()
     ep = params.e2e()
-    guarantee = {
+    readers = params.readers_cost()
+    guarantee: dict[str, Any] = {
         "covers": "everything written: the published pair counts, the profile and the log",
         "counts_are_private": True,
+        "readers": {"epsilon": readers.epsilon, "delta": readers.delta},
         "split": pr["split"],
         "delta_vs_users": delta_users_check(pr["delta"], ep.max_users),
         "user_ids": "synthetic",
         "model": "semi-honest parties, P0 and P1…Pr; the same (ε, δ) against the readers of "
-        "the output and against each party, which knows its own noise share "
-        "(docs/privacy/cels.md §5)",
-    }
+        "the output and against each data party, which knows its own noise share"
+        + ("; against P0, which also sees the union's overlap structure, hidden by dummy "
+           "digests: (ε + ε_u, δ + δ_u), against_p0" if protocol else "")
+        + " (docs/privacy/cels.md §5)",
+    }  # fmt: skip
+    events = list(pr["events"])
+    if protocol:
+        guarantee["against_p0"] = _against_p0(params)
+        events.append({"step": "union_view_p0", "mechanism": "dummy digests (shifted, "
+                       "truncated discrete Laplace numbers) for every set of >= 2 data parties",
+                       **params.union().describe()})  # fmt: skip
     return build_ledger(
         mechanism=MECHANISM,
         notion=NOTION,
-        cost=noise.cost(),
+        cost=params.cost() if protocol else readers,
         parameters=params.to_dict(),
         declared={"max_users": ep.max_users} if ep.max_users is not None else {},
         rng=rng,
-        events=pr["events"],
+        events=events,
         extra={
             "guarantee": guarantee,
             "reference": "Hong et al., TKDE 2015 (CELS); Götz et al., TKDE 2012 (ZEALOUS); "
@@ -159,15 +175,36 @@ def e2e_public_ledger(
     )
 
 
+def _against_p0(params: CelsParams) -> dict[str, Any]:
+    union = params.union()
+    eps_u, dl_u = union.privacy()
+    spent = params.cost()
+    return {
+        "epsilon": spent.epsilon,
+        "delta": spent.delta,
+        "union_view": {
+            "epsilon": eps_u,
+            "delta": dl_u,
+            "union_epsilon": union.epsilon,
+            "union_delta": union.delta,
+        },  # fmt: skip
+        "delta_vs_users": delta_users_check(spent.delta, params.max_users),
+        "why": "P0 sees the overlap structure of the union ((ε_u, δ_u): the dummy digests) and "
+        "the output ((ε, δ)), composed: the ledger's epsilon and delta, what a budget is "
+        "charged; the readers' guarantee is unchanged (readers)",
+    }
+
+
 def _protocol(r: int) -> dict[str, Any]:
     return {
         "mode": "e2e",
         "parties": r,
         "wire_version": WIRE_VERSION,
-        "union": "keyed BLAKE2b digests of the pairs (a key shared by the data parties), "
-        "padded to the public size; P0 joins them and assigns random slots",
+        "union": "keyed BLAKE2b digests of the pairs (a key shared by the data parties) and "
+        "dummy digests shared by every set of >= 2 data parties in noisy numbers, padded to "
+        "the public size; P0 joins them and assigns random slots",
         "secure_sums": "masked ring sums mod 2^64 over public sizes, every party adding "
-        "its Pólya noise share: the pair counts, then the activity profile",
+        "its noise share: the pair counts (Skellam), then the activity profile (Pólya)",
         "reveal": "a masked ring sum of random multiples of the published pairs' "
         "encodings, mod 2^61 - 1",
         "paillier": "none",

@@ -98,7 +98,7 @@ def local_e2e(paths: list[Path], params: CelsParams, *, rng: RandomSource) -> di
     total[slot] = counts.get_column("count").to_numpy()
     for _ in range(noise.contributors):
         total += noise.counts.sample(n_slots, rng)
-    pub, noisy = published_slots(total, noise.tau_prime, params.published_pairs)
+    pub, noisy = published_slots(total, noise.tau_prime, params.published_pairs, rng=rng)
     where = np.full(n_slots, -1, dtype=np.int64)
     where[slot] = np.arange(counts.height)
     real = where[pub] >= 0

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from searchveil.cels import commutative as cm
-from searchveil.cels.distributed import DistributedE2E
+from searchveil.cels.distributed import DistributedE2E, UnionDummies
 from searchveil.cels.paillier import (
     ALLOWED_KEY_BITS,
     key_strength,
@@ -49,7 +49,8 @@ OBJECTIVES = tuple(o.value for o in Objective)
 NOTION = f"{NOT_DP}; only the multinomial sampling given the counts is (ε,δ)-DP (CELS Thm 2, Thm 7)"
 #: options of one mode only (an error in the other): the paper's protocol / the e2e release
 CONDITIONAL_ONLY = ("objective", "key_bits", "output_share", "breakpoints", "min_count")
-E2E_ONLY = ("max_pairs", "max_users", "split", "max_party_pairs", "max_published_pairs", "parties")
+E2E_ONLY = ("max_pairs", "max_users", "split", "max_party_pairs", "max_published_pairs", "parties",
+            "union_epsilon")  # fmt: skip
 #: the e2e mode's public sizes (docs/privacy/cels.md §5): the default cap on one party's
 #: distinct bounded pairs (min(m·U, this)), the default cap on the published pairs, and the
 #: bytes of one revealed pair (UTF-8 query and url after their 2-byte lengths; longer pairs are not
@@ -98,6 +99,9 @@ class CelsParams:
     #: the number of data parties r (e2e: the noise shares and their accounting depend on it;
     #: set by ``cels run``/``cels party``/``cels local`` from the shares or the config)
     parties: int | None = None
+    #: ε_u, the guarantee of P0's view of the union (its overlap structure, hidden by dummy
+    #: digests) against P0; default: ε (the rule of :meth:`union`)
+    union_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
@@ -123,8 +127,16 @@ class CelsParams:
             for k in ("max_party_pairs", "max_published_pairs", "parties"):
                 if getattr(self, k) is not None:
                     check_int(k.replace("_", "-"), getattr(self, k), minimum=1)
+            if self.union_epsilon is not None:
+                check_positive("union-epsilon", self.union_epsilon)
             if self.parties is not None:
                 self.noise()
+                self.union()
+                if self.parties * self.party_pairs >= 1 << 32:  # slots travel as 4 bytes
+                    raise InvalidParameterError(
+                        "max-party-pairs", self.pair_bound, "a bound whose union of r lists of "
+                        "L = bound + dummies entries has fewer than 2^32 slots",
+                    )  # fmt: skip
             return
         for k in E2E_ONLY:
             if getattr(self, k) is not None:
@@ -172,10 +184,22 @@ class CelsParams:
                               delta_counts=ep.delta_counts, eps_profile=ep.eps_profile,
                               parties=self.parties)  # fmt: skip
 
+    def union(self) -> UnionDummies:
+        """The dummy digests of the union and their privacy map against P0 (:mod:`.distributed`):
+        (ε_u, δ_u) with ε_u = ``union_epsilon``, by default ε — the rule: P0's view of the union
+        is as private as the release — and δ_u = δ."""
+        if self.parties is None:
+            raise InvalidParameterError(
+                "parties", None, "the number of data parties (cels run, party and local set it "
+                "from the shares or the configuration)",
+            )  # fmt: skip
+        eps = self.epsilon if self.union_epsilon is None else self.union_epsilon
+        return _union(self.parties, self.e2e().max_pairs, eps, self.delta)
+
     @property
-    def party_pairs(self) -> int:
-        """L: every party's list in the union has exactly this many slots (a public bound on
-        its distinct bounded pairs: ``max_party_pairs``, default min(m·U, 2^18))."""
+    def pair_bound(self) -> int:
+        """The public bound on one party's distinct bounded pairs: ``max_party_pairs``, default
+        min(m·U, 2^18)."""
         if self.max_party_pairs is not None:
             return self.max_party_pairs
         m = self.e2e().max_pairs
@@ -183,16 +207,34 @@ class CelsParams:
             DEFAULT_PARTY_PAIRS)  # fmt: skip
 
     @property
+    def party_pairs(self) -> int:
+        """L: every party's list in the union has exactly this many entries — room for
+        :attr:`pair_bound` pairs and the most dummy digests a party adds (:meth:`union`)."""
+        return self.pair_bound + self.union().per_party
+
+    @property
     def published_pairs(self) -> int:
         """K: at most this many pairs are published (the largest noisy counts above τ')."""
         return self.max_published_pairs or DEFAULT_PUBLISHED_PAIRS
 
     def cost(self) -> PrivacyCost:
-        """What the release spends. The e2e mode: the joint release with the noise shared out
-        among the parties (:meth:`noise`; user-level add/remove, docs/privacy/cels.md §5) —
-        charged like any release. The conditional mode: the sampling given the counts under the
-        CELS party model — conditional (the counts come from the private logs), so never
-        charged to a budget."""
+        """What ``cels run`` and ``cels party`` spend (their ledger's ε and δ, what --budget
+        charges). The e2e mode: the guarantee against P0, which sees the most — the output
+        ((ε, δ), :meth:`readers_cost`) and its view of the union ((ε_u, δ_u), :meth:`union`),
+        composed: (ε + ε_u, δ + δ_u), user-level add/remove (docs/privacy/cels.md §5). The
+        conditional mode: the sampling given the counts under the CELS party model —
+        conditional (the counts come from the private logs), so never charged to a budget."""
+        base = self.readers_cost()
+        if self.mode != UmpMode.E2E:
+            return base
+        u = self.union()
+        return PrivacyCost(Relation.USER, (*base.parts, u.part()), base.epsilon + u.epsilon,
+                           base.delta + u.delta)  # fmt: skip
+
+    def readers_cost(self) -> PrivacyCost:
+        """The guarantee of the output alone, against its readers and against each data party
+        (e2e: the noise shared out among the parties, :meth:`noise`) — unchanged by the union's
+        dummies; what ``cels local``, which runs no protocol, spends."""
         if self.mode == UmpMode.E2E:
             return self.noise().cost()
         return PrivacyCost.of(Relation.USER_PARTIES, self.epsilon, self.delta,
@@ -203,11 +245,19 @@ class CelsParams:
             d = {k: v for k, v in self.e2e().to_dict().items()
                  if k not in ("pair_counts", "profile_noise_scale")}  # fmt: skip
             d |= {"mode": "e2e", "max_users": self.max_users, "parties": self.parties,
-                  "party_pairs": self.party_pairs, "published_pairs": self.published_pairs,
-                  "pair_bytes": PAIR_BYTES}  # fmt: skip
-            return d | ({"noise": self.noise().describe()} if self.parties else {})
+                  "party_pairs": self.pair_bound, "published_pairs": self.published_pairs,
+                  "pair_bytes": PAIR_BYTES, "union_epsilon": self.union_epsilon}  # fmt: skip
+            if self.parties:
+                d |= {"noise": self.noise().describe(), "union_list_length": self.party_pairs,
+                      "union": self.union().describe()}  # fmt: skip
+            return d
         d = {k: v for k, v in asdict(self).items() if k not in E2E_ONLY}
         return d | {"b": self.b, "key_strength": key_strength(self.key_bits)}
+
+
+@functools.lru_cache(maxsize=64)
+def _union(parties: int, m: int, epsilon: float, delta: float) -> UnionDummies:
+    return UnionDummies(parties, m, epsilon, delta)
 
 
 @functools.lru_cache(maxsize=64)
@@ -256,11 +306,12 @@ def check_e2e_party(params: CelsParams, share: Share | None, parties: int) -> No
         return
     users, pairs = int(share.info["users"]), share.hist.pairs.height
     check_declared_users(params.max_users, users)
-    if pairs > params.party_pairs:
+    if pairs > params.pair_bound:
         raise InvalidParameterError(
-            "max-party-pairs", params.party_pairs,
+            "max-party-pairs", params.pair_bound,
             f"a public bound >= this party's distinct bounded pairs ({pairs:,}): every party's "
-            "list in the union has exactly that many entries",
+            "list in the union has exactly that many entries plus the most dummy digests a "
+            f"party adds ({params.union().per_party:,})",
         )  # fmt: skip
 
 

@@ -56,7 +56,7 @@ from searchveil.cels.frames import Frame, Traffic, open_transcript
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
-VERSION = 5
+VERSION = 6
 HEADER = struct.Struct(">4sBBHIQ")
 MAX_JSON = 1 << 20  # the largest body, the public key, is ~3 KiB at 4096 bits
 BLOB_FLOOR = 64 << 10  # always accepted; above it, the cap of the frame's phase

@@ -78,9 +78,9 @@ PartyPairsOpt = Annotated[
     int | None,
     typer.Option(
         "--max-party-pairs",
-        help="e2e: L, a public bound you DECLARE on one party's distinct bounded pairs: every "
-        "party's list in the union is padded to exactly L, so its size shows nothing (default "
-        "min(m·U, 262144); a share with more is refused before it connects)",
+        help="e2e: a public bound you DECLARE on one party's distinct bounded pairs (default "
+        "min(m·U, 262144); a share with more is refused before it connects): every party's list "
+        "in the union is padded to exactly L = this + the most dummy digests a party adds",
     ),
 ]
 PublishedOpt = Annotated[
@@ -89,6 +89,15 @@ PublishedOpt = Annotated[
         "--max-published-pairs",
         help="e2e: K, the most pairs published (the K largest noisy counts above the "
         "threshold; every reveal message is padded to K; default 1000)",
+    ),
+]
+UnionEpsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--union-epsilon",
+        help="e2e: ε_u, the guarantee against P0 of its view of the union (which digests the "
+        "parties share; hidden by dummy digests, more as ε_u shrinks); default: ε. P0's whole "
+        "view is (ε + ε_u, 2δ): what cels run and cels party --budget charge",
     ),
 ]
 SplitOpt = Annotated[
@@ -172,6 +181,7 @@ def cels_params(
     split: SplitOpt = None,
     max_party_pairs: PartyPairsOpt = None,
     max_published_pairs: PublishedOpt = None,
+    union_epsilon: UnionEpsOpt = None,
     objective: ObjOpt = None,
     key_bits: KeyOpt = None,
     output_share: ShareOpt = None,
@@ -186,8 +196,8 @@ def cels_params(
     cond = {"objective": objective, "key_bits": key_bits, "output_share": output_share,
             "breakpoints": breakpoints, "min_count": min_count}  # fmt: skip
     e2e = {"max_pairs": max_pairs, "max_users": max_users, "split": split,
-           "max_party_pairs": max_party_pairs,
-           "max_published_pairs": max_published_pairs}  # fmt: skip
+           "max_party_pairs": max_party_pairs, "max_published_pairs": max_published_pairs,
+           "union_epsilon": union_epsilon}  # fmt: skip
     for k, v in (cond if m == UmpMode.E2E else e2e).items():
         if v is not None:
             other = "conditional" if m == UmpMode.E2E else "e2e"
@@ -198,7 +208,8 @@ def cels_params(
         return CelsParams(epsilon=epsilon, delta=delta, mode=m, max_pairs=max_pairs,
                           max_users=max_users, split=parse_split(split),
                           max_party_pairs=max_party_pairs,
-                          max_published_pairs=max_published_pairs)  # fmt: skip
+                          max_published_pairs=max_published_pairs,
+                          union_epsilon=union_epsilon)  # fmt: skip
     if objective is None:
         raise InvalidParameterError("objective", None, "kl | size (no default)")
     given = {k: v for k, v in cond.items() if v is not None}
@@ -245,9 +256,12 @@ def _print_guarantee(led: dict[str, Any]) -> None:
     if g.get("counts_are_private"):
         split = ", ".join(f"{k.replace('_', ' ')} ε {v['epsilon']:.4g}"
                           for k, v in g["split"].items())  # fmt: skip
+        p0 = g.get("against_p0")
+        spent = ("" if p0 is None else f"; against P0, with its view of the union, "
+                 f"({p0['epsilon']:.6g}, {p0['delta']:.4g}), what is spent")  # fmt: skip
         out_console.print(
-            f"end-to-end (ε, δ) = ({led['epsilon']:.6g}, {led['delta']:.4g}) — {split}; "
-            + ", ".join(f"{k} {n:,} rows" for k, n in rows.items())
+            f"end-to-end (ε, δ) = ({g['readers']['epsilon']:.6g}, {g['readers']['delta']:.4g})"
+            f" — {split}{spent}; " + ", ".join(f"{k} {n:,} rows" for k, n in rows.items())
         )
     else:
         noisy = led.get("noisy", {})
@@ -324,9 +338,10 @@ def party(
     profile). --mode conditional: the paper's protocol, NOT differentially private (counts
     computed from the exact histogram). Writes --out (the tables and the public ledger.json)
     and the PRIVATE provenance record beside it only if every party ends with the same
-    output. --budget (a data party, e2e): this party's own dataset budget is charged the whole
-    release's (ε, δ) — its users are protected by it — before its share is read; every data
-    party charges its own budget file; P0 holds no data and charges nothing (--budget on P0 is
+    output. --budget (a data party, e2e): this party's own dataset budget is charged, before
+    its share is read, what P0 learns of it: the release's (ε, δ) and P0's view of the union,
+    (ε + ε_u, 2δ) (--union-epsilon; the readers' guarantee stays (ε, δ)); every data party
+    charges its own budget file; P0 holds no data and charges nothing (--budget on P0 is
     refused)."""
     params = params.with_parties(len(load_config(config).ids) - 1)
     if out.budget is not None and id == 0:
@@ -391,7 +406,9 @@ def run_cmd(
     pairs and adds its share of the noise before every secure sum (no party sees an exact
     count; every message has a public size), the published pairs are revealed, a noisy
     activity profile, a log of synthetic users; one (ε, δ) for everything written, against
-    the readers and against each party. Progress per phase on stderr. --mode conditional: the
+    the readers and against each data party; against P0, which also sees the union's overlap
+    structure (hidden by dummy digests), (ε + ε_u, 2δ), what --budget charges. Progress per
+    phase on stderr. --mode conditional: the
     paper's protocol (LP, Algorithm 2, sampling of real ids), NOT differentially private:
     counts computed from the exact histogram. Starts P0…Pr with throw-away certificates; if
     any party fails, stops them all at once and says which, in which phase and why."""
@@ -448,7 +465,7 @@ def local_cmd(
         )
     inputs = input_list(share=share)
     out.check(inputs)
-    with out.charged(params.cost(), "cels local") as ch:
+    with out.charged(params.readers_cost(), "cels local") as ch:
         if params.mode == UmpMode.E2E:
             res = local_e2e(share, params, rng=out.rng())
         else:
