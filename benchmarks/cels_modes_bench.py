@@ -6,7 +6,7 @@ the table in docs/cels.md, "The e2e mode: time against the conditional mode").
 disk), the slowest party's phase seconds, the CPU seconds of all parties and workers, the MB
 sent, the load average before and after. The share sets are the tests' own:
 ``tests/test_cels_protocol.py``'s 90 users and ``tests/test_cels_e2e.py``'s crafted 3,000 users,
-in three shares each. e2e: ε = 2, δ = 1e-5, U = 10⁴, m = 4; conditional: ε = 2, δ = 0.3, KL
+in three shares each. e2e: ε = ε_u = 2, δ = 1e-5, U = 10⁴, m = 4; conditional: ε = 2, δ = 0.3, KL
 objective (δ this large only so that the paper's protocol outputs anything).
 """
 
@@ -26,7 +26,7 @@ from searchveil.cels.runner import run_local
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 MODES = {
-    "e2e": CelsParams(epsilon=2.0, delta=1e-5, max_users=10_000, max_pairs=4),
+    "e2e": CelsParams(epsilon=2.0, delta=1e-5, max_users=10_000, max_pairs=4, union_epsilon=2.0),
     "cond512": CelsParams(epsilon=2.0, delta=0.3, objective="kl", key_bits=512,
                           mode="conditional"),  # TEST KEY (insecure): the tests' key size
     "cond3072": CelsParams(epsilon=2.0, delta=0.3, objective="kl", mode="conditional"),

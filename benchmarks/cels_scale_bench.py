@@ -17,7 +17,7 @@ The split: the log's users in file order, whole users only, up to 1,000,000 rows
 δ = 10⁻⁶, declared U = 100,000 (δ < 1/U), m by the public default rule (27), a declared bound of
 60,000 distinct bounded pairs per party (``--max-party-pairs``; every share holds about 54,800;
 each list in the union has L = 60,000 + 12,840 entries, room for the most dummy digests a party
-adds at ε_u = ε), K = 1,000.
+adds at ε_u = ln 10, the same as ε: ``--union-epsilon``, required), K = 1,000.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def main() -> None:
     args = ap.parse_args()
     shares = split(args.log, args.work, args.parties, args.rows)
     params = CelsParams(epsilon=math.log(10), delta=1e-6, max_users=100_000,
-                        max_party_pairs=args.party_pairs)  # fmt: skip
+                        max_party_pairs=args.party_pairs, union_epsilon=math.log(10))  # fmt: skip
     out = args.work / "out"
     for p in (out, out.with_name("out.private.json")):
         if p.is_dir():

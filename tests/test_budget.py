@@ -167,7 +167,8 @@ def _family_ledgers(tmp: Path, aol_215, aol_215_path) -> dict[str, tuple[dict, o
         release_ump(type(aol_215)(small, aol_215.info), up, rng=rng).ledger,
         up.cost(),
     )
-    ce = CelsParams(epsilon=2.0, delta=1e-6, max_users=1000, max_pairs=2, parties=2)
+    ce = CelsParams(epsilon=2.0, delta=1e-6, max_users=1000, max_pairs=2, parties=2,
+                    union_epsilon=1.0)  # fmt: skip
     out["cels e2e"] = (e2e_public_ledger(ce, 2), ce.cost())
     cp = CelsParams(epsilon=2.0, delta=0.3, mode="conditional", objective="size", key_bits=512)
     empty = pl.DataFrame(schema={"AnonID": pl.String, "Query": pl.String,
@@ -340,12 +341,13 @@ def test_cels_end_to_end_is_charged_like_release_ump(tmp_path: Path, aol_215_pat
                 "user").exit_code == 0  # fmt: skip
     r = _cli("cels", "local", "--share", aol_215_path, "--share", aol_215_path, "--out",
              tmp_path / "c", "--epsilon", 1, "--delta", 1e-6, "--max-users", 1000,
-             "--seed", 1, "--budget", book, "--json")  # fmt: skip
+             "--union-epsilon", 0.5, "--seed", 1, "--budget", book, "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
     led = json.loads((tmp_path / "c" / "ledger.json").read_text())
     (charge,) = json.loads(book.read_text())["charges"]
     assert charge["state"] == "committed" and charge["what"] == "cels local"
-    assert charge["cost"]["epsilon"] == led["epsilon"] == pytest.approx(1.0)
+    assert charge["cost"]["epsilon"] == led["epsilon"] == pytest.approx(1.0)  # no P0: ε alone
+    assert led["parameters"]["union_epsilon"] == 0.5  # stated; it sets the slots
     assert (
         charge["ledger_sha256"]
         == hashlib.sha256((tmp_path / "c" / "ledger.json").read_bytes()).hexdigest()

@@ -36,7 +36,7 @@ from searchveil.errors import InvalidParameterError
 
 M = 4
 PARAMS = CelsParams(epsilon=2.0, delta=1e-5, max_users=1000, max_pairs=M, max_party_pairs=100,
-                    max_published_pairs=16)  # fmt: skip
+                    max_published_pairs=16, union_epsilon=2.0)  # fmt: skip
 VICTIM = "1000"  # a user of P2 (id mod 3 = 1)
 ALL3, P1P3 = 0b111, 0b101  # {P1, P2, P3}, {P1, P3}
 
@@ -229,12 +229,12 @@ def test_the_sampler_draws_the_analysed_law() -> None:
 def test_list_length_parties_and_the_charge(neighbours) -> None:
     p3 = PARAMS.with_parties(3)
     u = p3.union()
-    assert (u.parties, u.m, u.epsilon, u.delta) == (3, M, 2.0, 1e-5)  # ε_u = ε by default
+    assert (u.parties, u.m, u.epsilon, u.delta) == (3, M, 2.0, 1e-5)  # ε_u as stated, δ_u = δ
     assert p3.party_pairs == 100 + u.per_party and p3.to_dict()["union_list_length"] == 100 + (
         u.per_party)  # fmt: skip
     check_e2e_party(p3, neighbours["D"][1], 3)  # 16 pairs ≤ the bound; the dummies fit in L
     tight = CelsParams(epsilon=2.0, delta=1e-5, max_users=1000, max_pairs=M, max_party_pairs=15,
-                       parties=3)  # fmt: skip
+                       parties=3, union_epsilon=2.0)  # fmt: skip
     with pytest.raises(InvalidParameterError, match="max-party-pairs"):
         check_e2e_party(tight, neighbours["D"][1], 3)
     five = CelsParams(epsilon=2.0, delta=1e-5, max_pairs=M, union_epsilon=0.5, parties=5)
@@ -242,7 +242,8 @@ def test_list_length_parties_and_the_charge(neighbours) -> None:
     assert five.union().per_party > PARAMS.with_parties(5).union().per_party  # smaller ε_u
     with pytest.raises(InvalidParameterError, match="parties"):
         UnionDummies(parties=30, m=M, epsilon=1.0, delta=1e-6)  # 2^30 sets
-    for bad in ({"union_epsilon": 0.0}, {"union_epsilon": -1.0},
+    for bad in ({"union_epsilon": 0.0}, {"union_epsilon": -1.0}, {"union_epsilon": None},
+                {"union_epsilon": None, "parties": 3},  # required in the e2e mode: no default
                 {"mode": "conditional", "objective": "kl", "union_epsilon": 1.0}):  # fmt: skip
         with pytest.raises(InvalidParameterError, match="union-epsilon|union_epsilon"):
             CelsParams(**({"epsilon": 2.0, "delta": 1e-5} | bad))  # type: ignore[arg-type]

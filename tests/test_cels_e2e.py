@@ -62,9 +62,10 @@ from searchveil.rng import make_rng
 from test_cels_protocol import _without_rarest_user
 
 EPS, DELTA, MAX_USERS, M = 2.0, 1e-5, 10_000, 4  # δ < 1/U = 1e-4
+EPS_U = EPS  # --union-epsilon (required, no default): stated equal to ε here
 L, K = 1500, 64  # public sizes: every share holds ~1,040 distinct bounded pairs
 PARAMS = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
-                    max_party_pairs=L, max_published_pairs=K)  # fmt: skip
+                    max_party_pairs=L, max_published_pairs=K, union_epsilon=EPS_U)  # fmt: skip
 PUBLIC = ["log.tsv", "counts.tsv", "profile.tsv"]
 SEED = 7
 #: what may differ between `cels run` and `cels local` besides noise and time
@@ -72,7 +73,8 @@ PROTOCOL_ONLY = ("protocol", "randomness.seed", "randomness.source",
                  # what P0 sees of the union, spent by `cels run` only (no P0 in `cels local`)
                  "epsilon", "delta", "split.union_view_p0", "events[2]", "guarantee.against_p0",
                  "guarantee.model")  # fmt: skip
-SIZES = ("--max-party-pairs", L, "--max-published-pairs", K)
+# what every e2e command line here states besides ε and δ: ε_u and the public sizes
+SIZES = ("--union-epsilon", EPS_U, "--max-party-pairs", L, "--max-published-pairs", K)
 
 
 def _crafted_rows(users: int = 3000, pairs: int = 40, planted: int = 0) -> list[tuple]:
@@ -147,8 +149,9 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     # the parts as computed; the total the budget asked for
     assert sum(s["epsilon"] for s in g["split"].values()) <= readers["epsilon"] + 1e-12
     assert readers["epsilon"] == pytest.approx(EPS) and readers["delta"] == pytest.approx(DELTA)
-    # what is spent (charged): what P0 sees, the output and the union view (ε_u = ε)
-    assert led["epsilon"] == pytest.approx(2 * EPS) and led["delta"] == pytest.approx(2 * DELTA)
+    # what is spent (charged): what P0 sees, the output and the union view (ε_u as stated)
+    assert led["epsilon"] == pytest.approx(EPS + EPS_U)
+    assert led["delta"] == pytest.approx(2 * DELTA)
     assert set(led["split"]) == {*g["split"], "union_view_p0"}
     par = led["parameters"]
     assert par["pairs"] == "zealous" and par["max_pairs"] == M and par["parties"] == 3
@@ -161,12 +164,13 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     assert led["declared"] == {"max_users": MAX_USERS}
     assert led["protocol"]["mode"] == "e2e" and led["protocol"]["parties"] == 3
     assert led["protocol"]["paillier"] == "none" and led["seeded"] is True
-    # P0's view of the union: the dummies' parameters, the guarantee against P0 (ε_u = ε)
+    # P0's view of the union: the dummies' parameters, the guarantee against P0 (ε_u as stated)
     union = par["union"]
-    assert union["sets"] == 4 and union["epsilon"] <= EPS and union["delta"] <= DELTA
+    assert union["sets"] == 4 and union["epsilon"] <= EPS_U and union["delta"] <= DELTA
+    assert par["union_epsilon"] == EPS_U  # the parameter stated, in the ledger
     assert par["union_list_length"] == L + union["max_dummies_per_party"]
     p0 = g["against_p0"]
-    assert p0["union_view"]["union_epsilon"] == EPS and p0["epsilon"] == led["epsilon"]
+    assert p0["union_view"]["union_epsilon"] == EPS_U and p0["epsilon"] == led["epsilon"]
     assert led["events"][-1]["step"] == "union_view_p0"
     t = _tables(out)
     counts = t["counts"].with_columns(pl.col("x_ij").cast(pl.Int64))
@@ -288,7 +292,8 @@ def test_five_parties_same_transcript_sizes_on_a_neighbour(tmp_path) -> None:
             data.filter(pl.col("AnonID").cast(pl.Int64) % 5 == k).write_csv(p, separator="\t")
             paths.append(p)
         params = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
-                            max_party_pairs=800, max_published_pairs=K)  # fmt: skip
+                            max_party_pairs=800, max_published_pairs=K,
+                            union_epsilon=EPS_U)  # fmt: skip
         run_local(paths, params, tmp_path / f"out-{name}", transcripts=tmp_path / f"tr-{name}",
                   seed=SEED, timeout=180)  # fmt: skip
         sizes.append({k: _frames(tmp_path / f"tr-{name}" / f"P{k}.bin") for k in range(6)})
@@ -493,39 +498,125 @@ def test_neighbour_audit_cels_local_e2e(shares, tmp_path) -> None:
 
 # -- parameters, records, help --------------------------------------------------------------------
 def test_params_modes() -> None:
-    p = CelsParams(epsilon=EPS, delta=DELTA)
+    p = CelsParams(epsilon=EPS, delta=DELTA, union_epsilon=EPS_U)
     assert p.mode == "e2e" and p.e2e().pairs == "zealous" and p.e2e().ids == "synthetic"
     assert p.to_dict()["mode"] == "e2e" and "key_bits" not in p.to_dict()
     assert p.pair_bound == 1 << 18 and p.published_pairs == 1000
     p3 = p.with_parties(3)
     assert p3.party_pairs == (1 << 18) + p3.union().per_party  # L: pairs and dummies
-    assert CelsParams(epsilon=EPS, delta=DELTA, max_users=100, max_pairs=3).pair_bound == 300
+    assert CelsParams(epsilon=EPS, delta=DELTA, max_users=100, max_pairs=3,
+                      union_epsilon=EPS_U).pair_bound == 300  # fmt: skip
     with pytest.raises(InvalidParameterError, match="parties"):
         p.cost()  # the noise shares depend on the number of parties
     assert p.with_parties(3).readers_cost().epsilon <= EPS * (1 + 1e-9)
-    assert p.with_parties(3).cost().epsilon == pytest.approx(2 * EPS)  # and P0's union view
+    assert p.with_parties(3).cost().epsilon == pytest.approx(EPS + EPS_U)  # and P0's union view
+    # ε_u is spent as stated, not ε: a smaller one costs less and adds more dummies
+    half = CelsParams(epsilon=EPS, delta=DELTA, union_epsilon=EPS / 4, parties=3)
+    assert half.cost().epsilon == pytest.approx(EPS + EPS / 4)
+    assert half.to_dict()["union_epsilon"] == EPS / 4 and half.party_pairs > p3.party_pairs
     c = CelsParams(epsilon=EPS, delta=0.3, objective="kl", mode="conditional")
     assert c.to_dict()["mode"] == "conditional" and "max_pairs" not in c.to_dict()
     assert c.with_parties(3) is c
+    e2e_base = {"epsilon": EPS, "delta": DELTA, "union_epsilon": EPS_U}
+    cond_base = {"epsilon": EPS, "delta": DELTA, "mode": "conditional", "objective": "kl"}
     bad = [
-        {"objective": "kl"},  # e2e: no optimisation
-        {"key_bits": 512},
-        {"mode": "conditional", "objective": "kl", "max_pairs": 4},
-        {"mode": "conditional", "objective": "kl", "max_party_pairs": 4},
-        {"mode": "conditional"},  # conditional: no default objective
-        {"mode": "joint"},
-        {"max_users": 1000, "delta": 0.01},  # δ ≥ 1/U
-        {"max_pairs": 0},
-        {"max_party_pairs": 0},
-        {"max_published_pairs": -1},
-        {"split": (1.0, -1.0)},
-        {"epsilon": 1e-5, "parties": 3},  # noise scale beyond the exact sampler's range
+        (e2e_base | {"objective": "kl"}, "objective"),  # e2e: no optimisation
+        (e2e_base | {"key_bits": 512}, "key_bits"),
+        (cond_base | {"max_pairs": 4}, "max-pairs"),
+        (cond_base | {"max_party_pairs": 4}, "max-party-pairs"),
+        (cond_base | {"union_epsilon": EPS_U}, "union-epsilon"),  # an e2e-only option
+        (cond_base | {"objective": None}, "objective"),  # conditional: no default objective
+        (e2e_base | {"mode": "joint"}, "mode"),
+        (e2e_base | {"max_users": 1000, "delta": 0.01}, "delta"),  # δ ≥ 1/U
+        (e2e_base | {"max_pairs": 0}, "max_pairs"),
+        (e2e_base | {"max_party_pairs": 0}, "max-party-pairs"),
+        (e2e_base | {"max_published_pairs": -1}, "max-published-pairs"),
+        (e2e_base | {"split": (1.0, -1.0)}, "split"),
+        (e2e_base | {"epsilon": 1e-5, "parties": 3}, "epsilon"),  # beyond the exact sampler
+        (e2e_base | {"union_epsilon": None}, "union-epsilon"),  # required: no default ε_u
+        (e2e_base | {"union_epsilon": None, "parties": 3}, "union-epsilon"),
+        (e2e_base | {"union_epsilon": 0.0}, "union-epsilon"),
     ]
-    for kw in bad:
-        with pytest.raises(InvalidParameterError):
-            CelsParams(**({"epsilon": EPS, "delta": DELTA} | kw))
+    for kw, name in bad:
+        with pytest.raises(InvalidParameterError) as ei:
+            CelsParams(**kw)
+        assert ei.value.parameter.replace("_", "-") == name.replace("_", "-"), (kw, ei.value)
     with pytest.raises(InvalidParameterError):
         c.e2e()
+
+
+def _never(*_a: object, **_k: object) -> None:
+    raise AssertionError("reached: a step after the parameters")
+
+
+def test_cli_refuses_no_union_epsilon_before_reading_or_charging(shares, tmp_path, monkeypatch):
+    """No default ε_u (the first rule: every ε spent is one the user stated): `cels run`, `cels
+    party` and `cels local` in the e2e mode without --union-epsilon exit 2 with the message
+    naming it, before any share is read (every later step fails the test), charge no budget
+    and write nothing; the same command lines with it go on to those steps."""
+    import searchveil.cli.cels as cli_cels
+    from searchveil.cels.runner import write_config
+
+    cfg = write_config(tmp_path / "tls", 3, timeout=5)
+    for name in ("load_config", "check_run_paths", "run_local", "local_e2e", "run_spec"):
+        monkeypatch.setattr(cli_cels, name, _never)
+    monkeypatch.setattr(Share, "read", _never)
+    book = tmp_path / "b.json"
+    init = CliRunner().invoke(app, _cli("budget", "init", book, "--epsilon", 5, "--delta", 1e-4,
+                                        "--relation", "user"))  # fmt: skip
+    assert init.exit_code == 0, init.output
+    before, files = book.read_bytes(), sorted(tmp_path.iterdir())
+    two = sum((["--share", s] for s in shares[:2]), [])
+    cmds = {
+        "run": ["cels", "run", *two],
+        "party": ["cels", "party", "--config", cfg, "--id", 1, "--share", shares[0]],
+        "local": ["cels", "local", *two],
+    }
+    for cmd, args in cmds.items():
+        base = [*args, "--out", tmp_path / cmd, "--epsilon", EPS, "--delta", DELTA,
+                "--max-users", MAX_USERS, "--max-pairs", M, "--budget", book]  # fmt: skip
+        res = CliRunner().invoke(app, _cli(*base))
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2, (cmd, res.output)
+        assert "invalid union-epsilon=None" in text and "required in --mode e2e" in text, cmd
+        assert "reached" not in text, cmd
+        assert book.read_bytes() == before and sorted(tmp_path.iterdir()) == files, cmd
+        # the control: with --union-epsilon the command goes on to the next step
+        res = CliRunner().invoke(app, _cli(*base, "--union-epsilon", EPS_U))
+        assert "reached: a step after the parameters" in " ".join(res.output.split()), cmd
+
+
+def test_python_entry_points_refuse_no_union_epsilon(shares, tmp_path, monkeypatch) -> None:
+    """The Python entry points cannot be given an e2e parameter set without ε_u: it is
+    refused where the parameters are built or read back (a party's spec), and parameters
+    forced past that check are refused by `run_local`, the party runner and `cels local`'s
+    function before any share is read or anything is written."""
+    import copy
+    import dataclasses
+
+    import searchveil.cels.local as local_mod
+    from searchveil.cels.party_main import PartySpec, params_from_json, params_to_json, run_spec
+    from searchveil.cels.runner import write_config
+
+    with pytest.raises(InvalidParameterError, match="union-epsilon=None"):
+        params_from_json(params_to_json(PARAMS) | {"union_epsilon": None})
+    with pytest.raises(InvalidParameterError, match="union-epsilon=None"):
+        dataclasses.replace(PARAMS, union_epsilon=None)
+    forced = copy.copy(PARAMS.with_parties(3))
+    object.__setattr__(forced, "union_epsilon", None)
+    with pytest.raises(InvalidParameterError, match="union-epsilon=None"):
+        forced.union()
+    monkeypatch.setattr(local_mod, "read_log", _never)
+    monkeypatch.setattr(Share, "read", _never)
+    with pytest.raises(InvalidParameterError, match="union-epsilon=None"):
+        run_local(shares, forced, tmp_path / "run")
+    with pytest.raises(InvalidParameterError, match="union-epsilon=None"):
+        local_e2e(shares, forced, rng=make_rng(1))
+    cfg = write_config(tmp_path / "tls", 4, timeout=5)
+    spec = PartySpec(config=cfg, me=1, params=forced, out=tmp_path / "party", share=shares[0])
+    with pytest.raises(InvalidParameterError, match="union-epsilon=None"):
+        run_spec(spec)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tls"]
 
 
 def test_a_share_above_the_public_bounds_is_refused_before_connecting(shares) -> None:
@@ -535,14 +626,15 @@ def test_a_share_above_the_public_bounds_is_refused_before_connecting(shares) ->
     from searchveil.cels.params import check_e2e_party
 
     small = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
-                       max_party_pairs=100)  # fmt: skip
+                       max_party_pairs=100, union_epsilon=EPS_U)  # fmt: skip
     share = Share.read(shares[0], max_pairs=M)
     check_e2e_party(PARAMS.with_parties(3), share, 3)
     with pytest.raises(InvalidParameterError, match="max-party-pairs"):
         check_e2e_party(small.with_parties(3), share, 3)
     with pytest.raises(InvalidParameterError, match="parties"):
         check_e2e_party(small.with_parties(2), None, 3)
-    few = CelsParams(epsilon=EPS, delta=1e-4 / 2, max_users=100, max_pairs=M, parties=3)
+    few = CelsParams(epsilon=EPS, delta=1e-4 / 2, max_users=100, max_pairs=M, parties=3,
+                     union_epsilon=EPS_U)  # fmt: skip
     with pytest.raises(InvalidParameterError, match="max-users"):
         check_e2e_party(few, share, 3)
 
@@ -552,7 +644,8 @@ def test_cels_run_refuses_a_share_above_l(shares, tmp_path) -> None:
     res = CliRunner().invoke(
         app, _cli("cels", "run", *sum((["--share", s] for s in shares), []), "--out",
                    tmp_path / "o", "--epsilon", EPS, "--delta", DELTA, "--max-users", MAX_USERS,
-                   "--max-pairs", M, "--max-party-pairs", 100, "--json"),
+                   "--max-pairs", M, "--max-party-pairs", 100, "--union-epsilon", EPS_U,
+                   "--json"),
     )  # fmt: skip
     assert res.exit_code == 2 and "max-party-pairs" in res.output
     assert not (tmp_path / "o").exists()
@@ -585,7 +678,8 @@ def test_help_names_the_modes_and_the_budget() -> None:
         assert "--mode" in text and "e2e" in text, cmd
         assert "not differentially private" in text.lower(), cmd
         assert "--max-party-pairs" in text and "--max-published-pairs" in text, cmd
-        assert "--union-epsilon" in text, cmd
+        assert "--union-epsilon" in text and "ε_u (required, no default)" in text, cmd
+        assert "default: ε" not in text and "default ε" not in text, cmd
         if cmd != "local":  # what P0 sees, and what --budget charges
             assert "(ε + ε_u, 2δ)" in text, cmd
     party = " ".join(CliRunner().invoke(app, ["cels", "party", "--help"],
@@ -599,6 +693,7 @@ def test_party_p0_refuses_a_budget(tmp_path) -> None:
     cfg = write_config(tmp_path / "tls", 3, timeout=5)
     res = CliRunner().invoke(app, _cli("cels", "party", "--config", cfg, "--id", 0, "--out",
                                        tmp_path / "o", "--epsilon", EPS, "--delta", DELTA,
+                                       "--union-epsilon", EPS_U,
                                        "--budget", tmp_path / "b.json"))  # fmt: skip
     assert res.exit_code == 2 and "P0" in res.output and "no data" in res.output
     assert not (tmp_path / "o").exists()
@@ -613,7 +708,7 @@ def test_conditional_label_in_run_ledger_is_absent_in_e2e(joint) -> None:
 def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> None:
     """`cels party --budget` on P1 and P2 (two data parties; P0 without): each data party's
     own budget file is charged what P0 sees — the release's (ε, δ) and the union view's
-    (ε_u, δ_u), ε_u = ε by default — and records its ledger; P0 charges nothing."""
+    (ε_u, δ_u), ε_u as stated — and records its ledger; P0 charges nothing."""
     import subprocess
     import sys
 
@@ -639,7 +734,7 @@ def test_cels_party_charges_each_data_partys_own_budget(shares, tmp_path) -> Non
     assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-2000:] for o in outs]
     led = json.loads((tmp_path / "o1" / "ledger.json").read_text())
     p0, readers = led["guarantee"]["against_p0"], led["guarantee"]["readers"]
-    assert p0["epsilon"] == led["epsilon"] == pytest.approx(readers["epsilon"] + EPS)  # ε_u = ε
+    assert p0["epsilon"] == led["epsilon"] == pytest.approx(readers["epsilon"] + EPS_U)
     assert p0["delta"] == led["delta"] == pytest.approx(readers["delta"] + DELTA)
     for k in (1, 2):
         (charge,) = json.loads(books[k].read_text())["charges"]

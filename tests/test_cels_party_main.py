@@ -29,7 +29,8 @@ from test_cels_protocol import _write_shares
 
 CELS = Path(__file__).resolve().parents[1] / "src" / "searchveil" / "cels"
 OPTION = re.compile(r"--[a-z][a-z0-9]*(-[a-z0-9]+)*")
-E2E = CelsParams(epsilon=2, delta=1e-5, max_users=10_000, split=(9, 1))  # ints on purpose
+# ints on purpose (the parties receive floats)
+E2E = CelsParams(epsilon=2, delta=1e-5, max_users=10_000, split=(9, 1), union_epsilon=1)
 COND = CelsParams(epsilon=2.0, delta=0.3, objective="kl", key_bits=512, mode="conditional",
                   output_share=0.25, breakpoints=9, min_count=2)  # fmt: skip
 
@@ -75,6 +76,7 @@ def test_params_round_trip(params: CelsParams) -> None:
     assert back == params
     # floats as the parties have always received them (the ledger prints them)
     assert isinstance(back.epsilon, float) and isinstance(back.delta, float)
+    assert back.union_epsilon is None or isinstance(back.union_epsilon, float)
     if params.split is not None:
         assert back.split == (9.0, 1.0) and all(isinstance(w, float) for w in back.split)
     # the e2e mode's m stays unresolved: each party applies the default rule itself, so the
@@ -106,6 +108,9 @@ def test_bad_spec_is_a_typed_error(tmp_path: Path, text: str) -> None:
 def test_spec_params_are_validated_again(tmp_path: Path) -> None:
     d = params_to_json(E2E) | {"objective": "kl"}  # an option of the other mode
     with pytest.raises(InvalidParameterError, match="objective"):
+        params_from_json(d)
+    d = params_to_json(E2E) | {"union_epsilon": None}  # required in the e2e mode
+    with pytest.raises(InvalidParameterError, match="union-epsilon"):
         params_from_json(d)
 
 

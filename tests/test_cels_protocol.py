@@ -243,7 +243,9 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
         ["--epsilon", "2", "--delta", "1e-5", "--objective", "kl"],  # e2e: no objective
         ["--epsilon", "2", "--delta", "1e-5", "--min-count", "20"],  # e2e: conditional option
         ["--epsilon", "2", "--delta", "0.3", "--objective", "kl", "--max-pairs", "4", *cond],
-        ["--epsilon", "2", "--delta", "0.01", "--max-users", "1000"],  # e2e: δ ≥ 1/U
+        ["--epsilon", "2", "--delta", "0.01", "--max-users", "1000", "--union-epsilon", "2"],
+        ["--epsilon", "2", "--delta", "1e-5"],  # e2e: no --union-epsilon (no default ε_u)
+        ["--epsilon", "2", "--delta", "0.3", "--objective", "kl", "--union-epsilon", "2", *cond],
         ["--epsilon", "2", "--delta", "1e-5", "--mode", "joint"],
     ):
         out = tmp_path / "bad"
@@ -254,7 +256,7 @@ def test_cli_local_and_parameter_errors(shares, tmp_path) -> None:
         assert res.exit_code == 2 and not out.exists(), res.output
     res = CliRunner().invoke(
         app, ["cels", "run", "--share", str(shares[0]), "--out", str(tmp_path / "one"),
-              "--epsilon", "2", "--delta", "1e-5"],
+              "--epsilon", "2", "--delta", "1e-5", "--union-epsilon", "2"],
     )  # fmt: skip
     assert res.exit_code == 2 and "at least two" in res.output
 

@@ -85,8 +85,9 @@ def _second_paths(d: Path) -> dict[str, list[object]]:
         "attack lookahead --out": ["attack", "lookahead", "--nodes", 200, "--lookahead", 1,
                                    "--strategy", "highest", "--out", mine.with_suffix(".json")],
         "cels party --transcript": ["cels", "party", "--config", cfg, "--id", 1, "--share",
-                                    shares[0], "--epsilon", 2, "--delta", 1e-5, "--out",
-                                    d / "p1", "--transcript", mine],
+                                    shares[0], "--epsilon", 2, "--delta", 1e-5,
+                                    "--union-epsilon", 2, "--out", d / "p1", "--transcript",
+                                    mine],
     }  # fmt: skip
 
 
@@ -358,10 +359,11 @@ def _release_commands(d: Path) -> dict[str, list[object]]:
                               "--model", "kanon", "--k", 5],
         "social recommend": ["social", "recommend", "--graph", GRAPH, "--epsilon", 1,
                              "--mechanism", "exponential", "--target", 1, "--nodes", 10],
-        "cels local": ["cels", "local", *two, "--epsilon", 2, "--delta", 1e-5],
-        "cels run": ["cels", "run", *two, "--epsilon", 2, "--delta", 1e-5],
+        "cels local": ["cels", "local", *two, "--epsilon", 2, "--delta", 1e-5,
+                       "--union-epsilon", 2],
+        "cels run": ["cels", "run", *two, "--epsilon", 2, "--delta", 1e-5, "--union-epsilon", 2],
         "cels party": ["cels", "party", "--config", cfg, "--id", 0, "--epsilon", 2,
-                       "--delta", 1e-5],
+                       "--delta", 1e-5, "--union-epsilon", 2],
         "demo": ["demo", "--synthetic-users", 0],
     }  # fmt: skip
 
@@ -454,6 +456,7 @@ def test_cels_run_prints_the_delta_warning(tmp_path: Path) -> None:
     for k, p in enumerate(shares):
         df.filter(pl.col("AnonID").cast(pl.Int64) % 2 == k).write_csv(p, separator="\t")
     r = _run("cels", "run", "--share", shares[0], "--share", shares[1], "--epsilon", 2,
-             "--delta", 0.3, "--max-pairs", 1, "--out", tmp_path / "o", "--json")  # fmt: skip
+             "--delta", 0.3, "--max-pairs", 1, "--union-epsilon", 2, "--out", tmp_path / "o",
+             "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "1/U" in r.stderr and "1/U" in json.loads(r.stdout)["private"]["delta_warning"]

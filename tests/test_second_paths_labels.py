@@ -71,7 +71,8 @@ def test_release_ump_warns_when_delta_does_not_protect_everyone(tmp_path: Path) 
 @pytest.mark.parametrize("mode", ["e2e", "conditional"])
 def test_cels_local_warns_when_delta_does_not_protect_everyone(tmp_path: Path, mode: str) -> None:
     shares = _split_sample(tmp_path)
-    extra = ["--mode", "conditional", "--objective", "kl"] if mode == "conditional" else []
+    extra = (["--mode", "conditional", "--objective", "kl"] if mode == "conditional"
+             else ["--union-epsilon", 2])  # fmt: skip
     r = _run("cels", "local", "--share", shares[0], "--share", shares[1], "--epsilon", 2,
              "--delta", 0.3, *extra, "--out", tmp_path / "c", "--seed", 1, "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -85,7 +86,7 @@ def test_cels_party_and_run_warning_and_its_bound() -> None:
     from searchveil.cels.params import CelsParams
     from searchveil.cli.cels import delta_warning
 
-    e2e = CelsParams(epsilon=2.0, delta=0.3)
+    e2e = CelsParams(epsilon=2.0, delta=0.3, union_epsilon=2.0)
     led = {"delta": 0.3}
     run = delta_warning(e2e, led, [{"users": 100}, {"users": 115}], party=False)
     assert run is not None and "1/U = 0.00465" in run
@@ -94,7 +95,7 @@ def test_cels_party_and_run_warning_and_its_bound() -> None:
     p0 = delta_warning(e2e, led, [], party=True)
     assert p0 is not None and "not checked" in p0
     assert delta_warning(e2e, {"delta": 1e-9}, [{"users": 100}], party=True) is None
-    declared = CelsParams(epsilon=2.0, delta=1e-6, max_users=1000)
+    declared = CelsParams(epsilon=2.0, delta=1e-6, max_users=1000, union_epsilon=2.0)
     assert delta_warning(declared, {"delta": 1e-6}, [], party=True) is None  # δ < 1/U enforced
     cond = CelsParams(epsilon=2.0, delta=0.3, mode="conditional", objective="kl")
     cond_led = {"delta": None, "guarantee": {"conditional": {"delta": 0.3}}}

@@ -59,6 +59,13 @@ DEFAULT_PARTY_PAIRS = 1 << 18
 DEFAULT_PUBLISHED_PAIRS = 1000
 RECORD_WORDS = 72  # field elements of 7 bytes per revealed pair
 PAIR_BYTES = 7 * RECORD_WORDS - 4
+#: why ``--union-epsilon`` (ε_u) has no default in the e2e mode: the allowed values of the error
+UNION_EPSILON_REQUIRED = (
+    "a positive ε_u, required in --mode e2e (no default): the guarantee against P0 of its view "
+    "of the union — which pairs the data parties hold in common, hidden by dummy digests; cels "
+    "run and cels party spend ε + ε_u, cels local (no P0, but the same slots, so that it "
+    "computes cels run's function) spends ε; e.g. --union-epsilon equal to --epsilon"
+)
 CONDITIONAL_DEFAULTS: dict[str, Any] = {
     "key_bits": 3072, "output_share": 0.5, "breakpoints": 33, "min_count": 1,
 }  # fmt: skip
@@ -76,12 +83,13 @@ PRECOMPUTE = 384
 class CelsParams:
     """Parameters every party must agree on (checked in the setup phase).
 
-    ``mode="e2e"`` (default): ε, δ and the end-to-end release's own options ``max_pairs`` (m;
-    default: the public rule of :func:`~searchveil.release.ump.e2e.default_max_pairs`),
-    ``max_users`` (a declared bound U) and ``split``; the pair step is ZEALOUS
-    (:meth:`e2e`). ``mode="conditional"``: the paper's protocol, with ``objective`` (no
-    default), ``key_bits``, ``output_share``, ``breakpoints``, ``min_count``. An option of the
-    other mode is an error."""
+    ``mode="e2e"`` (default): ε, δ, ``union_epsilon`` (ε_u, the guarantee against P0 of its
+    view of the union; required, no default) and the end-to-end release's own options
+    ``max_pairs`` (m; default: the public rule of
+    :func:`~searchveil.release.ump.e2e.default_max_pairs`), ``max_users`` (a declared bound U)
+    and ``split``; the pair step is ZEALOUS (:meth:`e2e`). ``mode="conditional"``: the paper's
+    protocol, with ``objective`` (no default), ``key_bits``, ``output_share``, ``breakpoints``,
+    ``min_count``. An option of the other mode is an error."""
 
     epsilon: float
     delta: float
@@ -100,7 +108,7 @@ class CelsParams:
     #: set by ``cels run``/``cels party``/``cels local`` from the shares or the config)
     parties: int | None = None
     #: ε_u, the guarantee of P0's view of the union (its overlap structure, hidden by dummy
-    #: digests) against P0; default: ε (the rule of :meth:`union`)
+    #: digests) against P0: required in the e2e mode (no default, :data:`UNION_EPSILON_REQUIRED`)
     union_epsilon: float | None = None
 
     def __post_init__(self) -> None:
@@ -127,8 +135,7 @@ class CelsParams:
             for k in ("max_party_pairs", "max_published_pairs", "parties"):
                 if getattr(self, k) is not None:
                     check_int(k.replace("_", "-"), getattr(self, k), minimum=1)
-            if self.union_epsilon is not None:
-                check_positive("union-epsilon", self.union_epsilon)
+            self.union_epsilon_given()
             if self.parties is not None:
                 self.noise()
                 self.union()
@@ -184,16 +191,24 @@ class CelsParams:
                               delta_counts=ep.delta_counts, eps_profile=ep.eps_profile,
                               parties=self.parties)  # fmt: skip
 
+    def union_epsilon_given(self) -> float:
+        """ε_u, which the e2e mode requires (no default: an ε spent is one the user stated);
+        checked when the parameters are built, so before any share is read or budget charged."""
+        if self.union_epsilon is None:
+            raise InvalidParameterError("union-epsilon", None, UNION_EPSILON_REQUIRED)
+        check_positive("union-epsilon", self.union_epsilon)
+        return float(self.union_epsilon)
+
     def union(self) -> UnionDummies:
         """The dummy digests of the union and their privacy map against P0 (:mod:`.distributed`):
-        (ε_u, δ_u) with ε_u = ``union_epsilon``, by default ε — the rule: P0's view of the union
-        is as private as the release — and δ_u = δ."""
+        (ε_u, δ_u) with ε_u = ``union_epsilon`` (required: :meth:`union_epsilon_given`) and
+        δ_u = δ."""
+        eps = self.union_epsilon_given()
         if self.parties is None:
             raise InvalidParameterError(
                 "parties", None, "the number of data parties (cels run, party and local set it "
                 "from the shares or the configuration)",
             )  # fmt: skip
-        eps = self.epsilon if self.union_epsilon is None else self.union_epsilon
         return _union(self.parties, self.e2e().max_pairs, eps, self.delta)
 
     @property
@@ -294,10 +309,12 @@ class Share:
 
 def check_e2e_party(params: CelsParams, share: Share | None, parties: int) -> None:
     """What a party checks of the e2e mode before it connects to anyone (so that no exact
-    figure of its share ever reaches a peer in an error): the parameters are for this many data
-    parties, its users are within the declared U and its distinct bounded pairs within L."""
+    figure of its share ever reaches a peer in an error): ε_u is given, the parameters are for
+    this many data parties, its users are within the declared U and its distinct bounded pairs
+    within L (with ``share=None``: the first two, before the share is read)."""
     if params.mode != UmpMode.E2E:
         return
+    params.union_epsilon_given()
     if params.parties != parties:
         raise InvalidParameterError(
             "parties", params.parties, f"{parties}, the data parties of the configuration"

@@ -24,14 +24,14 @@ from typing import Any
 
 from searchveil.cels.config import load_config
 from searchveil.cels.frames import open_private
-from searchveil.cels.params import CelsParams, PartyResult, Share
+from searchveil.cels.params import CelsParams, PartyResult, Share, check_e2e_party
 from searchveil.cels.protocol import run_party
 from searchveil.errors import InputFormatError, SearchveilError
 from searchveil.release.ump.e2e import UmpMode
 from searchveil.rng import make_rng
 
 #: the parameters' fields held as floats (the runner has always handed floats to the parties)
-_FLOAT_FIELDS = ("epsilon", "delta", "output_share")
+_FLOAT_FIELDS = ("epsilon", "delta", "output_share", "union_epsilon")
 _PATH_FIELDS = ("config", "out", "share", "transcript", "status", "provenance")
 
 
@@ -80,7 +80,7 @@ def params_to_json(params: CelsParams) -> dict[str, Any]:
     d: dict[str, Any] = {}
     for f in dataclasses.fields(params):
         v = getattr(params, f.name)
-        if f.name in _FLOAT_FIELDS:
+        if f.name in _FLOAT_FIELDS and v is not None:  # union_epsilon: None in conditional
             v = float(v)
         elif f.name == "split" and v is not None:
             v = [float(w) for w in v]
@@ -136,6 +136,8 @@ def run_spec(spec: PartySpec, *, progress: Callable[[str], None] | None = None) 
         connect_timeout=spec.connect_timeout or cfg.connect_timeout,
         heartbeat_timeout=spec.heartbeat_timeout or cfg.heartbeat_timeout,
     )
+    # the parameters (ε_u given, for this many data parties) before the share is read
+    check_e2e_party(spec.params, None, len(cfg.ids) - 1)
     m = spec.params.e2e().max_pairs if spec.params.mode == UmpMode.E2E else None
     share = Share.read(spec.share, max_pairs=m) if spec.share is not None else None
     workers = spec.workers if spec.workers is not None else max(0, (os.cpu_count() or 1) - 1)

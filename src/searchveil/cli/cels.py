@@ -95,9 +95,10 @@ UnionEpsOpt = Annotated[
     float | None,
     typer.Option(
         "--union-epsilon",
-        help="e2e: ε_u, the guarantee against P0 of its view of the union (which digests the "
-        "parties share; hidden by dummy digests, more as ε_u shrinks); default: ε. P0's whole "
-        "view is (ε + ε_u, 2δ): what cels run and cels party --budget charge",
+        help="e2e: ε_u (required, no default), the guarantee against P0 of its view of the "
+        "union (which pairs the parties hold in common; hidden by dummy digests, more as ε_u "
+        "shrinks). P0's whole view is (ε + ε_u, 2δ): what cels run and cels party spend and "
+        "--budget charges; cels local (no P0) spends (ε, δ). E.g. equal to --epsilon",
     ),
 ]
 SplitOpt = Annotated[
@@ -340,9 +341,9 @@ def party(
     and the PRIVATE provenance record beside it only if every party ends with the same
     output. --budget (a data party, e2e): this party's own dataset budget is charged, before
     its share is read, what P0 learns of it: the release's (ε, δ) and P0's view of the union,
-    (ε + ε_u, 2δ) (--union-epsilon; the readers' guarantee stays (ε, δ)); every data party
-    charges its own budget file; P0 holds no data and charges nothing (--budget on P0 is
-    refused)."""
+    (ε + ε_u, 2δ) (--union-epsilon, required; the readers' guarantee stays (ε, δ)); every
+    data party charges its own budget file; P0 holds no data and charges nothing (--budget on
+    P0 is refused)."""
     params = params.with_parties(len(load_config(config).ids) - 1)
     if out.budget is not None and id == 0:
         raise InvalidParameterError(
@@ -407,8 +408,8 @@ def run_cmd(
     count; every message has a public size), the published pairs are revealed, a noisy
     activity profile, a log of synthetic users; one (ε, δ) for everything written, against
     the readers and against each data party; against P0, which also sees the union's overlap
-    structure (hidden by dummy digests), (ε + ε_u, 2δ), what --budget charges. Progress per
-    phase on stderr. --mode conditional: the
+    structure (hidden by dummy digests), (ε + ε_u, 2δ) (--union-epsilon, required), what is
+    spent and what --budget charges. Progress per phase on stderr. --mode conditional: the
     paper's protocol (LP, Algorithm 2, sampling of real ids), NOT differentially private:
     counts computed from the exact histogram. Starts P0…Pr with throw-away certificates; if
     any party fails, stops them all at once and says which, in which phase and why."""
@@ -455,7 +456,9 @@ def local_cmd(
     """The joint release without the protocol (e2e), or the LS baseline (conditional).
 
     --mode e2e (default): the shares pooled (users kept apart by party) and released as `cels
-    run` releases them — the same computation and ledger, no protocol. --mode conditional: the
+    run` releases them — the same computation and ledger, no protocol; --union-epsilon is
+    required as for `cels run` (it sets the same slots), but with no P0 only the readers' (ε, δ)
+    is spent. --mode conditional: the
     paper's LS baseline, NOT differentially private: every party sanitizes alone (same b, its
     share of |O|) and the outputs are unioned."""
     params = params.with_parties(len(share))
