@@ -38,7 +38,7 @@ from searchveil.synth.shape import HOURS, Histogram
 
 __all__ = [
     "SESSION_SEPARATION",
-    "TAIL_QUERY_PREFIX",
+    "TAIL_QUERY_MARK",
     "Columns",
     "TimeLaw",
     "assemble",
@@ -51,10 +51,12 @@ __all__ = [
 #: seconds between the end of a session and the start of the next one of the same user, at
 #: least (over the readers' default 30-minute session gap)
 SESSION_SEPARATION = 1801
-#: opaque tokens standing for unpublished queries: ``tail-q<n>``; their URLs are
-#: ``http://tail-q<n>-r<rank>.invalid/`` (and ``http://tail-h<k>-r<rank>.invalid/`` for an
-#: unpublished URL of the k-th published query); ``.invalid`` is a reserved domain
-TAIL_QUERY_PREFIX = "tail-q"
+#: opaque tokens standing for unpublished queries: ``<6 letters>~t<n>`` (the letters a fixed
+#: hash of n, so that tokens sort among real queries as unpublished queries would, not all
+#: after "t"; ``~t<n>`` marks them); their URLs are ``http://tail-q<n>-r<rank>.invalid/``
+#: (``http://tail-h<k>-r<rank>.invalid/`` for an unpublished URL of the k-th published query;
+#: ``.invalid`` is a reserved domain)
+TAIL_QUERY_MARK = "~t"
 _I64 = npt.NDArray[np.int64]
 
 
@@ -198,9 +200,16 @@ def event_times(user: _I64, session: _I64, law: TimeLaw, gen: np.random.Generato
 
 
 def tail_queries(ids: npt.ArrayLike) -> pl.Series:
-    """Opaque query tokens ``tail-q<n>`` (unpublished queries, marked as such)."""
-    s = pl.Series("q", np.asarray(ids, dtype=np.int64))
-    return pl.select(pl.format(TAIL_QUERY_PREFIX + "{}", s)).to_series().alias("query")
+    """Opaque query tokens ``<6 letters>~t<n>`` (unpublished queries, marked as such; the
+    letters are a fixed hash of n)."""
+    n = np.asarray(ids, dtype=np.int64)
+    h = n.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x2545F4914F6CDD1D)
+    h ^= h >> np.uint64(29)
+    letters = np.stack([((h >> np.uint64(5 * i)) % np.uint64(26)).astype(np.uint8) + 97
+                        for i in range(6)], axis=1)  # fmt: skip
+    word = pl.Series("w", np.ascontiguousarray(letters).view("S6").ravel().astype("U6"))
+    s = pl.Series("q", n)
+    return pl.select(pl.format("{}" + TAIL_QUERY_MARK + "{}", word, s)).to_series()
 
 
 def tail_urls(owner: str, ids: npt.ArrayLike, ranks: npt.ArrayLike) -> pl.Series:

@@ -39,6 +39,7 @@ __all__ = [
     "day_number",
     "log_events",
     "month_domain",
+    "rank_counts",
     "shape_counts",
     "shape_edges",
 ]
@@ -172,10 +173,17 @@ def _bin(values: npt.NDArray[np.int64], edges: npt.NDArray[np.int64]) -> npt.NDA
 
 
 def _first_sessions(ev: pl.DataFrame, sessions: int | None) -> pl.DataFrame:
-    """Events per (user, session) for each user's first ``sessions`` sessions."""
-    per = ev.group_by("user", "session").agg(pl.len().alias("n"), pl.col("pos").min().alias("p"))
+    """Events per session (``n``) for each user's first ``sessions`` sessions (``ev`` in
+    (user, pos) order, as :func:`log_events` gives it: a session is a run of events)."""
+    new = (pl.col("user") != pl.col("user").shift(1)) | (
+        pl.col("session") != pl.col("session").shift(1)
+    )
+    runs = ev.select("user", new.fill_null(True).cum_sum().alias("run"))
+    per = runs.group_by("run", maintain_order=True).agg(pl.col("user").first(), pl.len().alias("n"))
     if sessions is not None:
-        per = per.sort("user", "p").filter(pl.int_range(pl.len()).over("user") < sessions)
+        first = (pl.col("user") != pl.col("user").shift(1)).fill_null(True)
+        start = pl.when(first).then(pl.int_range(pl.len())).forward_fill()
+        per = per.filter(pl.int_range(pl.len()) - start < sessions)
     return per
 
 
@@ -213,6 +221,16 @@ def _multiplicity(ev: pl.DataFrame, holdings: int | None) -> npt.NDArray[np.int6
     return _bin(per.get_column("n").to_numpy().astype(np.int64), shape_edges("multiplicity"))
 
 
+def rank_counts(log: SearchLog, first: int | None = None) -> npt.NDArray[np.int64]:
+    """Click rows by rank (bins of :data:`RANK_EDGES`; bin 0: no rank), each user's first
+    ``first`` click rows only (all with None)."""
+    clicks = log.df.filter(pl.col("url").is_not_null()).select("user", "rank", "row")
+    if first is not None:
+        clicks = clicks.sort("user", "row").filter(pl.int_range(pl.len()).over("user") < first)
+    r = clicks.get_column("rank").fill_null(0).to_numpy().astype(np.int64)
+    return _bin(r, shape_edges("ranks"))
+
+
 def shape_counts(
     ev: pl.DataFrame,
     names: tuple[str, ...],
@@ -227,8 +245,7 @@ def shape_counts(
 
     * ``hours`` (events by hour of day), ``months`` (by month of :func:`month_domain`),
       ``days`` (by day of ``period`` = (first day, last day), day numbers), ``gaps`` (seconds
-      between consecutive events of one session), ``clicks`` (events by clicks), ``ranks``
-      (events with a click by the rank of their first click; bin 0: no rank);
+      between consecutive events of one session), ``clicks`` (events by clicks);
     * ``sessions``: sessions by their number of events (each user's first ``sessions`` sessions);
     * ``activity``: users by their number of events (bins of :func:`activity_edges`);
     * ``multiplicity``: (user, query) holdings by their number of events (each user's first
@@ -252,9 +269,6 @@ def shape_counts(
         elif name == "clicks":
             c = ev.get_column("clicks").cast(pl.Int64).to_numpy()
             out[name] = np.bincount(np.minimum(c, CLICKS_MAX), minlength=CLICKS_MAX + 1)
-        elif name == "ranks":
-            r = ev.filter(pl.col("clicks") > 0).get_column("rank").fill_null(0).to_numpy()
-            out[name] = _bin(r.astype(np.int64), shape_edges("ranks"))
         elif name == "sessions":
             per = _first_sessions(ev, sessions).get_column("n").to_numpy().astype(np.int64)
             out[name] = _bin(per, shape_edges("sessions"))

@@ -46,7 +46,7 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.rng import RandomSource
 
-__all__ = ["GeneratedLog", "generate_log", "user_sizes", "REPAIR_ROUNDS"]
+__all__ = ["GeneratedLog", "deal_tokens", "generate_log", "user_sizes", "REPAIR_ROUNDS"]
 
 REPAIR_ROUNDS = 40
 _IntArray = npt.NDArray[np.int64]
@@ -140,10 +140,13 @@ def _deal_large(
     return (np.concatenate(toks) if toks else e), (np.concatenate(users) if users else e)
 
 
-def _deal(
+def deal_tokens(
     x: _IntArray, sizes: _IntArray, gen: np.random.Generator
 ) -> tuple[_IntArray, _IntArray, int]:
-    """Steps 2–3: user slot of every pair token, after the repair rounds."""
+    """Steps 2–3 (module docstring): ``x[p]`` tokens of each item p dealt into the users' free
+    slots (``sizes[u]`` of user u), large items first, then the repair rounds. Returns the item
+    and the user of every dealt token and the rounds used (a collision left after them: two
+    tokens of one item on one user)."""
     n_pairs = x.size
     free = sizes.copy()
     rest = x.copy()
@@ -178,7 +181,7 @@ def generate_log(pairs: pl.DataFrame, profile: npt.ArrayLike, *, rng: RandomSour
     gen = rng.numpy_generator()
     total = int(x.sum())
     sizes = user_sizes(profile, total, max_size=max(1, int((x > 0).sum())), gen=gen)
-    tokens, slots, rounds = _deal(x, sizes, gen)
+    tokens, slots, rounds = deal_tokens(x, sizes, gen)
     key = slots * np.int64(max(1, x.size)) + tokens
     uniq, counts = np.unique(key, return_counts=True)
     user = uniq // max(1, x.size)
