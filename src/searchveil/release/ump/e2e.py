@@ -23,8 +23,8 @@ Any DP log with real ids shows each user with probability ≤ δ (the theorem in
 Decisions: the holders of a pair are weighted 1 each (the bounded log holds a pair once per user);
 the default ``m`` is :func:`default_max_pairs` (public: (ε_c, δ_c) and a public reference sample);
 the ε split is ``split`` (pair counts / the rest: 0.7 / 0.3 for the input's columns, 0.9 / 0.1
-for the counts log); δ goes 3/4 to the pair counts, 1/4 to the query pairs with the input's
-columns; with real ids δ is split 1/2 pair counts, 1/4 sampler, 1/4 lower bounds, ε_c = ε − b.
+for the counts log; inside probe-reweight-2r, :data:`SELECTION_SPLIT`); δ goes 3/4 to the pair
+counts, 1/4 to the query pairs with the input's columns; with real ids δ is split 1/2 pair counts, 1/4 sampler, 1/4 lower bounds, ε_c = ε − b.
 """
 
 from __future__ import annotations
@@ -91,6 +91,10 @@ DEFAULT_MAX_PAIRS_CAP = 64
 REAL_DELTA_SHARES = (0.5, 0.25, 0.25)
 #: δ share of the statistics (their query pairs) with the input's columns
 STATISTICS_DELTA_SHARE = 0.25
+#: the probe-reweight-2r pair step's ε weights (select queries, query counts, select URLs,
+#: click counts) per log schema: with the input's columns the released queries are the log's
+#: head (its only real query strings), so their selection gets twice the others' share
+SELECTION_SPLIT = {LogSchema.INPUT: (2.0, 1.0, 1.0, 1.0), LogSchema.COUNTS: (1.0, 1.0, 1.0, 1.0)}
 #: default ε weights (pair counts, the rest) per log schema
 DEFAULT_SPLIT = {LogSchema.INPUT: (0.7, 0.3), LogSchema.COUNTS: (0.9, 0.1)}
 
@@ -373,12 +377,12 @@ class E2EParams:
         """The query-click release of ``pairs="probe-reweight-2r"``: d by its own public default
         rule, d_c = m, the selection family's equal split of the pair step's (ε_c, δ_c)."""
         strategy = PairStep.PROBE_REWEIGHT_2R.value
+        w = SELECTION_SPLIT[LogSchema(str(self.schema))]
         probe = SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
-                             d=1, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
+                                d=1, d_c=self.max_pairs, split=w)  # fmt: skip
         d, rule = default_d(strategy, epsilon=probe.eps_selection, delta=probe.delta_selection)
         return SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
-                            d=d, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0),
-                            d_rule=rule)  # fmt: skip
+                               d=d, d_c=self.max_pairs, split=w, d_rule=rule)  # fmt: skip
 
     def pair_privacy(self) -> dict[str, Any]:
         """(ε, δ) and events of the pair-count step."""
