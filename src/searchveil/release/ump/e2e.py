@@ -24,7 +24,8 @@ Decisions: the holders of a pair are weighted 1 each (the bounded log holds a pa
 the default ``m`` is :func:`default_max_pairs` (public: (ε_c, δ_c) and a public reference sample);
 the ε split is ``split`` (pair counts / the rest: 0.7 / 0.3 for the input's columns, 0.9 / 0.1
 for the counts log; inside probe-reweight-2r, :data:`SELECTION_SPLIT`); δ goes 3/4 to the pair
-counts, 1/4 to the query pairs with the input's columns; with real ids δ is split 1/2 pair counts, 1/4 sampler, 1/4 lower bounds, ε_c = ε − b.
+counts, 1/4 to the query pairs with the input's columns; with real ids δ is split 1/2 pair
+counts, 1/4 sampler, 1/4 lower bounds, and ε_c = ε − b.
 """
 
 from __future__ import annotations
