@@ -11,14 +11,14 @@ Pipeline — nothing after the noisy statistics reads the log:
    clicks, ranks, the published head's events and ranks, query pairs, the tail), then the log
    **laid out** in the input's own columns (:mod:`.schema_log` on
    :mod:`searchveil.synth.layout`). Total (ε_c + ε_s, δ_c + δ_s).
-   ``schema="counts"``: the **activity profile** — users holding exactly j published pairs,
-   plus DLap(1/ε_h) — and the four-column log (AnonID, Query, ClickURL, Count) **generated**
-   from both (:mod:`.generate`). Total (ε_c + ε_h, δ_c). (The CELS joint version.)
+   ``schema="counts"`` (the CELS joint version): the **activity profile** — users holding
+   exactly j published pairs, plus DLap(1/ε_h) — and the log (AnonID, Query, ClickURL, Count)
+   **generated** from both (:mod:`.generate`). Total (ε_c + ε_h, δ_c).
    ``ids="real"``: Hong et al.'s sampling of real holders (:mod:`.real_ids`). Total
    (ε_c + b, δ_c + (1 − e^{−b}) + γ).
 
-Any DP log with real ids shows each user with probability ≤ δ (the theorem in the docs), so
-``ids="real"`` is empty or nearly so at every δ < 1/U; the synthetic ids are the default.
+Any DP log with real ids shows each user with probability ≤ δ (the theorem in the docs): empty
+or nearly so at every δ < 1/U; the synthetic ids are the default.
 
 Decisions: the holders of a pair are weighted 1 each (the bounded log holds a pair once per user);
 the default ``m`` is :func:`default_max_pairs` (public: (ε_c, δ_c) and a public reference sample);
@@ -47,7 +47,7 @@ from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import default_d
-from searchveil.model import SearchLog, click_histogram, items
+from searchveil.model import SearchLog, items
 from searchveil.params import single_user_check
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import (
@@ -58,7 +58,7 @@ from searchveil.release.histogram import (
 from searchveil.release.korolova.release import single_user_counts
 from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.ump.generate import generate_log
-from searchveil.release.ump.metrics import kl_divergence
+from searchveil.release.ump.metrics import counts_log_metrics
 from searchveil.release.ump.real_ids import E2EObjective, lower_bound_margin, real_id_tables
 from searchveil.release.ump.schema import LogSchema, SchemaParams
 from searchveil.release.ump.schema_log import same_schema_metrics, same_schema_tables
@@ -227,16 +227,12 @@ class E2EParams:
         if self.max_users is not None:
             check_int("max-users", self.max_users, minimum=1)
             if not self.delta < 1.0 / self.max_users:
-                raise InvalidParameterError(
-                    "delta",
-                    self.delta,
-                    f"a number < 1/U = {1.0 / self.max_users:.3g} (--max-users {self.max_users}"
-                    f"; δ = 1/(10·U) = {0.1 / self.max_users:.3g} is the documented choice)",
-                )
+                raise InvalidParameterError("delta", self.delta, f"a number < 1/U = "
+                    f"{1.0 / self.max_users:.3g} (--max-users {self.max_users}; δ = 1/(10·U) = "
+                    f"{0.1 / self.max_users:.3g} is the documented choice)")  # fmt: skip
         if self.ids == UserIds.REAL and not self.epsilon > self.b:
-            raise InvalidParameterError(
-                "epsilon", self.epsilon, f"a number > b = {self.b:.3g} (the sampler's share)"
-            )
+            b = f"a number > b = {self.b:.3g} (the sampler's share)"
+            raise InvalidParameterError("epsilon", self.epsilon, b)
         self.pair_privacy()  # the pair-count step must be solvable within its share
         if self.schema == LogSchema.INPUT:
             self._check_statistics()
@@ -262,10 +258,8 @@ class E2EParams:
                                           head_queries=d, head_pairs=d_c,
                                           max_users=self.max_users)  # fmt: skip
             object.__setattr__(self, "statistics", st)
-        same = math.isclose(st.epsilon, self.eps_profile) and math.isclose(
-            st.delta, self.delta_statistics
-        )
-        if (st.head_queries, st.head_pairs) != (d, d_c) or not same:
+        share = (st.epsilon, st.delta, st.head_queries, st.head_pairs)
+        if not np.allclose(share, (self.eps_profile, self.delta_statistics, d, d_c), rtol=1e-12):
             raise InvalidParameterError(
                 "statistics", "given", "the share (ε, δ) and the pair step's bounds (d, d_c) "
                 "of this release (build them with E2EParams.from_budget)",
@@ -530,29 +524,6 @@ def activity_profile(bounded: pl.DataFrame, published: pl.DataFrame, m: int) -> 
     return np.bincount(j, minlength=m + 1)[1 : m + 1].astype(np.int64)
 
 
-def _metrics(log: SearchLog, out_log: pl.DataFrame, *, synthetic: bool) -> dict[str, Any]:
-    """The private utility figures of the written log against the input (report only)."""
-    hist = click_histogram(log)
-    pairs = hist.pairs.select("query", "url", pl.col("count").alias("c"))
-    got = out_log.group_by(pl.col("Query").alias("query"), pl.col("ClickURL").alias("url")).agg(
-        pl.col("Count").sum().alias("x")
-    )
-    j = pairs.join(got, on=["query", "url"], how="left").with_columns(pl.col("x").fill_null(0))
-    c = j.get_column("c").to_numpy()
-    x = j.get_column("x").to_numpy()
-    total = float(c.sum()) or 1.0
-    return {
-        "input_click_rows": int(c.sum()),
-        "input_pairs": int(c.size),
-        "output_rows": int(out_log.get_column("Count").sum()) if out_log.height else 0,
-        "output_log_lines": out_log.height,
-        "output_pairs": int((x > 0).sum()),
-        "volume_share": float(c[x > 0].sum()) / total,
-        "kl_divergence": kl_divergence(c, x) if c.size else None,
-        "user_ids": "synthetic" if synthetic else "real",
-    }
-
-
 def synthetic_tables(
     published: pl.DataFrame,
     exact_profile: npt.ArrayLike,
@@ -595,11 +566,11 @@ def synthetic_tables(
 
 def e2e_ledger(
     params: E2EParams, *, rng: RandomSource | None, extra: dict[str, Any] | None = None,
-    public_inputs: list[dict[str, Any]] | None = None,
+    public_inputs: list[dict[str, Any]] | None = None, log_size: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The public ledger of an end-to-end release (``extra``: further ledger keys, e.g. the
-    CELS ``protocol``; ``public_inputs``: e.g. the SERP's record). A function of the public
-    parameters only."""
+    CELS ``protocol``; ``public_inputs``: e.g. the SERP's record; ``log_size``: the users and
+    rows asked for, ``synth --epsilon``). A function of the public parameters only."""
     pr = params.privacy()
     covers = "everything written: the published pair counts, the allocation and the log"
     if params.schema == LogSchema.INPUT:
@@ -630,7 +601,7 @@ def e2e_ledger(
         mechanism=mechanism,
         notion=NOTION,
         cost=params.cost(),
-        parameters=params.to_dict(),
+        parameters=params.to_dict() | ({"log_size": log_size} if log_size else {}),
         declared={"max_users": params.max_users} if params.max_users is not None else {},
         rng=rng,
         events=pr["events"],
@@ -672,8 +643,12 @@ def release_ump_e2e(
     if (serp is not None) != (params.statistics is not None and params.statistics.serp):
         raise InvalidParameterError("serp", serp is not None, "given exactly with serp=True")
     serp_rec = [dict(serp.source)] if serp is not None else None
+    if (users, rows) != (None, None) and params.statistics is None:
+        raise InvalidParameterError("users/rows", (users, rows), "only with --schema input")
     # the accounting, before any noise is drawn
-    ledger = e2e_ledger(params, rng=rng, public_inputs=serp_rec)
+    size = {"synthetic_users_asked": users, "synthetic_rows_asked": rows} if (users, rows) != (
+        None, None) else None  # fmt: skip
+    ledger = e2e_ledger(params, rng=rng, public_inputs=serp_rec, log_size=size)
     done = phase(f"noisy pair counts ({params.pairs}; at most {params.max_pairs} pairs per user)")
     published, extra, bounded, single = _pairs_step(log, params, rng=rng)
     done()
@@ -713,7 +688,7 @@ def release_ump_e2e(
         done = phase("utility figures (private report)")
         report["metrics"] = (
             same_schema_metrics(log, tables["log"], cols) if params.statistics is not None
-            else _metrics(log, tables["log"], synthetic=params.ids == "synthetic")
+            else counts_log_metrics(log, tables["log"], synthetic=params.ids == "synthetic")
         )  # fmt: skip
         done()
     report["parameters"] = params.to_dict()

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.bounding import bound_contributions
+from searchveil.errors import InternalError
 from searchveil.model import PAIR_SEP, SearchLog
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.korolova.release import single_user_counts
@@ -52,10 +53,9 @@ from searchveil.synth.shape import (
     shape_edges,
 )
 
-__all__ = ["SchemaStats", "draw_statistics"]
+__all__ = ["SchemaStats", "decreasing", "draw_statistics", "exact_statistics", "holdings"]
 
 _I64 = npt.NDArray[np.int64]
-_SHAPES = ("days", "hours", "gaps", "clicks")  # on each user's first S events
 
 
 @dataclass(frozen=True)
@@ -228,11 +228,13 @@ def _head_share(hold: pl.DataFrame, published: pl.Series, edges: _I64, max_event
     return np.bincount(b, weights=w, minlength=edges.size - 1).astype(np.int64)
 
 
-def _multiplicity(hold: pl.DataFrame, rng: RandomSource) -> _I64:
+def _multiplicity(hold: pl.DataFrame, salt: int) -> _I64:
     """Holdings by events (bins of ``multiplicity``), ``HOLDINGS`` of each user's holdings
-    chosen uniformly at random (a user's first holdings have had the longest time to be
-    repeated: a sample of them overstates the repeats)."""
-    keyed = hold.select("user", "n").with_columns(key=pl.Series(rng.random_keys(hold.height)))
+    chosen uniformly at random (a hash of (user, query) keyed by a random ``salt``: a user's
+    first holdings have had the longest time to be repeated, so a sample of them would
+    overstate the repeats; a user's choice depends on no other user)."""
+    key = pl.struct("user", "query").hash(seed=salt)
+    keyed = hold.select("user", "n", key.alias("key"))
     pick = keyed.sort("user", "key").filter(pl.int_range(pl.len()).over("user") < HOLDINGS)
     n = pick.get_column("n").to_numpy().astype(np.int64)
     e = shape_edges("multiplicity")
@@ -280,6 +282,89 @@ def _shrunk(extra: npt.NDArray[np.float64], holders: npt.NDArray[np.float64], pr
     return np.clip(w * ratio + (1 - w) * prior, 0, MAX_REPEATS - 1)
 
 
+@dataclass
+class _Counts:
+    """The exact statistics of one log (the data-dependent half of :func:`draw_statistics`):
+    its query events, their first ``E`` and ``S`` per user, and the holdings."""
+
+    log: SearchLog
+    params: SchemaParams
+    salt: int = 0
+
+    def __post_init__(self) -> None:
+        self.ev = log_events(self.log)
+        self.ev_e = self.ev.filter(pl.col("pos") < self.params.max_events)
+        self.ev_s = self.ev.filter(pl.col("pos") < SAMPLE_EVENTS)
+        self.hold = holdings(self.ev)
+
+    def exact(
+        self, name: str, *, period: tuple[int, int] | None = None,
+        queries: pl.DataFrame | None = None, pairs: pl.DataFrame | None = None,
+        bounded_pairs: pl.DataFrame | None = None, published: pl.Series | None = None,
+    ) -> _I64:  # fmt: skip
+        """The exact vector of statistic ``name`` (``period``, the published ``queries``,
+        ``pairs`` and ``published`` strings: earlier outputs, fixed here)."""
+        p = self.params
+        if name == "events":
+            return np.asarray([self.ev_e.height], dtype=np.int64)
+        if name == "activity":
+            return shape_counts(self.ev_e, ("activity",), max_events=p.max_events)[name]
+        if name == "months":
+            return _month_users(self.ev_e)
+        if name in ("days", "hours", "gaps", "clicks"):
+            return shape_counts(self.ev_s, (name,), period=period)[name]
+        if name == "sessions":
+            return shape_counts(self.ev_e, (name,), sessions=MAX_SESSIONS)[name]
+        if name == "multiplicity":
+            return _multiplicity(self.hold, self.salt)
+        if name == "ranks":
+            return rank_counts(self.log, SAMPLE_EVENTS)
+        assert queries is not None and pairs is not None and bounded_pairs is not None
+        if name in ("head_events", "pair_ranks"):
+            qx, px, pr = _head_extras(self.hold, self.log, queries, pairs, bounded_pairs,
+                                      p.head_queries)  # fmt: skip
+            return np.r_[qx, px] if name == "head_events" else pr.ravel()
+        assert published is not None
+        if name == "tail":
+            return _tail(self.hold, published)
+        if name == "head_share":
+            edges = shape_edges("activity", max_events=p.max_events)
+            return _head_share(self.hold, published, edges, p.max_events)
+        raise InternalError(f"no statistic {name!r}")
+
+
+def exact_statistics(
+    log: SearchLog, params: SchemaParams, names: tuple[str, ...], *, salt: int = 0,
+    **given: Any,
+) -> dict[str, _I64]:  # fmt: skip
+    """The exact vectors of the statistics ``names`` (``given``: the earlier outputs each
+    needs — ``period``, ``queries``, ``pairs``, ``bounded_pairs``, ``published``): what the
+    noise is added to, for the neighbour checks of the tests."""
+    c = _Counts(log, params, salt)
+    return {n: c.exact(n, **given) for n in names}
+
+
+def _rows(name: str, noisy: _I64, period: tuple[int, int] | None, max_events: int) -> pl.DataFrame:
+    """The ``statistics`` table's rows of one histogram (its public bins and noisy counts)."""
+    if name == "events":
+        return _label_rows(name, np.zeros(1, np.int64), np.zeros(1, np.int64), noisy, ["total"])
+    if name == "months":
+        dom = month_domain()
+        return _label_rows(name, dom, dom + 1, noisy, [f"{m // 100}-{m % 100:02d}" for m in dom])
+    if name == "days":
+        assert period is not None
+        lo = np.arange(period[0], period[1] + 1, dtype=np.int64)
+        return _label_rows(name, lo, lo + 1, noisy, [_iso(int(d)) for d in lo])
+    if name in ("activity", "head_share"):
+        e = shape_edges("activity", max_events=max_events)
+    elif name == "tail":
+        e = np.asarray([*TAIL_EDGES, 2 * TAIL_EDGES[-1]], dtype=np.int64)
+    else:
+        e = shape_edges(name)
+    labels = ["none" if (name == "ranks" and a == 0) else str(a) for a in e[:-1]]
+    return _label_rows(name, e[:-1], e[1:], noisy, labels)
+
+
 def draw_statistics(
     log: SearchLog,
     params: SchemaParams,
@@ -298,80 +383,46 @@ def draw_statistics(
     ``noisy_clicks`` columns of ``queries`` / ``counts``), the post-processed statistics and
     the private report figures."""
     done = phase("size, period and shape statistics (noisy histograms)")
-    ev = log_events(log)
-    ev_e = ev.filter(pl.col("pos") < params.max_events)
-    ev_s = ev.filter(pl.col("pos") < SAMPLE_EVENTS)
-    hold = holdings(ev)  # the (user, query) holdings, in order of first occurrence
-    frames: list[pl.DataFrame] = []
+    c = _Counts(log, params, int(rng.words(1)[0] >> np.uint64(1)))
     noisy: dict[str, _I64] = {}
+    given: dict[str, Any] = {"queries": queries, "pairs": pairs, "bounded_pairs": bounded_pairs}
 
-    def draw(name: str, exact: npt.ArrayLike) -> _I64:
-        noisy[name] = params.noise(name).release(np.asarray(exact, dtype=np.int64), rng)
+    def draw(name: str) -> _I64:
+        noisy[name] = params.noise(name).release(c.exact(name, **given), rng)
         return noisy[name]
 
-    total = int(draw("events", [ev_e.height])[0])
-    frames.append(_label_rows("events", np.zeros(1, np.int64), np.zeros(1, np.int64),
-                              noisy["events"], ["total"]))  # fmt: skip
-    act_edges = shape_edges("activity", max_events=params.max_events)
-    draw("activity", shape_counts(ev_e, ("activity",), max_events=params.max_events)["activity"])
+    draw("events")
+    draw("activity")
     period = params.period
     if period is None:
-        dom = month_domain()
-        draw("months", _month_users(ev_e))
-        frames.append(_label_rows("months", dom, dom + 1, noisy["months"],
-                                  [f"{m // 100}-{m % 100:02d}" for m in dom]))  # fmt: skip
-        period = _period_of(dom, noisy["months"], params.noise("months").effective_scale)
-    names = [n for n in _SHAPES if n != "days" or period is not None]
-    exact = shape_counts(ev_s, tuple(names), period=period)
-    exact |= shape_counts(ev_e, ("sessions",), sessions=MAX_SESSIONS)
-    exact["multiplicity"] = _multiplicity(hold, rng)
-    exact["ranks"] = rank_counts(log, SAMPLE_EVENTS)
+        draw("months")
+        period = _period_of(month_domain(), noisy["months"],
+                            params.noise("months").effective_scale)  # fmt: skip
+    given["period"] = period
     for name in ("days", "hours", "gaps", "sessions", "clicks", "ranks", "multiplicity"):
-        if name not in exact:
-            continue
-        draw(name, exact[name])
-        if name == "days":
-            assert period is not None
-            lo = np.arange(period[0], period[1] + 1, dtype=np.int64)
-            frames.append(_label_rows(name, lo, lo + 1, noisy[name], [_iso(int(d)) for d in lo]))
-        else:
-            e = shape_edges(name)
-            frames.append(_label_rows(name, e[:-1], e[1:], noisy[name],
-                                      ["none" if (name == "ranks" and a == 0) else str(a)
-                                       for a in e[:-1]]))  # fmt: skip
-    frames.insert(1, _label_rows("activity", act_edges[:-1], act_edges[1:], noisy["activity"],
-                                 [str(a) for a in act_edges[:-1]]))  # fmt: skip
+        if name != "days" or period is not None:
+            draw(name)
     done()
-
     done = phase("head: noisy events per published query, clicks and ranks per published pair")
-    q_extra, p_extra, p_ranks = _head_extras(hold, log, queries, pairs, bounded_pairs,
-                                              params.head_queries)  # fmt: skip
-    head_noisy = draw("head_events", np.r_[q_extra, p_extra])
-    q_noisy, p_noisy = head_noisy[: queries.height], head_noisy[queries.height :]
-    ranks_noisy = None
+    head = draw("head_events")
+    q_noisy, p_noisy = head[: queries.height], head[queries.height :]
     if not params.serp:
-        ranks_noisy = draw("pair_ranks", p_ranks.ravel()).reshape(p_ranks.shape)
+        draw("pair_ranks")
     done()
-
     done = phase("query pairs (ZEALOUS), head share by activity, the unpublished tail")
-    qp_table, qp_single = _query_pairs(log, ev, params, rng)
-    published = pl.concat([queries.get_column("query"), pairs.get_column("query"),
-                           qp_table.get_column("query"), qp_table.get_column("next_query")]
-                          ).unique()  # fmt: skip
-    draw("tail", _tail(hold, published))
-    draw("head_share", _head_share(hold, published, act_edges, params.max_events))
-    frames.append(_label_rows("head_share", act_edges[:-1], act_edges[1:], noisy["head_share"],
-                              [str(a) for a in act_edges[:-1]]))  # fmt: skip
-    t_edges = np.asarray([*TAIL_EDGES, 2 * TAIL_EDGES[-1]], dtype=np.int64)
-    frames.append(_label_rows("tail", t_edges[:-1], t_edges[1:], noisy["tail"],
-                              [str(a) for a in t_edges[:-1]]))  # fmt: skip
+    qp_table, qp_single = _query_pairs(log, c.ev, params, rng)
+    given["published"] = pl.concat([queries.get_column("query"), pairs.get_column("query"),
+                                    qp_table.get_column("query"),
+                                    qp_table.get_column("next_query")]).unique()  # fmt: skip
+    draw("tail")
+    draw("head_share")
     done()
-
+    ranks_noisy = noisy["pair_ranks"].reshape(pairs.height, -1) if "pair_ranks" in noisy else None
     stats = _post_process(params, noisy, period, queries, pairs, q_noisy, p_noisy, ranks_noisy,
-                          serp, qp_table, total)  # fmt: skip
-    r_edges = shape_edges("ranks")
+                          serp, qp_table, int(noisy["events"][0]))  # fmt: skip
+    order = [n for n in params.names() if n in noisy and n not in ("head_events", "pair_ranks")]
     tables: dict[str, pl.DataFrame] = {
-        "statistics": pl.concat(frames),
+        "statistics": pl.concat([_rows(n, noisy[n], period, params.max_events) for n in order]),
         "query_pairs": qp_table,
         "queries_events": queries.select("query").with_columns(
             noisy_events=queries.get_column("noisy_count") + pl.Series(q_noisy)),
@@ -379,17 +430,19 @@ def draw_statistics(
             noisy_clicks=pairs.get_column("noisy_count") + pl.Series(p_noisy)),
     }  # fmt: skip
     if ranks_noisy is not None:
+        r_edges = shape_edges("ranks")
         n_b = r_edges.size - 1
+        at = np.repeat(np.arange(pairs.height), n_b)
         tables["ranks"] = pl.DataFrame({
-            "query": pairs.get_column("query").gather(np.repeat(np.arange(pairs.height), n_b)),
-            "url": pairs.get_column("url").gather(np.repeat(np.arange(pairs.height), n_b)),
+            "query": pairs.get_column("query").gather(at),
+            "url": pairs.get_column("url").gather(at),
             "rank_from": np.tile(r_edges[:-1], pairs.height),
             "rank_to": np.tile(r_edges[1:], pairs.height),
             "noisy_count": ranks_noisy.ravel(),
         }).sort("query", "url", "rank_from")  # fmt: skip
     report = {"period_released": None if period is None else [_iso(period[0]), _iso(period[1])],
               "query_pairs_single_user": qp_single,
-              "exact_events_bounded": ev_e.height}  # fmt: skip
+              "exact_events_bounded": c.ev_e.height}  # fmt: skip
     return tables, stats, report
 
 
@@ -417,7 +470,10 @@ def _post_process(
     rp = _shrunk(p_noisy.astype(np.float64), hp, prior, lam) * lift
     pairs_t = pl.DataFrame({"query": pairs.get_column("query"), "url": pairs.get_column("url"),
                             "holders": hp, "clicks": hp * (1 + rp)})  # fmt: skip
-    ranks = Histogram.of(shape_edges("ranks"), noisy["ranks"])
+    re = shape_edges("ranks")
+    rk = np.clip(noisy["ranks"].astype(np.float64), 0, None)
+    rk[1:] = decreasing(noisy["ranks"][1:], np.diff(re)[1:])  # bin 0: "no rank"
+    ranks = Histogram.of(re, rk)
     n_b = ranks.counts.size
     g = ranks.weights()
     if ranks_noisy is not None:
