@@ -177,8 +177,7 @@ def default_max_pairs(*, epsilon: float, delta: float) -> tuple[int, str]:
 @dataclass(frozen=True)
 class E2EParams:
     """Parameters of the end-to-end release; build with :meth:`from_budget` (default m, the
-    δ < 1/U refusal). ``split``: relative ε weights of (pair counts, activity profile) — the
-    profile's weight is unused with real ids."""
+    δ < 1/U refusal, the statistics of the input's columns with their default rules)."""
 
     epsilon: float
     delta: float
