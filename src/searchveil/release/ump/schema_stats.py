@@ -14,6 +14,7 @@ published).
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Callable
@@ -188,7 +189,9 @@ def _query_pairs(
     log: SearchLog, ev: pl.DataFrame, params: SchemaParams, rng: RandomSource
 ) -> tuple[pl.DataFrame, Any]:
     """ZEALOUS over each user's first m_q distinct query pairs (Götz §7.3's pairs)."""
-    zp = params.query_pair_params()
+    # its share is part of the release's cost (checked once, by the pair step's release, and
+    # charged whole to a dataset budget): no budget check of its own
+    zp = dataclasses.replace(params.query_pair_params(), budget=None)
     it = _pair_items(ev)
     bounded = bound_contributions(it, max_per_user=zp.m, distinct=True)
     counts = count_by(bounded, ["item", "query", "next_query"], distinct_users=True)
@@ -417,7 +420,10 @@ def draw_statistics(
     draw("tail")
     draw("head_share")
     done()
-    ranks_noisy = noisy["pair_ranks"].reshape(pairs.height, -1) if "pair_ranks" in noisy else None
+    n_bins = shape_edges("ranks").size - 1
+    ranks_noisy = (
+        noisy["pair_ranks"].reshape(pairs.height, n_bins) if "pair_ranks" in noisy else None
+    )
     stats = _post_process(params, noisy, period, queries, pairs, q_noisy, p_noisy, ranks_noisy,
                           serp, qp_table, int(noisy["events"][0]))  # fmt: skip
     order = [n for n in params.names() if n in noisy and n not in ("head_events", "pair_ranks")]
@@ -444,6 +450,18 @@ def draw_statistics(
               "query_pairs_single_user": qp_single,
               "exact_events_bounded": c.ev_e.height}  # fmt: skip
     return tables, stats, report
+
+
+def _total(params: SchemaParams, total: int, activity: _I64) -> int:
+    """The log's events: the noisy total and the total the noisy activity histogram implies
+    (users per bin × the bin's midpoint), weighted by the inverse of their noise variances
+    (two DP estimates of one figure: post-processing), at least 0."""
+    e = shape_edges("activity", max_events=params.max_events)
+    mid = (e[:-1] + e[1:] - 1) / 2.0
+    v1 = params.noise("events").variance
+    v2 = params.noise("activity").variance * float((mid**2).sum())
+    est = (total / v1 + float(np.dot(activity, mid)) / v2) / (1 / v1 + 1 / v2)
+    return max(int(round(est)), 0)
 
 
 def _post_process(
@@ -503,7 +521,7 @@ def _post_process(
     t_edges = np.asarray([*TAIL_EDGES, 2 * TAIL_EDGES[-1]], dtype=np.int64)
     users_b = np.clip(noisy["activity"], 0, None).astype(np.float64)
     return SchemaStats(
-        total_events=max(total, 0),
+        total_events=_total(params, total, noisy["activity"]),
         activity=fitted("activity", shape_edges("activity", max_events=params.max_events)),
         sessions=fitted("sessions", shape_edges("sessions")),
         clicks=fitted("clicks", shape_edges("clicks")),
