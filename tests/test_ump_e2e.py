@@ -30,8 +30,8 @@ from searchveil.release.ump.e2e import (
     default_max_pairs,
     release_ump_e2e,
 )
-from searchveil.release.ump.real_ids import lower_bound_margin, robust_allocation, true_loads
 from searchveil.release.ump.generate import generate_log, user_sizes
+from searchveil.release.ump.real_ids import lower_bound_margin, robust_allocation, true_loads
 from searchveil.rng import SeededRandom
 
 runner = CliRunner()
