@@ -488,10 +488,7 @@ def _post_process(
     rp = _shrunk(p_noisy.astype(np.float64), hp, prior, lam) * lift
     pairs_t = pl.DataFrame({"query": pairs.get_column("query"), "url": pairs.get_column("url"),
                             "holders": hp, "clicks": hp * (1 + rp)})  # fmt: skip
-    re = shape_edges("ranks")
-    rk = np.clip(noisy["ranks"].astype(np.float64), 0, None)
-    rk[1:] = decreasing(noisy["ranks"][1:], np.diff(re)[1:])  # bin 0: "no rank"
-    ranks = Histogram.of(re, rk)
+    ranks = Histogram.of(shape_edges("ranks"), noisy["ranks"])
     n_b = ranks.counts.size
     g = ranks.weights()
     if ranks_noisy is not None:
