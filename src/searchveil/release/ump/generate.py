@@ -116,12 +116,13 @@ LARGE_PAIR_DIVISOR = 64
 
 
 def _deal_large(
-    x: _IntArray, free: _IntArray, gen: np.random.Generator
+    x: _IntArray, free: _IntArray, gen: np.random.Generator, max_large: int | None = None
 ) -> tuple[_IntArray, _IntArray]:
-    """Step 2 for the large pairs: their tokens and users (``free`` is decremented)."""
+    """Step 2 for the large pairs (the ``max_large`` largest at most): their tokens and users
+    (``free`` is decremented)."""
     n = free.size
     large = np.flatnonzero(x * LARGE_PAIR_DIVISOR >= max(n, 1))
-    large = large[np.argsort(-x[large], kind="stable")]
+    large = large[np.argsort(-x[large], kind="stable")][:max_large]
     toks: list[_IntArray] = []
     users: list[_IntArray] = []
     for p in large:
@@ -141,16 +142,17 @@ def _deal_large(
 
 
 def deal_tokens(
-    x: _IntArray, sizes: _IntArray, gen: np.random.Generator
+    x: _IntArray, sizes: _IntArray, gen: np.random.Generator, *, max_large: int | None = None
 ) -> tuple[_IntArray, _IntArray, int]:
     """Steps 2–3 (module docstring): ``x[p]`` tokens of each item p dealt into the users' free
     slots (``sizes[u]`` of user u), large items first, then the repair rounds. Returns the item
     and the user of every dealt token and the rounds used (a collision left after them: two
-    tokens of one item on one user)."""
+    tokens of one item on one user). ``max_large``: deal at most that many large items first
+    (each costs a pass over the users)."""
     n_pairs = x.size
     free = sizes.copy()
     rest = x.copy()
-    big_tokens, big_users = _deal_large(rest, free, gen)
+    big_tokens, big_users = _deal_large(rest, free, gen, max_large)
     tokens = np.concatenate([big_tokens, np.repeat(np.arange(n_pairs, dtype=np.int64), rest)])
     slots = np.repeat(np.arange(sizes.size, dtype=np.int64), free)
     gen.shuffle(slots)

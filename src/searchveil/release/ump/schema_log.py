@@ -52,6 +52,9 @@ __all__ = ["generate_schema_log", "same_schema_metrics", "same_schema_tables"]
 
 _I64 = npt.NDArray[np.int64]
 _F64 = npt.NDArray[np.float64]
+#: items dealt one by one before the others (the most held ones; each costs a pass over the
+#: users, and a small population makes most items "large")
+MAX_LARGE = 512
 
 
 def _round(x: _F64, gen: np.random.Generator) -> _I64:
@@ -262,8 +265,8 @@ def _deal(
     per = a * (x.sum() / max(float(a.sum()), 1.0))  # holdings each user would have
     ts = _alloc(np.maximum(per - hs, 0.0) + 1e-9, int(xt.sum()), gen,
                 minimum=np.where(hs == 0, 1, 0))  # fmt: skip
-    i1, u1, r1 = deal_tokens(xh.copy(), hs, gen)
-    i2, u2, r2 = deal_tokens(xt.copy(), ts, gen)
+    i1, u1, r1 = deal_tokens(xh.copy(), hs, gen, max_large=MAX_LARGE)
+    i2, u2, r2 = deal_tokens(xt.copy(), ts, gen, max_large=MAX_LARGE)
     return np.concatenate([i1, i2 + n_first]), np.concatenate([u1, u2]), max(r1, r2)
 
 

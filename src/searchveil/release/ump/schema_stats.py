@@ -82,9 +82,8 @@ class SchemaStats:
     #: published-query holdings per user, by bin of the ``activity`` law (non-decreasing)
     head_rate: npt.NDArray[np.float64]
 
-    @property
-    def users(self) -> int:
-        return int(round(self.activity.total))
+    #: the noisy number of users (see :func:`_users`)
+    users: int
 
 
 def _label_rows(name: str, lo: _I64, hi: _I64, noisy: _I64, labels: list[str]) -> pl.DataFrame:
@@ -464,6 +463,14 @@ def _total(params: SchemaParams, total: int, activity: _I64) -> int:
     return max(int(round(est)), 0)
 
 
+def _users(raw: _I64, total_events: int, activity: Histogram) -> int:
+    """The noisy number of users: the raw sum of the noisy activity histogram, unless the
+    events total over the mean activity says more (a small log, whose histogram is mostly
+    noise and clipped away), at least 1."""
+    alt = total_events / max(activity.mean(), 1.0)
+    return max(int(round(max(float(raw.sum()), alt))), 1)
+
+
 def _post_process(
     params: SchemaParams, noisy: dict[str, _I64], period: tuple[int, int] | None,
     queries: pl.DataFrame, pairs: pl.DataFrame, q_noisy: _I64, p_noisy: _I64,
@@ -517,9 +524,11 @@ def _post_process(
         )
     t_edges = np.asarray([*TAIL_EDGES, 2 * TAIL_EDGES[-1]], dtype=np.int64)
     users_b = np.clip(noisy["activity"], 0, None).astype(np.float64)
+    activity = fitted("activity", shape_edges("activity", max_events=params.max_events))
+    t_events = _total(params, total, noisy["activity"])
     return SchemaStats(
-        total_events=_total(params, total, noisy["activity"]),
-        activity=fitted("activity", shape_edges("activity", max_events=params.max_events)),
+        total_events=t_events, users=_users(noisy["activity"], t_events, activity),
+        activity=activity,
         sessions=fitted("sessions", shape_edges("sessions")),
         clicks=fitted("clicks", shape_edges("clicks")),
         ranks=ranks, multiplicity=mult, tail=fitted("tail", t_edges), times=times,
