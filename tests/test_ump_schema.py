@@ -42,15 +42,23 @@ AOL = ["AnonID", "Query", "QueryTime", "ItemRank", "ClickURL"]
 
 
 @pytest.fixture(scope="module")
-def small() -> SearchLog:
-    """300 synthetic users with times, sessions, clicks and ranks (the bundled model)."""
-    model = fit(read_log(BUNDLED), rng=make_rng(11))
-    df = pl.concat(list(generate(model, users=300, rng=make_rng(4), rows=9000)))
+def model():  # noqa: ANN201
+    return fit(read_log(BUNDLED), rng=make_rng(11))
+
+
+def _synthetic(model, users: int, rows: int) -> SearchLog:  # noqa: ANN001
+    df = pl.concat(list(generate(model, users=users, rng=make_rng(4), rows=rows)))
     return SearchLog.from_frame(df.select(
         pl.col("AnonID").alias("user"), pl.col("Query").alias("query"),
         pl.col("QueryTime").str.to_datetime("%Y-%m-%d %H:%M:%S").alias("time"),
         pl.col("ItemRank").alias("rank"), pl.col("ClickURL").alias("url"),
     ))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small(model) -> SearchLog:  # noqa: ANN001
+    """300 synthetic users with times, sessions, clicks and ranks (the bundled model)."""
+    return _synthetic(model, 300, 9000)
 
 
 # -- public bounds and rules ------------------------------------------------------------------
@@ -300,3 +308,32 @@ def test_synth_epsilon_writes_a_release(tmp_path: Path) -> None:
         r = runner.invoke(app, args)
         assert r.exit_code == 2, r.output
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_public_serp_gives_the_ranks_of_published_pairs(model, tmp_path: Path) -> None:  # noqa: ANN001
+    small = _synthetic(model, 3000, 60_000)  # enough holders for published pairs
+    src = tmp_path / "log.tsv"
+    small.df.select(
+        pl.col("user").alias("AnonID"), pl.col("query").alias("Query"),
+        pl.col("time").dt.strftime("%Y-%m-%d %H:%M:%S").alias("QueryTime"),
+        pl.col("rank").alias("ItemRank"), pl.col("url").alias("ClickURL"),
+    ).write_csv(src, separator="\t", null_value="")  # fmt: skip
+    top = small.df.filter(pl.col("url").is_not_null()).group_by("query", "url").len().sort(
+        ["len", "query", "url"], descending=[True, False, False]).head(30)  # fmt: skip
+    serp = tmp_path / "serp.tsv"
+    serp.write_text("".join(f"{q}\t7\t{u}\n" for q, u in top.select("query", "url").iter_rows()))
+    out = tmp_path / "r"
+    r = runner.invoke(app, ["release", "ump", str(src), "--out", str(out), "--epsilon", "8",
+                            "--delta", "1e-5", "--max-users", "10000", "--max-events", "64",
+                            "--serp", str(serp), "--seed", "1", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert not (out / "ranks.tsv").exists()  # no noisy rank histograms: the SERP's ranks
+    led = json.loads((out / "ledger.json").read_text())
+    assert "pair_ranks" not in led["guarantee"]["split"]
+    (rec,) = led["public_inputs"]
+    assert rec["role"] == "serp" and rec["file"] == "serp.tsv"
+    log = pl.read_csv(out / "log.tsv", separator="\t", quote_char=None)
+    pub = pl.read_csv(out / "counts.tsv", separator="\t", quote_char=None).select(
+        pl.col("query").alias("Query"), pl.col("url").alias("ClickURL"))  # fmt: skip
+    on_pub = log.join(pub, on=["Query", "ClickURL"], how="semi")
+    assert on_pub.height > 0 and set(on_pub["ItemRank"].to_list()) == {7}
