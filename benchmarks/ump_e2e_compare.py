@@ -83,8 +83,13 @@ def main() -> None:
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, kw in (
-            ("e2e synthetic (probe-reweight-2r)", {"pairs": "probe-reweight-2r"}),
-            ("e2e synthetic (zealous)", {"pairs": "zealous"}),
+            # the counts log (AnonID, Query, ClickURL, Count) these figures are about; the
+            # default log in the input's columns: benchmarks/ump_schema_check.py
+            (
+                "e2e synthetic (probe-reweight-2r)",
+                {"pairs": "probe-reweight-2r", "schema": "counts"},
+            ),
+            ("e2e synthetic (zealous)", {"pairs": "zealous", "schema": "counts"}),
             ("e2e real ids", {"ids": "real"}),
         ):
             p = E2EParams.from_budget(epsilon=a.epsilon, delta=delta, max_users=a.max_users, **kw)

@@ -217,15 +217,24 @@ def test_kanon_leaves_no_private_traces(block: dict[str, Any]) -> None:
     _audit_pair(block, "kanon", ["--k", 5], public, dp=False, prefix=("release", "kanon"))
 
 
+SAME_SCHEMA = ["log.tsv", "counts.tsv", "queries.tsv", "ranks.tsv", "query_pairs.tsv",
+               "statistics.tsv"]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("ids", "public"),
-    [("synthetic", ["log.tsv", "counts.tsv", "profile.tsv", "queries.tsv"]),
-     ("real", ["log.tsv", "counts.tsv", "pairs.tsv"])],
+    ("ids", "public", "extra"),
+    [("synthetic", SAME_SCHEMA, []),
+     ("synthetic", ["log.tsv", "counts.tsv", "profile.tsv", "queries.tsv"], ["--schema", "counts"]),
+     ("real", ["log.tsv", "counts.tsv", "pairs.tsv"], [])],
 )  # fmt: skip
-def test_ump_e2e_neighbours(block: dict[str, Any], ids: str, public: list[str]) -> None:
-    """The default mode of release ump (issue 29): end to end DP, no mode flag."""
-    argv = ["--epsilon", 2.3, "--delta", 1e-7, "--max-users", 1000, "--ids", ids]
-    a, _ = _audit_pair(block, f"ump-e2e-{ids}", argv, public, prefix=("release", "ump"))
+def test_ump_e2e_neighbours(
+    block: dict[str, Any], ids: str, public: list[str], extra: list[str]
+) -> None:
+    """The default mode of release ump (issue 29): end to end DP, no mode flag; with synthetic
+    ids, the log in the input's columns by default (issue 42) and the counts log."""
+    argv = ["--epsilon", 2.3, "--delta", 1e-7, "--max-users", 1000, "--ids", ids, *extra]
+    a, _ = _audit_pair(block, f"ump-e2e-{ids}-{len(extra)}", argv, public,
+                       prefix=("release", "ump"))  # fmt: skip
     led = json.loads((a / "ledger.json").read_text())
     g = led["guarantee"]
     assert g["counts_are_private"] is True and g["user_ids"] == ids
@@ -249,6 +258,61 @@ def test_ump_neighbours(block: dict[str, Any]) -> None:
     a, _ = _audit_pair(block, "ump", argv, ["log.tsv", "counts.tsv"], prefix=("release", "ump"))
     led = json.loads((a / "ledger.json").read_text())
     assert "solver" not in led and led["guarantee"]["counts_are_private"] is False
+
+
+# -- the same-schema statistics (issue 42): D minus its heaviest and its lightest user ------------
+
+
+@pytest.fixture(scope="module")
+def heavy_light(block: dict[str, Any]) -> dict[str, Any]:
+    """D′ = D minus the user with the most rows, D″ = D minus the user with the fewest."""
+    d = block["df"]
+    per = d.group_by("AnonID").len().sort(["len", "AnonID"], descending=[True, False])
+    out = {}
+    for name, user in (("heavy", per.get_column("AnonID")[0]),
+                       ("light", per.get_column("AnonID")[-1])):  # fmt: skip
+        dn = d.filter(pl.col("AnonID") != user)
+        out[name] = _write(dn, block["tmp"] / f"held-out-block-minus-{name}.tsv")
+        out[f"exact_{name}"] = {"rows": dn.height, "users": 127}
+    return out
+
+
+@pytest.mark.parametrize("prefix", [("release", "ump"), ("synth",)])
+def test_same_schema_neighbours_heavy_and_light(
+    block: dict[str, Any], heavy_light: dict[str, Any], prefix: tuple[str, ...]
+) -> None:
+    """``release ump`` (the input's columns) and ``synth --epsilon`` on D, on D minus its
+    heaviest user and on D minus its lightest, one seed: identical public ledgers but for the
+    tables' noisy sizes, only the declared files, no trace of the input. With --period, so that
+    every time statistic is drawn whatever the data."""
+    argv = ["--epsilon", 2.3, "--delta", 1e-7, "--max-users", 1000, "--period",
+            "2006-03-01..2006-05-31"]  # fmt: skip
+    if prefix == ("synth",):
+        argv = ["--epsilon", 2.3, "--delta", 1e-7, "--max-users", 1000, "--users", 300]
+    outs = []
+    inputs = [("D", block["D"], block["exact"]["D"]),
+              ("heavy", heavy_light["heavy"], heavy_light["exact_heavy"]),
+              ("light", heavy_light["light"], heavy_light["exact_light"])]  # fmt: skip
+    for which, path, exact in inputs:
+        out = block["tmp"] / f"schema-{prefix[0]}-{which}"
+        if prefix == ("synth",):
+            _run("synth", "--like", path, "--out", out, *argv, "--seed", SEED, "--json")
+        else:
+            _run(*prefix, path, "--out", out, *argv, "--seed", SEED, "--json")
+        assert_only_public_files(out, SAME_SCHEMA)
+        assert_provenance_beside(out)
+        assert_no_private_traces(out, [path], exact=exact)
+        outs.append(out)
+    for other in outs[1:]:
+        assert_same_public_ledger(outs[0], other, noisy=NOISY_SIZES)
+    led = json.loads((outs[0] / "ledger.json").read_text())
+    split = led["guarantee"]["split"]
+    for stat in ("events", "activity", "days", "hours", "gaps", "sessions", "clicks", "ranks",
+                 "multiplicity", "head_events", "head_share", "pair_ranks", "tail",
+                 "query_pairs"):  # fmt: skip
+        assert split[stat]["epsilon"] > 0, stat  # every statistic is in the ledger's split
+    assert sum(x["epsilon"] for x in split.values()) == pytest.approx(led["epsilon"])
+    assert led["epsilon"] <= 2.3 * (1 + 1e-9) and led["delta"] <= 1e-7
 
 
 # -- social recommendations --------------------------------------------------------------------

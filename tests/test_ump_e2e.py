@@ -28,12 +28,10 @@ from searchveil.release.ump.e2e import (
     E2EParams,
     bounded_pairs,
     default_max_pairs,
-    lower_bound_margin,
     release_ump_e2e,
-    robust_allocation,
-    true_loads,
 )
 from searchveil.release.ump.generate import generate_log, user_sizes
+from searchveil.release.ump.real_ids import lower_bound_margin, robust_allocation, true_loads
 from searchveil.rng import SeededRandom
 
 runner = CliRunner()
@@ -78,8 +76,8 @@ def test_default_m_is_public_and_in_range() -> None:
     # a function of (ε, δ) only: the same answer every time, and it moves with the budget
     assert default_max_pairs(epsilon=2.07, delta=1e-7)[0] == m1
     p = E2EParams.from_budget(epsilon=2.3, delta=1e-7, max_users=10**6)
-    assert p.max_pairs == default_max_pairs(epsilon=p.eps_counts, delta=p.delta_counts)[0]
-    assert p.max_pairs_rule == rule
+    assert (p.max_pairs, p.max_pairs_rule) == default_max_pairs(epsilon=p.eps_counts,
+                                                                delta=p.delta_counts)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -103,7 +101,8 @@ def test_invalid_parameters_name_themselves(kw: dict, name: str) -> None:
 @pytest.mark.parametrize("ids", ["synthetic", "real"])
 @pytest.mark.parametrize(("eps", "dl"), [(2.302585, 1e-7), (0.5, 1e-6), (8.0, 1e-5)])
 def test_accounting_is_within_the_budget_and_splits_it(ids: str, eps: float, dl: float) -> None:
-    p = E2EParams.from_budget(epsilon=eps, delta=dl, ids=ids, max_users=int(0.1 / dl))
+    p = E2EParams.from_budget(epsilon=eps, delta=dl, ids=ids, max_users=int(0.1 / dl),
+                              schema="counts")  # fmt: skip
     pr = p.privacy()
     assert pr["epsilon"] <= eps * (1 + 1e-9) and pr["delta"] <= dl * (1 + 1e-9)
     assert sum(s["epsilon"] for s in pr["split"].values()) == pytest.approx(pr["epsilon"])
@@ -227,7 +226,8 @@ def _counted(log: SearchLog, p: E2EParams, queries: pl.DataFrame | None) -> pl.D
 
 @pytest.mark.parametrize("pairs", ["probe-reweight-2r", "zealous"])
 def test_synthetic_release_is_non_empty_consistent_and_random(big: SearchLog, pairs: str) -> None:
-    p = E2EParams.from_budget(epsilon=2.3, delta=1e-5, max_pairs=2, max_users=5000, pairs=pairs)
+    p = E2EParams.from_budget(epsilon=2.3, delta=1e-5, max_pairs=2, max_users=5000, pairs=pairs,
+                              schema="counts")  # fmt: skip
     counts = []
     for seed in (1, 2):
         rel = release_ump_e2e(big, p, rng=SeededRandom(seed))
@@ -295,16 +295,23 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_cli_default_is_end_to_end(big_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
+    # (--max-events: the default rule expects the reference sample's activity, ~38 events a user;
+    # these 3,000 users have 2.5)
     r = runner.invoke(app, ["release", "ump", str(big_file), "--out", str(out), "--epsilon",
-                            "2.3", "--delta", "1e-5", "--max-users", "5000", "--json"])  # fmt: skip
+                            "2.3", "--delta", "1e-5", "--max-users", "5000", "--max-events", "16",
+                            "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     led = json.loads((out / "ledger.json").read_text())
     assert res["mode"] == "e2e" and res["counts_are_private"] is True
     assert led["guarantee"]["counts_are_private"] is True and led["seeded"] is False
     assert sorted(p.name for p in out.iterdir()) == [
-        "counts.tsv", "ledger.json", "log.tsv", "profile.tsv", "queries.tsv"
+        "counts.tsv", "ledger.json", "log.tsv", "queries.tsv", "query_pairs.tsv", "ranks.tsv",
+        "statistics.tsv",
     ]  # fmt: skip
+    # the input's own columns (AOL in, AOL out)
+    assert (out / "log.tsv").read_text().splitlines()[0].split("\t") == [
+        "AnonID", "Query", "QueryTime", "ItemRank", "ClickURL"]  # fmt: skip
     assert res["outputs"]["log"] > 0 and "metrics" in res["private"]
     assert (tmp_path / "r.private.json").exists()
 
@@ -367,7 +374,7 @@ def audit_output_size(trials: int, *, halve_noise: bool = False, monkeypatch=Non
     # the ZEALOUS pair step (a single noisy histogram whose one pair decides the output size);
     # the probe-reweight-2r query-click release is audited with its family (tests/audit), the
     # profile and the generator are the same for both
-    p = E2EParams(epsilon=1.0, delta=1e-3, max_pairs=1, pairs="zealous")
+    p = E2EParams(epsilon=1.0, delta=1e-3, max_pairs=1, pairs="zealous", schema="counts")
     claim = p.privacy()
     if halve_noise:
         real = e2e._pair_counts
@@ -429,7 +436,7 @@ def test_evaluate_scores_an_end_to_end_release(big_file: Path, tmp_path: Path) -
     out = tmp_path / "r"
     r = runner.invoke(app, ["release", "ump", str(big_file), "--out", str(out), "--epsilon",
                             "2.3", "--delta", "1e-5", "--max-users", "5000", "--seed", "4",
-                            "--max-pairs", "2"])  # fmt: skip
+                            "--max-pairs", "2", "--schema", "counts"])  # fmt: skip
     assert r.exit_code == 0, r.output
     ev = evaluate_release(read_log(big_file), out, metrics=("caching", "substitution"))
     ump = ev["ump"]

@@ -282,7 +282,7 @@ def _e2e_params(
 ) -> E2EParams:  # fmt: skip
     return E2EParams.from_budget(
         epsilon=epsilon, delta=delta, max_pairs=max_pairs, ids="synthetic", split=split,
-        max_users=max_users, pairs="zealous",
+        max_users=max_users, pairs="zealous", schema="counts",
     )  # fmt: skip
 
 

@@ -40,8 +40,11 @@ from searchveil.io.paths import input_list
 from searchveil.io.readers import ReaderOptions, read_log
 from searchveil.model import SearchLog
 from searchveil.release import write_release
+from searchveil.release.korolova.release import load_serp
 from searchveil.release.ump import UmpParams, release_ump
 from searchveil.release.ump.e2e import E2EParams, UmpMode, UserIds, release_ump_e2e
+from searchveil.release.ump.schema import parse_period
+from searchveil.synth.layout import Columns
 from searchveil.validate import parse_choice
 
 
@@ -55,11 +58,25 @@ def _human_e2e(r: dict[str, Any]) -> None:
     t.add_row("published pairs (DP)", f"{r['pairs_published']:,}")
     for name, rows in r["outputs"].items():
         t.add_row(f"table {name}", f"{rows:,} rows")
+    for k, v in (r.get("statistics") or {}).items():
+        t.add_row(k.replace("_", " "), str(v))
     pv = r["private"]
     m = pv["metrics"]
-    t.add_row("output rows / input click rows" + PRIVATE, f"{m['output_rows']:,} / "
-              f"{m['input_click_rows']:,}")  # fmt: skip
-    t.add_row("share of click volume on published pairs" + PRIVATE, f"{m['volume_share']:.2%}")
+    if "input_click_rows" in m:
+        t.add_row("output rows / input click rows" + PRIVATE, f"{m['output_rows']:,} / "
+                  f"{m['input_click_rows']:,}")  # fmt: skip
+        t.add_row("share of click volume on published pairs" + PRIVATE,
+                  f"{m['volume_share']:.2%}")  # fmt: skip
+    else:
+        t.add_row("output rows / input rows" + PRIVATE,
+                  f"{m['output_rows']:,} / {m['input_rows']:,}")  # fmt: skip
+        for k in ("hour_tv", "rank_tv"):
+            if m.get(k) is not None:
+                t.add_row(f"{k.replace('_tv', '')} distribution: TV distance" + PRIVATE,
+                          f"{m[k]:.4f}")  # fmt: skip
+    qp = pv.get("query_pairs_single_user_expected")
+    if qp is not None:
+        t.add_row("expected single-user query pairs published" + PRIVATE, f"{qp:.3g}")
     su = pv.get("single_user_items_expected")
     if su is not None:
         t.add_row("expected single-user pairs published" + PRIVATE, f"{su:.3g}")
@@ -174,7 +191,54 @@ PairsOpt = Annotated[
 SplitOpt = Annotated[
     str | None,
     typer.Option(
-        "--split", help="e2e synthetic: ε weights of pair counts, profile (default 0.9,0.1)"
+        "--split",
+        help="e2e synthetic: ε weights of pair counts, the rest (the statistics of "
+        "the input's columns: default 0.7,0.3; the profile with --schema counts: 0.9,0.1)",
+    ),  # fmt: skip
+]
+
+SchemaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        help="e2e synthetic: input (the input's own columns, each from a DP "
+        "statistic; default) | counts (AnonID, Query, ClickURL, Count)",
+    ),  # fmt: skip
+]
+
+MaxEventsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-events",
+        help="--schema input: E, query events per user the size "
+        "counts (default: a public rule of ε, U and the reference sample)",
+    ),  # fmt: skip
+]
+
+MaxQueryPairsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-query-pairs",
+        help="--schema input: distinct query pairs per user "
+        "ZEALOUS counts (default: a public rule)",
+    ),  # fmt: skip
+]
+
+PeriodOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--period",
+        help="--schema input: the log's public period FIRST..LAST (ISO "
+        "dates); default: released (the months with enough searches)",
+    ),  # fmt: skip
+]
+
+UmpSerpOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--serp",
+        help="--schema input: public SERP (query<TAB>rank<TAB>url) for the "
+        "ranks of published pairs, instead of their noisy rank histograms",
     ),  # fmt: skip
 ]
 
@@ -220,6 +284,11 @@ class UmpOptions:
     pairs: PairsOpt = None
     max_users: MaxUsersOpt = None
     split: SplitOpt = None
+    schema: SchemaOpt = None
+    max_events: MaxEventsOpt = None
+    max_query_pairs: MaxQueryPairsOpt = None
+    period: PeriodOpt = None
+    serp: UmpSerpOpt = None
     objective: ObjectiveOpt = None
     output_size: OutputSizeOpt = None
     min_support: MinSupportOpt = None
@@ -260,12 +329,17 @@ def _e2e(o: UmpOptions, input: Path, reader: ReaderOptions, out: Output, step: A
     params = E2EParams.from_budget(
         epsilon=epsilon, delta=delta, max_pairs=o.max_pairs, ids=ids,
         objective=o.objective or "size", split=parse_split(o.split), max_users=o.max_users,
-        pairs=o.pairs,
+        pairs=o.pairs, schema=o.schema, max_events=o.max_events,
+        max_query_pairs=o.max_query_pairs, period=parse_period(o.period),
+        serp=o.serp is not None,
     )  # fmt: skip
-    out.check(input_list(input=input))
+    out.check(input_list(input=input, serp=o.serp))
+    serp = load_serp(o.serp, normalize=reader.normalize) if o.serp is not None else None
+    columns = Columns.of_input(reader.columns, has_header=reader.has_header)
     with out.charged(params.cost(), "release ump") as ch:
         log = _read(input, reader, step)
-        rel = release_ump_e2e(log, params, rng=out.rng(), progress=step)
+        rel = release_ump_e2e(log, params, rng=out.rng(), progress=step, columns=columns,
+                              serp=serp)  # fmt: skip
         done = step(f"writing {out.out}")
         write_release(rel, out.out, fmt=out.output_format, overwrite=out.overwrite,
                       provenance=out.provenance)  # fmt: skip
@@ -283,23 +357,49 @@ def _e2e(o: UmpOptions, input: Path, reader: ReaderOptions, out: Output, step: A
         "epsilon": led["epsilon"], "delta": led["delta"], "split": led["guarantee"]["split"],
         "counts_are_private": True, "seeded": led["seeded"], "max_pairs": params.max_pairs,
         "max_pairs_rule": params.max_pairs_rule, "pairs_published": rep["pairs_published"],
+        "schema": str(params.schema), "statistics": _statistics_summary(params),
         "outputs": {k: v.height for k, v in rel.tables.items()},
         "budget": out.budget_result(ch),
         "private": private_block(
             metrics=rep["metrics"],
             single_user_items_expected=su.get("expected_single_user_published"),
             delta_check=su.get("delta_check"), delta_warning=warn,
+            **_schema_private(rep),
             **({"constraint_on_true_log": rep["constraint_on_true_log"]}
                if "constraint_on_true_log" in rep else {}),
         ),
     }  # fmt: skip
 
 
+def _statistics_summary(params: E2EParams) -> dict[str, Any] | None:
+    """The public bounds of the input's columns (``--schema input``), for the summary."""
+    st = params.statistics
+    if st is None:
+        return None
+    return {"max_events": st.max_events, "max_query_pairs": st.max_query_pairs,
+            "period": st.to_dict()["period"] or "released", "item_ranks": st.to_dict()[
+                "item_ranks"]}  # fmt: skip
+
+
+def _schema_private(rep: dict[str, Any]) -> dict[str, Any]:
+    """The private figures of the input's columns: the released period, the query pairs'
+    expected single-user items."""
+    sch = rep.get("schema")
+    if not sch:
+        return {}
+    qp = sch.get("query_pairs_single_user") or {}
+    return {
+        "period_released": sch.get("period_released"),
+        "query_pairs_single_user_expected": qp.get("expected_single_user_published"),
+    }
+
+
 def _conditional(
     o: UmpOptions, input: Path, reader: ReaderOptions, out: Output, step: Any
 ) -> dict[str, Any]:
     """``--mode conditional``: Hong et al.'s counts from the exact histogram (NOT DP)."""
-    for k in ("ids", "max_pairs", "split", "max_users", "pairs"):
+    for k in ("ids", "max_pairs", "split", "max_users", "pairs", "schema", "max_events",
+              "max_query_pairs", "period", "serp"):  # fmt: skip
         default = "synthetic" if k == "ids" else None
         if getattr(o, k) != default:
             raise InvalidParameterError(
@@ -354,17 +454,21 @@ def ump_command(
     reader: ReaderOptions,
     json_out: JsonOpt = False,
 ) -> None:
-    """Same-schema log (AnonID, Query, ClickURL, Count), DP end to end by default.
+    """Same-schema log with the input's own columns, DP end to end by default.
 
     --mode e2e (default): noisy pair counts (--pairs probe-reweight-2r: a query-click release
-    with that selection; zealous: ZEALOUS over each user's first m clicked pairs), then a log
-    of synthetic users generated from them and a noisy profile of pairs per user (--ids synthetic),
-    or Hong et al.'s sampling of real ids from an allocation of the noisy counts (--ids real: empty
-    or nearly so at δ < 1/U). One (ε, δ) covers everything written. --mode conditional: Hong et
-    al. EDBT 2012's counts from the exact histogram, NOT differentially private (only the
-    sampling given the counts is); for reproducing the paper. Writes `log`, `counts` (+
-    `profile`, `queries` or `pairs`), ledger.json, and the private provenance record beside
-    the release."""
+    with that selection; zealous: ZEALOUS over each user's first m clicked pairs), then, with
+    synthetic users (--ids synthetic), every column from a DP statistic with a bounded
+    contribution per user — size, period, times, sessions, clicks, ranks, the published
+    head's events, query pairs, an opaque tail — and the log laid out from them in the input's
+    columns (--schema input: AOL in, AnonID Query QueryTime ItemRank ClickURL out; --schema
+    counts: AnonID Query ClickURL Count from the pairs and a noisy profile), or Hong et al.'s
+    sampling of real ids from an allocation of the noisy counts (--ids real: empty or nearly so
+    at δ < 1/U). One (ε, δ) covers everything written. --mode conditional: Hong et al. EDBT
+    2012's counts from the exact histogram, NOT differentially private (only the sampling given
+    the counts is); for reproducing the paper. Writes `log`, `queries`, `counts` (+ `ranks`,
+    `query_pairs`, `statistics`; `profile` or `pairs`), ledger.json, and the private
+    provenance record beside the release."""
     o.budget()
     m = parse_choice("mode", o.mode, UmpMode)
     with progress(not json_out) as step:

@@ -24,8 +24,11 @@ from searchveil.cli._common import (
     emit,
     err_console,
     out_console,
+    progress,
+    require_epsilon_delta,
 )
 from searchveil.cli.options import command
+from searchveil.cli.synth_dp import dp_synth
 from searchveil.errors import InvalidParameterError
 from searchveil.io.paths import (
     MODEL,
@@ -136,6 +139,23 @@ SynthChunkUsersOpt = Annotated[int, typer.Option("--chunk-users", help="users ge
 SynthSaveModelOpt = Annotated[
     Path | None, typer.Option("--save-model", help="also write the fitted model (JSON)")
 ]
+SynthEpsilonOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--epsilon",
+        help="a DP synthetic log (with --delta, --like): every column "
+        "from a DP statistic; --out is then a release directory",
+    ),  # fmt: skip
+]
+SynthDeltaOpt = Annotated[float | None, typer.Option("--delta", help="δ of the DP synthetic log")]
+SynthMaxUsersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-users",
+        help="U: a public bound on the users of --like you DECLARE "
+        "(the δ < 1/U check; the DP synthetic log's default rules)",
+    ),  # fmt: skip
+]
 
 
 @command
@@ -152,14 +172,25 @@ def synth(
     save_model: SynthSaveModelOpt = None,
     seed: SeedOpt = None,
     overwrite: OverwriteOpt = False,
+    epsilon: SynthEpsilonOpt = None,
+    delta: SynthDeltaOpt = None,
+    max_users: SynthMaxUsersOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate a synthetic AOL-layout log calibrated on a real sample (test data).
 
     Calibrated on a real sample (--like) or a saved model (--model). Fits queries/user,
-    repeats, query popularity and vocabulary growth, clicks/query, URL spread and time gaps;
-    writes atomically. Test data, not a release."""
+    repeats, query popularity and vocabulary growth, clicks/query, URL spread, sessions and
+    times; writes atomically. Test data, not a release. With --epsilon and --delta: a
+    differentially private synthetic log of --like instead (every column from a DP
+    statistic, docs/synth.md), written as a release directory with its ledger."""
+    if epsilon is not None or delta is not None:
+        _dp(like, model, out, users, rows, strings, out_format, save_model, seed, overwrite,
+            epsilon, delta, max_users, reader, json_out)  # fmt: skip
+        return
+    if max_users is not None:
+        raise InvalidParameterError("--max-users", max_users, "set only with --epsilon")
     _check_synth_counts(like, model, users, rows)
     mode = parse_choice("--strings", strings, StringMode)
     fmt = parse_choice("--output-format", out_format, OutputFormat)
@@ -201,6 +232,29 @@ def synth(
         model={"source": m.source, "fitted": m.summary()},
     )
     emit(res, json_out, _human)
+
+
+def _dp(
+    like: Path | None, model: Path | None, out: Path, users: int, rows: int | None,
+    strings: str, out_format: str, save_model: Path | None, seed: int | None, overwrite: bool,
+    epsilon: float | None, delta: float | None, max_users: int | None, reader: ReaderOptions,
+    json_out: bool,
+) -> None:  # fmt: skip
+    """``--epsilon``: the DP synthetic log (cli/synth_dp.py), after refusing what it cannot
+    take (a saved model or --save-model: the model is exact statistics; --strings: its head
+    is the DP-published queries, its tail opaque tokens)."""
+    eps, dl = require_epsilon_delta(epsilon, delta)
+    for name, bad in (("--model", model), ("--save-model", save_model),
+                      ("--strings", None if strings == "real" else strings)):  # fmt: skip
+        if bad is not None:
+            raise InvalidParameterError(name, str(bad), "not set with --epsilon")
+    if like is None:
+        raise InvalidParameterError("--like", None, "the log the DP statistics are drawn from")
+    _check_synth_counts(like, None, users, rows)
+    with progress(not json_out) as step:
+        dp_synth(like=like, out=out, epsilon=eps, delta=dl, max_users=max_users, users=users,
+                 rows=rows, seed=seed, overwrite=overwrite, out_format=out_format,
+                 reader=reader, json_out=json_out, step=step)  # fmt: skip
 
 
 CheckLikeOpt = Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")]

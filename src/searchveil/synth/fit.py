@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -14,6 +15,7 @@ from searchveil.errors import InputFormatError
 from searchveil.model import SearchLog, query_events
 from searchveil.rng import RandomSource
 from searchveil.synth.model import HEAD_MASS_MAX, MAX_URL_RANK, SynthModel
+from searchveil.synth.shape import shape_counts
 from searchveil.validate import check_int, check_probability
 
 _MAX_CLICKS = 30
@@ -231,6 +233,20 @@ def _word_laws(
     return words.get_column("w").to_list(), wp / wp.sum(), qlp
 
 
+def _shape(ev: pl.DataFrame) -> dict[str, Any]:
+    """The exact shape histograms the layout draws from (:mod:`searchveil.synth.shape`): when
+    sessions start (hours, days of the log's own period), the gaps inside a session and the
+    events per session — every event counted (not private)."""
+    out: dict[str, Any] = {"sessions": shape_counts(ev, ("sessions",))["sessions"].tolist()}
+    times = ev.get_column("time").drop_nulls()
+    if times.len():
+        days = times.dt.date().cast(pl.Int64)
+        first, last = int(days.min()), int(days.max())  # type: ignore[arg-type]
+        c = shape_counts(ev, ("hours", "days", "gaps"), period=(first, last))
+        out |= {"first_day": first} | {k: v.tolist() for k, v in c.items()}
+    return out
+
+
 # keyword options alike heldout_split_check's in form only
 def fit(
     log: SearchLog,
@@ -290,4 +306,5 @@ def fit(
         head_join=head.join,
         head_join_exposure=head.w_bar,
         head_mass_max=float(check_probability("head_mass_max", head_mass_max)),
+        shape=_shape(ev),
     )

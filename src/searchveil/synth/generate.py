@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -13,7 +13,9 @@ import polars as pl
 
 from searchveil.rng import RandomSource
 from searchveil.synth.fit import exposure
+from searchveil.synth.layout import Columns, TimeLaw, assemble, event_times, session_ids
 from searchveil.synth.model import MAX_URL_RANK, StringMode, SynthModel
+from searchveil.synth.shape import Histogram, shape_edges
 from searchveil.validate import check_int, parse_choice
 
 # a chunk as a frame (None), as TSV bytes, or as integer query keys only (no spelling)
@@ -128,6 +130,43 @@ class _Plan:
     cpe_cum: npt.NDArray[np.float64]
     url_cum: npt.NDArray[np.float64]
     epu: npt.NDArray[np.int64]
+    sessions: Histogram
+    times: TimeLaw | None
+
+
+def _layout_laws(model: SynthModel) -> tuple[Histogram, TimeLaw | None]:
+    """The session and time laws the layout draws from: the model's exact shape histograms;
+    for a model saved before the layout, derived from its gap quantiles (a gap of at most 30
+    minutes continues a session: geometric session lengths; days and hours uniform over the
+    model's time span)."""
+    sh = model.shape
+    if sh.get("sessions"):
+        sessions = Histogram.of(shape_edges("sessions"), sh["sessions"])
+        if "first_day" not in sh:
+            return sessions, None
+        days = np.asarray(sh["days"], dtype=np.float64)
+        return sessions, TimeLaw(
+            first_day=int(sh["first_day"]),
+            days=Histogram.of(np.arange(days.size + 1), days),
+            hours=Histogram.of(shape_edges("hours"), sh["hours"]),
+            gaps=Histogram.of(shape_edges("gaps"), sh["gaps"]),
+        )
+    q = np.asarray(model.gap_quantiles, dtype=np.float64)
+    inside = q[q <= 1800]
+    p = inside.size / q.size if q.size else 0.0
+    lengths = p ** np.arange(shape_edges("sessions").size - 1) * (1 - p)
+    sessions = Histogram.of(shape_edges("sessions"), lengths if p < 1 else [1.0])
+    if model.time_start is None or not q.size:
+        return sessions, None
+    edges = shape_edges("gaps")
+    gaps = np.histogram(inside, bins=edges)[0] if inside.size else np.ones(edges.size - 1)
+    first, last = model.time_start // 86400, (model.time_end or model.time_start) // 86400
+    return sessions, TimeLaw(
+        first_day=int(first),
+        days=Histogram.of(np.arange(last - first + 2), np.ones(last - first + 1)),
+        hours=Histogram.of(shape_edges("hours"), np.ones(24)),
+        gaps=Histogram.of(edges, gaps),
+    )
 
 
 def _plan(model: SynthModel, users: int, rows: int | None) -> _Plan:
@@ -144,9 +183,9 @@ def _plan(model: SynthModel, users: int, rows: int | None) -> _Plan:
     cpe_cum = np.cumsum(cpe) / cpe.sum()
     url_cum = np.cumsum(np.asarray(model.url_rank_probs, dtype=float))
     url_cum /= url_cum[-1]
-    return _Plan(
-        users, rows, scale, pin_cum.size + cont_cum.size, pin_cum, cont_cum, cpe_cum, url_cum, epu
-    )
+    sessions, times = _layout_laws(model)
+    return _Plan(users, rows, scale, pin_cum.size + cont_cum.size, pin_cum, cont_cum, cpe_cum,
+                 url_cum, epu, sessions, times)  # fmt: skip
 
 
 def _head_law(
@@ -231,30 +270,6 @@ def _fresh_keys(
     return keys, n_tail
 
 
-# the per-event arrays in the order every step of _chunk takes them (alike _repeat_roots')
-def _times(
-    model: SynthModel,
-    gen: np.random.Generator,
-    n_ev: npt.NDArray[np.int64],
-    starts: npt.NDArray[np.int64],
-    pos: npt.NDArray[np.int64],
-    ev_of_row: npt.NDArray[np.int64],
-) -> pl.Series:
-    """QueryTime per row: user start uniform over the span, gaps by inverse-CDF of the fitted
-    quantiles (no times without a fitted span)."""
-    if model.time_start is None or not model.gap_quantiles:
-        return pl.Series([None] * ev_of_row.size, dtype=pl.String)
-    total = pos.size
-    q = np.asarray(model.gap_quantiles)
-    gaps = np.interp(gen.random(total) * (q.size - 1), np.arange(q.size), q)
-    gaps[pos == 0] = 0.0
-    span = max(int(model.time_end or model.time_start) - model.time_start, 1)
-    t0 = model.time_start + gen.integers(0, span, n_ev.size)
-    cs = np.cumsum(gaps)
-    t_ev = np.repeat(t0, n_ev) + (cs - cs[starts]).astype(np.int64)
-    return pl.from_epoch(pl.Series(t_ev[ev_of_row]), time_unit="s").dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _chunk(
     model: SynthModel,
     plan: _Plan,
@@ -280,40 +295,30 @@ def _chunk(
         uid = np.repeat(np.arange(first_user, first_user + n_users, dtype=np.int64) + 1, n_ev)
         return pl.DataFrame({"user": uid, "query": keys, "pos": pos}), n_tail
 
-    # clicks per event → rows per event
+    # clicks per event: 0 is a query-only row; the clicked URLs are distinct ranks of the
+    # query's URL list, starting at a drawn rank
     clicks = np.searchsorted(plan.cpe_cum, gen.random(total), side="right")
     clicks = np.minimum(clicks, plan.cpe_cum.size - 1)
-    nrows = np.maximum(clicks, 1)
-    ev_of_row = np.repeat(idx, nrows)
-    n_rows = ev_of_row.size
-    row_start = np.repeat(np.cumsum(nrows) - nrows, nrows)
-    within = np.arange(n_rows, dtype=np.int64) - row_start
-    has_click = np.repeat(clicks > 0, nrows)
-    # distinct URL ranks within one event: start at a drawn rank, then the next ones
+    click_event = np.repeat(idx, clicks)
+    within = np.arange(click_event.size, dtype=np.int64) - np.repeat(np.cumsum(clicks) - clicks,
+                                                                     clicks)  # fmt: skip
     first_k = np.searchsorted(plan.url_cum, gen.random(total), side="right")
-    k = (np.repeat(first_k, nrows) + within) % MAX_URL_RANK
+    k = (first_k[click_event] + within) % MAX_URL_RANK
 
-    # times: user start uniform over the span, gaps by inverse-CDF of the fitted quantiles
-    cols: dict[str, Any] = {}
-    user_ids = np.arange(first_user, first_user + n_users, dtype=np.int64) + 1
-    cols["AnonID"] = np.repeat(np.repeat(user_ids, n_ev), nrows)
-    time_col = _times(model, gen, n_ev, starts, pos, ev_of_row)
+    # the layout: sessions, then times (when the model has them)
+    owner = np.repeat(np.arange(n_users, dtype=np.int64), n_ev)
+    sess = session_ids(n_ev, plan.sessions, gen)
+    times = event_times(owner, sess, plan.times, gen) if plan.times is not None else None
 
     # spell each root event (non-repeat) once; repeats point at their root
     roots = np.flatnonzero(ptr == idx)
     root_pos = np.empty(total, dtype=np.int64)
     root_pos[roots] = np.arange(roots.size)
-    query_col = speller.queries(keys[roots]).gather(root_pos[ptr][ev_of_row])
-    url_col = speller.urls(keys[ev_of_row], k)
-    hc = pl.Series(has_click)
-    df = pl.DataFrame({"AnonID": cols["AnonID"]}).with_columns(
-        Query=query_col,
-        QueryTime=time_col.alias("QueryTime"),
-        ItemRank=pl.when(hc).then(pl.Series(k + 1)).otherwise(None)
-        if model.has_rank
-        else pl.lit(None, pl.Int64),
-        ClickURL=pl.when(hc).then(url_col).otherwise(None),
-    )
+    query_col = speller.queries(keys[roots]).gather(root_pos[ptr])
+    df = assemble(
+        anon=owner + first_user + 1, query=query_col, time=times, click_event=click_event,
+        click_url=speller.urls(keys[click_event], k), click_rank=k + 1, columns=Columns(),
+    )  # fmt: skip
     return df, n_tail
 
 

@@ -64,6 +64,10 @@ class SynthModel:
     head_join: float = 0.0
     head_join_exposure: float = 1.0
     head_mass_max: float = 0.9
+    #: the exact shape histograms of the calibration log (:mod:`searchveil.synth.shape`):
+    #: ``hours``, ``days`` with ``first_day`` (days since 1970-01-01), ``gaps``, ``sessions``;
+    #: empty in models saved before the layout (then derived from ``gap_quantiles``)
+    shape: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The model as JSON, marked ``"kind": "searchveil-synth-model"`` (what lets
@@ -102,7 +106,14 @@ class SynthModel:
             else None,
             "has_rank": self.has_rank,
             "vocabulary_words": len(self.words),
+            "period_days": len(self.shape.get("days", [])),
+            "mean_session_events": _mean_session(self.shape.get("sessions", [])),
         }
+
+
+def _mean_session(counts: list[int]) -> float | None:
+    c = np.asarray(counts, dtype=float)
+    return float((np.arange(1, c.size + 1) * c).sum() / c.sum()) if c.sum() > 0 else None
 
 
 def expected_rows(model: SynthModel, users: int) -> int:

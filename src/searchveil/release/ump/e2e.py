@@ -1,25 +1,31 @@
 """The end-to-end differentially private same-schema release (the default of ``release ump``;
 docs/privacy/ump.md, "The end-to-end mode", which holds the proof).
 
-Pipeline — nothing after step 2 reads the exact histogram:
+Pipeline — nothing after the noisy statistics reads the log:
 
-1. **Bounding**: each user's first ``m`` distinct clicked (query, url) pairs (ZEALOUS step 1).
-2. **Pair counts**: ZEALOUS over clicks with τ = 1 (:func:`release_zealous_counts`): noisy
-   distinct-holder counts ñ_p = n_p + DLap(m/ε_c), published iff ñ_p > τ' — (ε_c, δ_c)-DP.
-3. ``ids="synthetic"`` (default): the **activity profile** — users holding exactly j published
-   pairs, j = 1…m, plus DLap(1/ε_h) (ε_h-DP, ℓ1 sensitivity 1) — then the log **generated**
-   from steps 2–3 (:mod:`.generate`). Total (ε_c + ε_h, δ_c).
-   ``ids="real"``: **lower confidence bounds** L_p = ñ_p − τ_γ, an **allocation** x from them
-   under the robust constraint "the m largest x_p·ln(L_p/(L_p − 1)) sum to ≤ b" and Hong et
-   al.'s **multinomial sampling** of real holders. Total (ε_c + b, δ_c + (1 − e^{−b}) + γ).
+1. **Pair counts** (``pairs``): the query-click release of probe-reweight-2r (queries, then
+   pairs among their clicks, fresh Laplace holder counts) or ZEALOUS over each user's first
+   ``m`` distinct clicked pairs — (ε_c, δ_c)-DP.
+2. ``ids="synthetic"``, ``schema="input"`` (the default): **every column from a DP
+   statistic** (:mod:`.schema`, :mod:`.schema_stats`: the log's size, period, times, sessions,
+   clicks, ranks, the published head's events and ranks, query pairs, the tail), then the log
+   **laid out** in the input's own columns (:mod:`.schema_log` on
+   :mod:`searchveil.synth.layout`). Total (ε_c + ε_s, δ_c + δ_s).
+   ``schema="counts"`` (the CELS joint version): the **activity profile** — users holding
+   exactly j published pairs, plus DLap(1/ε_h) — and the log (AnonID, Query, ClickURL, Count)
+   **generated** from both (:mod:`.generate`). Total (ε_c + ε_h, δ_c).
+   ``ids="real"``: Hong et al.'s sampling of real holders (:mod:`.real_ids`). Total
+   (ε_c + b, δ_c + (1 − e^{−b}) + γ).
 
-Any DP log with real ids shows each user with probability ≤ δ (the theorem in the docs), so
-``ids="real"`` is empty or nearly so at every δ < 1/U; the synthetic ids are the default.
+Any DP log with real ids shows each user with probability ≤ δ (the theorem in the docs): empty
+or nearly so at every δ < 1/U; the synthetic ids are the default.
 
 Decisions: the holders of a pair are weighted 1 each (the bounded log holds a pair once per user);
 the default ``m`` is :func:`default_max_pairs` (public: (ε_c, δ_c) and a public reference sample);
-the ε split is ``split`` (default 0.9 pair counts / 0.1 profile); with real ids δ is split 1/2
-pair counts, 1/4 sampler, 1/4 lower bounds, and ε_c = ε − b.
+the ε split is ``split`` (pair counts / the rest: 0.7 / 0.3 for the input's columns, 0.9 / 0.1
+for the counts log; inside probe-reweight-2r, :data:`SELECTION_SPLIT`); δ goes 3/4 to the pair
+counts, 1/4 to the query pairs with the input's columns; with real ids δ is split 1/2 pair
+counts, 1/4 sampler, 1/4 lower bounds, and ε_c = ε − b.
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-import scipy.sparse as sp
 
 from searchveil.bounding import bound_contributions
 from searchveil.engines.contract import BoundedCounts
@@ -42,7 +47,7 @@ from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.selection import default_d
-from searchveil.model import PAIR_SEP, SearchLog, click_histogram, items
+from searchveil.model import SearchLog, items
 from searchveil.release.counts import count_by
 from searchveil.release.histogram import (
     HistogramRelease,
@@ -53,15 +58,17 @@ from searchveil.release.histogram import (
 from searchveil.release.korolova.release import single_user_counts
 from searchveil.release.selection import SelectionParams, release_selection
 from searchveil.release.ump.generate import generated_tables
-from searchveil.release.ump.metrics import kl_divergence
-from searchveil.release.ump.sampling import sample_users, sampled_log
+from searchveil.release.ump.metrics import counts_log_metrics
+from searchveil.release.ump.real_ids import E2EObjective, lower_bound_margin, real_id_tables
+from searchveil.release.ump.schema import LogSchema, SchemaParams
+from searchveil.release.ump.schema_log import same_schema_metrics, same_schema_tables
 from searchveil.release.zealous.params import ZealousParams
 from searchveil.release.zealous.release import release_zealous_counts
 from searchveil.rng import RandomSource
+from searchveil.synth.layout import Columns
 from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 __all__ = [
-    "E2EObjective",
     "E2EParams",
     "MECHANISM_REAL",
     "MECHANISM_SYNTHETIC",
@@ -70,10 +77,7 @@ __all__ = [
     "UserIds",
     "bounded_pairs",
     "default_max_pairs",
-    "lower_bound_margin",
     "release_ump_e2e",
-    "robust_allocation",
-    "true_loads",
 ]
 
 MECHANISM_SYNTHETIC = "ump-e2e-synthetic-ids"
@@ -86,6 +90,14 @@ MAX_PAIRS_LIMIT = 4096
 DEFAULT_MAX_PAIRS_CAP = 64
 #: δ shares with real ids: pair counts, sampler (1 − e^{−b}), lower-bound failure γ
 REAL_DELTA_SHARES = (0.5, 0.25, 0.25)
+#: δ share of the statistics (their query pairs) with the input's columns
+STATISTICS_DELTA_SHARE = 0.25
+#: the probe-reweight-2r pair step's ε weights (select queries, query counts, select URLs,
+#: click counts) per log schema: with the input's columns the released queries are the log's
+#: head (its only real query strings), so their selection gets twice the others' share
+SELECTION_SPLIT = {LogSchema.INPUT: (2.0, 1.0, 1.0, 1.0), LogSchema.COUNTS: (1.0, 1.0, 1.0, 1.0)}
+#: default ε weights (pair counts, the rest) per log schema
+DEFAULT_SPLIT = {LogSchema.INPUT: (0.7, 0.3), LogSchema.COUNTS: (0.9, 0.1)}
 
 #: distinct clicked (query, url) pairs per user, (count, users), in the public reference sample
 #: bundled with searchveil (the 168 of its 215 random AOL users who clicked; src/searchveil/data).
@@ -132,14 +144,6 @@ class PairStep(StrEnum):
         return cls.PROBE_REWEIGHT_2R if value == "mad2r" else None  # the deprecated name
 
 
-class E2EObjective(StrEnum):
-    """What the allocation of the real-id mode maximises: Σ x (O-UMP) or the pairs with x ≥ 1
-    (D-UMP)."""
-
-    SIZE = "size"
-    DIVERSITY = "diversity"
-
-
 @functools.lru_cache(maxsize=512)
 def _zealous(epsilon: float, delta: float, m: int) -> ZealousParams:
     return ZealousParams.from_budget(
@@ -170,35 +174,29 @@ def default_max_pairs(*, epsilon: float, delta: float) -> tuple[int, str]:
     )
 
 
-def lower_bound_margin(zealous: ZealousParams, *, gamma: float) -> int:
-    """τ_γ: the least integer with m·P[DLap(λ) > τ_γ] ≤ γ (λ the effective scale sampled)."""
-    lap = DiscreteLaplace(scale=DiscreteLaplace(scale=zealous.lam).effective_scale)
-    t = 0
-    while zealous.m * float(lap.sf(t + 1)) > gamma:
-        t += max(1, int(lap.scale))
-    while t > 0 and zealous.m * float(lap.sf(t)) <= gamma:
-        t -= 1
-    return t
-
-
 @dataclass(frozen=True)
 class E2EParams:
     """Parameters of the end-to-end release; build with :meth:`from_budget` (default m, the
-    δ < 1/U refusal). ``split``: relative ε weights of (pair counts, activity profile) — the
-    profile's weight is unused with real ids."""
+    δ < 1/U refusal, the statistics of the input's columns with their default rules)."""
 
     epsilon: float
     delta: float
     max_pairs: int
     ids: UserIds | str = UserIds.SYNTHETIC
     objective: E2EObjective | str = E2EObjective.SIZE
-    split: tuple[float, float] = (0.9, 0.1)
+    #: ε weights (pair counts, the rest); ``None``: :data:`DEFAULT_SPLIT` of the schema
+    split: tuple[float, float] | None = None
     max_users: int | None = None
     max_pairs_rule: str = "given (--max-pairs)"
     #: ``None``: probe-reweight-2r with synthetic ids, zealous with real ids
     pairs: PairStep | str | None = None
+    #: ``None``: the input's columns with synthetic ids, the counts log with real ids
+    schema: LogSchema | str | None = None
+    #: the statistics of ``schema="input"`` (``None``: built with their default rules)
+    statistics: SchemaParams | None = None
 
     def __post_init__(self) -> None:
+        self._resolve_schema()
         real = parse_choice("ids", self.ids, UserIds) == UserIds.REAL
         default = PairStep.ZEALOUS if real else PairStep.PROBE_REWEIGHT_2R
         pairs = default if self.pairs is None else parse_choice("pairs", self.pairs, PairStep)
@@ -215,26 +213,64 @@ class E2EParams:
         object.__setattr__(
             self, "objective", parse_choice("objective", self.objective, E2EObjective)
         )
-        if len(self.split) != 2 or not all(
-            isinstance(w, int | float) and w > 0 and math.isfinite(w) for w in self.split
+        if (
+            self.split is None
+            or len(self.split) != 2
+            or not all(
+                isinstance(w, int | float) and w > 0 and math.isfinite(w) for w in self.split
+            )
         ):
             raise InvalidParameterError(
-                "split", self.split, "2 positive weights (pair counts, activity profile)"
+                "split", self.split, "2 positive weights (pair counts, the rest)"
             )
         if self.max_users is not None:
             check_int("max-users", self.max_users, minimum=1)
             if not self.delta < 1.0 / self.max_users:
-                raise InvalidParameterError(
-                    "delta",
-                    self.delta,
-                    f"a number < 1/U = {1.0 / self.max_users:.3g} (--max-users {self.max_users}"
-                    f"; δ = 1/(10·U) = {0.1 / self.max_users:.3g} is the documented choice)",
-                )
+                raise InvalidParameterError("delta", self.delta, f"a number < 1/U = "
+                    f"{1.0 / self.max_users:.3g} (--max-users {self.max_users}; δ = 1/(10·U) = "
+                    f"{0.1 / self.max_users:.3g} is the documented choice)")  # fmt: skip
         if self.ids == UserIds.REAL and not self.epsilon > self.b:
-            raise InvalidParameterError(
-                "epsilon", self.epsilon, f"a number > b = {self.b:.3g} (the sampler's share)"
-            )
+            b = f"a number > b = {self.b:.3g} (the sampler's share)"
+            raise InvalidParameterError("epsilon", self.epsilon, b)
         self.pair_privacy()  # the pair-count step must be solvable within its share
+        if self.schema == LogSchema.INPUT:
+            self._check_statistics()
+
+    def _resolve_schema(self) -> None:
+        real = parse_choice("ids", self.ids, UserIds) == UserIds.REAL
+        schema = (LogSchema.COUNTS if real else LogSchema.INPUT) if self.schema is None else (
+            parse_choice("schema", self.schema, LogSchema))  # fmt: skip
+        if real and schema == LogSchema.INPUT:
+            raise InvalidParameterError("schema", str(schema), "counts with --ids real")
+        object.__setattr__(self, "schema", schema)
+        if self.split is None:
+            object.__setattr__(self, "split", DEFAULT_SPLIT[schema])
+        if schema == LogSchema.COUNTS and self.statistics is not None:
+            raise InvalidParameterError("statistics", "given", "none with --schema counts")
+
+    def _check_statistics(self) -> None:
+        """The statistics' share and bounds must be this release's (built here if not given)."""
+        d, d_c = self.head_bounds()
+        st = self.statistics
+        if st is None:
+            st = SchemaParams.from_budget(epsilon=self.eps_profile, delta=self.delta_statistics,
+                                          head_queries=d, head_pairs=d_c,
+                                          max_users=self.max_users)  # fmt: skip
+            object.__setattr__(self, "statistics", st)
+        share = (st.epsilon, st.delta, st.head_queries, st.head_pairs)
+        if not np.allclose(share, (self.eps_profile, self.delta_statistics, d, d_c), rtol=1e-12):
+            raise InvalidParameterError(
+                "statistics", "given", "the share (ε, δ) and the pair step's bounds (d, d_c) "
+                "of this release (build them with E2EParams.from_budget)",
+            )  # fmt: skip
+
+    def head_bounds(self) -> tuple[int, int]:
+        """(d, d_c): the published queries and pairs one user is counted in by the pair step."""
+        if self.pairs == PairStep.ZEALOUS:
+            return self.max_pairs, self.max_pairs
+        sp = self.select()
+        assert sp.d_c is not None
+        return sp.d, sp.d_c
 
     @classmethod
     def from_budget(
@@ -248,25 +284,54 @@ class E2EParams:
         split: tuple[float, float] | None = None,
         max_users: int | None = None,
         pairs: PairStep | str | None = None,
+        schema: LogSchema | str | None = None,
+        max_events: int | None = None,
+        max_query_pairs: int | None = None,
+        period: tuple[int, int] | None = None,
+        serp: bool = False,
     ) -> E2EParams:
         """The parameters for a total (ε, δ); without ``max_pairs`` the default rule
         (:func:`default_max_pairs`) picks m from the pair-count step's share alone; ``pairs``
-        defaults to ``probe-reweight-2r`` with synthetic ids and ``zealous`` with real ids."""
+        defaults to ``probe-reweight-2r`` with synthetic ids and ``zealous`` with real ids;
+        ``schema`` to the input's columns with synthetic ids, whose statistics take
+        ``max_events``, ``max_query_pairs`` (default: their rules), a declared ``period``
+        (day numbers) and ``serp`` (ranks of published pairs from a public SERP)."""
         probe = cls(epsilon=epsilon, delta=delta, max_pairs=1, ids=ids, objective=objective,
-                    split=split or (0.9, 0.1), max_users=max_users, pairs=pairs)  # fmt: skip
-        pairs = probe.pairs
+                    split=split, max_users=max_users, pairs=pairs, schema=schema)  # fmt: skip
         if max_pairs is None:
             m, rule = default_max_pairs(epsilon=probe.eps_counts, delta=probe.delta_counts)
         else:
             m, rule = check_int("max-pairs", max_pairs, minimum=1), "given (--max-pairs)"
-        return cls(epsilon=epsilon, delta=delta, max_pairs=m, ids=ids, objective=objective,
+        base = cls(epsilon=epsilon, delta=delta, max_pairs=m, ids=ids, objective=objective,
                    split=probe.split, max_users=max_users, max_pairs_rule=rule,
-                   pairs=pairs)  # fmt: skip
+                   pairs=probe.pairs, schema=probe.schema)  # fmt: skip
+        if base.schema != LogSchema.INPUT:
+            for name, v in (("max-events", max_events), ("max-query-pairs", max_query_pairs),
+                            ("period", period), ("serp", serp or None)):  # fmt: skip
+                if v is not None:
+                    raise InvalidParameterError(name, v, "not set with --schema counts")
+            return base
+        d, d_c = base.head_bounds()
+        st = SchemaParams.from_budget(
+            epsilon=base.eps_profile, delta=base.delta_statistics, head_queries=d,
+            head_pairs=d_c, max_users=max_users, max_events=max_events,
+            max_query_pairs=max_query_pairs, period=period, serp=serp,
+        )  # fmt: skip
+        return cls(epsilon=epsilon, delta=delta, max_pairs=m, ids=ids, objective=objective,
+                   split=base.split, max_users=max_users, max_pairs_rule=rule,
+                   pairs=base.pairs, schema=base.schema, statistics=st)  # fmt: skip
 
     # -- the split ------------------------------------------------------------------------
     @property
     def delta_counts(self) -> float:
-        return self.delta if self.ids == UserIds.SYNTHETIC else self.delta * REAL_DELTA_SHARES[0]
+        if self.ids == UserIds.REAL:
+            return self.delta * REAL_DELTA_SHARES[0]
+        return self.delta - self.delta_statistics
+
+    @property
+    def delta_statistics(self) -> float:
+        """δ of the statistics (their query pairs) with the input's columns."""
+        return self.delta * STATISTICS_DELTA_SHARE if self.schema == LogSchema.INPUT else 0.0
 
     @property
     def delta_sampler(self) -> float:
@@ -287,11 +352,17 @@ class E2EParams:
     def eps_counts(self) -> float:
         if self.ids == UserIds.REAL:
             return self.epsilon - self.b
+        assert self.split is not None
         return self.epsilon * self.split[0] / sum(self.split)
 
     @property
     def eps_profile(self) -> float:
-        return 0.0 if self.ids == UserIds.REAL else self.epsilon * self.split[1] / sum(self.split)
+        """ε of the second part: the activity profile (counts log) or the statistics (input's
+        columns)."""
+        if self.ids == UserIds.REAL:
+            return 0.0
+        assert self.split is not None
+        return self.epsilon * self.split[1] / sum(self.split)
 
     def zealous(self) -> ZealousParams:
         return _zealous(self.eps_counts, self.delta_counts, self.max_pairs)
@@ -300,12 +371,12 @@ class E2EParams:
         """The query-click release of ``pairs="probe-reweight-2r"``: d by its own public default
         rule, d_c = m, the selection family's equal split of the pair step's (ε_c, δ_c)."""
         strategy = PairStep.PROBE_REWEIGHT_2R.value
+        w = SELECTION_SPLIT[LogSchema(str(self.schema))]
         probe = SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
-                             d=1, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
+                                d=1, d_c=self.max_pairs, split=w)  # fmt: skip
         d, rule = default_d(strategy, epsilon=probe.eps_selection, delta=probe.delta_selection)
         return SelectionParams(strategy=strategy, epsilon=self.eps_counts, delta=self.delta_counts,
-                            d=d, d_c=self.max_pairs, split=(1.0, 1.0, 1.0, 1.0),
-                            d_rule=rule)  # fmt: skip
+                               d=d, d_c=self.max_pairs, split=w, d_rule=rule)  # fmt: skip
 
     def pair_privacy(self) -> dict[str, Any]:
         """(ε, δ) and events of the pair-count step."""
@@ -331,7 +402,14 @@ class E2EParams:
         events = list(ppr["events"])
         eps, dl = float(ppr["epsilon"]), float(ppr["delta"])
         split: dict[str, Any] = {"pair_counts": {"epsilon": eps, "delta": dl}}
-        if self.ids == UserIds.SYNTHETIC:
+        if self.statistics is not None:
+            spr = self.statistics.privacy()
+            events += spr["events"]
+            split |= spr["split"]
+            split["layout"] = {"epsilon": 0.0, "delta": 0.0, "note": "post-processing"}
+            eps += spr["epsilon"]
+            dl += spr["delta"]
+        elif self.ids == UserIds.SYNTHETIC:
             lap = self.profile_noise()
             e_h = lap.epsilon(1)
             events.append({"step": "activity_profile", "mechanism": "discrete_laplace_histogram",
@@ -368,7 +446,8 @@ class E2EParams:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("max_users")
-        d["split"] = list(self.split)
+        d["split"] = list(self.split or ())
+        d["statistics"] = self.statistics.to_dict() if self.statistics is not None else None
         if self.pairs == PairStep.ZEALOUS:
             zp = self.zealous()
             d["pair_counts"] = {"mechanism": "zealous", "lambda": zp.lam, "tau": zp.tau,
@@ -379,7 +458,7 @@ class E2EParams:
         if self.ids == UserIds.REAL:
             zp = self.zealous()
             d |= {"b": self.b, "tau_gamma": lower_bound_margin(zp, gamma=self.gamma)}
-        else:
+        elif self.schema == LogSchema.COUNTS:
             d |= {"profile_noise_scale": self.profile_noise().scale}
         return d
 
@@ -444,130 +523,6 @@ def activity_profile(bounded: pl.DataFrame, published: pl.DataFrame, m: int) -> 
     return np.bincount(j, minlength=m + 1)[1 : m + 1].astype(np.int64)
 
 
-def robust_allocation(
-    noisy: npt.ArrayLike, *, margin: int, m: int, b: float, objective: E2EObjective | str
-) -> npt.NDArray[np.int64]:
-    """Counts x from the published noisy counts only: L = ñ − margin, ℓ = ln(L/(L−1)) (x = 0
-    where L < 2), under "the m largest x_p·ℓ_p sum to ≤ b".
-
-    ``size``: the LP max Σ x_p s.t. that constraint has the closed form b·max(max_p 1/ℓ_p,
-    Σ_p (1/ℓ_p)/m) (its vertices are b·e_p and (b/m)·1 on every set of ≥ m pairs); floored, then
-    filled greedily (smallest ℓ first, one draw at a time while the top-m sum stays ≤ b).
-    ``diversity``: x_p = 1 on the longest prefix of pairs by increasing ℓ whose m largest ℓ
-    sum to ≤ b (optimal: any feasible 0/1 set can be replaced by that prefix)."""
-    objective = parse_choice("objective", objective, E2EObjective)
-    lo = np.asarray(noisy, dtype=np.float64) - margin
-    ok = lo >= 2
-    ell = np.full(lo.size, np.inf)
-    ell[ok] = np.log(lo[ok] / (lo[ok] - 1.0))
-    x = np.zeros(lo.size, dtype=np.int64)
-    order = np.argsort(ell, kind="stable")
-    cand = order[np.isfinite(ell[order]) & (ell[order] <= b)]
-    if cand.size == 0:
-        return x
-    if objective == E2EObjective.DIVERSITY:
-        e = ell[cand]
-        cs = np.r_[0.0, np.cumsum(e)]
-        n = np.arange(1, e.size + 1)
-        top = cs[n] - cs[np.maximum(n - m, 0)]  # the m largest of a sorted prefix: its last m
-        k = int(np.searchsorted(top > b, True))  # top is increasing: first prefix over b
-        x[cand[:k]] = 1
-        return x
-    w = 1.0 / ell[cand]
-    if w.max() >= w.sum() / m:
-        x[cand[0]] = int(math.floor(b / ell[cand[0]]))
-    else:
-        x[cand] = np.floor(b / (m * ell[cand])).astype(np.int64)
-    load = x * np.where(np.isfinite(ell), ell, 0.0)
-
-    def top_m(v: np.ndarray) -> float:
-        return float(v.sum()) if v.size <= m else float(np.partition(v, v.size - m)[-m:].sum())
-
-    for p in cand:  # greedy fill
-        while True:
-            load[p] += ell[p]
-            if top_m(load) <= b:
-                x[p] += 1
-            else:
-                load[p] -= ell[p]
-                break
-    return x
-
-
-def true_loads(
-    bounded: pl.DataFrame, pairs: pl.DataFrame, x: npt.ArrayLike
-) -> npt.NDArray[np.float64]:
-    """Private check: every user's load Σ_{p ∈ Ā_k} x_p·ln(n_p/(n_p − 1)) with the exact
-    holder counts n_p of the bounded log (∞ where a user holds a drawn pair alone)."""
-    xs = pairs.select("item").with_columns(pl.Series("x", np.asarray(x, dtype=np.int64)))
-    held = bounded.join(xs.filter(pl.col("x") > 0), on="item", how="inner")
-    if held.height == 0:
-        return np.zeros(0)
-    n = held.group_by("item").agg(pl.col("user").n_unique().alias("n"))
-    held = held.join(n, on="item").with_columns(
-        coef=pl.when(pl.col("n") > 1).then(-(1.0 - 1.0 / pl.col("n")).log()).otherwise(float("inf"))
-    )
-    per_user = held.group_by("user").agg((pl.col("x") * pl.col("coef")).sum().alias("load"))
-    return per_user.get_column("load").to_numpy()
-
-
-def _real_ids(
-    bounded: pl.DataFrame, published: pl.DataFrame, params: E2EParams, *, rng: RandomSource
-) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Steps 3–5 with real ids: allocation from the noisy counts, sampling of real holders."""
-    zp = params.zealous()
-    margin = lower_bound_margin(zp, gamma=params.gamma)
-    pairs = (
-        published.select("query", "url", "noisy_count")
-        .sort("query", "url")
-        .with_columns(item=pl.col("query") + PAIR_SEP + pl.col("url"))  # bounded_pairs' item
-    )
-    x = robust_allocation(pairs.get_column("noisy_count").to_numpy(), margin=margin,
-                          m=params.max_pairs, b=params.b, objective=params.objective)  # fmt: skip
-    drawn = pairs.select("item", "query", "url").with_columns(pl.Series("x", x))
-    held = bounded.join(drawn.filter(pl.col("x") > 0).select("item"), on="item", how="semi")
-    users = np.sort(held.get_column("user").unique().to_numpy())
-    item_idx = {it: i for i, it in enumerate(drawn.get_column("item").to_list())}
-    rows = np.array([item_idx[i] for i in held.get_column("item").to_list()], dtype=np.int64)
-    cols = np.searchsorted(users, held.get_column("user").to_numpy())
-    c = sp.csr_matrix(
-        (np.ones(rows.size, dtype=np.int64), (rows, cols)), shape=(drawn.height, users.size)
-    )
-    if int((np.asarray(c.sum(axis=1)).ravel() == 0)[x > 0].sum()):
-        raise InternalError("a pair with x > 0 has no holder in the bounded log")
-    triplets = sample_users(c, x, rng=rng)
-    log = sampled_log(drawn.select("query", "url"), users, triplets).with_columns(
-        pl.col("AnonID").cast(bounded.schema["user"])
-    )
-    loads = true_loads(bounded, drawn, x)
-    check = {"max_load": float(loads.max()) if loads.size else 0.0, "b": params.b,
-             "users_over_b": int((loads > params.b).sum()), "margin_tau_gamma": margin}  # fmt: skip
-    return log, drawn.select("query", "url", pl.col("x").alias("x_ij")), check
-
-
-def _metrics(log: SearchLog, out_log: pl.DataFrame, *, synthetic: bool) -> dict[str, Any]:
-    """The private utility figures of the written log against the input (report only)."""
-    hist = click_histogram(log)
-    pairs = hist.pairs.select("query", "url", pl.col("count").alias("c"))
-    got = out_log.group_by(pl.col("Query").alias("query"), pl.col("ClickURL").alias("url")).agg(
-        pl.col("Count").sum().alias("x")
-    )
-    j = pairs.join(got, on=["query", "url"], how="left").with_columns(pl.col("x").fill_null(0))
-    c = j.get_column("c").to_numpy()
-    x = j.get_column("x").to_numpy()
-    total = float(c.sum()) or 1.0
-    return {
-        "input_click_rows": int(c.sum()),
-        "input_pairs": int(c.size),
-        "output_rows": int(out_log.get_column("Count").sum()) if out_log.height else 0,
-        "output_log_lines": out_log.height,
-        "output_pairs": int((x > 0).sum()),
-        "volume_share": float(c[x > 0].sum()) / total,
-        "kl_divergence": kl_divergence(c, x) if c.size else None,
-        "user_ids": "synthetic" if synthetic else "real",
-    }
-
-
 def synthetic_tables(
     published: pl.DataFrame,
     exact_profile: npt.ArrayLike,
@@ -599,18 +554,32 @@ def synthetic_tables(
 
 
 def e2e_ledger(
-    params: E2EParams, *, rng: RandomSource | None, extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
+    params: E2EParams, *, rng: RandomSource | None, extra: dict[str, Any] | None = None,
+    public_inputs: list[dict[str, Any]] | None = None, log_size: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """The public ledger of an end-to-end release (``extra``: further ledger keys, e.g. the
-    CELS ``protocol``). A function of the public parameters only."""
+    CELS ``protocol``; ``public_inputs``: e.g. the SERP's record; ``log_size``: the users and
+    rows asked for, ``synth --epsilon``). A function of the public parameters only."""
     pr = params.privacy()
+    covers = "everything written: the published pair counts, the allocation and the log"
+    if params.schema == LogSchema.INPUT:
+        covers = (
+            "everything written: the published pair counts, every statistic (tables ranks, "
+            "query_pairs, statistics) and every column of the log"
+        )
     guarantee = {
-        "covers": "everything written: the published pair counts, the allocation and the log",
+        "covers": covers,
         "counts_are_private": True,
         "split": pr["split"],
         "delta_vs_users": delta_users_check(pr["delta"], params.max_users),
         "user_ids": str(params.ids),
+        "schema": str(params.schema),
     }
+    if params.schema == LogSchema.INPUT:
+        guarantee["tail_tokens"] = (
+            "queries tail-q<n> and URLs http://tail-…invalid/ are opaque tokens standing for "
+            "unpublished items (docs/privacy/ump.md)"
+        )
     if params.ids == UserIds.REAL:
         guarantee["note"] = (
             "each user's id appears with probability <= 1 - e^{-b}; the log is empty or nearly "
@@ -621,10 +590,11 @@ def e2e_ledger(
         mechanism=mechanism,
         notion=NOTION,
         cost=params.cost(),
-        parameters=params.to_dict(),
+        parameters=params.to_dict() | ({"log_size": log_size} if log_size else {}),
         declared={"max_users": params.max_users} if params.max_users is not None else {},
         rng=rng,
         events=pr["events"],
+        public_inputs=public_inputs,
         extra={"guarantee": guarantee,
                "reference": "Hong et al., EDBT 2012 (same-schema release); Götz et al., TKDE "
                "2012 (ZEALOUS); docs/privacy/ump.md (end-to-end mode)"} | (extra or {}),
@@ -638,26 +608,50 @@ def release_ump_e2e(
     rng: RandomSource,
     progress: Any = None,
     metrics: bool = True,
+    columns: Columns | None = None,
+    serp: Any = None,
+    users: int | None = None,
+    rows: int | None = None,
 ) -> HistogramRelease:
-    """The end-to-end release: tables ``log`` (AnonID, Query, ClickURL, Count), ``counts``
-    (query, url, x_ij) and, with synthetic ids, ``profile`` (pairs_per_user, users) (and
-    ``queries`` with ``pairs="probe-reweight-2r"``); with real ids ``pairs`` (query, url,
-    noisy_count: the published counts the allocation read). ``metrics=False`` skips the private
-    utility figures (audits run the release many times). ``progress(label)`` (optional) is called at
-    the start of each phase with a label and returns a function ending it."""
+    """The end-to-end release. With the input's columns (the default): ``log`` in ``columns``
+    (default the AOL layout), ``queries``, ``counts``, ``ranks``, ``query_pairs``,
+    ``statistics`` (:func:`~.schema_log.same_schema_tables`; ``serp``: a public SERP — a
+    :class:`~searchveil.release.korolova.release.Serp` — for the ranks of published pairs;
+    ``users``/``rows``: the size of the log, default the noisy ones). With the counts log:
+    ``log`` (AnonID, Query, ClickURL, Count), ``counts`` (query, url, x_ij), ``profile``
+    (pairs_per_user, users) (and ``queries`` with ``pairs="probe-reweight-2r"``); with real ids
+    ``pairs`` (query, url, noisy_count: the published counts the allocation read).
+    ``metrics=False`` skips the private utility figures (audits run the release many times).
+    ``progress(label)`` (optional) is called at the start of each phase with a label and
+    returns a function ending it."""
 
     def phase(label: str) -> Any:
         return progress(label) if progress is not None else (lambda: None)
 
     check_declared_users(params.max_users, log.n_users)
-    ledger = e2e_ledger(params, rng=rng)  # the accounting, before any noise is drawn
+    if (serp is not None) != (params.statistics is not None and params.statistics.serp):
+        raise InvalidParameterError("serp", serp is not None, "given exactly with serp=True")
+    serp_rec = [dict(serp.source)] if serp is not None else None
+    if (users, rows) != (None, None) and params.statistics is None:
+        raise InvalidParameterError("users/rows", (users, rows), "only with --schema input")
+    # the accounting, before any noise is drawn
+    size = {"synthetic_users_asked": users, "synthetic_rows_asked": rows} if (users, rows) != (
+        None, None) else None  # fmt: skip
+    ledger = e2e_ledger(params, rng=rng, public_inputs=serp_rec, log_size=size)
     done = phase(f"noisy pair counts ({params.pairs}; at most {params.max_pairs} pairs per user)")
     published, extra, bounded, single = _pairs_step(log, params, rng=rng)
     done()
     report: dict[str, Any] = {"mechanism": ledger["mechanism"], "users": log.n_users,
                               "pairs_published": published.height,
                               "single_user": single}  # fmt: skip
-    if params.ids == UserIds.SYNTHETIC:
+    cols = columns if columns is not None else Columns()
+    if params.statistics is not None:
+        tables, report["schema"] = same_schema_tables(
+            log, params.statistics, published=published, queries=extra.get("queries"),
+            bounded=bounded, serp=None if serp is None else serp.table, rng=rng, phase=phase,
+            columns=cols, users=users, rows=rows,
+        )  # fmt: skip
+    elif params.ids == UserIds.SYNTHETIC:
         positive = published.filter(pl.col("noisy_count") > 0)  # the pairs the log will hold
         exact = activity_profile(bounded, positive, params.max_pairs)
         tables, report["generator"] = synthetic_tables(published, exact, params, rng=rng,
@@ -666,7 +660,10 @@ def release_ump_e2e(
         report["profile_exact"] = exact.tolist()
     else:
         done = phase("allocation from the noisy counts and sampling of real holders")
-        out_log, counts, check = _real_ids(bounded, published, params, rng=rng)
+        out_log, counts, check = real_id_tables(
+            bounded, published, params.zealous(), gamma=params.gamma, b=params.b,
+            objective=params.objective, rng=rng,
+        )  # fmt: skip
         done()
         tables = {"log": out_log, "counts": counts.filter(pl.col("x_ij") > 0),
                   "pairs": published.select("query", "url", "noisy_count").sort(
@@ -678,7 +675,10 @@ def release_ump_e2e(
                                           "value": users * params.delta_sampler}  # fmt: skip
     if metrics:
         done = phase("utility figures (private report)")
-        report["metrics"] = _metrics(log, tables["log"], synthetic=params.ids == "synthetic")
+        report["metrics"] = (
+            same_schema_metrics(log, tables["log"], cols) if params.statistics is not None
+            else counts_log_metrics(log, tables["log"], synthetic=params.ids == "synthetic")
+        )  # fmt: skip
         done()
     report["parameters"] = params.to_dict()
     report["epsilon"], report["delta"] = ledger["epsilon"], ledger["delta"]

@@ -46,7 +46,9 @@ import polars as pl
 from searchveil.errors import InvalidParameterError
 from searchveil.rng import RandomSource
 
-__all__ = ["GeneratedLog", "generate_log", "generated_tables", "user_sizes", "REPAIR_ROUNDS"]
+__all__ = [
+    "GeneratedLog", "deal_tokens", "generate_log", "generated_tables", "user_sizes", "REPAIR_ROUNDS"
+]  # fmt: skip
 
 REPAIR_ROUNDS = 40
 _IntArray = npt.NDArray[np.int64]
@@ -116,12 +118,13 @@ LARGE_PAIR_DIVISOR = 64
 
 
 def _deal_large(
-    x: _IntArray, free: _IntArray, gen: np.random.Generator
+    x: _IntArray, free: _IntArray, gen: np.random.Generator, max_large: int | None = None
 ) -> tuple[_IntArray, _IntArray]:
-    """Step 2 for the large pairs: their tokens and users (``free`` is decremented)."""
+    """Step 2 for the large pairs (the ``max_large`` largest at most): their tokens and users
+    (``free`` is decremented)."""
     n = free.size
     large = np.flatnonzero(x * LARGE_PAIR_DIVISOR >= max(n, 1))
-    large = large[np.argsort(-x[large], kind="stable")]
+    large = large[np.argsort(-x[large], kind="stable")][:max_large]
     toks: list[_IntArray] = []
     users: list[_IntArray] = []
     for p in large:
@@ -140,14 +143,18 @@ def _deal_large(
     return (np.concatenate(toks) if toks else e), (np.concatenate(users) if users else e)
 
 
-def _deal(
-    x: _IntArray, sizes: _IntArray, gen: np.random.Generator
+def deal_tokens(
+    x: _IntArray, sizes: _IntArray, gen: np.random.Generator, *, max_large: int | None = None
 ) -> tuple[_IntArray, _IntArray, int]:
-    """Steps 2–3: user slot of every pair token, after the repair rounds."""
+    """Steps 2–3 (module docstring): ``x[p]`` tokens of each item p dealt into the users' free
+    slots (``sizes[u]`` of user u), large items first, then the repair rounds. Returns the item
+    and the user of every dealt token and the rounds used (a collision left after them: two
+    tokens of one item on one user). ``max_large``: deal at most that many large items first
+    (each costs a pass over the users)."""
     n_pairs = x.size
     free = sizes.copy()
     rest = x.copy()
-    big_tokens, big_users = _deal_large(rest, free, gen)
+    big_tokens, big_users = _deal_large(rest, free, gen, max_large)
     tokens = np.concatenate([big_tokens, np.repeat(np.arange(n_pairs, dtype=np.int64), rest)])
     slots = np.repeat(np.arange(sizes.size, dtype=np.int64), free)
     gen.shuffle(slots)
@@ -178,7 +185,7 @@ def generate_log(pairs: pl.DataFrame, profile: npt.ArrayLike, *, rng: RandomSour
     gen = rng.numpy_generator()
     total = int(x.sum())
     sizes = user_sizes(profile, total, max_size=max(1, int((x > 0).sum())), gen=gen)
-    tokens, slots, rounds = _deal(x, sizes, gen)
+    tokens, slots, rounds = deal_tokens(x, sizes, gen)
     key = slots * np.int64(max(1, x.size)) + tokens
     uniq, counts = np.unique(key, return_counts=True)
     user = uniq // max(1, x.size)

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 import scipy.sparse as sp
 
-from searchveil.model import click_histogram
+from searchveil.model import SearchLog, click_histogram
 from searchveil.release.ump.constraints import preprocess
 
 
@@ -140,3 +141,27 @@ def evaluate_same_schema(
     res = ump_metrics(inp.matrix, inp.c_ij, x, (p, k, n), min_support=min_support)
     res["rows_not_in_input"] = unknown.height
     return res
+
+
+def counts_log_metrics(log: SearchLog, out_log: pl.DataFrame, *, synthetic: bool) -> dict[str, Any]:
+    """The private utility figures of a counts log (AnonID, Query, ClickURL, Count) against
+    the input (report only)."""
+    hist = click_histogram(log)
+    pairs = hist.pairs.select("query", "url", pl.col("count").alias("c"))
+    got = out_log.group_by(pl.col("Query").alias("query"), pl.col("ClickURL").alias("url")).agg(
+        pl.col("Count").sum().alias("x")
+    )
+    j = pairs.join(got, on=["query", "url"], how="left").with_columns(pl.col("x").fill_null(0))
+    c = j.get_column("c").to_numpy()
+    x = j.get_column("x").to_numpy()
+    total = float(c.sum()) or 1.0
+    return {
+        "input_click_rows": int(c.sum()),
+        "input_pairs": int(c.size),
+        "output_rows": int(out_log.get_column("Count").sum()) if out_log.height else 0,
+        "output_log_lines": out_log.height,
+        "output_pairs": int((x > 0).sum()),
+        "volume_share": float(c[x > 0].sum()) / total,
+        "kl_divergence": kl_divergence(c, x) if c.size else None,
+        "user_ids": "synthetic" if synthetic else "real",
+    }
