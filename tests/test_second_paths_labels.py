@@ -159,7 +159,7 @@ def test_banners_and_summaries_warn_when_not_dp_and_show_the_split_as_a_table(
     )
     html = guarantee_banner(dp)
     assert html.startswith('<div class="guarantee">') and "<table>" in html
-    assert "pair counts" in html and "activity profile" in html
+    assert "pair counts" in html and "hours" in html  # the split of the same-schema statistics
     assert "{'" not in html and "{&quot;" not in html and "&#x27;epsilon" not in html
     html = guarantee_banner(cond)
     assert html.startswith('<div class="warn">') and "<table>" in html
