@@ -577,8 +577,8 @@ def e2e_ledger(
     }
     if params.schema == LogSchema.INPUT:
         guarantee["tail_tokens"] = (
-            "queries tail-q<n> and URLs http://tail-…invalid/ are opaque tokens standing for "
-            "unpublished items (docs/privacy/ump.md)"
+            "queries <6 letters>~t<n> and URLs http://tail-q<n>-r<rank>.invalid/ are opaque "
+            "tokens standing for unpublished items (docs/privacy/ump.md)"
         )
     if params.ids == UserIds.REAL:
         guarantee["note"] = (
