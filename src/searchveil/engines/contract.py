@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +33,7 @@ from searchveil.mechanisms.noisy_counts import (
     NoisyCounts,
     apply_plan_local,
 )
+from searchveil.mechanisms.pool_rounds import PairSource, PoolTable
 from searchveil.rng import RandomSource
 
 __all__ = [
@@ -211,14 +213,9 @@ def domain_counts(domain: pl.DataFrame, counts: pl.DataFrame, keys: list[str]) -
     """Exactly the keys of ``domain`` (distinct), each with its count in ``counts`` (0 when
     absent)."""
     dom = domain.unique(maintain_order=True)
-    cast = {k: counts.schema[k] for k in keys if k in counts.columns}
-    return (
-        dom.cast(cast)
-        .join(counts, on=keys, how="left")
-        .with_columns(  # type: ignore[arg-type]
-            pl.col("count").fill_null(0).cast(pl.Int64)
-        )
-    )
+    cast: dict[Any, Any] = {k: counts.schema[k] for k in keys if k in counts.columns}
+    joined = dom.cast(cast).join(counts, on=keys, how="left")
+    return joined.with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
 
 
 @dataclass
@@ -242,7 +239,7 @@ class BoundedCounts:
     record (file, SHA-256, rows, users, ...). ``plan``: which engine plan computed them.
     """
 
-    counts: dict[str, pl.DataFrame | CountTable]
+    counts: Mapping[str, pl.DataFrame | CountTable]
     figures: dict[str, int]
     input: dict[str, Any]
     plan: str = "memory"  # how the counts were computed (reported, not used)
@@ -302,10 +299,13 @@ class UserItemPools:
     queries (``queries``: user, item, rank) and, with clicks, first ``click_pool`` distinct
     clicked (query, url) pairs (``clicks``: user, query, url, rank); report figures; the
     private input record (for the provenance record, never the ledger). Produced in memory
-    (:func:`pools_from_log`) or by an engine."""
+    (:func:`pools_from_log`) or by an engine — which may keep the pools where it holds them
+    (a :class:`~searchveil.mechanisms.pool_rounds.PoolTable` and
+    :class:`~searchveil.mechanisms.pool_rounds.PairSource` on a cluster: the selection's
+    rounds then run there)."""
 
-    queries: pl.DataFrame
-    clicks: pl.DataFrame | None
+    queries: pl.DataFrame | PoolTable
+    clicks: pl.DataFrame | PairSource | None
     figures: dict[str, int]
     input: dict[str, Any]
     plan: str = "memory"
@@ -315,6 +315,8 @@ class UserItemPools:
     #: optional: the items exactly one user holds in the whole log (column ``item``), when the
     #: caller has counted them already (the demo) — private, for the report's exposure figure
     single_items: pl.DataFrame | None = field(default=None, repr=False)
+    #: rows the release received from the engine, by step (private; ``--json`` shows them)
+    received: dict[str, int] = field(default_factory=dict)
 
     @property
     def users(self) -> int:

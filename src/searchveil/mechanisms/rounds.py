@@ -327,13 +327,22 @@ class ItemPool:
 
 class LocalPool(PoolTable):
     """A pool table held by this process: an :class:`ItemPool`'s numpy arrays (released
-    sets are boolean masks over item ids, a round's rows are row indices). Seeded noise comes
-    in the canonical bucket order of the items' names (computed once per pool), so it equals
-    a cluster's draw item for item. ``diagnostic``: see :meth:`RoundsSelection.run_pool`."""
+    sets are boolean masks over item ids, a round's rows are row indices).
 
-    def __init__(self, pool: ItemPool, diagnostic: np.random.Generator | None = None) -> None:
+    Seeded noise: with ``canonical`` (a release: the selection family's tables) it comes from
+    the bucket streams in the canonical order of the items' names (computed once per pool), so
+    it equals a cluster's draw item for item; without (the mechanism on its own —
+    :meth:`PoolSelection.select_pool`: the audits, benchmarks), from the one seeded stream in
+    item-id order, as fast as one vectorised call (the same distribution: i.i.d. draws).
+    ``diagnostic``: see :meth:`RoundsSelection.run_pool`."""
+
+    def __init__(
+        self, pool: ItemPool, diagnostic: np.random.Generator | None = None, *,
+        canonical: bool = False,
+    ) -> None:  # fmt: skip
         self.pool = pool
         self.diagnostic = diagnostic
+        self.canonical = canonical
         self._canon: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
 
     def nothing(self) -> npt.NDArray[np.bool_]:
@@ -365,7 +374,7 @@ class LocalPool(PoolTable):
         rng: RandomSource,
     ) -> npt.NDArray[np.int64]:  # fmt: skip
         out = np.empty(cand.size, dtype=np.int64)
-        if key is None or self.diagnostic is not None:
+        if key is None or self.diagnostic is not None or not self.canonical:
             for lo in range(0, cand.size, NOISE_CHUNK):  # the sampler's temporaries stay small
                 hi = min(lo + NOISE_CHUNK, cand.size)
                 if self.diagnostic is not None:

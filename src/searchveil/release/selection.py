@@ -296,7 +296,7 @@ def _query_table(pools: UserItemPools) -> PoolTable:
     q = pools.queries
     if isinstance(q, PoolTable):
         return q
-    table = LocalPool(ItemPool.from_frame(q))
+    table = LocalPool(ItemPool.from_frame(q), canonical=True)
     pools.queries = q.clear()
     return table
 
@@ -315,7 +315,7 @@ def _pair_table(pools: UserItemPools, released: pl.Series) -> PoolTable:
             rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
         )
     )
-    return LocalPool(ItemPool.from_frame(cand.select("user", "item", "rank")))
+    return LocalPool(ItemPool.from_frame(cand.select("user", "item", "rank")), canonical=True)
 
 
 def _noisy(selected: pl.DataFrame, scale: float, clamp: bool, rng: RandomSource) -> pl.DataFrame:
