@@ -48,9 +48,9 @@ from searchveil.rng import RandomSource
 
 __all__ = ["SparkClickPools", "SparkPools", "by_user"]
 
-_ROWS = "user string, item string, rank long, w long"
+_ROWS = "user string, item string, rank long, w long, first long"
 _ROWS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64()),
-                         ("w", pa.int64())])  # fmt: skip
+                         ("w", pa.int64()), ("first", pa.int64())])  # fmt: skip
 _PAIRS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64())])
 
 
@@ -65,7 +65,10 @@ def _round_rows(
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """A round's rows of a partition's users, weighted: each user's first ``d`` rows (rank
-    below ``pool``, item not released), ``weights[k]`` each for a user with k of them."""
+    below ``pool``, item not released), ``weights[k]`` each for a user with k of them; and
+    ``first``: whether the row's rank is below ``d`` (summed per item, it is a released item's
+    count among the users' first d items — every such row of an unreleased item is in the
+    round — so the counts step needs no second pass)."""
     table = np.asarray(weights, dtype=np.int64)
     gone = pl.Series("item", released, dtype=pl.String)
     for df in whole_runs(batches, "user"):
@@ -78,7 +81,8 @@ def _round_rows(
             continue
         k = df.select(pl.len().over("user")).to_series().to_numpy()
         out = df.select("user", "item", pl.col("rank").cast(pl.Int64)).with_columns(
-            w=pl.Series(table[k], dtype=pl.Int64)
+            w=pl.Series(table[k], dtype=pl.Int64),
+            first=(pl.col("rank") < d).cast(pl.Int64),
         )
         yield arrow_out(out, _ROWS_ARROW)
 
@@ -97,6 +101,9 @@ def _pairs(released: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[p
         yield arrow_out(out, _PAIRS_ARROW)
 
 
+_NO_COUNTS = pl.DataFrame(schema={"item": pl.String, "count": pl.Int64})
+
+
 class SparkPools(PoolTable):
     """A pool table on the cluster: ``pools`` (user, item, rank; each user in one partition,
     rank order, cached — :func:`by_user`). Released sets are the released items' names (held
@@ -108,6 +115,8 @@ class SparkPools(PoolTable):
         self.sink = sink if sink is not None else {}
         self._figures: dict[int, PoolFigures] = {}
         self._held: list[Any] = [pools]
+        #: released items' counts among the first d rows, as the rounds returned them (by d)
+        self._first: dict[int, pl.DataFrame] = {}
 
     def _get(self, df: Any) -> pl.DataFrame:
         """An action: ``df``'s rows on the driver, counted as received (``release``)."""
@@ -137,22 +146,25 @@ class SparkPools(PoolTable):
         inclusive = spec.inclusive or spec.cutoff is not None
         plan = NoisePlan((NoisyStep(spec.noise, threshold=thr, inclusive=inclusive,
                                     publish="_noisy"),))  # fmt: skip
-        partial_w = rows.select("item", F.col("w").alias("count"))
-        frame = stage_frame(partial_w, ["item"], plan, key, first_step=step)
+        partial_w = rows.select("item", F.col("w").alias("count"), "first")
+        frame = stage_frame(partial_w, ["item"], plan, key, first_step=step, carry=("first",))
         more = None
         passed = (pl.col("_noisy") >= spec.threshold) if spec.inclusive else (
             pl.col("_noisy") > spec.threshold)  # fmt: skip
         if spec.cutoff is None:
-            res = read_stage(self._get(frame), ["item"], ["_noisy"])
+            res = read_stage(self._get(frame), ["item"], ["_noisy", "first"])
         else:  # a bias round: read twice, so computed once and kept
             cp = checkpoint(frame, self.where)
             self._held.append(cp)
             sure = F.col("_noisy") >= spec.threshold
             got = self._get(cp.filter((F.col("_kind") == "s") | sure))
-            res = read_stage(got, ["item"], ["_noisy"])
+            res = read_stage(got, ["item"], ["_noisy", "first"])
             eligible = cp.filter((F.col("_kind") == "r") & (F.col("_noisy") >= spec.cutoff))
             more = (rows, eligible.select("item"))
-        released = res.rows.filter(passed).get_column("item")
+        kept = res.rows.filter(passed)
+        self._first[spec.d] = pl.concat([self._first.get(spec.d, _NO_COUNTS),
+                                         kept.select("item", count="first")])  # fmt: skip
+        released = kept.get_column("item")
         return released, more, {"user_items": res.rows_in, "candidates": res.summary.items}
 
     def union(self, released: Any, more: Any) -> pl.Series:
@@ -166,6 +178,9 @@ class SparkPools(PoolTable):
 
     def counts(self, released: Any, d: int) -> pl.DataFrame:
         dom = pl.DataFrame({"item": released}).cast({"item": pl.String})
+        known = self._first.get(d, _NO_COUNTS).unique("item")
+        if dom.join(known, on="item", how="anti").height == 0:  # every count came with its item
+            return domain_counts(dom, known, ["item"])
         spark = self.pools.sparkSession
         got = self._get(
             self.pools.filter(F.col("rank") < d)

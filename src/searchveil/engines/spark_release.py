@@ -120,10 +120,12 @@ def _summary_batch(s: CountSummary, rows_in: int, keys: list[str], published: li
 
 
 def _secure_partition(
-    keys: list[str], plan: NoisePlan, batches: Iterator[pa.RecordBatch]
+    keys: list[str], plan: NoisePlan, carry: list[str], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` on summed counts: every batch's rows get noise from this task's own
-    secure source; the rows that pass leave, then the partition's summary."""
+    secure source; the rows that pass leave (with the ``carry`` sums), then the partition's
+    summary."""
+    out = [*plan.published, *carry]
     rng = task_rng()
     total, rows_in = CountSummary(), 0
     for b in batches:
@@ -135,8 +137,8 @@ def _secure_partition(
         total.add(CountSummary.of(df, plan))
         kept = apply_steps(df, plan, lambda i, rows: plan.steps[i].noise.sample(rows.height, rng))
         if kept.height:
-            yield _out_batch(kept, keys, plan.published)
-    yield _summary_batch(total, rows_in, keys, plan.published)
+            yield _out_batch(kept, keys, out)
+    yield _summary_batch(total, rows_in, keys, out)
 
 
 def whole_runs(batches: Iterator[pa.RecordBatch], column: str) -> Iterator[pl.DataFrame]:
@@ -159,22 +161,23 @@ def whole_runs(batches: Iterator[pa.RecordBatch], column: str) -> Iterator[pl.Da
 
 
 def _seeded_partition(
-    keys: list[str], plan: NoisePlan, key: int, first_step: int,
+    keys: list[str], plan: NoisePlan, carry: list[str], key: int, first_step: int,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """``mapInArrow`` on partial counts with their noise bucket, each bucket in one partition
     and the partition sorted by bucket: bucket after bucket, its counts summed by key and the
     plan run with the bucket's seeded streams (the canonical order of its keys) — the draws
     of one machine's release, bucket for bucket."""
+    out = [*plan.published, *carry]
     total, rows_in = CountSummary(), 0
     for raw in whole_runs(batches, _BUCKET):
         rows_in += raw.height
-        df = raw.group_by(keys).agg(pl.col("count").sum().cast(pl.Int64))
+        df = raw.group_by(keys).agg(pl.col(c).sum().cast(pl.Int64) for c in ["count", *carry])
         total.add(CountSummary.of(df, plan))
         kept = seeded_steps(df, keys, plan, key, first_step)
         if kept.height:
-            yield _out_batch(kept, keys, plan.published)
-    yield _summary_batch(total, rows_in, keys, plan.published)
+            yield _out_batch(kept, keys, out)
+    yield _summary_batch(total, rows_in, keys, out)
 
 
 def _with_bucket(keys: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -196,21 +199,26 @@ class StageResult:
 
 
 def stage_frame(partial_counts: Any, keys: list[str], plan: NoisePlan, key: int | None,
-                first_step: int = 0) -> Any:  # fmt: skip
-    """The lazy Spark frame of a noise stage on ``partial_counts`` (keys, ``count``: partial
-    counts, summed here): kept rows (``_kind`` r) and summary rows (``_kind`` s)."""
-    schema = _schema(keys, plan.published)
+                first_step: int = 0, carry: tuple[str, ...] = ()) -> Any:  # fmt: skip
+    """The lazy Spark frame of a noise stage on ``partial_counts`` (keys, ``count`` and the
+    ``carry`` columns: partial sums, summed here; the plan acts on ``count``): kept rows
+    (``_kind`` r, with the published and carried columns) and summary rows (``_kind`` s)."""
+    c = list(carry)
+    schema = _schema(keys, [*plan.published, *c])
     if key is None:
         summed = partial_counts.groupBy(*keys).agg(
-            F.sum("count").alias("count"), F.count(F.lit(1)).alias("_rows")
-        )
-        return summed.mapInArrow(partial(_secure_partition, keys, plan), schema)
+            F.sum("count").alias("count"), *[F.sum(x).alias(x) for x in c],
+            F.count(F.lit(1)).alias("_rows"),
+        )  # fmt: skip
+        return summed.mapInArrow(partial(_secure_partition, keys, plan, c), schema)
     cols = ", ".join(f"`{k}` string" for k in keys)
-    with_b = partial_counts.select(*keys, "count").mapInArrow(
-        partial(_with_bucket, keys), f"{cols}, `count` long, {_BUCKET} long"
+    more = "".join(f", `{x}` long" for x in c)
+    with_b = partial_counts.select(*keys, "count", *c).mapInArrow(
+        partial(_with_bucket, keys), f"{cols}, `count` long{more}, {_BUCKET} long"
     )
     by_bucket = with_b.repartition(_BUCKET).sortWithinPartitions(_BUCKET)
-    return by_bucket.mapInArrow(partial(_seeded_partition, keys, plan, key, first_step), schema)
+    fn = partial(_seeded_partition, keys, plan, c, key, first_step)
+    return by_bucket.mapInArrow(fn, schema)
 
 
 def read_stage(out: pl.DataFrame, keys: list[str], published: list[str]) -> StageResult:
