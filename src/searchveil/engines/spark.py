@@ -40,7 +40,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyspark
-from pyspark import StorageLevel, TaskContext
+from pyspark import TaskContext
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
@@ -67,8 +67,8 @@ from searchveil.engines.spark_ordered import (
     partition_rows,
     piece_rows,
 )
-from searchveil.engines.spark_pools import SparkClickPools, SparkPools, by_user
-from searchveil.engines.spark_release import SparkCounts, to_polars
+from searchveil.engines.spark_pools import SparkClickPools, SparkPools
+from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
@@ -434,6 +434,8 @@ class KernelResult:
     figures: dict[str, int]
     rows: int
     received: int
+    #: the users whose rows two tasks share (their first run continues a task's last one)
+    straddlers: list[str] = field(default_factory=list)
     where: str = "the input"
     #: the rows the driver receives while releasing, added up (``release``)
     sink: dict[str, int] = field(default_factory=dict)
@@ -464,7 +466,10 @@ class KernelResult:
         return out
 
     def pool_tables(self) -> tuple[SparkPools, SparkClickPools | None]:
-        """The query pools (and the clicked pairs' pools), each user's rows in one partition."""
+        """The query pools (and the clicked pairs' pools), each user's rows in one partition in
+        rank order, without moving them: a task's kept rows are its users' rows in input order,
+        so only the users that straddle two tasks (at most one per task boundary: their rows
+        from the tasks plus the join's) are gathered here and added as one more partition."""
         spark = self.output.sparkSession
         tables: list[Any] = []
         for name, stream in (("query_pool", Stream.EVENTS), ("click_pool", Stream.CLICKS)):
@@ -472,17 +477,23 @@ class KernelResult:
                 tables.append(None)
                 continue
             keys = ["item"] if stream == Stream.EVENTS else ["query", "url"]
-            p = self._part("p", stream)
-            part = p.select(F.col("user"), *[F.col("query").alias(k) if k == "item"
-                                              else F.col(k) for k in keys],
-                            F.col("n2").alias("rank"))  # fmt: skip
-            delta = self.delta[name]
-            if delta.height:
-                d = delta.select(pl.col("user").cast(pl.String),
-                                 *[pl.col(k).cast(pl.String) for k in keys],
-                                 pl.col("rank").cast(pl.Int64))  # fmt: skip
-                part = part.unionByName(spark.createDataFrame(d.to_arrow()))
-            tables.append(by_user(part))
+            p = self._part("p", stream).select(
+                F.col("user"), *[F.col("query").alias(k) if k == "item" else F.col(k)
+                                 for k in keys], F.col("n2").cast("long").alias("rank"),
+            )  # fmt: skip
+            small = self.delta[name].select(pl.col("user").cast(pl.String),
+                                            *[pl.col(k).cast(pl.String) for k in keys],
+                                            pl.col("rank").cast(pl.Int64))  # fmt: skip
+            if self.straddlers:
+                across = F.col("user").isin(self.straddlers)
+                theirs = to_polars(p.filter(across), self.where)
+                self.sink["bounding"] = self.sink.get("bounding", 0) + theirs.height
+                small = pl.concat([small, theirs.cast(small.schema)])
+                p = p.filter(~across)
+            if small.height:
+                small = small.sort("user", "rank", maintain_order=True)
+                p = p.unionByName(spark.createDataFrame(small.to_arrow()).coalesce(1))
+            tables.append(p)
         queries = SparkPools(tables[0], self.where, self.sink)
         clicks = None if tables[1] is None else SparkClickPools(tables[1], self.where, self.sink)
         return queries, clicks
@@ -492,7 +503,7 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any) -> KernelResult:
     """The tasks' output cached on the executors; to the driver only the segments' rows and
     the users seen in more than one run (one aggregation), joined there
     (:func:`~searchveil.engines.spark_ordered.join_segments`). The counts and pools stay."""
-    out = out.persist(StorageLevel.MEMORY_AND_DISK)
+    out = out.persist(CACHE)
     try:
         seg = out.filter(F.col("kind").isin("s", "h", "k", "f"))
         runs = (out.filter(F.col("kind") == "u").groupBy("user").agg(F.sum("n").alias("n"))
@@ -506,7 +517,8 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any) -> KernelResult:
         out.unpersist()
         raise
     delta, figures = tally.result(bfig, pl.String)
-    return KernelResult(out, delta, figures, bfig["rows"], small.height)
+    across = small.filter(pl.col("kind") == "u").get_column("user").cast(pl.String).to_list()
+    return KernelResult(out, delta, figures, bfig["rows"], small.height, across)
 
 
 _OUTPUT_TYPES = {f.name: ("string" if f.type == pa.string() else

@@ -57,6 +57,7 @@ __all__ = ["CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA", "P
            "partition_rows", "piece_rows"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
+OUT_ROWS = 1 << 17  # rows of an output batch at most (the pools' rows)
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -145,8 +146,8 @@ def partition_rows(
             kept_rows[stream] += k.height
         if pools:
             for stream, k in kept.items():
-                if k.height:
-                    yield _rows("p", stream, k, part, rank=True)
+                for lo in range(0, k.height, OUT_ROWS):  # batches the JVM takes in small bites
+                    yield _rows("p", stream, k.slice(lo, OUT_ROWS), part, rank=True)
         else:
             tally.add(kept)
         # the users of this chunk's runs (a run continued from the chunk before is one run)

@@ -2,8 +2,10 @@
 (:class:`~searchveil.mechanisms.pool_rounds.PoolTable` on a cluster).
 
 The pools (rows ``user, item, rank``: each user's first distinct items, from the bounding
-tasks and the driver's join) are moved once so that each user's rows sit in one partition in
-rank order, and cached on the executors. A round of
+tasks and the driver's join) stay where the bounding tasks left them (cached on the
+executors): each user's rows in one partition, in rank order — the few users two tasks share
+are gathered into one more partition (:meth:`~searchveil.engines.spark.KernelResult.
+pool_tables`). A round of
 :class:`~searchveil.mechanisms.pool_rounds.RoundSpec` is then:
 
 1. **per-user weights in the tasks** (``mapInArrow``): each user's first d rows whose rank is
@@ -28,7 +30,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from searchveil.engines.contract import domain_counts
@@ -46,18 +47,12 @@ from searchveil.mechanisms.rounds import ItemPool
 from searchveil.model import PAIR_SEP
 from searchveil.rng import RandomSource
 
-__all__ = ["SparkClickPools", "SparkPools", "by_user"]
+__all__ = ["SparkClickPools", "SparkPools"]
 
 _ROWS = "user string, item string, rank long, w long, first long"
 _ROWS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64()),
                          ("w", pa.int64()), ("first", pa.int64())])  # fmt: skip
 _PAIRS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64())])
-
-
-def by_user(df: Any) -> Any:
-    """Each user's rows in one partition, in rank order (one shuffle), cached."""
-    out = df.repartition("user").sortWithinPartitions("user", "rank")
-    return out.persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def _round_rows(
@@ -72,14 +67,22 @@ def _round_rows(
     table = np.asarray(weights, dtype=np.int64)
     gone = pl.Series("item", released, dtype=pl.String)
     for df in whole_runs(batches, "user"):
+        keep = pl.lit(True)
         if pool is not None:
-            df = df.filter(pl.col("rank") < pool)
+            keep = keep & (pl.col("rank") < pool)
         if gone.len():
-            df = df.filter(~pl.col("item").is_in(gone.implode()))
-        df = df.filter(pl.int_range(pl.len()).over("user") < d)
+            keep = keep & ~pl.col("item").is_in(gone.implode())
+        df = df.filter(keep)
         if df.height == 0:
             continue
-        k = df.select(pl.len().over("user")).to_series().to_numpy()
+        # users are contiguous: a row's place among its user's rows, and the user's rows,
+        # from the runs (integers; no window over the user strings)
+        run = df.get_column("user").rle_id().to_numpy()
+        start = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+        pos = np.arange(run.size) - np.repeat(start, np.diff(np.r_[start, run.size]))
+        first = pos < d
+        df, run = df.filter(pl.Series(first)), run[first]
+        k = np.bincount(run)[run]
         out = df.select("user", "item", pl.col("rank").cast(pl.Int64)).with_columns(
             w=pl.Series(table[k], dtype=pl.Int64),
             first=(pl.col("rank") < d).cast(pl.Int64),
@@ -106,7 +109,7 @@ _NO_COUNTS = pl.DataFrame(schema={"item": pl.String, "count": pl.Int64})
 
 class SparkPools(PoolTable):
     """A pool table on the cluster: ``pools`` (user, item, rank; each user in one partition,
-    rank order, cached — :func:`by_user`). Released sets are the released items' names (held
+    in rank order). Released sets are the released items' names (held
     by the driver: they are published); a round's rows are a lazy frame."""
 
     def __init__(self, pools: Any, where: str, sink: dict[str, int] | None = None) -> None:
@@ -114,7 +117,7 @@ class SparkPools(PoolTable):
         self.where = where
         self.sink = sink if sink is not None else {}
         self._figures: dict[int, PoolFigures] = {}
-        self._held: list[Any] = [pools]
+        self._held: list[Any] = []
         #: released items' counts among the first d rows, as the rounds returned them (by d)
         self._first: dict[int, pl.DataFrame] = {}
 
@@ -217,7 +220,7 @@ class SparkPools(PoolTable):
 
 class SparkClickPools(PairSource):
     """The clicked (query, url) pools on the cluster (user, query, url, rank; each user in one
-    partition, cached)."""
+    partition, in rank order)."""
 
     def __init__(self, clicks: Any, where: str, sink: dict[str, int] | None = None) -> None:
         self.clicks = clicks
@@ -227,7 +230,7 @@ class SparkClickPools(PairSource):
     def pairs(self, queries: pl.Series) -> PoolTable:
         fn = partial(_pairs, queries.cast(pl.String).to_list())
         rows = self.clicks.mapInArrow(fn, "user string, item string, rank long")
-        return SparkPools(rows.persist(StorageLevel.MEMORY_AND_DISK), self.where, self.sink)
+        return SparkPools(rows, self.where, self.sink)
 
     def finish(self) -> None:
-        self.clicks.unpersist()
+        """Nothing of its own is cached (the kernel's output is the engine's)."""

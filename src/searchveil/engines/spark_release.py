@@ -52,12 +52,18 @@ from searchveil.mechanisms.noisy_counts import (
 )
 from searchveil.rng import RandomSource
 
-__all__ = ["SparkCounts", "StageResult", "arrow_out", "checkpoint", "noisy_stage", "read_stage",
-           "stage_frame", "to_polars", "whole_runs"]  # fmt: skip
+__all__ = ["CACHE", "SparkCounts", "StageResult", "arrow_out", "checkpoint", "noisy_stage",
+           "read_stage", "stage_frame", "to_polars", "whole_runs"]  # fmt: skip
 
 #: the stage's bookkeeping columns: ``_kind`` (r: a kept row, s: a summary figure), ``_s`` (the
 #: figure's name), ``_n`` (its value)
 _META = ["_kind", "_s", "_n"]
+#: how the cluster keeps what a release reads twice (the bounding tasks' output, the pools, a
+#: bias round): on the executors' disks. A memory level would read a spilled block back whole
+#: into the JVM heap (``maybeCacheDiskBytesInMemory``: a task's output of a 1M-row piece is
+#: hundreds of MB) — with a 1g local driver, whose JVM runs the tasks, that was an
+#: OutOfMemoryError at 20M rows; from disk a block is streamed
+CACHE = StorageLevel.DISK_ONLY
 _BUCKET = "_b"
 
 
@@ -73,7 +79,7 @@ def checkpoint(df: Any, where: str) -> Any:
     """``df`` computed once and kept on the executors (``localCheckpoint``): read by several
     actions, its noise is never drawn again (a lost block fails the job instead)."""
     with spark_errors(where):
-        return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        return df.localCheckpoint(eager=True, storageLevel=CACHE)
 
 
 def _schema(keys: list[str], published: list[str]) -> str:
