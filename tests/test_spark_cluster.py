@@ -4,7 +4,7 @@ happens. Four release kinds run through it from the CLI (``--spark-master spark:
 driver in the CLI's process, executors in the workers' JVMs, the bounding code shipped to them)
 and must write byte-identical releases to ``--engine polars`` and ``--engine memory`` under a
 seed. The driver is deliberately small — a 512 MB JVM and ``spark.driver.maxResultSize`` 64 MB
-— and one more release runs on a log whose users' pools (≈ 95 MB of Arrow) exceed that cap: the
+— and one more release runs on a log whose users' pools (≈ 115 MB of Arrow) exceed that cap: the
 rounds run on the executors, only the release comes back (issue 40). The releases and the check
 of the shipped code run in one driver process (one JVM start and one executor launch: the time
 of these tests is mostly that); the Polars and memory references run in this process.
@@ -243,7 +243,7 @@ def log_parquet(tmp_path_factory: pytest.TempPathFactory, aol_top1000_path: Path
 def big_pools_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A log whose users' pools are larger than the driver's 64 MB result cap: 25,000 users
     with 64 distinct queries each (one row per query: every row is a pool row — 1.6M rows,
-    ≈ 95 MB as Arrow ``user, item, rank``), a fifth of them from a shared head so that the
+    ≈ 115 MB as Arrow ``user, item, rank``), a fifth of them from a shared head so that the
     release is not empty; written user by user as Parquet."""
     import numpy as np
 
@@ -253,10 +253,15 @@ def big_pools_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tail = np.char.add("tail query ", g.integers(0, 10**12, users * per).astype(str))
     tail = np.char.add(tail, " padding for a realistic length")
     q = np.where(g.random(users * per) < 0.2, head[g.integers(0, head.size, users * per)], tail)
-    df = pl.DataFrame({
-        "AnonID": np.repeat(np.arange(users, dtype=np.int64), per), "Query": q,
-        "QueryTime": "2006-03-01 10:00:00", "ItemRank": None, "ClickURL": None,
-    }).with_columns(pl.col("ItemRank").cast(pl.String), pl.col("ClickURL").cast(pl.String))
+    df = pl.DataFrame(
+        {
+            "AnonID": np.repeat(np.arange(users, dtype=np.int64), per),
+            "Query": q,
+            "QueryTime": "2006-03-01 10:00:00",
+            "ItemRank": None,
+            "ClickURL": None,
+        }
+    ).with_columns(pl.col("ItemRank").cast(pl.String), pl.col("ClickURL").cast(pl.String))
     # distinct queries within a user (a head query drawn twice is kept once)
     df = df.unique(["AnonID", "Query"], keep="first", maintain_order=True)
     out = tmp_path_factory.mktemp("big") / "big-pools.parquet"

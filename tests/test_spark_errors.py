@@ -14,27 +14,37 @@ RESULT = ("An error occurred while calling o123.collectAsArrowToPython.\n: "
           "org.apache.spark.SparkException: Job aborted due to stage failure: Total size of "
           "serialized results of 12 tasks (1030.5 MiB) is bigger than spark.driver."
           "maxResultSize (1024.0 MiB)")  # fmt: skip
-OOM = ("An error occurred while calling o88.collectAsArrowToPython.\n: "
-       "java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.util.Arrays.copyOf")
+OOM = (
+    "An error occurred while calling o88.collectAsArrowToPython.\n: "
+    "java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.util.Arrays.copyOf"
+)
 LOST = ("Job aborted due to stage failure: Task 3 in stage 7.0 failed 4 times, most recent "
         "failure: Lost task 3.3 in stage 7.0 (TID 41) (10.0.0.5 executor 2): "
         "ExecutorLostFailure (executor 2 exited caused by one of the running tasks) Reason: "
         "Container killed by YARN for exceeding memory limits")  # fmt: skip
-TASK_INPUT = ("org.apache.spark.api.python.PythonException: Traceback (most recent call last):"
-              "\n  File \"sources.py\", line 300, in canonical_rows\n"
-              "searchveil.errors.InputFormatError: log.tsv, line 12: expected 5 fields, got 3")
+TASK_INPUT = (
+    "org.apache.spark.api.python.PythonException: Traceback (most recent call last):"
+    '\n  File "sources.py", line 300, in canonical_rows\n'
+    "searchveil.errors.InputFormatError: log.tsv, line 12: expected 5 fields, got 3"
+)
 PARQUET = ("org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Error while reading "
            "file file:/data/x.parquet. SQLSTATE: KD001\nCaused by: org.apache.parquet.io."
            "ParquetDecodingException: Can not read value at 0 in block -1")  # fmt: skip
-OTHER = ("org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
-         "  File \"x.py\", line 3, in f\nZeroDivisionError: division by zero")
+OTHER = (
+    "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+    '  File "x.py", line 3, in f\nZeroDivisionError: division by zero'
+)
 
 
 @pytest.mark.parametrize(
     ("text", "kind", "names"),
     [
         (RESULT, ResourceError, ["spark.driver.maxResultSize", "SEARCHVEIL_SPARK_MAX_RESULT_SIZE"]),
-        (OOM, ResourceError, ["out of memory", "Java heap space", "SEARCHVEIL_SPARK_DRIVER_MEMORY"]),
+        (
+            OOM,
+            ResourceError,
+            ["out of memory", "Java heap space", "SEARCHVEIL_SPARK_DRIVER_MEMORY"],
+        ),
         (LOST, ResourceError, ["executor", "lost", "spark.executor.memory"]),
         (TASK_INPUT, InputFormatError, ["line 12: expected 5 fields"]),
         (PARQUET, InputFormatError, [SPARK_UNREADABLE]),
