@@ -120,7 +120,7 @@ def test_summary_adds_up() -> None:
     "noise", [DiscreteLaplace(3.0), pytest.param(DiscreteGaussian(2.5), marks=pytest.mark.slow)]
 )
 def test_bucketed_draws_have_the_central_distribution(noise: DiscreteLaplace) -> None:
-    """Per row, the seeded bucket streams' noise (200,000 rows of count 0, a thousand
+    """Per row, the seeded bucket streams' noise (200,000 rows of count 0, 32
     buckets) and the secure path's (chunks) follow the exact pmf; and two-sample against the
     central sampler's draws (χ² at α = 1e-6)."""
     from test_noise import chi2_pvalue

@@ -63,11 +63,12 @@ __all__ = [
 
 #: the fixed number of noise buckets of a seeded release (never a function of the data or of an
 #: engine's partitioning); a Spark task draws one bucket at a time. A bucket is one call of the
-#: vectorised sampler per step: 256 keeps that overhead small (the discrete Gaussian's costs
-#: ~8 ms a call on a small bucket: 2 s a round at 256 buckets, 8 s at 1024) while a bucket of
-#: a 10⁹-item table (4M rows) still fits one task
-NOISE_BUCKETS = 256
-_BUCKET_BITS = 8  # 2**8 == NOISE_BUCKETS
+#: vectorised sampler per step, and a call on a small bucket costs ≈ 1.5 ms (the discrete
+#: Gaussian): 32 buckets keep a seeded probe-reweight-2r release of the 215-user sample at
+#: 0.3 s (4.3 s with 256). The price, for seeded experiments only: a seeded noise stage keeps at
+#: most 32 tasks busy, each holding 1/32 of the table (a real release does not bucket at all)
+NOISE_BUCKETS = 32
+_BUCKET_BITS = 5  # 2**5 == NOISE_BUCKETS
 #: rows given noise at a time by an unseeded release on one machine (the sampler's temporaries
 #: and the noisy values stay a few tens of MB whatever the table's size)
 CHUNK_ROWS = 1 << 20
