@@ -19,6 +19,10 @@ default ``spark.driver.maxResultSize`` (1g: ``SEARCHVEIL_SPARK_MAX_RESULT_SIZE``
 * ``equal`` — both engines under ``--seed 7``: every file of the two releases byte-identical
   (the ledger's creation time aside).
 
+``--standalone``: start a standalone cluster on loopback first (a master and two 1-core
+workers of ``--worker-memory``, from the installed PySpark's ``spark-class``; stopped at the
+end) and use it as the master.
+
 Prints a Markdown table and one JSON line per figure, with ``/proc/loadavg`` before and after
 each. The logs come from ``searchveil synth`` (docs/spark-perf.md, "Reproduce"); keep them out
 of the repository.
@@ -176,6 +180,61 @@ def same_release(a: Path, b: Path) -> list[str]:
     return bad
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def standalone(worker_memory: str, tmp: Path) -> tuple[str, list[subprocess.Popen[bytes]]]:
+    """A master and two 1-core workers on loopback (as tests/test_spark_cluster.py starts
+    them); returns the master URL and the daemons."""
+    import pyspark
+
+    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    port, ui = _free_port(), _free_port()
+    env = os.environ | {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp),
+                        "PYSPARK_PYTHON": sys.executable}  # fmt: skip
+    master = f"spark://127.0.0.1:{port}"
+    cmds = [["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+             str(port), "--webui-port", str(ui)]]  # fmt: skip
+    for i in range(2):
+        cmds.append(["org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1",
+                     "--cores", "1", "--memory", worker_memory, "--webui-port",
+                     str(_free_port()), "--work-dir", str(tmp / f"w{i}")])  # fmt: skip
+    procs = [subprocess.Popen([str(spark_class), *c], env=env, start_new_session=True,
+                              stdout=(tmp / f"d{i}.log").open("wb"), stderr=subprocess.STDOUT)
+             for i, c in enumerate(cmds)]  # fmt: skip
+    import urllib.request
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
+                if int(json.loads(r.read()).get("aliveworkers", 0)) >= 2:
+                    return master, procs
+        except OSError:
+            pass
+        time.sleep(1)
+    stop(procs)
+    raise SystemExit("the standalone cluster did not come up")
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    import signal
+
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--file", type=Path, action="append", required=True)
@@ -183,7 +242,20 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["cli", "warm", "equal"],
                     choices=["cli", "warm", "equal"])  # fmt: skip
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--standalone", action="store_true")
+    ap.add_argument("--worker-memory", default="2g")
     a = ap.parse_args()
+    procs: list[subprocess.Popen[bytes]] = []
+    if a.standalone:
+        a.master, procs = standalone(a.worker_memory, Path(tempfile.mkdtemp(prefix="sv-cl-")))
+    try:
+        run(a)
+    finally:
+        stop(procs)
+
+
+def run(a: argparse.Namespace) -> None:
+    """The measurements of ``a`` (see the module docstring)."""
     rows = []
     for path in a.file:
         for rel in a.releases:

@@ -394,7 +394,8 @@ class SparkEngine(Engine):
     def finish(self) -> None:
         """Free what the last release cached on the cluster (its kernel output, its pools)."""
         for t in self._cached:
-            if hasattr(t, "finish"):
+            # (a Spark Connect DataFrame answers any attribute with a column: no hasattr)
+            if isinstance(t, SparkPools | SparkClickPools):
                 t.finish()
             else:
                 t.unpersist()
