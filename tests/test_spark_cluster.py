@@ -4,7 +4,7 @@ happens. Four release kinds run through it from the CLI (``--spark-master spark:
 driver in the CLI's process, executors in the workers' JVMs, the bounding code shipped to them)
 and must write byte-identical releases to ``--engine polars`` and ``--engine memory`` under a
 seed. The driver is deliberately small — a 512 MB JVM and ``spark.driver.maxResultSize`` 64 MB
-— and one more release runs on a log whose users' pools (≈ 115 MB of Arrow) exceed that cap: the
+— and one more release runs on a log whose users' pools (≈ 85 MB of Arrow) exceed that cap: the
 rounds run on the executors, only the release comes back (issue 40). The releases and the check
 of the shipped code run in one driver process (one JVM start and one executor launch: the time
 of these tests is mostly that); the Polars and memory references run in this process.
@@ -223,8 +223,12 @@ RELEASES = {
 }
 #: the release on the log whose pools exceed the driver's result cap (issue 40)
 BIG = ["release", "korolova", "--epsilon", "2.3", "--delta", "1e-7", "--selection",
-       "probe-reweight-2r", "--max-queries", "32", "--max-users", "100000"]  # fmt: skip
-SMALL_DRIVER = {"SEARCHVEIL_SPARK_DRIVER_MEMORY": "512m", "SEARCHVEIL_SPARK_MAX_RESULT_SIZE": "64m"}
+       "probe-reweight-2r", "--max-queries", "8", "--max-users", "100000"]  # fmt: skip
+SMALL_DRIVER = {
+    "SEARCHVEIL_SPARK_DRIVER_MEMORY": "512m",
+    "SEARCHVEIL_SPARK_MAX_RESULT_SIZE": "64m",
+    "SEARCHVEIL_SPARK_LOCAL_ROWS": "0",
+}  # every table on the executors, however small
 
 
 @pytest.fixture(scope="module")
@@ -242,16 +246,18 @@ def log_parquet(tmp_path_factory: pytest.TempPathFactory, aol_top1000_path: Path
 @pytest.fixture(scope="module")
 def big_pools_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A log whose users' pools are larger than the driver's 64 MB result cap: 25,000 users
-    with 64 distinct queries each (one row per query: every row is a pool row — 1.6M rows,
-    ≈ 115 MB as Arrow ``user, item, rank``), a fifth of them from a shared head so that the
-    release is not empty; written user by user as Parquet."""
+    with 14 distinct queries each (one row per query, every row a pool row: 350,000 rows of
+    ≈ 230-byte queries, ≈ 85 MB as Arrow ``user, item, rank``), a fifth of them from a shared
+    head so that the release is not empty; written user by user as Parquet. Long queries keep
+    the rows — the time of this test — few for the bytes."""
     import numpy as np
 
     g = np.random.default_rng(40)
-    users, per = 25_000, 64
-    head = np.array([f"head query {i}" for i in range(400)])
+    users, per = 25_000, 14
+    pad = " with a long tail of words that makes the query about two hundred bytes" * 3
+    head = np.array([f"head query {i}{pad}" for i in range(400)])
     tail = np.char.add("tail query ", g.integers(0, 10**12, users * per).astype(str))
-    tail = np.char.add(tail, " padding for a realistic length")
+    tail = np.char.add(tail, pad)
     q = np.where(g.random(users * per) < 0.2, head[g.integers(0, head.size, users * per)], tail)
     df = pl.DataFrame(
         {
@@ -265,7 +271,7 @@ def big_pools_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # distinct queries within a user (a head query drawn twice is kept once)
     df = df.unique(["AnonID", "Query"], keep="first", maintain_order=True)
     out = tmp_path_factory.mktemp("big") / "big-pools.parquet"
-    df.write_parquet(out, row_group_size=500_000)
+    df.write_parquet(out, row_group_size=100_000)
     return out
 
 
@@ -277,17 +283,19 @@ def _args(kind: str, log: Path, out: Path, engine: list[str]) -> list[str]:
 # One driver process on the cluster: each release through the CLI's command (CliRunner, the
 # same code as ``python -m searchveil``), then the executors' view of the code they run.
 DRIVER = """
-import json, os, sys, traceback
+import json, os, sys, time, traceback
 from typer.testing import CliRunner
 from searchveil.cli import app
 from searchveil.engines.spark import spark_session
 master, runs, result = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 done = {}
 for kind, args in runs.items():
+    t = time.perf_counter()
     r = CliRunner().invoke(app, args)
     err = "".join(traceback.format_exception(r.exception)) if r.exception else ""
     done[kind] = {"exit_code": r.exit_code, "output": (r.output + err)[-3000:],
-                  "stdout": r.stdout if r.exit_code == 0 else ""}
+                  "stdout": r.stdout if r.exit_code == 0 else "",
+                  "seconds": round(time.perf_counter() - t, 1)}
 spark = spark_session(master)
 def where(batches):
     import pyarrow as pa, searchveil, socket, os
@@ -319,7 +327,9 @@ def cluster_runs(
         env=os.environ | {"PYSPARK_PYTHON": sys.executable} | SMALL_DRIVER,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    return d, json.loads((d / "result.json").read_text())
+    done = json.loads((d / "result.json").read_text())
+    print({k: v.get("seconds") for k, v in done.items()})  # noqa: T201 - with -s: the cost
+    return d, done
 
 
 @pytest.mark.parametrize("kind", sorted(RELEASES))
@@ -349,7 +359,7 @@ def test_small_driver_releases_a_log_whose_pools_exceed_its_result_cap(
     d, done = cluster_runs
     assert done["big"]["exit_code"] == 0, done["big"]["output"]
     rows = pq.ParquetFile(big_pools_log).metadata.num_rows
-    assert rows * 60 > 64 * 2**20  # ≥ 60 bytes of Arrow per pool row (user, item, rank)
+    assert rows * 200 > 64 * 2**20  # ≥ 200 bytes of Arrow per pool row (user, item, rank)
     r2 = runner.invoke(app, _args("big", big_pools_log, tmp_path / "polars",
                                   ["--engine", "polars"]))  # fmt: skip
     assert r2.exit_code == 0, r2.output

@@ -59,9 +59,11 @@ from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_errors import spark_errors
 from searchveil.engines.spark_ordered import (
+    GROUP_KEYS,
     OUTPUT_DDL,
     OUTPUT_SCHEMA,
     PartitionInput,
+    join_partitions,
     join_segments,
     parquet_pieces,
     partition_rows,
@@ -74,7 +76,12 @@ from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
 from searchveil.io.readers import AOL_COLUMNS
 from searchveil.model import PAIR_SEP
-from searchveil.validate import parse_choice
+from searchveil.validate import check_int, parse_choice
+
+#: an input of at most this many rows is bounded on the cluster in one job and released on the
+#: driver (:meth:`SparkEngine._small`): a bounded size, not the input's
+#: (``SEARCHVEIL_SPARK_LOCAL_ROWS`` or ``SparkEngine(local_rows=…)``; 0: always on the cluster)
+LOCAL_ROWS = 1 << 19
 
 SHUFFLE_PLAN_NAME = "spark shuffled by user"
 ORDERED_PLAN_NAME = "spark ordered pass"
@@ -180,8 +187,12 @@ class SparkEngine(Engine):
         remote: str | None = None,
         conf: tuple[tuple[str, str], ...] = (),
         scan: str = "auto",
+        local_rows: int | None = None,
     ) -> None:
         plan = parse_choice("spark plan", plan, SparkPlan)
+        if local_rows is None:
+            local_rows = int(os.environ.get("SEARCHVEIL_SPARK_LOCAL_ROWS", LOCAL_ROWS))
+        self.local_rows = check_int("local_rows", local_rows, minimum=0)
         self.scan_by = parse_choice("spark scan", scan, SparkScan)
         if not HAVE_PANDAS:
             raise InvalidParameterError(
@@ -331,6 +342,7 @@ class SparkEngine(Engine):
             sha = start_fingerprint(src.path, self.fingerprint)  # overlaps Spark's work
             where, parquet = str(src.path), src.parquet
             direct = str(src.path.resolve()) if parquet and self.scan_by == SparkScan.AUTO else None
+        small = not isinstance(source, TableSource) and self._small(src)
         result, name = None, ORDERED_PLAN_NAME
         with spark_errors(where):
             if not isinstance(source, TableSource):
@@ -339,9 +351,11 @@ class SparkEngine(Engine):
                 try:
                     if direct is not None:
                         name = PIECES_PLAN_NAME
-                        result = pieces_plan(self.spark, direct, bp, normalize=self.normalize)
+                        result = pieces_plan(self.spark, direct, bp, normalize=self.normalize,
+                                             small=small)  # fmt: skip
                     else:
-                        result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet)
+                        result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet,
+                                             small=small)  # fmt: skip
                 except NotContiguous:
                     if self.plan == SparkPlan.ORDERED:
                         raise InvalidParameterError(
@@ -350,8 +364,9 @@ class SparkEngine(Engine):
             if result is None:
                 name = SHUFFLE_PLAN_NAME
                 result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet,
-                                     shuffle=True)  # fmt: skip
-        self._cached.append(result.output)
+                                     shuffle=True, small=small)  # fmt: skip
+        if result.output is not None:
+            self._cached.append(result.output)
         result.where = where
         self._rows = {"bounding": result.received, "release": 0}
         result.sink = self._rows
@@ -381,10 +396,26 @@ class SparkEngine(Engine):
         result, rec, name = self._kernel(source, plan)
         queries, clicks = result.pool_tables()
         for t in (queries, clicks):
-            if t is not None:
+            if isinstance(t, SparkPools | SparkClickPools):
                 self._cached.append(t)
         return UserItemPools(queries=queries, clicks=clicks, figures=result.figures, input=rec,
                              plan=name, received={"bounding": result.received})  # fmt: skip
+
+    def _small(self, src: Source) -> bool:
+        """Whether the input is small (at most :attr:`local_rows` rows: a Parquet file's footer
+        says; a text file by its size, 64 bytes a row, a gzip file's ×4): then it is bounded on
+        the cluster in one job and released on the driver — a dozen Spark stages would cost
+        more than the work (≈ 0.3–0.7 s a stage in ``local[2]``), and its size is bounded."""
+        if self.local_rows == 0:
+            return False
+        try:
+            if src.parquet:
+                return int(pq.ParquetFile(src.path).metadata.num_rows) <= self.local_rows
+            gz = container(str(src.path)) == Container.GZIP
+            size = src.path.stat().st_size * (4 if gz else 1)
+        except (OSError, pa.ArrowException):  # unreadable: Spark's reading says why
+            return False
+        return size <= 64 * self.local_rows
 
     def driver_rows(self) -> dict[str, int] | None:
         """The rows the driver received for the last release: the bounding job's (segments,
@@ -437,6 +468,8 @@ class KernelResult:
     received: int
     #: the users whose rows two tasks share (their first run continues a task's last one)
     straddlers: list[str] = field(default_factory=list)
+    #: a small input's counts or pools, already in this process (:data:`LOCAL_ROWS`)
+    local: dict[str, pl.DataFrame] | None = None
     where: str = "the input"
     #: the rows the driver receives while releasing, added up (``release``)
     sink: dict[str, int] = field(default_factory=dict)
@@ -447,7 +480,10 @@ class KernelResult:
 
     def count_tables(self, bp: BoundingPlan) -> dict[str, Any]:
         """Each count table (the names and columns :class:`~searchveil.engines.ordered.Tally`
-        gives): the tasks' partial counts plus the join's, on the cluster."""
+        gives): the tasks' partial counts plus the join's, on the cluster (a small input's:
+        :attr:`local`)."""
+        if self.local is not None:
+            return dict(self.local)
         spark = self.output.sparkSession
         out: dict[str, Any] = {}
         for name, delta in self.delta.items():
@@ -466,11 +502,14 @@ class KernelResult:
             out[name] = SparkCounts(part, keys, self.where, self.sink)
         return out
 
-    def pool_tables(self) -> tuple[SparkPools, SparkClickPools | None]:
+    def pool_tables(self) -> tuple[Any, Any]:
         """The query pools (and the clicked pairs' pools), each user's rows in one partition in
         rank order, without moving them: a task's kept rows are its users' rows in input order,
         so only the users that straddle two tasks (at most one per task boundary: their rows
-        from the tasks plus the join's) are gathered here and added as one more partition."""
+        from the tasks plus the join's) are gathered here and added as one more partition. (A
+        small input's pools: :attr:`local`.)"""
+        if self.local is not None:
+            return self.local["query_pool"], self.local.get("click_pool")
         spark = self.output.sparkSession
         tables: list[Any] = []
         for name, stream in (("query_pool", Stream.EVENTS), ("click_pool", Stream.CLICKS)):
@@ -500,10 +539,19 @@ class KernelResult:
         return queries, clicks
 
 
-def _aggregate(out: Any, bp: BoundingPlan, spec: Any) -> KernelResult:
+def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) -> KernelResult:
     """The tasks' output cached on the executors; to the driver only the segments' rows and
     the users seen in more than one run (one aggregation), joined there
-    (:func:`~searchveil.engines.spark_ordered.join_segments`). The counts and pools stay."""
+    (:func:`~searchveil.engines.spark_ordered.join_segments`). The counts and pools stay.
+    ``small`` (an input of at most :data:`LOCAL_ROWS` rows): one job — the tasks' output summed
+    and brought to the driver whole, joined there
+    (:func:`~searchveil.engines.spark_ordered.join_partitions`) — and the release runs here."""
+    if small:
+        agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
+        agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
+        res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
+        counts, figures, rows = join_partitions(res, bp, spec, pl.String)
+        return KernelResult(None, {}, figures, rows, res.height, local=counts)
     out = out.persist(CACHE)
     try:
         seg = out.filter(F.col("kind").isin("s", "h", "k", "f"))
@@ -512,14 +560,14 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any) -> KernelResult:
         runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(t).alias(c)
                              for c, t in _OUTPUT_TYPES.items()]).withColumn(
                                  "kind", F.lit("u"))  # fmt: skip
-        small = pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow()))
-        tally, bfig = join_segments(small, bp, spec)
+        small_rows = pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow()))
+        tally, bfig = join_segments(small_rows, bp, spec)
     except BaseException:
         out.unpersist()
         raise
     delta, figures = tally.result(bfig, pl.String)
-    across = small.filter(pl.col("kind") == "u").get_column("user").cast(pl.String).to_list()
-    return KernelResult(out, delta, figures, bfig["rows"], small.height, across)
+    across = small_rows.filter(pl.col("kind") == "u").get_column("user").cast(pl.String)
+    return KernelResult(out, delta, figures, bfig["rows"], small_rows.height, across.to_list())
 
 
 _OUTPUT_TYPES = {f.name: ("string" if f.type == pa.string() else
@@ -527,7 +575,9 @@ _OUTPUT_TYPES = {f.name: ("string" if f.type == pa.string() else
                  for f in OUTPUT_SCHEMA}  # fmt: skip
 
 
-def pieces_plan(spark: Any, path: str, bp: BoundingPlan, *, normalize: bool) -> KernelResult:
+def pieces_plan(
+    spark: Any, path: str, bp: BoundingPlan, *, normalize: bool, small: bool = False
+) -> KernelResult:
     """The ordered pass of a Parquet file whose path the executors can open (a local or shared
     file system): one Spark task per piece of row groups (:func:`~searchveil.engines.
     spark_ordered.parquet_pieces`), each reading its rows with pyarrow on the executor and
@@ -542,12 +592,13 @@ def pieces_plan(spark: Any, path: str, bp: BoundingPlan, *, normalize: bool) -> 
         F.col("id").cast("int").alias("piece")
     )
     out = tasks.mapInArrow(partial(_per_piece, how, path, pieces), OUTPUT_DDL)
-    return _aggregate(out, bp, spec)
+    return _aggregate(out, bp, spec, small=small)
 
 
 def kernel_plan(
-    df: Any, bp: BoundingPlan, *, normalize: bool, parquet: bool, shuffle: bool = False
-) -> KernelResult:
+    df: Any, bp: BoundingPlan, *, normalize: bool, parquet: bool, shuffle: bool = False,
+    small: bool = False,
+) -> KernelResult:  # fmt: skip
     """The bounding kernel on every partition of ``df`` (AOL columns, in input order) with
     ``mapInArrow`` (:func:`~searchveil.engines.spark_ordered.partition_rows`), one aggregation
     of the partitions' small output, and the driver's join
@@ -583,7 +634,7 @@ def kernel_plan(
     spec = bp.kernel_spec(normalize=normalize)
     how = PartitionInput(bp, spec, integral, with_url, parquet)
     out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
-    return _aggregate(out, bp, spec)
+    return _aggregate(out, bp, spec, small=small)
 
 
 def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:

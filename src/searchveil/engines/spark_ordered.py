@@ -52,8 +52,8 @@ from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.engines.ordered import Tally
 from searchveil.engines.sources import canonical_rows
 
-__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA", "PIECE_ROWS",
-           "PartitionInput", "join_partitions", "join_segments", "parquet_pieces",
+__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
+           "PIECE_ROWS", "PartitionInput", "join_partitions", "join_segments", "parquet_pieces",
            "partition_rows", "piece_rows"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step

@@ -214,7 +214,8 @@ def release_on_engine(
     rows = engine.driver_rows()
     if rows is not None:  # private: how much came back to the driver, against what it writes
         written = sum(t.height for t in rel.tables.values())
-        rel.report["driver_rows"] = {"received": sum(rows.values()), **rows, "written": written}
+        got = rows.get("bounding", 0) + rows.get("release", 0)
+        rel.report["driver_rows"] = {"received": got, **rows, "written": written}
     return rel
 
 
