@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-import pyarrow as pa
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import IntegerNoise
@@ -178,6 +177,8 @@ def _text_words(s: pl.Series) -> npt.NDArray[np.uint64]:
     """A 64-bit word per string, a fixed function of its UTF-8 bytes: its length, first 8
     and last 8 bytes, mixed (null: a distinct constant). Two strings that agree in all three
     share a bucket, which only makes that bucket larger."""
+    import pyarrow as pa  # imported when first used (seeded runs): the CLI starts without it
+
     arr = s.cast(pl.String).to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
