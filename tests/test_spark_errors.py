@@ -30,6 +30,10 @@ TASK_INPUT = (
 PARQUET = ("org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Error while reading "
            "file file:/data/x.parquet. SQLSTATE: KD001\nCaused by: org.apache.parquet.io."
            "ParquetDecodingException: Can not read value at 0 in block -1")  # fmt: skip
+GONE = (
+    "py4j.protocol.Py4JNetworkError: Error while sending or receiving\n"
+    "ConnectionRefusedError: [Errno 111] Connection refused"
+)
 OTHER = (
     "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
     '  File "x.py", line 3, in f\nZeroDivisionError: division by zero'
@@ -46,6 +50,7 @@ OTHER = (
             ["out of memory", "Java heap space", "SEARCHVEIL_SPARK_DRIVER_MEMORY"],
         ),
         (LOST, ResourceError, ["executor", "lost", "spark.executor.memory"]),
+        (GONE, ResourceError, ["JVM stopped answering", "SEARCHVEIL_SPARK_DRIVER_MEMORY"]),
         (TASK_INPUT, InputFormatError, ["line 12: expected 5 fields"]),
         (PARQUET, InputFormatError, [SPARK_UNREADABLE]),
         (OTHER, ResourceError, ["ZeroDivisionError: division by zero"]),

@@ -7,10 +7,11 @@ engine classifies that text once (:func:`spark_failure`):
 * a task's own :class:`~searchveil.errors.InputFormatError` (a line the reader refuses) keeps
   its message; Spark's parse and decode failures say the file could not be read — and only
   they do;
-* the driver's result-size cap (``spark.driver.maxResultSize``), a JVM out of memory, a lost
-  executor or a Python worker that died become a :class:`~searchveil.errors.ResourceError`
-  naming the cause and the setting (``SEARCHVEIL_SPARK_MAX_RESULT_SIZE``,
-  ``SEARCHVEIL_SPARK_DRIVER_MEMORY``, ``--spark-conf spark.executor.memory=…``);
+* the driver's result-size cap (``spark.driver.maxResultSize``), a JVM out of memory (or a
+  driver JVM that stopped answering), a lost executor or a Python worker that died become a
+  :class:`~searchveil.errors.ResourceError` naming the cause and the setting
+  (``SEARCHVEIL_SPARK_MAX_RESULT_SIZE``, ``SEARCHVEIL_SPARK_DRIVER_MEMORY``, ``--spark-conf
+  spark.executor.memory=…``);
 * anything else is reported as a failed Spark job with Spark's first line (exit 2).
 """
 
@@ -51,6 +52,9 @@ _LOST = re.compile(
     r"Python worker exited unexpectedly|crashed|exit code 137|killed by|Container killed|"
     r"MemoryError",
 )
+#: the driver's JVM is gone (killed or dead of an OutOfMemoryError: Python only sees the socket)
+_JVM_GONE = re.compile(r"Connection refused|Py4JNetworkError|Answer from Java side is empty|"
+                       r"Error while (?:sending|receiving)|SparkContext was shut down")  # fmt: skip
 _TASK_INPUT_ERROR = re.compile(r"searchveil\.errors\.InputFormatError: (.+)")
 
 
@@ -85,6 +89,14 @@ def spark_failure(exc: BaseException, where: str) -> SearchveilError:
             f"the driver's JVM also runs the tasks — raise SEARCHVEIL_SPARK_DRIVER_MEMORY (now "
             f"{now}); on a cluster raise the executors' memory (--spark-conf "
             "spark.executor.memory=4g) or use more partitions (spark.sql.shuffle.partitions)"
+        )
+    if _JVM_GONE.search(text):
+        now = os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g")
+        return ResourceError(
+            f"the Spark driver's JVM stopped answering ({_first_line(text, _JVM_GONE)}) — "
+            "usually it ran out of memory (java.lang.OutOfMemoryError in its log): raise "
+            f"SEARCHVEIL_SPARK_DRIVER_MEMORY (now {now}; with a local master it also runs the "
+            "tasks)"
         )
     if _LOST.search(text):
         return ResourceError(
