@@ -1,10 +1,13 @@
-"""The Spark engine on a real standalone cluster (issue 32): a master and two 1-core workers
-started on loopback from the installed PySpark's ``spark-class``, torn down whatever happens.
-Three release kinds run through it from the CLI (``--spark-master spark://...``: a driver in the
-CLI's process, executors in the workers' JVMs, the bounding code shipped to them) and must write
-byte-identical releases to ``--engine polars`` under a seed. The three releases and the check
-of the shipped code run in one driver process (one JVM start and one executor launch instead of
-four: the time of these tests is mostly that); the Polars references run in this process.
+"""The Spark engine on a real standalone cluster (issues 32 and 40): a master and two 1-core
+workers started on loopback from the installed PySpark's ``spark-class``, torn down whatever
+happens. Four release kinds run through it from the CLI (``--spark-master spark://...``: a
+driver in the CLI's process, executors in the workers' JVMs, the bounding code shipped to them)
+and must write byte-identical releases to ``--engine polars`` and ``--engine memory`` under a
+seed. The driver is deliberately small — a 512 MB JVM and ``spark.driver.maxResultSize`` 64 MB
+— and one more release runs on a log whose users' pools (≈ 85 MB of Arrow) exceed that cap: the
+rounds run on the executors, only the release comes back (issue 40). The releases and the check
+of the shipped code run in one driver process (one JVM start and one executor launch: the time
+of these tests is mostly that); the Polars and memory references run in this process.
 Marked ``spark`` and ``slow``; CI runs it (``python -m pytest -m slow``)."""
 
 from __future__ import annotations
@@ -202,7 +205,30 @@ RELEASES = {
         "--max-users",
         "2000",
     ],
+    "dp-sips": [
+        "release",
+        "korolova",
+        *EPS,
+        "--selection",
+        "dp-sips",
+        "--max-queries",
+        "10",
+        "--max-clicks",
+        "2",
+        "--urls",
+        "private",
+        "--max-users",
+        "2000",
+    ],
 }
+#: the release on the log whose pools exceed the driver's result cap (issue 40)
+BIG = ["release", "korolova", "--epsilon", "2.3", "--delta", "1e-7", "--selection",
+       "probe-reweight-2r", "--max-queries", "8", "--max-users", "100000"]  # fmt: skip
+SMALL_DRIVER = {
+    "SEARCHVEIL_SPARK_DRIVER_MEMORY": "512m",
+    "SEARCHVEIL_SPARK_MAX_RESULT_SIZE": "64m",
+    "SEARCHVEIL_SPARK_LOCAL_ROWS": "0",
+}  # every table on the executors, however small
 
 
 @pytest.fixture(scope="module")
@@ -217,24 +243,59 @@ def log_parquet(tmp_path_factory: pytest.TempPathFactory, aol_top1000_path: Path
     return out
 
 
+@pytest.fixture(scope="module")
+def big_pools_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log whose users' pools are larger than the driver's 64 MB result cap: 25,000 users
+    with 14 distinct queries each (one row per query, every row a pool row: 350,000 rows of
+    ≈ 230-byte queries, ≈ 85 MB as Arrow ``user, item, rank``), a fifth of them from a shared
+    head so that the release is not empty; written user by user as Parquet. Long queries keep
+    the rows — the time of this test — few for the bytes."""
+    import numpy as np
+
+    g = np.random.default_rng(40)
+    users, per = 25_000, 14
+    pad = " with a long tail of words that makes the query about two hundred bytes" * 3
+    head = np.array([f"head query {i}{pad}" for i in range(400)])
+    tail = np.char.add("tail query ", g.integers(0, 10**12, users * per).astype(str))
+    tail = np.char.add(tail, pad)
+    q = np.where(g.random(users * per) < 0.2, head[g.integers(0, head.size, users * per)], tail)
+    df = pl.DataFrame(
+        {
+            "AnonID": np.repeat(np.arange(users, dtype=np.int64), per),
+            "Query": q,
+            "QueryTime": "2006-03-01 10:00:00",
+            "ItemRank": None,
+            "ClickURL": None,
+        }
+    ).with_columns(pl.col("ItemRank").cast(pl.String), pl.col("ClickURL").cast(pl.String))
+    # distinct queries within a user (a head query drawn twice is kept once)
+    df = df.unique(["AnonID", "Query"], keep="first", maintain_order=True)
+    out = tmp_path_factory.mktemp("big") / "big-pools.parquet"
+    df.write_parquet(out, row_group_size=100_000)
+    return out
+
+
 def _args(kind: str, log: Path, out: Path, engine: list[str]) -> list[str]:
-    r = RELEASES[kind]
+    r = RELEASES[kind] if kind in RELEASES else BIG
     return [r[0], r[1], str(log), *r[2:], "--out", str(out), "--seed", "7", "--json", *engine]
 
 
 # One driver process on the cluster: each release through the CLI's command (CliRunner, the
 # same code as ``python -m searchveil``), then the executors' view of the code they run.
 DRIVER = """
-import json, os, sys, traceback
+import json, os, sys, time, traceback
 from typer.testing import CliRunner
 from searchveil.cli import app
 from searchveil.engines.spark import spark_session
 master, runs, result = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 done = {}
 for kind, args in runs.items():
+    t = time.perf_counter()
     r = CliRunner().invoke(app, args)
     err = "".join(traceback.format_exception(r.exception)) if r.exception else ""
-    done[kind] = {"exit_code": r.exit_code, "output": (r.output + err)[-3000:]}
+    done[kind] = {"exit_code": r.exit_code, "output": (r.output + err)[-3000:],
+                  "stdout": r.stdout if r.exit_code == 0 else "",
+                  "seconds": round(time.perf_counter() - t, 1)}
 spark = spark_session(master)
 def where(batches):
     import pyarrow as pa, searchveil, socket, os
@@ -249,36 +310,66 @@ with open(result, "w") as fh:
 
 @pytest.fixture(scope="module")
 def cluster_runs(
-    cluster: str, log_parquet: Path, tmp_path_factory: pytest.TempPathFactory
+    cluster: str, log_parquet: Path, big_pools_log: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, dict]:
-    """The Spark releases of every kind (``<dir>/<kind>``) and the shipped-code check, run by
-    one driver process on the cluster."""
+    """The Spark releases of every kind (``<dir>/<kind>``), the release of the big-pool log
+    (``<dir>/big``) and the shipped-code check, run by one small driver process (512 MB,
+    64 MB result cap) on the cluster."""
     d = tmp_path_factory.mktemp("cluster-runs")
     engine = ["--engine", "spark", "--spark-master", cluster]
     runs = {k: _args(k, log_parquet, d / k, engine) for k in sorted(RELEASES)}
+    runs["big"] = _args("big", big_pools_log, d / "big", engine)
     r = subprocess.run(
         [sys.executable, "-c", DRIVER, cluster, json.dumps(runs), str(d / "result.json")],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
-        env=os.environ | {"PYSPARK_PYTHON": sys.executable},
+        env=os.environ | {"PYSPARK_PYTHON": sys.executable} | SMALL_DRIVER,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    return d, json.loads((d / "result.json").read_text())
+    done = json.loads((d / "result.json").read_text())
+    print({k: v.get("seconds") for k, v in done.items()})  # noqa: T201 - with -s: the cost
+    return d, done
 
 
 @pytest.mark.parametrize("kind", sorted(RELEASES))
-def test_cluster_release_equals_polars(
+def test_cluster_release_equals_polars_and_memory(
     kind: str, cluster: str, cluster_runs: tuple[Path, dict], log_parquet: Path, tmp_path: Path
 ) -> None:
     d, done = cluster_runs
     assert done[kind]["exit_code"] == 0, done[kind]["output"]
-    r2 = runner.invoke(app, _args(kind, log_parquet, tmp_path / "polars", ["--engine", "polars"]))
-    assert r2.exit_code == 0, r2.output
-    assert_same_release(d / kind, tmp_path / "polars")
+    for engine in ("polars", "memory"):
+        r2 = runner.invoke(app, _args(kind, log_parquet, tmp_path / engine, ["--engine", engine]))
+        assert r2.exit_code == 0, r2.output
+        assert_same_release(d / kind, tmp_path / engine)
     prov = json.loads((d / f"{kind}.private.json").read_text())
     assert prov["figures"]["engine"]["master"] == cluster
     assert prov["figures"]["engine"]["engine"] == "spark"
+
+
+def test_small_driver_releases_a_log_whose_pools_exceed_its_result_cap(
+    cluster_runs: tuple[Path, dict], big_pools_log: Path, tmp_path: Path
+) -> None:
+    """Issue 40: the 512 MB driver with a 64 MB result cap releases probe-reweight-2r on a log
+    whose pools are larger than the cap (the old engine collected every pool and failed);
+    the release equals Polars' under a seed, and the driver received few more rows than it
+    wrote (``--json``: ``private.report.driver_rows``)."""
+    import pyarrow.parquet as pq
+
+    d, done = cluster_runs
+    assert done["big"]["exit_code"] == 0, done["big"]["output"]
+    rows = pq.ParquetFile(big_pools_log).metadata.num_rows
+    assert rows * 200 > 64 * 2**20  # ≥ 200 bytes of Arrow per pool row (user, item, rank)
+    r2 = runner.invoke(app, _args("big", big_pools_log, tmp_path / "polars",
+                                  ["--engine", "polars"]))  # fmt: skip
+    assert r2.exit_code == 0, r2.output
+    assert_same_release(d / "big", tmp_path / "polars")
+    summary = json.loads(done["big"]["stdout"])
+    got = summary["private"]["report"]["driver_rows"]
+    written = got["written"]
+    assert written == sum(summary["outputs"].values()) > 50
+    assert got["received"] <= 2 * written + 500, got  # the release, a few rows per task
+    assert summary["private"]["report"]["pool_items"] == rows
 
 
 def test_cluster_executors_run_the_shipped_code(cluster_runs: tuple[Path, dict]) -> None:

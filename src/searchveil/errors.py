@@ -18,6 +18,7 @@ __all__ = [
     "BudgetFileError",
     "OutputExistsError",
     "OutputWriteError",
+    "ResourceError",
     "InternalError",
 ]
 
@@ -78,6 +79,11 @@ class OutputWriteError(SearchveilError):
         self.path = path
         why = cause if isinstance(cause, str) else (getattr(cause, "strerror", None) or cause)
         super().__init__(f"cannot write {path!r}: {why}; nothing was written")
+
+
+class ResourceError(SearchveilError):
+    """An engine ran out of a resource (memory, a cap on what a job returns, an executor): the
+    message names the cause and the setting that helps; nothing was written."""
 
 
 class InternalError(SearchveilError):

@@ -166,8 +166,15 @@ class SeededRandom(RandomSource):
 
     def spawn(self, key: int) -> SeededRandom:
         """An independent child stream (e.g. one per Spark partition), still reproducible."""
+        return self.derive(key)
+
+    def derive(self, *path: int) -> SeededRandom:
+        """The child stream named by ``path`` (non-negative integers): a function of the seed
+        and the path only, the same in every process (numpy's ``SeedSequence`` of them) — e.g.
+        one stream per (noise step, noise bucket) of a seeded release."""
         child = SeededRandom(self.seed or 0)
-        child._bits = np.random.PCG64(np.random.SeedSequence([self.seed or 0, int(key)]))
+        words = [self.seed or 0, *(int(p) for p in path)]
+        child._bits = np.random.PCG64(np.random.SeedSequence(words))
         return child
 
 

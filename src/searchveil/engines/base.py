@@ -92,3 +92,11 @@ class Engine(ABC):
     @abstractmethod
     def describe(self) -> dict[str, Any]:
         """What the provenance record keeps of the engine (name, version, plan)."""
+
+    def driver_rows(self) -> dict[str, int] | None:
+        """The rows the driver received for the last release, by phase, when the engine runs
+        elsewhere (a cluster); None when it runs in this process."""
+        return None
+
+    def finish(self) -> None:  # noqa: B027 - optional: an engine that caches data frees it
+        """Free what the last release left cached where the engine runs (idempotent)."""

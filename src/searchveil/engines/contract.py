@@ -15,6 +15,8 @@ see a family's parameters or name an algorithm: a plan is stated in bounding ter
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -25,12 +27,22 @@ import polars as pl
 from searchveil.bounding import KernelSpec, Rule
 from searchveil.errors import InvalidParameterError
 from searchveil.io.formats import Layout, layout
+from searchveil.mechanisms.noisy_counts import (
+    CountSummary,
+    NoisePlan,
+    NoisyCounts,
+    apply_plan_local,
+)
+from searchveil.mechanisms.pool_rounds import PairSource, PoolTable
+from searchveil.rng import RandomSource
 
 __all__ = [
     "Bounding",
     "BoundingPlan",
     "BoundedCounts",
+    "CountTable",
     "Item",
+    "LocalCounts",
     "NO_RNG",
     "Source",
     "TableSource",
@@ -139,6 +151,73 @@ class TableSource:
         return dict(self.columns).get(aol_name, aol_name)
 
 
+class CountTable(ABC):
+    """A table of counts (key columns + ``count``) where an engine holds it — in this process
+    (:class:`LocalCounts`) or on a cluster — and the one operation a release asks of it:
+    :meth:`release`, a :class:`~searchveil.mechanisms.noisy_counts.NoisePlan` run where the
+    counts are, returning only the rows that pass (and private summary figures)."""
+
+    keys: list[str]
+
+    @abstractmethod
+    def release(
+        self,
+        plan: NoisePlan,
+        rng: RandomSource,
+        *,
+        within: tuple[str, pl.Series] | None = None,
+        domain: pl.DataFrame | None = None,
+    ) -> NoisyCounts:
+        """The plan on the table: ``within=(column, values)`` first keeps the rows whose
+        ``column`` is one of ``values`` (a released set); ``domain`` (a frame of key columns,
+        public or released) replaces the table's rows by exactly those keys, count 0 where the
+        table has none. Seeded ``rng``: the bucket streams (one word of ``rng``); secure:
+        every process draws from its own secure source."""
+
+    @abstractmethod
+    def collect(self) -> pl.DataFrame:
+        """The whole table in this process (small tables and tests only)."""
+
+
+@dataclass
+class LocalCounts(CountTable):
+    """A table of counts held by this process (memory, the Polars engine)."""
+
+    frame: pl.DataFrame
+    keys: list[str]
+
+    def release(
+        self,
+        plan: NoisePlan,
+        rng: RandomSource,
+        *,
+        within: tuple[str, pl.Series] | None = None,
+        domain: pl.DataFrame | None = None,
+    ) -> NoisyCounts:
+        df = self.frame.select(*self.keys, pl.col("count").cast(pl.Int64))
+        if within is not None:
+            col, values = within
+            df = df.join(
+                pl.DataFrame({col: values}).cast({col: df.schema[col]}), on=col, how="semi"
+            )
+        if domain is not None:
+            df = domain_counts(domain.select(self.keys), df, self.keys)
+        rows = apply_plan_local(df, self.keys, plan, rng)
+        return NoisyCounts(rows=rows, summary=CountSummary.of(df, plan), received=rows.height)
+
+    def collect(self) -> pl.DataFrame:
+        return self.frame
+
+
+def domain_counts(domain: pl.DataFrame, counts: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Exactly the keys of ``domain`` (distinct), each with its count in ``counts`` (0 when
+    absent)."""
+    dom = domain.unique(maintain_order=True)
+    cast: dict[Any, Any] = {k: counts.schema[k] for k in keys if k in counts.columns}
+    joined = dom.cast(cast).join(counts, on=keys, how="left")
+    return joined.with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
+
+
 @dataclass
 class BoundedCounts:
     """What a histogram release needs from the data: per-item counts *after* contribution
@@ -153,39 +232,65 @@ class BoundedCounts:
     of that contract: each engine's bounding is tested equal to
     :func:`searchveil.bounding.bound_contributions` on real logs.
 
-    ``counts``: name → frame of key columns + ``count`` (Int64); with seeded randomness the
-    release sorts them by key before drawing noise, so a seeded draw order depends only on the
-    counts (see :meth:`table`).
+    ``counts``: name → a frame of key columns + ``count`` (Int64), or a :class:`CountTable`
+    an engine holds elsewhere (a cluster); a release asks for noise and thresholds with
+    :meth:`release`, which runs where the counts are.
     ``figures``: report figures (``users``, ``query_events``, ...). ``input``: the private input
     record (file, SHA-256, rows, users, ...). ``plan``: which engine plan computed them.
     """
 
-    counts: dict[str, pl.DataFrame]
+    counts: Mapping[str, pl.DataFrame | CountTable]
     figures: dict[str, int]
     input: dict[str, Any]
     plan: str = "memory"  # how the counts were computed (reported, not used)
+    #: rows the release received from the engine, by table (private; ``--json`` shows them)
+    received: dict[str, int] = field(default_factory=dict)
 
     @property
     def users(self) -> int:
         return int(self.figures["users"])
 
-    def table(self, name: str, keys: list[str], *, ordered: bool = True) -> pl.DataFrame:
-        """``counts[name]`` with ``keys`` + ``count`` (empty if absent), sorted by the keys when
-        ``ordered``.
-
-        The releases ask for the sorted order when the randomness is seeded, so that a seeded
-        experiment draws the same noise for the same item whichever engine counted. With the
-        secure source the noise is i.i.d., so the order in which items receive their draws does
-        not change the output distribution, and sorting millions of query strings is skipped.
-        """
+    def count_table(self, name: str, keys: list[str]) -> CountTable:
+        """``counts[name]`` as a :class:`CountTable` (an empty one if absent)."""
         df = self.counts.get(name)
+        if isinstance(df, CountTable):
+            return df
+        return LocalCounts(self._frame(df, keys), keys)
+
+    def release(
+        self,
+        name: str,
+        keys: list[str],
+        plan: NoisePlan,
+        rng: RandomSource,
+        *,
+        within: tuple[str, pl.Series] | None = None,
+        domain: pl.DataFrame | None = None,
+    ) -> NoisyCounts:
+        """:meth:`CountTable.release` of ``counts[name]``, where the counts are; the rows the
+        release received are added to :attr:`received`."""
+        out = self.count_table(name, keys).release(plan, rng, within=within, domain=domain)
+        self.received[name] = self.received.get(name, 0) + out.received
+        return out
+
+    def table(self, name: str, keys: list[str], *, ordered: bool = True) -> pl.DataFrame:
+        """``counts[name]`` with ``keys`` + ``count`` in this process (empty if absent),
+        sorted by the keys when ``ordered`` — a cluster's table is collected whole: for the
+        in-memory path's exact figures and for tests, never for a release on an engine."""
+        df = self.counts.get(name)
+        if isinstance(df, CountTable):
+            df = df.collect()
+        out = self._frame(df, keys)
+        return out.sort(keys) if ordered and out.height else out
+
+    @staticmethod
+    def _frame(df: pl.DataFrame | None, keys: list[str]) -> pl.DataFrame:
         if df is None or df.height == 0:
             schema: dict[str, Any] = {k: pl.String for k in keys} | {"count": pl.Int64}
             if df is not None:
                 schema = {k: df.schema.get(k, pl.String) for k in keys} | {"count": pl.Int64}
             return pl.DataFrame(schema=schema)
-        out = df.select(*keys, pl.col("count").cast(pl.Int64))
-        return out.sort(keys) if ordered else out
+        return df.select(*keys, pl.col("count").cast(pl.Int64))
 
 
 @dataclass
@@ -194,10 +299,13 @@ class UserItemPools:
     queries (``queries``: user, item, rank) and, with clicks, first ``click_pool`` distinct
     clicked (query, url) pairs (``clicks``: user, query, url, rank); report figures; the
     private input record (for the provenance record, never the ledger). Produced in memory
-    (:func:`pools_from_log`) or by an engine."""
+    (:func:`pools_from_log`) or by an engine — which may keep the pools where it holds them
+    (a :class:`~searchveil.mechanisms.pool_rounds.PoolTable` and
+    :class:`~searchveil.mechanisms.pool_rounds.PairSource` on a cluster: the selection's
+    rounds then run there)."""
 
-    queries: pl.DataFrame
-    clicks: pl.DataFrame | None
+    queries: pl.DataFrame | PoolTable
+    clicks: pl.DataFrame | PairSource | None
     figures: dict[str, int]
     input: dict[str, Any]
     plan: str = "memory"
@@ -207,6 +315,8 @@ class UserItemPools:
     #: optional: the items exactly one user holds in the whole log (column ``item``), when the
     #: caller has counted them already (the demo) — private, for the report's exposure figure
     single_items: pl.DataFrame | None = field(default=None, repr=False)
+    #: rows the release received from the engine, by step (private; ``--json`` shows them)
+    received: dict[str, int] = field(default_factory=dict)
 
     @property
     def users(self) -> int:

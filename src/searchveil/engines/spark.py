@@ -30,6 +30,7 @@ import os
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -44,31 +45,43 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
-from searchveil.bounding import NotContiguous
+from searchveil.bounding import NotContiguous, Stream
 from searchveil.engines.base import Engine, ReducedRows
 from searchveil.engines.contract import (
     BoundedCounts,
     BoundingPlan,
+    Item,
     Source,
     TableSource,
     UserItemPools,
 )
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
+from searchveil.engines.spark_errors import spark_errors
 from searchveil.engines.spark_ordered import (
     GROUP_KEYS,
     OUTPUT_DDL,
+    OUTPUT_SCHEMA,
     PartitionInput,
     join_partitions,
+    join_segments,
     parquet_pieces,
     partition_rows,
     piece_rows,
 )
+from searchveil.engines.spark_pools import SparkClickPools, SparkPools
+from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
 from searchveil.io.readers import AOL_COLUMNS
-from searchveil.validate import parse_choice
+from searchveil.model import PAIR_SEP
+from searchveil.validate import check_int, parse_choice
+
+#: an input of at most this many rows is bounded on the cluster in one job and released on the
+#: driver (:meth:`SparkEngine._small`): a bounded size, not the input's
+#: (``SEARCHVEIL_SPARK_LOCAL_ROWS`` or ``SparkEngine(local_rows=…)``; 0: always on the cluster)
+LOCAL_ROWS = 1 << 19
 
 SHUFFLE_PLAN_NAME = "spark shuffled by user"
 ORDERED_PLAN_NAME = "spark ordered pass"
@@ -93,11 +106,6 @@ class SparkPlan(StrEnum):
     SHUFFLE = "shuffle"
 
 
-SPARK_UNREADABLE = (
-    "Spark could not read it as the AOL layout (a row with the wrong number of fields, or a "
-    "damaged .gz or Parquet file?); `searchveil stats` on it names the first bad line "
-    "(SEARCHVEIL_DEBUG=1 shows Spark's own message)"
-)
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
 # White_Space class of Polars' (Rust) \s: the blanks the kernel strips from a text user id
 _EDGE_BLANKS = r"(?U)^\s+|\s+$"
@@ -132,12 +140,13 @@ def spark_session(
         settings |= {
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            # with a local master this JVM also runs the tasks (docs/spark-perf.md)
             "spark.driver.memory": os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"),
-            # the driver collects what it releases (counts; every user's pool for the selection
-            # strategies: ~1.4 GB of Arrow at 20M rows), beyond Spark's 1 GB default: the
-            # driver's memory is the limit ("0": none but it; docs/spark-perf.md)
-            "spark.driver.maxResultSize": os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE", "0"),
         }
+        # the driver receives only what a release publishes (and a few rows per task):
+        # Spark's own cap on what a job returns (1g) stands unless the user sets another
+        if os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE"):
+            settings["spark.driver.maxResultSize"] = os.environ["SEARCHVEIL_SPARK_MAX_RESULT_SIZE"]
     for k, v in {**settings, **dict(conf)}.items():
         builder = builder.config(k, v)
     spark = builder.appName("searchveil").getOrCreate()
@@ -178,8 +187,12 @@ class SparkEngine(Engine):
         remote: str | None = None,
         conf: tuple[tuple[str, str], ...] = (),
         scan: str = "auto",
+        local_rows: int | None = None,
     ) -> None:
         plan = parse_choice("spark plan", plan, SparkPlan)
+        if local_rows is None:
+            local_rows = int(os.environ.get("SEARCHVEIL_SPARK_LOCAL_ROWS", LOCAL_ROWS))
+        self.local_rows = check_int("local_rows", local_rows, minimum=0)
         self.scan_by = parse_choice("spark scan", scan, SparkScan)
         if not HAVE_PANDAS:
             raise InvalidParameterError(
@@ -193,6 +206,8 @@ class SparkEngine(Engine):
         self.normalize = normalize
         self.fingerprint = fingerprint
         self.spark = spark_session(master, remote=remote, conf=conf)
+        self._cached: list[Any] = []  # what the last release keeps on the cluster
+        self._rows: dict[str, int] = {}  # the rows the driver received for the last release
 
     def _read(self, source: Source | TableSource | str | Path) -> Any:
         """The input as a Spark DataFrame of AOL columns: a file (Parquet, or AOL TSV/.gz with
@@ -302,11 +317,7 @@ class SparkEngine(Engine):
         )
 
     def collect(self, table: Any) -> pl.DataFrame:
-        try:
-            arrow = table.toArrow()
-        except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError(getattr(self, "_path", "the input"), SPARK_UNREADABLE) from exc
-        return pl.DataFrame(pl.from_arrow(arrow))
+        return to_polars(table, getattr(self, "_path", "the input"))
 
     def totals(self, table: Any) -> dict[str, int]:
 
@@ -315,12 +326,13 @@ class SparkEngine(Engine):
 
     def _kernel(
         self, source: Source | TableSource | Path, bp: BoundingPlan
-    ) -> tuple[dict[str, pl.DataFrame], dict[str, int], dict[str, Any], str]:
+    ) -> tuple[KernelResult, dict[str, Any], str]:
         """The bounding kernel on Spark: the ordered pass (:func:`pieces_plan` for a Parquet
-        file, else :func:`kernel_plan`), else the rows shuffled by user; only counts (or the
-        pools) and a few rows per partition reach the driver. A file's SHA-256 is streamed in
-        a thread meanwhile; a table's snapshot is taken before it is read
-        (:func:`table_snapshot`)."""
+        file, else :func:`kernel_plan`), else the rows shuffled by user; the counts (or the
+        pools) stay on the cluster (:class:`KernelResult`), only a few rows per task reach the
+        driver. A file's SHA-256 is streamed in a thread meanwhile; a table's snapshot is taken
+        before it is read (:func:`table_snapshot`)."""
+        self.finish()  # what an earlier release left cached
         if isinstance(source, TableSource):
             df = self._read(source)
             rec = table_snapshot(self.spark, source, df)
@@ -330,17 +342,20 @@ class SparkEngine(Engine):
             sha = start_fingerprint(src.path, self.fingerprint)  # overlaps Spark's work
             where, parquet = str(src.path), src.parquet
             direct = str(src.path.resolve()) if parquet and self.scan_by == SparkScan.AUTO else None
+        small = not isinstance(source, TableSource) and self._small(src)
         result, name = None, ORDERED_PLAN_NAME
-        try:
+        with spark_errors(where):
             if not isinstance(source, TableSource):
                 df = self._read(src)
             if self.plan != SparkPlan.SHUFFLE:
                 try:
                     if direct is not None:
                         name = PIECES_PLAN_NAME
-                        result = pieces_plan(self.spark, direct, bp, normalize=self.normalize)
+                        result = pieces_plan(self.spark, direct, bp, normalize=self.normalize,
+                                             small=small)  # fmt: skip
                     else:
-                        result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet)
+                        result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet,
+                                             small=small)  # fmt: skip
                 except NotContiguous:
                     if self.plan == SparkPlan.ORDERED:
                         raise InvalidParameterError(
@@ -349,33 +364,73 @@ class SparkEngine(Engine):
             if result is None:
                 name = SHUFFLE_PLAN_NAME
                 result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet,
-                                     shuffle=True)  # fmt: skip
-        except (InputFormatError, InvalidParameterError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - Spark wraps parse errors in Py4J/JVM types
-            raise InputFormatError(where, SPARK_UNREADABLE) from exc
-        counts, figures, rows = result
-        if rows == 0:
+                                     shuffle=True, small=small)  # fmt: skip
+        if result.output is not None:
+            self._cached.append(result.output)
+        result.where = where
+        self._rows = {"bounding": result.received, "release": 0}
+        result.sink = self._rows
+        if result.rows == 0:
             raise InputFormatError(where, "no data rows left (empty input)")
         if isinstance(source, TableSource):
-            rec |= {"rows": rows, "users": figures["users"], "queries_normalized": self.normalize}
+            rec |= {"rows": result.rows, "users": result.figures["users"],
+                    "queries_normalized": self.normalize}  # fmt: skip
         else:
             rec = input_record(
-                src, sha.result(), rows, figures["users"], self.normalize, self.fingerprint
-            )
-        return counts, figures, rec, name
+                src, sha.result(), result.rows, result.figures["users"], self.normalize,
+                self.fingerprint,
+            )  # fmt: skip
+        return result, rec, name
 
     def bounded_counts(self, source: Source | Path, bp: BoundingPlan) -> BoundedCounts:
-        """Histogram releases: the kernel's counts (:meth:`_kernel`)."""
-        counts, figures, rec, name = self._kernel(source, bp)
-        return BoundedCounts(counts=counts, figures=figures, input=rec, plan=name)
+        """Histogram releases: the kernel's counts as cluster tables (:class:`SparkCounts`):
+        a release's noise and thresholds run where they are."""
+        result, rec, name = self._kernel(source, bp)
+        return BoundedCounts(counts=result.count_tables(bp), figures=result.figures, input=rec,
+                             plan=name, received={"bounding": result.received})  # fmt: skip
 
     def item_pools(self, source: Source | Path, plan: BoundingPlan) -> UserItemPools:
-        """Selection strategies: each user's first distinct queries (and clicked pairs), the
-        kernel's kept rows (:meth:`_kernel`), come to the driver with Arrow."""
-        counts, figures, rec, name = self._kernel(source, plan)
-        return UserItemPools(queries=counts["query_pool"], clicks=counts.get("click_pool"),
-                             figures=figures, input=rec, plan=name)  # fmt: skip
+        """Selection strategies: each user's first distinct queries (and clicked pairs) stay
+        on the cluster, moved once so that each user's rows are in one partition
+        (:class:`SparkPools`): the selection's rounds run there."""
+        result, rec, name = self._kernel(source, plan)
+        queries, clicks = result.pool_tables()
+        for t in (queries, clicks):
+            if isinstance(t, SparkPools | SparkClickPools):
+                self._cached.append(t)
+        return UserItemPools(queries=queries, clicks=clicks, figures=result.figures, input=rec,
+                             plan=name, received={"bounding": result.received})  # fmt: skip
+
+    def _small(self, src: Source) -> bool:
+        """Whether the input is small (at most :attr:`local_rows` rows: a Parquet file's footer
+        says; a text file by its size, 64 bytes a row, a gzip file's ×4): then it is bounded on
+        the cluster in one job and released on the driver — a dozen Spark stages would cost
+        more than the work (≈ 0.3–0.7 s a stage in ``local[2]``), and its size is bounded."""
+        if self.local_rows == 0:
+            return False
+        try:
+            if src.parquet:
+                return int(pq.ParquetFile(src.path).metadata.num_rows) <= self.local_rows
+            gz = container(str(src.path)) == Container.GZIP
+            size = src.path.stat().st_size * (4 if gz else 1)
+        except (OSError, pa.ArrowException):  # unreadable: Spark's reading says why
+            return False
+        return size <= 64 * self.local_rows
+
+    def driver_rows(self) -> dict[str, int] | None:
+        """The rows the driver received for the last release: the bounding job's (segments,
+        users seen in two runs) and the release's (kept rows, summaries, released items)."""
+        return dict(self._rows) if self._rows else None
+
+    def finish(self) -> None:
+        """Free what the last release cached on the cluster (its kernel output, its pools)."""
+        for t in self._cached:
+            # (a Spark Connect DataFrame answers any attribute with a column: no hasattr)
+            if isinstance(t, SparkPools | SparkClickPools):
+                t.finish()
+            else:
+                t.unpersist()
+        self._cached = []
 
     def rows(self, source: Source | Path, plan: BoundingPlan) -> ReducedRows:
         """The row plan (:func:`searchveil.engines.rows.rows_plan_log`) on Spark."""
@@ -400,18 +455,129 @@ def _per_piece(how: PartitionInput, path: str, pieces: list[tuple[int, ...]], ta
     yield from piece_rows(tasks, how, path, pieces)
 
 
-def _aggregate(out: Any, bp: BoundingPlan, spec: Any, user_dtype: Any) -> tuple[
-        dict[str, pl.DataFrame], dict[str, int], int]:  # fmt: skip
-    """The one aggregation of the partitions' output, to the driver, joined there."""
-    agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
-    agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
-    res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
-    return join_partitions(res, bp, spec, user_dtype)
+@dataclass
+class KernelResult:
+    """The bounding kernel's output on the cluster (``output``: the tasks' rows, cached), the
+    rows the driver's join decided (``delta``: per table, counts or pool rows in the tables'
+    own columns), the figures, the input's rows, and the rows the driver received."""
+
+    output: Any
+    delta: dict[str, pl.DataFrame]
+    figures: dict[str, int]
+    rows: int
+    received: int
+    #: the users whose rows two tasks share (their first run continues a task's last one)
+    straddlers: list[str] = field(default_factory=list)
+    #: a small input's counts or pools, already in this process (:data:`LOCAL_ROWS`)
+    local: dict[str, pl.DataFrame] | None = None
+    where: str = "the input"
+    #: the rows the driver receives while releasing, added up (``release``)
+    sink: dict[str, int] = field(default_factory=dict)
+
+    def _part(self, kind: str, stream: Stream) -> Any:
+        out = self.output
+        return out.filter((F.col("kind") == kind) & (F.col("stream") == stream.value))
+
+    def count_tables(self, bp: BoundingPlan) -> dict[str, Any]:
+        """Each count table (the names and columns :class:`~searchveil.engines.ordered.Tally`
+        gives): the tasks' partial counts plus the join's, on the cluster (a small input's:
+        :attr:`local`)."""
+        if self.local is not None:
+            return dict(self.local)
+        spark = self.output.sparkSession
+        out: dict[str, Any] = {}
+        for name, delta in self.delta.items():
+            clicks = name == "clicks" or (name == "items" and bp.item == Item.CLICKS)
+            stream = Stream.CLICKS if clicks else Stream.EVENTS
+            cols = {"query": F.col("query"), "url": F.col("url"), "item": F.col("query")}
+            if clicks:
+                cols["item"] = F.concat(F.col("query"), F.lit(PAIR_SEP), F.col("url"))
+            keys = [k for k in delta.columns if k != "count"]
+            part = self._part("c", stream).select(*[cols[k].alias(k) for k in keys],
+                                                  F.col("n").alias("count"))  # fmt: skip
+            if delta.height:
+                d = delta.select(*[pl.col(k).cast(pl.String) for k in keys],
+                                 pl.col("count").cast(pl.Int64))  # fmt: skip
+                part = part.unionByName(spark.createDataFrame(d.to_arrow()))
+            out[name] = SparkCounts(part, keys, self.where, self.sink)
+        return out
+
+    def pool_tables(self) -> tuple[Any, Any]:
+        """The query pools (and the clicked pairs' pools), each user's rows in one partition in
+        rank order, without moving them: a task's kept rows are its users' rows in input order,
+        so only the users that straddle two tasks (at most one per task boundary: their rows
+        from the tasks plus the join's) are gathered here and added as one more partition. (A
+        small input's pools: :attr:`local`.)"""
+        if self.local is not None:
+            return self.local["query_pool"], self.local.get("click_pool")
+        spark = self.output.sparkSession
+        tables: list[Any] = []
+        for name, stream in (("query_pool", Stream.EVENTS), ("click_pool", Stream.CLICKS)):
+            if name not in self.delta:
+                tables.append(None)
+                continue
+            keys = ["item"] if stream == Stream.EVENTS else ["query", "url"]
+            p = self._part("p", stream).select(
+                F.col("user"), *[F.col("query").alias(k) if k == "item" else F.col(k)
+                                 for k in keys], F.col("n2").cast("long").alias("rank"),
+            )  # fmt: skip
+            small = self.delta[name].select(pl.col("user").cast(pl.String),
+                                            *[pl.col(k).cast(pl.String) for k in keys],
+                                            pl.col("rank").cast(pl.Int64))  # fmt: skip
+            if self.straddlers:
+                across = F.col("user").isin(self.straddlers)
+                theirs = to_polars(p.filter(across), self.where)
+                self.sink["bounding"] = self.sink.get("bounding", 0) + theirs.height
+                small = pl.concat([small, theirs.cast(small.schema)])
+                p = p.filter(~across)
+            if small.height:
+                small = small.sort("user", "rank", maintain_order=True)
+                p = p.unionByName(spark.createDataFrame(small.to_arrow()).coalesce(1))
+            tables.append(p)
+        queries = SparkPools(tables[0], self.where, self.sink)
+        clicks = None if tables[1] is None else SparkClickPools(tables[1], self.where, self.sink)
+        return queries, clicks
+
+
+def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) -> KernelResult:
+    """The tasks' output cached on the executors; to the driver only the segments' rows and
+    the users seen in more than one run (one aggregation), joined there
+    (:func:`~searchveil.engines.spark_ordered.join_segments`). The counts and pools stay.
+    ``small`` (an input of at most :data:`LOCAL_ROWS` rows): one job — the tasks' output summed
+    and brought to the driver whole, joined there
+    (:func:`~searchveil.engines.spark_ordered.join_partitions`) — and the release runs here."""
+    if small:
+        agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
+        agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
+        res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
+        counts, figures, rows = join_partitions(res, bp, spec, pl.String)
+        return KernelResult(None, {}, figures, rows, res.height, local=counts)
+    out = out.persist(CACHE)
+    try:
+        seg = out.filter(F.col("kind").isin("s", "h", "k", "f"))
+        runs = (out.filter(F.col("kind") == "u").groupBy("user").agg(F.sum("n").alias("n"))
+                .filter(F.col("n") > 1))  # fmt: skip
+        runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(t).alias(c)
+                             for c, t in _OUTPUT_TYPES.items()]).withColumn(
+                                 "kind", F.lit("u"))  # fmt: skip
+        small_rows = pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow()))
+        tally, bfig = join_segments(small_rows, bp, spec)
+    except BaseException:
+        out.unpersist()
+        raise
+    delta, figures = tally.result(bfig, pl.String)
+    across = small_rows.filter(pl.col("kind") == "u").get_column("user").cast(pl.String)
+    return KernelResult(out, delta, figures, bfig["rows"], small_rows.height, across.to_list())
+
+
+_OUTPUT_TYPES = {f.name: ("string" if f.type == pa.string() else
+                          "int" if f.type == pa.int32() else "long")
+                 for f in OUTPUT_SCHEMA}  # fmt: skip
 
 
 def pieces_plan(
-    spark: Any, path: str, bp: BoundingPlan, *, normalize: bool
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    spark: Any, path: str, bp: BoundingPlan, *, normalize: bool, small: bool = False
+) -> KernelResult:
     """The ordered pass of a Parquet file whose path the executors can open (a local or shared
     file system): one Spark task per piece of row groups (:func:`~searchveil.engines.
     spark_ordered.parquet_pieces`), each reading its rows with pyarrow on the executor and
@@ -426,12 +592,13 @@ def pieces_plan(
         F.col("id").cast("int").alias("piece")
     )
     out = tasks.mapInArrow(partial(_per_piece, how, path, pieces), OUTPUT_DDL)
-    return _aggregate(out, bp, spec, pl.Int64 if integral else pl.String)
+    return _aggregate(out, bp, spec, small=small)
 
 
 def kernel_plan(
-    df: Any, bp: BoundingPlan, *, normalize: bool, parquet: bool, shuffle: bool = False
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    df: Any, bp: BoundingPlan, *, normalize: bool, parquet: bool, shuffle: bool = False,
+    small: bool = False,
+) -> KernelResult:  # fmt: skip
     """The bounding kernel on every partition of ``df`` (AOL columns, in input order) with
     ``mapInArrow`` (:func:`~searchveil.engines.spark_ordered.partition_rows`), one aggregation
     of the partitions' small output, and the driver's join
@@ -440,7 +607,7 @@ def kernel_plan(
     first move each user's rows to one partition, in input order (one shuffle of the rows; any
     input). The rows reach Python as Spark reads them — no normalisation, trimming or parsing
     in Spark: every engine reads them with the same code
-    (:func:`~searchveil.engines.sources.canonical_rows`). Returns (counts, figures, rows)."""
+    (:func:`~searchveil.engines.sources.canonical_rows`)."""
     with_url = bp.with_url
     integral = isinstance(df.schema["AnonID"].dataType, IntegralType)
     user = F.col("AnonID") if integral else F.col("AnonID").cast("string")
@@ -467,7 +634,7 @@ def kernel_plan(
     spec = bp.kernel_spec(normalize=normalize)
     how = PartitionInput(bp, spec, integral, with_url, parquet)
     out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
-    return _aggregate(out, bp, spec, pl.Int64 if integral else pl.String)
+    return _aggregate(out, bp, spec, small=small)
 
 
 def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:

@@ -52,11 +52,12 @@ from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.engines.ordered import Tally
 from searchveil.engines.sources import canonical_rows
 
-__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "OUTPUT_DDL", "OUTPUT_SCHEMA", "PIECE_ROWS",
-           "PartitionInput", "join_partitions", "parquet_pieces", "partition_rows",
-           "piece_rows"]  # fmt: skip
+__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
+           "PIECE_ROWS", "PartitionInput", "join_partitions", "join_segments", "parquet_pieces",
+           "partition_rows", "piece_rows"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
+OUT_ROWS = 1 << 17  # rows of an output batch at most (the pools' rows)
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -133,6 +134,7 @@ def partition_rows(
     streams = [s for s, _ in how.spec.rules()]
     pools = how.plan.keep == Bounding.POOLS
     tally = Tally(how.plan, streams)  # counts (pools leave as rows)
+    kept_rows = dict.fromkeys(streams, 0)  # the rows of its other runs kept (the figures)
     users: list[pl.Series] = []
 
     def step(buf: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -140,10 +142,12 @@ def partition_rows(
         df = canonical_rows(raw, user_numeric=how.user_numeric, with_url=how.with_url,
                             parquet=how.parquet)  # fmt: skip
         kept = bounder.feed(df)
+        for stream, k in kept.items():
+            kept_rows[stream] += k.height
         if pools:
             for stream, k in kept.items():
-                if k.height:
-                    yield _rows("p", stream, k, part, rank=True)
+                for lo in range(0, k.height, OUT_ROWS):  # batches the JVM takes in small bites
+                    yield _rows("p", stream, k.slice(lo, OUT_ROWS), part, rank=True)
         else:
             tally.add(kept)
         # the users of this chunk's runs (a run continued from the chunk before is one run)
@@ -174,7 +178,14 @@ def partition_rows(
     run_users = run_users.filter((run_users != run_users.shift(1)).fill_null(True))
     yield _frame({"kind": "u", "user": run_users.cast(pl.String), "n": 1}, run_users.len())
     yield from _segment_rows(bounder.summary(), part)
+    names = [KEPT + s.value for s in streams]
+    yield _frame({"kind": "f", "part": part, "stream": pl.Series(names, dtype=pl.String),
+                  "n": pl.Series([kept_rows[s] for s in streams], dtype=pl.Int64)},
+                 len(names))  # fmt: skip
 
+
+#: the figure rows (``f``) of the rows a partition kept outside its first run, by stream
+KEPT = "kept:"
 
 #: rows of a Parquet piece the executors read themselves (whole row groups, at least this many)
 PIECE_ROWS = 1 << 20
@@ -266,11 +277,14 @@ def _segments(out: pl.DataFrame, spec: KernelSpec) -> list[Segment]:
     return segs
 
 
-def join_partitions(
-    out: pl.DataFrame, bp: BoundingPlan, spec: KernelSpec, user_dtype: Any
-) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """Counts (or pools), figures and rows from the aggregated partition output; raises
-    :class:`~searchveil.bounding.NotContiguous` when a user's rows are not contiguous."""
+def join_segments(out: pl.DataFrame, bp: BoundingPlan, spec: KernelSpec) -> tuple[
+        Tally, dict[str, int]]:  # fmt: skip
+    """The driver's join of the partitions' segments (rows ``s``, ``h``, ``k``, ``f`` and the
+    users ``u`` seen in more than one run): a tally of the rows the join decides (the first
+    runs of the partitions, held back there) and the kernel's figures; raises
+    :class:`~searchveil.bounding.NotContiguous` when a user's rows are not contiguous. The
+    tally's ``kept`` counts include every partition's own kept rows (its ``f`` rows
+    :data:`KEPT`), so its figures are the whole input's."""
     streams = [s for s, _ in spec.rules()]
     tally = Tally(bp, streams)
     bounder = Bounder(spec)
@@ -282,19 +296,33 @@ def join_partitions(
     repeats = dict(out.filter(pl.col("kind") == "u").select("user", "n").iter_rows())
     if repeats != {u: 1 + c for u, c in conts.items()}:
         raise NotContiguous
+    figs = out.filter(pl.col("kind") == "f").group_by("stream").agg(pl.col("n").sum())
+    elsewhere = dict(figs.iter_rows())
     for stream in streams:
+        tally.kept[stream] += int(elsewhere.get(KEPT + stream.value, 0))
+    return tally, bounder.figures
+
+
+def join_partitions(
+    out: pl.DataFrame, bp: BoundingPlan, spec: KernelSpec, user_dtype: Any
+) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
+    """Counts (or pools), figures and rows from the partitions' whole aggregated output (the
+    ``c``/``p`` rows with the segments): :func:`join_segments` plus those rows, in this
+    process — the reference the Spark engine's cluster tables are tested against."""
+    tally, bfig = join_segments(out, bp, spec)
+    for stream in tally.streams:
         mine = out.filter((pl.col("stream") == stream.value)
                           & pl.col("kind").is_in(["c", "p"]))  # fmt: skip
         if bp.keep == Bounding.POOLS:
             keys = STREAM_KEYS[stream]
-            tally.add(
-                {stream: mine.select(pl.col("user").alias("u"), *keys, pl.col("n2").alias("_rank"))}
+            tally.rows[stream].append(
+                mine.select(pl.col("user").alias("u"), *keys, pl.col("n2").alias("_rank"))
             )
         else:
             summed = mine.select(*STREAM_KEYS[stream], count="n")
-            tally.add_counts(stream, summed, int(summed.get_column("count").sum() or 0))
-    counts, figures = tally.result(bounder.figures, pl.String)
+            tally.folds[stream].add_counts(summed)
+    counts, figures = tally.result(bfig, pl.String)
     if user_dtype != pl.String:
         counts = {k: v.with_columns(pl.col("user").cast(user_dtype)) if "user" in v.columns
                   else v for k, v in counts.items()}  # fmt: skip
-    return counts, figures, bounder.figures["rows"]
+    return counts, figures, bfig["rows"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,6 +28,8 @@ import polars as pl
 from searchveil.bounding import first_per_user
 from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.mechanisms.noise import MAX_GAUSSIAN_SIGMA, DiscreteGaussian
+from searchveil.mechanisms.noisy_counts import bucket_order, bucket_runs, draw_by_bucket
+from searchveil.mechanisms.pool_rounds import PoolFigures, PoolTable, RoundSpec, run_rounds
 from searchveil.mechanisms.selection_facts import Accounting, DefaultD, StrategyFacts, Units
 from searchveil.rng import RandomSource
 from searchveil.validate import check_int, check_positive, check_probability
@@ -142,6 +144,20 @@ def weight_scale(sigma: float, d: int = 1) -> int:
     return s
 
 
+def pool_weights(
+    users: Ids, items: Ids, n_items: int, table: npt.ArrayLike, d: int
+) -> npt.NDArray[np.float64]:
+    """Each item's total weight Σ table[k_u] over the users holding it (k_u: the user's rows
+    here, ≤ d; integers, exact in float64 below 2^53)."""
+    k = (np.bincount(users) if users.size else np.zeros(0, np.int64)).astype(np.int32)
+    if k.size and int(k.max()) > d:
+        raise InternalError("a user has more than d items in a weighted round")
+    # float64 weights (integers, exact): bincount sums in float64 anyway, so an integer
+    # gather would be one more copy of the rows
+    w = np.asarray(table, dtype=np.float64)
+    return np.asarray(np.bincount(items, weights=w[k[users]], minlength=n_items), dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class WeightedRound:
     """One round of ℓ2-weighted Gaussian thresholding on integers (Gopi et al. 2020's weighted
@@ -178,43 +194,18 @@ class WeightedRound:
         k = np.arange(1, self.d + 1, dtype=np.float64)
         return float(np.max(-np.expm1(k * np.log1p(-np.minimum(p, 1 - 1e-300)))))
 
-    def run(
-        self, users: Ids, items: Ids, n_items: int,
-        rng: RandomSource, diagnostic: np.random.Generator | None = None,
-    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # fmt: skip
-        """``users``/``items``: each user's items for this round (≤ d each, users contiguous).
-        Returns (released mask over all item ids, the candidate item ids in increasing order,
-        their noisy weights). Noise is drawn for the candidates in item-id order.
-
-        ``diagnostic``: a numpy generator for *simulations* on synthetic data (the d-curves):
-        rounded continuous Gaussian noise instead of the exact sampler. Never for a release."""
-        weight = self.weights(users, items, n_items)
-        cand = np.flatnonzero(weight)  # every held item has weight ≥ 1 (s ≥ √d)
-        noisy = weight[cand].astype(np.int64)
-        del weight
-        for lo in range(0, cand.size, NOISE_CHUNK):  # chunks: the sampler's temporaries stay small
-            hi = min(lo + NOISE_CHUNK, cand.size)
-            if diagnostic is not None:
-                z = np.rint(diagnostic.normal(0.0, self.sigma * self.scale, hi - lo))
-                noisy[lo:hi] += z.astype(np.int64)
-            else:
-                noisy[lo:hi] += self.noise.sample(hi - lo, rng)
-        released = np.zeros(n_items, dtype=bool)
-        released[cand[noisy >= self.threshold]] = True
-        return released, cand, noisy
-
     def weights(self, users: Ids, items: Ids, n_items: int) -> npt.NDArray[np.float64]:
         """Each item's total weight Σ ⌊s/√k_u⌋ over the users holding it this round (integers,
         exact in float64 below 2^53)."""
-        k = (np.bincount(users) if users.size else np.zeros(0, np.int64)).astype(np.int32)
-        if k.size and int(k.max()) > self.d:
-            raise InternalError("a user has more than d items in a weighted round")
-        # float64 weights (integers, exact): bincount sums in float64 anyway, so an integer
-        # gather would be one more copy of the rows
-        table = unit_weights(self.scale, self.d).astype(np.float64)
-        return np.asarray(
-            np.bincount(items, weights=table[k[users]], minlength=n_items), dtype=np.float64
-        )
+        return pool_weights(users, items, n_items, unit_weights(self.scale, self.d), self.d)
+
+    def spec(self, pool: int, *, cutoff: int | None = None, after_bias: bool = False) -> RoundSpec:
+        """The round in mechanism terms (:class:`~searchveil.mechanisms.pool_rounds.RoundSpec`):
+        weights ⌊s/√k⌋, discrete Gaussian noise N_Z(0, (σs)²), released when ≥ the threshold."""
+        table = tuple(int(x) for x in unit_weights(self.scale, self.d))
+        return RoundSpec(d=self.d, pool=pool, weights=table, noise=self.noise,
+                         threshold=self.threshold, inclusive=True, cutoff=cutoff,
+                         after_bias=after_bias)  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
         return {"sigma": self.sigma, "noise_sigma_integer": self.sigma * self.scale,
@@ -334,15 +325,132 @@ class ItemPool:
         return int(self.names.len())
 
 
+class LocalPool(PoolTable):
+    """A pool table held by this process: an :class:`ItemPool`'s numpy arrays (released
+    sets are boolean masks over item ids, a round's rows are row indices).
+
+    Seeded noise: with ``canonical`` (a release: the selection family's tables) it comes from
+    the bucket streams in the canonical order of the items' names (computed once per pool), so
+    it equals a cluster's draw item for item; without (the mechanism on its own —
+    :meth:`PoolSelection.select_pool`: the audits, benchmarks), from the one seeded stream in
+    item-id order, as fast as one vectorised call (the same distribution: i.i.d. draws).
+    ``diagnostic``: see :meth:`RoundsSelection.run_pool`."""
+
+    def __init__(
+        self, pool: ItemPool, diagnostic: np.random.Generator | None = None, *,
+        canonical: bool = False,
+    ) -> None:  # fmt: skip
+        self.pool = pool
+        self.diagnostic = diagnostic
+        self.canonical = canonical
+        self._canon: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+
+    def nothing(self) -> npt.NDArray[np.bool_]:
+        return np.zeros(self.pool.n_items, dtype=bool)
+
+    def round_rows(self, spec: RoundSpec, released: Any, bias: Any) -> npt.NDArray[np.int32]:
+        p = self.pool
+        if spec.after_bias:
+            bias_rows, eligible = bias
+            keep = np.zeros(p.users.size, dtype=bool)
+            keep[bias_rows] = True
+            keep &= eligible[p.items] & ~released[p.items]
+            return _first_per_user(p.users, keep, spec.d)
+        return _first_per_user(p.users, (p.rank < spec.pool) & ~released[p.items], spec.d)
+
+    def _canonical(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Each item id's position in the canonical draw order and its noise bucket."""
+        if self._canon is None:
+            order, buckets = bucket_order(pl.DataFrame({"item": self.pool.names}), ["item"])
+            pos = np.empty(order.size, dtype=np.int64)
+            pos[order] = np.arange(order.size)
+            bucket = np.empty(order.size, dtype=np.int64)
+            bucket[order] = buckets
+            self._canon = (pos, bucket)
+        return self._canon
+
+    def _noise(
+        self, cand: npt.NDArray[np.int64], spec: RoundSpec, step: int, key: int | None,
+        rng: RandomSource,
+    ) -> npt.NDArray[np.int64]:  # fmt: skip
+        out = np.empty(cand.size, dtype=np.int64)
+        if key is None or self.diagnostic is not None or not self.canonical:
+            for lo in range(0, cand.size, NOISE_CHUNK):  # the sampler's temporaries stay small
+                hi = min(lo + NOISE_CHUNK, cand.size)
+                if self.diagnostic is not None:
+                    sd = float(getattr(spec.noise, "sigma", 0.0))
+                    out[lo:hi] = np.rint(self.diagnostic.normal(0.0, sd, hi - lo)).astype(np.int64)
+                else:
+                    out[lo:hi] = spec.noise.sample(hi - lo, rng)
+            return out
+        pos, bucket = self._canonical()
+        order = np.argsort(pos[cand], kind="stable")
+        out[order] = draw_by_bucket(bucket_runs(bucket[cand[order]]), spec.noise, key, step)
+        return out
+
+    def run_round(
+        self, rows: Any, spec: RoundSpec, step: int, key: int | None, rng: RandomSource
+    ) -> tuple[Any, Any, dict[str, int]]:
+        p = self.pool
+        weight = pool_weights(p.users[rows], p.items[rows], p.n_items, spec.weights, spec.d)
+        cand = np.flatnonzero(weight)  # every held item has weight ≥ 1
+        noisy = weight[cand].astype(np.int64)
+        del weight
+        noisy += self._noise(cand, spec, step, key, rng)
+        passed = noisy >= spec.threshold if spec.inclusive else noisy > spec.threshold
+        released = np.zeros(p.n_items, dtype=bool)
+        released[cand[passed]] = True
+        more = None
+        if spec.cutoff is not None:
+            eligible = np.zeros(p.n_items, dtype=bool)
+            eligible[cand[noisy >= spec.cutoff]] = True
+            more = (rows, eligible)
+        return released, more, {"user_items": int(np.size(rows)), "candidates": int(cand.size)}
+
+    def union(self, released: Any, more: Any) -> Any:
+        return released | more
+
+    def size(self, released: Any) -> int:
+        return int(np.count_nonzero(released))
+
+    def names(self, released: Any) -> pl.Series:
+        return self.pool.names.gather(np.flatnonzero(released)).alias("item")
+
+    def counts(self, released: Any, d: int) -> pl.DataFrame:
+        return pool_frame(self.pool, np.flatnonzero(released), d)
+
+    def figures(self, d: int) -> PoolFigures:
+        p = self.pool
+        holders = np.bincount(p.items, minlength=p.n_items)
+        single = holders == 1
+        first = p.rank < d
+        return PoolFigures(rows=int(p.items.size), rows_first_d=int(first.sum()),
+                           items=p.n_items, single_items=int(single.sum()),
+                           single_first_d=int(single[p.items[first]].sum()))  # fmt: skip
+
+    def collect_pool(self) -> ItemPool:
+        return self.pool
+
+
 class PoolSelection(ABC):
     """A strategy that selects from an :class:`ItemPool` (every registered strategy): it states
+    its rounds (:meth:`round_specs`) or, if it cannot run where the pools are, overrides
     ``select_pool``; ``select`` on a frame of users' item sets is the same for all."""
 
     d: int
 
-    @abstractmethod
     def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
-        """The selected item ids of ``pool`` (noise drawn for the held items in id order)."""
+        """The selected item ids of ``pool`` (its :meth:`round_specs` on a :class:`LocalPool`)."""
+        specs = self.round_specs()
+        if specs is None:  # pragma: no cover - a strategy without rounds overrides this
+            raise InternalError(f"{type(self).__name__} states no rounds and no select_pool")
+        released, _ = run_rounds(LocalPool(pool), specs, rng)
+        return np.flatnonzero(released).astype(np.int64)
+
+    def round_specs(self) -> list[RoundSpec] | None:
+        """The strategy as thresholding rounds on the pools (mechanism terms), or None when it
+        cannot run where the pools are held (a sequential strategy: policy Gaussian)."""
+        return None
 
     def select(self, sets: pl.DataFrame, *, rng: RandomSource) -> pl.DataFrame:
         """``sets``: user, item (+ rank) — each user's distinct items in order (e.g.
@@ -350,6 +458,20 @@ class PoolSelection(ABC):
         among the users' first d items (the count step's bounded counts)."""
         pool = ItemPool.from_frame(sets)
         return pool_frame(pool, self.select_pool(pool, rng), self.d)
+
+    def select_on(self, table: PoolTable, rng: RandomSource) -> tuple[PoolTable, Any]:
+        """The selection on a pool table, where it is held: (the table the released set belongs
+        to, the released set). A strategy without :meth:`round_specs` runs on the whole pool
+        in this process (:meth:`PoolTable.collect_pool`)."""
+        specs = self.round_specs()
+        if specs is None:
+            pool = table.collect_pool()
+            ids = self.select_pool(pool, rng)
+            mask = np.zeros(pool.n_items, dtype=bool)
+            mask[ids] = True
+            return LocalPool(pool), mask
+        released, _ = run_rounds(table, specs, rng)
+        return table, released
 
 
 @dataclass(frozen=True)
@@ -447,50 +569,37 @@ class RoundsSelection(PoolSelection):
         return np.asarray(1 - stay)
 
     # -- the mechanism ----------------------------------------------------------------------
+    def round_specs(self) -> list[RoundSpec]:
+        """The rounds in mechanism terms, for :func:`~searchveil.mechanisms.pool_rounds.
+        run_rounds` on any pool table (see the module docstring)."""
+        bias = self.bias_round
+        return [
+            r.spec(self.pool, cutoff=self.cutoff if i == bias else None,
+                   after_bias=bias is not None and i == bias + 1)
+            for i, r in enumerate(self.rounds)
+        ]  # fmt: skip
+
     def run_pool(
         self, pool: ItemPool, rng: RandomSource, diagnostic: np.random.Generator | None = None
     ) -> dict[str, Any]:
-        """Released item ids (sorted) and per-round figures (``diagnostic``: see
-        :meth:`WeightedRound.run`; simulations only)."""
-        n = pool.n_items
-        in_pool = pool.rank < self.pool
-        released = np.zeros(n, dtype=bool)
-        eligible_bias: npt.NDArray[np.bool_] | None = None
-        round_sets: npt.NDArray[np.int32] | None = None
-        figures = []
-        for i, r in enumerate(self.rounds):
-            rows = self.round_rows(pool, i, released, eligible_bias, round_sets, in_pool)
-            rel, cand, noisy = r.run(pool.users[rows], pool.items[rows], n, rng, diagnostic)
-            new = rel & ~released
-            released |= rel
-            if self.bias_round is not None and i == self.bias_round:
-                assert self.cutoff is not None
-                eligible_bias = np.zeros(n, dtype=bool)
-                eligible_bias[cand[noisy >= self.cutoff]] = True
-                round_sets = rows
-            figures.append({"round": i + 1, "user_items": int(rows.size),
-                            "candidates": int(cand.size), "released": int(new.sum())})  # fmt: skip
+        """Released item ids (sorted) and per-round figures (``diagnostic``: rounded continuous
+        Gaussian noise from that generator instead of the exact sampler — simulations on
+        synthetic data, the d-curves; never a release)."""
+        local = LocalPool(pool, diagnostic)
+        released, figures = run_rounds(local, self.round_specs(), rng)
         return {"released": np.flatnonzero(released), "rounds": figures}
 
     def round_rows(
         self, pool: ItemPool, i: int, released: npt.NDArray[np.bool_],
         eligible_bias: npt.NDArray[np.bool_] | None, bias_rows: npt.NDArray[np.int32] | None,
-        in_pool: npt.NDArray[np.bool_] | None = None,
     ) -> npt.NDArray[np.int32]:  # fmt: skip
         """The pool rows round ``i`` uses, given the outputs of the rounds before (the released
         items; for a biased round (probe-reweight-2r's last) the items whose bias-round noisy
         weight is ≥ the cutoff and the bias round's rows): a function of each user's own items and
         of those outputs only — the lemma of docs/privacy/selection.md."""
-        if in_pool is None:
-            in_pool = pool.rank < self.pool
-        if self.bias_round is not None and i == self.bias_round + 1:
-            assert eligible_bias is not None and bias_rows is not None
-            # the bias round's own items, not released, noisy weight ≥ cutoff
-            keep = np.zeros(pool.users.size, dtype=bool)
-            keep[bias_rows] = True
-            keep &= eligible_bias[pool.items] & ~released[pool.items]
-            return _first_per_user(pool.users, keep, self.rounds[i].d)
-        return _first_per_user(pool.users, in_pool & ~released[pool.items], self.rounds[i].d)
+        spec = self.round_specs()[i]
+        bias = (bias_rows, eligible_bias) if spec.after_bias else None
+        return np.asarray(LocalPool(pool).round_rows(spec, released, bias))
 
     def select_pool(
         self, pool: ItemPool, rng: RandomSource, diagnostic: np.random.Generator | None = None

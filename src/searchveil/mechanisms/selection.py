@@ -53,13 +53,13 @@ import polars as pl
 
 from searchveil.errors import InvalidParameterError
 from searchveil.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from searchveil.mechanisms.pool_rounds import RoundSpec
 from searchveil.mechanisms.rounds import (
     DpSips,
     ItemPool,
     PoolSelection,
     ProbeReweight,
     ProbeReweight2R,
-    pool_counts,
 )
 from searchveil.mechanisms.selection_facts import Accounting, DefaultD, StrategyFacts, Units
 from searchveil.mechanisms.threshold import (
@@ -122,12 +122,12 @@ class LaplaceThreshold(PoolSelection):
         return np.asarray(keep_probability(np.asarray(n), threshold=self.K, scale=self.b,
                                            noise="discrete"))  # fmt: skip
 
-    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
-        """Selected item ids (noise drawn for the held items in id order)."""
-        c = pool_counts(pool, self.d)
-        cand = np.flatnonzero(c)
-        keep = c[cand] + DiscreteLaplace(self.b).sample(cand.size, rng) > self.K
-        return cand[keep]
+    def round_specs(self) -> list[RoundSpec]:
+        """One round: each item's count among the users' first d items (weight 1 per holder)
+        plus discrete Laplace(b), released when > K."""
+        return [RoundSpec(d=self.d, pool=self.d, weights=(0,) + (1,) * self.d,
+                          noise=DiscreteLaplace(self.b), threshold=self.K,
+                          inclusive=False)]  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -241,12 +241,12 @@ class GaussianThreshold(PoolSelection):
         sigma_eff = DiscreteGaussian(self.sigma).effective_sigma  # the sampler's σ
         return np.asarray(DiscreteGaussian(sigma_eff).sf(self.tau - nn))
 
-    def select_pool(self, pool: ItemPool, rng: RandomSource) -> npt.NDArray[np.int64]:
-        """Selected item ids (noise drawn for the held items in id order)."""
-        c = pool_counts(pool, self.d)
-        cand = np.flatnonzero(c)
-        keep = c[cand] + DiscreteGaussian(self.sigma).sample(cand.size, rng) >= self.tau
-        return cand[keep]
+    def round_specs(self) -> list[RoundSpec]:
+        """One round: each item's count among the users' first d items (weight 1 per holder)
+        plus discrete Gaussian(σ), released when ≥ τ."""
+        return [RoundSpec(d=self.d, pool=self.d, weights=(0,) + (1,) * self.d,
+                          noise=DiscreteGaussian(self.sigma), threshold=self.tau,
+                          inclusive=True)]  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
         return {"strategy": self.FACTS.name, "d": self.d, "sigma": self.sigma, "tau": self.tau,

@@ -206,9 +206,17 @@ def release_on_engine(
     """Bound on ``engine``, release in memory (the family's own release function); the report
     and the provenance figures name the engine (the public ledger does not)."""
     src = source if isinstance(source, TableSource) else Source.of(source)
-    rel = family_of(params).on_engine(engine, src, params, rng=rng, **kw)
+    try:
+        rel = family_of(params).on_engine(engine, src, params, rng=rng, **kw)
+    finally:
+        engine.finish()
     rel.report["engine"] = engine.describe()
     rel.figures["engine"] = engine.describe()
+    rows = engine.driver_rows()
+    if rows is not None:  # private: how much came back to the driver, against what it writes
+        written = sum(t.height for t in rel.tables.values())
+        got = rows.get("bounding", 0) + rows.get("release", 0)
+        rel.report["driver_rows"] = {"received": got, **rows, "written": written}
     return rel
 
 

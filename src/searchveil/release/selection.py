@@ -34,13 +34,15 @@ import numpy as np
 import polars as pl
 
 from searchveil.bounding import Stream, bound_log
-from searchveil.engines.contract import Bounding, BoundingPlan, Item, UserItemPools
+from searchveil.engines.contract import Bounding, BoundingPlan, Item, LocalCounts, UserItemPools
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
-from searchveil.mechanisms.rounds import POOL_FACTOR, ItemPool
+from searchveil.mechanisms.noisy_counts import NoisePlan, NoisyStep
+from searchveil.mechanisms.pool_rounds import PairSource, PoolTable
+from searchveil.mechanisms.rounds import POOL_FACTOR, ItemPool, LocalPool
 from searchveil.mechanisms.selection import (
     SelectionStrategy,
     default_d,
@@ -288,22 +290,52 @@ def release_selection(
     )
 
 
-def _selected(pool: ItemPool, ids: np.ndarray, d: int) -> pl.DataFrame:
-    """Selected item ids as ``item, count`` (distinct users among the first d items)."""
-    counts = np.bincount(pool.items[pool.rank < d], minlength=pool.n_items)
-    return pl.DataFrame(
-        {"item": pool.names.gather(ids), "count": counts[ids].astype(np.int64)},
-        schema={"item": pool.names.dtype, "count": pl.Int64},
+def _query_table(pools: UserItemPools) -> PoolTable:
+    """The query pools as a pool table: the engine's own (a cluster's), or the frame's
+    arrays in this process (its frame of strings, hundreds of MB at 20M rows, is freed)."""
+    q = pools.queries
+    if isinstance(q, PoolTable):
+        return q
+    table = LocalPool(ItemPool.from_frame(q), canonical=True)
+    pools.queries = q.clear()
+    return table
+
+
+def _pair_table(pools: UserItemPools, released: pl.Series) -> PoolTable:
+    """The clicked pairs of the released queries, re-ranked per user, as a pool table."""
+    c = pools.clicks
+    if isinstance(c, PairSource):
+        return c.pairs(released)
+    assert c is not None
+    cand = (
+        c.join(pl.DataFrame({"query": released}), on="query", how="semi")
+        .sort(["user", "rank"])
+        .with_columns(
+            item=pl.col("query") + PAIR_SEP + pl.col("url"),
+            rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
+        )
     )
+    return LocalPool(ItemPool.from_frame(cand.select("user", "item", "rank")), canonical=True)
 
 
-def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
+def _noisy(selected: pl.DataFrame, scale: float, clamp: bool, rng: RandomSource) -> pl.DataFrame:
+    """``item, count, noisy_count``: the selected items' counts plus fresh discrete Laplace
+    noise (the released items only: the selection ran where the pools are)."""
+    step = NoisyStep(DiscreteLaplace(scale), publish="noisy_count", clamp=clamp)
+    return LocalCounts(selected, ["item"]).release(NoisePlan((step,)), rng).rows
+
+
+def _single_user(pools: UserItemPools, table: PoolTable, d: int, keep1: float,
                  delta: float, max_users: int | None) -> dict[str, Any]:  # fmt: skip
     """Expected number of single-user queries published (issue 12). Exact in memory (holders
     counted over every query event); from an engine's pools, an upper bound (an item one user
     holds among the pools may have other holders beyond their pools)."""
-    first = pool.rank < d
-    if pools.single_items is not None or pools.events is not None:
+    local = (pools.single_items is not None or pools.events is not None) and isinstance(
+        table, LocalPool
+    )
+    if local:
+        assert isinstance(table, LocalPool)
+        pool = table.pool
         single = (
             pools.single_items.select("item")
             if pools.single_items is not None
@@ -320,13 +352,11 @@ def _single_user(pools: UserItemPools, pool: ItemPool, d: int, keep1: float,
             .join(single, on="item", how="semi")
         )
         is_single[hit.get_column("_i").to_numpy()] = True
+        cand = int(is_single[pool.items[pool.rank < d]].sum())
         exact = True
     else:
-        holders = np.bincount(pool.items, minlength=pool.n_items)
-        is_single = holders == 1
-        n_single = int(is_single.sum())
-        exact = False
-    cand = int(is_single[pool.items[first]].sum())
+        fig = table.figures(d)
+        n_single, cand, exact = fig.single_items, fig.single_first_d, False
     out = single_user_exposure(
         np.full(cand, keep1), delta=delta,
         users=max_users if max_users is not None else max(1, pools.users),
@@ -354,35 +384,28 @@ def _select_pairs(
     description, the report's figures and the ledger events."""
     assert pools.clicks is not None and params.d_c is not None
     assert params.eps_click_counts is not None
-    released_q = queries.select(pl.col("query"))
-    cand = (
-        pools.clicks.join(released_q, on="query", how="semi")
-        .sort(["user", "rank"])
-        .with_columns(
-            item=pl.col("query") + PAIR_SEP + pl.col("url"),
-            rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
-        )
-    )
-    ppool = ItemPool.from_frame(cand.select("user", "item", "rank"))
-    psel = _selected(ppool, pair_strat.select_pool(ppool, rng), params.d_c)
-    lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
-    porder = psel.sort("item")
-    pn = porder.get_column("count").to_numpy() + lap_c.sample(porder.height, rng)
-    parts = porder.get_column("item").str.split_exact(PAIR_SEP, 1)
+    ptable = _pair_table(pools, queries.get_column("query"))
+    try:
+        where, released = pair_strat.select_on(ptable, rng)
+        psel = where.counts(released, params.d_c)
+        lap_c = DiscreteLaplace(params.d_c / params.eps_click_counts)
+        noisy = _noisy(psel, lap_c.scale, params.clamp_negative, rng)
+        candidates = ptable.figures(params.d_c).items
+    finally:
+        ptable.finish()
+    parts = noisy.get_column("item").str.split_exact(PAIR_SEP, 1)
     clicks = pl.DataFrame(
         {
             "query": parts.struct.field("field_0"),
             "url": parts.struct.field("field_1"),
-            "noisy_count": pl.Series(pn, dtype=pl.Int64),
+            "noisy_count": noisy.get_column("noisy_count"),
         }
     )
-    if params.clamp_negative:
-        clicks = clicks.with_columns(pl.col("noisy_count").clip(lower_bound=0))
     clicks = clicks.sort(["query", "noisy_count", "url"], descending=[False, True, False])
     detail: dict[str, Any] = pair_strat.describe()
     report = {
         "clicks": pools.figures.get("clicks", 0),
-        "candidate_pairs": int(cand.get_column("item").n_unique()),
+        "candidate_pairs": candidates,
         "pairs_released": clicks.height,
         "url_selection": detail,
     }
@@ -401,8 +424,9 @@ def release_selection_pools(
     rng: RandomSource,
     max_users: int | None = None,
 ) -> HistogramRelease:
-    """Selection, counts (and pair selection, click counts) from the users' first items.
-    ``max_users``: the declared bound U (see :func:`release_selection`)."""
+    """Selection, counts (and pair selection, click counts) from the users' first items,
+    where the pools are held (:class:`~searchveil.mechanisms.pool_rounds.PoolTable`: this
+    process, or a cluster). ``max_users``: the declared bound U (see :func:`release_selection`)."""
     if not isinstance(params, SelectionParams):
         raise InvalidParameterError("params", params, "a SelectionParams")
     check_declared_users(max_users, pools.users)
@@ -417,27 +441,30 @@ def release_selection_pools(
     check_budget(cost, params.budget, what="release korolova --selection")
     eps, delta = cost.epsilon, cost.delta
 
-    qpool = ItemPool.from_frame(pools.queries)
-    # the pools are consumed: their frame of strings (hundreds of MB at 20M rows) is freed
-    pools.queries = pools.queries.clear()
-    selected = _selected(qpool, strat.select_pool(qpool, rng), params.d)
-    lap = DiscreteLaplace(params.d / params.eps_counts)
-    order = selected.sort("item")  # noise in a canonical order (every engine the same)
-    noisy = order.get_column("count").to_numpy() + lap.sample(order.height, rng)
-    queries = order.select(pl.col("item").alias("query")).with_columns(
-        noisy_count=pl.Series(noisy, dtype=pl.Int64)
+    qtable = _query_table(pools)
+    try:
+        where, released = strat.select_on(qtable, rng)
+        selected = where.counts(released, params.d)
+        lap = DiscreteLaplace(params.d / params.eps_counts)
+        noisy = _noisy(selected, lap.scale, params.clamp_negative, rng)
+        figs = qtable.figures(params.d)
+        # single-user exposure (issue 12): an item held by one user has weight/count of one
+        # user; for policy Gaussian keep_probability(1) is an upper bound (it may get less)
+        p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
+        single = _single_user(pools, qtable, params.d, p1, delta, max_users)
+    finally:
+        qtable.finish()
+    queries = noisy.select(pl.col("item").alias("query"), "noisy_count").sort(
+        ["noisy_count", "query"], descending=[True, False]
     )
-    if params.clamp_negative:
-        queries = queries.with_columns(pl.col("noisy_count").clip(lower_bound=0))
-    queries = queries.sort(["noisy_count", "query"], descending=[True, False])
     tables = {"queries": queries}
 
     report: dict[str, Any] = {
         "mechanism": MECHANISM,
         "users": pools.users,
         "query_events": pools.figures["query_events"],
-        "items_after_bounding": int((qpool.rank < params.d).sum()),
-        "pool_items": int(qpool.items.size),
+        "items_after_bounding": figs.rows_first_d,
+        "pool_items": figs.rows,
         "queries_released": queries.height,
         "released_bounded_volume": int(selected.get_column("count").sum() or 0),
         "selection": sel_priv,
@@ -468,10 +495,7 @@ def release_selection_pools(
     report["epsilon"] = eps
     report["delta"] = delta
     report["parameters"] = params.to_dict()
-    # single-user exposure (issue 12): an item held by one user has weight/count of one user;
-    # for policy Gaussian keep_probability(1) is an upper bound (the user may give it less)
-    p1 = float(np.asarray(strat.keep_probability(np.array([1]))).ravel()[0])
-    report["single_user"] = _single_user(pools, qpool, params.d, p1, delta, max_users)
+    report["single_user"] = single
     report["single_user"]["exact"] = bool(
         report["single_user"]["exact"] and strategy_facts(params.strategy).single_user_exact
     )

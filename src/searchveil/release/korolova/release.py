@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from searchveil.errors import InputFormatError, InvalidParameterError
@@ -47,6 +48,7 @@ from searchveil.io.ledger import build_ledger, public_file_record
 from searchveil.mechanisms.accounting import Budget, check_budget
 from searchveil.mechanisms.budget import PrivacyCost
 from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.mechanisms.noisy_counts import CountSummary, NoisePlan, NoisyStep
 from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import SearchLog, items, normalize_query
 from searchveil.params import single_user_exposure
@@ -55,8 +57,6 @@ from searchveil.release.histogram import (
     HistogramRelease,
     check_declared_users,
     delta_users_check,
-    noisy_counts,
-    noisy_threshold,
     users_bound_source,
 )
 from searchveil.release.korolova.params import KorolovaParams, korolova_counts
@@ -180,10 +180,8 @@ def single_user_counts(
 
 
 def exposure_from_counts(
-    bounded: BoundedCounts,
-    name: str,
+    summary: CountSummary,
     *,
-    key: str,
     keep: Any,
     max_single_count: int,
     delta: float,
@@ -194,19 +192,26 @@ def exposure_from_counts(
     exact release probability ``keep(count)``. Exact when ``single_user`` (from
     :func:`single_user_counts`; the in-memory path) is given; otherwise (counts from an engine,
     which does not count holders) an upper bound: the sum over every item whose bounded count is
-    ≤ ``max_single_count`` (a single-user item cannot have more), marked ``"exact": False``."""
+    ≤ ``max_single_count`` (a single-user item cannot have more; ``summary.small``, the table's
+    number of items of each small count, computed where the counts are), marked
+    ``"exact": False``."""
     if single_user is not None:
         c = single_user[0].get_column("count").to_numpy()
         n = int(single_user[1])
+        probs = keep(c) if c.size else np.zeros(0)
         exact = True
     else:
-        allc = bounded.table(name, [key], ordered=False).get_column("count").to_numpy()
-        c = allc[allc <= max_single_count]
-        n = int(c.size)
+        small = {k: v for k, v in summary.small.items() if 1 <= k <= max_single_count}
+        values = np.array(sorted(small), dtype=np.int64)
+        n = int(sum(small.values()))
+        # Σ_c (items of count c) · keep(c): the same sum, without an array of every item
+        probs = (
+            np.asarray(keep(values), dtype=np.float64) * [small[int(v)] for v in values]
+            if values.size
+            else np.zeros(0)
+        )
         exact = False
-    out = single_user_exposure(
-        keep(c) if c.size else [], delta=delta, users=users, single_user_items=n
-    )
+    out = single_user_exposure(probs, delta=delta, users=users, single_user_items=n)
     out["exact"] = exact
     if not exact:
         out["note"] += (
@@ -259,16 +264,10 @@ def _check_call(params: object, serp: Serp | pl.DataFrame | None) -> None:
         )
 
 
-def _with_noisy_counts(
-    table: pl.DataFrame, scale: float, clamp: bool, rng: RandomSource
-) -> pl.DataFrame:
-    """``table`` with ``noisy_count`` = count + fresh discrete Laplace(scale) noise, clamped at
-    0 when ``clamp`` (post-processing, §4.5)."""
-    noisy = noisy_counts(table.get_column("count"), scale=scale, rng=rng)
-    out = table.with_columns(noisy_count=pl.Series(noisy, dtype=pl.Int64))
-    if clamp:
-        out = out.with_columns(pl.col("noisy_count").clip(lower_bound=0))
-    return out
+def _counts_step(scale: float, clamp: bool) -> NoisyStep:
+    """Get-Query-Counts / Get-Click-Counts: ``noisy_count`` = count + fresh discrete
+    Laplace(scale) noise, clamped at 0 when ``clamp`` (post-processing, §4.5)."""
+    return NoisyStep(DiscreteLaplace(scale=scale), publish="noisy_count", clamp=clamp)
 
 
 def _click_counts(
@@ -279,31 +278,30 @@ def _click_counts(
     rng: RandomSource,
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Step 4: the URLs of the released queries (a public SERP, or private selection by
-    thresholding) and their noisy click counts; with the report's click figures."""
+    thresholding) and their noisy click counts; with the report's click figures. Either runs
+    where the click counts are: the SERP's pairs of the released queries (public keys) get
+    their counts there, or the pairs of the released queries are thresholded there."""
     assert params.d_c is not None and params.b_c is not None
-    pair_counts = bounded.table("clicks", ["query", "url"], ordered=getattr(rng, "seeded", True))
-    released = queries.select("query")
-    pair_counts = pair_counts.join(released, on="query", how="semi")
+    released = queries.get_column("query")
+    counts_step = _counts_step(params.b_c, params.clamp_negative)
+    keys = ["query", "url"]
     if params.url_selection == "serp":
         assert serp_table is not None
-        cand = serp_table.join(released, on="query", how="semi").select("query", "url")
-        cand = (
-            cand.join(pair_counts, on=["query", "url"], how="left")
-            .with_columns(pl.col("count").fill_null(0))
-            .sort(["query", "url"])
-        )
+        dom = serp_table.join(queries.select("query"), on="query", how="semi").select(keys)
+        got = bounded.release("clicks", keys, NoisePlan((counts_step,)), rng, domain=dom)
     else:
         assert params.url_K is not None and params.url_b is not None
-        cand = noisy_threshold(pair_counts, threshold=params.url_K, scale=params.url_b, rng=rng)
-    clicks_out = _with_noisy_counts(cand, params.b_c, params.clamp_negative, rng)
+        plan = NoisePlan((NoisyStep(DiscreteLaplace(scale=params.url_b), threshold=params.url_K),
+                          counts_step))  # fmt: skip
+        got = bounded.release("clicks", keys, plan, rng, within=("query", released))
     fig = bounded.figures
     report = {
         "clicks": fig["clicks"],
         "clicks_after_bounding": fig["clicks_after_bounding"],
-        "candidate_pairs": pair_counts.height if params.url_selection == "private" else cand.height,
-        "pairs_released": clicks_out.height,
+        "candidate_pairs": got.summary.items,
+        "pairs_released": got.rows.height,
     }
-    return clicks_out, report
+    return got.rows, report
 
 
 def _ledger_parameters(
@@ -340,23 +338,29 @@ def _ledger_parameters(
 
 
 def _single_user(
-    bounded: BoundedCounts,
+    summary: CountSummary,
+    users: int,
     params: KorolovaParams,
     delta: float,
     max_users: int | None,
     single_user: tuple[pl.DataFrame, int] | None,
 ) -> dict[str, Any]:
     """The report's single-user exposure of the selected queries (exact with ``single_user``,
-    else an upper bound) and its δ < 1/U check."""
+    else an upper bound from the query table's small counts) and its δ < 1/U check."""
     b_eff = DiscreteLaplace(scale=params.b).effective_scale
     out = exposure_from_counts(
-        bounded, "queries", key="query", delta=delta,
-        users=max_users if max_users is not None else max(1, bounded.users),
+        summary, delta=delta,
+        users=max_users if max_users is not None else max(1, users),
         keep=lambda c: keep_probability(c, threshold=params.K, scale=b_eff, noise="discrete"),
-        max_single_count=1 if params.distinct else params.d, single_user=single_user,
+        max_single_count=_max_single(params), single_user=single_user,
     )  # fmt: skip
     out["delta_check"]["users_bound_source"] = users_bound_source(max_users)
     return out
+
+
+def _max_single(params: KorolovaParams) -> int:
+    """The largest bounded count an item one user holds can have."""
+    return 1 if params.distinct else params.d
 
 
 def _ledger(
@@ -413,22 +417,25 @@ def release_korolova_counts(
     check_declared_users(max_users, bounded.users)
     serp_table = _serp_table(serp)
     paper = params.privacy("paper")
-    counts = bounded.table("queries", ["query"], ordered=getattr(rng, "seeded", True))
-    # 2. Select-Queries
-    selected = noisy_threshold(counts, threshold=params.K, scale=params.b, rng=rng)
-    # 3. Get-Query-Counts (fresh noise)
-    queries = _with_noisy_counts(selected, params.b_q, params.clamp_negative, rng)
+    # 2. Select-Queries and 3. Get-Query-Counts (fresh noise), where the counts are
+    plan = NoisePlan(
+        (NoisyStep(DiscreteLaplace(scale=params.b), threshold=params.K),
+         _counts_step(params.b_q, params.clamp_negative)),
+        small_counts=_max_single(params),
+    )  # fmt: skip
+    got = bounded.release("queries", ["query"], plan, rng)
+    queries, summary = got.rows, got.summary
     fig = bounded.figures
     report: dict[str, Any] = {
         "mechanism": MECHANISM,
         "users": bounded.users,
         "query_events": fig["query_events"],
         "query_events_after_bounding": fig["query_events_after_bounding"],
-        "distinct_queries": counts.height,
+        "distinct_queries": summary.items,
         "queries_released": queries.height,
-        "queries_dropped": counts.height - queries.height,
+        "queries_dropped": summary.items - queries.height,
         "released_query_volume": int(queries.get_column("count").sum() or 0),
-        "bounded_query_volume": int(counts.get_column("count").sum() or 0),
+        "bounded_query_volume": summary.total,
     }
 
     # 4. URLs and click counts
@@ -439,7 +446,8 @@ def release_korolova_counts(
     report["parameters"] = params.to_dict()
     report["epsilon"] = exact["epsilon"]
     report["delta"] = exact["delta"]
-    report["single_user"] = _single_user(bounded, params, exact["delta"], max_users, single_user)
+    report["single_user"] = _single_user(summary, bounded.users, params, exact["delta"], max_users,
+                                         single_user)  # fmt: skip
     report["paper_epsilon"] = paper["epsilon"]
     report["paper_delta"] = paper["delta"]
 

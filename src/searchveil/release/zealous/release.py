@@ -35,6 +35,7 @@ from searchveil.io.ledger import build_ledger
 from searchveil.mechanisms.accounting import check_budget
 from searchveil.mechanisms.budget import PrivacyCost
 from searchveil.mechanisms.noise import DiscreteLaplace
+from searchveil.mechanisms.noisy_counts import NoisePlan, NoisyStep
 from searchveil.mechanisms.threshold import keep_probability
 from searchveil.model import SearchLog, items
 from searchveil.release.counts import BoundedCounts
@@ -42,7 +43,6 @@ from searchveil.release.histogram import (
     HistogramRelease,
     check_declared_users,
     delta_users_check,
-    noisy_counts,
     users_bound_source,
 )
 from searchveil.release.korolova.release import exposure_from_counts, single_user_counts
@@ -131,12 +131,14 @@ def release_zealous_counts(
     exact = params.privacy("exact")
     paper = params.privacy("paper")
     parts = list(PART_COLUMNS.get(params.item_type, ()))
-    counts = bounded.table("items", ["item", *parts], ordered=getattr(rng, "seeded", True))
-    above_tau = counts.filter(pl.col("count") >= params.tau)
-    noisy = noisy_counts(above_tau.get_column("count"), scale=params.lam, rng=rng)
-    out = above_tau.with_columns(noisy_count=pl.Series(noisy, dtype=pl.Int64)).filter(
-        pl.col("noisy_count") > params.tau_prime
-    )
+    # steps 3-5 where the counts are: drop count < τ, add noise, keep noisy count > τ'
+    plan = NoisePlan(
+        (NoisyStep(DiscreteLaplace(scale=params.lam), threshold=params.tau_prime,
+                   publish="noisy_count"),),
+        min_count=params.tau, small_counts=1,
+    )  # fmt: skip
+    got = bounded.release("items", ["item", *parts], plan, rng)
+    out, summary = got.rows, got.summary
     if parts:
         out = out.with_columns(item=pl.col(parts[0]) + ITEM_JOIN + pl.col(parts[1]))
     table = out.select("item", *parts, "noisy_count").sort(
@@ -148,8 +150,8 @@ def release_zealous_counts(
         "users": bounded.users,
         "items": bounded.figures["items"],
         "items_after_bounding": bounded.figures["items_after_bounding"],
-        "distinct_items": counts.height,
-        "items_count_at_least_tau": above_tau.height,
+        "distinct_items": summary.items,
+        "items_count_at_least_tau": summary.at_least_min,
         "items_released": table.height,
         "parameters": params.to_dict(),
         "epsilon": exact["epsilon"],
@@ -165,7 +167,7 @@ def release_zealous_counts(
         return np.where(np.asarray(c) >= params.tau, p, 0.0)
 
     report["single_user"] = exposure_from_counts(
-        bounded, "items", key="item", keep=keep, max_single_count=1, delta=exact["delta"],
+        summary, keep=keep, max_single_count=1, delta=exact["delta"],
         users=max(1, params.users if params.users is not None else bounded.users),
         single_user=single_user,
     )  # fmt: skip
