@@ -7,7 +7,9 @@ the AOL layout and in another layout."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from searchveil.audit import audit_event
 from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import read_log
+from searchveil.mechanisms.budget_file import init_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items, query_events
 from searchveil.release.ump.e2e import E2EParams, bounded_pairs, release_ump_e2e
@@ -308,6 +311,52 @@ def test_synth_epsilon_writes_a_release(tmp_path: Path) -> None:
         r = runner.invoke(app, args)
         assert r.exit_code == 2, r.output
         assert not (tmp_path / "bad").exists()
+
+
+def test_synth_epsilon_sizes_itself_from_dp_estimates_and_charges_its_budget(
+    tmp_path: Path,
+) -> None:
+    """Without --users/--rows the DP synthetic log has the size the DP statistics estimate
+    (their noisy user and event totals); --budget is admitted before --like is read, refused
+    when over (nothing read or written) and committed with the ledger's SHA-256. The exact
+    mode still needs --users and takes no --budget."""
+    book = tmp_path / "b.json"
+    init_budget(book, epsilon=6.0, delta=1e-3, relation="user")
+    out = tmp_path / "syn"
+    r = runner.invoke(app, ["synth", "--like", str(BUNDLED), "--epsilon", "4", "--delta", "1e-4",
+                            "--max-users", "1000", "--out", str(out), "--seed", "5",
+                            "--budget", str(book), "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    led = json.loads((out / "ledger.json").read_text())
+    assert res["users_asked"] is None and "log_size" not in led["parameters"]
+    (c,) = json.loads(book.read_text())["charges"]
+    assert c["state"] == "committed" and c["what"] == "synth --epsilon"
+    assert c["cost"]["epsilon"] == pytest.approx(led["epsilon"])
+    assert c["ledger_sha256"] == hashlib.sha256((out / "ledger.json").read_bytes()).hexdigest()
+    assert res["budget"]["left"]["epsilon"] == pytest.approx(6.0 - led["epsilon"])
+    # the size is the statistics' own: the noisy user total, and rows from the noisy events
+    stats = pl.read_csv(out / "statistics.tsv", separator="\t", quote_char=None)
+    events = stats.filter(pl.col("statistic") == "events")["noisy_count"].item()
+    log = read_log(out / "log.tsv")
+    assert log.n_users == res["generated"]["synthetic_users"] > 0
+    assert 0.5 * max(events, 1) <= query_events(log).height <= 2.0 * max(events, 1)
+    # over the budget (2 left, 4 asked): refused before --like is opened (a FIFO never read)
+    fifo = tmp_path / "never-read.tsv"
+    os.mkfifo(fifo)
+    before = book.read_bytes()
+    r = runner.invoke(app, ["synth", "--like", str(fifo), "--epsilon", "4", "--delta", "1e-4",
+                            "--max-users", "1000", "--out", str(tmp_path / "s2"),
+                            "--budget", str(book)])  # fmt: skip
+    assert r.exit_code == 2 and "synth --epsilon (dataset budget) epsilon: requested" in " ".join(
+        r.output.split()), r.output  # fmt: skip
+    assert book.read_bytes() == before and not (tmp_path / "s2").exists()
+    # exact mode: --users required, --budget refused (not DP), nothing written or charged
+    for extra in ([], ["--users", "5", "--budget", str(book)]):
+        r = runner.invoke(app, ["synth", "--like", str(BUNDLED), "--out",
+                                str(tmp_path / "x.tsv"), *extra])  # fmt: skip
+        assert r.exit_code == 2 and ("--users" if not extra else "--budget") in r.output
+        assert not (tmp_path / "x.tsv").exists() and book.read_bytes() == before
 
 
 def test_a_public_serp_gives_the_ranks_of_published_pairs(model, tmp_path: Path) -> None:  # noqa: ANN001

@@ -10,8 +10,8 @@ it reads nothing but :class:`~.schema_stats.SchemaStats` and the rng). docs/priv
    noisy holders, its events spread over them (the noisy event count); a published query pair
    (q, q') is a *unit* — two consecutive events of one user, never cut by a session boundary —
    and takes one holder and one event of each side; the tail fills the rest of the events:
-   opaque tokens (``<6 letters>~t<n>``, synth/layout.py) whose numbers of holders follow the ``tail`` law and whose
-   holdings' events follow the ``multiplicity`` law.
+   opaque tokens (``<6 letters>~t<n>``, synth/layout.py) whose numbers of holders follow the
+   ``tail`` law and whose holdings' events follow the ``multiplicity`` law.
 3. **Dealing**: holdings go to users in proportion to their targets (the configuration model
    of :func:`~.generate.deal_tokens`: a user holds a query at most once).
 4. **Events**: each user's holdings in random order (a holding's events apart, a unit's two
