@@ -132,7 +132,8 @@ def _profile(
     """Step 3's slots: each user's distinct queries k and published ones h (``head_profile``);
     k scaled so that the events add up to ``target`` (the head's ``head_events`` plus the tail's
     holdings at the ``multiplicity`` law's mean), h brought to the ``x_head`` head holdings
-    (added to or taken from users in proportion to what they hold), every user ≥ 1 holding."""
+    (published among a user's other queries, in proportion to them, or taken in proportion to
+    what they hold), every user ≥ 1 holding."""
     k, h = stats.profile.draw(n, gen)
     want = x_head + max(target - head_events, 0) / max(stats.multiplicity.mean(), 1.0)
     f = want / max(float(k.sum()), 1.0)
@@ -143,13 +144,13 @@ def _profile(
         d = x_head - int(h.sum())
         if d == 0:
             break
-        if d > 0:  # more head holdings than slots: to users with room, as they hold
+        if d > 0:  # more head holdings than slots: among the users' other queries
             room = k - h
             if not (room > 0).any():
                 extra = _alloc(np.ones(n), d, gen)
                 k, h = k + extra, h + extra
                 break
-            h = h + np.minimum(_alloc((h + 1.0) * (room > 0), d, gen), room)
+            h = h + np.minimum(_alloc(room.astype(np.float64), d, gen), room)
         else:  # fewer: taken from users in proportion to what they hold
             h = h - np.minimum(_alloc(h.astype(np.float64), -d, gen), h)
     d = x_head - int(h.sum())

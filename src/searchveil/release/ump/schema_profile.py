@@ -118,8 +118,8 @@ def head_profile_law(noisy: npt.ArrayLike, max_events: int, cell_variance: float
     """Post-processing of the noisy ``head_profile`` (public: the noisy cells, the bins and the
     noise's variance). Cells that cannot hold a user (more published queries than the bin's
     distinct queries) are 0; users per distinct-query bin: the non-increasing density fit of
-    the rows' noisy sums; per bin, the clipped row (its weight: users² / (users² + the row's
-    noise variance)) and the share of its queries that are published (noisy mean over the
+    the rows' noisy sums; per bin, the row without its cells of at most twice the noise's
+    scale (its weight: users² / (users² + the row's noise variance)) and the share of its queries that are published (noisy mean over the
     bin's midpoint), fitted non-increasing in k (heavy users hold a smaller share of popular
     queries), weighted by its precision."""
     from searchveil.release.ump.schema_stats import _pava, decreasing
@@ -131,7 +131,9 @@ def head_profile_law(noisy: npt.ArrayLike, max_events: int, cell_variance: float
     ok = he[None, :-1] <= (ke[1:, None] - 1)  # a bin of h ≤ the bin's largest k
     cells = np.where(ok, cells, 0.0)
     users = decreasing(cells.sum(axis=1), np.diff(ke))
-    empirical = np.clip(cells, 0, None)
+    # a cell at most twice the noise's scale is taken as empty: clipped noise in the many
+    # cells of few users would otherwise give heavy users phantom published queries
+    empirical = np.where(cells > 2 * np.sqrt(cell_variance / 2), cells, 0.0)
     noise = ok.sum(axis=1) * cell_variance
     trust = np.where(empirical.sum(axis=1) > 0, users**2 / (users**2 + noise + 1e-12), 0.0)
     h_mid = (he[:-1] + he[1:] - 1) / 2.0
