@@ -33,7 +33,13 @@ from searchveil.release.ump.schema import (
     default_max_events,
     parse_period,
 )
-from searchveil.release.ump.schema_stats import decreasing, exact_statistics
+from searchveil.release.ump.schema_profile import (
+    head_profile_counts,
+    head_profile_law,
+    initial_codes,
+    tail_initials_counts,
+)
+from searchveil.release.ump.schema_stats import decreasing, exact_statistics, holdings
 from searchveil.rng import SeededRandom, make_rng
 from searchveil.synth import fit, generate
 from searchveil.synth.layout import Columns, TimeLaw, assemble, event_times, session_ids
@@ -164,6 +170,41 @@ def test_every_statistic_respects_its_sensitivity(small: SearchLog) -> None:
             moved[n] = max(moved[n], diff)
     # not vacuous: the heaviest user moves the size by many events, every histogram by some
     assert moved["events"] > 16 and all(moved[n] > 0 for n in ("activity", "hours", "tail"))
+    assert moved["head_profile"] == 1 and moved["tail_initials"] > 0  # a user: one cell
+
+
+def test_the_head_profile_law_gives_users_their_published_queries(small: SearchLog) -> None:
+    """Post-processing of ``head_profile`` and the layout's draw: on the exact cells (no noise)
+    the drawn users hold published queries as the log's users do (mean and spread per number
+    of distinct queries); a cell within twice the noise's scale is taken as empty, and a
+    noise-only row falls back to the binomial of its share. Tail tokens start as the
+    unpublished queries do."""
+    ev = query_events(small)
+    top = ev.group_by("query").agg(pl.col("user").n_unique().alias("h")).sort(
+        ["h", "query"], descending=[True, False]).head(40)["query"]  # fmt: skip
+    hold = holdings(ev.filter(pl.col("pos") < 64))  # the first E = 64 events
+    exact = head_profile_counts(hold, top, 64)
+    law = head_profile_law(exact, 64, cell_variance=1e-9)
+    k, h = law.draw(200_000, np.random.default_rng(1))
+    per = hold.with_columns(p=pl.col("query").is_in(top.implode())).group_by("user").agg(
+        pl.len().alias("k"), pl.col("p").sum().alias("h"))  # fmt: skip
+    for lo, hi in ((1, 2), (2, 5), (5, 17)):
+        real = per.filter(pl.col("k").is_between(lo, hi - 1))["h"].to_numpy()
+        got = h[(k >= lo) & (k < hi)]
+        assert got.mean() == pytest.approx(real.mean(), abs=0.05 + 0.1 * real.mean())
+        assert (got == 0).mean() == pytest.approx((real == 0).mean(), abs=0.05)
+    assert np.all(h <= k) and abs(np.mean(k) - per["k"].mean()) < 0.1 * per["k"].mean()
+    noise_only = np.full_like(exact, 3)  # at most twice the scale (2·√(4.5/2) = 3): empty
+    law = head_profile_law(noise_only, 64, cell_variance=4.5)
+    assert law.empirical.sum() == 0 and np.all(law.trust == 0) and law.users.sum() > 0
+    codes = initial_codes(tail_initials_counts(hold, top), 50_000, np.random.default_rng(2))
+    real = hold.join(pl.DataFrame({"query": top}), on="query", how="anti").filter(
+        pl.int_range(pl.len()).over("user") < 8)["query"].str.slice(0, 1)  # fmt: skip
+    got = pl.Series("c", np.frombuffer(codes.tobytes(), dtype="S1").astype("U1"))
+    w = real.alias("c").value_counts(normalize=True, name="p").join(
+        got.value_counts(normalize=True, name="q"), on="c", how="left").fill_null(0)  # fmt: skip
+    assert float((w["p"] - w["q"]).abs().sum()) < 0.05 + 2 * (real.len() - real.str.contains(
+        "^[0-9a-z]").sum()) / real.len()  # fmt: skip
 
 
 # -- a statistical audit of the noisy histograms --------------------------------------------
@@ -258,7 +299,7 @@ def test_release_has_the_input_columns_and_its_statistics(small: SearchLog) -> N
     times = log["QueryTime"].str.to_datetime("%Y-%m-%d %H:%M:%S")
     assert times.min().date() >= dt.date(2006, 3, 1)  # type: ignore[union-attr]
     tail = log.filter(pl.col("Query").str.contains("~t"))
-    assert tail.height > 0 and tail["Query"].str.contains(r"^[a-z]{6}~t[0-9]+$").all()
+    assert tail.height > 0 and tail["Query"].str.contains(r"^[0-9a-z-][a-z]{5}~t[0-9]+$").all()
     assert log.filter(pl.col("ClickURL").str.contains("tail-"))["ClickURL"].str.ends_with(
         ".invalid/").all()  # fmt: skip
     st = rel.tables["statistics"]

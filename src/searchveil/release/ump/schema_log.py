@@ -10,7 +10,7 @@ it reads nothing but :class:`~.schema_stats.SchemaStats` and the rng). docs/priv
    noisy holders, its events spread over them (the noisy event count); a published query pair
    (q, q') is a *unit* — two consecutive events of one user, never cut by a session boundary —
    and takes one holder and one event of each side; the tail fills the rest of the events:
-   opaque tokens (``<6 letters>~t<n>``, synth/layout.py) whose numbers of holders follow the
+   opaque tokens (``<6 characters>~t<n>``, synth/layout.py) whose numbers of holders follow the
    ``tail`` law and whose holdings' events follow the ``multiplicity`` law.
 3. **Dealing**: holdings go to users in proportion to their targets (the configuration model
    of :func:`~.generate.deal_tokens`: a user holds a query at most once).
@@ -138,8 +138,8 @@ def _profile(
     want = x_head + max(target - head_events, 0) / max(stats.multiplicity.mean(), 1.0)
     f = want / max(float(k.sum()), 1.0)
     if abs(f - 1.0) > 1e-9:
-        k = np.maximum(_round(k * f, gen), 1)
-        h = np.minimum(_round(h * min(f, 1.0), gen), k)
+        k = np.maximum(_round((k * f).astype(np.float64), gen), 1)
+        h = np.minimum(_round((h * min(f, 1.0)).astype(np.float64), gen), k)
     for _ in range(16):  # h to x_head: each round within every user's room
         d = x_head - int(h.sum())
         if d == 0:

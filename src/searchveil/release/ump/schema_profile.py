@@ -115,13 +115,14 @@ class HeadProfile:
 
 
 def head_profile_law(noisy: npt.ArrayLike, max_events: int, cell_variance: float) -> HeadProfile:
-    """Post-processing of the noisy ``head_profile`` (public: the noisy cells, the bins and the
-    noise's variance). Cells that cannot hold a user (more published queries than the bin's
-    distinct queries) are 0; users per distinct-query bin: the non-increasing density fit of
-    the rows' noisy sums; per bin, the row without its cells of at most twice the noise's
-    scale (its weight: users² / (users² + the row's noise variance)) and the share of its queries that are published (noisy mean over the
-    bin's midpoint), fitted non-increasing in k (heavy users hold a smaller share of popular
-    queries), weighted by its precision."""
+    """Post-processing of the noisy ``head_profile`` (public: the noisy cells, the bins and
+    the noise's variance). Cells that cannot hold a user (more published queries than the
+    bin's distinct queries) are 0; users per distinct-query bin: the non-increasing density
+    fit of the rows' noisy sums; per bin, the row without its cells of at most twice the
+    noise's scale (its weight: users² / (users² + the row's noise variance)) and the share
+    of its queries that are published (noisy mean over the bin's midpoint), fitted
+    non-increasing in k (heavy users hold a smaller share of popular queries), weighted by
+    its precision."""
     from searchveil.release.ump.schema_stats import _pava, decreasing
 
     ke = activity_edges(max_events)
