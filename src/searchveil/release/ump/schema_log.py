@@ -3,17 +3,20 @@ it reads nothing but :class:`~.schema_stats.SchemaStats` and the rng). docs/priv
 "Every column from a DP statistic"; the layout itself is :mod:`searchveil.synth.layout`.
 
 1. **Users.** N users (the noisy ``activity`` total, or the number asked for), each with a
-   target number of query events drawn from the ``activity`` law, scaled so that they add up
-   to the noisy ``events`` total (or to ``rows`` rows); every count below is scaled by
-   N / (noisy users) when N is asked for.
+   number of distinct queries and of published ones drawn from ``head_profile``
+   (:mod:`.schema_profile`), the distinct ones scaled so that the events add up to the noisy
+   ``events`` total (or to ``rows`` rows); every count below is scaled by N / (noisy users)
+   when N is asked for.
 2. **Holdings** (a user holding a query, with its number of events): each published query's
-   noisy holders, its events spread over them (the noisy event count); a published query pair
-   (q, q') is a *unit* — two consecutive events of one user, never cut by a session boundary —
-   and takes one holder and one event of each side; the tail fills the rest of the events:
-   opaque tokens (``<6 characters>~t<n>``, synth/layout.py) whose numbers of holders follow the
-   ``tail`` law and whose holdings' events follow the ``multiplicity`` law.
-3. **Dealing**: holdings go to users in proportion to their targets (the configuration model
-   of :func:`~.generate.deal_tokens`: a user holds a query at most once).
+   noisy holders (lifted to the ``head_share`` total), its events spread over them (the noisy
+   event count); a published query pair (q, q') is a *unit* — two consecutive events of one
+   user, never cut by a session boundary — and takes one holder and one event of each side;
+   the tail fills each user's other queries: opaque tokens (``<6 characters>~t<n>``,
+   synth/layout.py; the first character from ``tail_initials``) whose numbers of holders
+   follow the ``tail`` law and whose holdings' events follow the ``multiplicity`` law.
+3. **Dealing**: the published holdings into each user's published slots (brought to the
+   head's holdings among the user's other queries), the tokens into the rest (the
+   configuration model of :func:`~.generate.deal_tokens`: a user holds a query at most once).
 4. **Events**: each user's holdings in random order (a holding's events apart, a unit's two
    together), cut into sessions and put in time by the layout.
 5. **Clicks**: each published pair's noisy clicks on distinct events of its query, ranks from

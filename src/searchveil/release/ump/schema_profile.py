@@ -8,9 +8,10 @@ from a DP statistic" (and "Measured": why they are there).
   in the bins of :data:`~.schema.PROFILE_EDGES`). A user adds 1 to one cell (ℓ1 = 1). The
   layout gives each synthetic user a number of distinct queries and of published ones from it:
   co-occurrence between published queries is how many users hold several of them, which a
-  mean per activity bin (``head_share``) does not say — it dealt every heavy user some
-  published queries and many one-query users one, where a real log leaves a quarter of its
-  heavy users without any and three quarters of its one-query users.
+  mean per activity bin (``head_share``) does not say — dealt by that mean, every user with 8
+  queries or more got some published queries and two thirds of the one-query users one, where
+  the 100,000-user test log (docs/privacy/ump.md, "Measured") leaves 28% and 77% of them
+  without any.
 * ``tail_initials``: each user's first 8 distinct unpublished queries by first character
   (``0``–``9``, ``a``–``z``, any other). A user adds at most 8 (ℓ1 = 8). The opaque tail tokens
   start with a character drawn from it, so that they sort among the published queries as the
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from searchveil.release.ump.monotone import decreasing, pava
 from searchveil.release.ump.schema import HEAD_HOLDINGS, INITIALS, PROFILE_EDGES, TAIL_ITEMS
 from searchveil.synth.shape import activity_edges
 
@@ -123,8 +125,6 @@ def head_profile_law(noisy: npt.ArrayLike, max_events: int, cell_variance: float
     of its queries that are published (noisy mean over the bin's midpoint), fitted
     non-increasing in k (heavy users hold a smaller share of popular queries), weighted by
     its precision."""
-    from searchveil.release.ump.schema_stats import _pava, decreasing
-
     ke = activity_edges(max_events)
     he = np.asarray(PROFILE_EDGES, dtype=np.int64)
     n_k, n_h = ke.size - 1, he.size - 1
@@ -142,5 +142,5 @@ def head_profile_law(noisy: npt.ArrayLike, max_events: int, cell_variance: float
     s = np.maximum(users, 1.0)
     share = np.clip(cells @ h_mid / s / k_mid, 0, 1)
     var = (ok * h_mid[None, :] ** 2).sum(axis=1) * cell_variance / (s * k_mid) ** 2 + 1 / s
-    share = np.clip(_pava(share, 1 / var), 0, 1)
+    share = np.clip(pava(share, 1 / var), 0, 1)
     return HeadProfile(k_edges=ke, users=users, empirical=empirical, trust=trust, share=share)

@@ -30,6 +30,7 @@ from searchveil.errors import InternalError
 from searchveil.model import PAIR_SEP, SearchLog
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.korolova.release import single_user_counts
+from searchveil.release.ump.monotone import decreasing, increasing
 from searchveil.release.ump.schema import (
     HEAD_HOLDINGS,
     HOLDINGS,
@@ -254,37 +255,6 @@ def _multiplicity(hold: pl.DataFrame, salt: int) -> _I64:
     e = shape_edges("multiplicity")
     idx = np.clip(np.searchsorted(e, n, side="right") - 1, 0, e.size - 2)
     return np.bincount(idx, minlength=e.size - 1).astype(np.int64)
-
-
-def _pava(values: npt.ArrayLike, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """The weighted least-squares non-increasing fit of ``values`` (pool adjacent violators)."""
-    vals: list[float] = []
-    wts: list[float] = []
-    lens: list[int] = []
-    for v, w in zip(np.asarray(values, float), np.asarray(weights, float), strict=True):
-        vals.append(float(v))
-        wts.append(float(w))
-        lens.append(1)
-        while len(vals) > 1 and vals[-2] < vals[-1]:
-            v2, w2, n2 = vals.pop(), wts.pop(), lens.pop()
-            vals[-1] = (vals[-1] * wts[-1] + v2 * w2) / (wts[-1] + w2) if wts[-1] + w2 else 0.0
-            wts[-1] += w2
-            lens[-1] += n2
-    return np.repeat(np.asarray(vals), lens)
-
-
-def decreasing(counts: npt.ArrayLike, widths: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Post-processing of a noisy histogram whose density (count per unit of bin width) is
-    known to fall: the non-increasing fit of the densities (:func:`_pava`), clipped at 0, back
-    as counts. Noise in the sparse far bins (which clipping alone turns into phantom mass)
-    averages out with its neighbours."""
-    w = np.asarray(widths, dtype=np.float64)
-    return np.clip(_pava(np.asarray(counts, dtype=np.float64) / w, w), 0, None) * w
-
-
-def increasing(values: npt.ArrayLike, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """The weighted non-decreasing fit of ``values``, clipped at 0."""
-    return np.clip(-_pava(-np.asarray(values, dtype=np.float64), weights), 0, None)
 
 
 def _shrunk(extra: npt.NDArray[np.float64], holders: npt.NDArray[np.float64], prior: float,
