@@ -218,7 +218,7 @@ def test_kanon_leaves_no_private_traces(block: dict[str, Any]) -> None:
 
 
 SAME_SCHEMA = ["log.tsv", "counts.tsv", "queries.tsv", "ranks.tsv", "query_pairs.tsv",
-               "statistics.tsv"]  # fmt: skip
+               "head_profile.tsv", "statistics.tsv"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -308,8 +308,8 @@ def test_same_schema_neighbours_heavy_and_light(
     led = json.loads((outs[0] / "ledger.json").read_text())
     split = led["guarantee"]["split"]
     for stat in ("events", "activity", "days", "hours", "gaps", "sessions", "clicks", "ranks",
-                 "multiplicity", "head_events", "head_share", "pair_ranks", "tail",
-                 "query_pairs"):  # fmt: skip
+                 "multiplicity", "head_events", "head_share", "head_profile", "pair_ranks",
+                 "tail", "tail_initials", "query_pairs"):  # fmt: skip
         assert split[stat]["epsilon"] > 0, stat  # every statistic is in the ledger's split
     assert sum(x["epsilon"] for x in split.values()) == pytest.approx(led["epsilon"])
     assert led["epsilon"] <= 2.3 * (1 + 1e-9) and led["delta"] <= 1e-7

@@ -306,7 +306,8 @@ def test_cli_default_is_end_to_end(big_file: Path, tmp_path: Path) -> None:
     assert res["mode"] == "e2e" and res["counts_are_private"] is True
     assert led["guarantee"]["counts_are_private"] is True and led["seeded"] is False
     assert sorted(p.name for p in out.iterdir()) == [
-        "counts.tsv", "ledger.json", "log.tsv", "queries.tsv", "query_pairs.tsv", "ranks.tsv",
+        "counts.tsv", "head_profile.tsv", "ledger.json", "log.tsv", "queries.tsv",
+        "query_pairs.tsv", "ranks.tsv",
         "statistics.tsv",
     ]  # fmt: skip
     # the input's own columns (AOL in, AOL out)

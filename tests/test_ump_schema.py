@@ -7,7 +7,9 @@ the AOL layout and in another layout."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from searchveil.audit import audit_event
 from searchveil.cli import app
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import read_log
+from searchveil.mechanisms.budget_file import init_budget
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.model import SearchLog, items, query_events
 from searchveil.release.ump.e2e import E2EParams, bounded_pairs, release_ump_e2e
@@ -30,7 +33,13 @@ from searchveil.release.ump.schema import (
     default_max_events,
     parse_period,
 )
-from searchveil.release.ump.schema_stats import decreasing, exact_statistics
+from searchveil.release.ump.schema_profile import (
+    head_profile_counts,
+    head_profile_law,
+    initial_codes,
+    tail_initials_counts,
+)
+from searchveil.release.ump.schema_stats import decreasing, exact_statistics, holdings
 from searchveil.rng import SeededRandom, make_rng
 from searchveil.synth import fit, generate
 from searchveil.synth.layout import Columns, TimeLaw, assemble, event_times, session_ids
@@ -161,6 +170,41 @@ def test_every_statistic_respects_its_sensitivity(small: SearchLog) -> None:
             moved[n] = max(moved[n], diff)
     # not vacuous: the heaviest user moves the size by many events, every histogram by some
     assert moved["events"] > 16 and all(moved[n] > 0 for n in ("activity", "hours", "tail"))
+    assert moved["head_profile"] == 1 and moved["tail_initials"] > 0  # a user: one cell
+
+
+def test_the_head_profile_law_gives_users_their_published_queries(small: SearchLog) -> None:
+    """Post-processing of ``head_profile`` and the layout's draw: on the exact cells (no noise)
+    the drawn users hold published queries as the log's users do (mean and spread per number
+    of distinct queries); a cell within twice the noise's scale is taken as empty, and a
+    noise-only row falls back to the binomial of its share. Tail tokens start as the
+    unpublished queries do."""
+    ev = query_events(small)
+    top = ev.group_by("query").agg(pl.col("user").n_unique().alias("h")).sort(
+        ["h", "query"], descending=[True, False]).head(40)["query"]  # fmt: skip
+    hold = holdings(ev.filter(pl.col("pos") < 64))  # the first E = 64 events
+    exact = head_profile_counts(hold, top, 64)
+    law = head_profile_law(exact, 64, cell_variance=1e-9)
+    k, h = law.draw(200_000, np.random.default_rng(1))
+    per = hold.with_columns(p=pl.col("query").is_in(top.implode())).group_by("user").agg(
+        pl.len().alias("k"), pl.col("p").sum().alias("h"))  # fmt: skip
+    for lo, hi in ((1, 2), (2, 5), (5, 17)):
+        real = per.filter(pl.col("k").is_between(lo, hi - 1))["h"].to_numpy()
+        got = h[(k >= lo) & (k < hi)]
+        assert got.mean() == pytest.approx(real.mean(), abs=0.05 + 0.1 * real.mean())
+        assert (got == 0).mean() == pytest.approx((real == 0).mean(), abs=0.05)
+    assert np.all(h <= k) and abs(np.mean(k) - per["k"].mean()) < 0.1 * per["k"].mean()
+    noise_only = np.full_like(exact, 3)  # at most twice the scale (2·√(4.5/2) = 3): empty
+    law = head_profile_law(noise_only, 64, cell_variance=4.5)
+    assert law.empirical.sum() == 0 and np.all(law.trust == 0) and law.users.sum() > 0
+    codes = initial_codes(tail_initials_counts(hold, top), 50_000, np.random.default_rng(2))
+    real = hold.join(pl.DataFrame({"query": top}), on="query", how="anti").filter(
+        pl.int_range(pl.len()).over("user") < 8)["query"].str.slice(0, 1)  # fmt: skip
+    got = pl.Series("c", np.frombuffer(codes.tobytes(), dtype="S1").astype("U1"))
+    w = real.alias("c").value_counts(normalize=True, name="p").join(
+        got.value_counts(normalize=True, name="q"), on="c", how="left").fill_null(0)  # fmt: skip
+    assert float((w["p"] - w["q"]).abs().sum()) < 0.05 + 2 * (real.len() - real.str.contains(
+        "^[0-9a-z]").sum()) / real.len()  # fmt: skip
 
 
 # -- a statistical audit of the noisy histograms --------------------------------------------
@@ -255,7 +299,7 @@ def test_release_has_the_input_columns_and_its_statistics(small: SearchLog) -> N
     times = log["QueryTime"].str.to_datetime("%Y-%m-%d %H:%M:%S")
     assert times.min().date() >= dt.date(2006, 3, 1)  # type: ignore[union-attr]
     tail = log.filter(pl.col("Query").str.contains("~t"))
-    assert tail.height > 0 and tail["Query"].str.contains(r"^[a-z]{6}~t[0-9]+$").all()
+    assert tail.height > 0 and tail["Query"].str.contains(r"^[0-9a-z-][a-z]{5}~t[0-9]+$").all()
     assert log.filter(pl.col("ClickURL").str.contains("tail-"))["ClickURL"].str.ends_with(
         ".invalid/").all()  # fmt: skip
     st = rel.tables["statistics"]
@@ -308,6 +352,52 @@ def test_synth_epsilon_writes_a_release(tmp_path: Path) -> None:
         r = runner.invoke(app, args)
         assert r.exit_code == 2, r.output
         assert not (tmp_path / "bad").exists()
+
+
+def test_synth_epsilon_sizes_itself_from_dp_estimates_and_charges_its_budget(
+    tmp_path: Path,
+) -> None:
+    """Without --users/--rows the DP synthetic log has the size the DP statistics estimate
+    (their noisy user and event totals); --budget is admitted before --like is read, refused
+    when over (nothing read or written) and committed with the ledger's SHA-256. The exact
+    mode still needs --users and takes no --budget."""
+    book = tmp_path / "b.json"
+    init_budget(book, epsilon=6.0, delta=1e-3, relation="user")
+    out = tmp_path / "syn"
+    r = runner.invoke(app, ["synth", "--like", str(BUNDLED), "--epsilon", "4", "--delta", "1e-4",
+                            "--max-users", "1000", "--out", str(out), "--seed", "5",
+                            "--budget", str(book), "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    led = json.loads((out / "ledger.json").read_text())
+    assert res["users_asked"] is None and "log_size" not in led["parameters"]
+    (c,) = json.loads(book.read_text())["charges"]
+    assert c["state"] == "committed" and c["what"] == "synth --epsilon"
+    assert c["cost"]["epsilon"] == pytest.approx(led["epsilon"])
+    assert c["ledger_sha256"] == hashlib.sha256((out / "ledger.json").read_bytes()).hexdigest()
+    assert res["budget"]["left"]["epsilon"] == pytest.approx(6.0 - led["epsilon"])
+    # the size is the statistics' own: the noisy user total, and rows from the noisy events
+    stats = pl.read_csv(out / "statistics.tsv", separator="\t", quote_char=None)
+    events = stats.filter(pl.col("statistic") == "events")["noisy_count"].item()
+    log = read_log(out / "log.tsv")
+    assert log.n_users == res["generated"]["synthetic_users"] > 0
+    assert 0.5 * max(events, 1) <= query_events(log).height <= 2.0 * max(events, 1)
+    # over the budget (2 left, 4 asked): refused before --like is opened (a FIFO never read)
+    fifo = tmp_path / "never-read.tsv"
+    os.mkfifo(fifo)
+    before = book.read_bytes()
+    r = runner.invoke(app, ["synth", "--like", str(fifo), "--epsilon", "4", "--delta", "1e-4",
+                            "--max-users", "1000", "--out", str(tmp_path / "s2"),
+                            "--budget", str(book)])  # fmt: skip
+    assert r.exit_code == 2 and "synth --epsilon (dataset budget) epsilon: requested" in " ".join(
+        r.output.split()), r.output  # fmt: skip
+    assert book.read_bytes() == before and not (tmp_path / "s2").exists()
+    # exact mode: --users required, --budget refused (not DP), nothing written or charged
+    for extra in ([], ["--users", "5", "--budget", str(book)]):
+        r = runner.invoke(app, ["synth", "--like", str(BUNDLED), "--out",
+                                str(tmp_path / "x.tsv"), *extra])  # fmt: skip
+        assert r.exit_code == 2 and ("--users" if not extra else "--budget") in r.output
+        assert not (tmp_path / "x.tsv").exists() and book.read_bytes() == before
 
 
 def test_a_public_serp_gives_the_ranks_of_published_pairs(model, tmp_path: Path) -> None:  # noqa: ANN001

@@ -467,8 +467,8 @@ def ump_command(
     at δ < 1/U). One (ε, δ) covers everything written. --mode conditional: Hong et al. EDBT
     2012's counts from the exact histogram, NOT differentially private (only the sampling given
     the counts is); for reproducing the paper. Writes `log`, `queries`, `counts` (+ `ranks`,
-    `query_pairs`, `statistics`; `profile` or `pairs`), ledger.json, and the private
-    provenance record beside the release."""
+    `query_pairs`, `head_profile`, `statistics`; `profile` or `pairs`), ledger.json, and the
+    private provenance record beside the release."""
     o.budget()
     m = parse_choice("mode", o.mode, UmpMode)
     with progress(not json_out) as step:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from searchveil.cli._common import (
     READER_DEFAULT,
+    BudgetOpt,
     JsonOpt,
     OverwriteOpt,
     SeedOpt,
@@ -80,14 +81,19 @@ def _human(r: dict[str, Any]) -> None:
 
 
 def _check_synth_counts(
-    like: Path | None, model: Path | None, users: int, rows: int | None
+    like: Path | None, model: Path | None, users: int | None, rows: int | None, *, dp: bool
 ) -> None:
-    """Exactly one of --like/--model; --users and --rows at least 1."""
+    """Exactly one of --like/--model; --users (required unless ``dp``) and --rows at least 1."""
     if (like is None) == (model is None):
         raise InvalidParameterError(
             "--like/--model", "both" if like else "neither", "exactly one of them"
         )
-    if users < 1:
+    if users is None and not dp:
+        raise InvalidParameterError(
+            "--users", None, "an integer ≥ 1 (required without --epsilon: the exact synthetic "
+            "log has no size of its own)",
+        )  # fmt: skip
+    if users is not None and users < 1:
         raise InvalidParameterError("--users", users, "an integer ≥ 1")
     if rows is not None and rows < 1:
         raise InvalidParameterError("--rows", rows, "an integer ≥ 1")
@@ -115,7 +121,15 @@ def _generation_progress(show: bool, users: int) -> Iterator[Callable[[int, int]
 
 
 SynthOutOpt = Annotated[Path, typer.Option("--out", help="output file (.tsv, .tsv.gz, .parquet)")]
-SynthUsersOpt = Annotated[int, typer.Option("--users", help="number of synthetic users")]
+SynthUsersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--users",
+        help="number of synthetic users (required without --epsilon; with --epsilon the "
+        "default is the DP estimate of the users of --like, and N scales every DP statistic "
+        "to N users)",
+    ),  # fmt: skip
+]
 SynthLikeOpt = Annotated[
     Path | None, typer.Option("--like", help="real log to calibrate on (any reader format)")
 ]
@@ -124,7 +138,11 @@ SynthModelOpt = Annotated[
 ]
 SynthRowsOpt = Annotated[
     int | None,
-    typer.Option("--rows", help="rescale activity so that the output has about N rows"),
+    typer.Option(
+        "--rows",
+        help="rescale activity so that the output has about N rows (with --epsilon: default "
+        "the DP estimate of the rows of --like, scaled to --users)",
+    ),  # fmt: skip
 ]
 SynthStringsOpt = Annotated[
     str, typer.Option("--strings", help="real (sample's words/queries) | opaque (w123)")
@@ -161,7 +179,7 @@ SynthMaxUsersOpt = Annotated[
 @command
 def synth(
     out: SynthOutOpt,
-    users: SynthUsersOpt,
+    users: SynthUsersOpt = None,
     like: SynthLikeOpt = None,
     model: SynthModelOpt = None,
     rows: SynthRowsOpt = None,
@@ -175,6 +193,7 @@ def synth(
     epsilon: SynthEpsilonOpt = None,
     delta: SynthDeltaOpt = None,
     max_users: SynthMaxUsersOpt = None,
+    budget: BudgetOpt = None,
     reader: ReaderOptions = READER_DEFAULT,
     json_out: JsonOpt = False,
 ) -> None:
@@ -184,14 +203,21 @@ def synth(
     repeats, query popularity and vocabulary growth, clicks/query, URL spread, sessions and
     times; writes atomically. Test data, not a release. With --epsilon and --delta: a
     differentially private synthetic log of --like instead (every column from a DP
-    statistic, docs/synth.md), written as a release directory with its ledger."""
+    statistic, docs/synth.md), written as a release directory with its ledger and charged
+    to --budget; its size defaults to the DP estimates of the users and rows of --like."""
     if epsilon is not None or delta is not None:
         _dp(like, model, out, users, rows, strings, out_format, save_model, seed, overwrite,
-            epsilon, delta, max_users, reader, json_out)  # fmt: skip
+            epsilon, delta, max_users, budget, reader, json_out)  # fmt: skip
         return
     if max_users is not None:
         raise InvalidParameterError("--max-users", max_users, "set only with --epsilon")
-    _check_synth_counts(like, model, users, rows)
+    if budget is not None:
+        raise InvalidParameterError(
+            "--budget", str(budget), "set only with --epsilon: without it synth writes test "
+            "data fitted exactly on --like, not differentially private, outside every guarantee",
+        )  # fmt: skip
+    _check_synth_counts(like, model, users, rows, dp=False)
+    assert users is not None
     mode = parse_choice("--strings", strings, StringMode)
     fmt = parse_choice("--output-format", out_format, OutputFormat)
     n_workers = workers if workers is not None else max(1, min(os.cpu_count() or 1, 8))
@@ -235,10 +261,10 @@ def synth(
 
 
 def _dp(
-    like: Path | None, model: Path | None, out: Path, users: int, rows: int | None,
+    like: Path | None, model: Path | None, out: Path, users: int | None, rows: int | None,
     strings: str, out_format: str, save_model: Path | None, seed: int | None, overwrite: bool,
-    epsilon: float | None, delta: float | None, max_users: int | None, reader: ReaderOptions,
-    json_out: bool,
+    epsilon: float | None, delta: float | None, max_users: int | None, budget: Path | None,
+    reader: ReaderOptions, json_out: bool,
 ) -> None:  # fmt: skip
     """``--epsilon``: the DP synthetic log (cli/synth_dp.py), after refusing what it cannot
     take (a saved model or --save-model: the model is exact statistics; --strings: its head
@@ -250,11 +276,11 @@ def _dp(
             raise InvalidParameterError(name, str(bad), "not set with --epsilon")
     if like is None:
         raise InvalidParameterError("--like", None, "the log the DP statistics are drawn from")
-    _check_synth_counts(like, None, users, rows)
+    _check_synth_counts(like, None, users, rows, dp=True)
     with progress(not json_out) as step:
         dp_synth(like=like, out=out, epsilon=eps, delta=dl, max_users=max_users, users=users,
                  rows=rows, seed=seed, overwrite=overwrite, out_format=out_format,
-                 reader=reader, json_out=json_out, step=step)  # fmt: skip
+                 budget=budget, reader=reader, json_out=json_out, step=step)  # fmt: skip
 
 
 CheckLikeOpt = Annotated[Path, typer.Option("--like", help="real log the model is calibrated on")]

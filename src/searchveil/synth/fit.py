@@ -55,40 +55,78 @@ def exposure(events: npt.ArrayLike, repeat_rate: float, gamma: float) -> npt.NDA
 def _match_head(
     holders: npt.NDArray[np.float64],
     events: npt.NDArray[np.int64],
+    users: npt.NDArray[np.float64],
     repeat_rate: float,
     gamma: float,
 ) -> npt.NDArray[np.float64]:
     """Per-draw probabilities p_k (for a one-event user) with Σ_u P(hold | n_u, w_u·p_k) =
-    holders_k: moment matching on the calibration users' own activity (vectorised bisection)."""
+    holders_k: moment matching on the calibration users' own activity (vectorised bisection).
+    The users come grouped by activity: ``users[j]`` of them have ``events[j]`` events (the
+    sum over users depends on a user through n_u alone)."""
     w = exposure(events, repeat_rate, gamma)[None, :]
     lo = np.zeros(holders.size)
     hi = np.ones(holders.size)
     for _ in range(60):
         mid = (lo + hi) / 2
         q = np.minimum(mid[:, None] * w, 1.0 - 1e-12)
-        e = hold_probability(q, events[None, :], repeat_rate).sum(axis=1)
+        e = hold_probability(q, events[None, :], repeat_rate) @ users
         big = e > holders
         hi = np.where(big, mid, hi)
         lo = np.where(big, lo, mid)
     return (lo + hi) / 2
 
 
-def _fit_gamma(
-    held: npt.NDArray[np.float64], events: npt.NDArray[np.int64], repeat_rate: float
-) -> tuple[float, npt.NDArray[np.float64]]:
+@dataclass(frozen=True)
+class _Holdings:
+    """Who holds the pinned queries, in the form the head's fit needs — the sparse user ×
+    query holding matrix collapsed to what its likelihood depends on: a user through their
+    number of events n, a query through its number of holders h (both the match of p and the
+    likelihood are sums of functions of (h, n)). ``events``/``users``: the distinct n and the
+    users with each; ``holders``/``queries``: the distinct h and the pinned queries with each;
+    ``held[i, j]``: the holdings of queries with ``holders[i]`` holders by users with
+    ``events[j]`` events; ``of_query``: each pinned query's index into ``holders``."""
+
+    events: npt.NDArray[np.int64]
+    users: npt.NDArray[np.float64]
+    holders: npt.NDArray[np.float64]
+    queries: npt.NDArray[np.float64]
+    held: npt.NDArray[np.float64]
+    of_query: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, q_idx: npt.ArrayLike, u_idx: npt.ArrayLike, n_queries: int,
+           user_events: npt.NDArray[np.int64]) -> _Holdings:  # fmt: skip
+        """From the holdings (query index, user index) of ``n_queries`` pinned queries and
+        each user's events — memory in the holdings, never queries × users."""
+        qi = np.asarray(q_idx, dtype=np.int64)
+        ui = np.asarray(u_idx, dtype=np.int64)
+        events, of_user = np.unique(user_events, return_inverse=True)
+        h = np.bincount(qi, minlength=n_queries)
+        holders, of_query = np.unique(h, return_inverse=True)
+        cell = of_query[qi] * events.size + of_user[ui]
+        held = np.bincount(cell, minlength=holders.size * events.size).astype(np.float64)
+        return cls(events=events, users=np.bincount(of_user).astype(np.float64),
+                   holders=holders.astype(np.float64),
+                   queries=np.bincount(of_query).astype(np.float64),
+                   held=held.reshape(holders.size, events.size), of_query=of_query)  # fmt: skip
+
+
+def _fit_gamma(hold: _Holdings, repeat_rate: float) -> tuple[float, npt.NDArray[np.float64]]:
     """Maximum-likelihood γ on a grid (0.2..1.0 by 0.02) for the user × pinned-query holding
-    matrix ``held``, with p_k moment-matched at each γ. Returns (γ, p)."""
-    h = held.sum(axis=1)
+    matrix (:class:`_Holdings`: the log-likelihood Σ_{k,u} held·log P + (1 − held)·log(1 − P)
+    summed by (h, n)), with p_k moment-matched at each γ. Returns (γ, p per pinned query)."""
     best: tuple[float, float, npt.NDArray[np.float64]] | None = None
     for g in np.round(np.arange(0.2, 1.0001, 0.02), 2):
-        p = _match_head(h, events, repeat_rate, float(g))
-        q = np.minimum(p[:, None] * exposure(events, repeat_rate, float(g))[None, :], 1 - 1e-12)
-        pr = np.clip(hold_probability(q, events[None, :], repeat_rate), 1e-12, 1 - 1e-12)
-        ll = float((held * np.log(pr) + (1 - held) * np.log1p(-pr)).sum())
+        p = _match_head(hold.holders, hold.events, hold.users, repeat_rate, float(g))
+        w = exposure(hold.events, repeat_rate, float(g))
+        q = np.minimum(p[:, None] * w[None, :], 1 - 1e-12)
+        pr = np.clip(hold_probability(q, hold.events[None, :], repeat_rate), 1e-12, 1 - 1e-12)
+        miss = np.log1p(-pr)
+        ll = float(hold.queries @ (miss @ hold.users) + (hold.held * (np.log(pr) - miss)).sum())
         if best is None or ll > best[0]:
             best = (ll, float(g), p)
     assert best is not None
-    return best[1], best[2]
+    return best[1], best[2][hold.of_query]
 
 
 def user_share_curve(events: pl.DataFrame, top: int = 100) -> npt.NDArray[np.float64]:
@@ -135,9 +173,9 @@ def _fit_head(
             .join(per_user.with_row_index("ui").select("user", "ui"), on="user")
             .join(pl.DataFrame({"query": pinned_q}).with_row_index("qi"), on="query")
         )
-        held = np.zeros((pinned_q.len(), per_user.height))
-        held[pairs.get_column("qi").to_numpy(), pairs.get_column("ui").to_numpy()] = 1.0
-        gamma, head_probs = _fit_gamma(held, epu_arr, repeat_rate)
+        hold = _Holdings.of(pairs.get_column("qi").to_numpy(), pairs.get_column("ui").to_numpy(),
+                            pinned_q.len(), epu_arr)  # fmt: skip
+        gamma, head_probs = _fit_gamma(hold, repeat_rate)
     # the sample's average exposure per fresh draw, where the continuation joins the pinned law
     fresh = 1.0 + (epu_arr - 1.0) * (1.0 - repeat_rate)
     w_bar = float((fresh * exposure(epu_arr, repeat_rate, gamma)).sum() / fresh.sum())

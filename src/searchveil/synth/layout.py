@@ -52,10 +52,11 @@ __all__ = [
 #: least (over the readers' default 30-minute session gap)
 SESSION_SEPARATION = 1801
 #: opaque tokens standing for unpublished queries: ``<6 letters>~t<n>`` (the letters a fixed
-#: hash of n, so that tokens sort among real queries as unpublished queries would, not all
-#: after "t"; ``~t<n>`` marks them); their URLs are ``http://tail-q<n>-r<rank>.invalid/``
-#: (``http://tail-h<k>-r<rank>.invalid/`` for an unpublished URL of the k-th published query;
-#: ``.invalid`` is a reserved domain)
+#: hash of n, so that tokens sort among real queries, not all after "t" — the DP log draws the
+#: first character from a noisy histogram of how unpublished queries start: a digit, a letter
+#: or "-" for any other; ``~t<n>`` marks them); their URLs are
+#: ``http://tail-q<n>-r<rank>.invalid/`` (``http://tail-h<k>-r<rank>.invalid/`` for an
+#: unpublished URL of the k-th published query; ``.invalid`` is a reserved domain)
 TAIL_QUERY_MARK = "~t"
 _I64 = npt.NDArray[np.int64]
 
@@ -199,14 +200,18 @@ def event_times(user: _I64, session: _I64, law: TimeLaw, gen: np.random.Generato
     return start[s_idx] + offset
 
 
-def tail_queries(ids: npt.ArrayLike) -> pl.Series:
+def tail_queries(ids: npt.ArrayLike, *, initials: npt.ArrayLike | None = None) -> pl.Series:
     """Opaque query tokens ``<6 letters>~t<n>`` (unpublished queries, marked as such; the
-    letters are a fixed hash of n)."""
+    letters are a fixed hash of n). ``initials``: the first character of each token instead
+    (ASCII codes: a drawn law of how unpublished queries start, so that tokens sort among
+    published queries as they would)."""
     n = np.asarray(ids, dtype=np.int64)
     h = n.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x2545F4914F6CDD1D)
     h ^= h >> np.uint64(29)
     letters = np.stack([((h >> np.uint64(5 * i)) % np.uint64(26)).astype(np.uint8) + 97
                         for i in range(6)], axis=1)  # fmt: skip
+    if initials is not None:
+        letters[:, 0] = np.asarray(initials, dtype=np.uint8)
     word = pl.Series("w", np.ascontiguousarray(letters).view("S6").ravel().astype("U6"))
     s = pl.Series("q", n)
     return pl.select(pl.format("{}" + TAIL_QUERY_MARK + "{}", word, s)).to_series()

@@ -577,7 +577,7 @@ def e2e_ledger(
     }
     if params.schema == LogSchema.INPUT:
         guarantee["tail_tokens"] = (
-            "queries <6 letters>~t<n> and URLs http://tail-q<n>-r<rank>.invalid/ are opaque "
+            "queries <6 characters>~t<n> and URLs http://tail-q<n>-r<rank>.invalid/ are opaque "
             "tokens standing for unpublished items (docs/privacy/ump.md)"
         )
     if params.ids == UserIds.REAL:

@@ -27,10 +27,14 @@ statistic          what one user adds                                           
                    pair step counted: extra events (clicks) beyond the first, ≤ r−1
 ``head_share``     to the bin of their activity, the number of published queries  32
                    they hold (their first 32)
+``head_profile``   1 to the cell of (their distinct queries among the E events,   1
+                   the published queries among those, ≤ 32)
 ``pair_ranks``     per published pair they hold among those d_c: 1 to the rank    d_c
                    bin of their first click on it
 ``tail``           their first 8 distinct unpublished queries: each moves the     2·8
                    query between bins of its number of holders
+``tail_initials``  their first 8 distinct unpublished queries, by first          8
+                   character (a–z, 0–9, other)
 ``query_pairs``    ZEALOUS over their first m_q distinct consecutive query pairs  (ZEALOUS)
 =================  =============================================================  ============
 
@@ -57,8 +61,10 @@ from searchveil.synth.shape import day_number
 from searchveil.validate import check_int, check_positive, check_probability
 
 __all__ = [
+    "INITIALS",
     "LogSchema",
     "MAX_REPEATS",
+    "PROFILE_EDGES",
     "REFERENCE_DISTINCT_QUERY_PAIRS_PER_USER",
     "REFERENCE_EVENTS_PER_USER",
     "SAMPLE_EVENTS",
@@ -93,6 +99,10 @@ HEAD_HOLDINGS = 32
 MAX_REPEATS = 4
 #: holders of an unpublished query: bins [e_i, e_{i+1})
 TAIL_EDGES = (1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129)
+#: published queries held per user, bins [e_i, e_{i+1}) of ``head_profile`` (≤ HEAD_HOLDINGS)
+PROFILE_EDGES = (0, 1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33)
+#: first characters of unpublished queries, one bin each, and a last bin for any other
+INITIALS = "0123456789abcdefghijklmnopqrstuvwxyz"
 #: the chance that a month nobody searched in enters the released period, at most
 PERIOD_BETA = 1e-3
 #: default U in the rule for E when no bound on the users is declared
@@ -102,8 +112,8 @@ RULE_USERS = 10_000
 #: period is declared, ``pair_ranks`` with a SERP): what the log needs most precisely — its
 #: query pairs and head — gets most
 STATISTIC_WEIGHTS: dict[str, float] = {
-    "query_pairs": 0.30, "head_events": 0.20, "head_share": 0.05, "pair_ranks": 0.08,
-    "tail": 0.08,
+    "query_pairs": 0.30, "head_events": 0.20, "head_share": 0.05, "head_profile": 0.08,
+    "pair_ranks": 0.08, "tail": 0.08, "tail_initials": 0.03,
     "events": 0.10, "activity": 0.05, "months": 0.03, "days": 0.03, "hours": 0.03,
     "gaps": 0.03, "sessions": 0.03, "clicks": 0.03, "ranks": 0.03, "multiplicity": 0.03,
 }  # fmt: skip
@@ -263,7 +273,7 @@ class SchemaParams:
             "events": self.max_events, "activity": 1, "months": MONTHS_PER_USER, "days": s,
             "hours": s, "gaps": s, "sessions": MAX_SESSIONS, "clicks": s, "ranks": s,
             "multiplicity": HOLDINGS, "tail": 2 * TAIL_ITEMS, "pair_ranks": self.head_pairs,
-            "head_share": HEAD_HOLDINGS,
+            "head_share": HEAD_HOLDINGS, "head_profile": 1, "tail_initials": TAIL_ITEMS,
             "head_events": (MAX_REPEATS - 1) * (self.head_queries + self.head_pairs),
         }[name]  # fmt: skip
 

@@ -3,17 +3,20 @@ it reads nothing but :class:`~.schema_stats.SchemaStats` and the rng). docs/priv
 "Every column from a DP statistic"; the layout itself is :mod:`searchveil.synth.layout`.
 
 1. **Users.** N users (the noisy ``activity`` total, or the number asked for), each with a
-   target number of query events drawn from the ``activity`` law, scaled so that they add up
-   to the noisy ``events`` total (or to ``rows`` rows); every count below is scaled by
-   N / (noisy users) when N is asked for.
+   number of distinct queries and of published ones drawn from ``head_profile``
+   (:mod:`.schema_profile`), the distinct ones scaled so that the events add up to the noisy
+   ``events`` total (or to ``rows`` rows); every count below is scaled by N / (noisy users)
+   when N is asked for.
 2. **Holdings** (a user holding a query, with its number of events): each published query's
-   noisy holders, its events spread over them (the noisy event count); a published query pair
-   (q, q') is a *unit* — two consecutive events of one user, never cut by a session boundary —
-   and takes one holder and one event of each side; the tail fills the rest of the events:
-   opaque tokens (``<6 letters>~t<n>``, synth/layout.py) whose numbers of holders follow the ``tail`` law and whose
-   holdings' events follow the ``multiplicity`` law.
-3. **Dealing**: holdings go to users in proportion to their targets (the configuration model
-   of :func:`~.generate.deal_tokens`: a user holds a query at most once).
+   noisy holders (lifted to the ``head_share`` total), its events spread over them (the noisy
+   event count); a published query pair (q, q') is a *unit* — two consecutive events of one
+   user, never cut by a session boundary — and takes one holder and one event of each side;
+   the tail fills each user's other queries: opaque tokens (``<6 characters>~t<n>``,
+   synth/layout.py; the first character from ``tail_initials``) whose numbers of holders
+   follow the ``tail`` law and whose holdings' events follow the ``multiplicity`` law.
+3. **Dealing**: the published holdings into each user's published slots (brought to the
+   head's holdings among the user's other queries), the tokens into the rest (the
+   configuration model of :func:`~.generate.deal_tokens`: a user holds a query at most once).
 4. **Events**: each user's holdings in random order (a holding's events apart, a unit's two
    together), cut into sessions and put in time by the layout.
 5. **Clicks**: each published pair's noisy clicks on distinct events of its query, ranks from
@@ -36,6 +39,7 @@ import polars as pl
 from searchveil.model import SearchLog
 from searchveil.release.ump.generate import deal_tokens
 from searchveil.release.ump.schema import SchemaParams
+from searchveil.release.ump.schema_profile import initial_codes
 from searchveil.release.ump.schema_stats import SchemaStats, draw_statistics
 from searchveil.rng import RandomSource
 from searchveil.synth.layout import (
@@ -77,12 +81,11 @@ def _spread(n_items: _I64, extra: _I64, gen: np.random.Generator) -> _I64:
     return mult
 
 
-def _holdings(
-    stats: SchemaStats, scale: float, target_events: int, gen: np.random.Generator
-) -> tuple[_I64, _I64, _I64, dict[str, Any]]:
-    """Step 2: per item (head queries, units, tail tokens, in that order) its holdings, and
-    per holding its events; returns (holdings per item, events per holding, tail holders per
-    token, figures)."""
+def _head_holdings(
+    stats: SchemaStats, scale: float, gen: np.random.Generator
+) -> tuple[_I64, _I64, _I64]:
+    """Step 2, the head: per item (head queries, then units) its holdings, and per holding its
+    events; returns (holdings per item, events per head-query holding, units)."""
     head_q = stats.head.get_column("query")
     qp = stats.query_pairs
     units = _round(qp.get_column("count").to_numpy().astype(np.float64) * scale, gen)
@@ -103,21 +106,64 @@ def _holdings(
     h_left = np.maximum(h - used, 0)
     e_left = np.maximum(e - used, h_left)
     head_mult = _spread(h_left, e_left - h_left, gen)
-    tail_events = max(target_events - int(head_mult.sum()) - 2 * int(units.sum()), 0)
-    mult_law = stats.multiplicity
-    n_hold = int(round(tail_events / max(mult_law.mean(), 1.0)))
+    return np.concatenate([h_left, units]), head_mult, units
+
+
+def _tail_holdings(stats: SchemaStats, n_hold: int, gen: np.random.Generator) -> tuple[_I64, _I64]:
+    """Step 2, the tail: tokens whose numbers of holders follow the ``tail`` law, ``n_hold``
+    holdings in all (the last token cut to fit), and the events of each holding (the
+    ``multiplicity`` law). Returns (holders per token, events per holding)."""
     tail_h = np.zeros(0, dtype=np.int64)
     if n_hold > 0 and stats.tail.total > 0:
         n_tok = max(1, int(round(n_hold / max(stats.tail.mean(), 1.0))))
         tail_h = np.maximum(stats.tail.draw(n_tok, gen), 1)
+        while int(tail_h.sum()) < n_hold:
+            tail_h = np.r_[tail_h, np.maximum(stats.tail.draw(n_tok // 4 + 1, gen), 1)]
+        c = np.cumsum(tail_h)
+        last = int(np.searchsorted(c, n_hold))  # the token that reaches n_hold
+        tail_h = tail_h[: last + 1]
+        tail_h[-1] -= int(c[last]) - n_hold
     elif n_hold > 0:
         tail_h = np.ones(n_hold, dtype=np.int64)
-    tail_mult = np.maximum(mult_law.draw(int(tail_h.sum()), gen), 1)
-    x = np.concatenate([h_left, units, tail_h])
-    mult = np.concatenate([head_mult, np.full(int(units.sum()), 2, dtype=np.int64), tail_mult])
-    figs = {"head_events": int(head_mult.sum()), "query_pair_units": int(units.sum()),
-            "tail_tokens": int(tail_h.size), "tail_events": int(tail_mult.sum())}  # fmt: skip
-    return x, mult, tail_h, figs
+    return tail_h, np.maximum(stats.multiplicity.draw(int(tail_h.sum()), gen), 1)
+
+
+def _profile(
+    stats: SchemaStats, n: int, x_head: int, head_events: int, target: int,
+    gen: np.random.Generator,
+) -> tuple[_I64, _I64]:  # fmt: skip
+    """Step 3's slots: each user's distinct queries k and published ones h (``head_profile``);
+    k scaled so that the events add up to ``target`` (the head's ``head_events`` plus the tail's
+    holdings at the ``multiplicity`` law's mean), h brought to the ``x_head`` head holdings
+    (published among a user's other queries, in proportion to them, or taken in proportion to
+    what they hold), every user ≥ 1 holding."""
+    k, h = stats.profile.draw(n, gen)
+    want = x_head + max(target - head_events, 0) / max(stats.multiplicity.mean(), 1.0)
+    f = want / max(float(k.sum()), 1.0)
+    if abs(f - 1.0) > 1e-9:
+        k = np.maximum(_round((k * f).astype(np.float64), gen), 1)
+        h = np.minimum(_round((h * min(f, 1.0)).astype(np.float64), gen), k)
+    for _ in range(16):  # h to x_head: each round within every user's room
+        d = x_head - int(h.sum())
+        if d == 0:
+            break
+        if d > 0:  # more head holdings than slots: among the users' other queries
+            room = k - h
+            if not (room > 0).any():
+                extra = _alloc(np.ones(n), d, gen)
+                k, h = k + extra, h + extra
+                break
+            h = h + np.minimum(_alloc(room.astype(np.float64), d, gen), room)
+        else:  # fewer: taken from users in proportion to what they hold
+            h = h - np.minimum(_alloc(h.astype(np.float64), -d, gen), h)
+    d = x_head - int(h.sum())
+    if d > 0:
+        extra = _alloc(np.ones(n), d, gen)
+        k, h = k + extra, h + extra
+    elif d < 0:  # one by one from random holders (rare: the rounds above leave a few)
+        for u in gen.permutation(np.repeat(np.arange(n), h))[:-d]:
+            h[u] -= 1
+    return k, h
 
 
 def _events(
@@ -227,10 +273,17 @@ def generate_schema_log(
                      columns=columns)  # fmt: skip
     if n <= 0 or target <= 0:
         return empty, {"synthetic_users": 0, "events": 0, "rows": 0}
-    a = np.maximum(stats.activity.draw(n, gen), 1).astype(np.float64)
-    x, mult, tail_h, figs = _holdings(stats, scale, target, gen)
+    xh, head_mult, units = _head_holdings(stats, scale, gen)
+    head_events = int(head_mult.sum()) + 2 * int(units.sum())
+    k, h = _profile(stats, n, int(xh.sum()), head_events, target, gen)
+    ts = k - h
+    tail_h, tail_mult = _tail_holdings(stats, int(ts.sum()), gen)
+    x = np.concatenate([xh, tail_h])
+    mult = np.concatenate([head_mult, np.full(int(units.sum()), 2, dtype=np.int64), tail_mult])
+    figs = {"head_events": int(head_mult.sum()), "query_pair_units": int(units.sum()),
+            "tail_tokens": int(tail_h.size), "tail_events": int(tail_mult.sum())}  # fmt: skip
     n_head, n_units = stats.head.height, stats.query_pairs.height
-    item, user, rounds = _deal(stats, a, x, n_head + n_units, gen)
+    item, user, rounds = _deal(xh, h, tail_h, ts, gen)
     # the multiplicities of each item's holdings, in the order the dealer placed them
     order = np.argsort(item, kind="stable")
     held = np.empty_like(mult)
@@ -241,7 +294,7 @@ def generate_schema_log(
     times = event_times(ev_user, sess, stats.times, gen) if stats.times is not None else None
     ev_q, key = _click_keys(stats, ev_item, side, n_head, n_units)
     c_ev, c_url, c_rank, cfig = _clicks(stats, ev_q, key, scale, gen)
-    query = _spell(stats, ev_item, side, n_head, n_units)
+    query = _spell(stats, ev_item, side, n_head, n_units, gen)
     anon = gen.permutation(n).astype(np.int64) + 1
     log = assemble(anon=anon[ev_user], query=query, time=times, click_event=c_ev,
                    click_url=c_url, click_rank=c_rank, columns=columns)  # fmt: skip
@@ -251,23 +304,15 @@ def generate_schema_log(
 
 
 def _deal(
-    stats: SchemaStats, a: _F64, x: _I64, n_first: int, gen: np.random.Generator
+    xh: _I64, hs: _I64, xt: _I64, ts: _I64, gen: np.random.Generator
 ) -> tuple[_I64, _I64, int]:
-    """Step 3: the head's holdings (published queries and units: the first ``n_first``
-    items) into head slots — per user in proportion to the head share of its activity bin —,
-    the tail's into the rest of each user's holdings (its events over the mean events per
-    holding). Returns the item and user of every holding and the repair rounds."""
-    xh, xt = x[:n_first], x[n_first:]
-    b = np.clip(np.searchsorted(stats.activity.lo, a, side="right") - 1, 0,
-                stats.activity.lo.size - 1)  # fmt: skip
-    rate = stats.head_rate[b] if stats.head_rate.sum() > 0 else a
-    hs = _alloc(rate, int(xh.sum()), gen, minimum=0)
-    per = a * (x.sum() / max(float(a.sum()), 1.0))  # holdings each user would have
-    ts = _alloc(np.maximum(per - hs, 0.0) + 1e-9, int(xt.sum()), gen,
-                minimum=np.where(hs == 0, 1, 0))  # fmt: skip
+    """Step 3: the head's holdings (published queries and units, ``xh`` per item) into the
+    users' head slots ``hs``, the tail's (``xt`` per token) into their tail slots ``ts`` (the
+    configuration model: a user holds an item once). Returns the item (tail tokens numbered
+    after the head's) and user of every holding and the repair rounds."""
     i1, u1, r1 = deal_tokens(xh.copy(), hs, gen, max_large=MAX_LARGE)
     i2, u2, r2 = deal_tokens(xt.copy(), ts, gen, max_large=MAX_LARGE)
-    return np.concatenate([i1, i2 + n_first]), np.concatenate([u1, u2]), max(r1, r2)
+    return np.concatenate([i1, i2 + xh.size]), np.concatenate([u1, u2]), max(r1, r2)
 
 
 def _alloc(
@@ -324,9 +369,13 @@ def _click_keys(
     return ev_q, key
 
 
-def _spell(stats: SchemaStats, ev_item: _I64, side: _I64, n_head: int, n_units: int) -> pl.Series:
+def _spell(
+    stats: SchemaStats, ev_item: _I64, side: _I64, n_head: int, n_units: int,
+    gen: np.random.Generator,
+) -> pl.Series:  # fmt: skip
     """The query string of every event: a published query, a query pair's side, or a tail
-    token (numbered from 0 in order of the tail items)."""
+    token (numbered from 0 in order of the tail items; its first character drawn from the
+    ``tail_initials`` law)."""
     head_q = stats.head.get_column("query")
     qp = stats.query_pairs
     tail = ev_item >= n_head + n_units
@@ -343,7 +392,9 @@ def _spell(stats: SchemaStats, ev_item: _I64, side: _I64, n_head: int, n_units: 
         s = pl.select(pl.when(pl.Series(side[unit] == 0)).then(left).otherwise(right)).to_series()
         parts.append((np.flatnonzero(unit), s))
     if tail.any():
-        parts.append((np.flatnonzero(tail), tail_queries(ev_item[tail] - n_head - n_units)))
+        tok = ev_item[tail] - n_head - n_units
+        first = initial_codes(stats.initials, int(tok.max()) + 1, gen)
+        parts.append((np.flatnonzero(tail), tail_queries(tok, initials=first[tok])))
     for where, values in parts:
         out = out.scatter(where, values.cast(pl.String))
     return out
@@ -389,6 +440,7 @@ def same_schema_tables(
             pl.col("x_ij") > 0),
         **({"ranks": st["ranks"]} if "ranks" in st else {}),
         "query_pairs": st["query_pairs"],
+        "head_profile": st["head_profile"],
         "statistics": st["statistics"],
     }  # fmt: skip
     report["generator"] = figs

@@ -7,8 +7,8 @@ Order of the draws (each step reads the log and the earlier *published* outputs 
 adaptive composition): size (``events``, ``activity``), the period (``months``, unless
 declared), the shape (``days``, ``hours``, ``gaps``, ``sessions``, ``clicks``, ``ranks``,
 ``multiplicity``), the head (``head_events`` and ``pair_ranks`` on the pair step's published
-queries and pairs), ``query_pairs`` (ZEALOUS), then ``tail`` (queries outside everything
-published).
+queries and pairs), ``query_pairs`` (ZEALOUS), then ``tail``, ``head_share``, ``head_profile``
+and ``tail_initials`` (given everything published; the last two: :mod:`.schema_profile`).
 """
 
 from __future__ import annotations
@@ -30,17 +30,26 @@ from searchveil.errors import InternalError
 from searchveil.model import PAIR_SEP, SearchLog
 from searchveil.release.counts import BoundedCounts, count_by
 from searchveil.release.korolova.release import single_user_counts
+from searchveil.release.ump.monotone import decreasing, increasing
 from searchveil.release.ump.schema import (
     HEAD_HOLDINGS,
     HOLDINGS,
+    INITIALS,
     MAX_REPEATS,
     MAX_SESSIONS,
     MONTHS_PER_USER,
     PERIOD_BETA,
+    PROFILE_EDGES,
     SAMPLE_EVENTS,
     TAIL_EDGES,
     TAIL_ITEMS,
     SchemaParams,
+)
+from searchveil.release.ump.schema_profile import (
+    HeadProfile,
+    head_profile_counts,
+    head_profile_law,
+    tail_initials_counts,
 )
 from searchveil.release.zealous.release import release_zealous_counts
 from searchveil.rng import RandomSource
@@ -84,6 +93,10 @@ class SchemaStats:
 
     #: the noisy number of users (see :func:`_users`)
     users: int
+    #: users by (distinct queries, published queries) (:mod:`.schema_profile`)
+    profile: HeadProfile
+    #: the first characters of unpublished queries (noisy, clipped; bins of ``INITIALS``)
+    initials: npt.NDArray[np.float64]
 
 
 def _label_rows(name: str, lo: _I64, hi: _I64, noisy: _I64, labels: list[str]) -> pl.DataFrame:
@@ -244,37 +257,6 @@ def _multiplicity(hold: pl.DataFrame, salt: int) -> _I64:
     return np.bincount(idx, minlength=e.size - 1).astype(np.int64)
 
 
-def _pava(values: npt.ArrayLike, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """The weighted least-squares non-increasing fit of ``values`` (pool adjacent violators)."""
-    vals: list[float] = []
-    wts: list[float] = []
-    lens: list[int] = []
-    for v, w in zip(np.asarray(values, float), np.asarray(weights, float), strict=True):
-        vals.append(float(v))
-        wts.append(float(w))
-        lens.append(1)
-        while len(vals) > 1 and vals[-2] < vals[-1]:
-            v2, w2, n2 = vals.pop(), wts.pop(), lens.pop()
-            vals[-1] = (vals[-1] * wts[-1] + v2 * w2) / (wts[-1] + w2) if wts[-1] + w2 else 0.0
-            wts[-1] += w2
-            lens[-1] += n2
-    return np.repeat(np.asarray(vals), lens)
-
-
-def decreasing(counts: npt.ArrayLike, widths: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Post-processing of a noisy histogram whose density (count per unit of bin width) is
-    known to fall: the non-increasing fit of the densities (:func:`_pava`), clipped at 0, back
-    as counts. Noise in the sparse far bins (which clipping alone turns into phantom mass)
-    averages out with its neighbours."""
-    w = np.asarray(widths, dtype=np.float64)
-    return np.clip(_pava(np.asarray(counts, dtype=np.float64) / w, w), 0, None) * w
-
-
-def increasing(values: npt.ArrayLike, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """The weighted non-decreasing fit of ``values``, clipped at 0."""
-    return np.clip(-_pava(-np.asarray(values, dtype=np.float64), weights), 0, None)
-
-
 def _shrunk(extra: npt.NDArray[np.float64], holders: npt.NDArray[np.float64], prior: float,
             scale: float) -> npt.NDArray[np.float64]:  # fmt: skip
     """Extra events per holder: the noisy ratio where the holders outweigh the noise, the
@@ -298,6 +280,7 @@ class _Counts:
         self.ev_e = self.ev.filter(pl.col("pos") < self.params.max_events)
         self.ev_s = self.ev.filter(pl.col("pos") < SAMPLE_EVENTS)
         self.hold = holdings(self.ev)
+        self.hold_e = holdings(self.ev_e)
 
     def exact(
         self, name: str, *, period: tuple[int, int] | None = None,
@@ -332,6 +315,10 @@ class _Counts:
         if name == "head_share":
             edges = shape_edges("activity", max_events=p.max_events)
             return _head_share(self.hold, published, edges, p.max_events)
+        if name == "head_profile":
+            return head_profile_counts(self.hold_e, published, p.max_events)
+        if name == "tail_initials":
+            return tail_initials_counts(self.hold, published)
         raise InternalError(f"no statistic {name!r}")
 
 
@@ -361,6 +348,9 @@ def _rows(name: str, noisy: _I64, period: tuple[int, int] | None, max_events: in
         e = shape_edges("activity", max_events=max_events)
     elif name == "tail":
         e = np.asarray([*TAIL_EDGES, 2 * TAIL_EDGES[-1]], dtype=np.int64)
+    elif name == "tail_initials":
+        i = np.arange(len(INITIALS) + 1, dtype=np.int64)
+        return _label_rows(name, i, i + 1, noisy, [*INITIALS, "other"])
     else:
         e = shape_edges(name)
     labels = ["none" if (name == "ranks" and a == 0) else str(a) for a in e[:-1]]
@@ -418,6 +408,8 @@ def draw_statistics(
                                     qp_table.get_column("next_query")]).unique()  # fmt: skip
     draw("tail")
     draw("head_share")
+    draw("head_profile")
+    draw("tail_initials")
     done()
     n_bins = shape_edges("ranks").size - 1
     ranks_noisy = (
@@ -425,10 +417,12 @@ def draw_statistics(
     )
     stats = _post_process(params, noisy, period, queries, pairs, q_noisy, p_noisy, ranks_noisy,
                           serp, qp_table, int(noisy["events"][0]))  # fmt: skip
-    order = [n for n in params.names() if n in noisy and n not in ("head_events", "pair_ranks")]
+    skip = ("head_events", "pair_ranks", "head_profile")  # tables of their own
+    order = [n for n in params.names() if n in noisy and n not in skip]
     tables: dict[str, pl.DataFrame] = {
         "statistics": pl.concat([_rows(n, noisy[n], period, params.max_events) for n in order]),
         "query_pairs": qp_table,
+        "head_profile": _profile_rows(noisy["head_profile"], params.max_events),
         "queries_events": queries.select("query").with_columns(
             noisy_events=queries.get_column("noisy_count") + pl.Series(q_noisy)),
         "counts_clicks": pairs.select("query", "url").with_columns(
@@ -449,6 +443,19 @@ def draw_statistics(
               "query_pairs_single_user": qp_single,
               "exact_events_bounded": c.ev_e.height}  # fmt: skip
     return tables, stats, report
+
+
+def _profile_rows(noisy: _I64, max_events: int) -> pl.DataFrame:
+    """The ``head_profile`` table: one row per cell (users with ``distinct_from`` …
+    ``distinct_to`` − 1 distinct queries of which ``published_from`` … ``published_to`` − 1
+    published), its noisy count."""
+    ke = shape_edges("activity", max_events=max_events)
+    he = np.asarray(PROFILE_EDGES, dtype=np.int64)
+    kb = np.repeat(np.arange(ke.size - 1), he.size - 1)
+    hb = np.tile(np.arange(he.size - 1), ke.size - 1)
+    return pl.DataFrame({"distinct_from": ke[kb], "distinct_to": ke[kb + 1],
+                         "published_from": he[hb], "published_to": he[hb + 1],
+                         "noisy_count": pl.Series(noisy, dtype=pl.Int64)})  # fmt: skip
 
 
 def _total(params: SchemaParams, total: int, activity: _I64) -> int:
@@ -537,4 +544,7 @@ def _post_process(
             pl.col("count").clip(lower_bound=0)),
         head_rate=increasing(np.clip(noisy["head_share"], 0, None) / np.maximum(users_b, 1),
                              users_b),
+        profile=head_profile_law(noisy["head_profile"], params.max_events,
+                                 params.noise("head_profile").variance),
+        initials=np.clip(noisy["tail_initials"], 0, None).astype(np.float64),
     )  # fmt: skip
