@@ -201,7 +201,8 @@ class DistributedE2E:
 
     def __post_init__(self) -> None:
         check_positive("epsilon", self.eps_profile)
-        self.pairs  # noqa: B018 - every check of the pair counts
+        # the Pólya scales first: cheap, and a budget too small for them is refused before the
+        # Skellam calibrations (whose search is long for a tiny ε)
         if self.statistics is None and not 1.0 / self.eps_profile <= MAX_POLYA_SCALE:
             raise InvalidParameterError(
                 "epsilon", self.eps_profile, f"a budget whose activity profile noise scale is "
@@ -215,6 +216,7 @@ class DistributedE2E:
                     f"scale of at most {MAX_POLYA_SCALE:g} (the exact Pólya sampler's range; it "
                     f"would be {scale:.6g})",
                 )  # fmt: skip
+        self.pairs  # noqa: B018 - every check of the pair counts
         if self.statistics is not None:
             self.query_pairs  # noqa: B018 - calibrated (and checked) here
 
