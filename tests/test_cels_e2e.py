@@ -29,6 +29,7 @@ pair nobody else clicks ("secret of u"), split by user into three shares.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
 import threading
@@ -347,7 +348,8 @@ def test_neighbour_same_transcript_sizes_and_ledger(shares, joint, tmp_path) -> 
 @pytest.mark.slow
 def test_five_parties_same_transcript_sizes_on_a_neighbour(tmp_path) -> None:
     """Five shares (users by id mod 5): every party's transcript has the same size and frames
-    on D and on D minus one user of P3."""
+    on D and on D minus one user of P3 (the input's columns: both item rounds and both
+    statistics sums)."""
     df = pl.DataFrame(_crafted_rows(), schema=COLUMNS, orient="row")
     victim = df.filter(pl.col("AnonID").cast(pl.Int64) % 5 == 2).get_column("AnonID")[0]
     sizes = []
@@ -358,9 +360,7 @@ def test_five_parties_same_transcript_sizes_on_a_neighbour(tmp_path) -> None:
             p.parent.mkdir(exist_ok=True)
             data.filter(pl.col("AnonID").cast(pl.Int64) % 5 == k).write_csv(p, separator="\t")
             paths.append(p)
-        params = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
-                            max_party_pairs=800, max_published_pairs=K,
-                            union_epsilon=EPS_U)  # fmt: skip
+        params = dataclasses.replace(PARAMS, max_party_pairs=800, max_party_query_pairs=800)
         run_local(paths, params, tmp_path / f"out-{name}", transcripts=tmp_path / f"tr-{name}",
                   seed=SEED, timeout=180)  # fmt: skip
         sizes.append({k: _frames(tmp_path / f"tr-{name}" / f"P{k}.bin") for k in range(6)})

@@ -239,9 +239,12 @@ def _protocol(r: int, params: CelsParams) -> dict[str, Any]:
 
 
 def encode_tables(tables: dict[str, pl.DataFrame]) -> bytes:
-    """The release's tables (in the order they are written; each column in its order) as
-    canonical JSON: what every party's commit digest covers."""
-    doc = [
-        [name, [[c, df.get_column(c).to_list()] for c in df.columns]] for name, df in tables.items()
-    ]
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+    """The release's tables (in the order they are written) in one canonical encoding: what
+    every party's commit digest covers — each table's name, columns and types (JSON), then its
+    rows as CSV (polars' writer: the same bytes for the same values on every party)."""
+    out = []
+    for name, df in tables.items():
+        head = [name, [[c, str(t)] for c, t in df.schema.items()], df.height]
+        out.append(json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        out.append(df.write_csv(separator="\t", quote_style="necessary").encode("utf-8"))
+    return b"\x00".join(out)

@@ -19,7 +19,8 @@ After the pair round (:meth:`~.e2e.E2EPhases.item_round`: union, sum, publish, o
   rank bins), ``tail``, ``head_share``; P1 sends the noisy sum and a generation key.
 * **tables** — every party lays out the same log from those DP values with ``release ump``'s
   code (:func:`~searchveil.release.ump.schema_stats.statistics_tables`,
-  :func:`~searchveil.release.ump.schema_log.laid_out_tables`), randomness from the key.
+  :func:`~searchveil.release.ump.schema_log.laid_out_tables`), randomness from the key; no
+  message (the commit round checks that every party built the same bytes).
 
 Every vector has a public length: its bins (the period's days once the period is out), or K
 per published item. ``tail`` is the one statistic that is not the joint one: its sum over the
@@ -247,6 +248,7 @@ class SchemaPhases(E2EPhases):
         bounded = self.share.bounded if self.share is not None else None
         given = head_given(period, pairs, qp, bounded)
         noisy_b, key = self.noisy_stage("head", seg_b, given, salt, key=True)
+        self.phase("tables")  # every party lays out the same log (no message)
         tables, figures = joint_tables(st, noisy | noisy_b, period, pairs=pairs, query_pairs=qp,
                                        key=key)  # fmt: skip
         self.extra["generator"] = figures  # from DP values only

@@ -3,9 +3,9 @@ party per process: P0 is the solver and data recipient, P1…Pr hold disjoint us
 
 Two modes (``CelsParams.mode``). ``e2e`` (the default) runs the joint end-to-end DP release —
 mesh, setup, union, sum, publish, output, then the input's columns (``--schema input``, the
-default: query_union, query_sum, query_publish, query_output, shape, head) or the counts log's
-profile, and commit; its phases are in :mod:`.e2e` and :mod:`.e2e_schema` (docs/privacy/cels.md
-§5). ``conditional`` is the paper's protocol below, NOT differentially
+default: query_union, query_sum, query_publish, query_output, shape, head, tables) or the
+counts log's profile, and commit; its phases are in :mod:`.e2e` and :mod:`.e2e_schema`
+(docs/privacy/cels.md §5). ``conditional`` is the paper's protocol below, NOT differentially
 private (counts computed from the exact histogram), kept for reproducing its figures.
 
 Phases of the conditional mode (each party runs :func:`run_party`; docs/privacy/cels.md has

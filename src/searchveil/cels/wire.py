@@ -66,7 +66,7 @@ STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on
 #: both modes' phases in run order (conditional: no publish, profile; e2e: no rows … sample)
 PHASES = ("mesh", "setup", "union", "sum", "publish", "rows", "nlp", "solve", "unpermute",
           "verify", "sample", "output", "profile", "query_union", "query_sum", "query_publish",
-          "query_output", "shape", "head", "commit")  # fmt: skip
+          "query_output", "shape", "head", "tables", "commit")  # fmt: skip
 TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
     "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
