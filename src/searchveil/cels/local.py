@@ -20,6 +20,7 @@ public ledger.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,30 +82,37 @@ def pooled_log(logs: list[SearchLog]) -> SearchLog:
     return SearchLog(df=df, info=info)
 
 
-def local_e2e(paths: list[Path], params: CelsParams, *, rng: RandomSource) -> dict[str, Any]:
-    """``cels local --mode e2e``: the tables (log, counts, profile), the public ledger (that of
-    ``cels run`` without its ``protocol`` key; randomness as described by ``rng``) and the
-    private provenance record (every share's input record and the release's report).
+def local_e2e(
+    paths: list[Path], params: CelsParams, *, rng: RandomSource,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """``cels local --mode e2e``: the tables (``release ump``'s of the input's columns, or log,
+    counts, profile), the public ledger (that of ``cels run`` without its ``protocol`` key;
+    randomness as described by ``rng``) and the private provenance record (every share's input
+    record and the release's report); ``progress(label)`` at the start of each step.
 
     The same function as ``cels run`` with the same noise: the shares pooled (users kept apart
     by party), each user's first m distinct countable pairs, every one of the V = r·L slots
     noised with the sum of r + 1 Pólya shares (slots no pair holds too: they are published with
     a small probability, never revealed, and can take a place among the K published), the
     published pairs, the profile with r + 1 shares, the log generated from them."""
+    say = progress or (lambda _label: None)
     params = params.with_parties(len(paths))
     noise = params.noise()
+    say("reading the shares")
     logs = [read_log(p) for p in paths]
     log = pooled_log(logs)
     check_declared_users(params.max_users, log.n_users)
     ledger = e2e_public_ledger(params, len(paths), rng=rng, protocol=False)
     bounded = bounded_pairs(log, noise.m, countable_clicks(log))  # users kept apart by party
     counts = count_by(bounded, ["query", "url"], distinct_users=True)
+    say("pair counts (the noise of every slot, the published pairs)")
     published, n_pub = _local_round(counts, len(paths) * params.party_pairs, noise.pairs,
                                     params.published_pairs, "max-party-pairs", rng=rng)  # fmt: skip
     report: dict[str, Any] = {"users": log.n_users, "pairs_published": published.height,
                               "slots_published": n_pub}  # fmt: skip
     if params.is_input:
-        tables, more = _local_input(params, logs, published, rng=rng)
+        tables, more = _local_input(params, logs, published, rng=rng, say=say)
         report |= more
     else:
         exact = activity_profile(bounded, published, noise.m)
@@ -162,8 +170,9 @@ def _local_round(
 
 
 def _local_input(
-    params: CelsParams, logs: list[SearchLog], published: pl.DataFrame, *, rng: RandomSource
-) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
+    params: CelsParams, logs: list[SearchLog], published: pl.DataFrame, *, rng: RandomSource,
+    say: Callable[[str], None],
+) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:  # fmt: skip
     """The input's-columns log without the protocol, as :class:`~.e2e_schema.SchemaPhases`
     computes it: the query pairs' round, then the two joint sums — each party's exact vector
     (:func:`~.e2e_schema.party_vector`, its own salt) summed, r + 1 noise shares added —,
@@ -171,6 +180,7 @@ def _local_input(
     noise, k = params.noise(), params.published_pairs
     st = noise.statistics
     assert st is not None
+    say("query pairs (ZEALOUS, the published ones)")
     qp = [bounded_query_pairs(lg, st.max_query_pairs) for lg in logs]
     qcounts = pl.concat(qp).group_by("query", "url").agg(pl.col("holders").sum().alias("count"))
     revealed, _ = _local_round(qcounts, len(logs) * params.query_party_pairs, noise.query_pairs,
@@ -185,15 +195,18 @@ def _local_input(
             vec = vec + noise_vector(noise, segs, rng)
         return np.asarray(vec, dtype=np.int64)
 
+    say("size, period and shape statistics (each party's own, summed, noised)")
     seg_a = segments(noise, "shape", period=None, k=k)
     noisy = unpack(joint(seg_a, [{}] * len(logs)), seg_a)
     period = st.period if st.period is not None else released_period(st, noisy["months"])
+    say("days, head, tail and head share statistics")
     seg_b = segments(noise, "head", period=period, k=k)
     bounded = [bounded_pairs(lg, noise.m, countable_clicks(lg)) for lg in logs]  # each party's
     given = [head_given(period, published, qtable, b) for b in bounded]
     noisy |= unpack(joint(seg_b, given), seg_b, queries=given[0]["queries"].height,
                     pairs=given[0]["pairs"].height, k=k)  # fmt: skip
     key = rng.words(4).astype(">u8").tobytes()
+    say("laying out the log (synthetic users, sessions, times, clicks)")
     tables, figures = joint_tables(st, noisy, period, pairs=published, query_pairs=qtable,
                                    key=key)  # fmt: skip
     return tables, {"query_pairs_published": revealed.height, "generator": figures}

@@ -537,7 +537,8 @@ def local_cmd(
     out.check(inputs)
     with out.charged(params.readers_cost(), "cels local") as ch:
         if params.mode == UmpMode.E2E:
-            res = local_e2e(share, params, rng=out.rng())
+            res = local_e2e(share, params, rng=out.rng(), progress=None if json_out else (
+                lambda t: err_console.print(f"cels local: {t}", highlight=False)))  # fmt: skip
         else:
             shares = [Share.read(s) for s in share]
             res = local_sanitize(shares, params, rng=out.rng(), output_size=output_size)
