@@ -512,6 +512,40 @@ def test_a_planted_count_and_the_joint_histograms_reach_nobody(planted, monkeypa
         assert (v == seen_exact[1][k]).all(), k
 
 
+def test_joint_statistics_move_within_release_umps_bounds(planted, planted_minus_one) -> None:
+    """The joint statistics' sensitivity, exactly: on D and on D′ = D minus one user of P2, the
+    sums of the parties' exact vectors (what the noise is added to; the same salts and published
+    values) differ by at most `release ump`'s ℓ1 bound of each statistic — `tail` too, the sum
+    of the parties' own histograms — and the user's removal does move them."""
+    from searchveil.cels.e2e_schema import head_given, party_vector, segments
+
+    dprime, _ = planted_minus_one
+    params = PARAMS.with_parties(3)
+    noise, st = params.noise(), params.e2e().statistics
+    assert st is not None and st.period is not None
+    held = pl.concat([sh.hist.pairs for sh in planted]).group_by("query", "url").agg(
+        pl.col("holders").sum().alias("noisy_count")).sort("noisy_count", "query", "url",
+                                                           descending=True).head(10)  # fmt: skip
+    none = pl.DataFrame(schema={"query": pl.String, "next_query": pl.String,
+                                "noisy_count": pl.Int64})  # fmt: skip
+    moved = {}
+    for stage in ("shape", "head"):
+        segs = segments(noise, stage, period=st.period, k=K)
+        sums = []
+        for shares in (planted, dprime):
+            given = [{} if stage == "shape" else head_given(st.period, held, none, sh.bounded)
+                     for sh in shares]  # fmt: skip
+            pairs = enumerate(zip(shares, given, strict=True))
+            sums.append(sum(party_vector(segs, sh.log, st, salt=k, k=K, given=g)
+                            for k, (sh, g) in pairs))  # fmt: skip
+        at = 0
+        for name, n in segs:
+            moved[name] = int(np.abs(sums[0][at : at + n] - sums[1][at : at + n]).sum())
+            assert moved[name] <= st.l1(name), (name, moved[name], st.l1(name))
+            at += n
+    assert moved["events"] >= 1 and moved["activity"] == 1 and moved["tail"] >= 1, moved
+
+
 def test_local_computes_the_same_statistics_as_run(planted, planted_paths, monkeypatch) -> None:
     """`cels local` and `cels run` compute the same function: with every noise share removed
     (the mutant that shows the exact values), the same published pairs and query pairs with
@@ -782,21 +816,21 @@ def test_python_entry_points_refuse_no_union_epsilon(shares, tmp_path, monkeypat
 
 
 def test_a_share_above_the_public_bounds_is_refused_before_connecting(shares) -> None:
-    """A share with more distinct bounded pairs than L, or more users than U, or parameters
-    for another number of parties: refused by the party itself before any connection (so no
-    peer ever sees its exact figures in an error)."""
+    """A share with more distinct bounded pairs (or query pairs) than L (L_q), or more users
+    than U, or parameters for another number of parties: refused by the party itself before any
+    connection (so no peer ever sees its exact figures in an error)."""
     from searchveil.cels.params import check_e2e_party
 
-    small = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
-                       max_party_pairs=100, union_epsilon=EPS_U)  # fmt: skip
+    small = dataclasses.replace(PARAMS, max_party_pairs=100)
     share = Share.for_params(shares[0], PARAMS)
     check_e2e_party(PARAMS.with_parties(3), share, 3)
     with pytest.raises(InvalidParameterError, match="max-party-pairs"):
         check_e2e_party(small.with_parties(3), share, 3)
+    with pytest.raises(InvalidParameterError, match="max-party-query-pairs"):
+        check_e2e_party(dataclasses.replace(PARAMS, max_party_query_pairs=10, parties=3), share, 3)
     with pytest.raises(InvalidParameterError, match="parties"):
         check_e2e_party(small.with_parties(2), None, 3)
-    few = CelsParams(epsilon=EPS, delta=1e-4 / 2, max_users=100, max_pairs=M, parties=3,
-                     union_epsilon=EPS_U)  # fmt: skip
+    few = dataclasses.replace(PARAMS, delta=1e-4 / 2, max_users=100, parties=3)
     with pytest.raises(InvalidParameterError, match="max-users"):
         check_e2e_party(few, share, 3)
 
