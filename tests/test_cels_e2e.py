@@ -298,9 +298,10 @@ def test_no_private_record_holds_a_joint_exact_figure(shares, joint, tmp_path) -
 
 
 def test_transcripts_hold_no_unpublished_string(shares, joint) -> None:
-    """No party received a pair string that is not published: every unpublished pair of the
-    crafted shares is a 'secret of u' pair at a http://x….org/ URL, and neither prefix is in
-    any byte any party received."""
+    """No party received a pair string that is not published: the unpublished pairs of the
+    crafted shares are the 'secret of u' pairs at http://x….org/ URLs (each held by one user;
+    the query pairs they end are held by one user too), and neither prefix is in any byte any
+    party received."""
     tr = joint["dir"] / "tr"
     published = _tables(joint["dir"] / "out")["counts"]
     blobs = {k: (tr / f"P{k}.bin").read_bytes() for k in range(4)}
@@ -311,9 +312,11 @@ def test_transcripts_hold_no_unpublished_string(shares, joint) -> None:
         .unique()
         .join(published, left_on=["Query", "ClickURL"], right_on=["query", "url"], how="anti")
     )
-    assert unpublished.height >= 2900
-    assert unpublished.get_column("Query").str.starts_with("secret of ").all()
-    assert unpublished.get_column("ClickURL").str.starts_with("http://x").all()
+    # every 'secret of u' pair is unpublished (held by one user), and so, by chance, may be one
+    # of the least held popular pairs (≈ 44 holders against τ' = 33 at m = 4, ε_c = 1.4)
+    secret = unpublished.filter(pl.col("Query").str.starts_with("secret of "))
+    assert secret.height >= 2900 and unpublished.height - secret.height <= 3
+    assert secret.get_column("ClickURL").str.starts_with("http://x").all()
     for blob in blobs.values():
         assert b"secret of " not in blob and b"http://x" not in blob
 
