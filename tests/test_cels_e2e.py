@@ -246,12 +246,10 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     assert stats[0]["worker_cpu_seconds"] == {}  # no Paillier key, no obfuscators
 
 
-def test_counts_log_tables_and_own_profiles(planted) -> None:
-    """`--schema counts` (in one process): the four-column log, its totals equal to the
+def _check_counts_log(results: list, planted: list[Share]) -> None:
+    """`--schema counts` (a run in one process): the four-column log, its totals equal to the
     published counts, the profile's bins 1…m; every data party's private record holds its own
     share's activity profile, and these add up to the joint profile; no joint exact figure."""
-    hub, results = run_inproc(COUNTS, planted, seed=11)
-    _ok(results)
     t = results[0].tables
     assert list(t) == ["log", "counts", "profile"]
     tot = t["log"].group_by(pl.col("Query").alias("query"), pl.col("ClickURL").alias("url")).agg(
@@ -275,7 +273,7 @@ def test_no_private_record_holds_a_joint_exact_figure(shares, joint, tmp_path) -
     """`cels local` (no protocol) gives the same public ledger as `cels run` apart from the
     table sizes (noise), the creation time, the randomness description and `protocol`. No
     party's private record holds a joint exact figure: P1 keeps noisy ones only (the counts
-    log's own profiles: :func:`test_counts_log_tables_and_own_profiles`)."""
+    log's own profiles: :func:`_check_counts_log`)."""
     res = CliRunner().invoke(
         app, _cli("cels", "local", *sum((["--share", s] for s in shares), []), "--out",
                    tmp_path / "loc", "--epsilon", EPS, "--delta", DELTA, "--max-users",
@@ -483,6 +481,8 @@ def test_a_planted_count_and_the_joint_histograms_reach_nobody(planted, monkeypa
             hub, results = run_inproc(params, planted, seed=11)
         _ok(results)
         if schema == "counts":
+            if not zero:
+                _check_counts_log(results, planted)
             exact = {"profile": np.sum([r.stats["extra"]["profile_own_share"]
                                         for r in results[1:]], axis=0)}  # fmt: skip
             assert exact["profile"].sum() > 1000
@@ -773,7 +773,8 @@ def test_cli_refuses_no_union_epsilon_before_reading_or_charging(shares, tmp_pat
     }
     for cmd, args in cmds.items():
         base = [*args, "--out", tmp_path / cmd, "--epsilon", EPS, "--delta", DELTA,
-                "--max-users", MAX_USERS, "--max-pairs", M, "--budget", book]  # fmt: skip
+                "--max-users", MAX_USERS, "--max-pairs", M, "--max-query-pairs", MQ,
+                "--budget", book]  # fmt: skip
         res = CliRunner().invoke(app, _cli(*base))
         text = " ".join(res.output.split())
         assert res.exit_code == 2, (cmd, res.output)
@@ -892,7 +893,7 @@ def test_party_p0_refuses_a_budget(tmp_path) -> None:
     cfg = write_config(tmp_path / "tls", 3, timeout=5)
     res = CliRunner().invoke(app, _cli("cels", "party", "--config", cfg, "--id", 0, "--out",
                                        tmp_path / "o", "--epsilon", EPS, "--delta", DELTA,
-                                       "--union-epsilon", EPS_U,
+                                       "--union-epsilon", EPS_U, "--max-query-pairs", MQ,
                                        "--budget", tmp_path / "b.json"))  # fmt: skip
     assert res.exit_code == 2 and "P0" in res.output and "no data" in res.output
     assert not (tmp_path / "o").exists()
