@@ -1,6 +1,8 @@
-"""CELS at scale (issue 41 item 4): r parties on a user-disjoint split of the first million rows
-of the 100,000-user synthetic AOL-calibrated log, ``--mode e2e`` with the distributed noise and
-the public sizes; wall seconds, bytes sent in total and per phase, progress per phase on stderr.
+"""CELS at scale (issue 41 item 4, issue 42 item 5): r parties on a user-disjoint split of the
+first million rows of the 100,000-user synthetic AOL-calibrated log, ``--mode e2e`` with the
+distributed noise and the public sizes, the log in the input's own columns (``--schema input``,
+the default; ``--schema counts`` the four-column log); wall seconds, bytes sent in total and per
+phase, progress per phase on stderr.
 
 Data (once, ~15 s)::
 
@@ -14,10 +16,16 @@ Run (the lead's idle-machine measurement)::
 
 The split: the log's users in file order, whole users only, up to 1,000,000 rows (33,475 users,
 999,966 rows), dealt round-robin by user into the shares (user i → share i mod r). ε = ln 10,
-δ = 10⁻⁶, declared U = 100,000 (δ < 1/U), m by the public default rule (27), a declared bound of
-60,000 distinct bounded pairs per party (``--max-party-pairs``; every share holds about 54,800;
-each list in the union has L = 60,000 + 12,840 entries, room for the most dummy digests a party
-adds at ε_u = ln 10, the same as ε: ``--union-epsilon``, required), K = 1,000.
+δ = 10⁻⁶, declared U = 100,000 (δ < 1/U), m by the public default rule (25 with the input's
+columns, whose split gives the pair counts 0.7 of ε; 27 with the counts log), a declared bound of
+60,000 distinct bounded pairs per party (``--max-party-pairs``; every share holds about 53,000
+to 54,800) and, with the input's columns, of 40,000 distinct bounded query pairs per party
+(``--max-party-query-pairs``; every share holds about 38,000, m_q = 13 by its rule); ε_u = ln 10,
+the same as ε (``--union-epsilon``, required; with the input's columns half of it goes to each
+union), K = 1,000.
+
+    PYTHONPATH=src python benchmarks/cels_scale_bench.py --log SCRATCH/syn100k.tsv.gz \\
+        --work SCRATCH/cels-scale --parties 5 --schema counts   # the four-column log
 """
 
 from __future__ import annotations
@@ -63,11 +71,15 @@ def main() -> None:
     ap.add_argument("--parties", type=int, default=5)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--party-pairs", type=int, default=60_000)
+    ap.add_argument("--party-query-pairs", type=int, default=40_000)
+    ap.add_argument("--schema", choices=("input", "counts"), default="input")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     shares = split(args.log, args.work, args.parties, args.rows)
+    qp = args.party_query_pairs if args.schema == "input" else None
     params = CelsParams(epsilon=math.log(10), delta=1e-6, max_users=100_000,
-                        max_party_pairs=args.party_pairs, union_epsilon=math.log(10))  # fmt: skip
+                        max_party_pairs=args.party_pairs, union_epsilon=math.log(10),
+                        schema=args.schema, max_party_query_pairs=qp)  # fmt: skip
     out = args.work / "out"
     for p in (out, out.with_name("out.private.json")):
         if p.is_dir():
@@ -86,7 +98,8 @@ def main() -> None:
         for ph, b in p["traffic"]["sent"].items():
             phases[ph] = phases.get(ph, 0) + b
     counts = pl.read_csv(out / "counts.tsv", separator="\t", quote_char=None)
-    log = pl.read_csv(out / "log.tsv", separator="\t", quote_char=None)
+    log = pl.read_csv(out / "log.tsv", separator="\t", quote_char=None, infer_schema=False)
+    qpairs = out / "query_pairs.tsv"
     print(json.dumps({
         "parties": args.parties, "wall_seconds": round(wall, 1),
         "load_before": [round(x, 1) for x in load0],
@@ -96,7 +109,10 @@ def main() -> None:
         "mb_sent_per_party": [round(p["traffic"]["sent_total"] / 1e6, 2) for p in stats],
         "seconds_per_party": [round(sum(p["seconds"].values()), 1) for p in stats],
         "cpu_seconds_per_party": [round(sum(p["cpu_seconds"].values()), 1) for p in stats],
-        "published_pairs": counts.height, "log_rows": log.height,
+        "schema": args.schema, "published_pairs": counts.height, "log_rows": log.height,
+        "log_columns": log.columns,
+        "published_query_pairs": pl.read_csv(qpairs, separator="\t", quote_char=None).height
+        if qpairs.exists() else None,
     }, indent=1))  # fmt: skip
 
 

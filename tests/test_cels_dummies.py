@@ -35,8 +35,10 @@ from searchveil.cels.params import CelsParams, Share, check_e2e_party
 from searchveil.errors import InvalidParameterError
 
 M = 4
+#: the counts log: one union, the whole ε_u (the input's columns split it between the pairs' and
+#: the query pairs' unions, each with the same dummies: tests/test_cels_e2e.py)
 PARAMS = CelsParams(epsilon=2.0, delta=1e-5, max_users=1000, max_pairs=M, max_party_pairs=100,
-                    max_published_pairs=16, union_epsilon=2.0)  # fmt: skip
+                    max_published_pairs=16, union_epsilon=2.0, schema="counts")  # fmt: skip
 VICTIM = "1000"  # a user of P2 (id mod 3 = 1)
 ALL3, P1P3 = 0b111, 0b101  # {P1, P2, P3}, {P1, P3}
 
@@ -234,10 +236,11 @@ def test_list_length_parties_and_the_charge(neighbours) -> None:
         u.per_party)  # fmt: skip
     check_e2e_party(p3, neighbours["D"][1], 3)  # 16 pairs ≤ the bound; the dummies fit in L
     tight = CelsParams(epsilon=2.0, delta=1e-5, max_users=1000, max_pairs=M, max_party_pairs=15,
-                       parties=3, union_epsilon=2.0)  # fmt: skip
+                       parties=3, union_epsilon=2.0, schema="counts")  # fmt: skip
     with pytest.raises(InvalidParameterError, match="max-party-pairs"):
         check_e2e_party(tight, neighbours["D"][1], 3)
-    five = CelsParams(epsilon=2.0, delta=1e-5, max_pairs=M, union_epsilon=0.5, parties=5)
+    five = CelsParams(epsilon=2.0, delta=1e-5, max_pairs=M, union_epsilon=0.5, parties=5,
+                      schema="counts")  # fmt: skip
     assert five.union().epsilon == 0.5 and len(five.union().sets) == 26
     assert five.union().per_party > PARAMS.with_parties(5).union().per_party  # smaller ε_u
     with pytest.raises(InvalidParameterError, match="parties"):

@@ -35,6 +35,7 @@ import pytest
 from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.params import CelsParams
 from searchveil.cels.runner import RunFailed, run_local, write_config
+from test_cels_e2e import COUNTS as E2E_COUNTS
 from test_cels_e2e import PARAMS as E2E_PARAMS
 from test_cels_e2e import _write_crafted_shares
 from test_cels_protocol import _write_shares
@@ -218,7 +219,7 @@ def test_schema_violation_and_wrong_certificate(small_shares, tmp_path) -> None:
     assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
 
 
-# -- the e2e mode (issue 29): its own phases publish, output, profile ---------------------------
+# -- the e2e mode (issues 29, 42): its phases publish, output, query_*, shape, head, profile -----
 @pytest.fixture(scope="module")
 def e2e_shares(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return _write_crafted_shares(tmp_path_factory.mktemp("e2e-faults"), users=900)
@@ -226,10 +227,12 @@ def e2e_shares(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 E2E_FAULTS = {  # case: (run_local keywords, culprit, phase)
     "publish-kill_data": ({"faults": {2: "publish:kill"}}, 2, "publish"),
-    "profile-kill_p1": ({"faults": {1: "profile:kill"}}, 1, "profile"),
-    # P0 killed from outside while the data parties are in the profile's ring sum
-    "profile-kill_p0": ({"faults": {1: "profile:pause"},
-                         "signals": [(1, "profile", 0, signal.SIGKILL)]}, 0, "profile"),
+    # issue 42: the input's columns — the query pairs' round and the statistics' ring sums
+    "head-kill_p1": ({"faults": {1: "head:kill"}}, 1, "head"),
+    # P0 killed from outside while the data parties are in the shape statistics' ring sum
+    "shape-kill_p0": ({"faults": {1: "shape:pause"},
+                       "signals": [(1, "shape", 0, signal.SIGKILL)]}, 0, "shape"),
+    "query_output-garbage": ({"faults": {2: "query_output:garbage"}}, 2, "query_output"),
     "output-garbage": ({"faults": {3: "output:garbage"}}, 3, "output"),
     # issue 41: P0 joins the union's digests and adds its noise share to every sum
     "union-kill_p0": ({"faults": {1: "union:pause"},  # P0 killed while it waits for the lists
@@ -238,7 +241,9 @@ E2E_FAULTS = {  # case: (run_local keywords, culprit, phase)
     "sum-kill_p0": ({"faults": {1: "sum:pause"},  # P0 killed while it waits in the ring
                      "signals": [(1, "sum", 0, signal.SIGKILL)]}, 0, "sum"),
     "output-truncated": ({"faults": {1: "output:truncated"}}, 1, "output"),
-    "profile-stop_data": ({"faults": {3: "profile:stop"}}, 3, "profile"),
+    "head-stop_data": ({"faults": {3: "head:stop"}}, 3, "head"),
+    # the counts log's own phase (--schema counts)
+    "profile-kill_p1": ({"faults": {1: "profile:kill"}, "params": "counts"}, 1, "profile"),
 }  # fmt: skip
 
 
@@ -253,9 +258,11 @@ def test_e2e_fault_stops_every_party(e2e_shares, tmp_path, case: str) -> None:
     """A party killed (or sending garbage) mid-protocol: every party exits non-zero within the
     bound, the message names the party, the phase and the cause, nothing is written."""
     kw, culprit, phase = E2E_FAULTS[case]
+    kw = dict(kw)
+    params = E2E_COUNTS if kw.pop("params", None) == "counts" else E2E_PARAMS
     out = tmp_path / "out"
     with pytest.raises(RunFailed) as ei:
-        run_local(e2e_shares, E2E_PARAMS, out, transcripts=tmp_path / "tr", timeout=60,
+        run_local(e2e_shares, params, out, transcripts=tmp_path / "tr", timeout=60,
                   connect_timeout=20, workers=0, **kw)  # fmt: skip
     e = ei.value
     assert e.culprit == culprit and e.phase == phase, str(e)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from searchveil.errors import InvalidParameterError
+from searchveil.errors import InternalError, InvalidParameterError
 from searchveil.mechanisms.budget import Part, PrivacyCost, Relation
 from searchveil.mechanisms.noise import DiscreteLaplace
 from searchveil.mechanisms.shares import (
@@ -51,11 +51,12 @@ from searchveil.mechanisms.shares import (
     skellam_delta,
     skellam_epsilon,
 )
+from searchveil.release.ump.schema import SchemaParams
 from searchveil.rng import RandomSource
 from searchveil.validate import check_int, check_positive, check_probability
 
-__all__ = ["MAX_PARTY_DUMMIES", "DistributedE2E", "UnionDummies", "calibrate_skellam",
-           "solve_tau_prime"]  # fmt: skip
+__all__ = ["MAX_PARTY_DUMMIES", "DistributedCounts", "DistributedE2E", "UnionDummies",
+           "calibrate_skellam", "solve_tau_prime"]  # fmt: skip
 
 #: the share of δ_c for the noisy counts themselves (the rest: a single-user pair published)
 RDP_DELTA_SHARE = 0.5
@@ -102,37 +103,29 @@ def solve_tau_prime(mu_total: float, m: int, delta: float) -> int:
 
 
 @dataclass(frozen=True)
-class DistributedE2E:
-    """The distributed noise of ``cels run --mode e2e`` for ``parties`` data parties: pair
-    counts (``m`` pairs per user, ``eps_counts``, ``delta_counts``) with Skellam shares and the
-    activity profile (``eps_profile``) with Pólya shares (module docstring)."""
+class DistributedCounts:
+    """A thresholded histogram of holders (ZEALOUS, τ = 1, over a public domain of slots; each
+    user holds at most ``m`` items, so it moves m slots by 1) with Skellam shares for
+    ``parties`` data parties and P0, at (``epsilon``, ``delta``): the pair counts, and the query
+    pairs of the input's-columns log (module docstring)."""
 
     m: int
-    eps_counts: float
-    delta_counts: float
-    eps_profile: float
+    epsilon: float
+    delta: float
     parties: int
 
     def __post_init__(self) -> None:
         check_int("max-pairs", self.m, minimum=1)
-        check_positive("epsilon", self.eps_counts)
-        check_probability("delta", self.delta_counts)
-        check_positive("epsilon", self.eps_profile)
+        check_positive("epsilon", self.epsilon)
+        check_probability("delta", self.delta)
         check_int("parties", self.parties, minimum=1, maximum=63)
-        if not 1.0 / self.eps_profile <= MAX_POLYA_SCALE:
-            raise InvalidParameterError(
-                "epsilon", self.eps_profile, f"a budget whose activity profile noise scale is "
-                f"at most {MAX_POLYA_SCALE:g} (the exact sampler's range)",
-            )  # fmt: skip
         try:
-            self.counts  # noqa: B018 - calibrated (and checked) here
+            self.shares  # noqa: B018 - calibrated (and checked) here
         except InvalidParameterError as exc:
             raise InvalidParameterError(
-                "epsilon",
-                self.eps_counts,
-                "a budget whose pair-count noise the exact Skellam "
-                f"sampler can draw ({exc.allowed})",
-            ) from exc
+                "epsilon", self.epsilon, "a budget whose count noise the exact Skellam sampler "
+                f"can draw ({exc.allowed})",
+            ) from exc  # fmt: skip
 
     @property
     def contributors(self) -> int:
@@ -141,11 +134,109 @@ class DistributedE2E:
 
     @property
     def delta_rdp(self) -> float:
-        return self.delta_counts * RDP_DELTA_SHARE
+        return self.delta * RDP_DELTA_SHARE
+
+    @property
+    def shares(self) -> SkellamShares:
+        return calibrate_skellam(self.m, self.epsilon, self.delta_rdp, self.parties)
+
+    @property
+    def tau_prime(self) -> int:
+        """A slot is published iff its noisy total is > τ'."""
+        mu_total = self.shares.total(self.contributors).mu
+        return solve_tau_prime(mu_total, self.m, self.delta - self.delta_rdp)
+
+    @property
+    def keep_single(self) -> float:
+        """π: the probability that an item held by one user is published."""
+        return self.shares.total(self.contributors).sf(self.tau_prime)
+
+    def privacy(self) -> tuple[float, float]:
+        """(ε, δ): the noisy totals' ε at δ/2, plus to δ the probability that one of a user's
+        m items held by nobody else is published."""
+        grid = loss_grid(self.epsilon, self.m)  # the calibration's, ten times finer
+        eps = skellam_epsilon(self.shares.full_variance, self.delta_rdp, m=self.m, grid=grid)
+        reveal = float(-math.expm1(self.m * math.log1p(-self.keep_single)))
+        return eps, self.delta_rdp + reveal
+
+    def event(self, step: str, what: str) -> dict[str, Any]:
+        """The ledger event of this step (``what``: the items counted)."""
+        eps, dl = self.privacy()
+        shares = {"parties": self.parties, "contributors": self.contributors}
+        return {"step": step, "mechanism": f"zealous (tau = 1 over a public domain of slots) "
+                f"over {what}, distributed Skellam noise", "noise": self.shares.describe() | shares,
+                "max_items_per_user": self.m, "l1_sensitivity": self.m,
+                "l2_sensitivity_squared": self.m, "tau_prime": self.tau_prime,
+                "delta_conversion": self.delta_rdp,
+                "keep_probability_single_user_pair": self.keep_single,
+                "epsilon": eps, "delta": dl}  # fmt: skip
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "distribution": "skellam",
+            "variance_of_the_full_noise": self.shares.full_variance,
+            "variance_of_the_total": self.shares.total(self.contributors).variance,
+            "tau_prime": self.tau_prime,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+        }
+
+
+@dataclass(frozen=True)
+class DistributedE2E:
+    """The distributed noise of ``cels run --mode e2e`` for ``parties`` data parties: pair
+    counts (``m`` pairs per user, ``eps_counts``, ``delta_counts``) with Skellam shares, then
+    either the activity profile (``eps_profile``, the counts log) with Pólya shares, or — with
+    ``statistics``, the input's-columns log — every statistic of
+    :mod:`searchveil.release.ump.schema` that is a sum over users, each with Pólya shares of
+    ``release ump``'s own discrete Laplace (the same scale: the same ε_i), and the query pairs
+    with Skellam shares like the pair counts (module docstring; docs/privacy/cels.md §5)."""
+
+    m: int
+    eps_counts: float
+    delta_counts: float
+    eps_profile: float
+    parties: int
+    statistics: SchemaParams | None = None
+
+    def __post_init__(self) -> None:
+        check_positive("epsilon", self.eps_profile)
+        # the Pólya scales first: cheap, and a budget too small for them is refused before the
+        # Skellam calibrations (whose search is long for a tiny ε)
+        if self.statistics is None and not 1.0 / self.eps_profile <= MAX_POLYA_SCALE:
+            raise InvalidParameterError(
+                "epsilon", self.eps_profile, f"a budget whose activity profile noise scale is "
+                f"at most {MAX_POLYA_SCALE:g} (the exact sampler's range)",
+            )  # fmt: skip
+        for name in self.statistic_names():
+            scale = self.statistics.noise(name).scale if self.statistics else 0.0
+            if not scale <= MAX_POLYA_SCALE:
+                raise InvalidParameterError(
+                    "epsilon", self.eps_profile, f"a budget whose {name!r} statistic has a noise "
+                    f"scale of at most {MAX_POLYA_SCALE:g} (the exact Pólya sampler's range; it "
+                    f"would be {scale:.6g})",
+                )  # fmt: skip
+        self.pairs  # noqa: B018 - every check of the pair counts
+        if self.statistics is not None:
+            self.query_pairs  # noqa: B018 - calibrated (and checked) here
+
+    @functools.cached_property
+    def pairs(self) -> DistributedCounts:
+        """The pair counts."""
+        return DistributedCounts(self.m, self.eps_counts, self.delta_counts, self.parties)
+
+    @property
+    def contributors(self) -> int:
+        """Shares in every total: the r data parties and P0."""
+        return self.parties + 1
+
+    @property
+    def delta_rdp(self) -> float:
+        return self.pairs.delta_rdp
 
     @property
     def counts(self) -> SkellamShares:
-        return calibrate_skellam(self.m, self.eps_counts, self.delta_rdp, self.parties)
+        return self.pairs.shares
 
     @property
     def profile(self) -> PolyaShares:
@@ -154,74 +245,119 @@ class DistributedE2E:
     @property
     def tau_prime(self) -> int:
         """A slot is published iff its noisy total is > τ'."""
-        mu_total = self.counts.total(self.contributors).mu
-        return solve_tau_prime(mu_total, self.m, self.delta_counts - self.delta_rdp)
+        return self.pairs.tau_prime
 
     @property
     def keep_single(self) -> float:
         """π: the probability that a pair held by one user is published."""
-        return self.counts.total(self.contributors).sf(self.tau_prime)
+        return self.pairs.keep_single
 
     def counts_privacy(self) -> tuple[float, float]:
-        """(ε, δ) of the pair counts: the noisy totals' ε at δ_c/2, plus to δ the probability
-        that one of a user's m pairs held by nobody else is published."""
-        grid = loss_grid(self.eps_counts, self.m)  # the calibration's, ten times finer
-        eps = skellam_epsilon(self.counts.full_variance, self.delta_rdp, m=self.m, grid=grid)
-        reveal = float(-math.expm1(self.m * math.log1p(-self.keep_single)))
-        return eps, self.delta_rdp + reveal
+        """(ε, δ) of the pair counts (:meth:`DistributedCounts.privacy`)."""
+        return self.pairs.privacy()
+
+    # -- the input's-columns log ---------------------------------------------------------------
+    def statistic_names(self) -> list[str]:
+        """The discrete Laplace statistics summed jointly (all but the query pairs)."""
+        if self.statistics is None:
+            return []
+        return [n for n in self.statistics.names() if n != "query_pairs"]
+
+    def statistic(self, name: str) -> PolyaShares:
+        """The Pólya shares of statistic ``name``: any r of them are ``release ump``'s
+        DLap(ℓ1/ε_i) exactly."""
+        if self.statistics is None:
+            raise InternalError("no statistics in the counts log")
+        return _polya(self.statistics.noise(name).scale, self.parties)
+
+    @functools.cached_property
+    def query_pairs(self) -> DistributedCounts:
+        """ZEALOUS over each user's first m_q distinct query pairs, Skellam shares."""
+        st = self.statistics
+        if st is None:
+            raise InternalError("no query pairs in the counts log")
+        return DistributedCounts(st.max_query_pairs, st.eps("query_pairs"), st.delta,
+                                 self.parties)  # fmt: skip
 
     def privacy(self) -> dict[str, Any]:
         """The (ε, δ) of everything written, its split and one event per step."""
         eps_c, dl_c = self.counts_privacy()
-        eps_h = 1.0 / self.profile.effective_scale
         shares = {"parties": self.parties, "contributors": self.contributors}
-        events = [
-            {"step": "pair_counts", "mechanism": "zealous (tau = 1 over a public domain of "
-             "slots), distributed Skellam noise", "noise": self.counts.describe() | shares,
-             "max_items_per_user": self.m, "l1_sensitivity": self.m, "l2_sensitivity_squared":
-             self.m, "tau_prime": self.tau_prime, "delta_conversion": self.delta_rdp,
-             "keep_probability_single_user_pair": self.keep_single,
-             "epsilon": eps_c, "delta": dl_c},
-            {"step": "activity_profile", "mechanism": "discrete_laplace_histogram, distributed "
-             "Pólya noise", "noise": self.profile.describe() | shares, "l1_sensitivity": 1,
-             "bins": self.m, "epsilon": eps_h, "delta": 0.0},
-        ]  # fmt: skip
-        split = {
-            "pair_counts": {"epsilon": eps_c, "delta": dl_c},
-            "activity_profile": {"epsilon": eps_h, "delta": 0.0},
-            "generation": {"epsilon": 0.0, "delta": 0.0, "note": "post-processing"},
-        }
-        return {"epsilon": eps_c + eps_h, "delta": dl_c, "split": split, "events": events}
+        events = [self.pairs.event("pair_counts", "each user's first m distinct clicked pairs")]
+        split: dict[str, Any] = {"pair_counts": {"epsilon": eps_c, "delta": dl_c}}
+        if self.statistics is None:
+            eps_h = 1.0 / self.profile.effective_scale
+            events.append({"step": "activity_profile", "mechanism": "discrete_laplace_histogram, "
+                           "distributed Pólya noise", "noise": self.profile.describe() | shares,
+                           "l1_sensitivity": 1, "bins": self.m, "epsilon": eps_h,
+                           "delta": 0.0})  # fmt: skip
+            split["activity_profile"] = {"epsilon": eps_h, "delta": 0.0}
+            split["generation"] = {"epsilon": 0.0, "delta": 0.0, "note": "post-processing"}
+        else:
+            st = self.statistics
+            for name in st.names():
+                if name == "query_pairs":
+                    e, d = self.query_pairs.privacy()
+                    events.append(
+                        self.query_pairs.event(
+                            "query_pairs", "each user's first m_q distinct consecutive query pairs"
+                        )
+                    )
+                    split[name] = {"epsilon": e, "delta": d}
+                    continue
+                sh = self.statistic(name)
+                e = sh.full.epsilon(st.l1(name))
+                events.append({"step": name, "mechanism": "discrete_laplace_histogram, "
+                               "distributed Pólya noise", "noise": sh.describe() | shares,
+                               "l1_sensitivity": st.l1(name), "epsilon": e,
+                               "delta": 0.0})  # fmt: skip
+                split[name] = {"epsilon": e, "delta": 0.0}
+            split["layout"] = {"epsilon": 0.0, "delta": 0.0, "note": "post-processing"}
+        return {"epsilon": sum(v["epsilon"] for v in split.values()),
+                "delta": sum(v["delta"] for v in split.values()), "split": split,
+                "events": events}  # fmt: skip
+
+    @property
+    def eps_rest(self) -> float:
+        """The ε the budget gave the second part: the profile, or the statistics."""
+        return self.statistics.epsilon if self.statistics is not None else self.eps_profile
 
     def cost(self) -> PrivacyCost:
-        """User-level; one part per step as computed (the pair counts' ε a little below ε_c:
-        the variance is searched on a coarser grid), the total the budget asked for
-        (ε_c + ε_h, δ_c) — what is charged."""
+        """User-level; one part per step as computed (the Skellam steps' ε a little below their
+        share: the variance is searched on a coarser grid), the total the budget asked for —
+        what is charged."""
         pr = self.privacy()
         parts = tuple(Part(k, v["epsilon"], v["delta"]) for k, v in pr["split"].items())
-        eps = max(pr["epsilon"], self.eps_counts + self.eps_profile)
-        return PrivacyCost(Relation.USER, parts, eps, max(pr["delta"], self.delta_counts))
+        eps = max(pr["epsilon"], self.eps_counts + self.eps_rest)
+        dl = self.delta_counts + (self.statistics.delta if self.statistics is not None else 0.0)
+        return PrivacyCost(Relation.USER, parts, eps, max(pr["delta"], dl))
 
     def describe(self) -> dict[str, Any]:
         """The public parameters of the noise (the ledger's ``parameters.noise``)."""
-        return {
+        out: dict[str, Any] = {
             "model": "every party (P0 too) adds one share before each secure sum; any "
             f"{self.parties} of the {self.contributors} shares are the full noise "
             "(docs/privacy/cels.md §5)",
-            "pair_counts": {
-                "distribution": "skellam",
-                "variance_of_the_full_noise": self.counts.full_variance,
-                "variance_of_the_total": self.counts.total(self.contributors).variance,
-                "tau_prime": self.tau_prime,
-                "epsilon": self.eps_counts,
-                "delta": self.delta_counts,
-            },  # fmt: skip
-            "activity_profile": {
+            "pair_counts": self.pairs.describe(),
+        }
+        if self.statistics is None:
+            out["activity_profile"] = {
                 "distribution": "discrete_laplace (Pólya shares)",
                 "scale": self.profile.scale,
                 "epsilon": self.eps_profile,
-            },
-        }
+            }
+        else:
+            out["statistics"] = {
+                "distribution": "discrete_laplace (Pólya shares), the scales of release ump",
+                "scales": {n: self.statistic(n).scale for n in self.statistic_names()},
+            }
+            out["query_pairs"] = self.query_pairs.describe()
+        return out
+
+
+@functools.lru_cache(maxsize=256)
+def _polya(scale: float, parties: int) -> PolyaShares:
+    return PolyaShares(scale, parties)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from searchveil.cels.params import PAIR_BYTES, RECORD_WORDS, CelsParams
+from searchveil.cels.params import JOINT_STATISTICS, PAIR_BYTES, RECORD_WORDS, CelsParams
 from searchveil.cels.wire import VERSION as WIRE_VERSION
 from searchveil.cels.wire import ProtocolError
 from searchveil.io.ledger import build_ledger
@@ -28,7 +28,6 @@ from searchveil.rng import RandomSource
 __all__ = [
     "FIELD",
     "MECHANISM",
-    "TABLE_SCHEMAS",
     "KeyedStream",
     "decode_records",
     "e2e_public_ledger",
@@ -41,13 +40,6 @@ MECHANISM = "cels-e2e-synthetic-ids"
 #: the prime field of the reveal's sums (2^61 − 1): a pair's 7-byte words are below it
 FIELD = (1 << 61) - 1
 _WORD = 7
-
-#: the e2e release's tables, in the order they are written (as ``release ump`` writes them)
-TABLE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "log": {"AnonID": pl.Int64, "Query": pl.String, "ClickURL": pl.String, "Count": pl.Int64},
-    "counts": {"query": pl.String, "url": pl.String, "x_ij": pl.Int64},
-    "profile": {"pairs_per_user": pl.Int64, "users": pl.Int64},
-}
 
 
 def published_slots(
@@ -139,25 +131,42 @@ def e2e_public_ledger(
     pr = noise.privacy()
     ep = params.e2e()
     readers = params.readers_cost()
+    covers = "everything written: the published pair counts, the profile and the log"
+    if params.is_input:
+        covers = (
+            "everything written: the published pair counts, every statistic (tables "
+            "queries, counts, ranks, query_pairs, statistics) and every column of the log"
+        )
     guarantee: dict[str, Any] = {
-        "covers": "everything written: the published pair counts, the profile and the log",
+        "covers": covers,
         "counts_are_private": True,
         "readers": {"epsilon": readers.epsilon, "delta": readers.delta},
         "split": pr["split"],
         "delta_vs_users": delta_users_check(pr["delta"], ep.max_users),
         "user_ids": "synthetic",
+        "schema": str(params.schema),
         "model": "semi-honest parties, P0 and P1…Pr; the same (ε, δ) against the readers of "
         "the output and against each data party, which knows its own noise share"
         + ("; against P0, which also sees the union's overlap structure, hidden by dummy "
            "digests: (ε + ε_u, δ + δ_u), against_p0" if protocol else "")
         + " (docs/privacy/cels.md §5)",
     }  # fmt: skip
+    if params.is_input:
+        guarantee["tail_tokens"] = (
+            "queries <6 letters>~t<n> and URLs http://tail-q<n>-r<rank>.invalid/ are opaque "
+            "tokens standing for unpublished items (docs/privacy/ump.md)"
+        )
+        guarantee["joint_statistics"] = JOINT_STATISTICS
     events = list(pr["events"])
     if protocol:
         guarantee["against_p0"] = _against_p0(params)
-        events.append({"step": "union_view_p0", "mechanism": "dummy digests (shifted, "
-                       "truncated discrete Laplace numbers) for every set of >= 2 data parties",
-                       **params.union().describe()})  # fmt: skip
+        unions = [("union_view_p0", params.union(), "pairs")]
+        if params.is_input:
+            unions.append(("query_union_view_p0", params.query_union(), "query pairs"))
+        for step, u, what in unions:
+            events.append({"step": step, "mechanism": "dummy digests (shifted, truncated "
+                           f"discrete Laplace numbers) for every set of >= 2 data parties: the "
+                           f"union of the {what}", **u.describe()})  # fmt: skip
     return build_ledger(
         mechanism=MECHANISM,
         notion=NOTION,
@@ -171,22 +180,23 @@ def e2e_public_ledger(
             "reference": "Hong et al., TKDE 2015 (CELS); Götz et al., TKDE 2012 (ZEALOUS); "
             "docs/privacy/cels.md §5",
         }
-        | ({"protocol": _protocol(r)} if protocol else {}),
+        | ({"protocol": _protocol(r, params)} if protocol else {}),
     )
 
 
 def _against_p0(params: CelsParams) -> dict[str, Any]:
-    union = params.union()
-    eps_u, dl_u = union.privacy()
+    unions = [params.union(), *([params.query_union()] if params.is_input else [])]
+    views = [u.privacy() for u in unions]
     spent = params.cost()
     return {
         "epsilon": spent.epsilon,
         "delta": spent.delta,
         "union_view": {
-            "epsilon": eps_u,
-            "delta": dl_u,
-            "union_epsilon": union.epsilon,
-            "union_delta": union.delta,
+            "epsilon": sum(e for e, _ in views),
+            "delta": sum(d for _, d in views),
+            "union_epsilon": params.union_epsilon_given(),
+            "union_delta": sum(u.delta for u in unions),
+            "unions": len(unions),
         },  # fmt: skip
         "delta_vs_users": delta_users_check(spent.delta, params.max_users),
         "why": "P0 sees the overlap structure of the union ((ε_u, δ_u): the dummy digests) and "
@@ -195,7 +205,24 @@ def _against_p0(params: CelsParams) -> dict[str, Any]:
     }
 
 
-def _protocol(r: int) -> dict[str, Any]:
+def _protocol(r: int, params: CelsParams) -> dict[str, Any]:
+    if params.is_input:
+        return {
+            "mode": "e2e",
+            "schema": "input",
+            "parties": r,
+            "wire_version": WIRE_VERSION,
+            "unions": "keyed BLAKE2b digests (a key shared by the data parties) of the pairs, "
+            "then of the query pairs, with dummy digests shared by every set of >= 2 data "
+            "parties in noisy numbers, padded to the public sizes; P0 joins them and assigns "
+            "random slots",
+            "secure_sums": "masked ring sums mod 2^64 over public sizes, every party adding its "
+            "noise share: the pair counts and the query pairs (Skellam), the size, period and "
+            "shape statistics, then the head, tail and days statistics (Pólya)",
+            "reveal": "masked ring sums of random multiples of the published pairs' and query "
+            "pairs' encodings, mod 2^61 - 1",
+            "paillier": "none",
+        }
     return {
         "mode": "e2e",
         "parties": r,
@@ -212,10 +239,12 @@ def _protocol(r: int) -> dict[str, Any]:
 
 
 def encode_tables(tables: dict[str, pl.DataFrame]) -> bytes:
-    """The release's tables as canonical JSON (columns in :data:`TABLE_SCHEMAS` order): what
-    every party's commit digest covers."""
-    doc = {
-        name: {c: tables[name].get_column(c).to_list() for c in cols}
-        for name, cols in TABLE_SCHEMAS.items()
-    }
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """The release's tables (in the order they are written) in one canonical encoding: what
+    every party's commit digest covers — each table's name, columns and types (JSON), then its
+    rows as CSV (polars' writer: the same bytes for the same values on every party)."""
+    out = []
+    for name, df in tables.items():
+        head = [name, [[c, str(t)] for c, t in df.schema.items()], df.height]
+        out.append(json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        out.append(df.write_csv(separator="\t", quote_style="necessary").encode("utf-8"))
+    return b"\x00".join(out)

@@ -20,6 +20,7 @@ public ledger.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,19 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from searchveil.cels.distributed import DistributedCounts
 from searchveil.cels.e2e_release import KeyedStream, e2e_public_ledger, published_slots
+from searchveil.cels.e2e_schema import (
+    head_given,
+    joint_tables,
+    noise_vector,
+    party_vector,
+    query_pair_table,
+    segments,
+    unpack,
+)
 from searchveil.cels.output import conditional_ledger
-from searchveil.cels.params import CelsParams, Share, countable_clicks
+from searchveil.cels.params import CelsParams, Share, bounded_query_pairs, countable_clicks
 from searchveil.errors import InvalidParameterError
 from searchveil.io.ledger import build_provenance
 from searchveil.io.readers import read_log
@@ -47,6 +58,7 @@ from searchveil.release.ump.e2e import activity_profile, bounded_pairs
 from searchveil.release.ump.generate import generated_tables
 from searchveil.release.ump.kl import kl_loss, max_output_size, solve_kl
 from searchveil.release.ump.release import NOT_DP
+from searchveil.release.ump.schema_stats import released_period
 from searchveil.rng import RandomSource
 
 NOTION = (
@@ -70,51 +82,48 @@ def pooled_log(logs: list[SearchLog]) -> SearchLog:
     return SearchLog(df=df, info=info)
 
 
-def local_e2e(paths: list[Path], params: CelsParams, *, rng: RandomSource) -> dict[str, Any]:
-    """``cels local --mode e2e``: the tables (log, counts, profile), the public ledger (that of
-    ``cels run`` without its ``protocol`` key; randomness as described by ``rng``) and the
-    private provenance record (every share's input record and the release's report).
+def local_e2e(
+    paths: list[Path], params: CelsParams, *, rng: RandomSource,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """``cels local --mode e2e``: the tables (``release ump``'s of the input's columns, or log,
+    counts, profile), the public ledger (that of ``cels run`` without its ``protocol`` key;
+    randomness as described by ``rng``) and the private provenance record (every share's input
+    record and the release's report); ``progress(label)`` at the start of each step.
 
     The same function as ``cels run`` with the same noise: the shares pooled (users kept apart
     by party), each user's first m distinct countable pairs, every one of the V = r·L slots
     noised with the sum of r + 1 Pólya shares (slots no pair holds too: they are published with
     a small probability, never revealed, and can take a place among the K published), the
     published pairs, the profile with r + 1 shares, the log generated from them."""
+    say = progress or (lambda _label: None)
     params = params.with_parties(len(paths))
     noise = params.noise()
+    say("reading the shares")
     logs = [read_log(p) for p in paths]
     log = pooled_log(logs)
     check_declared_users(params.max_users, log.n_users)
     ledger = e2e_public_ledger(params, len(paths), rng=rng, protocol=False)
-    bounded = bounded_pairs(log, noise.m, countable_clicks(log))
-    counts = count_by(bounded, ["query", "url"], distinct_users=True).sort("query", "url")
-    n_slots = len(paths) * params.party_pairs
-    if counts.height > n_slots:
-        raise InvalidParameterError(
-            "max-party-pairs", params.party_pairs, "a bound >= each share's distinct bounded pairs"
-        )
-    slot = np.argsort(rng.random_keys(n_slots), kind="stable")[: counts.height]  # random slots
-    total = np.zeros(n_slots, dtype=np.int64)
-    total[slot] = counts.get_column("count").to_numpy()
-    for _ in range(noise.contributors):
-        total += noise.counts.sample(n_slots, rng)
-    pub, noisy = published_slots(total, noise.tau_prime, params.published_pairs, rng=rng)
-    where = np.full(n_slots, -1, dtype=np.int64)
-    where[slot] = np.arange(counts.height)
-    real = where[pub] >= 0
-    published = (
-        counts[where[pub][real]]
-        .select("query", "url")
-        .with_columns(noisy_count=pl.Series(noisy[real], dtype=pl.Int64))
-    )
-    exact = activity_profile(bounded, published, noise.m)
-    prof = exact + sum(noise.profile.sample(noise.m, rng) for _ in range(noise.contributors))
-    key = rng.words(4).astype(">u8").tobytes()
-    tables, figures = generated_tables(published.sort("query", "url"), np.clip(prof, 0, None),
-                                       noise.m, rng=KeyedStream(key))  # fmt: skip
-    report = {"users": log.n_users, "pairs_published": published.height,
-              "slots_published": int(pub.size), "profile_exact": exact.tolist(),
-              "generator": figures, "parameters": params.to_dict()}  # fmt: skip
+    bounded = bounded_pairs(log, noise.m, countable_clicks(log))  # users kept apart by party
+    counts = count_by(bounded, ["query", "url"], distinct_users=True)
+    say("pair counts (the noise of every slot, the published pairs)")
+    published, n_pub = _local_round(counts, len(paths) * params.party_pairs, noise.pairs,
+                                    params.published_pairs, "max-party-pairs", rng=rng)  # fmt: skip
+    report: dict[str, Any] = {"users": log.n_users, "pairs_published": published.height,
+                              "slots_published": n_pub}  # fmt: skip
+    if params.is_input:
+        tables, more = _local_input(params, logs, published, rng=rng, say=say)
+        report |= more
+    else:
+        exact = activity_profile(bounded, published, noise.m)
+        prof = exact + sum(noise.profile.sample(noise.m, rng) for _ in range(noise.contributors))
+        key = rng.words(4).astype(">u8").tobytes()
+        tables, report["generator"] = generated_tables(
+            published.sort("query", "url"), np.clip(prof, 0, None), noise.m,
+            rng=KeyedStream(key),
+        )  # fmt: skip
+        report["profile_exact"] = exact.tolist()
+    report["parameters"] = params.to_dict()
     provenance = build_provenance(
         inputs=[lg.ledger_input() for lg in logs],
         report=report,
@@ -130,6 +139,77 @@ def local_e2e(paths: list[Path], params: CelsParams, *, rng: RandomSource) -> di
         "pairs_published": published.height,
         "outputs": {k: v.height for k, v in tables.items()},
     }
+
+
+def _local_round(
+    counts: pl.DataFrame, n_slots: int, dc: DistributedCounts, k: int, bound: str, *,
+    rng: RandomSource,
+) -> tuple[pl.DataFrame, int]:  # fmt: skip
+    """An item round without the protocol: the items' joint holder counts (``query, url,
+    count``) at random slots of [0, ``n_slots``), every slot noised with r + 1 Skellam shares,
+    the published slots (above τ', the ``k`` largest) and the items they hold
+    (``query, url, noisy_count``, sorted); and the number of published slots."""
+    counts = counts.sort("query", "url")
+    if counts.height > n_slots:
+        raise InvalidParameterError(bound, n_slots, "a bound >= each share's distinct items")
+    slot = np.argsort(rng.random_keys(n_slots), kind="stable")[: counts.height]  # random slots
+    total = np.zeros(n_slots, dtype=np.int64)
+    total[slot] = counts.get_column("count").to_numpy()
+    for _ in range(dc.contributors):
+        total += dc.shares.sample(n_slots, rng)
+    pub, noisy = published_slots(total, dc.tau_prime, k, rng=rng)
+    where = np.full(n_slots, -1, dtype=np.int64)
+    where[slot] = np.arange(counts.height)
+    real = where[pub] >= 0
+    published = (
+        counts[where[pub][real]]
+        .select("query", "url")
+        .with_columns(noisy_count=pl.Series(noisy[real], dtype=pl.Int64))
+    )
+    return published.sort("query", "url"), int(pub.size)
+
+
+def _local_input(
+    params: CelsParams, logs: list[SearchLog], published: pl.DataFrame, *, rng: RandomSource,
+    say: Callable[[str], None],
+) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:  # fmt: skip
+    """The input's-columns log without the protocol, as :class:`~.e2e_schema.SchemaPhases`
+    computes it: the query pairs' round, then the two joint sums — each party's exact vector
+    (:func:`~.e2e_schema.party_vector`, its own salt) summed, r + 1 noise shares added —,
+    the period, the tables (:func:`~.e2e_schema.joint_tables`)."""
+    noise, k = params.noise(), params.published_pairs
+    st = noise.statistics
+    assert st is not None
+    say("query pairs (ZEALOUS, the published ones)")
+    qp = [bounded_query_pairs(lg, st.max_query_pairs) for lg in logs]
+    qcounts = pl.concat(qp).group_by("query", "url").agg(pl.col("holders").sum().alias("count"))
+    revealed, _ = _local_round(qcounts, len(logs) * params.query_party_pairs, noise.query_pairs,
+                               k, "max-party-query-pairs", rng=rng)  # fmt: skip
+    qtable = query_pair_table(revealed)
+    salts = [int(rng.words(1)[0] >> np.uint64(1)) for _ in logs]
+
+    def joint(segs: list[tuple[str, int]], given: list[dict[str, Any]]) -> npt.NDArray[np.int64]:
+        vec = sum(party_vector(segs, lg, st, salt=s, k=k, given=g)
+                  for lg, s, g in zip(logs, salts, given, strict=True))  # fmt: skip
+        for _ in range(noise.contributors):
+            vec = vec + noise_vector(noise, segs, rng)
+        return np.asarray(vec, dtype=np.int64)
+
+    say("size, period and shape statistics (each party's own, summed, noised)")
+    seg_a = segments(noise, "shape", period=None, k=k)
+    noisy = unpack(joint(seg_a, [{}] * len(logs)), seg_a)
+    period = st.period if st.period is not None else released_period(st, noisy["months"])
+    say("days, head, tail and head share statistics")
+    seg_b = segments(noise, "head", period=period, k=k)
+    bounded = [bounded_pairs(lg, noise.m, countable_clicks(lg)) for lg in logs]  # each party's
+    given = [head_given(period, published, qtable, b) for b in bounded]
+    noisy |= unpack(joint(seg_b, given), seg_b, queries=given[0]["queries"].height,
+                    pairs=given[0]["pairs"].height, k=k)  # fmt: skip
+    key = rng.words(4).astype(">u8").tobytes()
+    say("laying out the log (synthetic users, sessions, times, clicks)")
+    tables, figures = joint_tables(st, noisy, period, pairs=published, query_pairs=qtable,
+                                   key=key)  # fmt: skip
+    return tables, {"query_pairs_published": revealed.height, "generator": figures}
 
 
 def global_counts(hists: list[ClickHistogram]) -> pl.DataFrame:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
+from searchveil.bounding import bound_contributions
 from searchveil.cels import commutative as cm
 from searchveil.cels.distributed import DistributedE2E, UnionDummies
 from searchveil.cels.paillier import (
@@ -28,11 +29,16 @@ from searchveil.cels.paillier import (
 from searchveil.errors import InvalidParameterError
 from searchveil.io.readers import read_log
 from searchveil.mechanisms.budget import PrivacyCost, Relation
+from searchveil.mechanisms.shares import MAX_POLYA_SCALE
 from searchveil.model import ClickHistogram, SearchLog, click_histogram, items
+from searchveil.release.counts import count_by
 from searchveil.release.histogram import check_declared_users
 from searchveil.release.ump.e2e import E2EParams, UmpMode, bounded_pairs
 from searchveil.release.ump.kl import cels_bound
 from searchveil.release.ump.release import NOT_DP
+from searchveil.release.ump.schema import SAMPLE_EVENTS, LogSchema, parse_period
+from searchveil.release.ump.schema_stats import query_pair_items
+from searchveil.synth.shape import log_events
 from searchveil.validate import check_int, check_positive, check_probability, parse_choice
 
 T = TypeVar("T")
@@ -50,7 +56,10 @@ NOTION = f"{NOT_DP}; only the multinomial sampling given the counts is (ε,δ)-D
 #: options of one mode only (an error in the other): the paper's protocol / the e2e release
 CONDITIONAL_ONLY = ("objective", "key_bits", "output_share", "breakpoints", "min_count")
 E2E_ONLY = ("max_pairs", "max_users", "split", "max_party_pairs", "max_published_pairs", "parties",
-            "union_epsilon")  # fmt: skip
+            "union_epsilon", "schema", "period", "max_events", "max_query_pairs",
+            "max_party_query_pairs")  # fmt: skip
+#: options of the input's-columns log only (``--schema input``; an error with ``counts``)
+INPUT_ONLY = ("period", "max_events", "max_query_pairs", "max_party_query_pairs")
 #: the e2e mode's public sizes (docs/privacy/cels.md §5): the default cap on one party's
 #: distinct bounded pairs (min(m·U, this)), the default cap on the published pairs, and the
 #: bytes of one revealed pair (UTF-8 query and url after their 2-byte lengths; longer pairs are not
@@ -65,6 +74,17 @@ UNION_EPSILON_REQUIRED = (
     "of the union — which pairs the data parties hold in common, hidden by dummy digests; cels "
     "run and cels party spend ε + ε_u, cels local (no P0, but the same slots, so that it "
     "computes cels run's function) spends ε; e.g. --union-epsilon equal to --epsilon"
+)
+#: how each statistic of ``release ump``'s input's-columns log is computed jointly (the
+#: ledger's ``parameters.statistics.joint``; docs/privacy/cels.md §5)
+JOINT_STATISTICS = (
+    "every statistic is a sum over users: each party computes it on its own users with release "
+    "ump's bounds, adds its Pólya share of release ump's discrete Laplace and the masked ring "
+    "sum gives the noisy total (the same ε_i); the query pairs are a second union and thresholded "
+    "sum with Skellam shares, like the pair counts; one difference: 'tail' is the sum of the "
+    "parties' own tail histograms (an unpublished query's holders counted within each party: a "
+    "query held at several parties counts once per party) — the joint holder counts of "
+    "unpublished queries are not computed"
 )
 CONDITIONAL_DEFAULTS: dict[str, Any] = {
     "key_bits": 3072, "output_share": 0.5, "breakpoints": 33, "min_count": 1,
@@ -110,6 +130,16 @@ class CelsParams:
     #: ε_u, the guarantee of P0's view of the union (its overlap structure, hidden by dummy
     #: digests) against P0: required in the e2e mode (no default, :data:`UNION_EPSILON_REQUIRED`)
     union_epsilon: float | None = None
+    #: e2e: the log's schema, ``input`` (the input's own columns, every one from a DP statistic;
+    #: the default) or ``counts`` (AnonID, Query, ClickURL, Count)
+    schema: LogSchema | str | None = None
+    #: ``--schema input``: a declared period ``FIRST..LAST`` (ISO dates; else released), E, m_q
+    #: (default: their public rules) and the public bound on one party's distinct bounded query
+    #: pairs (the query pairs' union, as ``max_party_pairs`` for the pairs')
+    period: str | None = None
+    max_events: int | None = None
+    max_query_pairs: int | None = None
+    max_party_query_pairs: int | None = None
 
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
@@ -120,6 +150,14 @@ class CelsParams:
                 raise InvalidParameterError("split", self.split, "2 positive weights")
             object.__setattr__(self, "split", tuple(self.split))
         if self.mode == UmpMode.E2E:
+            schema = parse_choice("schema", self.schema or LogSchema.INPUT, LogSchema)
+            object.__setattr__(self, "schema", schema)
+            for k in INPUT_ONLY if schema == LogSchema.COUNTS else ():
+                if getattr(self, k) is not None:
+                    raise InvalidParameterError(
+                        k.replace("_", "-"), getattr(self, k),
+                        "not set: it is an option of --schema input",
+                    )  # fmt: skip
             if self.objective is not None:
                 raise InvalidParameterError(
                     "objective", self.objective, "not set: it is an option of --mode conditional "
@@ -132,7 +170,7 @@ class CelsParams:
                         "not set: it is an option of --mode conditional",
                     )  # fmt: skip
             self.e2e()  # every e2e parameter checked here (typed errors)
-            for k in ("max_party_pairs", "max_published_pairs", "parties"):
+            for k in ("max_party_pairs", "max_published_pairs", "parties", "max_party_query_pairs"):
                 if getattr(self, k) is not None:
                     check_int(k.replace("_", "-"), getattr(self, k), minimum=1)
             self.union_epsilon_given()
@@ -143,6 +181,11 @@ class CelsParams:
                     raise InvalidParameterError(
                         "max-party-pairs", self.pair_bound, "a bound whose union of r lists of "
                         "L = bound + dummies entries has fewer than 2^32 slots",
+                    )  # fmt: skip
+                if self.is_input and self.parties * self.query_party_pairs >= 1 << 32:
+                    raise InvalidParameterError(
+                        "max-party-query-pairs", self.query_pair_bound, "a bound whose union "
+                        "of r lists of bound + dummies entries has fewer than 2^32 slots",
                     )  # fmt: skip
             return
         for k in E2E_ONLY:
@@ -171,7 +214,14 @@ class CelsParams:
         noise the joint mode adds is :meth:`noise`'s."""
         if self.mode != UmpMode.E2E:
             raise InvalidParameterError("mode", str(self.mode), "e2e for the e2e parameters")
-        return _e2e_params(self.epsilon, self.delta, self.max_pairs, self.max_users, self.split)
+        return _e2e_params(self.epsilon, self.delta, self.max_pairs, self.max_users, self.split,
+                           str(self.schema or LogSchema.INPUT), self.period, self.max_events,
+                           self.max_query_pairs)  # fmt: skip
+
+    @property
+    def is_input(self) -> bool:
+        """The e2e mode writes the input's own columns (``--schema input``)."""
+        return self.mode == UmpMode.E2E and self.schema == LogSchema.INPUT
 
     def with_parties(self, parties: int) -> CelsParams:
         """These parameters for ``parties`` data parties (the e2e noise shares need it)."""
@@ -187,9 +237,7 @@ class CelsParams:
                 "from the shares or the configuration)",
             )  # fmt: skip
         ep = self.e2e()
-        return DistributedE2E(m=ep.max_pairs, eps_counts=ep.eps_counts,
-                              delta_counts=ep.delta_counts, eps_profile=ep.eps_profile,
-                              parties=self.parties)  # fmt: skip
+        return _noise(ep, self.parties)
 
     def union_epsilon_given(self) -> float:
         """ε_u, which the e2e mode requires (no default: an ε spent is one the user stated);
@@ -203,13 +251,26 @@ class CelsParams:
         """The dummy digests of the union and their privacy map against P0 (:mod:`.distributed`):
         (ε_u, δ_u) with ε_u = ``union_epsilon`` (required: :meth:`union_epsilon_given`) and
         δ_u = δ."""
+        return self._union_of(self.e2e().max_pairs)
+
+    def query_union(self) -> UnionDummies:
+        """The dummy digests of the query pairs' union (``--schema input``): the same map with
+        m_q; each union gets half of (ε_u, δ_u), so that P0's view of both is (ε_u, δ_u)."""
+        st = self.e2e().statistics
+        if st is None:
+            raise InvalidParameterError("schema", str(self.schema), "input for query pairs")
+        return self._union_of(st.max_query_pairs)
+
+    def _union_of(self, m: int) -> UnionDummies:
         eps = self.union_epsilon_given()
         if self.parties is None:
             raise InvalidParameterError(
                 "parties", None, "the number of data parties (cels run, party and local set it "
                 "from the shares or the configuration)",
             )  # fmt: skip
-        return _union(self.parties, self.e2e().max_pairs, eps, self.delta)
+        if self.is_input:  # two unions: half of (ε_u, δ_u) each
+            return _union(self.parties, m, eps / 2, self.delta / 2)
+        return _union(self.parties, m, eps, self.delta)
 
     @property
     def pair_bound(self) -> int:
@@ -228,6 +289,22 @@ class CelsParams:
         return self.pair_bound + self.union().per_party
 
     @property
+    def query_pair_bound(self) -> int:
+        """The public bound on one party's distinct bounded query pairs (``--schema input``):
+        ``max_party_query_pairs``, default min(m_q·U, 2^18)."""
+        if self.max_party_query_pairs is not None:
+            return self.max_party_query_pairs
+        st = self.e2e().statistics
+        mq = st.max_query_pairs if st is not None else 1
+        return min(mq * self.max_users, DEFAULT_PARTY_PAIRS) if self.max_users else (
+            DEFAULT_PARTY_PAIRS)  # fmt: skip
+
+    @property
+    def query_party_pairs(self) -> int:
+        """L_q: every party's list in the query pairs' union has exactly this many entries."""
+        return self.query_pair_bound + self.query_union().per_party
+
+    @property
     def published_pairs(self) -> int:
         """K: at most this many pairs are published (the largest noisy counts above τ')."""
         return self.max_published_pairs or DEFAULT_PUBLISHED_PAIRS
@@ -242,9 +319,13 @@ class CelsParams:
         base = self.readers_cost()
         if self.mode != UmpMode.E2E:
             return base
-        u = self.union()
-        return PrivacyCost(Relation.USER, (*base.parts, u.part()), base.epsilon + u.epsilon,
-                           base.delta + u.delta)  # fmt: skip
+        unions = [self.union(), *([self.query_union()] if self.is_input else [])]
+        parts = [u.part() for u in unions]
+        if len(parts) == 2:
+            parts[1] = dataclasses.replace(parts[1], name="query_union_view_p0")
+        return PrivacyCost(Relation.USER, (*base.parts, *parts),
+                           base.epsilon + sum(u.epsilon for u in unions),
+                           base.delta + sum(u.delta for u in unions))  # fmt: skip
 
     def readers_cost(self) -> PrivacyCost:
         """The guarantee of the output alone, against its readers and against each data party
@@ -262,9 +343,16 @@ class CelsParams:
             d |= {"mode": "e2e", "max_users": self.max_users, "parties": self.parties,
                   "party_pairs": self.pair_bound, "published_pairs": self.published_pairs,
                   "pair_bytes": PAIR_BYTES, "union_epsilon": self.union_epsilon}  # fmt: skip
+            if self.is_input:
+                d["statistics"] = {k: v for k, v in d["statistics"].items() if k != "query_pairs"}
+                d["statistics"]["joint"] = JOINT_STATISTICS
+                d["party_query_pairs"] = self.query_pair_bound
             if self.parties:
                 d |= {"noise": self.noise().describe(), "union_list_length": self.party_pairs,
                       "union": self.union().describe()}  # fmt: skip
+                if self.is_input:
+                    d |= {"query_union_list_length": self.query_party_pairs,
+                          "query_union": self.query_union().describe()}  # fmt: skip
             return d
         d = {k: v for k, v in asdict(self).items() if k not in E2E_ONLY}
         return d | {"b": self.b, "key_strength": key_strength(self.key_bits)}
@@ -278,12 +366,46 @@ def _union(parties: int, m: int, epsilon: float, delta: float) -> UnionDummies:
 @functools.lru_cache(maxsize=64)
 def _e2e_params(
     epsilon: float, delta: float, max_pairs: int | None, max_users: int | None,
-    split: tuple[float, float] | None,
+    split: tuple[float, float] | None, schema: str, period: str | None,
+    max_events: int | None, max_query_pairs: int | None,
 ) -> E2EParams:  # fmt: skip
-    return E2EParams.from_budget(
+    """``release ump``'s parameters of the joint release: ZEALOUS pairs, synthetic ids, the
+    schema's own split and rules — E capped (when not given) so that the ``events`` noise
+    scale E/ε_events stays within the exact Pólya sampler's range (:func:`_joint_events`)."""
+    ep = E2EParams.from_budget(
         epsilon=epsilon, delta=delta, max_pairs=max_pairs, ids="synthetic", split=split,
-        max_users=max_users, pairs="zealous", schema="counts",
+        max_users=max_users, pairs="zealous", schema=schema, max_events=max_events,
+        max_query_pairs=max_query_pairs, period=parse_period(period),
     )  # fmt: skip
+    st = ep.statistics
+    if st is None or max_events is not None:
+        return ep
+    cap = _joint_events(st.eps("events"))
+    if st.max_events <= cap:
+        return ep
+    st = dataclasses.replace(st, max_events=cap, max_events_rule=(
+        f"{st.max_events_rule}; capped at {cap} in the joint version, the largest 16·2^(k/2) "
+        f"whose noise scale E/ε_events is within the exact Pólya sampler's range "
+        f"({MAX_POLYA_SCALE:g})"))  # fmt: skip
+    return dataclasses.replace(ep, statistics=st)
+
+
+def _joint_events(eps_events: float) -> int:
+    """The largest candidate E = round(16·2^(k/2)) (the rule's grid) with E/ε_events within the
+    exact Pólya sampler's range; at least 16 (a smaller budget is refused by the noise)."""
+    best = SAMPLE_EVENTS
+    for k in range(17):
+        e = int(round(16 * 2 ** (k / 2)))
+        if e / eps_events <= MAX_POLYA_SCALE:
+            best = e
+    return best
+
+
+@functools.lru_cache(maxsize=64)
+def _noise(ep: E2EParams, parties: int) -> DistributedE2E:
+    return DistributedE2E(m=ep.max_pairs, eps_counts=ep.eps_counts, delta_counts=ep.delta_counts,
+                          eps_profile=ep.eps_profile, parties=parties,
+                          statistics=ep.statistics)  # fmt: skip
 
 
 @dataclass
@@ -292,19 +414,38 @@ class Share:
     (:meth:`read` with ``max_pairs``) the histogram is that of the *bounded* log — each user's
     first m distinct clicked pairs (:func:`~searchveil.release.ump.e2e.bounded_pairs`), so
     every count is a number of holders — and ``bounded`` holds those rows (user, item, query,
-    url)."""
+    url); with ``max_query_pairs`` (``--schema input``) ``log`` is the party's whole log (its
+    statistics are computed on it) and ``query_pairs`` its bounded query pairs' holders
+    (:func:`bounded_query_pairs`)."""
 
     hist: ClickHistogram
     info: dict[str, Any]
     bounded: pl.DataFrame | None = None
+    log: SearchLog | None = None
+    query_pairs: pl.DataFrame | None = None
 
     @classmethod
-    def read(cls, path: Path, *, max_pairs: int | None = None) -> Share:
+    def read(
+        cls, path: Path, *, max_pairs: int | None = None, max_query_pairs: int | None = None
+    ) -> Share:
         log = read_log(path)
         if max_pairs is None:
             return cls(click_histogram(log), log.ledger_input())
         bounded = bounded_pairs(log, max_pairs, countable_clicks(log))
-        return cls(click_histogram(bounded), log.ledger_input(), bounded)
+        if max_query_pairs is None:
+            return cls(click_histogram(bounded), log.ledger_input(), bounded)
+        qp = bounded_query_pairs(log, max_query_pairs)
+        return cls(click_histogram(bounded), log.ledger_input(), bounded, log, qp)
+
+    @classmethod
+    def for_params(cls, path: Path, params: CelsParams) -> Share:
+        """The share as ``params``' mode reads it (the bounded log in e2e, its whole log too
+        with the input's columns)."""
+        if params.mode != UmpMode.E2E:
+            return cls.read(path)
+        ep = params.e2e()
+        mq = ep.statistics.max_query_pairs if ep.statistics is not None else None
+        return cls.read(path, max_pairs=ep.max_pairs, max_query_pairs=mq)
 
 
 def check_e2e_party(params: CelsParams, share: Share | None, parties: int) -> None:
@@ -330,6 +471,15 @@ def check_e2e_party(params: CelsParams, share: Share | None, parties: int) -> No
             "list in the union has exactly that many entries plus the most dummy digests a "
             f"party adds ({params.union().per_party:,})",
         )  # fmt: skip
+    if params.is_input:
+        qp = share.query_pairs.height if share.query_pairs is not None else 0
+        if share.query_pairs is None or qp > params.query_pair_bound:
+            raise InvalidParameterError(
+                "max-party-query-pairs", params.query_pair_bound,
+                f"a public bound >= this party's distinct bounded query pairs ({qp:,}): every "
+                "party's list in the query pairs' union has exactly that many entries plus the "
+                f"most dummy digests a party adds ({params.query_union().per_party:,})",
+            )  # fmt: skip
 
 
 def countable_clicks(log: SearchLog) -> pl.DataFrame:
@@ -339,6 +489,22 @@ def countable_clicks(log: SearchLog) -> pl.DataFrame:
     it = items(log, "clicks")
     size = pl.col("query").str.len_bytes() + pl.col("url").str.len_bytes()
     return it.filter(size <= PAIR_BYTES)
+
+
+def bounded_query_pairs(log: SearchLog, max_query_pairs: int) -> pl.DataFrame:
+    """This log's bounded query pairs as a holder histogram, ``query, url, holders`` (``url``:
+    the next query): each user's first m_q distinct consecutive query pairs (Götz §2.1,
+    :func:`~searchveil.release.ump.schema_stats.query_pair_items`; what ``release ump``'s
+    ``query_pairs`` statistic counts), the pairs longer than :data:`PAIR_BYTES` (UTF-8, both
+    queries together) left out first, as for the clicked pairs (a revealed item has a fixed
+    size). Sorted by (query, url)."""
+    it = query_pair_items(log_events(log))
+    size = pl.col("query").str.len_bytes() + pl.col("next_query").str.len_bytes()
+    bounded = bound_contributions(it.filter(size <= PAIR_BYTES), max_per_user=max_query_pairs,
+                                  distinct=True)  # fmt: skip
+    counts = count_by(bounded, ["query", "next_query"], distinct_users=True)
+    return counts.select("query", pl.col("next_query").alias("url"),
+                         pl.col("count").alias("holders")).sort("query", "url")  # fmt: skip
 
 
 @dataclass

@@ -27,7 +27,6 @@ from searchveil.cels.frames import open_private
 from searchveil.cels.params import CelsParams, PartyResult, Share, check_e2e_party
 from searchveil.cels.protocol import run_party
 from searchveil.errors import InputFormatError, SearchveilError
-from searchveil.release.ump.e2e import UmpMode
 from searchveil.rng import make_rng
 
 #: the parameters' fields held as floats (the runner has always handed floats to the parties)
@@ -138,8 +137,7 @@ def run_spec(spec: PartySpec, *, progress: Callable[[str], None] | None = None) 
     )
     # the parameters (ε_u given, for this many data parties) before the share is read
     check_e2e_party(spec.params, None, len(cfg.ids) - 1)
-    m = spec.params.e2e().max_pairs if spec.params.mode == UmpMode.E2E else None
-    share = Share.read(spec.share, max_pairs=m) if spec.share is not None else None
+    share = Share.for_params(spec.share, spec.params) if spec.share is not None else None
     workers = spec.workers if spec.workers is not None else max(0, (os.cpu_count() or 1) - 1)
     return run_party(
         cfg, spec.me, spec.params, share=share, out=spec.out, rng=make_rng(spec.seed),

@@ -2,7 +2,9 @@
 party per process: P0 is the solver and data recipient, P1…Pr hold disjoint users' logs.
 
 Two modes (``CelsParams.mode``). ``e2e`` (the default) runs the joint end-to-end DP release —
-mesh, setup, union, sum, publish, output, profile, commit; its phases are in :mod:`.e2e`
+mesh, setup, union, sum, publish, output, then the input's columns (``--schema input``, the
+default: query_union, query_sum, query_publish, query_output, shape, head, tables) or the
+counts log's profile, and commit; its phases are in :mod:`.e2e` and :mod:`.e2e_schema`
 (docs/privacy/cels.md §5). ``conditional`` is the paper's protocol below, NOT differentially
 private (counts computed from the exact histogram), kept for reproducing its figures.
 
@@ -62,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from searchveil.cels.config import Config
-from searchveil.cels.e2e import E2EPhases
+from searchveil.cels.e2e_schema import SchemaPhases
 from searchveil.cels.faults import inject_fault, parse_fault
 from searchveil.cels.output import OutputPhases
 from searchveil.cels.paillier import (
@@ -92,13 +94,15 @@ from searchveil.release.ump.kl import kl_loss
 from searchveil.rng import RandomSource
 
 
-class Party(E2EPhases, UnionPhases, SolvePhases, OutputPhases):
+class Party(SchemaPhases, UnionPhases, SolvePhases, OutputPhases):
     """One party of the protocol: the phases of :mod:`.union`, :mod:`.solve` and
-    :mod:`.output` (``--mode conditional``) or of :mod:`.e2e` (``--mode e2e``) on the state of
-    :class:`~searchveil.cels.party.PartyBase`."""
+    :mod:`.output` (``--mode conditional``) or of :mod:`.e2e` and :mod:`.e2e_schema`
+    (``--mode e2e``) on the state of :class:`~searchveil.cels.party.PartyBase`."""
 
     def run(self) -> PartyResult:
         """Every phase of this party's mode, then the commit round."""
+        if self.params.is_input:
+            return self.commit([], tables=self.run_e2e_input())
         if self.params.mode == UmpMode.E2E:
             return self.commit([], tables=self.run_e2e())
         return self.commit(self.run_phases())

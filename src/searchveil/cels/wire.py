@@ -56,7 +56,7 @@ from searchveil.cels.frames import Frame, Traffic, open_transcript
 from searchveil.errors import InputFormatError, InvalidParameterError, SearchveilError
 
 MAGIC = b"CELS"
-VERSION = 6
+VERSION = 7
 HEADER = struct.Struct(">4sBBHIQ")
 MAX_JSON = 1 << 20  # the largest body, the public key, is ~3 KiB at 4096 bits
 BLOB_FLOOR = 64 << 10  # always accepted; above it, the cap of the frame's phase
@@ -65,14 +65,14 @@ STUCK_GRACE = 4.0  # seconds the main thread has to react to a failure before on
 
 #: both modes' phases in run order (conditional: no publish, profile; e2e: no rows … sample)
 PHASES = ("mesh", "setup", "union", "sum", "publish", "rows", "nlp", "solve", "unpermute",
-          "verify", "sample", "output", "profile", "commit")  # fmt: skip
+          "verify", "sample", "output", "profile", "query_union", "query_sum", "query_publish",
+          "query_output", "shape", "head", "tables", "commit")  # fmt: skip
 TYPES = (
     "hello", "abort", "bye", "pk", "union_fwd", "union_set", "universe", "sum_fwd", "sum_result",
     "rows", "nlp_af", "nlp_sum", "nlp_b", "nlp_perm", "nlp_p0", "x_perm", "x_unperm", "x_final",
     "repair", "split", "out_fwd", "out_pool", "out_dec", "output", "stats", "commit", "ping",
     "params", "e2e_pub", "e2e_profile", "union_size", "out_size", "out_len", "union_key",
-    "union_slots",
-)  # fmt: skip
+    "union_slots", "e2e_stats")  # fmt: skip
 
 
 class ProtocolError(SearchveilError):

@@ -61,7 +61,7 @@ ModeOpt = Annotated[
     str,
     typer.Option(
         "--mode",
-        help="e2e (the joint end-to-end DP release: ZEALOUS pair counts, a noisy profile, a log "
+        help="e2e (the joint end-to-end DP release: ZEALOUS pair counts, DP statistics, a log "
         f"of synthetic users) | conditional ({NOT_DP}; the paper's protocol, for reproducing "
         "it)",
     ),
@@ -87,8 +87,9 @@ PublishedOpt = Annotated[
     int | None,
     typer.Option(
         "--max-published-pairs",
-        help="e2e: K, the most pairs published (the K largest noisy counts above the "
-        "threshold; every reveal message is padded to K; default 1000)",
+        help="e2e: K, the most pairs (and, with --schema input, query pairs) published (the K "
+        "largest noisy counts above the threshold; every reveal message is padded to K; default "
+        "1000)",
     ),
 ]
 UnionEpsOpt = Annotated[
@@ -97,13 +98,65 @@ UnionEpsOpt = Annotated[
         "--union-epsilon",
         help="e2e: ε_u (required, no default), the guarantee against P0 of its view of the "
         "union (which pairs the parties hold in common; hidden by dummy digests, more as ε_u "
-        "shrinks). P0's whole view is (ε + ε_u, 2δ): what cels run and cels party spend and "
+        "shrinks; with --schema input, half of it to the pairs' union and half to the query "
+        "pairs'). P0's whole view is (ε + ε_u, 2δ): what cels run and cels party spend and "
         "--budget charges; cels local (no P0) spends (ε, δ). E.g. equal to --epsilon",
     ),
 ]
 SplitOpt = Annotated[
     str | None,
-    typer.Option("--split", help="e2e: ε weights of pair counts, profile (default 0.9,0.1)"),
+    typer.Option(
+        "--split",
+        help="e2e: ε weights of pair counts, the rest (the statistics of the input's columns: "
+        "default 0.7,0.3; the profile with --schema counts: 0.9,0.1)",
+    ),
+]
+#: what the joint version of the input's columns does not offer (cels run/party/local --help)
+NOT_JOINT = (
+    "Not supported jointly: the tail histogram of the joint holder counts of unpublished "
+    "queries (the joint log uses the sum of the parties' own tail histograms: a query held at "
+    "several parties counts once per party), a public SERP (--serp), the probe-reweight-2r "
+    "pair step and real ids (release ump's --serp, --pairs, --ids)."
+)
+SchemaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        help="e2e: input (the input's own columns — times, ranks, query-only rows, sessions, "
+        "query pairs —, every one from a DP statistic the parties sum securely; default) | "
+        "counts (AnonID, Query, ClickURL, Count). " + NOT_JOINT,
+    ),
+]
+PeriodOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--period",
+        help="--schema input: the log's public period FIRST..LAST (ISO dates); default: "
+        "released (the months with enough searches, summed like the other statistics)",
+    ),
+]
+MaxEventsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-events",
+        help="--schema input: E, query events per user the size counts (default: release "
+        "ump's public rule, capped so that its noise is within the exact sampler's range)",
+    ),
+]
+MaxQueryPairsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-query-pairs",
+        help="--schema input: m_q, distinct query pairs per user (default: a public rule)",
+    ),
+]
+PartyQueryPairsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-party-query-pairs",
+        help="--schema input: a public bound you DECLARE on one party's distinct bounded query "
+        "pairs (default min(m_q·U, 262144)): the query pairs' union lists are padded to it",
+    ),
 ]
 ObjOpt = Annotated[str | None, typer.Option("--objective", help=COND + "kl | size (no default)")]
 KeyOpt = Annotated[
@@ -183,6 +236,11 @@ def cels_params(
     max_party_pairs: PartyPairsOpt = None,
     max_published_pairs: PublishedOpt = None,
     union_epsilon: UnionEpsOpt = None,
+    schema: SchemaOpt = None,
+    period: PeriodOpt = None,
+    max_events: MaxEventsOpt = None,
+    max_query_pairs: MaxQueryPairsOpt = None,
+    max_party_query_pairs: PartyQueryPairsOpt = None,
     objective: ObjOpt = None,
     key_bits: KeyOpt = None,
     output_share: ShareOpt = None,
@@ -198,7 +256,9 @@ def cels_params(
             "breakpoints": breakpoints, "min_count": min_count}  # fmt: skip
     e2e = {"max_pairs": max_pairs, "max_users": max_users, "split": split,
            "max_party_pairs": max_party_pairs, "max_published_pairs": max_published_pairs,
-           "union_epsilon": union_epsilon}  # fmt: skip
+           "union_epsilon": union_epsilon, "schema": schema, "period": period,
+           "max_events": max_events, "max_query_pairs": max_query_pairs,
+           "max_party_query_pairs": max_party_query_pairs}  # fmt: skip
     for k, v in (cond if m == UmpMode.E2E else e2e).items():
         if v is not None:
             other = "conditional" if m == UmpMode.E2E else "e2e"
@@ -210,7 +270,9 @@ def cels_params(
                           max_users=max_users, split=parse_split(split),
                           max_party_pairs=max_party_pairs,
                           max_published_pairs=max_published_pairs,
-                          union_epsilon=union_epsilon)  # fmt: skip
+                          union_epsilon=union_epsilon, schema=schema, period=period,
+                          max_events=max_events, max_query_pairs=max_query_pairs,
+                          max_party_query_pairs=max_party_query_pairs)  # fmt: skip
     if objective is None:
         raise InvalidParameterError("objective", None, "kl | size (no default)")
     given = {k: v for k, v in cond.items() if v is not None}
@@ -335,8 +397,9 @@ def party(
 ) -> None:
     """Run one CELS party (P0 = recipient, P1…Pr = data holders) from a parties.toml.
 
-    --mode e2e (default): the joint end-to-end DP release (log of synthetic users, counts,
-    profile). --mode conditional: the paper's protocol, NOT differentially private (counts
+    --mode e2e (default): the joint end-to-end DP release, a log of synthetic users in the
+    input's own columns (--schema input) or the four-column counts log (--schema counts).
+    --mode conditional: the paper's protocol, NOT differentially private (counts
     computed from the exact histogram). Writes --out (the tables and the public ledger.json)
     and the PRIVATE provenance record beside it only if every party ends with the same
     output. --budget (a data party, e2e): this party's own dataset budget is charged, before
@@ -405,8 +468,11 @@ def run_cmd(
 
     --mode e2e (default): the joint end-to-end DP release — each party bounds its users to m
     pairs and adds its share of the noise before every secure sum (no party sees an exact
-    count; every message has a public size), the published pairs are revealed, a noisy
-    activity profile, a log of synthetic users; one (ε, δ) for everything written, against
+    count; every message has a public size), the published pairs (and query pairs) are
+    revealed, then release ump's statistics of the input's columns (times, ranks, sessions,
+    query-only rows; --schema input, the default; what is not supported jointly: --schema's
+    help) or a noisy activity profile (--schema counts), and every party lays out the same log
+    of synthetic users; one (ε, δ) for everything written, against
     the readers and against each data party; against P0, which also sees the union's overlap
     structure (hidden by dummy digests), (ε + ε_u, 2δ) (--union-epsilon, required), what is
     spent and what --budget charges. Progress per phase on stderr. --mode conditional: the
@@ -456,7 +522,8 @@ def local_cmd(
     """The joint release without the protocol (e2e), or the LS baseline (conditional).
 
     --mode e2e (default): the shares pooled (users kept apart by party) and released as `cels
-    run` releases them — the same computation and ledger, no protocol; --union-epsilon is
+    run` releases them (--schema input or counts) — the same computation, each party's
+    statistics on its own users, and the same ledger, no protocol; --union-epsilon is
     required as for `cels run` (it sets the same slots), but with no P0 only the readers' (ε, δ)
     is spent. --mode conditional: the
     paper's LS baseline, NOT differentially private: every party sanitizes alone (same b, its
@@ -470,7 +537,8 @@ def local_cmd(
     out.check(inputs)
     with out.charged(params.readers_cost(), "cels local") as ch:
         if params.mode == UmpMode.E2E:
-            res = local_e2e(share, params, rng=out.rng())
+            res = local_e2e(share, params, rng=out.rng(), progress=None if json_out else (
+                lambda t: err_console.print(f"cels local: {t}", highlight=False)))  # fmt: skip
         else:
             shares = [Share.read(s) for s in share]
             res = local_sanitize(shares, params, rng=out.rng(), output_size=output_size)

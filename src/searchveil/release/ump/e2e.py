@@ -11,7 +11,7 @@ Pipeline — nothing after the noisy statistics reads the log:
    clicks, ranks, the published head's events and ranks, query pairs, the tail), then the log
    **laid out** in the input's own columns (:mod:`.schema_log` on
    :mod:`searchveil.synth.layout`). Total (ε_c + ε_s, δ_c + δ_s).
-   ``schema="counts"`` (the CELS joint version): the **activity profile** — users holding
+   ``schema="counts"``: the **activity profile** — users holding
    exactly j published pairs, plus DLap(1/ε_h) — and the log (AnonID, Query, ClickURL, Count)
    **generated** from both (:mod:`.generate`). Total (ε_c + ε_h, δ_c).
    ``ids="real"``: Hong et al.'s sampling of real holders (:mod:`.real_ids`). Total

@@ -79,8 +79,8 @@ __all__ = [
 class LogSchema(StrEnum):
     """``--schema`` of the end-to-end log: ``input`` (the input's own columns — user, query,
     time, rank, URL — every one from a DP statistic; the default) or ``counts`` (AnonID, Query,
-    ClickURL, Count: the published pairs dealt to synthetic users; what the CELS joint version
-    writes)."""
+    ClickURL, Count: the published pairs dealt to synthetic users). The CELS joint version
+    writes either."""
 
     INPUT = "input"
     COUNTS = "counts"

@@ -52,7 +52,13 @@ from searchveil.synth.layout import (
 )
 from searchveil.synth.shape import Histogram
 
-__all__ = ["generate_schema_log", "same_schema_metrics", "same_schema_tables"]
+__all__ = [
+    "generate_schema_log",
+    "laid_out_tables",
+    "published_head",
+    "same_schema_metrics",
+    "same_schema_tables",
+]
 
 _I64 = npt.NDArray[np.int64]
 _F64 = npt.NDArray[np.float64]
@@ -421,13 +427,38 @@ def same_schema_tables(
     (first), ``queries`` (+ ``noisy_events``), ``counts`` (``x_ij``, + ``noisy_clicks``),
     ``ranks`` (per published pair, unless a SERP gives them), ``query_pairs``,
     ``statistics``. Returns them and the private report figures."""
-    pairs = published.select("query", "url", "noisy_count").sort("query", "url")
-    if queries is None:
-        queries = pairs.group_by("query").agg(pl.col("noisy_count").clip(lower_bound=0).sum())
-    queries = queries.select("query", "noisy_count").sort("query")
+    pairs, queries = published_head(published, queries)
     st, stats, report = draw_statistics(log, params, queries=queries, pairs=pairs,
                                         bounded_pairs=bounded, serp=serp, rng=rng,
                                         phase=phase)  # fmt: skip
+    tables, report["generator"] = laid_out_tables(
+        st, stats, pairs=pairs, queries=queries, rng=rng, phase=phase, columns=columns,
+        users=users, rows=rows,
+    )  # fmt: skip
+    return tables, report
+
+
+def published_head(
+    published: pl.DataFrame, queries: pl.DataFrame | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The pair step's published pairs (``query, url, noisy_count``, sorted) and queries
+    (``query, noisy_count``, sorted; ``None``: ZEALOUS pairs, whose queries are those of the
+    published pairs with their noisy holders, clipped at 0, summed)."""
+    pairs = published.select("query", "url", "noisy_count").sort("query", "url")
+    if queries is None:
+        queries = pairs.group_by("query").agg(pl.col("noisy_count").clip(lower_bound=0).sum())
+    return pairs, queries.select("query", "noisy_count").sort("query")
+
+
+def laid_out_tables(
+    st: dict[str, pl.DataFrame], stats: SchemaStats, *, pairs: pl.DataFrame,
+    queries: pl.DataFrame, rng: RandomSource, phase: Callable[[str], Callable[[], None]],
+    columns: Columns = Columns(), users: int | None = None, rows: int | None = None,
+) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:  # fmt: skip
+    """The log laid out from the post-processed statistics and the release's tables (``st``:
+    the statistics' tables, :func:`~.schema_stats.statistics_tables`; ``pairs``, ``queries``:
+    :func:`published_head`) — post-processing, shared with the CELS joint version; returns the
+    tables and the generator's figures."""
     done = phase("laying out the log (synthetic users, sessions, times, clicks)")
     out, figs = generate_schema_log(stats, rng=rng, users=users, rows=rows, columns=columns)
     done()
@@ -443,8 +474,7 @@ def same_schema_tables(
         "head_profile": st["head_profile"],
         "statistics": st["statistics"],
     }  # fmt: skip
-    report["generator"] = figs
-    return tables, report
+    return tables, figs
 
 
 def same_schema_metrics(log: SearchLog, out: pl.DataFrame, columns: Columns) -> dict[str, Any]:

@@ -63,7 +63,17 @@ from searchveil.synth.shape import (
     shape_edges,
 )
 
-__all__ = ["SchemaStats", "decreasing", "draw_statistics", "exact_statistics", "holdings"]
+__all__ = [
+    "SchemaStats",
+    "decreasing",
+    "draw_statistics",
+    "exact_statistics",
+    "holdings",
+    "published_strings",
+    "query_pair_items",
+    "released_period",
+    "statistics_tables",
+]
 
 _I64 = npt.NDArray[np.int64]
 
@@ -182,7 +192,7 @@ def _head_extras(
             p_extra.fill_null(0).to_numpy().astype(np.int64), ranks)  # fmt: skip
 
 
-def _pair_items(ev: pl.DataFrame) -> pl.DataFrame:
+def query_pair_items(ev: pl.DataFrame) -> pl.DataFrame:
     """Query pairs (Götz §2.1; :func:`searchveil.model.items` ``query_pairs``) from the query
     events: consecutive events of one user in one session."""
     same = (pl.col("user") == pl.col("user").shift(-1)) & (
@@ -204,7 +214,7 @@ def _query_pairs(
     # its share is part of the release's cost (checked once, by the pair step's release, and
     # charged whole to a dataset budget): no budget check of its own
     zp = dataclasses.replace(params.query_pair_params(), budget=None)
-    it = _pair_items(ev)
+    it = query_pair_items(ev)
     bounded = bound_contributions(it, max_per_user=zp.m, distinct=True)
     counts = count_by(bounded, ["item", "query", "next_query"], distinct_users=True)
     bc = BoundedCounts(counts={"items": counts},
@@ -217,6 +227,16 @@ def _query_pairs(
     table = rel.tables["items"].select("query", "next_query", "noisy_count").sort(
         "query", "next_query")  # fmt: skip
     return table, rel.report["single_user"]
+
+
+def published_strings(
+    queries: pl.DataFrame, pairs: pl.DataFrame, query_pairs: pl.DataFrame
+) -> pl.Series:
+    """Every published query string (of the released queries, pairs and query pairs): what
+    ``tail`` and ``head_share`` take as given."""
+    return pl.concat([queries.get_column("query"), pairs.get_column("query"),
+                      query_pairs.get_column("query"),
+                      query_pairs.get_column("next_query")]).unique()  # fmt: skip
 
 
 def _tail(hold: pl.DataFrame, published: pl.Series) -> _I64:
@@ -388,29 +408,51 @@ def draw_statistics(
     period = params.period
     if period is None:
         draw("months")
-        period = _period_of(month_domain(), noisy["months"],
-                            params.noise("months").effective_scale)  # fmt: skip
+        period = released_period(params, noisy["months"])
     given["period"] = period
     for name in ("days", "hours", "gaps", "sessions", "clicks", "ranks", "multiplicity"):
         if name != "days" or period is not None:
             draw(name)
     done()
     done = phase("head: noisy events per published query, clicks and ranks per published pair")
-    head = draw("head_events")
-    q_noisy, p_noisy = head[: queries.height], head[queries.height :]
+    draw("head_events")
     if not params.serp:
         draw("pair_ranks")
     done()
     done = phase("query pairs (ZEALOUS), head share by activity, the unpublished tail")
     qp_table, qp_single = _query_pairs(log, c.ev, params, rng)
-    given["published"] = pl.concat([queries.get_column("query"), pairs.get_column("query"),
-                                    qp_table.get_column("query"),
-                                    qp_table.get_column("next_query")]).unique()  # fmt: skip
+    given["published"] = published_strings(queries, pairs, qp_table)
     draw("tail")
     draw("head_share")
     draw("head_profile")
     draw("tail_initials")
     done()
+    tables, stats = statistics_tables(params, noisy, period, queries=queries, pairs=pairs,
+                                      query_pairs=qp_table, serp=serp)  # fmt: skip
+    report = {"period_released": None if period is None else [_iso(period[0]), _iso(period[1])],
+              "query_pairs_single_user": qp_single,
+              "exact_events_bounded": c.ev_e.height}  # fmt: skip
+    return tables, stats, report
+
+
+def released_period(params: SchemaParams, noisy_months: _I64) -> tuple[int, int] | None:
+    """The period released by the noisy ``months`` histogram (post-processing: the months whose
+    noisy count of users exceeds λ·ln(|months|/β)); None when no month passes."""
+    return _period_of(month_domain(), noisy_months, params.noise("months").effective_scale)
+
+
+def statistics_tables(
+    params: SchemaParams, noisy: dict[str, _I64], period: tuple[int, int] | None, *,
+    queries: pl.DataFrame, pairs: pl.DataFrame, query_pairs: pl.DataFrame,
+    serp: pl.DataFrame | None,
+) -> tuple[dict[str, pl.DataFrame], SchemaStats]:  # fmt: skip
+    """The release's tables and the post-processed laws from the noisy vectors alone
+    (``noisy``: statistic → its noisy vector; ``head_events`` holds the published ``queries``
+    then ``pairs``, ``pair_ranks`` pairs × rank bins; ``query_pairs``: the published query
+    pairs, ``query, next_query, noisy_count``): post-processing, shared with the CELS joint
+    version (whose noisy vectors are secure sums)."""
+    qp_table, head = query_pairs, noisy["head_events"]
+    q_noisy, p_noisy = head[: queries.height], head[queries.height :]
     n_bins = shape_edges("ranks").size - 1
     ranks_noisy = (
         noisy["pair_ranks"].reshape(pairs.height, n_bins) if "pair_ranks" in noisy else None
@@ -439,10 +481,7 @@ def draw_statistics(
             "rank_to": np.tile(r_edges[1:], pairs.height),
             "noisy_count": ranks_noisy.ravel(),
         }).sort("query", "url", "rank_from")  # fmt: skip
-    report = {"period_released": None if period is None else [_iso(period[0]), _iso(period[1])],
-              "query_pairs_single_user": qp_single,
-              "exact_events_bounded": c.ev_e.height}  # fmt: skip
-    return tables, stats, report
+    return tables, stats
 
 
 def _profile_rows(noisy: _I64, max_events: int) -> pl.DataFrame:
