@@ -83,7 +83,7 @@ PARAMS = CelsParams(epsilon=EPS, delta=DELTA, max_users=MAX_USERS, max_pairs=M,
                     max_events=E, max_query_pairs=MQ, max_party_query_pairs=LQ,
                     period=PERIOD)  # fmt: skip
 PUBLIC = ["log.tsv", "queries.tsv", "counts.tsv", "ranks.tsv", "query_pairs.tsv",
-          "statistics.tsv"]  # fmt: skip
+          "head_profile.tsv", "statistics.tsv"]  # fmt: skip
 PUBLIC_COUNTS = ["log.tsv", "counts.tsv", "profile.tsv"]
 SEED = 7
 #: what may differ between `cels run` and `cels local` besides noise and time (what P0 sees of
@@ -230,7 +230,8 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     assert set(t["queries"].get_column("query")) == set(counts.get_column("query"))
     assert t["ranks"].height == t["counts"].height * 16  # a noisy rank histogram per pair
     stat_names = set(t["statistics"].get_column("statistic"))
-    assert stat_names == {*st["weights"]} - {"query_pairs", "head_events", "pair_ranks"}
+    assert stat_names == {*st["weights"]} - {"query_pairs", "head_events", "pair_ranks",
+                                                "head_profile"}
     # the phases that ran: no LP, no Algorithm 2, no sampling of real ids, no profile; P0 joins
     # both unions and adds its noise shares, and never receives a slot's total
     stats = joint["res"]["party_stats"]
@@ -561,7 +562,7 @@ def test_local_computes_the_same_statistics_as_run(planted, planted_paths, monke
     _ok(results)
     run = results[0].tables
     assert list(run) == list(loc) == ["log", "queries", "counts", "ranks", "query_pairs",
-                                      "statistics"]  # fmt: skip
+                                      "head_profile", "statistics"]  # fmt: skip
     for name in ("queries", "counts", "ranks", "query_pairs"):
         assert run[name].equals(loc[name]), name
     mult = pl.col("statistic") == "multiplicity"
