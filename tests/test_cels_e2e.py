@@ -230,8 +230,8 @@ def test_run_writes_the_end_to_end_release(shares, joint) -> None:
     assert set(t["queries"].get_column("query")) == set(counts.get_column("query"))
     assert t["ranks"].height == t["counts"].height * 16  # a noisy rank histogram per pair
     stat_names = set(t["statistics"].get_column("statistic"))
-    assert stat_names == {*st["weights"]} - {"query_pairs", "head_events", "pair_ranks",
-                                                "head_profile"}
+    own_tables = {"query_pairs", "head_events", "pair_ranks", "head_profile"}
+    assert stat_names == {*st["weights"]} - own_tables
     # the phases that ran: no LP, no Algorithm 2, no sampling of real ids, no profile; P0 joins
     # both unions and adds its noise shares, and never receives a slot's total
     stats = joint["res"]["party_stats"]
