@@ -460,3 +460,28 @@ def test_cels_run_prints_the_delta_warning(tmp_path: Path) -> None:
              "--json")  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "1/U" in r.stderr and "1/U" in json.loads(r.stdout)["private"]["delta_warning"]
+
+
+def test_cels_certificate_helper_never_replaces_a_file(tmp_path: Path) -> None:
+    """`write_config` (the throw-away CA, keys and parties.toml of `cels run`) writes only new
+    files: into a directory that already holds them it is refused and they stay as they were,
+    beside a user's file of one of its names it writes nothing; keys are 0600 from their first
+    byte."""
+    from searchveil.cels.runner import write_config
+
+    d = tmp_path / "tls"
+    cfg = write_config(d, 2, timeout=5)
+    assert (d / "p0.key").stat().st_mode & 0o777 == 0o600
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    assert {"ca.pem", "p0.pem", "p0.key", "p1.key", "parties.toml"} <= set(before)
+    with pytest.raises(OutputExistsError, match="ca.pem exists"):
+        write_config(d, 2, timeout=5)
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "parties.toml").write_text("the user's own\n")
+    with pytest.raises(OutputExistsError, match="parties.toml exists"):
+        write_config(mine, 2, timeout=5)
+    assert [p.name for p in mine.iterdir()] == ["parties.toml"]  # nothing written beside it
+    assert (mine / "parties.toml").read_text() == "the user's own\n"
+    assert cfg.name == "parties.toml"

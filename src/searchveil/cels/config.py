@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from searchveil.errors import InputFormatError
+from searchveil.errors import InputFormatError, OutputExistsError
 
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CONNECT_TIMEOUT = 60.0
@@ -106,10 +106,15 @@ def load_config(path: Path) -> Config:
     )  # fmt: skip
 
 
-def _write_key(path: Path, data: bytes) -> None:
-    """A private key, owner-only (0600) from its first byte — also when it replaces a file."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
+def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """A file that did not exist (the helpers here never replace one: a name already taken
+    is refused, whoever wrote it), with ``mode`` from its first byte (0600 for a key)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError as exc:
+        raise OutputExistsError(f"{path} exists: the certificate helper writes only new files "
+                                "(give it an empty directory)") from exc  # fmt: skip
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
 
@@ -139,9 +144,17 @@ def _certificate(
     )
 
 
-def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict[str, Any]:
+def make_certificates(
+    directory: Path, n_parties: int, *, days: int = 2, also: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """A throw-away CA and party certificates in ``directory`` (created 0700); the private
-    keys are written owner-only (0600). Returns the file names."""
+    keys are written owner-only (0600). Every name (and ``also``, written by the caller next)
+    must be free before anything is written. Returns the file names."""
+    names = ["ca.pem", *(f"p{i}.{x}" for i in range(n_parties) for x in ("pem", "key")), *also]
+    taken = [n for n in names if os.path.lexists(directory / n)]
+    if taken:
+        raise OutputExistsError(f"{directory / taken[0]} exists: the certificate helper writes "
+                                "only new files (give it an empty directory)")  # fmt: skip
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "searchveil CELS test CA")])
@@ -149,7 +162,7 @@ def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict
         ca_name, ca_key.public_key(), ca_name, ca_key,
         x509.BasicConstraints(ca=True, path_length=0), critical=True, days=days,
     )  # fmt: skip
-    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    write_new(directory / "ca.pem", ca.public_bytes(serialization.Encoding.PEM))
     files: dict[str, Any] = {"ca": "ca.pem", "parties": {}}
     for i in range(n_parties):
         key = ec.generate_private_key(ec.SECP256R1())
@@ -159,14 +172,15 @@ def make_certificates(directory: Path, n_parties: int, *, days: int = 2) -> dict
         )
         cert = _certificate(name, key.public_key(), ca_name, ca_key, san, critical=False,
                             days=days)  # fmt: skip
-        (directory / f"p{i}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(
+        write_new(directory / f"p{i}.pem", cert.public_bytes(serialization.Encoding.PEM))
+        write_new(
             directory / f"p{i}.key",
             key.private_bytes(
                 serialization.Encoding.PEM,
                 serialization.PrivateFormat.PKCS8,
                 serialization.NoEncryption(),
             ),
+            0o600,
         )
         files["parties"][i] = {"cert": f"p{i}.pem", "key": f"p{i}.key"}
     return files

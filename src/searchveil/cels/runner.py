@@ -43,6 +43,7 @@ from searchveil.cels.config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HEARTBEAT_TIMEOUT,
     make_certificates,
+    write_new,
 )
 from searchveil.cels.faults import TEST_HOOKS_ENV
 from searchveil.cels.frames import open_private
@@ -101,7 +102,7 @@ def write_config(
     heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
 ) -> Path:
     """Certificates and ``parties.toml`` for ``n_parties`` local parties; returns its path."""
-    files = make_certificates(directory, n_parties)
+    files = make_certificates(directory, n_parties, also=("parties.toml",))
     ports = free_ports(n_parties)
     lines = [
         f'ca = "{files["ca"]}"',
@@ -122,7 +123,7 @@ def write_config(
             f'key = "{pf["key"]}"',
         ]
     cfg = directory / "parties.toml"
-    cfg.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_new(cfg, ("\n".join(lines) + "\n").encode("utf-8"))
     return cfg
 
 
