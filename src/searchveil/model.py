@@ -190,20 +190,19 @@ def same_event(
     return ((user == prev_user) & (time == prev_time) & (query == prev_query)).fill_null(False)
 
 
-def query_events(log: SearchLog) -> pl.DataFrame:
+def query_events(log: SearchLog, *, rank: bool = False) -> pl.DataFrame:
     """One row per query event: ``user, query, time, session, pos, clicks`` (``pos`` 0-based
-    order within the user, ``clicks`` the number of non-null URLs of the event)."""
+    order within the user, ``clicks`` the number of non-null URLs of the event) and, with
+    ``rank``, ``rank`` (the rank of the event's first click; null without a click or a rank)."""
     df = log.df
     u, q, t = pl.col("user"), pl.col("query"), pl.col("time")
     same = same_event(u, q, t, u.shift(1), q.shift(1), t.shift(1))
     ev = df.with_columns(_ev=(~same).cast(pl.Int64).cum_sum())
-    out = ev.group_by("_ev", maintain_order=True).agg(
-        pl.col("user").first(),
-        pl.col("query").first(),
-        pl.col("time").first(),
-        pl.col("session").first(),
-        pl.col("url").count().alias("clicks"),
-    )
+    aggs = [pl.col(c).first() for c in ("user", "query", "time", "session")]
+    aggs.append(pl.col("url").count().alias("clicks"))
+    if rank:
+        aggs.append(pl.col("rank").filter(pl.col("url").is_not_null()).first().alias("rank"))
+    out = ev.group_by("_ev", maintain_order=True).agg(*aggs)
     return out.drop("_ev").with_columns(pos=pl.int_range(pl.len()).over("user").cast(pl.Int64))
 
 

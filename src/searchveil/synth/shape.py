@@ -24,7 +24,7 @@ import numpy.typing as npt
 import polars as pl
 
 from searchveil.errors import InvalidParameterError
-from searchveil.model import SearchLog, same_event
+from searchveil.model import SearchLog, query_events
 
 __all__ = [
     "CLICKS_MAX",
@@ -148,22 +148,10 @@ class Histogram:
 
 
 def log_events(log: SearchLog) -> pl.DataFrame:
-    """One row per query event (as :func:`searchveil.model.query_events`): ``user, query, time,
+    """One row per query event (:func:`searchveil.model.query_events`): ``user, query, time,
     session, pos, clicks`` and ``rank`` (the rank of the event's first click; null without a
     click or a rank)."""
-    df = log.df
-    u, q, t = pl.col("user"), pl.col("query"), pl.col("time")
-    same = same_event(u, q, t, u.shift(1), q.shift(1), t.shift(1))
-    ev = df.with_columns(_ev=(~same).cast(pl.Int64).cum_sum())
-    out = ev.group_by("_ev", maintain_order=True).agg(
-        pl.col("user").first(),
-        pl.col("query").first(),
-        pl.col("time").first(),
-        pl.col("session").first(),
-        pl.col("url").count().alias("clicks"),
-        pl.col("rank").filter(pl.col("url").is_not_null()).first().alias("rank"),
-    )
-    return out.drop("_ev").with_columns(pos=pl.int_range(pl.len()).over("user").cast(pl.Int64))
+    return query_events(log, rank=True)
 
 
 def _bin(values: npt.NDArray[np.int64], edges: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
