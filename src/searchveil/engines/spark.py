@@ -59,15 +59,19 @@ from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
 from searchveil.engines.spark_ordered import (
+    CACHED,
     GROUP_KEYS,
     OUTPUT_DDL,
     OUTPUT_SCHEMA,
+    PACKED,
+    SEGMENT_ONLY,
     PartitionInput,
     join_partitions,
     join_segments,
     parquet_pieces,
     partition_rows,
     piece_rows,
+    unpack_segments,
 )
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
 from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars
@@ -570,15 +574,17 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
         res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
         counts, figures, rows = join_partitions(res, bp, spec, pl.String)
         return KernelResult(None, {}, figures, rows, res.height, local=counts)
-    out = out.persist(CACHE)
+    segment = F.col("kind").isin("s", "h", "k", "f")
+    packed = F.when(segment, F.to_json(F.struct(*SEGMENT_ONLY)))
+    out = out.select(*CACHED, packed.alias(PACKED)).persist(CACHE)
     try:
-        seg = out.filter(F.col("kind").isin("s", "h", "k", "f"))
+        seg = out.filter(segment)
         runs = (out.filter(F.col("kind") == "u").groupBy("user").agg(F.sum("n").alias("n"))
                 .filter(F.col("n") > 1))  # fmt: skip
-        runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(t).alias(c)
-                             for c, t in _OUTPUT_TYPES.items()]).withColumn(
-                                 "kind", F.lit("u"))  # fmt: skip
-        small_rows = pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow()))
+        runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(
+            _OUTPUT_TYPES.get(c, "string")).alias(c) for c in out.columns]).withColumn(
+                "kind", F.lit("u"))  # fmt: skip
+        small_rows = unpack_segments(pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow())))
         tally, bfig = join_segments(small_rows, bp, spec)
     except BaseException:
         out.unpersist()

@@ -54,9 +54,10 @@ from searchveil.engines.sources import canonical_rows
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED
 
-__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
-           "PIECE_ROWS", "PartitionInput", "bound_frames", "join_partitions", "join_segments",
-           "parquet_pieces", "partition_rows", "piece_frames", "piece_rows"]  # fmt: skip
+__all__ = ["CACHED", "CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
+           "PACKED", "PIECE_ROWS", "SEGMENT_ONLY", "PartitionInput", "bound_frames",
+           "join_partitions", "join_segments", "parquet_pieces", "partition_rows",
+           "piece_frames", "piece_rows", "unpack_segments"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
 OUT_ROWS = 1 << 17  # rows of an output batch at most (the pools' rows)
@@ -85,6 +86,13 @@ OUTPUT_DDL = ", ".join(
 #: the aggregation's keys: every column but ``n``, which is summed
 GROUP_KEYS = [f.name for f in OUTPUT_SCHEMA if f.name != "n"]
 
+#: the kernel output's columns that only the segments' rows (s, h, k, f) fill: cached packed as
+#: one JSON text (:data:`PACKED`) — the columnar cache spends 4 bytes a row on each null
+#: value, written and read back, and these columns are null in every count, user and pool row
+SEGMENT_ONLY = ["part", "t", "q2", "t2", "u2"]
+CACHED = [f.name for f in OUTPUT_SCHEMA if f.name not in SEGMENT_ONLY]
+PACKED = "_seg"
+
 
 @dataclass(frozen=True)
 class PartitionInput:
@@ -109,6 +117,15 @@ def _frame(cols: dict[str, Any], height: int) -> pa.RecordBatch:
         else:
             arrays.append(pa.array([v] * height, f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
+
+
+def unpack_segments(rows: pl.DataFrame) -> pl.DataFrame:
+    """The segments' rows as the kernel wrote them (:data:`OUTPUT_SCHEMA`'s columns)."""
+    dtype = pl.Struct({c: pl.Int32 if c == "part" else pl.String for c in SEGMENT_ONLY})
+    seg = rows.get_column(PACKED).str.json_decode(dtype).struct.unnest()
+    return pl.concat([rows.drop(PACKED), seg], how="horizontal").select(
+        f.name for f in OUTPUT_SCHEMA
+    )
 
 
 def _text(v: Any) -> str | None:
