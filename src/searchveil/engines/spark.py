@@ -579,8 +579,9 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
     out = out.select(*CACHED, packed.alias(PACKED)).persist(CACHE)
     try:
         seg = out.filter(segment)
-        runs = (out.filter(F.col("kind") == "u").groupBy("user").agg(F.sum("n").alias("n"))
-                .filter(F.col("n") > 1))  # fmt: skip
+        # moved by user, then summed once (a task's runs rarely repeat a user: no partial sum)
+        runs = (out.filter(F.col("kind") == "u").repartition("user").groupBy("user")
+                .agg(F.sum("n").alias("n")).filter(F.col("n") > 1))  # fmt: skip
         runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(
             _OUTPUT_TYPES.get(c, "string")).alias(c) for c in out.columns]).withColumn(
                 "kind", F.lit("u"))  # fmt: skip

@@ -212,7 +212,10 @@ def stage_frame(partial_counts: Any, keys: list[str], plan: NoisePlan, key: int 
     c = list(carry)
     schema = _schema(keys, [*plan.published, *c])
     if key is None:
-        summed = partial_counts.groupBy(*keys).agg(
+        # moved by key first: the sum is then one aggregation after the shuffle (Spark combines
+        # the partial and final steps), not a partial one before it that finds nothing to add
+        # up — each task's counts are already one row per key
+        summed = partial_counts.repartition(*keys).groupBy(*keys).agg(
             F.sum("count").alias("count"), *[F.sum(x).alias(x) for x in c],
             F.count(F.lit(1)).alias("_rows"),
         )  # fmt: skip
