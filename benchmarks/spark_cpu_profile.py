@@ -5,12 +5,13 @@ machine (wall seconds do not; docs/spark-perf.md, "Speed on one machine").
 [--releases N] [--spark-conf KEY=VALUE ...] [-- EXTRA RELEASE ARGS]``
 
 Runs ``release korolova LOG --max-queries 20 --max-clicks 1 --urls private`` (e^ε = 10,
-δ = 1e-7; unseeded) ``--releases`` times in one process (the first cold, the others warm:
-the Spark session and its Python workers already up) and prints for each release its wall
-seconds, the CPU seconds of this process and of every process it started, by name (the
-driver's and the executors' Python, the JVM), the JVM's CPU by thread (executor tasks, JIT
-compilers, GC), and, for Spark, the wall seconds of each action (the bounding job, each noise
-stage), with ``/proc/loadavg``. Linux only (reads /proc). ``--spark-conf
+δ = 1e-7; unseeded; ``-- --selection probe-reweight-2r --max-users 2000000``: the selection
+release instead of ``--max-queries 20``) ``--releases`` times in one process (the first cold,
+the others warm: the Spark session and its Python workers already up) and prints for each
+release its wall seconds, the CPU seconds of this process and of every process it started, by
+name (the driver's and the executors' Python, the JVM), the JVM's CPU by thread (executor
+tasks, JIT compilers, GC), and, for Spark, the wall seconds of each action (the bounding job,
+each noise stage), with ``/proc/loadavg``. Linux only (reads /proc). ``--spark-conf
 spark.eventLog.enabled=true --spark-conf spark.eventLog.dir=DIR`` adds Spark's own per-stage
 task metrics for a closer look.
 """
@@ -129,9 +130,10 @@ def main() -> None:
     from searchveil.cli import app
 
     out = Path(tempfile.mkdtemp(prefix="sv-cpu-")) / "rel"
+    d = [] if "--selection" in a.extra else ["--max-queries", "20"]
     args = ["release", "korolova", str(a.file), "--epsilon", repr(math.log(10)), "--delta",
-            "1e-7", "--max-queries", "20", "--max-clicks", "1", "--urls", "private", "--out",
-            str(out), "--json", "--engine", a.engine, *a.extra]  # fmt: skip
+            "1e-7", *d, "--max-clicks", "1", "--urls", "private", "--out", str(out), "--json",
+            "--engine", a.engine, *a.extra]  # fmt: skip
     if a.engine == "spark":
         args += ["--spark-master", a.master]
         for kv in a.spark_conf:
