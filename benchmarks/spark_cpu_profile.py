@@ -127,8 +127,9 @@ def main() -> None:
     a = ap.parse_args()
     from typer.testing import CliRunner
 
-    from searchveil.cli import app
+    from searchveil.cli import build_app
 
+    app = build_app()
     out = Path(tempfile.mkdtemp(prefix="sv-cpu-")) / "rel"
     d = [] if "--selection" in a.extra else ["--max-queries", "20"]
     args = ["release", "korolova", str(a.file), "--epsilon", repr(math.log(10)), "--delta",
