@@ -178,6 +178,44 @@ def test_partition_pass_aol(aol_215_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert figures == mem.figures, algo
 
 
+def test_piece_frames_read_every_row_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executors' Parquet reader (Polars slices of whole row groups; a row group above
+    ``BIG_GROUP`` streamed by pyarrow) gives every row of a piece once, in file order, in
+    frames of about ``CHUNK_ROWS`` rows, whichever row groups the piece starts at; a damaged
+    file is the input's error."""
+    import pyarrow.parquet as pq
+
+    from searchveil.errors import InputFormatError
+
+    monkeypatch.setattr(spark_ordered, "CHUNK_ROWS", 10)
+    monkeypatch.setattr(spark_ordered, "BIG_GROUP", 12)
+    n = 200
+    df = pl.DataFrame({"AnonID": [i // 3 for i in range(n)], "Query": [f"q{i}" for i in range(n)],
+                       "QueryTime": [None if i % 7 else "2006-03-01 10:00:00" for i in range(n)],
+                       "ClickURL": [f"u{i}" if i % 2 else None for i in range(n)]})  # fmt: skip
+    path = tmp_path / "groups.parquet"
+    with pq.ParquetWriter(path, df.to_arrow().schema) as w:
+        lo = 0
+        for size in (3, 4, 5, 30, 1, 2, 13, 40, 6, 9, 11, 76):  # 30, 13, 40, 76 > BIG_GROUP
+            w.write_table(df.slice(lo, size).to_arrow())
+            lo += size
+    f = pq.ParquetFile(path)
+    assert f.metadata.num_row_groups == 12
+    cols = ["AnonID", "Query", "QueryTime"]
+    for groups in [tuple(range(12)), (0, 1, 2), (3,), (4, 5, 6, 7), (8, 9, 10, 11), (5,)]:
+        frames = list(spark_ordered.piece_frames(str(path), f, groups, cols))
+        want = pl.DataFrame(pl.from_arrow(f.read_row_groups(list(groups), columns=cols)))
+        got = pl.concat(frames)
+        assert got.equals(want), groups
+        assert all(fr.height <= 10 + 12 for fr in frames)  # < CHUNK_ROWS + BIG_GROUP
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(path.read_bytes()[:4] + b"\0" * 64 + path.read_bytes()[68:])
+    with pytest.raises(InputFormatError):
+        list(spark_ordered.piece_frames(str(bad), pq.ParquetFile(bad), (0, 1, 2), cols))
+
+
 # ------------------------------------------------------------------------------------ Spark
 
 

@@ -57,17 +57,21 @@ from searchveil.engines.contract import (
 )
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
-from searchveil.engines.spark_errors import spark_errors
+from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
 from searchveil.engines.spark_ordered import (
+    CACHED,
     GROUP_KEYS,
     OUTPUT_DDL,
     OUTPUT_SCHEMA,
+    PACKED,
+    SEGMENT_ONLY,
     PartitionInput,
     join_partitions,
     join_segments,
     parquet_pieces,
     partition_rows,
     piece_rows,
+    unpack_segments,
 )
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
 from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars
@@ -89,7 +93,7 @@ PIECES_PLAN_NAME = "spark ordered pass (executors read the Parquet file)"
 
 
 class SparkScan(StrEnum):
-    """Who reads a Parquet file: ``auto`` — the executors, with pyarrow, by path
+    """Who reads a Parquet file: ``auto`` — the executors, with Polars, by path
     (:func:`pieces_plan`; the file must be on a file system they share with the driver), for
     user-sorted input; ``spark`` — Spark's own reader, always."""
 
@@ -135,6 +139,10 @@ def spark_session(
         "spark.sql.execution.arrow.maxRecordsPerBatch": "131072",
         # times reach Python as Spark's text of them: the instants in UTC, not the JVM's zone
         "spark.sql.session.timeZone": "UTC",
+        # what a release caches (the bounding tasks' output, DISK_ONLY) is read once or twice:
+        # the cache's per-column compression cost more JVM time than the reads it saves
+        # (docs/spark-perf.md, "Speed on one machine")
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
     }
     if not remote:  # settings of the driver's own JVM
         settings |= {
@@ -231,11 +239,7 @@ class SparkEngine(Engine):
                 .option("mode", "FAILFAST")
                 .csv(path)
             )
-        missing = [c for c in AOL_COLUMNS if c not in df.columns]
-        if missing:
-            raise InputFormatError(
-                path, f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
-            )
+        _check_columns(path, df.columns)
         self._path = path
         return df
 
@@ -345,7 +349,14 @@ class SparkEngine(Engine):
         small = not isinstance(source, TableSource) and self._small(src)
         result, name = None, ORDERED_PLAN_NAME
         with spark_errors(where):
-            if not isinstance(source, TableSource):
+            if direct is not None:  # the executors read it: no Spark job for its schema
+                try:
+                    names = pq.read_schema(direct).names
+                except (OSError, pa.ArrowException):
+                    raise InputFormatError(where, SPARK_UNREADABLE) from None
+                _check_columns(where, names)
+                self._path = where
+            elif not isinstance(source, TableSource):
                 df = self._read(src)
             if self.plan != SparkPlan.SHUFFLE:
                 try:
@@ -363,6 +374,8 @@ class SparkEngine(Engine):
                         ) from None
             if result is None:
                 name = SHUFFLE_PLAN_NAME
+                if direct is not None:
+                    df = self._read(src)
                 result = kernel_plan(df, bp, normalize=self.normalize, parquet=parquet,
                                      shuffle=True, small=small)  # fmt: skip
         if result.output is not None:
@@ -441,6 +454,15 @@ class SparkEngine(Engine):
     def describe(self) -> dict[str, Any]:
         where = {"remote": self.remote} if self.remote else {"master": self.master}
         return {"engine": "spark", "version": pyspark.__version__} | where
+
+
+def _check_columns(path: str, columns: list[str]) -> None:
+    """The AOL layout's columns are all there (else the input's error, naming them)."""
+    missing = [c for c in AOL_COLUMNS if c not in columns]
+    if missing:
+        raise InputFormatError(
+            path, f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
+        )
 
 
 def _per_partition(how: PartitionInput, batches: Any) -> Any:
@@ -552,15 +574,18 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
         res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
         counts, figures, rows = join_partitions(res, bp, spec, pl.String)
         return KernelResult(None, {}, figures, rows, res.height, local=counts)
-    out = out.persist(CACHE)
+    segment = F.col("kind").isin("s", "h", "k", "f")
+    packed = F.when(segment, F.to_json(F.struct(*SEGMENT_ONLY)))
+    out = out.select(*CACHED, packed.alias(PACKED)).persist(CACHE)
     try:
-        seg = out.filter(F.col("kind").isin("s", "h", "k", "f"))
-        runs = (out.filter(F.col("kind") == "u").groupBy("user").agg(F.sum("n").alias("n"))
-                .filter(F.col("n") > 1))  # fmt: skip
-        runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(t).alias(c)
-                             for c, t in _OUTPUT_TYPES.items()]).withColumn(
-                                 "kind", F.lit("u"))  # fmt: skip
-        small_rows = pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow()))
+        seg = out.filter(segment)
+        # moved by user, then summed once (a task's runs rarely repeat a user: no partial sum)
+        runs = (out.filter(F.col("kind") == "u").repartition("user").groupBy("user")
+                .agg(F.sum("n").alias("n")).filter(F.col("n") > 1))  # fmt: skip
+        runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(
+            _OUTPUT_TYPES.get(c, "string")).alias(c) for c in out.columns]).withColumn(
+                "kind", F.lit("u"))  # fmt: skip
+        small_rows = unpack_segments(pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow())))
         tally, bfig = join_segments(small_rows, bp, spec)
     except BaseException:
         out.unpersist()
@@ -580,8 +605,9 @@ def pieces_plan(
 ) -> KernelResult:
     """The ordered pass of a Parquet file whose path the executors can open (a local or shared
     file system): one Spark task per piece of row groups (:func:`~searchveil.engines.
-    spark_ordered.parquet_pieces`), each reading its rows with pyarrow on the executor and
-    running the kernel; then :func:`_aggregate`. Spark's own reader would first turn every row
+    spark_ordered.parquet_pieces`), each reading its rows on the executor (Polars' reader:
+    :func:`~searchveil.engines.spark_ordered.piece_frames`) and running the kernel; then
+    :func:`_aggregate`. Spark's own reader would first turn every row
     into JVM rows and back into Arrow for Python — the cost this plan skips."""
     pieces = parquet_pieces(path)
     schema = pq.read_schema(path)

@@ -51,10 +51,13 @@ from searchveil.bounding import (
 from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.engines.ordered import Tally
 from searchveil.engines.sources import canonical_rows
+from searchveil.errors import InputFormatError
+from searchveil.io.files import PARQUET_DAMAGED
 
-__all__ = ["CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
-           "PIECE_ROWS", "PartitionInput", "join_partitions", "join_segments", "parquet_pieces",
-           "partition_rows", "piece_rows"]  # fmt: skip
+__all__ = ["CACHED", "CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
+           "PACKED", "PIECE_ROWS", "SEGMENT_ONLY", "PartitionInput", "bound_frames",
+           "join_partitions", "join_segments", "parquet_pieces", "partition_rows",
+           "piece_frames", "piece_rows", "unpack_segments"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
 OUT_ROWS = 1 << 17  # rows of an output batch at most (the pools' rows)
@@ -83,6 +86,13 @@ OUTPUT_DDL = ", ".join(
 #: the aggregation's keys: every column but ``n``, which is summed
 GROUP_KEYS = [f.name for f in OUTPUT_SCHEMA if f.name != "n"]
 
+#: the kernel output's columns that only the segments' rows (s, h, k, f) fill: cached packed as
+#: one JSON text (:data:`PACKED`) — the columnar cache spends 4 bytes a row on each null
+#: value, written and read back, and these columns are null in every count, user and pool row
+SEGMENT_ONLY = ["part", "t", "q2", "t2", "u2"]
+CACHED = [f.name for f in OUTPUT_SCHEMA if f.name not in SEGMENT_ONLY]
+PACKED = "_seg"
+
 
 @dataclass(frozen=True)
 class PartitionInput:
@@ -109,6 +119,15 @@ def _frame(cols: dict[str, Any], height: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
+def unpack_segments(rows: pl.DataFrame) -> pl.DataFrame:
+    """The segments' rows as the kernel wrote them (:data:`OUTPUT_SCHEMA`'s columns)."""
+    dtype = pl.Struct({c: pl.Int32 if c == "part" else pl.String for c in SEGMENT_ONLY})
+    seg = rows.get_column(PACKED).str.json_decode(dtype).struct.unnest()
+    return pl.concat([rows.drop(PACKED), seg], how="horizontal").select(
+        f.name for f in OUTPUT_SCHEMA
+    )
+
+
 def _text(v: Any) -> str | None:
     return None if v is None else str(v)
 
@@ -130,6 +149,30 @@ def partition_rows(
 ) -> Iterator[pa.RecordBatch]:
     """The kernel over one partition's rows (Arrow batches of AOL columns, in order), as
     batches of :data:`OUTPUT_SCHEMA` (see the module docstring)."""
+    yield from bound_frames(_arrow_chunks(batches), how, part)
+
+
+def _arrow_chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pl.DataFrame]:
+    """Arrow batches gathered into frames of about :data:`CHUNK_ROWS` rows, in order."""
+    buf: list[pa.RecordBatch] = []
+    n = 0
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        buf.append(b)
+        n += b.num_rows
+        if n >= CHUNK_ROWS:
+            yield pl.DataFrame(pl.from_arrow(pa.Table.from_batches(buf)))
+            buf, n = [], 0
+    if buf:
+        yield pl.DataFrame(pl.from_arrow(pa.Table.from_batches(buf)))
+
+
+def bound_frames(
+    frames: Iterator[pl.DataFrame], how: PartitionInput, part: int
+) -> Iterator[pa.RecordBatch]:
+    """The kernel over one partition's rows (frames of AOL columns, in order), as batches of
+    :data:`OUTPUT_SCHEMA` (see the module docstring)."""
     bounder = Bounder(how.spec, detached=True)
     streams = [s for s, _ in how.spec.rules()]
     pools = how.plan.keep == Bounding.POOLS
@@ -137,8 +180,7 @@ def partition_rows(
     kept_rows = dict.fromkeys(streams, 0)  # the rows of its other runs kept (the figures)
     users: list[pl.Series] = []
 
-    def step(buf: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        raw = pl.DataFrame(pl.from_arrow(pa.Table.from_batches(buf)))
+    def step(raw: pl.DataFrame) -> Iterator[pa.RecordBatch]:
         df = canonical_rows(raw, user_numeric=how.user_numeric, with_url=how.with_url,
                             parquet=how.parquet)  # fmt: skip
         kept = bounder.feed(df)
@@ -154,18 +196,9 @@ def partition_rows(
         users.append(df.get_column("u").filter((df.get_column("u") != df.get_column("u")
                                                 .shift(1)).fill_null(True)))  # fmt: skip
 
-    buf: list[pa.RecordBatch] = []
-    n = 0
-    for b in batches:
-        if b.num_rows == 0:
-            continue
-        buf.append(b)
-        n += b.num_rows
-        if n >= CHUNK_ROWS:
-            yield from step(buf)
-            buf, n = [], 0
-    if buf:
-        yield from step(buf)
+    for raw in frames:
+        if raw.height:
+            yield from step(raw)
     if bounder.carry is None:  # an empty partition
         return
     if not pools:
@@ -189,6 +222,8 @@ KEPT = "kept:"
 
 #: rows of a Parquet piece the executors read themselves (whole row groups, at least this many)
 PIECE_ROWS = 1 << 20
+#: a row group larger than this is streamed by pyarrow in batches (:func:`piece_frames`)
+BIG_GROUP = 4 * CHUNK_ROWS
 
 
 def parquet_pieces(path: str) -> list[tuple[int, ...]]:
@@ -213,16 +248,52 @@ def piece_rows(
     tasks: Iterator[pa.RecordBatch], how: PartitionInput, path: str, pieces: list[tuple[int, ...]]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` over a frame of piece numbers: each executor reads its pieces of the
-    Parquet file at ``path`` itself (pyarrow, only the columns the kernel reads) and runs
-    :func:`partition_rows` on each, numbered by its place in the file — Spark schedules the
-    work, the rows never pass through the JVM."""
+    Parquet file at ``path`` itself (only the columns the kernel reads: :func:`piece_frames`)
+    and runs :func:`bound_frames` on each, numbered by its place in the file — Spark
+    schedules the work, the rows never pass through the JVM."""
     cols = ["AnonID", "Query", "QueryTime"] + (["ClickURL"] if how.with_url else [])
     f = pq.ParquetFile(path)
     for t in tasks:
         for piece in t.column(0).to_pylist():
-            rows = f.iter_batches(batch_size=CHUNK_ROWS, row_groups=list(pieces[piece]),
-                                  columns=cols)  # fmt: skip
-            yield from partition_rows(rows, how, piece)
+            yield from bound_frames(piece_frames(path, f, pieces[piece], cols), how, piece)
+
+
+def piece_frames(
+    path: str, f: pq.ParquetFile, groups: tuple[int, ...], cols: list[str]
+) -> Iterator[pl.DataFrame]:
+    """A piece's rows (its row groups, in order) as frames of about :data:`CHUNK_ROWS` rows,
+    read by Polars' Parquet reader (a third of pyarrow's CPU time here: it decodes in
+    parallel and the frames need no conversion): runs of row groups of at least
+    :data:`CHUNK_ROWS` rows, each one slice of the file (Polars reads only the row groups it
+    overlaps). A row group larger than :data:`BIG_GROUP` rows is streamed by pyarrow in
+    batches instead (Polars would decode it whole)."""
+    meta = f.metadata
+    start = sum(meta.row_group(g).num_rows for g in range(groups[0])) if groups else 0
+    lo, n = start, 0
+    for g in groups:
+        rows = meta.row_group(g).num_rows
+        if rows > BIG_GROUP:
+            if n:
+                yield _slice(path, cols, lo, n)
+            yield from _arrow_chunks(f.iter_batches(batch_size=CHUNK_ROWS, row_groups=[g],
+                                                    columns=cols))  # fmt: skip
+            lo, n = lo + n + rows, 0
+            continue
+        n += rows
+        if n >= CHUNK_ROWS:
+            yield _slice(path, cols, lo, n)
+            lo, n = lo + n, 0
+    if n:
+        yield _slice(path, cols, lo, n)
+
+
+def _slice(path: str, cols: list[str], offset: int, rows: int) -> pl.DataFrame:
+    """Rows ``offset`` … ``offset + rows`` of the Parquet file's columns ``cols`` (Polars)."""
+    try:
+        lf = pl.scan_parquet(path, glob=False).select(cols).slice(offset, rows)
+        return lf.collect().rechunk()  # one chunk a column, as the kernel wants
+    except pl.exceptions.PolarsError as exc:
+        raise InputFormatError(path, PARQUET_DAMAGED) from exc
 
 
 def _segment_rows(seg: Segment, part: int) -> Iterator[pa.RecordBatch]:

@@ -205,14 +205,20 @@ class StageResult:
 
 
 def stage_frame(partial_counts: Any, keys: list[str], plan: NoisePlan, key: int | None,
-                first_step: int = 0, carry: tuple[str, ...] = ()) -> Any:  # fmt: skip
+                first_step: int = 0, carry: tuple[str, ...] = (),
+                per_task: bool = False) -> Any:  # fmt: skip
     """The lazy Spark frame of a noise stage on ``partial_counts`` (keys, ``count`` and the
     ``carry`` columns: partial sums, summed here; the plan acts on ``count``): kept rows
-    (``_kind`` r, with the published and carried columns) and summary rows (``_kind`` s)."""
+    (``_kind`` r, with the published and carried columns) and summary rows (``_kind`` s).
+    ``per_task``: each task's rows are already one per key (the bounding tasks' counts)."""
     c = list(carry)
     schema = _schema(keys, [*plan.published, *c])
     if key is None:
-        summed = partial_counts.groupBy(*keys).agg(
+        # rows already summed in their tasks are moved by key first: the sum is then one
+        # aggregation after the shuffle (Spark combines the partial and final steps), not a
+        # partial one before it that finds nothing to add up
+        moved = partial_counts.repartition(*keys) if per_task else partial_counts
+        summed = moved.groupBy(*keys).agg(
             F.sum("count").alias("count"), *[F.sum(x).alias(x) for x in c],
             F.count(F.lit(1)).alias("_rows"),
         )  # fmt: skip
@@ -240,10 +246,11 @@ def read_stage(out: pl.DataFrame, keys: list[str], published: list[str]) -> Stag
 
 
 def noisy_stage(partial_counts: Any, keys: list[str], plan: NoisePlan, key: int | None,
-                where: str, first_step: int = 0) -> StageResult:  # fmt: skip
+                where: str, first_step: int = 0,
+                per_task: bool = False) -> StageResult:  # fmt: skip
     """:func:`stage_frame` run once (one action) and read on the driver."""
-    return read_stage(to_polars(stage_frame(partial_counts, keys, plan, key, first_step), where),
-                      keys, plan.published)  # fmt: skip
+    frame = stage_frame(partial_counts, keys, plan, key, first_step, per_task=per_task)
+    return read_stage(to_polars(frame, where), keys, plan.published)
 
 
 @dataclass
@@ -287,7 +294,7 @@ class SparkCounts(CountTable):
             self._got(got.height)
             return out
         key = noise_key(rng)
-        res = noisy_stage(df, self.keys, plan, key, self.where)
+        res = noisy_stage(df, self.keys, plan, key, self.where, per_task=True)
         self._got(res.received)
         return NoisyCounts(rows=res.rows, summary=res.summary, received=res.received)
 

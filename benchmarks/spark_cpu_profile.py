@@ -1,0 +1,164 @@
+"""Where a release's CPU seconds go, Spark against Polars: a measure that survives a loaded
+machine (wall seconds do not; docs/spark-perf.md, "Speed on one machine").
+
+``python benchmarks/spark_cpu_profile.py --file LOG.parquet [--engine spark|polars]
+[--releases N] [--spark-conf KEY=VALUE ...] [-- EXTRA RELEASE ARGS]``
+
+Runs ``release korolova LOG --max-queries 20 --max-clicks 1 --urls private`` (e^ε = 10,
+δ = 1e-7; unseeded; ``-- --selection probe-reweight-2r --max-users 2000000``: the selection
+release instead of ``--max-queries 20``) ``--releases`` times in one process (the first cold,
+the others warm: the Spark session and its Python workers already up) and prints for each
+release its wall seconds, the CPU seconds of this process and of every process it started, by
+name (the driver's and the executors' Python, the JVM), the JVM's CPU by thread (executor
+tasks, JIT compilers, GC), and, for Spark, the wall seconds of each action (the bounding job,
+each noise stage), with ``/proc/loadavg``. Linux only (reads /proc). ``--spark-conf
+spark.eventLog.enabled=true --spark-conf spark.eventLog.dir=DIR`` adds Spark's own per-stage
+task metrics for a closer look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_TCK = os.sysconf("SC_CLK_TCK")
+_SEEN: dict[int, tuple[str, float]] = {}
+
+
+def _procs() -> dict[int, tuple[int, str, float]]:
+    """pid → (parent, name, CPU seconds) of every process (from /proc)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        f = stat[stat.rindex(")") + 2 :].split()
+        out[int(d)] = (int(f[1]), name, (int(f[11]) + int(f[12])) / _TCK)
+    return out
+
+
+def _tree(table: dict[int, tuple[int, str, float]]) -> set[int]:
+    kids, frontier = {os.getpid()}, {os.getpid()}
+    while frontier:
+        frontier = {p for p, (pp, _, _) in table.items() if pp in frontier} - kids
+        kids |= frontier
+    return kids
+
+
+def cpu_by_name() -> dict[str, float]:
+    """CPU seconds of this process and its descendants (those seen so far, alive or not)."""
+    table = _procs()
+    for pid in _tree(table):
+        if pid in table:
+            _SEEN[pid] = (table[pid][1], table[pid][2])
+    by: dict[str, float] = {}
+    for name, cpu in _SEEN.values():
+        by[name] = by.get(name, 0.0) + cpu
+    return by
+
+
+def jvm_threads() -> dict[str, float]:
+    """CPU seconds of the JVMs' threads, by thread name (digits folded)."""
+    table = _procs()
+    by: dict[str, float] = {}
+    for pid in _tree(table):
+        if table.get(pid, (0, "", 0))[1] != "java":
+            continue
+        for th in os.listdir(f"/proc/{pid}/task"):
+            try:
+                stat = Path(f"/proc/{pid}/task/{th}/stat").read_text()
+            except OSError:
+                continue
+            name = re.sub(r"[0-9#]+", "N", stat[stat.index("(") + 1 : stat.rindex(")")])
+            f = stat[stat.rindex(")") + 2 :].split()
+            by[name] = by.get(name, 0.0) + (int(f[11]) + int(f[12])) / _TCK
+    return by
+
+
+def _diff(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    d = {k: round(v - a.get(k, 0.0), 1) for k, v in b.items()}
+    return dict(sorted(((k, v) for k, v in d.items() if v >= 0.1), key=lambda kv: -kv[1]))
+
+
+def _time_actions(log: list[Any]) -> None:
+    """Wrap the Spark engine's actions (the bounding job, every ``toArrow``) to time them."""
+    import searchveil.engines.spark as s
+    import searchveil.engines.spark_pools as sp
+    import searchveil.engines.spark_release as sr
+
+    to_polars, aggregate = sr.to_polars, s._aggregate
+
+    def timed(df: Any, where: str) -> Any:
+        t = time.perf_counter()
+        out = to_polars(df, where)
+        log.append(("action", round(time.perf_counter() - t, 2), out.height))
+        return out
+
+    def agg(*a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        out = aggregate(*a, **k)
+        log.append(("bounding job", round(time.perf_counter() - t, 2)))
+        return out
+
+    sr.to_polars = sp.to_polars = s.to_polars = timed
+    s._aggregate = agg
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--file", type=Path, required=True)
+    ap.add_argument("--engine", choices=["spark", "polars"], default="spark")
+    ap.add_argument("--releases", type=int, default=2)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--spark-conf", action="append", default=[])
+    ap.add_argument("extra", nargs="*", help="more `release korolova` arguments (after --)")
+    a = ap.parse_args()
+    from typer.testing import CliRunner
+
+    from searchveil.cli import build_app
+
+    app = build_app()
+    out = Path(tempfile.mkdtemp(prefix="sv-cpu-")) / "rel"
+    d = [] if "--selection" in a.extra else ["--max-queries", "20"]
+    args = ["release", "korolova", str(a.file), "--epsilon", repr(math.log(10)), "--delta",
+            "1e-7", *d, "--max-clicks", "1", "--urls", "private", "--out", str(out), "--json",
+            "--engine", a.engine, *a.extra]  # fmt: skip
+    if a.engine == "spark":
+        args += ["--spark-master", a.master]
+        for kv in a.spark_conf:
+            args += ["--spark-conf", kv]
+    log: list[Any] = []
+    if a.engine == "spark":
+        _time_actions(log)
+    for i in range(a.releases):
+        shutil.rmtree(out, ignore_errors=True)
+        Path(f"{out}.private.json").unlink(missing_ok=True)
+        c0, j0, t = cpu_by_name(), jvm_threads(), time.perf_counter()
+        r = CliRunner().invoke(app, args)
+        wall = time.perf_counter() - t
+        if r.exit_code != 0:
+            raise SystemExit(f"release {i} failed ({r.exit_code}): {r.output[-2000:]}")
+        print(f"release {i} ({'cold' if i == 0 else 'warm'}, {a.engine}): wall {wall:.2f} s, "
+              f"load {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)  # fmt: skip
+        print(f"  CPU s by process: {_diff(c0, cpu_by_name())}")
+        if a.engine == "spark":
+            print(f"  JVM CPU s by thread: {_diff(j0, jvm_threads())}")
+            print(f"  actions (wall s): {log}")
+            log.clear()
+    shutil.rmtree(out.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
