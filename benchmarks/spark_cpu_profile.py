@@ -22,7 +22,6 @@ import argparse
 import math
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -125,15 +124,12 @@ def main() -> None:
     ap.add_argument("--spark-conf", action="append", default=[])
     ap.add_argument("extra", nargs="*", help="more `release korolova` arguments (after --)")
     a = ap.parse_args()
-    from typer.testing import CliRunner
-
     from searchveil.cli import build_app
 
     app = build_app()
-    out = Path(tempfile.mkdtemp(prefix="sv-cpu-")) / "rel"
     d = [] if "--selection" in a.extra else ["--max-queries", "20"]
     args = ["release", "korolova", str(a.file), "--epsilon", repr(math.log(10)), "--delta",
-            "1e-7", *d, "--max-clicks", "1", "--urls", "private", "--out", str(out), "--json",
+            "1e-7", *d, "--max-clicks", "1", "--urls", "private", "--json",
             "--engine", a.engine, *a.extra]  # fmt: skip
     if a.engine == "spark":
         args += ["--spark-master", a.master]
@@ -142,22 +138,27 @@ def main() -> None:
     log: list[Any] = []
     if a.engine == "spark":
         _time_actions(log)
-    for i in range(a.releases):
-        shutil.rmtree(out, ignore_errors=True)
-        Path(f"{out}.private.json").unlink(missing_ok=True)
-        c0, j0, t = cpu_by_name(), jvm_threads(), time.perf_counter()
-        r = CliRunner().invoke(app, args)
-        wall = time.perf_counter() - t
-        if r.exit_code != 0:
-            raise SystemExit(f"release {i} failed ({r.exit_code}): {r.output[-2000:]}")
-        print(f"release {i} ({'cold' if i == 0 else 'warm'}, {a.engine}): wall {wall:.2f} s, "
-              f"load {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)  # fmt: skip
-        print(f"  CPU s by process: {_diff(c0, cpu_by_name())}")
-        if a.engine == "spark":
-            print(f"  JVM CPU s by thread: {_diff(j0, jvm_threads())}")
-            print(f"  actions (wall s): {log}")
-            log.clear()
-    shutil.rmtree(out.parent, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="sv-cpu-") as tmp:  # every release a new --out
+        for i in range(a.releases):
+            _one(app, [*args, "--out", str(Path(tmp) / f"rel{i}")], i, a.engine, log)
+
+
+def _one(app: Any, args: list[str], i: int, engine: str, log: list[Any]) -> None:
+    """One release in this process, timed: wall, CPU by process, JVM CPU by thread, actions."""
+    from typer.testing import CliRunner
+
+    c0, j0, t = cpu_by_name(), jvm_threads(), time.perf_counter()
+    r = CliRunner().invoke(app, args)
+    wall = time.perf_counter() - t
+    if r.exit_code != 0:
+        raise SystemExit(f"release {i} failed ({r.exit_code}): {r.output[-2000:]}")
+    print(f"release {i} ({'cold' if i == 0 else 'warm'}, {engine}): wall {wall:.2f} s, "
+          f"load {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)  # fmt: skip
+    print(f"  CPU s by process: {_diff(c0, cpu_by_name())}")
+    if engine == "spark":
+        print(f"  JVM CPU s by thread: {_diff(j0, jvm_threads())}")
+        print(f"  actions (wall s): {log}")
+        log.clear()
 
 
 if __name__ == "__main__":
