@@ -252,7 +252,7 @@ def test_spark_tasks_noise_has_the_central_distribution(spark_master: str) -> No
     partial_counts = pl.concat([half, half.with_columns(count=pl.lit(-1, pl.Int64))])
     df = spark_session(spark_master).createDataFrame(partial_counts.to_arrow()).repartition(6)
     plan = NoisePlan((NoisyStep(noise, publish="v"),))
-    got = SparkCounts(df, ["query"]).release(plan, make_rng(None))
+    got = SparkCounts.from_rows(df, ["query"]).release(plan, make_rng(None))
     x = got.rows.get_column("v").to_numpy()
     assert x.size == n and got.rows.get_column("query").n_unique() == n
     assert got.summary.items == n and got.summary.total == 0

@@ -31,7 +31,6 @@ from searchveil.cli import app
 from searchveil.engines import spark_ordered
 from searchveil.engines.contract import NO_RNG
 from searchveil.engines.spark_ordered import (
-    GROUP_KEYS,
     PartitionInput,
     join_partitions,
     partition_rows,
@@ -111,9 +110,7 @@ def _simulate(df: pl.DataFrame, cuts: list[int], params: Any, normalize: bool) -
     out = pl.DataFrame(
         pl.from_arrow(pa.Table.from_batches(outs, schema=spark_ordered.OUTPUT_SCHEMA))
     )
-    agg = out.group_by(GROUP_KEYS).agg(pl.col("n").sum())
-    agg = agg.filter((pl.col("kind") != "u") | (pl.col("n") > 1))
-    return join_partitions(agg, bp, spec, pl.String)
+    return join_partitions(out, bp, spec, pl.String)
 
 
 def _check(path: Path, cut_sets: list[list[int]], normalize: bool) -> int:

@@ -45,7 +45,7 @@ from searchveil.engines.sources import NotNumeric, Prefetch, parquet_source, tsv
 from searchveil.errors import InputFormatError, InternalError, InvalidParameterError
 from searchveil.model import PAIR_SEP
 
-__all__ = ["Tally", "bound_chunks", "ordered_counts"]
+__all__ = ["Tally", "bound_chunks", "count_tables", "ordered_counts"]
 
 SORTED_CHUNK_ROWS = 1 << 20  # rows per chunk of a sorted input
 # kept items held before counting them into a partial count: about a batch's worth, so the
@@ -172,26 +172,34 @@ class Tally:
                 out |= {"clicks": clicks, "pool_clicks": self.kept[cl]}
             return counts, out
         if bp.keep == Bounding.EVENTS:
-            counts = {"queries": self.folds[ev].result()}
+            counts = count_tables(bp, ev, self.folds[ev].result())
             out = {"users": users, "query_events": events,
                    "query_events_after_bounding": self.kept[ev]}  # fmt: skip
             if cl in self.streams:
-                counts["clicks"] = self.folds[cl].result()
+                counts |= count_tables(bp, cl, self.folds[cl].result())
                 out |= {"clicks": clicks, "clicks_after_bounding": self.kept[cl]}
             return counts, out
-        if bp.item == Item.QUERIES:
-            res = self.folds[ev].result().select(item="query", count="count")
-            n_items, kept = events, self.kept[ev]
-        else:
-            res = self.folds[cl].result()
-            res = res.select(
-                item=pl.col("query") + PAIR_SEP + pl.col("url"),
-                query="query",
-                url="url",
-                count="count",
-            )
-            n_items, kept = clicks, self.kept[cl]
+        stream = ev if bp.item == Item.QUERIES else cl
+        res = count_tables(bp, stream, self.folds[stream].result())["items"]
+        n_items, kept = (events, self.kept[ev]) if stream == ev else (clicks, self.kept[cl])
         return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}
+
+
+def count_tables(plan: BoundingPlan, stream: Stream, counts: pl.DataFrame) -> dict[
+        str, pl.DataFrame]:  # fmt: skip
+    """The count tables a stream's counts (its keys + ``count``) make, named and keyed as the
+    releases read them: ``queries`` / ``clicks`` (Korolova's events plan), or ``items`` — the
+    query, or the clicked pair's ``item`` with its query and url (ZEALOUS). Empty: the plan
+    makes no table of this stream."""
+    if plan.keep == Bounding.EVENTS:
+        return {"queries" if stream == Stream.EVENTS else "clicks": counts}
+    if plan.item == Item.QUERIES:
+        return {"items": counts.select(item="query", count="count")} if (
+            stream == Stream.EVENTS) else {}  # fmt: skip
+    if stream != Stream.CLICKS:
+        return {}
+    return {"items": counts.select(item=pl.col("query") + PAIR_SEP + pl.col("url"),
+                                   query="query", url="url", count="count")}  # fmt: skip
 
 
 class _InOrder:

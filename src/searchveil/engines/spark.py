@@ -50,17 +50,17 @@ from searchveil.engines.base import Engine, ReducedRows
 from searchveil.engines.contract import (
     BoundedCounts,
     BoundingPlan,
-    Item,
     Source,
     TableSource,
     UserItemPools,
 )
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
+from searchveil.engines.spark_blobs import blob_rows, unpack_all
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
 from searchveil.engines.spark_ordered import (
     CACHED,
-    GROUP_KEYS,
+    DDL_TYPES,
     OUTPUT_DDL,
     OUTPUT_SCHEMA,
     PACKED,
@@ -71,6 +71,7 @@ from searchveil.engines.spark_ordered import (
     parquet_pieces,
     partition_rows,
     piece_rows,
+    repeated_users,
     unpack_segments,
 )
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
@@ -79,7 +80,6 @@ from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
 from searchveil.io.readers import AOL_COLUMNS
-from searchveil.model import PAIR_SEP
 from searchveil.validate import check_int, parse_choice
 
 #: an input of at most this many rows is bounded on the cluster in one job and released on the
@@ -151,6 +151,12 @@ def spark_session(
             # with a local master this JVM also runs the tasks (docs/spark-perf.md)
             "spark.driver.memory": os.environ.get("SEARCHVEIL_SPARK_DRIVER_MEMORY", "4g"),
         }
+        if master.startswith("local"):
+            # the JVM's tasks only move Arrow blobs (engines/spark_blobs.py): its client
+            # compiler suffices, and the optimising one cost ~10 CPU s a cold release on
+            # 2 cores (docs/spark-perf.md); --spark-conf spark.driver.extraJavaOptions=…
+            # replaces it
+            settings["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
         # the driver receives only what a release publishes (and a few rows per task):
         # Spark's own cap on what a job returns (1g) stands unless the user sets another
         if os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE"):
@@ -465,6 +471,15 @@ def _check_columns(path: str, columns: list[str]) -> None:
         )
 
 
+def _repeats(batches: Any) -> Any:
+    """``mapInArrow`` on the run users' blobs moved by bucket: the users of this task's
+    buckets seen in more than one run."""
+    rep = repeated_users(list(unpack_all(batches)))
+    if rep.height:
+        yield from rep.to_arrow().cast(pa.schema([("user", pa.string()), ("n", pa.int64())])
+                                       ).to_batches()  # fmt: skip
+
+
 def _per_partition(how: PartitionInput, batches: Any) -> Any:
     """``mapInArrow``'s function on an executor: the kernel over this partition's batches."""
     ctx = TaskContext.get()
@@ -509,18 +524,13 @@ class KernelResult:
         spark = self.output.sparkSession
         out: dict[str, Any] = {}
         for name, delta in self.delta.items():
-            clicks = name == "clicks" or (name == "items" and bp.item == Item.CLICKS)
-            stream = Stream.CLICKS if clicks else Stream.EVENTS
-            cols = {"query": F.col("query"), "url": F.col("url"), "item": F.col("query")}
-            if clicks:
-                cols["item"] = F.concat(F.col("query"), F.lit(PAIR_SEP), F.col("url"))
             keys = [k for k in delta.columns if k != "count"]
-            part = self._part("c", stream).select(*[cols[k].alias(k) for k in keys],
-                                                  F.col("n").alias("count"))  # fmt: skip
+            part = self.output.filter((F.col("kind") == "C") & (F.col("stream") == name))
+            part = part.select(F.col("n2").alias("bucket"), "blob")
             if delta.height:
                 d = delta.select(*[pl.col(k).cast(pl.String) for k in keys],
                                  pl.col("count").cast(pl.Int64))  # fmt: skip
-                part = part.unionByName(spark.createDataFrame(d.to_arrow()))
+                part = part.unionByName(blob_rows(spark, d, keys))
             out[name] = SparkCounts(part, keys, self.where, self.sink)
         return out
 
@@ -569,9 +579,7 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
     and brought to the driver whole, joined there
     (:func:`~searchveil.engines.spark_ordered.join_partitions`) — and the release runs here."""
     if small:
-        agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
-        agg = agg.filter((F.col("kind") != "u") | (F.col("n") > 1))
-        res = pl.DataFrame(pl.from_arrow(agg.toArrow()))
+        res = pl.DataFrame(pl.from_arrow(out.toArrow()))
         counts, figures, rows = join_partitions(res, bp, spec, pl.String)
         return KernelResult(None, {}, figures, rows, res.height, local=counts)
     segment = F.col("kind").isin("s", "h", "k", "f")
@@ -579,9 +587,9 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
     out = out.select(*CACHED, packed.alias(PACKED)).persist(CACHE)
     try:
         seg = out.filter(segment)
-        # moved by user, then summed once (a task's runs rarely repeat a user: no partial sum)
-        runs = (out.filter(F.col("kind") == "u").repartition("user").groupBy("user")
-                .agg(F.sum("n").alias("n")).filter(F.col("n") > 1))  # fmt: skip
+        # the run users' blobs moved by bucket: each user's runs counted in one task
+        users = out.filter(F.col("kind") == "U").select(F.col("n2").alias("bucket"), "blob")
+        runs = users.repartition("bucket").mapInArrow(_repeats, "user string, n long")
         runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(
             _OUTPUT_TYPES.get(c, "string")).alias(c) for c in out.columns]).withColumn(
                 "kind", F.lit("u"))  # fmt: skip
@@ -595,9 +603,7 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
     return KernelResult(out, delta, figures, bfig["rows"], small_rows.height, across.to_list())
 
 
-_OUTPUT_TYPES = {f.name: ("string" if f.type == pa.string() else
-                          "int" if f.type == pa.int32() else "long")
-                 for f in OUTPUT_SCHEMA}  # fmt: skip
+_OUTPUT_TYPES = {f.name: DDL_TYPES.get(f.type, "long") for f in OUTPUT_SCHEMA}
 
 
 def pieces_plan(

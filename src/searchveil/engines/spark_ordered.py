@@ -49,15 +49,16 @@ from searchveil.bounding import (
     Stream,
 )
 from searchveil.engines.contract import Bounding, BoundingPlan
-from searchveil.engines.ordered import Tally
+from searchveil.engines.ordered import Tally, count_tables
 from searchveil.engines.sources import canonical_rows
+from searchveil.engines.spark_blobs import bucketed, unpack
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED
 
-__all__ = ["CACHED", "CHUNK_ROWS", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
+__all__ = ["CACHED", "CHUNK_ROWS", "DDL_TYPES", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
            "PACKED", "PIECE_ROWS", "SEGMENT_ONLY", "PartitionInput", "bound_frames",
            "join_partitions", "join_segments", "parquet_pieces", "partition_rows",
-           "piece_frames", "piece_rows", "unpack_segments"]  # fmt: skip
+           "piece_frames", "piece_rows", "repeated_users", "unpack_segments"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
 OUT_ROWS = 1 << 17  # rows of an output batch at most (the pools' rows)
@@ -76,13 +77,12 @@ OUTPUT_SCHEMA = pa.schema(
         ("q2", pa.string()),  # s: the last run's user, query and time
         ("t2", pa.string()),
         ("u2", pa.string()),
-        ("n2", pa.int64()),  # s: the last run's stream count; p, h: the rank
+        ("n2", pa.int64()),  # s: the last run's stream count; p, h: the rank; C, U: the bucket
+        ("blob", pa.binary()),  # C, U: many rows as one Arrow blob (engines/spark_blobs.py)
     ]
 )
-OUTPUT_DDL = ", ".join(
-    f"{f.name} {'string' if f.type == pa.string() else ('int' if f.type == pa.int32() else 'long')}"
-    for f in OUTPUT_SCHEMA
-)
+DDL_TYPES = {pa.string(): "string", pa.int32(): "int", pa.binary(): "binary"}
+OUTPUT_DDL = ", ".join(f"{f.name} {DDL_TYPES.get(f.type, 'long')}" for f in OUTPUT_SCHEMA)
 #: the aggregation's keys: every column but ``n``, which is summed
 GROUP_KEYS = [f.name for f in OUTPUT_SCHEMA if f.name != "n"]
 
@@ -114,6 +114,8 @@ def _frame(cols: dict[str, Any], height: int) -> pa.RecordBatch:
             arrays.append(pa.nulls(height, f.type))
         elif isinstance(v, pl.Series):
             arrays.append(v.to_arrow().cast(f.type))
+        elif isinstance(v, pa.Array):
+            arrays.append(v)
         else:
             arrays.append(pa.array([v] * height, f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
@@ -126,6 +128,15 @@ def unpack_segments(rows: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([rows.drop(PACKED), seg], how="horizontal").select(
         f.name for f in OUTPUT_SCHEMA
     )
+
+
+def _blobs(kind: str, stream: str | None, pairs: Iterator[tuple[int, bytes]]) -> pa.RecordBatch:
+    """Blob rows of ``kind`` (C: a count table's partial counts, ``stream`` its name; U: the
+    runs' users), one per noise bucket (``n2``)."""
+    got = list(pairs)
+    return _frame({"kind": kind, "stream": stream,
+                   "n2": pl.Series([b for b, _ in got], dtype=pl.Int64),
+                   "blob": pa.array([x for _, x in got], pa.binary())}, len(got))  # fmt: skip
 
 
 def _text(v: Any) -> str | None:
@@ -203,13 +214,12 @@ def bound_frames(
         return
     if not pools:
         for stream in streams:
-            c = tally.folds[stream].result()
-            yield _frame({"kind": "c", "stream": stream.value, "query": c.get_column("query"),
-                          "url": c.get_column("url") if "url" in c.columns else None,
-                          "n": c.get_column("count")}, c.height)  # fmt: skip
+            for name, table in count_tables(how.plan, stream, tally.folds[stream].result()).items():
+                keys = [k for k in table.columns if k != "count"]
+                yield _blobs("C", name, bucketed(table, keys))
     run_users = pl.concat(users)
     run_users = run_users.filter((run_users != run_users.shift(1)).fill_null(True))
-    yield _frame({"kind": "u", "user": run_users.cast(pl.String), "n": 1}, run_users.len())
+    yield _blobs("U", None, bucketed(run_users.cast(pl.String).alias("user").to_frame(), ["user"]))
     yield from _segment_rows(bounder.summary(), part)
     names = [KEPT + s.value for s in streams]
     yield _frame({"kind": "f", "part": part, "stream": pl.Series(names, dtype=pl.String),
@@ -374,25 +384,49 @@ def join_segments(out: pl.DataFrame, bp: BoundingPlan, spec: KernelSpec) -> tupl
     return tally, bounder.figures
 
 
+def repeated_users(users: list[pl.DataFrame]) -> pl.DataFrame:
+    """The users seen in more than one run (``user``, ``n``: their runs), from the tasks' run
+    users (the unpacked ``U`` blobs of any number of tasks)."""
+    if not users:
+        return pl.DataFrame(schema={"user": pl.String, "n": pl.Int64})
+    runs = pl.concat(users, how="vertical_relaxed").group_by("user").len("n")
+    return runs.filter(pl.col("n") > 1).cast({"n": pl.Int64})
+
+
+def _unpacked(out: pl.DataFrame, kind: str, stream: str | None = None) -> list[pl.DataFrame]:
+    sel = pl.col("kind") == kind
+    if stream is not None:
+        sel = sel & (pl.col("stream") == stream)
+    return [unpack(b) for b in out.filter(sel).get_column("blob").to_list()]
+
+
 def join_partitions(
     out: pl.DataFrame, bp: BoundingPlan, spec: KernelSpec, user_dtype: Any
 ) -> tuple[dict[str, pl.DataFrame], dict[str, int], int]:
-    """Counts (or pools), figures and rows from the partitions' whole aggregated output (the
-    ``c``/``p`` rows with the segments): :func:`join_segments` plus those rows, in this
-    process — the reference the Spark engine's cluster tables are tested against."""
-    tally, bfig = join_segments(out, bp, spec)
+    """Counts (or pools), figures and rows from the partitions' whole output (every row the
+    tasks wrote, in any order): :func:`join_segments` plus the tasks' counts (``C`` blobs) or
+    pool rows (``p``), in this process — a small input's release on the driver, and the
+    reference the Spark engine's cluster tables are tested against."""
+    rep = repeated_users(_unpacked(out, "U")).with_columns(kind=pl.lit("u"))
+    rows = pl.concat([out.filter(~pl.col("kind").is_in(["C", "U"])).drop("blob"), rep],
+                     how="diagonal_relaxed")  # fmt: skip
+    tally, bfig = join_segments(rows, bp, spec)
+    pools = bp.keep == Bounding.POOLS
     for stream in tally.streams:
-        mine = out.filter((pl.col("stream") == stream.value)
-                          & pl.col("kind").is_in(["c", "p"]))  # fmt: skip
-        if bp.keep == Bounding.POOLS:
-            keys = STREAM_KEYS[stream]
+        if pools:
+            mine = rows.filter((pl.col("stream") == stream.value) & (pl.col("kind") == "p"))
             tally.rows[stream].append(
-                mine.select(pl.col("user").alias("u"), *keys, pl.col("n2").alias("_rank"))
+                mine.select(
+                    pl.col("user").alias("u"), *STREAM_KEYS[stream], pl.col("n2").alias("_rank")
+                )  # fmt: skip
             )
-        else:
-            summed = mine.select(*STREAM_KEYS[stream], count="n")
-            tally.folds[stream].add_counts(summed)
     counts, figures = tally.result(bfig, pl.String)
+    if not pools:
+        for name, joined in counts.items():
+            keys = [k for k in joined.columns if k != "count"]
+            parts = [joined.cast({"count": pl.Int64}), *_unpacked(out, "C", name)]
+            summed = pl.concat(parts, how="vertical_relaxed").group_by(keys, maintain_order=True)
+            counts[name] = summed.agg(pl.col("count").sum()).select(joined.columns)
     if user_dtype != pl.String:
         counts = {k: v.with_columns(pl.col("user").cast(user_dtype)) if "user" in v.columns
                   else v for k, v in counts.items()}  # fmt: skip

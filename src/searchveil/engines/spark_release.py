@@ -39,6 +39,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from searchveil.engines.contract import CountTable, LocalCounts, domain_counts
+from searchveil.engines.spark_blobs import rows_to_blobs, unpack_all
 from searchveil.engines.spark_errors import spark_errors
 from searchveil.mechanisms.noisy_counts import (
     CountSummary,
@@ -253,20 +254,71 @@ def noisy_stage(partial_counts: Any, keys: list[str], plan: NoisePlan, key: int 
     return read_stage(to_polars(frame, where), keys, plan.published)
 
 
+def _blob_partition(
+    keys: list[str], plan: NoisePlan | None, key: int | None,
+    within: tuple[str, list[str]] | None, domain: pl.DataFrame | None,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """``mapInArrow`` on a count table's blobs moved by bucket (every partial row of a key in
+    this task): the partial counts summed by key, then — ``domain`` — the sums of the domain's
+    keys (keys, ``count``), or the plan run: with this task's own secure source (``key``
+    None) or the bucket streams (the canonical order of this task's buckets, each whole here);
+    the rows that pass leave, then the task's summary."""
+    frames = list(unpack_all(batches))
+    raw = (pl.concat(frames, how="vertical_relaxed") if frames else
+           pl.DataFrame(schema={k: pl.String for k in keys} | {"count": pl.Int64}))  # fmt: skip
+    if within is not None:
+        raw = raw.filter(pl.col(within[0]).is_in(pl.Series(within[1], dtype=pl.String).implode()))
+    if domain is not None:
+        raw = raw.join(domain, on=keys, how="semi")
+    df = raw.group_by(keys).agg(pl.col("count").sum().cast(pl.Int64))
+    if plan is None:
+        if df.height:
+            yield arrow_out(df.select(*[pl.col(k).cast(pl.String) for k in keys], "count"),
+                            pa.schema([*[pa.field(k, pa.string()) for k in keys],
+                                       pa.field("count", pa.int64())]))  # fmt: skip
+        return
+    summary = CountSummary.of(df, plan)
+    if key is None:
+        rng = task_rng()
+        kept = apply_steps(df, plan, lambda i, rows: plan.steps[i].noise.sample(rows.height, rng))
+    else:
+        kept = seeded_steps(df, keys, plan, key, 0)
+    if kept.height:
+        yield _out_batch(kept, keys, list(plan.published))
+    yield _summary_batch(summary, raw.height, keys, list(plan.published))
+
+
 @dataclass
 class SparkCounts(CountTable):
-    """A count table on the cluster: ``partial`` (a Spark frame of key columns + ``count``:
-    partial counts, several rows per key) whose keys are named ``keys`` (the columns a release
-    asks for). ``where``: the input, for error messages."""
+    """A count table on the cluster: ``blobs`` (a Spark frame of blob rows ``bucket, blob``,
+    :mod:`~searchveil.engines.spark_blobs`: each blob partial counts — key columns ``keys``
+    and ``count`` — of one noise bucket; several partial rows per key) summed by key only
+    where a release runs: the blobs moved by bucket (one shuffle of a few large values),
+    summed, given noise and thresholded in the tasks. ``where``: the input, for error
+    messages."""
 
-    partial: Any
+    blobs: Any
     keys: list[str]
     where: str = "the input"
     #: the rows the driver received, added up by the engine (``release``)
     sink: dict[str, int] = field(default_factory=dict)
 
+    @classmethod
+    def from_rows(cls, df: Any, keys: list[str], where: str = "the input") -> SparkCounts:
+        """A table of partial counts that arrives as Spark rows (keys + ``count``)."""
+        return cls(rows_to_blobs(df.select(*keys, "count"), keys), keys, where)
+
     def _got(self, n: int) -> None:
         self.sink["release"] = self.sink.get("release", 0) + n
+
+    def _stage(self, plan: NoisePlan | None, key: int | None,
+               within: tuple[str, pl.Series] | None, domain: pl.DataFrame | None,
+               schema: str) -> pl.DataFrame:  # fmt: skip
+        w = None if within is None else (within[0], within[1].cast(pl.String).to_list())
+        fn = partial(_blob_partition, self.keys, plan, key, w, domain)
+        frame = self.blobs.repartition("bucket").mapInArrow(fn, schema)
+        return to_polars(frame, self.where)
 
     def release(
         self,
@@ -276,28 +328,23 @@ class SparkCounts(CountTable):
         within: tuple[str, pl.Series] | None = None,
         domain: pl.DataFrame | None = None,
     ) -> NoisyCounts:
-        df = self.partial
-        spark = df.sparkSession
-        if within is not None:
-            col, values = within
-            vals = spark.createDataFrame(pl.DataFrame({col: values.cast(pl.String)}).to_arrow())
-            df = df.join(F.broadcast(vals), on=col, how="left_semi")
         if domain is not None:
             dom = domain.select(self.keys).unique().cast(dict.fromkeys(self.keys, pl.String))
-            keyed = df.join(F.broadcast(spark.createDataFrame(dom.to_arrow())), on=self.keys,
-                            how="left_semi")  # fmt: skip
-            got = to_polars(keyed.groupBy(*self.keys).agg(F.sum("count").alias("count")),
-                            self.where)  # fmt: skip
+            cols = ", ".join(f"`{k}` string" for k in self.keys)
+            got = self._stage(None, None, within, dom, f"{cols}, `count` long")
+            got = got.group_by(self.keys).agg(pl.col("count").sum())
             local = LocalCounts(domain_counts(dom, got, self.keys), self.keys)
             out = local.release(plan, rng)
             out.received = got.height
             self._got(got.height)
             return out
         key = noise_key(rng)
-        res = noisy_stage(df, self.keys, plan, key, self.where, per_task=True)
+        got = self._stage(plan, key, within, None, _schema(self.keys, list(plan.published)))
+        res = read_stage(got, self.keys, list(plan.published))
         self._got(res.received)
         return NoisyCounts(rows=res.rows, summary=res.summary, received=res.received)
 
     def collect(self) -> pl.DataFrame:
-        summed = self.partial.groupBy(*self.keys).agg(F.sum("count").alias("count"))
-        return to_polars(summed, self.where)
+        cols = ", ".join(f"`{k}` string" for k in self.keys)
+        got = self._stage(None, None, None, None, f"{cols}, `count` long")
+        return got.group_by(self.keys).agg(pl.col("count").sum())

@@ -1,0 +1,90 @@
+"""Tables moved through Spark as Arrow blobs: rows ``bucket, blob``, each blob one Arrow IPC
+stream of many table rows (issue 40's speed round).
+
+Spark's JVM converts every row that a Python task hands it — to its row format, into a cache,
+through a shuffle, back to Arrow for the next Python task —, and on a 2-core machine that
+per-row work, not Python's, was most of a Spark release's cost above Polars
+(docs/spark-perf.md). A table that only Python reads (partial counts, the run users, the
+users' pools) therefore travels as a few large binary values: Spark schedules the tasks, keeps
+the blobs on the executors (cache, shuffle files) and moves them by ``bucket``; the rows inside
+are read and written by Polars in the tasks.
+
+A table's ``bucket`` is its noise bucket (:func:`~searchveil.mechanisms.noisy_counts.
+noise_buckets`, a fixed function of the key's bytes): moving the blobs by bucket puts every
+partial row of a key — and every key of a noise bucket — in one task, which is what both the
+sum by key and a seeded release's bucket streams need.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from searchveil.mechanisms.noisy_counts import noise_buckets
+
+__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "blob_frame", "blob_rows", "bucketed", "pack",
+           "rows_to_blobs", "unpack", "unpack_all"]  # fmt: skip
+
+BLOB_SCHEMA = pa.schema([("bucket", pa.int64()), ("blob", pa.binary())])
+BLOB_DDL = "bucket long, blob binary"
+
+
+def pack(df: pl.DataFrame) -> bytes:
+    """``df`` as one Arrow IPC stream (uncompressed: a shuffle compresses its files)."""
+    buf = io.BytesIO()
+    df.write_ipc_stream(buf, compression="uncompressed")
+    return buf.getvalue()
+
+
+def unpack(blob: bytes) -> pl.DataFrame:
+    """The frame :func:`pack` wrote."""
+    return pl.read_ipc_stream(io.BytesIO(blob))
+
+
+def bucketed(df: pl.DataFrame, keys: list[str]) -> Iterator[tuple[int, bytes]]:
+    """``df``'s rows by the noise bucket of their ``keys``: (bucket, blob) per bucket met."""
+    if df.height == 0:
+        return
+    b = pl.Series("_bucket", noise_buckets(df, keys), dtype=pl.Int64)
+    for (bucket,), part in df.with_columns(b).partition_by("_bucket", as_dict=True).items():
+        yield int(bucket), pack(part.drop("_bucket"))
+
+
+def blob_frame(pairs: list[tuple[int, bytes]]) -> pa.Table:
+    """(bucket, blob) pairs as an Arrow table of :data:`BLOB_SCHEMA`."""
+    return pa.table(
+        [pa.array([b for b, _ in pairs], pa.int64()), pa.array([x for _, x in pairs], pa.binary())],
+        schema=BLOB_SCHEMA,
+    )
+
+
+def unpack_all(batches: Iterator[pa.RecordBatch], column: str = "blob") -> Iterator[pl.DataFrame]:
+    """Every blob of a task's batches, unpacked, in order."""
+    for b in batches:
+        for blob in b.column(column).to_pylist():
+            if blob is not None:
+                yield unpack(blob)
+
+
+def _bucket_rows(keys: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    frames = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches
+              if b.num_rows]  # fmt: skip
+    if frames:
+        pairs = list(bucketed(pl.concat(frames, how="vertical_relaxed"), keys))
+        yield from blob_frame(pairs).to_batches()
+
+
+def rows_to_blobs(df: Any, keys: list[str]) -> Any:
+    """A Spark frame of table rows as blob rows (``bucket, blob``): each task's rows packed by
+    the noise bucket of their ``keys`` (a table that arrives as rows: a test's, a DataFrame)."""
+    return df.mapInArrow(partial(_bucket_rows, keys), BLOB_DDL)
+
+
+def blob_rows(spark: Any, df: pl.DataFrame, keys: list[str]) -> Any:
+    """A table held by the driver (a few rows: the join's) as a Spark frame of blob rows."""
+    return spark.createDataFrame(blob_frame(list(bucketed(df, keys))))
