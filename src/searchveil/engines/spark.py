@@ -56,7 +56,7 @@ from searchveil.engines.contract import (
 )
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
-from searchveil.engines.spark_blobs import blob_rows, unpack_all
+from searchveil.engines.spark_blobs import blob_rows, pack, unpack_all
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
 from searchveil.engines.spark_ordered import (
     CACHED,
@@ -64,6 +64,7 @@ from searchveil.engines.spark_ordered import (
     OUTPUT_DDL,
     OUTPUT_SCHEMA,
     PACKED,
+    POOL_KEYS,
     SEGMENT_ONLY,
     PartitionInput,
     join_partitions,
@@ -143,6 +144,11 @@ def spark_session(
         # the cache's per-column compression cost more JVM time than the reads it saves
         # (docs/spark-perf.md, "Speed on one machine")
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        # the tables move as Arrow blobs of a few MB (engines/spark_blobs.py): a cached batch
+        # and a batch sent to a Python task are bounded by rows and by bytes, so that a task's
+        # blobs never all sit in the JVM's heap at once
+        "spark.sql.inMemoryColumnarStorage.batchSize": "4",
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(32 << 20),
     }
     if not remote:  # settings of the driver's own JVM
         settings |= {
@@ -505,6 +511,8 @@ class KernelResult:
     received: int
     #: the users whose rows two tasks share (their first run continues a task's last one)
     straddlers: list[str] = field(default_factory=list)
+    #: each task's last user's pool rows (``t`` rows: user, query, url, stream, rank ``n2``)
+    tails: pl.DataFrame | None = None
     #: a small input's counts or pools, already in this process (:data:`LOCAL_ROWS`)
     local: dict[str, pl.DataFrame] | None = None
     where: str = "the input"
@@ -544,30 +552,32 @@ class KernelResult:
             return self.local["query_pool"], self.local.get("click_pool")
         spark = self.output.sparkSession
         tables: list[Any] = []
+        shared = self.straddlers
         for name, stream in (("query_pool", Stream.EVENTS), ("click_pool", Stream.CLICKS)):
             if name not in self.delta:
                 tables.append(None)
                 continue
-            keys = ["item"] if stream == Stream.EVENTS else ["query", "url"]
-            p = self._part("p", stream).select(
-                F.col("user"), *[F.col("query").alias(k) if k == "item" else F.col(k)
-                                 for k in keys], F.col("n2").cast("long").alias("rank"),
-            )  # fmt: skip
+            keys = POOL_KEYS[stream]
+            p = self.output.filter((F.col("kind") == "P") & (F.col("stream") == stream.value))
+            p = p.select("blob", F.lit(False).alias("own"))
             small = self.delta[name].select(pl.col("user").cast(pl.String),
                                             *[pl.col(k).cast(pl.String) for k in keys],
                                             pl.col("rank").cast(pl.Int64))  # fmt: skip
-            if self.straddlers:
-                across = F.col("user").isin(self.straddlers)
-                theirs = to_polars(p.filter(across), self.where)
-                self.sink["bounding"] = self.sink.get("bounding", 0) + theirs.height
+            if shared and self.tails is not None:  # their rows in the tasks, with the join's
+                mine = self.tails.filter((pl.col("stream") == stream.value)
+                                         & pl.col("user").is_in(shared))  # fmt: skip
+                theirs = mine.select("user", *[pl.col("query" if k == "item" else k).alias(k)
+                                               for k in keys], rank="n2")  # fmt: skip
                 small = pl.concat([small, theirs.cast(small.schema)])
-                p = p.filter(~across)
             if small.height:
                 small = small.sort("user", "rank", maintain_order=True)
-                p = p.unionByName(spark.createDataFrame(small.to_arrow()).coalesce(1))
+                one = pa.table([pa.array([pack(small)], pa.binary()), pa.array([True])],
+                               names=["blob", "own"])  # fmt: skip
+                p = p.unionByName(spark.createDataFrame(one).coalesce(1))
             tables.append(p)
-        queries = SparkPools(tables[0], self.where, self.sink)
-        clicks = None if tables[1] is None else SparkClickPools(tables[1], self.where, self.sink)
+        queries = SparkPools(tables[0], self.where, self.sink, shared)
+        clicks = None if tables[1] is None else SparkClickPools(tables[1], self.where, self.sink,
+                                                                shared)  # fmt: skip
         return queries, clicks
 
 
@@ -586,7 +596,7 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
     packed = F.when(segment, F.to_json(F.struct(*SEGMENT_ONLY)))
     out = out.select(*CACHED, packed.alias(PACKED)).persist(CACHE)
     try:
-        seg = out.filter(segment)
+        seg = out.filter(segment | (F.col("kind") == "t"))
         # the run users' blobs moved by bucket: each user's runs counted in one task
         users = out.filter(F.col("kind") == "U").select(F.col("n2").alias("bucket"), "blob")
         runs = users.repartition("bucket").mapInArrow(_repeats, "user string, n long")
@@ -600,7 +610,9 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
         raise
     delta, figures = tally.result(bfig, pl.String)
     across = small_rows.filter(pl.col("kind") == "u").get_column("user").cast(pl.String)
-    return KernelResult(out, delta, figures, bfig["rows"], small_rows.height, across.to_list())
+    tails = small_rows.filter(pl.col("kind") == "t")
+    return KernelResult(out, delta, figures, bfig["rows"], small_rows.height, across.to_list(),
+                        tails=tails)  # fmt: skip
 
 
 _OUTPUT_TYPES = {f.name: DDL_TYPES.get(f.type, "long") for f in OUTPUT_SCHEMA}

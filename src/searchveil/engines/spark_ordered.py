@@ -51,17 +51,20 @@ from searchveil.bounding import (
 from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.engines.ordered import Tally, count_tables
 from searchveil.engines.sources import canonical_rows
-from searchveil.engines.spark_blobs import bucketed, unpack
+from searchveil.engines.spark_blobs import bucketed, pack, unpack
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED
 
 __all__ = ["CACHED", "CHUNK_ROWS", "DDL_TYPES", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
-           "PACKED", "PIECE_ROWS", "SEGMENT_ONLY", "PartitionInput", "bound_frames",
+           "PACKED", "PIECE_ROWS", "POOL_KEYS", "SEGMENT_ONLY", "PartitionInput", "bound_frames",
            "join_partitions", "join_segments", "parquet_pieces", "partition_rows",
-           "piece_frames", "piece_rows", "repeated_users", "unpack_segments"]  # fmt: skip
+           "piece_frames", "piece_rows", "pool_rows", "repeated_users",
+           "unpack_segments"]  # fmt: skip
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
-OUT_ROWS = 1 << 17  # rows of an output batch at most (the pools' rows)
+#: pool rows in one blob at most (a few MB: the JVM holds a blob whole when it caches or moves
+#: it, and a task's blobs are its one Arrow batch to Python, bounded by bytes in the session)
+POOL_BLOB_ROWS = 1 << 17
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -130,6 +133,19 @@ def unpack_segments(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: a pool blob's item columns, by stream: a query pool's ``item``, a click pool's query and url
+POOL_KEYS = {Stream.EVENTS: ["item"], Stream.CLICKS: ["query", "url"]}
+
+
+def pool_rows(stream: Stream, kept: pl.DataFrame) -> pl.DataFrame:
+    """A pool blob's rows (``user`` as text, :data:`POOL_KEYS`, ``rank``) from kept rows
+    (``u``, the stream's keys, ``_rank``)."""
+    keys = [pl.col(k).alias(n) for k, n in zip(STREAM_KEYS[stream], POOL_KEYS[stream],
+                                                strict=True)]  # fmt: skip
+    return kept.select(pl.col("u").cast(pl.String).alias("user"), *keys,
+                       pl.col("_rank").cast(pl.Int64).alias("rank"))  # fmt: skip
+
+
 def _blobs(kind: str, stream: str | None, pairs: Iterator[tuple[int, bytes]]) -> pa.RecordBatch:
     """Blob rows of ``kind`` (C: a count table's partial counts, ``stream`` its name; U: the
     runs' users), one per noise bucket (``n2``)."""
@@ -190,6 +206,10 @@ def bound_frames(
     tally = Tally(how.plan, streams)  # counts (pools leave as rows)
     kept_rows = dict.fromkeys(streams, 0)  # the rows of its other runs kept (the figures)
     users: list[pl.Series] = []
+    # the pools' kept rows of the partition's last user so far (its run may span chunks): sent
+    # with the segment (``t``), so that a user two tasks share needs no pass over the pools
+    tails: dict[Stream, list[pl.DataFrame]] = {s: [] for s in streams}
+    tail_user: list[Any] = [None]
 
     def step(raw: pl.DataFrame) -> Iterator[pa.RecordBatch]:
         df = canonical_rows(raw, user_numeric=how.user_numeric, with_url=how.with_url,
@@ -198,9 +218,17 @@ def bound_frames(
         for stream, k in kept.items():
             kept_rows[stream] += k.height
         if pools:
+            last = df.get_column("u")[-1]
             for stream, k in kept.items():
-                for lo in range(0, k.height, OUT_ROWS):  # batches the JVM takes in small bites
-                    yield _rows("p", stream, k.slice(lo, OUT_ROWS), part, rank=True)
+                mine = k.filter(pl.col("u") == last)
+                tails[stream] = [*tails[stream], mine] if last == tail_user[0] else [mine]
+            tail_user[0] = last
+            for stream, k in kept.items():
+                rows = pool_rows(stream, k)
+                for lo in range(0, k.height, POOL_BLOB_ROWS):  # blobs of a few MB
+                    blob = pack(rows.slice(lo, POOL_BLOB_ROWS), compress=True)
+                    yield _frame({"kind": "P", "stream": stream.value,
+                                  "blob": pa.array([blob], pa.binary())}, 1)  # fmt: skip
         else:
             tally.add(kept)
         # the users of this chunk's runs (a run continued from the chunk before is one run)
@@ -217,6 +245,10 @@ def bound_frames(
             for name, table in count_tables(how.plan, stream, tally.folds[stream].result()).items():
                 keys = [k for k in table.columns if k != "count"]
                 yield _blobs("C", name, bucketed(table, keys))
+    for stream in streams if pools else []:
+        tail = pl.concat(tails[stream]) if tails[stream] else None
+        if tail is not None and tail.height:
+            yield _rows("t", stream, tail, part, rank=True)
     run_users = pl.concat(users)
     run_users = run_users.filter((run_users != run_users.shift(1)).fill_null(True))
     yield _blobs("U", None, bucketed(run_users.cast(pl.String).alias("user").to_frame(), ["user"]))
@@ -408,18 +440,17 @@ def join_partitions(
     pool rows (``p``), in this process — a small input's release on the driver, and the
     reference the Spark engine's cluster tables are tested against."""
     rep = repeated_users(_unpacked(out, "U")).with_columns(kind=pl.lit("u"))
-    rows = pl.concat([out.filter(~pl.col("kind").is_in(["C", "U"])).drop("blob"), rep],
+    rows = pl.concat([out.filter(~pl.col("kind").is_in(["C", "U", "P"])).drop("blob"), rep],
                      how="diagonal_relaxed")  # fmt: skip
     tally, bfig = join_segments(rows, bp, spec)
     pools = bp.keep == Bounding.POOLS
     for stream in tally.streams:
         if pools:
-            mine = rows.filter((pl.col("stream") == stream.value) & (pl.col("kind") == "p"))
-            tally.rows[stream].append(
-                mine.select(
-                    pl.col("user").alias("u"), *STREAM_KEYS[stream], pl.col("n2").alias("_rank")
-                )  # fmt: skip
-            )
+            for mine in _unpacked(out, "P", stream.value):
+                tally.rows[stream].append(mine.select(
+                    pl.col("user").alias("u"), *[pl.col(POOL_KEYS[stream][i]).alias(k)
+                                                 for i, k in enumerate(STREAM_KEYS[stream])],
+                    pl.col("rank").alias("_rank")))  # fmt: skip
     counts, figures = tally.result(bfig, pl.String)
     if not pools:
         for name, joined in counts.items():

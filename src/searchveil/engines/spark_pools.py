@@ -2,20 +2,24 @@
 (:class:`~searchveil.mechanisms.pool_rounds.PoolTable` on a cluster).
 
 The pools (rows ``user, item, rank``: each user's first distinct items, from the bounding
-tasks and the driver's join) stay where the bounding tasks left them (cached on the
-executors): each user's rows in one partition, in rank order — the few users two tasks share
-are gathered into one more partition (:meth:`~searchveil.engines.spark.KernelResult.
-pool_tables`). A round of
-:class:`~searchveil.mechanisms.pool_rounds.RoundSpec` is then:
+tasks and the driver's join) stay where the bounding tasks left them, as Arrow blobs
+(:mod:`~searchveil.engines.spark_blobs`; cached on the executors): each task's users whole and
+in rank order — the few users two tasks share are dropped from those tasks' blobs (``own``
+false) and gathered, whole, into one more blob (:meth:`~searchveil.engines.spark.KernelResult.
+pool_tables`). A round of :class:`~searchveil.mechanisms.pool_rounds.RoundSpec` is then one
+Spark job of two stages, neither of which moves a user's rows:
 
-1. **per-user weights in the tasks** (``mapInArrow``): each user's first d rows whose rank is
-   below the pool and whose item is not released yet (the released set — already published —
-   travels with the task), ``weights[k]`` on each of its k rows;
-2. **per-item sums reduced in the cluster, noise and threshold there**
-   (:func:`~searchveil.engines.spark_release.stage_frame`): only the released items return;
-3. a **bias round**'s output is checkpointed: its released items return, its items at or above
-   the cutoff (never published) stay on the executors and choose the next round's rows (a
-   semi-join there, then the rows moved back to their users).
+1. **per-user weights and per-item partial sums in the tasks**: each user's first d rows
+   whose rank is below the pool and whose item is not released yet (the released set —
+   already published — travels with the task), ``weights[k]`` on each of its k rows, summed
+   per item in the task and packed by the item's noise bucket;
+2. **the sums moved by bucket, noise and threshold there**
+   (:func:`~searchveil.engines.spark_release.blob_partition`): only the released items return.
+
+A **bias round**'s noise stage is checkpointed on the executors: its released items return,
+its items at or above the cutoff (never published) are packed into one blob there and joined
+to every pool task of the next round, which takes the bias round's own rows again (the same
+function of the pools and the released set then) and keeps those of the eligible items.
 
 No user's pool is ever collected — except for a strategy that cannot run where the pools are
 (:meth:`SparkPools.collect_pool`: the sequential policy Gaussian).
@@ -24,6 +28,7 @@ No user's pool is ever collected — except for a strategy that cannot run where
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -33,13 +38,16 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from searchveil.engines.contract import domain_counts
+from searchveil.engines.spark_blobs import BLOB_DDL, blob_frame, bucketed, pack, unpack
 from searchveil.engines.spark_release import (
+    POOL_FIGURES,
+    BlobStage,
     arrow_out,
+    blob_stage,
     checkpoint,
+    pool_figures,
     read_stage,
-    stage_frame,
     to_polars,
-    whole_runs,
 )
 from searchveil.mechanisms.noisy_counts import NoisePlan, NoisyStep
 from searchveil.mechanisms.pool_rounds import PairSource, PoolFigures, PoolTable, RoundSpec
@@ -47,75 +55,176 @@ from searchveil.mechanisms.rounds import ItemPool
 from searchveil.model import PAIR_SEP
 from searchveil.rng import RandomSource
 
-__all__ = ["SparkClickPools", "SparkPools"]
+__all__ = ["POOL_DDL", "SparkClickPools", "SparkPools"]
 
-_ROWS = "user string, item string, rank long, w long, first long"
-_ROWS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64()),
-                         ("w", pa.int64()), ("first", pa.int64())])  # fmt: skip
-_PAIRS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64())])
-
-
-def _round_rows(
-    pool: int | None, d: int, weights: tuple[int, ...], released: list[str],
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """A round's rows of a partition's users, weighted: each user's first ``d`` rows (rank
-    below ``pool``, item not released), ``weights[k]`` each for a user with k of them; and
-    ``first``: whether the row's rank is below ``d`` (summed per item, it is a released item's
-    count among the users' first d items — every such row of an unreleased item is in the
-    round — so the counts step needs no second pass)."""
-    table = np.asarray(weights, dtype=np.int64)
-    gone = pl.Series("item", released, dtype=pl.String)
-    for df in whole_runs(batches, "user"):
-        keep = pl.lit(True)
-        if pool is not None:
-            keep = keep & (pl.col("rank") < pool)
-        if gone.len():
-            keep = keep & ~pl.col("item").is_in(gone.implode())
-        df = df.filter(keep)
-        if df.height == 0:
-            continue
-        # users are contiguous: a row's place among its user's rows, and the user's rows,
-        # from the runs (integers; no window over the user strings)
-        run = df.get_column("user").rle_id().to_numpy()
-        start = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
-        pos = np.arange(run.size) - np.repeat(start, np.diff(np.r_[start, run.size]))
-        first = pos < d
-        df, run = df.filter(pl.Series(first)), run[first]
-        k = np.bincount(run)[run]
-        out = df.select("user", "item", pl.col("rank").cast(pl.Int64)).with_columns(
-            w=pl.Series(table[k], dtype=pl.Int64),
-            first=(pl.col("rank") < d).cast(pl.Int64),
-        )
-        yield arrow_out(out, _ROWS_ARROW)
+#: a pool frame's rows: a blob of pool rows, and whether its users are all whole (``own``:
+#: the driver's blob of the users two tasks share, or a pool derived from whole ones)
+POOL_DDL = "blob binary, own boolean"
+_POOL_ARROW = pa.schema([("blob", pa.binary()), ("own", pa.bool_())])
+_ELIGIBLE = "eligible"
 
 
-def _pairs(released: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The clicked pairs of the released queries, each user's re-ranked 0, 1, …"""
-    keep = pl.Series("query", released, dtype=pl.String)
-    for df in whole_runs(batches, "user"):
-        df = df.filter(pl.col("query").is_in(keep.implode()))
-        if df.height == 0:
-            continue
-        out = df.select(
-            "user", item=pl.col("query") + PAIR_SEP + pl.col("url"),
-            rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
-        )  # fmt: skip
-        yield arrow_out(out, _PAIRS_ARROW)
+def _task_pool(batches: Iterator[pa.RecordBatch], shared: list[str]) -> pl.DataFrame | None:
+    """A task's pool rows (its blobs in order; the ``shared`` users dropped from blobs that
+    are not ``own``), or None for a task without any; with the eligible items' blob, if the
+    round was given one (column ``eligible`` of every row)."""
+    parts: list[pl.DataFrame] = []
+    drop = pl.Series("user", shared, dtype=pl.String).implode()
+    for b in batches:
+        owns = b.column("own").to_pylist()
+        for blob, own in zip(b.column("blob").to_pylist(), owns, strict=True):
+            df = unpack(blob)
+            parts.append(df if own or not shared else df.filter(~pl.col("user").is_in(drop)))
+    return pl.concat(parts, how="vertical_relaxed") if parts else None
 
 
+def _take(df: pl.DataFrame, pool: int | None, d: int, gone: list[str]) -> pl.DataFrame:
+    """Each user's first ``d`` rows (users contiguous, in rank order) whose rank is below
+    ``pool`` and whose item is not in ``gone``."""
+    keep = pl.lit(True)
+    if pool is not None:
+        keep = keep & (pl.col("rank") < pool)
+    if gone:
+        keep = keep & ~pl.col("item").is_in(pl.Series(gone, dtype=pl.String).implode())
+    df = df.filter(keep)
+    if df.height == 0:
+        return df
+    # a row's place among its user's rows, from the runs (integers; no window over strings)
+    run = df.get_column("user").rle_id().to_numpy()
+    start = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    pos = np.arange(run.size) - np.repeat(start, np.diff(np.r_[start, run.size]))
+    return df.filter(pl.Series(pos < d))
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What a round's pool tasks need: its spec's selection (``pool``, ``d``, ``weights``),
+    the items released before it (``gone``), and — after a bias round — that round's."""
+
+    pool: int | None
+    d: int
+    weights: tuple[int, ...]
+    gone: list[str]
+    bias: _Round | None = None
+    #: the pool's figures for this d summed in the same pass (the first round)
+    figures: int | None = None
+
+
+def _round_sums(r: _Round, shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[
+        pa.RecordBatch]:  # fmt: skip
+    """``mapInArrow`` on a task's pool blobs: the round's rows of its users, weighted
+    (``weights[k]`` on each row of a user with k rows), summed per item — ``count`` the
+    weight, ``first`` the rows of rank below d (summed over users, a released item's count
+    among the users' first d items: every such row of an unreleased item is in the round),
+    ``_rows`` the rows — and packed by the item's noise bucket."""
+    got = list(batches)
+    df = _task_pool(iter(got), shared)
+    if df is None:
+        return
+    if r.bias is not None:  # the bias round's rows again, those of its eligible items
+        b = r.bias
+        rows = _take(df, b.pool, b.d, b.gone)
+        first = next(x for x in got if x.num_rows)
+        eligible = unpack(first.column(_ELIGIBLE)[0].as_py()).get_column("item")
+        rows = _take(rows.filter(pl.col("item").is_in(eligible.implode())), None, r.d, r.gone)
+    else:
+        rows = _take(df, r.pool, r.d, r.gone)
+    sums = _weighted_sums(rows, r)
+    if r.figures is not None:  # every item of the pool, with its holders
+        per = df.group_by("item").agg(h=pl.len().cast(pl.Int64),
+                                      f=(pl.col("rank") < r.figures).sum().cast(pl.Int64),
+                                      r0=pl.col("rank").min().cast(pl.Int64))  # fmt: skip
+        sums = per.join(sums, on="item", how="left").with_columns(
+            pl.col("count", "first", "_rows").fill_null(0))  # fmt: skip
+    if sums.height:
+        yield from blob_frame(list(bucketed(sums, ["item"]))).to_batches()
+
+
+def _weighted_sums(rows: pl.DataFrame, r: _Round) -> pl.DataFrame:
+    """The round's rows weighted and summed per item (``count``, ``first``, ``_rows``)."""
+    if rows.height == 0:
+        return pl.DataFrame(schema={"item": pl.String, "count": pl.Int64, "first": pl.Int64,
+                                    "_rows": pl.Int64})  # fmt: skip
+    run = rows.get_column("user").rle_id().to_numpy()
+    k = np.bincount(run)[run]
+    w = pl.Series("w", np.asarray(r.weights, dtype=np.int64)[k], dtype=pl.Int64)
+    return rows.with_columns(w).group_by("item").agg(
+        count=pl.col("w").sum(), first=(pl.col("rank") < r.d).sum().cast(pl.Int64),
+        _rows=pl.len().cast(pl.Int64),
+    )  # fmt: skip
+
+
+def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` in one task: the items of its rows as one blob (the bias round's
+    eligible items, for the next round's tasks)."""
+    items = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches]
+    df = pl.concat(items) if items else pl.DataFrame(schema={"item": pl.String})
+    yield pa.record_batch([pa.array([pack(df.select(pl.col("item").cast(pl.String)))],
+                                    pa.binary())], names=[_ELIGIBLE])  # fmt: skip
+
+
+def _first_counts(d: int, items: list[str], shared: list[str],
+                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """``mapInArrow``: the task's rows of rank below ``d`` per item of ``items``."""
+    df = _task_pool(batches, shared)
+    if df is None:
+        return
+    keep = pl.Series(items, dtype=pl.String).implode()
+    got = df.filter((pl.col("rank") < d) & pl.col("item").is_in(keep)).group_by("item").len(
+        "count")  # fmt: skip
+    if got.height:
+        yield arrow_out(got.cast({"count": pl.Int64}),
+                        pa.schema([("item", pa.string()), ("count", pa.int64())]))  # fmt: skip
+
+
+def _figure_sums(d: int, shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[
+        pa.RecordBatch]:  # fmt: skip
+    """``mapInArrow``: the task's holders per item (``h``), rows of rank below ``d`` (``f``)
+    and lowest rank (``r0``), packed by the item's noise bucket."""
+    df = _task_pool(batches, shared)
+    if df is None:
+        return
+    sums = df.group_by("item").agg(h=pl.len().cast(pl.Int64),
+                                   f=(pl.col("rank") < d).sum().cast(pl.Int64),
+                                   r0=pl.col("rank").min().cast(pl.Int64))  # fmt: skip
+    yield from blob_frame(list(bucketed(sums, ["item"]))).to_batches()
+
+
+def _figures(d: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` on :func:`_figure_sums` moved by bucket: the task's share of the pool
+    figures (:func:`~searchveil.engines.spark_release.pool_figures`), one row."""
+    frames = [unpack(x) for b in batches for x in b.column("blob").to_pylist()]
+    vals = dict.fromkeys(POOL_FIGURES, 0)
+    if frames:
+        per = pl.concat(frames).group_by("item").agg(
+            pl.col("h").sum(), pl.col("f").sum(), pl.col("r0").min())  # fmt: skip
+        vals = pool_figures(per, d)
+    yield pa.record_batch([pa.array([vals[c]], pa.int64()) for c in POOL_FIGURES],
+                          names=POOL_FIGURES)  # fmt: skip
+
+
+def _all_rows(shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    df = _task_pool(batches, shared)
+    if df is not None and df.height:
+        yield arrow_out(df.select("user", "item", "rank"), _ROWS_ARROW)
+
+
+_ROWS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64())])
 _NO_COUNTS = pl.DataFrame(schema={"item": pl.String, "count": pl.Int64})
 
 
 class SparkPools(PoolTable):
-    """A pool table on the cluster: ``pools`` (user, item, rank; each user in one partition,
-    in rank order). Released sets are the released items' names (held
-    by the driver: they are published); a round's rows are a lazy frame."""
+    """A pool table on the cluster: ``pools`` (a frame of :data:`POOL_DDL` rows: blobs of
+    ``user, item, rank`` rows, each task's users whole and in rank order once the ``shared``
+    users are dropped from its blobs that are not ``own``). Released sets are the released
+    items' names (held by the driver: they are published)."""
 
-    def __init__(self, pools: Any, where: str, sink: dict[str, int] | None = None) -> None:
+    def __init__(self, pools: Any, where: str, sink: dict[str, int] | None = None,
+                 shared: list[str] | None = None) -> None:  # fmt: skip
         self.pools = pools
         self.where = where
         self.sink = sink if sink is not None else {}
+        self.shared = shared or []
         self._figures: dict[int, PoolFigures] = {}
         self._held: list[Any] = []
         #: released items' counts among the first d rows, as the rounds returned them (by d)
@@ -131,26 +240,26 @@ class SparkPools(PoolTable):
         return pl.Series("item", [], dtype=pl.String)
 
     def round_rows(self, spec: RoundSpec, released: Any, bias: Any) -> Any:
-        gone = released.to_list()
+        # the first round reads every pool row: the pool's figures for its d come with it
+        fig = spec.d if released.len() == 0 and spec.d not in self._figures else None
+        r = _Round(spec.pool, spec.d, spec.weights, released.to_list(), figures=fig)
+        pools = self.pools
         if spec.after_bias:
-            bias_rows, eligible = bias
-            rows = bias_rows.select("user", "item", "rank").join(eligible, on="item",
-                                                                how="left_semi")  # fmt: skip
-            rows = rows.repartition("user").sortWithinPartitions("user", "rank")
-            fn = partial(_round_rows, None, spec.d, spec.weights, gone)
-            return rows.mapInArrow(fn, _ROWS)
-        fn = partial(_round_rows, spec.pool, spec.d, spec.weights, gone)
-        return self.pools.mapInArrow(fn, _ROWS)
+            bias_round, eligible = bias
+            r = _Round(None, spec.d, spec.weights, r.gone, bias_round)
+            pools = pools.crossJoin(F.broadcast(eligible))  # computed once, one blob
+        return r, pools.mapInArrow(partial(_round_sums, r, self.shared), BLOB_DDL)
 
     def run_round(
         self, rows: Any, spec: RoundSpec, step: int, key: int | None, rng: RandomSource
     ) -> tuple[Any, Any, dict[str, int]]:
+        r, sums = rows
         thr = spec.threshold if spec.cutoff is None else min(spec.threshold, spec.cutoff)
         inclusive = spec.inclusive or spec.cutoff is not None
         plan = NoisePlan((NoisyStep(spec.noise, threshold=thr, inclusive=inclusive,
                                     publish="_noisy"),))  # fmt: skip
-        partial_w = rows.select("item", F.col("w").alias("count"), "first")
-        frame = stage_frame(partial_w, ["item"], plan, key, first_step=step, carry=("first",))
+        st = BlobStage(["item"], plan, key, step, carry=("first",), figures=r.figures)
+        frame = blob_stage(sums, st)
         more = None
         passed = (pl.col("_noisy") >= spec.threshold) if spec.inclusive else (
             pl.col("_noisy") > spec.threshold)  # fmt: skip
@@ -163,7 +272,12 @@ class SparkPools(PoolTable):
             got = self._get(cp.filter((F.col("_kind") == "s") | sure))
             res = read_stage(got, ["item"], ["_noisy", "first"])
             eligible = cp.filter((F.col("_kind") == "r") & (F.col("_noisy") >= spec.cutoff))
-            more = (rows, eligible.select("item"))
+            packed = eligible.select("item").coalesce(1).mapInArrow(
+                _pack_items, f"{_ELIGIBLE} binary")  # fmt: skip
+            more = (r, packed)
+        if r.figures is not None:
+            self._figures[r.figures] = PoolFigures(**{c: res.extra.get(c, 0)
+                                                      for c in POOL_FIGURES})  # fmt: skip
         kept = res.rows.filter(passed)
         self._first[spec.d] = pl.concat([self._first.get(spec.d, _NO_COUNTS),
                                          kept.select("item", count="first")])  # fmt: skip
@@ -184,33 +298,25 @@ class SparkPools(PoolTable):
         known = self._first.get(d, _NO_COUNTS).unique("item")
         if dom.join(known, on="item", how="anti").height == 0:  # every count came with its item
             return domain_counts(dom, known, ["item"])
-        spark = self.pools.sparkSession
-        got = self._get(
-            self.pools.filter(F.col("rank") < d)
-            .join(F.broadcast(spark.createDataFrame(dom.to_arrow())), on="item", how="left_semi")
-            .groupBy("item").agg(F.count(F.lit(1)).alias("count"))
-        )  # fmt: skip
+        fn = partial(_first_counts, d, dom.get_column("item").to_list(), self.shared)
+        got = self._get(self.pools.mapInArrow(fn, "item string, count long"))
+        got = got.group_by("item").agg(pl.col("count").sum())
         return domain_counts(dom, got.cast({"count": pl.Int64}), ["item"])
 
     def figures(self, d: int) -> PoolFigures:
         if d not in self._figures:
-            first = F.when(F.col("rank") < d, 1).otherwise(0)
-            per_item = self.pools.groupBy("item").agg(
-                F.count(F.lit(1)).alias("h"), F.min("rank").alias("r0"), F.sum(first).alias("f")
-            )
-            one = F.col("h") == 1
-            agg = per_item.agg(
-                F.sum("h").alias("rows"), F.sum("f").alias("rows_first_d"),
-                F.count(F.lit(1)).alias("items"),
-                F.sum(F.when(one, 1).otherwise(0)).alias("single_items"),
-                F.sum(F.when(one & (F.col("r0") < d), 1).otherwise(0)).alias("single_first_d"),
-            )  # fmt: skip
-            r = self._get(agg).row(0, named=True)
-            self._figures[d] = PoolFigures(**{k: int(v or 0) for k, v in r.items()})
+            sums = self.pools.mapInArrow(partial(_figure_sums, d, self.shared), BLOB_DDL)
+            per_task = sums.repartition("bucket").mapInArrow(
+                partial(_figures, d), ", ".join(f"{c} long" for c in POOL_FIGURES))  # fmt: skip
+            got = self._get(per_task).sum()
+            self._figures[d] = PoolFigures(**{c: int(got.get_column(c)[0] or 0)
+                                              for c in POOL_FIGURES})  # fmt: skip
         return self._figures[d]
 
     def collect_pool(self) -> ItemPool:
-        return ItemPool.from_frame(self._get(self.pools.select("user", "item", "rank")))
+        rows = self.pools.mapInArrow(partial(_all_rows, self.shared),
+                                     "user string, item string, rank long")  # fmt: skip
+        return ItemPool.from_frame(self._get(rows))
 
     def finish(self) -> None:
         for df in self._held:
@@ -218,19 +324,39 @@ class SparkPools(PoolTable):
         self._held.clear()
 
 
-class SparkClickPools(PairSource):
-    """The clicked (query, url) pools on the cluster (user, query, url, rank; each user in one
-    partition, in rank order)."""
+def _pairs(released: list[str], shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[
+        pa.RecordBatch]:  # fmt: skip
+    """``mapInArrow`` on a task's click-pool blobs: the clicked pairs of the released
+    queries, each user's re-ranked 0, 1, … — one blob of whole users (``own``)."""
+    df = _task_pool(batches, shared)
+    if df is None:
+        return
+    keep = pl.Series("query", released, dtype=pl.String).implode()
+    df = df.filter(pl.col("query").is_in(keep))
+    if df.height == 0:
+        return
+    out = df.select(
+        "user", item=pl.col("query") + PAIR_SEP + pl.col("url"),
+        rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
+    )  # fmt: skip
+    yield pa.record_batch([pa.array([pack(out)], pa.binary()), pa.array([True])],
+                          schema=_POOL_ARROW)  # fmt: skip
 
-    def __init__(self, clicks: Any, where: str, sink: dict[str, int] | None = None) -> None:
+
+class SparkClickPools(PairSource):
+    """The clicked (query, url) pools on the cluster (blobs of user, query, url, rank rows;
+    :class:`SparkPools`' layout)."""
+
+    def __init__(self, clicks: Any, where: str, sink: dict[str, int] | None = None,
+                 shared: list[str] | None = None) -> None:  # fmt: skip
         self.clicks = clicks
         self.where = where
         self.sink = sink
+        self.shared = shared or []
 
     def pairs(self, queries: pl.Series) -> PoolTable:
-        fn = partial(_pairs, queries.cast(pl.String).to_list())
-        rows = self.clicks.mapInArrow(fn, "user string, item string, rank long")
-        return SparkPools(rows, self.where, self.sink)
+        fn = partial(_pairs, queries.cast(pl.String).to_list(), self.shared)
+        return SparkPools(self.clicks.mapInArrow(fn, POOL_DDL), self.where, self.sink)
 
     def finish(self) -> None:
         """Nothing of its own is cached (the kernel's output is the engine's)."""

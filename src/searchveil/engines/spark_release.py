@@ -2,24 +2,25 @@
 :class:`~searchveil.mechanisms.noisy_counts.NoisePlan` run in Spark tasks, only the rows that
 pass (and a few summary rows per task) returned to the driver.
 
-A :class:`SparkCounts` is a lazy Spark table of partial counts — each bounding task's counts of
-what it kept (``c`` rows of the kernel's output, :mod:`searchveil.engines.spark_ordered`) plus
-the few rows the driver's join added (the users that straddle two tasks) — summed by key only
-where the plan runs:
+A :class:`SparkCounts` is a lazy Spark table of partial counts in Arrow blobs
+(:mod:`~searchveil.engines.spark_blobs`: rows ``bucket, blob``) — each bounding task's counts
+of what it kept, one blob per noise bucket (``C`` rows of the kernel's output,
+:mod:`searchveil.engines.spark_ordered`), plus the few rows the driver's join added (the users
+that straddle two tasks) — summed by key only where a stage runs (:func:`blob_stage`): the
+blobs moved by bucket (one shuffle of a few large values; every partial row of a key, and every
+key of a noise bucket, in one task), then in every task (:func:`blob_partition`) the partial
+rows summed by key in Polars and
 
-* a secure release: ``groupBy(keys).sum`` (one shuffle of the partial counts), then every task
-  adds noise to its partition's counts with its own :class:`~searchveil.rng.SecureRandom`
-  (``os.urandom`` on the executor: no key leaves anywhere) and returns the rows that pass;
-* a seeded release (``--seed``, not for release): each row's noise bucket
-  (:func:`~searchveil.mechanisms.noisy_counts.key_hash`, computed in the tasks by the same
-  Python code as on one machine), one shuffle by bucket, and per bucket the counts summed, put
-  in the canonical order and given the bucket's seeded streams — the same noise as memory and
-  Polars draw, whatever Spark's partitioning.
+* a secure release: noise from the task's own :class:`~searchveil.rng.SecureRandom`
+  (``os.urandom`` on the executor: no key leaves anywhere), the rows that pass returned;
+* a seeded release (``--seed``, not for release): the task's buckets in the canonical order,
+  given the bucket's seeded streams — the same noise as memory and Polars draw, whatever
+  Spark's partitioning.
 
-``within`` (a released set) is a broadcast semi-join in the cluster; a ``domain`` (public or
-released keys the driver already holds) brings back at most one count per key and runs the
-plan on the driver. The driver never holds the table (:meth:`SparkCounts.collect` is for tests
-and small tables).
+``within`` (a released set, travelling with the tasks) and a ``domain`` (public or released
+keys the driver already holds: at most one count per key returns and the plan runs on the
+driver) are filters in the tasks. The driver never holds the table (:meth:`SparkCounts.collect`
+is for tests and small tables).
 
 The result of a noise stage is consumed by exactly one action (``toArrow``), so no row's noise
 is ever drawn twice; a stage whose output two actions read is checkpointed first
@@ -36,7 +37,6 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import functions as F
 
 from searchveil.engines.contract import CountTable, LocalCounts, domain_counts
 from searchveil.engines.spark_blobs import rows_to_blobs, unpack_all
@@ -46,15 +46,15 @@ from searchveil.mechanisms.noisy_counts import (
     NoisePlan,
     NoisyCounts,
     apply_steps,
-    noise_buckets,
     noise_key,
     seeded_steps,
     task_rng,
 )
 from searchveil.rng import RandomSource
 
-__all__ = ["CACHE", "SparkCounts", "StageResult", "arrow_out", "checkpoint", "noisy_stage",
-           "read_stage", "stage_frame", "to_polars", "whole_runs"]  # fmt: skip
+__all__ = ["CACHE", "POOL_FIGURES", "BlobStage", "SparkCounts", "StageResult", "arrow_out",
+           "blob_partition", "blob_stage", "checkpoint", "pool_figures", "read_stage",
+           "to_polars"]  # fmt: skip
 
 #: the stage's bookkeeping columns: ``_kind`` (r: a kept row, s: a summary figure), ``_s`` (the
 #: figure's name), ``_n`` (its value)
@@ -65,7 +65,6 @@ _META = ["_kind", "_s", "_n"]
 #: hundreds of MB) — with a 1g local driver, whose JVM runs the tasks, that was an
 #: OutOfMemoryError at 20M rows; from disk a block is streamed
 CACHE = StorageLevel.DISK_ONLY
-_BUCKET = "_b"
 
 
 def to_polars(df: Any, where: str) -> pl.DataFrame:
@@ -114,9 +113,11 @@ def _arrow_schema(keys: list[str], published: list[str]) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _summary_batch(s: CountSummary, rows_in: int, keys: list[str], published: list[str]) -> Any:
+def _summary_batch(s: CountSummary, rows_in: int, keys: list[str], published: list[str],
+                   extra: dict[str, int] | None = None) -> Any:  # fmt: skip
     figs = {"items": s.items, "total": s.total, "at_least_min": s.at_least_min,
             "rows_in": rows_in} | {f"small:{c}": n for c, n in s.small.items()}  # fmt: skip
+    figs |= {f"{EXTRA}{k}": v for k, v in (extra or {}).items()}
     df = pl.DataFrame({"_s": list(figs), "_n": list(figs.values())},
                       schema={"_s": pl.String, "_n": pl.Int64})  # fmt: skip
     df = df.select(*[pl.lit(None, pl.String).alias(k) for k in keys],
@@ -124,74 +125,6 @@ def _summary_batch(s: CountSummary, rows_in: int, keys: list[str], published: li
                    **{c: pl.lit(None, pl.Int64) for c in published},
                    _kind=pl.lit("s"), _s="_s", _n="_n")  # fmt: skip
     return arrow_out(df, _arrow_schema(keys, published))
-
-
-def _secure_partition(
-    keys: list[str], plan: NoisePlan, carry: list[str], batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` on summed counts: every batch's rows get noise from this task's own
-    secure source; the rows that pass leave (with the ``carry`` sums), then the partition's
-    summary."""
-    out = [*plan.published, *carry]
-    rng = task_rng()
-    total, rows_in = CountSummary(), 0
-    for b in batches:
-        if b.num_rows == 0:
-            continue
-        df = pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b])))
-        rows_in += int(df.get_column("_rows").sum() or 0)
-        df = df.drop("_rows")
-        total.add(CountSummary.of(df, plan))
-        kept = apply_steps(df, plan, lambda i, rows: plan.steps[i].noise.sample(rows.height, rng))
-        if kept.height:
-            yield _out_batch(kept, keys, out)
-    yield _summary_batch(total, rows_in, keys, out)
-
-
-def whole_runs(batches: Iterator[pa.RecordBatch], column: str) -> Iterator[pl.DataFrame]:
-    """A partition's batches, sorted or grouped by ``column``, as frames that each hold whole
-    runs of equal ``column`` values: the rows of a batch's last value wait for the next."""
-    carry: pl.DataFrame | None = None
-    for b in batches:
-        if b.num_rows == 0:
-            continue
-        df = pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b])))
-        if carry is not None:
-            df = pl.concat([carry, df], how="vertical_relaxed")
-        runs = df.get_column(column).rle_id()
-        cut = int((runs == runs.max()).arg_max() or 0)
-        carry = df.slice(cut)
-        if cut:
-            yield df.slice(0, cut)
-    if carry is not None and carry.height:
-        yield carry
-
-
-def _seeded_partition(
-    keys: list[str], plan: NoisePlan, carry: list[str], key: int, first_step: int,
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """``mapInArrow`` on partial counts with their noise bucket, each bucket in one partition
-    and the partition sorted by bucket: bucket after bucket, its counts summed by key and the
-    plan run with the bucket's seeded streams (the canonical order of its keys) — the draws
-    of one machine's release, bucket for bucket."""
-    out = [*plan.published, *carry]
-    total, rows_in = CountSummary(), 0
-    for raw in whole_runs(batches, _BUCKET):
-        rows_in += raw.height
-        df = raw.group_by(keys).agg(pl.col(c).sum().cast(pl.Int64) for c in ["count", *carry])
-        total.add(CountSummary.of(df, plan))
-        kept = seeded_steps(df, keys, plan, key, first_step)
-        if kept.height:
-            yield _out_batch(kept, keys, out)
-    yield _summary_batch(total, rows_in, keys, out)
-
-
-def _with_bucket(keys: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: each row's noise bucket (the top bits of its keys' 64-bit word)."""
-    for b in batches:
-        df = pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b])))
-        yield b.append_column(_BUCKET, pa.array(noise_buckets(df, keys)))
 
 
 @dataclass
@@ -203,35 +136,8 @@ class StageResult:
     summary: CountSummary
     rows_in: int = 0
     received: int = 0  # every row the driver received (kept rows and summary rows)
-
-
-def stage_frame(partial_counts: Any, keys: list[str], plan: NoisePlan, key: int | None,
-                first_step: int = 0, carry: tuple[str, ...] = (),
-                per_task: bool = False) -> Any:  # fmt: skip
-    """The lazy Spark frame of a noise stage on ``partial_counts`` (keys, ``count`` and the
-    ``carry`` columns: partial sums, summed here; the plan acts on ``count``): kept rows
-    (``_kind`` r, with the published and carried columns) and summary rows (``_kind`` s).
-    ``per_task``: each task's rows are already one per key (the bounding tasks' counts)."""
-    c = list(carry)
-    schema = _schema(keys, [*plan.published, *c])
-    if key is None:
-        # rows already summed in their tasks are moved by key first: the sum is then one
-        # aggregation after the shuffle (Spark combines the partial and final steps), not a
-        # partial one before it that finds nothing to add up
-        moved = partial_counts.repartition(*keys) if per_task else partial_counts
-        summed = moved.groupBy(*keys).agg(
-            F.sum("count").alias("count"), *[F.sum(x).alias(x) for x in c],
-            F.count(F.lit(1)).alias("_rows"),
-        )  # fmt: skip
-        return summed.mapInArrow(partial(_secure_partition, keys, plan, c), schema)
-    cols = ", ".join(f"`{k}` string" for k in keys)
-    more = "".join(f", `{x}` long" for x in c)
-    with_b = partial_counts.select(*keys, "count", *c).mapInArrow(
-        partial(_with_bucket, keys), f"{cols}, `count` long{more}, {_BUCKET} long"
-    )
-    by_bucket = with_b.repartition(_BUCKET).sortWithinPartitions(_BUCKET)
-    fn = partial(_seeded_partition, keys, plan, c, key, first_step)
-    return by_bucket.mapInArrow(fn, schema)
+    #: more figures the stage's tasks summed (:attr:`BlobStage.figures`)
+    extra: dict[str, int] = field(default_factory=dict)
 
 
 def read_stage(out: pl.DataFrame, keys: list[str], published: list[str]) -> StageResult:
@@ -243,50 +149,98 @@ def read_stage(out: pl.DataFrame, keys: list[str], published: list[str]) -> Stag
     small = {int(k.split(":", 1)[1]): v for k, v in figs.items() if k.startswith("small:")}
     s = CountSummary(figs.get("items", 0), figs.get("total", 0), figs.get("at_least_min", 0),
                      small)  # fmt: skip
-    return StageResult(rows, s, figs.get("rows_in", 0), out.height)
+    extra = {k.removeprefix(EXTRA): v for k, v in figs.items() if k.startswith(EXTRA)}
+    return StageResult(rows, s, figs.get("rows_in", 0), out.height, extra)
 
 
-def noisy_stage(partial_counts: Any, keys: list[str], plan: NoisePlan, key: int | None,
-                where: str, first_step: int = 0,
-                per_task: bool = False) -> StageResult:  # fmt: skip
-    """:func:`stage_frame` run once (one action) and read on the driver."""
-    frame = stage_frame(partial_counts, keys, plan, key, first_step, per_task=per_task)
-    return read_stage(to_polars(frame, where), keys, plan.published)
+@dataclass(frozen=True)
+class BlobStage:
+    """What a task of a blob noise stage (:func:`blob_partition`) does with the partial rows
+    of its buckets (``keys``, ``count``, the ``carry`` columns; ``_rows``: how many rows each
+    partial row sums, when not one): keep only ``within``'s values of one key column, or only
+    ``domain``'s keys (then return the sums, no plan); else run ``plan`` — with the task's own
+    secure source (``key`` None) or the bucket streams of ``first_step`` on. ``figures``
+    (a pool round's d): the partial rows also carry a pool's per-item holders (``h``), rows
+    of rank below d (``f``) and lowest rank (``r0``) — items outside the round have
+    ``_rows`` 0 — and the task sums the pool's figures (:data:`POOL_FIGURES`) before the
+    plan runs on the round's items."""
+
+    keys: list[str]
+    plan: NoisePlan | None = None
+    key: int | None = None
+    first_step: int = 0
+    carry: tuple[str, ...] = ()
+    within: tuple[str, list[str]] | None = None
+    domain: pl.DataFrame | None = None
+    figures: int | None = None
+
+    def schema(self) -> str:
+        if self.plan is None:
+            return ", ".join(f"`{k}` string" for k in self.keys) + ", `count` long"
+        return _schema(self.keys, [*self.plan.published, *self.carry])
 
 
-def _blob_partition(
-    keys: list[str], plan: NoisePlan | None, key: int | None,
-    within: tuple[str, list[str]] | None, domain: pl.DataFrame | None,
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """``mapInArrow`` on a count table's blobs moved by bucket (every partial row of a key in
-    this task): the partial counts summed by key, then — ``domain`` — the sums of the domain's
-    keys (keys, ``count``), or the plan run: with this task's own secure source (``key``
-    None) or the bucket streams (the canonical order of this task's buckets, each whole here);
-    the rows that pass leave, then the task's summary."""
+def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` on blobs of partial rows moved by bucket (every partial row of a key in
+    this task, every key of a bucket): the rows summed by key, then the stage
+    (:class:`BlobStage`) run; the rows that pass leave, then the task's summary."""
+    keys, carry = st.keys, list(st.carry)
     frames = list(unpack_all(batches))
     raw = (pl.concat(frames, how="vertical_relaxed") if frames else
-           pl.DataFrame(schema={k: pl.String for k in keys} | {"count": pl.Int64}))  # fmt: skip
-    if within is not None:
-        raw = raw.filter(pl.col(within[0]).is_in(pl.Series(within[1], dtype=pl.String).implode()))
-    if domain is not None:
-        raw = raw.join(domain, on=keys, how="semi")
-    df = raw.group_by(keys).agg(pl.col("count").sum().cast(pl.Int64))
+           pl.DataFrame(schema={k: pl.String for k in keys} | {"count": pl.Int64}
+                        | dict.fromkeys(carry, pl.Int64)))  # fmt: skip
+    if st.within is not None:
+        col, values = st.within
+        raw = raw.filter(pl.col(col).is_in(pl.Series(values, dtype=pl.String).implode()))
+    if st.domain is not None:
+        raw = raw.join(st.domain, on=keys, how="semi")
+    rows_in = int(raw.get_column("_rows").sum() or 0) if "_rows" in raw.columns else raw.height
+    sums = [pl.col(c).sum().cast(pl.Int64) for c in ["count", *carry]]
+    extra = None
+    if st.figures is not None:
+        sums += [pl.col("_rows").sum(), pl.col("h").sum(), pl.col("f").sum(), pl.col("r0").min()]
+    df = raw.group_by(keys).agg(sums)
+    if st.figures is not None:
+        extra = pool_figures(df, st.figures)
+        df = df.filter(pl.col("_rows") > 0).drop("_rows", "h", "f", "r0")
+    plan = st.plan
     if plan is None:
         if df.height:
-            yield arrow_out(df.select(*[pl.col(k).cast(pl.String) for k in keys], "count"),
-                            pa.schema([*[pa.field(k, pa.string()) for k in keys],
-                                       pa.field("count", pa.int64())]))  # fmt: skip
+            out = df.select(*[pl.col(k).cast(pl.String) for k in keys], "count")
+            yield arrow_out(out, pa.schema([*[pa.field(k, pa.string()) for k in keys],
+                                            pa.field("count", pa.int64())]))  # fmt: skip
         return
+    published = [*plan.published, *carry]
     summary = CountSummary.of(df, plan)
-    if key is None:
+    if st.key is None:
         rng = task_rng()
         kept = apply_steps(df, plan, lambda i, rows: plan.steps[i].noise.sample(rows.height, rng))
     else:
-        kept = seeded_steps(df, keys, plan, key, 0)
+        kept = seeded_steps(df, keys, plan, st.key, st.first_step)
     if kept.height:
-        yield _out_batch(kept, keys, list(plan.published))
-    yield _summary_batch(summary, raw.height, keys, list(plan.published))
+        yield _out_batch(kept, keys, published)
+    yield _summary_batch(summary, rows_in, keys, published, extra)
+
+
+#: a pool's figures (:class:`~searchveil.mechanisms.pool_rounds.PoolFigures`' fields)
+POOL_FIGURES = ["rows", "rows_first_d", "items", "single_items", "single_first_d"]
+EXTRA = "extra:"
+
+
+def pool_figures(per_item: pl.DataFrame, d: int) -> dict[str, int]:
+    """A pool's figures from its per-item sums (``h`` holders, ``f`` rows of rank below
+    ``d``, ``r0`` lowest rank), of the items whose every row was summed here."""
+    one = per_item.filter(pl.col("h") == 1)
+    return {"rows": int(per_item.get_column("h").sum() or 0),
+            "rows_first_d": int(per_item.get_column("f").sum() or 0), "items": per_item.height,
+            "single_items": one.height,
+            "single_first_d": one.filter(pl.col("r0") < d).height}  # fmt: skip
+
+
+def blob_stage(blobs: Any, st: BlobStage) -> Any:
+    """The lazy Spark frame of a stage on ``blobs`` (rows ``bucket, blob``): moved by bucket,
+    then :func:`blob_partition` in every task."""
+    return blobs.repartition("bucket").mapInArrow(partial(blob_partition, st), st.schema())
 
 
 @dataclass
@@ -313,12 +267,11 @@ class SparkCounts(CountTable):
         self.sink["release"] = self.sink.get("release", 0) + n
 
     def _stage(self, plan: NoisePlan | None, key: int | None,
-               within: tuple[str, pl.Series] | None, domain: pl.DataFrame | None,
-               schema: str) -> pl.DataFrame:  # fmt: skip
+               within: tuple[str, pl.Series] | None = None,
+               domain: pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
         w = None if within is None else (within[0], within[1].cast(pl.String).to_list())
-        fn = partial(_blob_partition, self.keys, plan, key, w, domain)
-        frame = self.blobs.repartition("bucket").mapInArrow(fn, schema)
-        return to_polars(frame, self.where)
+        st = BlobStage(self.keys, plan, key, within=w, domain=domain)
+        return to_polars(blob_stage(self.blobs, st), self.where)
 
     def release(
         self,
@@ -330,8 +283,7 @@ class SparkCounts(CountTable):
     ) -> NoisyCounts:
         if domain is not None:
             dom = domain.select(self.keys).unique().cast(dict.fromkeys(self.keys, pl.String))
-            cols = ", ".join(f"`{k}` string" for k in self.keys)
-            got = self._stage(None, None, within, dom, f"{cols}, `count` long")
+            got = self._stage(None, None, within, dom)
             got = got.group_by(self.keys).agg(pl.col("count").sum())
             local = LocalCounts(domain_counts(dom, got, self.keys), self.keys)
             out = local.release(plan, rng)
@@ -339,12 +291,11 @@ class SparkCounts(CountTable):
             self._got(got.height)
             return out
         key = noise_key(rng)
-        got = self._stage(plan, key, within, None, _schema(self.keys, list(plan.published)))
+        got = self._stage(plan, key, within)
         res = read_stage(got, self.keys, list(plan.published))
         self._got(res.received)
         return NoisyCounts(rows=res.rows, summary=res.summary, received=res.received)
 
     def collect(self) -> pl.DataFrame:
-        cols = ", ".join(f"`{k}` string" for k in self.keys)
-        got = self._stage(None, None, None, None, f"{cols}, `count` long")
+        got = self._stage(None, None)
         return got.group_by(self.keys).agg(pl.col("count").sum())
