@@ -58,6 +58,7 @@ from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_blobs import blob_rows, pack, unpack_all
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
+from searchveil.engines.spark_jvm import driver_java_options
 from searchveil.engines.spark_ordered import (
     CACHED,
     DDL_TYPES,
@@ -159,10 +160,11 @@ def spark_session(
         }
         if master.startswith("local"):
             # the JVM's tasks only move Arrow blobs (engines/spark_blobs.py): its client
-            # compiler suffices, and the optimising one cost ~10 CPU s a cold release on
-            # 2 cores (docs/spark-perf.md); --spark-conf spark.driver.extraJavaOptions=…
-            # replaces it
-            settings["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+            # compiler, interpreted expressions and, once prepared, a class-data archive
+            # (engines/spark_jvm.py; docs/spark-perf.md, "Cold")
+            settings["spark.driver.extraJavaOptions"] = driver_java_options()
+            settings["spark.sql.codegen.wholeStage"] = "false"
+            settings["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
         # the driver receives only what a release publishes (and a few rows per task):
         # Spark's own cap on what a job returns (1g) stands unless the user sets another
         if os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE"):

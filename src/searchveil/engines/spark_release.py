@@ -186,9 +186,10 @@ def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator
     (:class:`BlobStage`) run; the rows that pass leave, then the task's summary."""
     keys, carry = st.keys, list(st.carry)
     frames = list(unpack_all(batches))
+    more = ["_rows", "h", "f", "r0"] if st.figures is not None else []
     raw = (pl.concat(frames, how="vertical_relaxed") if frames else
            pl.DataFrame(schema={k: pl.String for k in keys} | {"count": pl.Int64}
-                        | dict.fromkeys(carry, pl.Int64)))  # fmt: skip
+                        | dict.fromkeys([*carry, *more], pl.Int64)))  # fmt: skip
     if st.within is not None:
         col, values = st.within
         raw = raw.filter(pl.col(col).is_in(pl.Series(values, dtype=pl.String).implode()))
