@@ -95,6 +95,11 @@ COMMANDS: dict[str, Entry] = {
         "A dataset's privacy budget across releases: init, show, refund a pending charge.",
         group=True,
     ),
+    "spark": Entry(
+        "searchveil.cli.spark",
+        "Spark engine setup: a class-data archive that halves a local JVM's start.",
+        group=True,
+    ),
 }
 # commands of a group defined outside the group's own module: (group, command) -> module
 _SUB_OWNER = {("release", "ump"): "searchveil.cli.sanitize"}

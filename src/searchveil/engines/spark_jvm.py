@@ -85,8 +85,12 @@ def _dump_run(tmp: str) -> None:
     data = Path(__file__).resolve().parent.parent / "data" / "aol-gayo-avello-215-users.tsv"
     os.environ["SEARCHVEIL_SPARK_LOCAL_ROWS"] = "0"
     with tempfile.TemporaryDirectory() as d:
-        for i, extra in enumerate((["--max-queries", "5", "--max-clicks", "1"],
-                                   ["--selection", "probe-reweight-2r", "--max-clicks", "1"])):
+        for i, extra in enumerate(
+            (
+                ["--max-queries", "5", "--max-clicks", "1"],
+                ["--selection", "probe-reweight-2r", "--max-clicks", "1"],
+            )
+        ):
             args = ["release", "korolova", str(data), "--epsilon", "2.302585", "--delta",
                     "1e-4", "--max-users", "1000", *extra, "--engine", "spark",
                     "--spark-master", "local[2]", "--spark-conf",

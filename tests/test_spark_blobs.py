@@ -1,0 +1,148 @@
+"""Issue 40's speed round: the tables Spark moves as Arrow blobs (engines/spark_blobs.py), the
+tasks' blob stage (engines/spark_release.blob_partition) and the local JVM's options
+(engines/spark_jvm.py) — run in this process, no JVM: what a Spark task does with its blobs is
+checked against the central code on the same rows."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark")
+
+from searchveil.engines.spark_blobs import blob_frame, bucketed, pack, unpack  # noqa: E402
+from searchveil.engines.spark_release import (  # noqa: E402
+    BlobStage,
+    blob_partition,
+    pool_figures,
+    read_stage,
+)
+from searchveil.mechanisms.noise import DiscreteLaplace  # noqa: E402
+from searchveil.mechanisms.noisy_counts import (  # noqa: E402
+    NoisePlan,
+    NoisyStep,
+    noise_buckets,
+    seeded_steps,
+)
+
+PLAN = NoisePlan((NoisyStep(DiscreteLaplace(2.0), threshold=5, publish="v"),), small_counts=2)
+
+
+def _partials(n: int = 3000, parts: int = 4, seed: int = 1) -> list[pl.DataFrame]:
+    """Partial counts of ``n`` items spread over ``parts`` tasks (an item in several)."""
+    gen = np.random.default_rng(seed)
+    out = []
+    for _ in range(parts):
+        idx = gen.choice(n, size=n // 2, replace=False)
+        out.append(pl.DataFrame({"query": [f"q{i}" for i in idx],
+                                 "count": gen.integers(1, 9, idx.size)}))  # fmt: skip
+    return out
+
+
+def _batches(frames: list[pl.DataFrame], keys: list[str]) -> list[pa.RecordBatch]:
+    pairs = [p for f in frames for p in bucketed(f, keys)]
+    return blob_frame(pairs).to_batches()
+
+
+def test_pack_round_trip_and_buckets_are_the_noise_buckets() -> None:
+    df = _partials()[0]
+    for compress in (False, True):
+        assert unpack(pack(df, compress=compress)).equals(df)
+    got = dict(bucketed(df, ["query"]))
+    want = df.with_columns(b=pl.Series(noise_buckets(df, ["query"])))
+    assert set(got) == set(want.get_column("b").unique().to_list())
+    for b, blob in got.items():
+        part = unpack(blob)
+        assert set(noise_buckets(part, ["query"]).tolist()) == {b}
+        assert part.height == want.filter(pl.col("b") == b).height
+
+
+def test_blob_stage_sums_partials_and_draws_the_central_seeded_noise() -> None:
+    """A task holding every bucket: the partial rows summed by key, then exactly the seeded
+    draws of one machine's release on the summed table (and its summary figures)."""
+    frames = _partials()
+    total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())
+    st = BlobStage(["query"], PLAN, key=12345)
+    out = pl.DataFrame(pl.from_arrow(pa.Table.from_batches(
+        list(blob_partition(st, iter(_batches(frames, ["query"])))))))  # fmt: skip
+    res = read_stage(out, ["query"], ["v"])
+    central = seeded_steps(total, ["query"], PLAN, 12345)
+    assert res.rows.sort("query").equals(central.select("query", "count", "v").sort("query"))
+    assert res.summary.items == total.height
+    assert res.summary.total == int(total.get_column("count").sum())
+    assert res.summary.small.get(1, 0) == total.filter(pl.col("count") == 1).height
+    assert res.rows_in == sum(f.height for f in frames)
+
+
+def test_blob_stage_within_domain_and_an_empty_task() -> None:
+    frames = _partials()
+    total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())
+    keep = ["q1", "q2", "q3", "q2999", "nowhere"]
+    st = BlobStage(["query"], None, within=("query", keep))
+    out = pl.DataFrame(pl.from_arrow(pa.Table.from_batches(
+        list(blob_partition(st, iter(_batches(frames, ["query"])))))))  # fmt: skip
+    want = total.filter(pl.col("query").is_in(keep)).sort("query")
+    assert out.sort("query").equals(want.cast({"count": pl.Int64}))
+    # a task whose partition holds no blob (more partitions than buckets), with pool figures
+    fig = BlobStage(["item"], PLAN, key=None, carry=("first",), figures=3)
+    empty = list(blob_partition(fig, iter([])))
+    res = read_stage(pl.DataFrame(pl.from_arrow(pa.Table.from_batches(empty))), ["item"],
+                     ["v", "first"])  # fmt: skip
+    assert res.rows.height == 0 and res.summary.items == 0 and res.extra["items"] == 0
+
+
+def test_pool_figures_from_per_item_sums() -> None:
+    per = pl.DataFrame({"item": ["a", "b", "c", "d"], "h": [1, 3, 1, 1], "f": [1, 2, 0, 1],
+                        "r0": [0, 0, 5, 2]})  # fmt: skip
+    assert pool_figures(per, 3) == {"rows": 6, "rows_first_d": 4, "items": 4,
+                                    "single_items": 3, "single_first_d": 2}  # fmt: skip
+
+
+def test_driver_java_options_use_a_prepared_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from searchveil.engines import spark_jvm
+
+    monkeypatch.setenv("SEARCHVEIL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SEARCHVEIL_SPARK_CDS", raising=False)
+    path = spark_jvm.archive_path()
+    assert path.parent == tmp_path and path.suffix == ".jsa"
+    assert spark_jvm.driver_java_options() == spark_jvm.CLIENT_COMPILER
+    path.write_bytes(b"not a real archive")
+    opts = spark_jvm.driver_java_options()
+    assert f"-XX:SharedArchiveFile={path}" in opts and "-Xshare:auto" in opts
+    monkeypatch.setenv("SEARCHVEIL_SPARK_CDS", "0")
+    assert spark_jvm.driver_java_options() == spark_jvm.CLIENT_COMPILER
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_spark_prepare_writes_an_archive_a_jvm_maps(tmp_path: Path) -> None:
+    """``searchveil spark prepare`` (~40 s): an archive in the cache, written once; a JVM
+    started with it maps it (``-Xshare:on`` fails when it cannot)."""
+    env = dict(os.environ, SEARCHVEIL_CACHE_DIR=str(tmp_path))
+    cmd = [sys.executable, "-m", "searchveil", "spark", "prepare", "--json"]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert '"written": true' in first.stdout
+    archives = list(tmp_path.glob("*.jsa"))
+    assert len(archives) == 1 and archives[0].stat().st_size > 10 << 20
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert again.returncode == 0 and '"written": false' in again.stdout
+    # a local session's JVM maps it: with -Xshare:on it would not start if it could not
+    code = ("from searchveil.engines.spark import spark_session; "
+            "from searchveil.engines.spark_jvm import driver_java_options as o; "
+            "s = spark_session('local[1]', conf=(('spark.driver.extraJavaOptions', "
+            "o().replace('-Xshare:auto', '-Xshare:on')),)); "
+            "print('rows', s.range(3).count())")  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0 and "rows 3" in run.stdout, run.stderr[-2000:]
