@@ -17,7 +17,14 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from searchveil.engines.spark_blobs import blob_frame, bucketed, pack, unpack  # noqa: E402
+from searchveil.engines.spark_blobs import (  # noqa: E402
+    blob_frame,
+    bucketed,
+    noise_bucket_of,
+    pack,
+    shards,
+    unpack,
+)
 from searchveil.engines.spark_release import (  # noqa: E402
     BlobStage,
     blob_partition,
@@ -56,11 +63,13 @@ def test_pack_round_trip_and_buckets_are_the_noise_buckets() -> None:
     for compress in (False, True):
         assert unpack(pack(df, compress=compress)).equals(df)
     got = dict(bucketed(df, ["query"]))
-    want = df.with_columns(b=pl.Series(noise_buckets(df, ["query"])))
+    want = df.with_columns(b=pl.Series(shards(df, ["query"])))
     assert set(got) == set(want.get_column("b").unique().to_list())
+    assert len(got) > 32  # finer than the noise buckets
     for b, blob in got.items():
         part = unpack(blob)
-        assert set(noise_buckets(part, ["query"]).tolist()) == {b}
+        assert set(shards(part, ["query"]).tolist()) == {b}
+        assert set(noise_buckets(part, ["query"]).tolist()) == {noise_bucket_of(b)}
         assert part.height == want.filter(pl.col("b") == b).height
 
 

@@ -9,10 +9,11 @@ users' pools) therefore travels as a few large binary values: Spark schedules th
 the blobs on the executors (cache, shuffle files) and moves them by ``bucket``; the rows inside
 are read and written by Polars in the tasks.
 
-A table's ``bucket`` is its noise bucket (:func:`~searchveil.mechanisms.noisy_counts.
-noise_buckets`, a fixed function of the key's bytes): moving the blobs by bucket puts every
-partial row of a key — and every key of a noise bucket — in one task, which is what both the
-sum by key and a seeded release's bucket streams need.
+A table's ``bucket`` is a shard of its key (:data:`SHARD_BITS`; a fixed function of the key's
+bytes whose top bits are the noise bucket, :func:`~searchveil.mechanisms.noisy_counts.
+noise_buckets`): moving the blobs by shard puts every partial row of a key in one task — what
+the sum by key needs —, and by noise bucket every key of a bucket too — what a seeded
+release's bucket streams need.
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from searchveil.mechanisms.noisy_counts import noise_buckets
+from searchveil.mechanisms.noisy_counts import NOISE_BUCKETS, key_hash
 
-__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "blob_frame", "blob_rows", "bucketed", "pack",
-           "rows_to_blobs", "unpack", "unpack_all"]  # fmt: skip
+__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "SHARD_BITS", "blob_frame", "blob_rows", "bucketed",
+           "noise_bucket_column", "noise_bucket_of", "pack", "rows_to_blobs", "shards", "unpack",
+           "unpack_all"]  # fmt: skip
+
+assert NOISE_BUCKETS == 1 << 5
 
 BLOB_SCHEMA = pa.schema([("bucket", pa.int64()), ("blob", pa.binary())])
 BLOB_DDL = "bucket long, blob binary"
@@ -48,11 +54,36 @@ def unpack(blob: bytes) -> pl.DataFrame:
     return pl.read_ipc_stream(io.BytesIO(blob))
 
 
+#: a blob's ``bucket`` is a *shard*: the top :data:`SHARD_BITS` bits of the key's 64-bit word
+#: (:func:`~searchveil.mechanisms.noisy_counts.key_hash`), of which the top 5 are its noise
+#: bucket (:func:`noise_bucket_of`). A secure stage moves blobs by shard (up to 256 reduce
+#: tasks: at 10⁹ keys a few million each), a seeded one by noise bucket (each of the 32
+#: buckets' seeded streams drawn whole in one task)
+SHARD_BITS = 8
+
+
+def shards(df: pl.DataFrame, keys: list[str]) -> npt.NDArray[np.int64]:
+    """The shard (0 … 2^SHARD_BITS − 1) of each row's ``keys``."""
+    return (key_hash(df, keys) >> np.uint64(64 - SHARD_BITS)).astype(np.int64)
+
+
+def noise_bucket_of(shard: int) -> int:
+    """A shard's noise bucket."""
+    return shard >> (SHARD_BITS - 5)
+
+
+def noise_bucket_column(shard: Any) -> Any:
+    """A Spark column's shards as their noise buckets."""
+    from pyspark.sql import functions as F
+
+    return F.shiftright(shard, SHARD_BITS - 5)
+
+
 def bucketed(df: pl.DataFrame, keys: list[str]) -> Iterator[tuple[int, bytes]]:
-    """``df``'s rows by the noise bucket of their ``keys``: (bucket, blob) per bucket met."""
+    """``df``'s rows by the shard of their ``keys``: (shard, blob) per shard met."""
     if df.height == 0:
         return
-    b = pl.Series("_bucket", noise_buckets(df, keys), dtype=pl.Int64)
+    b = pl.Series("_bucket", shards(df, keys), dtype=pl.Int64)
     for (bucket,), part in df.with_columns(b).partition_by("_bucket", as_dict=True).items():
         yield int(bucket), pack(part.drop("_bucket"))
 

@@ -9,12 +9,15 @@ last user — bounds the partition's rows exactly as the in-memory release and t
 do (the same rows, :func:`~searchveil.engines.sources.canonical_rows`, the same kernel). Only
 small rows leave a partition:
 
-* the counts of what its other runs keep (``c``: key, number) — or, for the selection pools,
-  the kept rows themselves (``p``); one Spark aggregation sums the counts over partitions;
+* the counts of what its other runs keep, in each count table's own keys, as Arrow blobs by
+  noise bucket (``C``; :mod:`~searchveil.engines.spark_blobs`) — or, for the selection pools,
+  the kept rows themselves as zstd blobs (``P``) and its last user's pool rows (``t``, for the
+  users two tasks share);
 * its :class:`~searchveil.bounding.Segment` — the first run's kept rows (``h``, at most the
   rule's n per stream), its first and last row and stream counts (``s``), the last run's kept
   keys (``k``) — and its figures (``f``);
-* the user of every run (``u``): the aggregation returns the users seen in more than one run.
+* the user of every run, as blobs by bucket (``U``): moved by bucket, they give the users seen
+  in more than one run.
 
 The driver (:func:`join_partitions`) adds the segments in partition order to one
 :class:`~searchveil.bounding.Bounder` — the kernel's own join, the same code that carries a
@@ -68,9 +71,9 @@ POOL_BLOB_ROWS = 1 << 17
 
 OUTPUT_SCHEMA = pa.schema(
     [
-        ("kind", pa.string()),  # c count, p pool row, h head row, k carried key, s state,
-        # f figure, u a run's user
-        ("stream", pa.string()),  # events | clicks (kinds c p h k s); the figure's name (f)
+        ("kind", pa.string()),  # C counts (blob), P pool rows (blob), U run users (blob),
+        # h head row, k carried key, s state, f figure, t the last user's pool rows
+        ("stream", pa.string()),  # events | clicks (P h k s t); a table's name (C); a figure's (f)
         ("user", pa.string()),
         ("query", pa.string()),
         ("url", pa.string()),

@@ -37,9 +37,10 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 from pyspark import StorageLevel
+from pyspark.sql import functions as F
 
 from searchveil.engines.contract import CountTable, LocalCounts, domain_counts
-from searchveil.engines.spark_blobs import rows_to_blobs, unpack_all
+from searchveil.engines.spark_blobs import noise_bucket_column, rows_to_blobs, unpack_all
 from searchveil.engines.spark_errors import spark_errors
 from searchveil.mechanisms.noisy_counts import (
     CountSummary,
@@ -239,9 +240,12 @@ def pool_figures(per_item: pl.DataFrame, d: int) -> dict[str, int]:
 
 
 def blob_stage(blobs: Any, st: BlobStage) -> Any:
-    """The lazy Spark frame of a stage on ``blobs`` (rows ``bucket, blob``): moved by bucket,
-    then :func:`blob_partition` in every task."""
-    return blobs.repartition("bucket").mapInArrow(partial(blob_partition, st), st.schema())
+    """The lazy Spark frame of a stage on ``blobs`` (rows ``bucket, blob``: ``bucket`` the
+    shard, :data:`~searchveil.engines.spark_blobs.SHARD_BITS`): moved by shard — by noise
+    bucket when seeded —, then :func:`blob_partition` in every task."""
+    # seeded: each noise bucket whole in one task (its streams); else by shard
+    by = noise_bucket_column(F.col("bucket")) if st.key is not None else F.col("bucket")
+    return blobs.repartition(by).mapInArrow(partial(blob_partition, st), st.schema())
 
 
 @dataclass
