@@ -22,6 +22,7 @@ from searchveil.engines.spark_blobs import (  # noqa: E402
     bucketed,
     noise_bucket_of,
     pack,
+    shard_bits,
     shards,
     unpack,
 )
@@ -30,6 +31,7 @@ from searchveil.engines.spark_release import (  # noqa: E402
     blob_partition,
     pool_figures,
     read_stage,
+    unpersist,
 )
 from searchveil.mechanisms.noise import DiscreteLaplace  # noqa: E402
 from searchveil.mechanisms.noisy_counts import (  # noqa: E402
@@ -62,15 +64,39 @@ def test_pack_round_trip_and_buckets_are_the_noise_buckets() -> None:
     df = _partials()[0]
     for compress in (False, True):
         assert unpack(pack(df, compress=compress)).equals(df)
-    got = dict(bucketed(df, ["query"]))
-    want = df.with_columns(b=pl.Series(shards(df, ["query"])))
-    assert set(got) == set(want.get_column("b").unique().to_list())
-    assert len(got) > 32  # finer than the noise buckets
-    for b, blob in got.items():
-        part = unpack(blob)
-        assert set(shards(part, ["query"]).tolist()) == {b}
-        assert set(noise_buckets(part, ["query"]).tolist()) == {noise_bucket_of(b)}
-        assert part.height == want.filter(pl.col("b") == b).height
+    for bits in (5, 8):
+        got = dict(bucketed(df, ["query"], bits))
+        want = df.with_columns(b=pl.Series(shards(df, ["query"], bits)))
+        assert set(got) == set(want.get_column("b").unique().to_list())
+        assert len(got) > (32 if bits > 5 else 16)  # 8 bits: finer than the noise buckets
+        for b, blob in got.items():
+            part = unpack(blob)
+            assert set(shards(part, ["query"], bits).tolist()) == {b}
+            assert set(noise_buckets(part, ["query"]).tolist()) == {noise_bucket_of(b, bits)}
+            assert part.height == want.filter(pl.col("b") == b).height
+
+
+class _Conf:
+    def __init__(self, value: str) -> None:
+        self.conf = self
+        self.value = value
+
+    def get(self, _key: str) -> str:
+        return self.value
+
+
+def test_shard_bits_follow_the_shuffle_partitions() -> None:
+    assert [shard_bits(_Conf(v)) for v in ("8", "1", "200", "4000", "auto")] == [5, 5, 10, 14, 10]
+
+
+def test_unpersist_of_a_stopped_jvm_hides_nothing() -> None:
+    """A failed job's cleanup (the JVM gone) must not replace the job's own error."""
+
+    class Gone:
+        def unpersist(self) -> None:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    unpersist(Gone())  # no exception
 
 
 def test_blob_stage_sums_partials_and_draws_the_central_seeded_noise() -> None:
@@ -155,3 +181,43 @@ def test_spark_prepare_writes_an_archive_a_jvm_maps(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=300, check=False)  # fmt: skip
     assert run.returncode == 0 and "rows 3" in run.stdout, run.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("extra", [["--max-queries", "5", "--max-clicks", "1"],
+                                   ["--selection", "probe-reweight-2r", "--max-clicks", "1"]],
+                         ids=["korolova", "probe-reweight-2r"])  # fmt: skip
+def test_finer_shards_release_the_seeded_bytes(tmp_path: Path, extra: list[str]) -> None:
+    """64 shuffle partitions make 8-bit shards (a seeded stage then moves whole noise buckets,
+    an unseeded one shards): the release on the executors equals the in-memory one under a
+    seed, file for file — on a 20,000-user synthetic log, where tens of rows pass (a stage
+    that split a noise bucket over tasks would draw other noise and fail this)."""
+    sample = (
+        Path(__file__).resolve().parents[1] / "src/searchveil/data/aol-gayo-avello-215-users.tsv"
+    )
+    log = tmp_path / "syn.parquet"
+    sv = [sys.executable, "-m", "searchveil"]
+    run = subprocess.run([*sv, "synth", "--like", str(sample), "--users", "20000", "--rows",
+                          "400000", "--out", str(log), "--seed", "3"],
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    base = ["release", "korolova", str(log), "--epsilon", "5", "--delta", "1e-6",
+            "--max-users", "100000", "--urls", "private", "--seed", "1", *extra]  # fmt: skip
+    env = dict(os.environ, SEARCHVEIL_SPARK_LOCAL_ROWS="0")
+    spark = [*sv, *base, "--out", str(tmp_path / "spark"), "--engine", "spark",
+             "--spark-master", "local[2]", "--spark-conf", "spark.sql.shuffle.partitions=64",
+             # (a small log: Spark would merge the 64 partitions into a few)
+             "--spark-conf", "spark.sql.adaptive.coalescePartitions.enabled=false"]  # fmt: skip
+    run = subprocess.run(spark, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    mem = [*sv, *base, "--out", str(tmp_path / "memory"), "--engine", "memory"]
+    run = subprocess.run(mem, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    names = sorted(p.name for p in (tmp_path / "memory").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "spark").iterdir())
+    assert len((tmp_path / "memory" / "queries.tsv").read_text().splitlines()) > 20
+    for name in names:
+        if name != "ledger.json":
+            assert (tmp_path / "spark" / name).read_bytes() == (
+                tmp_path / "memory" / name).read_bytes(), name  # fmt: skip

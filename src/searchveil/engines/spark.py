@@ -56,7 +56,7 @@ from searchveil.engines.contract import (
 )
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
-from searchveil.engines.spark_blobs import blob_rows, pack, unpack_all
+from searchveil.engines.spark_blobs import NOISE_BITS, blob_rows, pack, shard_bits, unpack_all
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
 from searchveil.engines.spark_jvm import driver_java_options
 from searchveil.engines.spark_ordered import (
@@ -77,7 +77,7 @@ from searchveil.engines.spark_ordered import (
     unpack_segments,
 )
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
-from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars
+from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars, unpersist
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
@@ -456,7 +456,7 @@ class SparkEngine(Engine):
             if isinstance(t, SparkPools | SparkClickPools):
                 t.finish()
             else:
-                t.unpersist()
+                unpersist(t)
         self._cached = []
 
     def rows(self, source: Source | Path, plan: BoundingPlan) -> ReducedRows:
@@ -515,6 +515,8 @@ class KernelResult:
     straddlers: list[str] = field(default_factory=list)
     #: each task's last user's pool rows (``t`` rows: user, query, url, stream, rank ``n2``)
     tails: pl.DataFrame | None = None
+    #: the blobs' shard bits (:func:`~searchveil.engines.spark_blobs.shard_bits`)
+    bits: int = NOISE_BITS
     #: a small input's counts or pools, already in this process (:data:`LOCAL_ROWS`)
     local: dict[str, pl.DataFrame] | None = None
     where: str = "the input"
@@ -540,8 +542,8 @@ class KernelResult:
             if delta.height:
                 d = delta.select(*[pl.col(k).cast(pl.String) for k in keys],
                                  pl.col("count").cast(pl.Int64))  # fmt: skip
-                part = part.unionByName(blob_rows(spark, d, keys))
-            out[name] = SparkCounts(part, keys, self.where, self.sink)
+                part = part.unionByName(blob_rows(spark, d, keys, self.bits))
+            out[name] = SparkCounts(part, keys, self.where, self.sink, self.bits)
         return out
 
     def pool_tables(self) -> tuple[Any, Any]:
@@ -577,13 +579,14 @@ class KernelResult:
                                names=["blob", "own"])  # fmt: skip
                 p = p.unionByName(spark.createDataFrame(one).coalesce(1))
             tables.append(p)
-        queries = SparkPools(tables[0], self.where, self.sink, shared)
+        queries = SparkPools(tables[0], self.where, self.sink, shared, self.bits)
         clicks = None if tables[1] is None else SparkClickPools(tables[1], self.where, self.sink,
-                                                                shared)  # fmt: skip
+                                                                shared, self.bits)  # fmt: skip
         return queries, clicks
 
 
-def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) -> KernelResult:
+def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False,
+               bits: int = NOISE_BITS) -> KernelResult:  # fmt: skip
     """The tasks' output cached on the executors; to the driver only the segments' rows and
     the users seen in more than one run (one aggregation), joined there
     (:func:`~searchveil.engines.spark_ordered.join_segments`). The counts and pools stay.
@@ -608,13 +611,13 @@ def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False) ->
         small_rows = unpack_segments(pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow())))
         tally, bfig = join_segments(small_rows, bp, spec)
     except BaseException:
-        out.unpersist()
+        unpersist(out)
         raise
     delta, figures = tally.result(bfig, pl.String)
     across = small_rows.filter(pl.col("kind") == "u").get_column("user").cast(pl.String)
     tails = small_rows.filter(pl.col("kind") == "t")
     return KernelResult(out, delta, figures, bfig["rows"], small_rows.height, across.to_list(),
-                        tails=tails)  # fmt: skip
+                        tails=tails, bits=bits)  # fmt: skip
 
 
 _OUTPUT_TYPES = {f.name: DDL_TYPES.get(f.type, "long") for f in OUTPUT_SCHEMA}
@@ -633,12 +636,12 @@ def pieces_plan(
     schema = pq.read_schema(path)
     integral = pa.types.is_integer(schema.field("AnonID").type)
     spec = bp.kernel_spec(normalize=normalize)
-    how = PartitionInput(bp, spec, integral, bp.with_url, True)
+    how = PartitionInput(bp, spec, integral, bp.with_url, True, shard_bits(spark))
     tasks = spark.range(0, len(pieces), 1, numPartitions=len(pieces)).select(
         F.col("id").cast("int").alias("piece")
     )
     out = tasks.mapInArrow(partial(_per_piece, how, path, pieces), OUTPUT_DDL)
-    return _aggregate(out, bp, spec, small=small)
+    return _aggregate(out, bp, spec, small=small, bits=how.bits)
 
 
 def kernel_plan(
@@ -678,9 +681,9 @@ def kernel_plan(
             .drop(*names, "_key")
         )
     spec = bp.kernel_spec(normalize=normalize)
-    how = PartitionInput(bp, spec, integral, with_url, parquet)
+    how = PartitionInput(bp, spec, integral, with_url, parquet, shard_bits(df.sparkSession))
     out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
-    return _aggregate(out, bp, spec, small=small)
+    return _aggregate(out, bp, spec, small=small, bits=how.bits)
 
 
 def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:

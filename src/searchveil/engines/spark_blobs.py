@@ -9,7 +9,7 @@ users' pools) therefore travels as a few large binary values: Spark schedules th
 the blobs on the executors (cache, shuffle files) and moves them by ``bucket``; the rows inside
 are read and written by Polars in the tasks.
 
-A table's ``bucket`` is a shard of its key (:data:`SHARD_BITS`; a fixed function of the key's
+A table's ``bucket`` is a shard of its key (:func:`shard_bits`; a fixed function of the key's
 bytes whose top bits are the noise bucket, :func:`~searchveil.mechanisms.noisy_counts.
 noise_buckets`): moving the blobs by shard puts every partial row of a key in one task — what
 the sum by key needs —, and by noise bucket every key of a bucket too — what a seeded
@@ -19,6 +19,7 @@ release's bucket streams need.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -30,11 +31,11 @@ import pyarrow as pa
 
 from searchveil.mechanisms.noisy_counts import NOISE_BUCKETS, key_hash
 
-__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "SHARD_BITS", "blob_frame", "blob_rows", "bucketed",
-           "noise_bucket_column", "noise_bucket_of", "pack", "rows_to_blobs", "shards", "unpack",
-           "unpack_all"]  # fmt: skip
+__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "NOISE_BITS", "blob_frame", "blob_rows", "bucketed",
+           "noise_bucket_column", "noise_bucket_of", "pack", "rows_to_blobs", "shard_bits",
+           "shards", "unpack", "unpack_all"]  # fmt: skip
 
-assert NOISE_BUCKETS == 1 << 5
+assert NOISE_BUCKETS == 1 << 5  # NOISE_BITS
 
 BLOB_SCHEMA = pa.schema([("bucket", pa.int64()), ("blob", pa.binary())])
 BLOB_DDL = "bucket long, blob binary"
@@ -54,36 +55,51 @@ def unpack(blob: bytes) -> pl.DataFrame:
     return pl.read_ipc_stream(io.BytesIO(blob))
 
 
-#: a blob's ``bucket`` is a *shard*: the top :data:`SHARD_BITS` bits of the key's 64-bit word
+#: a blob's ``bucket`` is a *shard*: the top ``bits`` bits of the key's 64-bit word
 #: (:func:`~searchveil.mechanisms.noisy_counts.key_hash`), of which the top 5 are its noise
-#: bucket (:func:`noise_bucket_of`). A secure stage moves blobs by shard (up to 256 reduce
-#: tasks: at 10⁹ keys a few million each), a seeded one by noise bucket (each of the 32
-#: buckets' seeded streams drawn whole in one task)
-SHARD_BITS = 8
+#: bucket (:func:`noise_bucket_of`). A secure stage moves blobs by shard, a seeded one by noise
+#: bucket (each of the 32 buckets' seeded streams drawn whole in one task). ``bits`` is
+#: :func:`shard_bits` of the session: at least 4 shards per shuffle partition — 5 bits (the
+#: noise buckets) for searchveil's 8 partitions, 10 for 200 — so a cluster that raises
+#: ``spark.sql.shuffle.partitions`` gets as many reduce tasks; finer shards cost a small
+#: machine ≈ 1 s of packing a release (8 bits against 5, 20M rows)
+NOISE_BITS = 5
+MAX_BITS = 16
 
 
-def shards(df: pl.DataFrame, keys: list[str]) -> npt.NDArray[np.int64]:
-    """The shard (0 … 2^SHARD_BITS − 1) of each row's ``keys``."""
-    return (key_hash(df, keys) >> np.uint64(64 - SHARD_BITS)).astype(np.int64)
+def shard_bits(spark: Any) -> int:
+    """The session's shard bits (:data:`NOISE_BITS` … :data:`MAX_BITS`): at least 4 shards
+    per shuffle partition."""
+    try:
+        parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    except (TypeError, ValueError):  # "auto" on some platforms
+        parts = 200
+    return min(MAX_BITS, max(NOISE_BITS, math.ceil(math.log2(max(1, 4 * parts)))))
 
 
-def noise_bucket_of(shard: int) -> int:
+def shards(df: pl.DataFrame, keys: list[str], bits: int = NOISE_BITS) -> npt.NDArray[np.int64]:
+    """The shard (0 … 2^bits − 1) of each row's ``keys``."""
+    return (key_hash(df, keys) >> np.uint64(64 - bits)).astype(np.int64)
+
+
+def noise_bucket_of(shard: int, bits: int = NOISE_BITS) -> int:
     """A shard's noise bucket."""
-    return shard >> (SHARD_BITS - 5)
+    return shard >> (bits - NOISE_BITS)
 
 
-def noise_bucket_column(shard: Any) -> Any:
+def noise_bucket_column(shard: Any, bits: int = NOISE_BITS) -> Any:
     """A Spark column's shards as their noise buckets."""
     from pyspark.sql import functions as F
 
-    return F.shiftright(shard, SHARD_BITS - 5)
+    return F.shiftright(shard, bits - NOISE_BITS)
 
 
-def bucketed(df: pl.DataFrame, keys: list[str]) -> Iterator[tuple[int, bytes]]:
+def bucketed(df: pl.DataFrame, keys: list[str], bits: int = NOISE_BITS) -> Iterator[
+        tuple[int, bytes]]:  # fmt: skip
     """``df``'s rows by the shard of their ``keys``: (shard, blob) per shard met."""
     if df.height == 0:
         return
-    b = pl.Series("_bucket", shards(df, keys), dtype=pl.Int64)
+    b = pl.Series("_bucket", shards(df, keys, bits), dtype=pl.Int64)
     for (bucket,), part in df.with_columns(b).partition_by("_bucket", as_dict=True).items():
         yield int(bucket), pack(part.drop("_bucket"))
 
@@ -104,20 +120,21 @@ def unpack_all(batches: Iterator[pa.RecordBatch], column: str = "blob") -> Itera
                 yield unpack(blob)
 
 
-def _bucket_rows(keys: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _bucket_rows(keys: list[str], bits: int, batches: Iterator[pa.RecordBatch]) -> Iterator[
+        pa.RecordBatch]:  # fmt: skip
     frames = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches
               if b.num_rows]  # fmt: skip
     if frames:
-        pairs = list(bucketed(pl.concat(frames, how="vertical_relaxed"), keys))
+        pairs = list(bucketed(pl.concat(frames, how="vertical_relaxed"), keys, bits))
         yield from blob_frame(pairs).to_batches()
 
 
-def rows_to_blobs(df: Any, keys: list[str]) -> Any:
+def rows_to_blobs(df: Any, keys: list[str], bits: int = NOISE_BITS) -> Any:
     """A Spark frame of table rows as blob rows (``bucket, blob``): each task's rows packed by
     the noise bucket of their ``keys`` (a table that arrives as rows: a test's, a DataFrame)."""
-    return df.mapInArrow(partial(_bucket_rows, keys), BLOB_DDL)
+    return df.mapInArrow(partial(_bucket_rows, keys, bits), BLOB_DDL)
 
 
-def blob_rows(spark: Any, df: pl.DataFrame, keys: list[str]) -> Any:
+def blob_rows(spark: Any, df: pl.DataFrame, keys: list[str], bits: int = NOISE_BITS) -> Any:
     """A table held by the driver (a few rows: the join's) as a Spark frame of blob rows."""
-    return spark.createDataFrame(blob_frame(list(bucketed(df, keys))))
+    return spark.createDataFrame(blob_frame(list(bucketed(df, keys, bits))))

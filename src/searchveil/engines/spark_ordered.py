@@ -54,7 +54,7 @@ from searchveil.bounding import (
 from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.engines.ordered import Tally, count_tables
 from searchveil.engines.sources import canonical_rows
-from searchveil.engines.spark_blobs import bucketed, pack, unpack
+from searchveil.engines.spark_blobs import NOISE_BITS, bucketed, pack, unpack
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED
 
@@ -109,6 +109,8 @@ class PartitionInput:
     user_numeric: bool
     with_url: bool
     parquet: bool
+    #: the shard bits of the blobs (:func:`~searchveil.engines.spark_blobs.shard_bits`)
+    bits: int = NOISE_BITS
 
 
 def _frame(cols: dict[str, Any], height: int) -> pa.RecordBatch:
@@ -247,14 +249,15 @@ def bound_frames(
         for stream in streams:
             for name, table in count_tables(how.plan, stream, tally.folds[stream].result()).items():
                 keys = [k for k in table.columns if k != "count"]
-                yield _blobs("C", name, bucketed(table, keys))
+                yield _blobs("C", name, bucketed(table, keys, how.bits))
     for stream in streams if pools else []:
         tail = pl.concat(tails[stream]) if tails[stream] else None
         if tail is not None and tail.height:
             yield _rows("t", stream, tail, part, rank=True)
     run_users = pl.concat(users)
     run_users = run_users.filter((run_users != run_users.shift(1)).fill_null(True))
-    yield _blobs("U", None, bucketed(run_users.cast(pl.String).alias("user").to_frame(), ["user"]))
+    users_df = run_users.cast(pl.String).alias("user").to_frame()
+    yield _blobs("U", None, bucketed(users_df, ["user"], how.bits))
     yield from _segment_rows(bounder.summary(), part)
     names = [KEPT + s.value for s in streams]
     yield _frame({"kind": "f", "part": part, "stream": pl.Series(names, dtype=pl.String),

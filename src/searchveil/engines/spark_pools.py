@@ -38,7 +38,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from searchveil.engines.contract import domain_counts
-from searchveil.engines.spark_blobs import BLOB_DDL, blob_frame, bucketed, pack, unpack
+from searchveil.engines.spark_blobs import BLOB_DDL, NOISE_BITS, blob_frame, bucketed, pack, unpack
 from searchveil.engines.spark_release import (
     POOL_FIGURES,
     BlobStage,
@@ -48,6 +48,7 @@ from searchveil.engines.spark_release import (
     pool_figures,
     read_stage,
     to_polars,
+    unpersist,
 )
 from searchveil.mechanisms.noisy_counts import NoisePlan, NoisyStep
 from searchveil.mechanisms.pool_rounds import PairSource, PoolFigures, PoolTable, RoundSpec
@@ -108,6 +109,8 @@ class _Round:
     bias: _Round | None = None
     #: the pool's figures for this d summed in the same pass (the first round)
     figures: int | None = None
+    #: the blobs' shard bits
+    bits: int = NOISE_BITS
 
 
 def _round_sums(r: _Round, shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[
@@ -137,7 +140,7 @@ def _round_sums(r: _Round, shared: list[str], batches: Iterator[pa.RecordBatch])
         sums = per.join(sums, on="item", how="left").with_columns(
             pl.col("count", "first", "_rows").fill_null(0))  # fmt: skip
     if sums.height:
-        yield from blob_frame(list(bucketed(sums, ["item"]))).to_batches()
+        yield from blob_frame(list(bucketed(sums, ["item"], r.bits))).to_batches()
 
 
 def _weighted_sums(rows: pl.DataFrame, r: _Round) -> pl.DataFrame:
@@ -177,8 +180,8 @@ def _first_counts(d: int, items: list[str], shared: list[str],
                         pa.schema([("item", pa.string()), ("count", pa.int64())]))  # fmt: skip
 
 
-def _figure_sums(d: int, shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[
-        pa.RecordBatch]:  # fmt: skip
+def _figure_sums(d: int, shared: list[str], bits: int, batches: Iterator[pa.RecordBatch]
+                 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """``mapInArrow``: the task's holders per item (``h``), rows of rank below ``d`` (``f``)
     and lowest rank (``r0``), packed by the item's noise bucket."""
     df = _task_pool(batches, shared)
@@ -187,7 +190,7 @@ def _figure_sums(d: int, shared: list[str], batches: Iterator[pa.RecordBatch]) -
     sums = df.group_by("item").agg(h=pl.len().cast(pl.Int64),
                                    f=(pl.col("rank") < d).sum().cast(pl.Int64),
                                    r0=pl.col("rank").min().cast(pl.Int64))  # fmt: skip
-    yield from blob_frame(list(bucketed(sums, ["item"]))).to_batches()
+    yield from blob_frame(list(bucketed(sums, ["item"], bits))).to_batches()
 
 
 def _figures(d: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -220,8 +223,9 @@ class SparkPools(PoolTable):
     items' names (held by the driver: they are published)."""
 
     def __init__(self, pools: Any, where: str, sink: dict[str, int] | None = None,
-                 shared: list[str] | None = None) -> None:  # fmt: skip
+                 shared: list[str] | None = None, bits: int = NOISE_BITS) -> None:  # fmt: skip
         self.pools = pools
+        self.bits = bits
         self.where = where
         self.sink = sink if sink is not None else {}
         self.shared = shared or []
@@ -242,11 +246,12 @@ class SparkPools(PoolTable):
     def round_rows(self, spec: RoundSpec, released: Any, bias: Any) -> Any:
         # the first round reads every pool row: the pool's figures for its d come with it
         fig = spec.d if released.len() == 0 and spec.d not in self._figures else None
-        r = _Round(spec.pool, spec.d, spec.weights, released.to_list(), figures=fig)
+        r = _Round(spec.pool, spec.d, spec.weights, released.to_list(), figures=fig,
+                   bits=self.bits)  # fmt: skip
         pools = self.pools
         if spec.after_bias:
             bias_round, eligible = bias
-            r = _Round(None, spec.d, spec.weights, r.gone, bias_round)
+            r = _Round(None, spec.d, spec.weights, r.gone, bias_round, bits=self.bits)
             pools = pools.crossJoin(F.broadcast(eligible))  # computed once, one blob
         return r, pools.mapInArrow(partial(_round_sums, r, self.shared), BLOB_DDL)
 
@@ -258,7 +263,8 @@ class SparkPools(PoolTable):
         inclusive = spec.inclusive or spec.cutoff is not None
         plan = NoisePlan((NoisyStep(spec.noise, threshold=thr, inclusive=inclusive,
                                     publish="_noisy"),))  # fmt: skip
-        st = BlobStage(["item"], plan, key, step, carry=("first",), figures=r.figures)
+        st = BlobStage(["item"], plan, key, step, carry=("first",), figures=r.figures,
+                       bits=self.bits)  # fmt: skip
         frame = blob_stage(sums, st)
         more = None
         passed = (pl.col("_noisy") >= spec.threshold) if spec.inclusive else (
@@ -305,7 +311,8 @@ class SparkPools(PoolTable):
 
     def figures(self, d: int) -> PoolFigures:
         if d not in self._figures:
-            sums = self.pools.mapInArrow(partial(_figure_sums, d, self.shared), BLOB_DDL)
+            fn = partial(_figure_sums, d, self.shared, self.bits)
+            sums = self.pools.mapInArrow(fn, BLOB_DDL)
             per_task = sums.repartition("bucket").mapInArrow(
                 partial(_figures, d), ", ".join(f"{c} long" for c in POOL_FIGURES))  # fmt: skip
             got = self._get(per_task).sum()
@@ -320,7 +327,7 @@ class SparkPools(PoolTable):
 
     def finish(self) -> None:
         for df in self._held:
-            df.unpersist()
+            unpersist(df)
         self._held.clear()
 
 
@@ -348,15 +355,17 @@ class SparkClickPools(PairSource):
     :class:`SparkPools`' layout)."""
 
     def __init__(self, clicks: Any, where: str, sink: dict[str, int] | None = None,
-                 shared: list[str] | None = None) -> None:  # fmt: skip
+                 shared: list[str] | None = None, bits: int = NOISE_BITS) -> None:  # fmt: skip
         self.clicks = clicks
+        self.bits = bits
         self.where = where
         self.sink = sink
         self.shared = shared or []
 
     def pairs(self, queries: pl.Series) -> PoolTable:
         fn = partial(_pairs, queries.cast(pl.String).to_list(), self.shared)
-        return SparkPools(self.clicks.mapInArrow(fn, POOL_DDL), self.where, self.sink)
+        return SparkPools(self.clicks.mapInArrow(fn, POOL_DDL), self.where, self.sink,
+                          bits=self.bits)  # fmt: skip
 
     def finish(self) -> None:
         """Nothing of its own is cached (the kernel's output is the engine's)."""

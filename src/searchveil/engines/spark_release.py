@@ -40,7 +40,13 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from searchveil.engines.contract import CountTable, LocalCounts, domain_counts
-from searchveil.engines.spark_blobs import noise_bucket_column, rows_to_blobs, unpack_all
+from searchveil.engines.spark_blobs import (
+    NOISE_BITS,
+    noise_bucket_column,
+    rows_to_blobs,
+    shard_bits,
+    unpack_all,
+)
 from searchveil.engines.spark_errors import spark_errors
 from searchveil.mechanisms.noisy_counts import (
     CountSummary,
@@ -55,7 +61,7 @@ from searchveil.rng import RandomSource
 
 __all__ = ["CACHE", "POOL_FIGURES", "BlobStage", "SparkCounts", "StageResult", "arrow_out",
            "blob_partition", "blob_stage", "checkpoint", "pool_figures", "read_stage",
-           "to_polars"]  # fmt: skip
+           "to_polars", "unpersist"]  # fmt: skip
 
 #: the stage's bookkeeping columns: ``_kind`` (r: a kept row, s: a summary figure), ``_s`` (the
 #: figure's name), ``_n`` (its value)
@@ -74,6 +80,15 @@ def to_polars(df: Any, where: str) -> pl.DataFrame:
     with spark_errors(where):
         arrow = df.toArrow()
     return pl.DataFrame(pl.from_arrow(arrow))
+
+
+def unpersist(df: Any) -> None:
+    """Free what ``df`` keeps on the cluster; nothing to free when the JVM is gone (a failed
+    job's cleanup must not hide the job's own error behind a refused connection)."""
+    try:
+        df.unpersist()
+    except Exception:  # noqa: BLE001, S110 - Py4J/Connect errors of a stopped JVM
+        pass
 
 
 def checkpoint(df: Any, where: str) -> Any:
@@ -174,6 +189,8 @@ class BlobStage:
     within: tuple[str, list[str]] | None = None
     domain: pl.DataFrame | None = None
     figures: int | None = None
+    #: the blobs' shard bits (:func:`~searchveil.engines.spark_blobs.shard_bits`)
+    bits: int = NOISE_BITS
 
     def schema(self) -> str:
         if self.plan is None:
@@ -241,10 +258,10 @@ def pool_figures(per_item: pl.DataFrame, d: int) -> dict[str, int]:
 
 def blob_stage(blobs: Any, st: BlobStage) -> Any:
     """The lazy Spark frame of a stage on ``blobs`` (rows ``bucket, blob``: ``bucket`` the
-    shard, :data:`~searchveil.engines.spark_blobs.SHARD_BITS`): moved by shard — by noise
+    shard, :attr:`BlobStage.bits`): moved by shard — by noise
     bucket when seeded —, then :func:`blob_partition` in every task."""
     # seeded: each noise bucket whole in one task (its streams); else by shard
-    by = noise_bucket_column(F.col("bucket")) if st.key is not None else F.col("bucket")
+    by = noise_bucket_column(F.col("bucket"), st.bits) if st.key is not None else F.col("bucket")
     return blobs.repartition(by).mapInArrow(partial(blob_partition, st), st.schema())
 
 
@@ -262,11 +279,14 @@ class SparkCounts(CountTable):
     where: str = "the input"
     #: the rows the driver received, added up by the engine (``release``)
     sink: dict[str, int] = field(default_factory=dict)
+    #: the blobs' shard bits (:func:`~searchveil.engines.spark_blobs.shard_bits`)
+    bits: int = NOISE_BITS
 
     @classmethod
     def from_rows(cls, df: Any, keys: list[str], where: str = "the input") -> SparkCounts:
         """A table of partial counts that arrives as Spark rows (keys + ``count``)."""
-        return cls(rows_to_blobs(df.select(*keys, "count"), keys), keys, where)
+        bits = shard_bits(df.sparkSession)
+        return cls(rows_to_blobs(df.select(*keys, "count"), keys, bits), keys, where, bits=bits)
 
     def _got(self, n: int) -> None:
         self.sink["release"] = self.sink.get("release", 0) + n
@@ -275,7 +295,7 @@ class SparkCounts(CountTable):
                within: tuple[str, pl.Series] | None = None,
                domain: pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
         w = None if within is None else (within[0], within[1].cast(pl.String).to_list())
-        st = BlobStage(self.keys, plan, key, within=w, domain=domain)
+        st = BlobStage(self.keys, plan, key, within=w, domain=domain, bits=self.bits)
         return to_polars(blob_stage(self.blobs, st), self.where)
 
     def release(
