@@ -1,6 +1,6 @@
 """``searchveil spark prepare``: set up the Spark engine on this machine — a class-data
 archive of Spark's JVM classes that halves a local session's start
-(:mod:`searchveil.engines.spark_jvm`; docs/spark-perf.md, "Cold")."""
+(:mod:`searchveil.pipelines.spark_setup`; docs/spark-perf.md, "Cold")."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 
 from searchveil.cli._common import JsonOpt, add_commands, emit, kv_table, out_console, progress
 from searchveil.cli.options import command
+from searchveil.pipelines.spark_setup import prepare_archive
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -33,8 +34,6 @@ def prepare_cmd(
 
     Once per installation: about 40 s, 170 MB in the user's cache ($SEARCHVEIL_CACHE_DIR,
     else ~/.cache/searchveil); Spark's classes only, no data."""
-    from searchveil.engines.spark_jvm import prepare_archive
-
     with progress(not json_out) as step:
         done = step("running two small Spark releases on the bundled sample")
         r = prepare_archive(force=force)

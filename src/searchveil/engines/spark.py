@@ -24,7 +24,6 @@ driver never holds the log itself).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import sys
@@ -78,6 +77,7 @@ from searchveil.engines.spark_ordered import (
 )
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
 from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars, unpersist
+from searchveil.engines.spark_snapshot import table_snapshot
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
 from searchveil.io.formats import Container, container, gzip_named_as_such
@@ -684,33 +684,3 @@ def kernel_plan(
     how = PartitionInput(bp, spec, integral, with_url, parquet, shard_bits(df.sparkSession))
     out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
     return _aggregate(out, bp, spec, small=small, bits=how.bits)
-
-
-def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:
-    """The private input record of a table: its name and, where the catalog keeps one, the
-    version read — a Delta table's version (``DESCRIBE HISTORY``), an Iceberg table's snapshot
-    id; else, for a table of files, a SHA-256 of its files' paths, sizes and modification
-    times (local files; the paths alone elsewhere)."""
-    rec: dict[str, Any] = {"table": table.name, "format": "spark table",
-                           "columns": dict(table.columns) or None}  # fmt: skip
-    if table.name is not None:
-        for query, key in ((f"DESCRIBE HISTORY {table.name} LIMIT 1", "version"),
-                           (f"SELECT snapshot_id FROM {table.name}.snapshots "
-                            "ORDER BY committed_at DESC LIMIT 1", "snapshot_id")):  # fmt: skip
-            try:
-                row = spark.sql(query).collect()
-            except Exception:  # noqa: BLE001, S112 - not a Delta / Iceberg table
-                continue
-            if row:
-                return rec | {"snapshot": {"kind": "delta" if key == "version" else "iceberg",
-                                           key: row[0][key]}}  # fmt: skip
-    try:
-        files = sorted(df.inputFiles())
-    except Exception:  # noqa: BLE001 - not a table of files
-        return rec | {"snapshot": None}
-    h = hashlib.sha256()
-    for f in files:
-        local = f.removeprefix("file:")
-        st = os.stat(local) if os.path.exists(local) else None
-        h.update(f"{f}\t{st.st_size if st else ''}\t{st.st_mtime_ns if st else ''}\n".encode())
-    return rec | {"snapshot": {"kind": "files", "files": len(files), "sha256": h.hexdigest()}}

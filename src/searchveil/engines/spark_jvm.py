@@ -8,8 +8,9 @@ first job's (≈ 3 s), and compiling them. Two settings answer it (docs/spark-pe
 * the client compiler only (``-XX:TieredStopAtLevel=1``): the optimising one cost ~10 CPU s
   of a cold release and bought nothing once the JVM only moves blobs;
 * a **class-data archive** (JDK CDS, ``-XX:SharedArchiveFile``), written once by ``searchveil
-  spark prepare`` (:func:`prepare_archive`): the classes a release loads, dumped by a JVM that
-  ran a small release on the bundled sample; later JVMs map it instead of loading and
+  spark prepare`` (:func:`searchveil.pipelines.spark_setup.prepare_archive`): the classes a
+  release loads, dumped by a JVM that ran small releases on the bundled sample; later JVMs
+  map it instead of loading and
   verifying the jars' classes — the session starts in about half the time. It lives in the
   user's cache (``$SEARCHVEIL_CACHE_DIR``, else ``$XDG_CACHE_HOME/searchveil``, else
   ``~/.cache/searchveil``), named by the Java and PySpark versions and the jars, so a changed
@@ -24,12 +25,9 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
-__all__ = ["archive_path", "driver_java_options", "prepare_archive"]
+__all__ = ["CLIENT_COMPILER", "archive_path", "driver_java_options"]
 
 CLIENT_COMPILER = "-XX:TieredStopAtLevel=1"
 
@@ -72,64 +70,3 @@ def driver_java_options() -> str:
         if path.is_file():
             opts += [f"-XX:SharedArchiveFile={path}", "-Xshare:auto"]
     return " ".join(opts)
-
-
-def _dump_run(tmp: str) -> None:
-    """In a child process: a Spark session whose JVM dumps its classes to ``tmp`` at exit,
-    after a small Korolova release and a selection release on the bundled sample, on the
-    executors (their classes too)."""
-    import tempfile
-
-    from searchveil.cli import main
-
-    data = Path(__file__).resolve().parent.parent / "data" / "aol-gayo-avello-215-users.tsv"
-    os.environ["SEARCHVEIL_SPARK_LOCAL_ROWS"] = "0"
-    with tempfile.TemporaryDirectory() as d:
-        for i, extra in enumerate(
-            (
-                ["--max-queries", "5", "--max-clicks", "1"],
-                ["--selection", "probe-reweight-2r", "--max-clicks", "1"],
-            )
-        ):
-            args = ["release", "korolova", str(data), "--epsilon", "2.302585", "--delta",
-                    "1e-4", "--max-users", "1000", *extra, "--engine", "spark",
-                    "--spark-master", "local[2]", "--spark-conf",
-                    f"spark.driver.extraJavaOptions={CLIENT_COMPILER} "
-                    f"-XX:ArchiveClassesAtExit={tmp}", "--seed", "1",
-                    "--out", str(Path(d) / f"r{i}"), "--json"]  # fmt: skip
-            sys.argv = ["searchveil", *args]
-            try:
-                main()
-                rc: Any = 0
-            except SystemExit as exc:
-                rc = exc.code
-            if rc not in (0, None):
-                raise SystemExit(f"the release that loads Spark's classes failed ({rc})")
-
-
-def prepare_archive(*, force: bool = False, timeout: float = 600.0) -> dict[str, Any]:
-    """Write this installation's class-data archive (:func:`archive_path`) if it is missing
-    (``force``: write it again): a child process runs two small releases on Spark whose JVM
-    dumps the classes it loaded at exit, into a temporary file renamed into place. Returns
-    the path, its size, whether it was written, and the seconds it took."""
-    path = archive_path()
-    if path.is_file() and not force:
-        return {"archive": str(path), "bytes": path.stat().st_size, "written": False,
-                "seconds": 0.0}  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    t0 = time.perf_counter()
-    code = f"from searchveil.engines.spark_jvm import _dump_run; _dump_run({str(tmp)!r})"
-    env = dict(os.environ, SEARCHVEIL_SPARK_CDS="0")
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                              text=True, timeout=timeout, check=False)  # fmt: skip
-        if proc.returncode != 0 or not tmp.is_file():
-            tail = (proc.stderr or "").strip().splitlines()[-3:]
-            raise RuntimeError("the JVM wrote no class-data archive: " + " | ".join(tail))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return {"archive": str(path), "bytes": path.stat().st_size, "written": True,
-            "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
