@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -40,14 +41,23 @@ def _cache_dir() -> Path:
 
 
 def _java_version() -> str:
+    """The JVM Spark will start: its installation's ``release`` file (no JVM started), else
+    the first line of ``java -version``."""
     home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else "java"
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if java is None:
+        return "unknown"
+    release = Path(os.path.realpath(java)).parent.parent / "release"
+    try:
+        return f"{os.path.realpath(java)}\n{release.read_text()}"
+    except OSError:
+        pass
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30,
                              check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return (out.stderr or out.stdout).strip().splitlines()[0] if (out.stderr or out.stdout) else ""
+    return (out.stderr or out.stdout).strip()
 
 
 def archive_path() -> Path:
@@ -64,8 +74,11 @@ def archive_path() -> Path:
 def driver_java_options() -> str:
     """The local driver JVM's options: the client compiler, and the class-data archive when
     one was prepared (and ``SEARCHVEIL_SPARK_CDS`` is not 0)."""
+    import pyspark
+
     opts = [CLIENT_COMPILER]
-    if os.environ.get("SEARCHVEIL_SPARK_CDS", "1") != "0":
+    prepared = any(_cache_dir().glob(f"spark-{pyspark.__version__}-*.jsa"))
+    if prepared and os.environ.get("SEARCHVEIL_SPARK_CDS", "1") != "0":
         path = archive_path()
         if path.is_file():
             opts += [f"-XX:SharedArchiveFile={path}", "-Xshare:auto"]
