@@ -16,8 +16,8 @@ Each measurement runs in a fresh process (nothing warm but the OS file cache):
 * ``phases`` (Spark): session start; the first bounding job (cold: Python workers start,
   classes load); then warm, as cumulative jobs whose differences are the phases: **scan** —
   every executor reads its pieces of the Parquet file and does nothing; **bounding** — plus the
-  kernel, its output written nowhere (``noop``); **aggregation** — plus the one ``groupBy`` of
-  that output; **collect** — plus ``toArrow`` to the driver and the driver's join; the whole
+  kernel, its output written nowhere (``noop``); **shuffle** — plus the count tables' blobs
+  moved by shard; **collect** — plus ``toArrow`` to the driver and the driver's join; the whole
   job with Spark's own reader instead; and the release (bound, noise, write).
   Polars: the bounding (one ordered pass) and the release.
 * rows/s per executor core: rows ÷ (warm bounding-to-collect job × cores), and the driver's peak
@@ -186,22 +186,18 @@ def phases(engine: str, release: str, path: Path) -> dict[str, Any]:
 
 def _spark_phases(eng: Any, path: Path, plan: Any) -> dict[str, float]:
     """Cumulative jobs, warm (after one full job), of the plan a Parquet file runs (the
-    executors read their pieces, :func:`~searchveil.engines.spark.pieces_plan`): scan, +
-    bounding, + aggregation, + collect and the driver's join; and, for comparison, the whole
-    job with Spark's own reader (:func:`~searchveil.engines.spark.kernel_plan`)."""
+    executors read their pieces, :func:`~searchveil.engines.spark_kernel.pieces_plan`): scan, +
+    bounding, + the count blobs' shuffle, + collect and the driver's join; and, for
+    comparison, the whole job with Spark's own reader
+    (:func:`~searchveil.engines.spark_kernel.kernel_plan`)."""
     from functools import partial
 
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
     from searchveil.engines.contract import Source
-    from searchveil.engines.spark import _per_piece, kernel_plan, pieces_plan
-    from searchveil.engines.spark_ordered import (
-        GROUP_KEYS,
-        OUTPUT_DDL,
-        PartitionInput,
-        parquet_pieces,
-    )
+    from searchveil.engines.spark_kernel import _per_piece, kernel_plan, pieces_plan
+    from searchveil.engines.spark_ordered import OUTPUT_DDL, PartitionInput, parquet_pieces
 
     spark, file = eng.spark, str(path.resolve())
     pieces = parquet_pieces(file)
@@ -221,7 +217,8 @@ def _spark_phases(eng: Any, path: Path, plan: Any) -> dict[str, float]:
         F.col("id").cast("int").alias("piece")
     )
     out = tasks.mapInArrow(partial(_per_piece, how, file, pieces), OUTPUT_DDL)
-    agg = out.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("n"))
+    # the count tables' blobs moved by shard (what each noise stage's shuffle does)
+    agg = out.filter(F.col("kind") == "C").repartition("n2")
 
     def timed(job: Any) -> float:
         t = time.perf_counter()
@@ -244,7 +241,7 @@ def _spark_phases(eng: Any, path: Path, plan: Any) -> dict[str, float]:
     return {"first bounding job (cold)": round(first, 3),
             "scan (executors read their pieces)": round(scan, 3),
             "bounding (kernel in mapInArrow)": round(bound - scan, 3),
-            "aggregation (groupBy)": round(aggregate - bound, 3),
+            "shuffle of the count blobs": round(aggregate - bound, 3),
             "collect (toArrow + driver join)": round(full - aggregate, 3),
             "warm bounding job (all of it)": round(full, 3),
             "warm bounding job with Spark's reader": round(reader, 3)}  # fmt: skip

@@ -128,9 +128,24 @@ def main() -> None:
 
     app = build_app()
     d = [] if "--selection" in a.extra else ["--max-queries", "20"]
-    args = ["release", "korolova", str(a.file), "--epsilon", repr(math.log(10)), "--delta",
-            "1e-7", *d, "--max-clicks", "1", "--urls", "private", "--json",
-            "--engine", a.engine, *a.extra]  # fmt: skip
+    args = [
+        "release",
+        "korolova",
+        str(a.file),
+        "--epsilon",
+        repr(math.log(10)),
+        "--delta",
+        "1e-7",
+        *d,
+        "--max-clicks",
+        "1",
+        "--urls",
+        "private",
+        "--json",
+        "--engine",
+        a.engine,
+        *a.extra,
+    ]
     if a.engine == "spark":
         args += ["--spark-master", a.master]
         for kv in a.spark_conf:
@@ -152,8 +167,11 @@ def _one(app: Any, args: list[str], i: int, engine: str, log: list[Any]) -> None
     wall = time.perf_counter() - t
     if r.exit_code != 0:
         raise SystemExit(f"release {i} failed ({r.exit_code}): {r.output[-2000:]}")
-    print(f"release {i} ({'cold' if i == 0 else 'warm'}, {engine}): wall {wall:.2f} s, "
-          f"load {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)  # fmt: skip
+    print(
+        f"release {i} ({'cold' if i == 0 else 'warm'}, {engine}): wall {wall:.2f} s, "
+        f"load {Path('/proc/loadavg').read_text().split()[:3]}",
+        flush=True,
+    )
     print(f"  CPU s by process: {_diff(c0, cpu_by_name())}")
     if engine == "spark":
         print(f"  JVM CPU s by thread: {_diff(j0, jvm_threads())}")

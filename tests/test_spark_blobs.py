@@ -50,8 +50,9 @@ def _partials(n: int = 3000, parts: int = 4, seed: int = 1) -> list[pl.DataFrame
     out = []
     for _ in range(parts):
         idx = gen.choice(n, size=n // 2, replace=False)
-        out.append(pl.DataFrame({"query": [f"q{i}" for i in idx],
-                                 "count": gen.integers(1, 9, idx.size)}))  # fmt: skip
+        out.append(
+            pl.DataFrame({"query": [f"q{i}" for i in idx], "count": gen.integers(1, 9, idx.size)})
+        )
     return out
 
 
@@ -105,8 +106,11 @@ def test_blob_stage_sums_partials_and_draws_the_central_seeded_noise() -> None:
     frames = _partials()
     total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())
     st = BlobStage(["query"], PLAN, key=12345)
-    out = pl.DataFrame(pl.from_arrow(pa.Table.from_batches(
-        list(blob_partition(st, iter(_batches(frames, ["query"])))))))  # fmt: skip
+    out = pl.DataFrame(
+        pl.from_arrow(
+            pa.Table.from_batches(list(blob_partition(st, iter(_batches(frames, ["query"])))))
+        )
+    )
     res = read_stage(out, ["query"], ["v"])
     central = seeded_steps(total, ["query"], PLAN, 12345)
     assert res.rows.sort("query").equals(central.select("query", "count", "v").sort("query"))
@@ -121,23 +125,33 @@ def test_blob_stage_within_domain_and_an_empty_task() -> None:
     total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())
     keep = ["q1", "q2", "q3", "q2999", "nowhere"]
     st = BlobStage(["query"], None, within=("query", keep))
-    out = pl.DataFrame(pl.from_arrow(pa.Table.from_batches(
-        list(blob_partition(st, iter(_batches(frames, ["query"])))))))  # fmt: skip
+    out = pl.DataFrame(
+        pl.from_arrow(
+            pa.Table.from_batches(list(blob_partition(st, iter(_batches(frames, ["query"])))))
+        )
+    )
     want = total.filter(pl.col("query").is_in(keep)).sort("query")
     assert out.sort("query").equals(want.cast({"count": pl.Int64}))
     # a task whose partition holds no blob (more partitions than buckets), with pool figures
     fig = BlobStage(["item"], PLAN, key=None, carry=("first",), figures=3)
     empty = list(blob_partition(fig, iter([])))
-    res = read_stage(pl.DataFrame(pl.from_arrow(pa.Table.from_batches(empty))), ["item"],
-                     ["v", "first"])  # fmt: skip
+    res = read_stage(
+        pl.DataFrame(pl.from_arrow(pa.Table.from_batches(empty))), ["item"], ["v", "first"]
+    )
     assert res.rows.height == 0 and res.summary.items == 0 and res.extra["items"] == 0
 
 
 def test_pool_figures_from_per_item_sums() -> None:
-    per = pl.DataFrame({"item": ["a", "b", "c", "d"], "h": [1, 3, 1, 1], "f": [1, 2, 0, 1],
-                        "r0": [0, 0, 5, 2]})  # fmt: skip
-    assert pool_figures(per, 3) == {"rows": 6, "rows_first_d": 4, "items": 4,
-                                    "single_items": 3, "single_first_d": 2}  # fmt: skip
+    per = pl.DataFrame(
+        {"item": ["a", "b", "c", "d"], "h": [1, 3, 1, 1], "f": [1, 2, 0, 1], "r0": [0, 0, 5, 2]}
+    )
+    assert pool_figures(per, 3) == {
+        "rows": 6,
+        "rows_first_d": 4,
+        "items": 4,
+        "single_items": 3,
+        "single_first_d": 2,
+    }
 
 
 def test_driver_java_options_use_a_prepared_archive(
@@ -173,21 +187,34 @@ def test_spark_prepare_writes_an_archive_a_jvm_maps(tmp_path: Path) -> None:
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert again.returncode == 0 and '"written": false' in again.stdout
     # a local session's JVM maps it: with -Xshare:on it would not start if it could not
-    code = ("from searchveil.engines.spark import spark_session; "
-            "from searchveil.engines.spark_jvm import driver_java_options as o; "
-            "s = spark_session('local[1]', conf=(('spark.driver.extraJavaOptions', "
-            "o().replace('-Xshare:auto', '-Xshare:on')),)); "
-            "print('rows', s.range(3).count())")  # fmt: skip
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300, check=False)  # fmt: skip
+    code = (
+        "from searchveil.engines.spark import spark_session; "
+        "from searchveil.engines.spark_jvm import driver_java_options as o; "
+        "s = spark_session('local[1]', conf=(('spark.driver.extraJavaOptions', "
+        "o().replace('-Xshare:auto', '-Xshare:on')),)); "
+        "print('rows', s.range(3).count())"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0 and "rows 3" in run.stdout, run.stderr[-2000:]
 
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.parametrize("extra", [["--max-queries", "5", "--max-clicks", "1"],
-                                   ["--selection", "probe-reweight-2r", "--max-clicks", "1"]],
-                         ids=["korolova", "probe-reweight-2r"])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--max-queries", "5", "--max-clicks", "1"],
+        ["--selection", "probe-reweight-2r", "--max-clicks", "1"],
+    ],
+    ids=["korolova", "probe-reweight-2r"],
+)
 def test_finer_shards_release_the_seeded_bytes(tmp_path: Path, extra: list[str]) -> None:
     """64 shuffle partitions make 8-bit shards (a seeded stage then moves whole noise buckets,
     an unseeded one shards): the release on the executors equals the in-memory one under a
@@ -198,17 +225,59 @@ def test_finer_shards_release_the_seeded_bytes(tmp_path: Path, extra: list[str])
     )
     log = tmp_path / "syn.parquet"
     sv = [sys.executable, "-m", "searchveil"]
-    run = subprocess.run([*sv, "synth", "--like", str(sample), "--users", "20000", "--rows",
-                          "400000", "--out", str(log), "--seed", "3"],
-                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    run = subprocess.run(
+        [
+            *sv,
+            "synth",
+            "--like",
+            str(sample),
+            "--users",
+            "20000",
+            "--rows",
+            "400000",
+            "--out",
+            str(log),
+            "--seed",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
-    base = ["release", "korolova", str(log), "--epsilon", "5", "--delta", "1e-6",
-            "--max-users", "100000", "--urls", "private", "--seed", "1", *extra]  # fmt: skip
+    base = [
+        "release",
+        "korolova",
+        str(log),
+        "--epsilon",
+        "5",
+        "--delta",
+        "1e-6",
+        "--max-users",
+        "100000",
+        "--urls",
+        "private",
+        "--seed",
+        "1",
+        *extra,
+    ]
     env = dict(os.environ, SEARCHVEIL_SPARK_LOCAL_ROWS="0")
-    spark = [*sv, *base, "--out", str(tmp_path / "spark"), "--engine", "spark",
-             "--spark-master", "local[2]", "--spark-conf", "spark.sql.shuffle.partitions=64",
-             # (a small log: Spark would merge the 64 partitions into a few)
-             "--spark-conf", "spark.sql.adaptive.coalescePartitions.enabled=false"]  # fmt: skip
+    spark = [
+        *sv,
+        *base,
+        "--out",
+        str(tmp_path / "spark"),
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[2]",
+        "--spark-conf",
+        "spark.sql.shuffle.partitions=64",
+        # (a small log: Spark would merge the 64 partitions into a few)
+        "--spark-conf",
+        "spark.sql.adaptive.coalescePartitions.enabled=false",
+    ]
     run = subprocess.run(spark, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     mem = [*sv, *base, "--out", str(tmp_path / "memory"), "--engine", "memory"]
@@ -220,4 +289,5 @@ def test_finer_shards_release_the_seeded_bytes(tmp_path: Path, extra: list[str])
     for name in names:
         if name != "ledger.json":
             assert (tmp_path / "spark" / name).read_bytes() == (
-                tmp_path / "memory" / name).read_bytes(), name  # fmt: skip
+                tmp_path / "memory" / name
+            ).read_bytes(), name

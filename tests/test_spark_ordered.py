@@ -189,9 +189,14 @@ def test_piece_frames_read_every_row_in_order(
     monkeypatch.setattr(spark_ordered, "CHUNK_ROWS", 10)
     monkeypatch.setattr(spark_ordered, "BIG_GROUP", 12)
     n = 200
-    df = pl.DataFrame({"AnonID": [i // 3 for i in range(n)], "Query": [f"q{i}" for i in range(n)],
-                       "QueryTime": [None if i % 7 else "2006-03-01 10:00:00" for i in range(n)],
-                       "ClickURL": [f"u{i}" if i % 2 else None for i in range(n)]})  # fmt: skip
+    df = pl.DataFrame(
+        {
+            "AnonID": [i // 3 for i in range(n)],
+            "Query": [f"q{i}" for i in range(n)],
+            "QueryTime": [None if i % 7 else "2006-03-01 10:00:00" for i in range(n)],
+            "ClickURL": [f"u{i}" if i % 2 else None for i in range(n)],
+        }
+    )
     path = tmp_path / "groups.parquet"
     with pq.ParquetWriter(path, df.to_arrow().schema) as w:
         lo = 0

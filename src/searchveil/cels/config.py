@@ -112,8 +112,10 @@ def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except FileExistsError as exc:
-        raise OutputExistsError(f"{path} exists: the certificate helper writes only new files "
-                                "(give it an empty directory)") from exc  # fmt: skip
+        raise OutputExistsError(
+            f"{path} exists: the certificate helper writes only new files "
+            "(give it an empty directory)"
+        ) from exc
     os.fchmod(fd, mode)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
@@ -153,8 +155,10 @@ def make_certificates(
     names = ["ca.pem", *(f"p{i}.{x}" for i in range(n_parties) for x in ("pem", "key")), *also]
     taken = [n for n in names if os.path.lexists(directory / n)]
     if taken:
-        raise OutputExistsError(f"{directory / taken[0]} exists: the certificate helper writes "
-                                "only new files (give it an empty directory)")  # fmt: skip
+        raise OutputExistsError(
+            f"{directory / taken[0]} exists: the certificate helper writes "
+            "only new files (give it an empty directory)"
+        )
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "searchveil CELS test CA")])

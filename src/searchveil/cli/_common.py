@@ -481,8 +481,9 @@ def run(fn: Callable[[], T]) -> T:
 
         # soft wrap: the terminal folds the line; no break inside a path the user copies (the
         # message escaped: a path may hold "[...]")
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
-                          soft_wrap=True)  # fmt: skip
+        err_console.print(
+            f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+        )
         if exc.__cause__ is not None and _debug():  # the library's own words, on request
             err_console.print(f"detail: {exc.__cause__!r}", highlight=False, markup=False)
         raise typer.Exit(2) from None

@@ -185,8 +185,9 @@ class Tally:
         return {"items": res}, {"users": users, "items": n_items, "items_after_bounding": kept}
 
 
-def count_tables(plan: BoundingPlan, stream: Stream, counts: pl.DataFrame) -> dict[
-        str, pl.DataFrame]:  # fmt: skip
+def count_tables(
+    plan: BoundingPlan, stream: Stream, counts: pl.DataFrame
+) -> dict[str, pl.DataFrame]:
     """The count tables a stream's counts (its keys + ``count``) make, named and keyed as the
     releases read them: ``queries`` / ``clicks`` (Korolova's events plan), or ``items`` — the
     query, or the clicked pair's ``item`` with its query and url (ZEALOUS). Empty: the plan
@@ -194,12 +195,18 @@ def count_tables(plan: BoundingPlan, stream: Stream, counts: pl.DataFrame) -> di
     if plan.keep == Bounding.EVENTS:
         return {"queries" if stream == Stream.EVENTS else "clicks": counts}
     if plan.item == Item.QUERIES:
-        return {"items": counts.select(item="query", count="count")} if (
-            stream == Stream.EVENTS) else {}  # fmt: skip
+        return (
+            {"items": counts.select(item="query", count="count")}
+            if (stream == Stream.EVENTS)
+            else {}
+        )
     if stream != Stream.CLICKS:
         return {}
-    return {"items": counts.select(item=pl.col("query") + PAIR_SEP + pl.col("url"),
-                                   query="query", url="url", count="count")}  # fmt: skip
+    return {
+        "items": counts.select(
+            item=pl.col("query") + PAIR_SEP + pl.col("url"), query="query", url="url", count="count"
+        )
+    }
 
 
 class _InOrder:

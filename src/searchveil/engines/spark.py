@@ -7,19 +7,21 @@ catalog). Off the driver's machine the executors get the driver's own searchveil
 (:func:`ship_code`). What: a file (Parquet, AOL TSV/.gz), or a table of the session's catalog or
 a Spark DataFrame (:class:`~searchveil.engines.contract.TableSource`, with its column names).
 
-Korolova, ZEALOUS and the selection pools (:func:`kernel_plan`): every partition runs the kernel
-with ``mapInArrow`` on the rows as Spark reads them (no normalisation or parsing in Spark SQL:
-the executors read them with the Polars pass's own code), and only counts (or the pools), a few
-rows per partition and the users of its runs come to the driver with Arrow, which joins the
-partitions with the kernel's own join:
+Korolova, ZEALOUS and the selection pools (:mod:`~searchveil.engines.spark_kernel`): every
+partition runs the kernel with ``mapInArrow`` on the rows as Spark reads them (no
+normalisation or parsing in Spark SQL: the executors read them with the Polars pass's own
+code); the counts (or the pools) stay on the cluster, and only a few rows per partition and
+the users seen in two runs come to the driver, which joins the partitions with the kernel's
+own join:
 
 * ``ordered`` (user-sorted input, a log written user by user): no shuffle of rows;
 * ``shuffle``: each user's rows moved to one partition first, in input order (a file's
   position; a table's file path and row index) — any input.
 
 ``plan="auto"`` (the default) tries the ordered pass and shuffles when it finds a user whose
-rows are not contiguous. Noise is drawn on the driver with the project's secure sampler (the
-driver never holds the log itself).
+rows are not contiguous (:mod:`~searchveil.engines.spark_kernel`). Noise, thresholds and the
+selection's rounds then run on the executors (:mod:`~searchveil.engines.spark_release`,
+:mod:`~searchveil.engines.spark_pools`): the driver holds only what is released.
 """
 
 from __future__ import annotations
@@ -29,9 +31,7 @@ import os
 import sys
 import tempfile
 import zipfile
-from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +39,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyspark
-from pyspark import TaskContext
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegralType
 
-from searchveil.bounding import NotContiguous, Stream
+from searchveil.bounding import NotContiguous
 from searchveil.engines.base import Engine, ReducedRows
 from searchveil.engines.contract import (
     BoundedCounts,
@@ -55,28 +53,11 @@ from searchveil.engines.contract import (
 )
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
-from searchveil.engines.spark_blobs import NOISE_BITS, blob_rows, pack, shard_bits, unpack_all
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
 from searchveil.engines.spark_jvm import driver_java_options
-from searchveil.engines.spark_ordered import (
-    CACHED,
-    DDL_TYPES,
-    OUTPUT_DDL,
-    OUTPUT_SCHEMA,
-    PACKED,
-    POOL_KEYS,
-    SEGMENT_ONLY,
-    PartitionInput,
-    join_partitions,
-    join_segments,
-    parquet_pieces,
-    partition_rows,
-    piece_rows,
-    repeated_users,
-    unpack_segments,
-)
+from searchveil.engines.spark_kernel import KernelResult, kernel_plan, pieces_plan
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
-from searchveil.engines.spark_release import CACHE, SparkCounts, to_polars, unpersist
+from searchveil.engines.spark_release import to_polars, unpersist
 from searchveil.engines.spark_snapshot import table_snapshot
 from searchveil.errors import InputFormatError, InvalidParameterError
 from searchveil.io.files import start_fingerprint
@@ -96,8 +77,9 @@ PIECES_PLAN_NAME = "spark ordered pass (executors read the Parquet file)"
 
 class SparkScan(StrEnum):
     """Who reads a Parquet file: ``auto`` — the executors, with Polars, by path
-    (:func:`pieces_plan`; the file must be on a file system they share with the driver), for
-    user-sorted input; ``spark`` — Spark's own reader, always."""
+    (:func:`~searchveil.engines.spark_kernel.pieces_plan`; the file must be on a file system
+    they share with the driver), for user-sorted input; ``spark`` — Spark's own reader,
+    always."""
 
     AUTO = "auto"
     SPARK = "spark"
@@ -112,9 +94,6 @@ class SparkPlan(StrEnum):
     SHUFFLE = "shuffle"
 
 
-# Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
-# White_Space class of Polars' (Rust) \s: the blanks the kernel strips from a text user id
-_EDGE_BLANKS = r"(?U)^\s+|\s+$"
 _WHITESPACE = r"(?U)\s+"  # k-anonymity's normalisation, in Spark SQL (its row plan)
 # PySpark's mapInArrow goes through pandas_udf, which needs pandas (the `spark` extra has it)
 HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
@@ -477,210 +456,3 @@ def _check_columns(path: str, columns: list[str]) -> None:
         raise InputFormatError(
             path, f"missing column(s) {', '.join(map(repr, missing))}; {ENGINE_LAYOUT}"
         )
-
-
-def _repeats(batches: Any) -> Any:
-    """``mapInArrow`` on the run users' blobs moved by bucket: the users of this task's
-    buckets seen in more than one run."""
-    rep = repeated_users(list(unpack_all(batches)))
-    if rep.height:
-        yield from rep.to_arrow().cast(pa.schema([("user", pa.string()), ("n", pa.int64())])
-                                       ).to_batches()  # fmt: skip
-
-
-def _per_partition(how: PartitionInput, batches: Any) -> Any:
-    """``mapInArrow``'s function on an executor: the kernel over this partition's batches."""
-    ctx = TaskContext.get()
-    part = ctx.partitionId() if ctx is not None else 0
-    yield from partition_rows(batches, how, part)
-
-
-def _per_piece(how: PartitionInput, path: str, pieces: list[tuple[int, ...]], tasks: Any) -> Any:
-    """``mapInArrow``'s function when the executors read the Parquet file themselves."""
-    yield from piece_rows(tasks, how, path, pieces)
-
-
-@dataclass
-class KernelResult:
-    """The bounding kernel's output on the cluster (``output``: the tasks' rows, cached), the
-    rows the driver's join decided (``delta``: per table, counts or pool rows in the tables'
-    own columns), the figures, the input's rows, and the rows the driver received."""
-
-    output: Any
-    delta: dict[str, pl.DataFrame]
-    figures: dict[str, int]
-    rows: int
-    received: int
-    #: the users whose rows two tasks share (their first run continues a task's last one)
-    straddlers: list[str] = field(default_factory=list)
-    #: each task's last user's pool rows (``t`` rows: user, query, url, stream, rank ``n2``)
-    tails: pl.DataFrame | None = None
-    #: the blobs' shard bits (:func:`~searchveil.engines.spark_blobs.shard_bits`)
-    bits: int = NOISE_BITS
-    #: a small input's counts or pools, already in this process (:data:`LOCAL_ROWS`)
-    local: dict[str, pl.DataFrame] | None = None
-    where: str = "the input"
-    #: the rows the driver receives while releasing, added up (``release``)
-    sink: dict[str, int] = field(default_factory=dict)
-
-    def _part(self, kind: str, stream: Stream) -> Any:
-        out = self.output
-        return out.filter((F.col("kind") == kind) & (F.col("stream") == stream.value))
-
-    def count_tables(self, bp: BoundingPlan) -> dict[str, Any]:
-        """Each count table (the names and columns :class:`~searchveil.engines.ordered.Tally`
-        gives): the tasks' partial counts plus the join's, on the cluster (a small input's:
-        :attr:`local`)."""
-        if self.local is not None:
-            return dict(self.local)
-        spark = self.output.sparkSession
-        out: dict[str, Any] = {}
-        for name, delta in self.delta.items():
-            keys = [k for k in delta.columns if k != "count"]
-            part = self.output.filter((F.col("kind") == "C") & (F.col("stream") == name))
-            part = part.select(F.col("n2").alias("bucket"), "blob")
-            if delta.height:
-                d = delta.select(*[pl.col(k).cast(pl.String) for k in keys],
-                                 pl.col("count").cast(pl.Int64))  # fmt: skip
-                part = part.unionByName(blob_rows(spark, d, keys, self.bits))
-            out[name] = SparkCounts(part, keys, self.where, self.sink, self.bits)
-        return out
-
-    def pool_tables(self) -> tuple[Any, Any]:
-        """The query pools (and the clicked pairs' pools), each user's rows in one partition in
-        rank order, without moving them: a task's kept rows are its users' rows in input order,
-        so only the users that straddle two tasks (at most one per task boundary: their rows
-        from the tasks plus the join's) are gathered here and added as one more partition. (A
-        small input's pools: :attr:`local`.)"""
-        if self.local is not None:
-            return self.local["query_pool"], self.local.get("click_pool")
-        spark = self.output.sparkSession
-        tables: list[Any] = []
-        shared = self.straddlers
-        for name, stream in (("query_pool", Stream.EVENTS), ("click_pool", Stream.CLICKS)):
-            if name not in self.delta:
-                tables.append(None)
-                continue
-            keys = POOL_KEYS[stream]
-            p = self.output.filter((F.col("kind") == "P") & (F.col("stream") == stream.value))
-            p = p.select("blob", F.lit(False).alias("own"))
-            small = self.delta[name].select(pl.col("user").cast(pl.String),
-                                            *[pl.col(k).cast(pl.String) for k in keys],
-                                            pl.col("rank").cast(pl.Int64))  # fmt: skip
-            if shared and self.tails is not None:  # their rows in the tasks, with the join's
-                mine = self.tails.filter((pl.col("stream") == stream.value)
-                                         & pl.col("user").is_in(shared))  # fmt: skip
-                theirs = mine.select("user", *[pl.col("query" if k == "item" else k).alias(k)
-                                               for k in keys], rank="n2")  # fmt: skip
-                small = pl.concat([small, theirs.cast(small.schema)])
-            if small.height:
-                small = small.sort("user", "rank", maintain_order=True)
-                one = pa.table([pa.array([pack(small)], pa.binary()), pa.array([True])],
-                               names=["blob", "own"])  # fmt: skip
-                p = p.unionByName(spark.createDataFrame(one).coalesce(1))
-            tables.append(p)
-        queries = SparkPools(tables[0], self.where, self.sink, shared, self.bits)
-        clicks = None if tables[1] is None else SparkClickPools(tables[1], self.where, self.sink,
-                                                                shared, self.bits)  # fmt: skip
-        return queries, clicks
-
-
-def _aggregate(out: Any, bp: BoundingPlan, spec: Any, *, small: bool = False,
-               bits: int = NOISE_BITS) -> KernelResult:  # fmt: skip
-    """The tasks' output cached on the executors; to the driver only the segments' rows and
-    the users seen in more than one run (one aggregation), joined there
-    (:func:`~searchveil.engines.spark_ordered.join_segments`). The counts and pools stay.
-    ``small`` (an input of at most :data:`LOCAL_ROWS` rows): one job — the tasks' output summed
-    and brought to the driver whole, joined there
-    (:func:`~searchveil.engines.spark_ordered.join_partitions`) — and the release runs here."""
-    if small:
-        res = pl.DataFrame(pl.from_arrow(out.toArrow()))
-        counts, figures, rows = join_partitions(res, bp, spec, pl.String)
-        return KernelResult(None, {}, figures, rows, res.height, local=counts)
-    segment = F.col("kind").isin("s", "h", "k", "f")
-    packed = F.when(segment, F.to_json(F.struct(*SEGMENT_ONLY)))
-    out = out.select(*CACHED, packed.alias(PACKED)).persist(CACHE)
-    try:
-        seg = out.filter(segment | (F.col("kind") == "t"))
-        # the run users' blobs moved by bucket: each user's runs counted in one task
-        users = out.filter(F.col("kind") == "U").select(F.col("n2").alias("bucket"), "blob")
-        runs = users.repartition("bucket").mapInArrow(_repeats, "user string, n long")
-        runs = runs.select(*[F.col(c) if c in ("user", "n") else F.lit(None).cast(
-            _OUTPUT_TYPES.get(c, "string")).alias(c) for c in out.columns]).withColumn(
-                "kind", F.lit("u"))  # fmt: skip
-        small_rows = unpack_segments(pl.DataFrame(pl.from_arrow(seg.unionByName(runs).toArrow())))
-        tally, bfig = join_segments(small_rows, bp, spec)
-    except BaseException:
-        unpersist(out)
-        raise
-    delta, figures = tally.result(bfig, pl.String)
-    across = small_rows.filter(pl.col("kind") == "u").get_column("user").cast(pl.String)
-    tails = small_rows.filter(pl.col("kind") == "t")
-    return KernelResult(out, delta, figures, bfig["rows"], small_rows.height, across.to_list(),
-                        tails=tails, bits=bits)  # fmt: skip
-
-
-_OUTPUT_TYPES = {f.name: DDL_TYPES.get(f.type, "long") for f in OUTPUT_SCHEMA}
-
-
-def pieces_plan(
-    spark: Any, path: str, bp: BoundingPlan, *, normalize: bool, small: bool = False
-) -> KernelResult:
-    """The ordered pass of a Parquet file whose path the executors can open (a local or shared
-    file system): one Spark task per piece of row groups (:func:`~searchveil.engines.
-    spark_ordered.parquet_pieces`), each reading its rows on the executor (Polars' reader:
-    :func:`~searchveil.engines.spark_ordered.piece_frames`) and running the kernel; then
-    :func:`_aggregate`. Spark's own reader would first turn every row
-    into JVM rows and back into Arrow for Python — the cost this plan skips."""
-    pieces = parquet_pieces(path)
-    schema = pq.read_schema(path)
-    integral = pa.types.is_integer(schema.field("AnonID").type)
-    spec = bp.kernel_spec(normalize=normalize)
-    how = PartitionInput(bp, spec, integral, bp.with_url, True, shard_bits(spark))
-    tasks = spark.range(0, len(pieces), 1, numPartitions=len(pieces)).select(
-        F.col("id").cast("int").alias("piece")
-    )
-    out = tasks.mapInArrow(partial(_per_piece, how, path, pieces), OUTPUT_DDL)
-    return _aggregate(out, bp, spec, small=small, bits=how.bits)
-
-
-def kernel_plan(
-    df: Any, bp: BoundingPlan, *, normalize: bool, parquet: bool, shuffle: bool = False,
-    small: bool = False,
-) -> KernelResult:  # fmt: skip
-    """The bounding kernel on every partition of ``df`` (AOL columns, in input order) with
-    ``mapInArrow`` (:func:`~searchveil.engines.spark_ordered.partition_rows`), one aggregation
-    of the partitions' small output, and the driver's join
-    (:func:`~searchveil.engines.spark_ordered.join_partitions`, which raises
-    :class:`~searchveil.bounding.NotContiguous` when users are not contiguous). ``shuffle``:
-    first move each user's rows to one partition, in input order (one shuffle of the rows; any
-    input). The rows reach Python as Spark reads them — no normalisation, trimming or parsing
-    in Spark: every engine reads them with the same code
-    (:func:`~searchveil.engines.sources.canonical_rows`)."""
-    with_url = bp.with_url
-    integral = isinstance(df.schema["AnonID"].dataType, IntegralType)
-    user = F.col("AnonID") if integral else F.col("AnonID").cast("string")
-    cols = [user.alias("AnonID"), F.col("Query").cast("string").alias("Query"),
-            F.col("QueryTime").cast("string").alias("QueryTime")]  # fmt: skip
-    if with_url:
-        cols.append(F.col("ClickURL").cast("string").alias("ClickURL"))
-    table = df.select(*cols)
-    if shuffle:
-        # the key the kernel compares: integer ids as they are, text ids without blanks; each
-        # user's rows in input order — a table's by file path and row, a file's by position
-        key = F.col("AnonID") if integral else F.regexp_replace("AnonID", _EDGE_BLANKS, "")
-        files = "_sv_file" in df.columns
-        order = [F.col("_sv_file"), F.col("_sv_row")] if files else [
-            F.monotonically_increasing_id()]  # fmt: skip
-        names = [f"_o{i}" for i in range(len(order))]
-        table = (
-            df.select(*cols, *[o.alias(n) for o, n in zip(order, names, strict=True)])
-            .withColumn("_key", key)
-            .repartition("_key")
-            .sortWithinPartitions("_key", *names)
-            .drop(*names, "_key")
-        )
-    spec = bp.kernel_spec(normalize=normalize)
-    how = PartitionInput(bp, spec, integral, with_url, parquet, shard_bits(df.sparkSession))
-    out = table.mapInArrow(partial(_per_partition, how), OUTPUT_DDL)
-    return _aggregate(out, bp, spec, small=small, bits=how.bits)

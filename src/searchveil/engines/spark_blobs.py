@@ -31,9 +31,22 @@ import pyarrow as pa
 
 from searchveil.mechanisms.noisy_counts import NOISE_BUCKETS, key_hash
 
-__all__ = ["BLOB_DDL", "BLOB_SCHEMA", "NOISE_BITS", "blob_frame", "blob_rows", "bucketed",
-           "noise_bucket_column", "noise_bucket_of", "pack", "rows_to_blobs", "shard_bits",
-           "shards", "unpack", "unpack_all"]  # fmt: skip
+__all__ = [
+    "BLOB_DDL",
+    "BLOB_SCHEMA",
+    "NOISE_BITS",
+    "blob_frame",
+    "blob_rows",
+    "bucketed",
+    "noise_bucket_column",
+    "noise_bucket_of",
+    "pack",
+    "rows_to_blobs",
+    "shard_bits",
+    "shards",
+    "unpack",
+    "unpack_all",
+]
 
 assert NOISE_BUCKETS == 1 << 5  # NOISE_BITS
 
@@ -94,8 +107,9 @@ def noise_bucket_column(shard: Any, bits: int = NOISE_BITS) -> Any:
     return F.shiftright(shard, bits - NOISE_BITS)
 
 
-def bucketed(df: pl.DataFrame, keys: list[str], bits: int = NOISE_BITS) -> Iterator[
-        tuple[int, bytes]]:  # fmt: skip
+def bucketed(
+    df: pl.DataFrame, keys: list[str], bits: int = NOISE_BITS
+) -> Iterator[tuple[int, bytes]]:
     """``df``'s rows by the shard of their ``keys``: (shard, blob) per shard met."""
     if df.height == 0:
         return
@@ -120,10 +134,12 @@ def unpack_all(batches: Iterator[pa.RecordBatch], column: str = "blob") -> Itera
                 yield unpack(blob)
 
 
-def _bucket_rows(keys: list[str], bits: int, batches: Iterator[pa.RecordBatch]) -> Iterator[
-        pa.RecordBatch]:  # fmt: skip
-    frames = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches
-              if b.num_rows]  # fmt: skip
+def _bucket_rows(
+    keys: list[str], bits: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    frames = [
+        pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches if b.num_rows
+    ]
     if frames:
         pairs = list(bucketed(pl.concat(frames, how="vertical_relaxed"), keys, bits))
         yield from blob_frame(pairs).to_batches()
@@ -131,7 +147,7 @@ def _bucket_rows(keys: list[str], bits: int, batches: Iterator[pa.RecordBatch]) 
 
 def rows_to_blobs(df: Any, keys: list[str], bits: int = NOISE_BITS) -> Any:
     """A Spark frame of table rows as blob rows (``bucket, blob``): each task's rows packed by
-    the noise bucket of their ``keys`` (a table that arrives as rows: a test's, a DataFrame)."""
+    the shard of their ``keys`` (a table that arrives as rows: a test's, a DataFrame)."""
     return df.mapInArrow(partial(_bucket_rows, keys, bits), BLOB_DDL)
 
 

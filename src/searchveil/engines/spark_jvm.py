@@ -53,8 +53,9 @@ def _java_version() -> str:
     except OSError:
         pass
     try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30,
-                             check=False)  # fmt: skip
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (out.stderr or out.stdout).strip()

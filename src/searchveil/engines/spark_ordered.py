@@ -10,13 +10,13 @@ do (the same rows, :func:`~searchveil.engines.sources.canonical_rows`, the same 
 small rows leave a partition:
 
 * the counts of what its other runs keep, in each count table's own keys, as Arrow blobs by
-  noise bucket (``C``; :mod:`~searchveil.engines.spark_blobs`) — or, for the selection pools,
+  shard of the key (``C``; :mod:`~searchveil.engines.spark_blobs`) — or, for the selection pools,
   the kept rows themselves as zstd blobs (``P``) and its last user's pool rows (``t``, for the
   users two tasks share);
 * its :class:`~searchveil.bounding.Segment` — the first run's kept rows (``h``, at most the
   rule's n per stream), its first and last row and stream counts (``s``), the last run's kept
   keys (``k``) — and its figures (``f``);
-* the user of every run, as blobs by bucket (``U``): moved by bucket, they give the users seen
+* the user of every run, as blobs by shard (``U``): moved by shard, they give the users seen
   in more than one run.
 
 The driver (:func:`join_partitions`) adds the segments in partition order to one
@@ -58,11 +58,24 @@ from searchveil.engines.spark_blobs import NOISE_BITS, bucketed, pack, unpack
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED
 
-__all__ = ["CACHED", "CHUNK_ROWS", "DDL_TYPES", "GROUP_KEYS", "KEPT", "OUTPUT_DDL", "OUTPUT_SCHEMA",
-           "PACKED", "PIECE_ROWS", "POOL_KEYS", "SEGMENT_ONLY", "PartitionInput", "bound_frames",
-           "join_partitions", "join_segments", "parquet_pieces", "partition_rows",
-           "piece_frames", "piece_rows", "pool_rows", "repeated_users",
-           "unpack_segments"]  # fmt: skip
+__all__ = [
+    "CHUNK_ROWS",
+    "KEPT",
+    "OUTPUT_DDL",
+    "OUTPUT_SCHEMA",
+    "PIECE_ROWS",
+    "POOL_KEYS",
+    "PartitionInput",
+    "bound_frames",
+    "join_partitions",
+    "join_segments",
+    "parquet_pieces",
+    "partition_rows",
+    "piece_frames",
+    "piece_rows",
+    "pool_rows",
+    "repeated_users",
+]
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
 #: pool rows in one blob at most (a few MB: the JVM holds a blob whole when it caches or moves
@@ -83,21 +96,12 @@ OUTPUT_SCHEMA = pa.schema(
         ("q2", pa.string()),  # s: the last run's user, query and time
         ("t2", pa.string()),
         ("u2", pa.string()),
-        ("n2", pa.int64()),  # s: the last run's stream count; p, h: the rank; C, U: the bucket
-        ("blob", pa.binary()),  # C, U: many rows as one Arrow blob (engines/spark_blobs.py)
+        ("n2", pa.int64()),  # s: the last run's stream count; h, t: the rank; C, U: the shard
+        ("blob", pa.binary()),  # C, P, U: many rows as one Arrow blob (engines/spark_blobs.py)
     ]
 )
 DDL_TYPES = {pa.string(): "string", pa.int32(): "int", pa.binary(): "binary"}
 OUTPUT_DDL = ", ".join(f"{f.name} {DDL_TYPES.get(f.type, 'long')}" for f in OUTPUT_SCHEMA)
-#: the aggregation's keys: every column but ``n``, which is summed
-GROUP_KEYS = [f.name for f in OUTPUT_SCHEMA if f.name != "n"]
-
-#: the kernel output's columns that only the segments' rows (s, h, k, f) fill: cached packed as
-#: one JSON text (:data:`PACKED`) — the columnar cache spends 4 bytes a row on each null
-#: value, written and read back, and these columns are null in every count, user and pool row
-SEGMENT_ONLY = ["part", "t", "q2", "t2", "u2"]
-CACHED = [f.name for f in OUTPUT_SCHEMA if f.name not in SEGMENT_ONLY]
-PACKED = "_seg"
 
 
 @dataclass(frozen=True)
@@ -129,15 +133,6 @@ def _frame(cols: dict[str, Any], height: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
-def unpack_segments(rows: pl.DataFrame) -> pl.DataFrame:
-    """The segments' rows as the kernel wrote them (:data:`OUTPUT_SCHEMA`'s columns)."""
-    dtype = pl.Struct({c: pl.Int32 if c == "part" else pl.String for c in SEGMENT_ONLY})
-    seg = rows.get_column(PACKED).str.json_decode(dtype).struct.unnest()
-    return pl.concat([rows.drop(PACKED), seg], how="horizontal").select(
-        f.name for f in OUTPUT_SCHEMA
-    )
-
-
 #: a pool blob's item columns, by stream: a query pool's ``item``, a click pool's query and url
 POOL_KEYS = {Stream.EVENTS: ["item"], Stream.CLICKS: ["query", "url"]}
 
@@ -145,19 +140,27 @@ POOL_KEYS = {Stream.EVENTS: ["item"], Stream.CLICKS: ["query", "url"]}
 def pool_rows(stream: Stream, kept: pl.DataFrame) -> pl.DataFrame:
     """A pool blob's rows (``user`` as text, :data:`POOL_KEYS`, ``rank``) from kept rows
     (``u``, the stream's keys, ``_rank``)."""
-    keys = [pl.col(k).alias(n) for k, n in zip(STREAM_KEYS[stream], POOL_KEYS[stream],
-                                                strict=True)]  # fmt: skip
-    return kept.select(pl.col("u").cast(pl.String).alias("user"), *keys,
-                       pl.col("_rank").cast(pl.Int64).alias("rank"))  # fmt: skip
+    keys = [pl.col(k).alias(n) for k, n in zip(STREAM_KEYS[stream], POOL_KEYS[stream], strict=True)]
+    return kept.select(
+        pl.col("u").cast(pl.String).alias("user"),
+        *keys,
+        pl.col("_rank").cast(pl.Int64).alias("rank"),
+    )
 
 
 def _blobs(kind: str, stream: str | None, pairs: Iterator[tuple[int, bytes]]) -> pa.RecordBatch:
     """Blob rows of ``kind`` (C: a count table's partial counts, ``stream`` its name; U: the
-    runs' users), one per noise bucket (``n2``)."""
+    runs' users), one per shard (``n2``)."""
     got = list(pairs)
-    return _frame({"kind": kind, "stream": stream,
-                   "n2": pl.Series([b for b, _ in got], dtype=pl.Int64),
-                   "blob": pa.array([x for _, x in got], pa.binary())}, len(got))  # fmt: skip
+    return _frame(
+        {
+            "kind": kind,
+            "stream": stream,
+            "n2": pl.Series([b for b, _ in got], dtype=pl.Int64),
+            "blob": pa.array([x for _, x in got], pa.binary()),
+        },
+        len(got),
+    )
 
 
 def _text(v: Any) -> str | None:
@@ -232,8 +235,14 @@ def bound_frames(
                 rows = pool_rows(stream, k)
                 for lo in range(0, k.height, POOL_BLOB_ROWS):  # blobs of a few MB
                     blob = pack(rows.slice(lo, POOL_BLOB_ROWS), compress=True)
-                    yield _frame({"kind": "P", "stream": stream.value,
-                                  "blob": pa.array([blob], pa.binary())}, 1)  # fmt: skip
+                    yield _frame(
+                        {
+                            "kind": "P",
+                            "stream": stream.value,
+                            "blob": pa.array([blob], pa.binary()),
+                        },
+                        1,
+                    )
         else:
             tally.add(kept)
         # the users of this chunk's runs (a run continued from the chunk before is one run)
@@ -323,8 +332,9 @@ def piece_frames(
         if rows > BIG_GROUP:
             if n:
                 yield _slice(path, cols, lo, n)
-            yield from _arrow_chunks(f.iter_batches(batch_size=CHUNK_ROWS, row_groups=[g],
-                                                    columns=cols))  # fmt: skip
+            yield from _arrow_chunks(
+                f.iter_batches(batch_size=CHUNK_ROWS, row_groups=[g], columns=cols)
+            )
             lo, n = lo + n + rows, 0
             continue
         n += rows
@@ -446,17 +456,25 @@ def join_partitions(
     pool rows (``p``), in this process — a small input's release on the driver, and the
     reference the Spark engine's cluster tables are tested against."""
     rep = repeated_users(_unpacked(out, "U")).with_columns(kind=pl.lit("u"))
-    rows = pl.concat([out.filter(~pl.col("kind").is_in(["C", "U", "P"])).drop("blob"), rep],
-                     how="diagonal_relaxed")  # fmt: skip
+    rows = pl.concat(
+        [out.filter(~pl.col("kind").is_in(["C", "U", "P"])).drop("blob"), rep],
+        how="diagonal_relaxed",
+    )
     tally, bfig = join_segments(rows, bp, spec)
     pools = bp.keep == Bounding.POOLS
     for stream in tally.streams:
         if pools:
             for mine in _unpacked(out, "P", stream.value):
-                tally.rows[stream].append(mine.select(
-                    pl.col("user").alias("u"), *[pl.col(POOL_KEYS[stream][i]).alias(k)
-                                                 for i, k in enumerate(STREAM_KEYS[stream])],
-                    pl.col("rank").alias("_rank")))  # fmt: skip
+                tally.rows[stream].append(
+                    mine.select(
+                        pl.col("user").alias("u"),
+                        *[
+                            pl.col(POOL_KEYS[stream][i]).alias(k)
+                            for i, k in enumerate(STREAM_KEYS[stream])
+                        ],
+                        pl.col("rank").alias("_rank"),
+                    )
+                )
     counts, figures = tally.result(bfig, pl.String)
     if not pools:
         for name, joined in counts.items():

@@ -5,15 +5,16 @@ The pools (rows ``user, item, rank``: each user's first distinct items, from the
 tasks and the driver's join) stay where the bounding tasks left them, as Arrow blobs
 (:mod:`~searchveil.engines.spark_blobs`; cached on the executors): each task's users whole and
 in rank order — the few users two tasks share are dropped from those tasks' blobs (``own``
-false) and gathered, whole, into one more blob (:meth:`~searchveil.engines.spark.KernelResult.
-pool_tables`). A round of :class:`~searchveil.mechanisms.pool_rounds.RoundSpec` is then one
-Spark job of two stages, neither of which moves a user's rows:
+false) and gathered, whole, into one more blob
+(:meth:`~searchveil.engines.spark_kernel.KernelResult.pool_tables`). A round of
+:class:`~searchveil.mechanisms.pool_rounds.RoundSpec` is then one Spark job of two stages,
+neither of which moves a user's rows:
 
 1. **per-user weights and per-item partial sums in the tasks**: each user's first d rows
    whose rank is below the pool and whose item is not released yet (the released set —
    already published — travels with the task), ``weights[k]`` on each of its k rows, summed
-   per item in the task and packed by the item's noise bucket;
-2. **the sums moved by bucket, noise and threshold there**
+   per item in the task and packed by the item's shard;
+2. **the sums moved by shard, noise and threshold there**
    (:func:`~searchveil.engines.spark_release.blob_partition`): only the released items return.
 
 A **bias round**'s noise stage is checkpointed on the executors: its released items return,
@@ -67,8 +68,7 @@ _ELIGIBLE = "eligible"
 
 def _task_pool(batches: Iterator[pa.RecordBatch], shared: list[str]) -> pl.DataFrame | None:
     """A task's pool rows (its blobs in order; the ``shared`` users dropped from blobs that
-    are not ``own``), or None for a task without any; with the eligible items' blob, if the
-    round was given one (column ``eligible`` of every row)."""
+    are not ``own``), or None for a task without any."""
     parts: list[pl.DataFrame] = []
     drop = pl.Series("user", shared, dtype=pl.String).implode()
     for b in batches:
@@ -113,13 +113,15 @@ class _Round:
     bits: int = NOISE_BITS
 
 
-def _round_sums(r: _Round, shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[
-        pa.RecordBatch]:  # fmt: skip
+def _round_sums(
+    r: _Round, shared: list[str], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` on a task's pool blobs: the round's rows of its users, weighted
     (``weights[k]`` on each row of a user with k rows), summed per item — ``count`` the
     weight, ``first`` the rows of rank below d (summed over users, a released item's count
     among the users' first d items: every such row of an unreleased item is in the round),
-    ``_rows`` the rows — and packed by the item's noise bucket."""
+    ``_rows`` the rows — and packed by the item's shard; the first round (``figures``) adds
+    every pool item's :func:`_item_figures`."""
     got = list(batches)
     df = _task_pool(iter(got), shared)
     if df is None:
@@ -134,27 +136,40 @@ def _round_sums(r: _Round, shared: list[str], batches: Iterator[pa.RecordBatch])
         rows = _take(df, r.pool, r.d, r.gone)
     sums = _weighted_sums(rows, r)
     if r.figures is not None:  # every item of the pool, with its holders
-        per = df.group_by("item").agg(h=pl.len().cast(pl.Int64),
-                                      f=(pl.col("rank") < r.figures).sum().cast(pl.Int64),
-                                      r0=pl.col("rank").min().cast(pl.Int64))  # fmt: skip
-        sums = per.join(sums, on="item", how="left").with_columns(
-            pl.col("count", "first", "_rows").fill_null(0))  # fmt: skip
+        sums = _item_figures(df, r.figures).join(sums, on="item", how="left")
+        sums = sums.with_columns(pl.col("count", "first", "_rows").fill_null(0))
     if sums.height:
         yield from blob_frame(list(bucketed(sums, ["item"], r.bits))).to_batches()
+
+
+def _item_figures(df: pl.DataFrame, d: int) -> pl.DataFrame:
+    """A task's pool rows per item: holders (``h``), rows of rank below ``d`` (``f``) and the
+    lowest rank (``r0``) — summed over tasks, the pool's figures."""
+    return df.group_by("item").agg(
+        h=pl.len().cast(pl.Int64),
+        f=(pl.col("rank") < d).sum().cast(pl.Int64),
+        r0=pl.col("rank").min().cast(pl.Int64),
+    )
 
 
 def _weighted_sums(rows: pl.DataFrame, r: _Round) -> pl.DataFrame:
     """The round's rows weighted and summed per item (``count``, ``first``, ``_rows``)."""
     if rows.height == 0:
-        return pl.DataFrame(schema={"item": pl.String, "count": pl.Int64, "first": pl.Int64,
-                                    "_rows": pl.Int64})  # fmt: skip
+        return pl.DataFrame(
+            schema={"item": pl.String, "count": pl.Int64, "first": pl.Int64, "_rows": pl.Int64}
+        )
     run = rows.get_column("user").rle_id().to_numpy()
     k = np.bincount(run)[run]
     w = pl.Series("w", np.asarray(r.weights, dtype=np.int64)[k], dtype=pl.Int64)
-    return rows.with_columns(w).group_by("item").agg(
-        count=pl.col("w").sum(), first=(pl.col("rank") < r.d).sum().cast(pl.Int64),
-        _rows=pl.len().cast(pl.Int64),
-    )  # fmt: skip
+    return (
+        rows.with_columns(w)
+        .group_by("item")
+        .agg(
+            count=pl.col("w").sum(),
+            first=(pl.col("rank") < r.d).sum().cast(pl.Int64),
+            _rows=pl.len().cast(pl.Int64),
+        )
+    )
 
 
 def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -162,48 +177,52 @@ def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     eligible items, for the next round's tasks)."""
     items = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches]
     df = pl.concat(items) if items else pl.DataFrame(schema={"item": pl.String})
-    yield pa.record_batch([pa.array([pack(df.select(pl.col("item").cast(pl.String)))],
-                                    pa.binary())], names=[_ELIGIBLE])  # fmt: skip
+    yield pa.record_batch(
+        [pa.array([pack(df.select(pl.col("item").cast(pl.String)))], pa.binary())],
+        names=[_ELIGIBLE],
+    )
 
 
-def _first_counts(d: int, items: list[str], shared: list[str],
-                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def _first_counts(
+    d: int, items: list[str], shared: list[str], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``: the task's rows of rank below ``d`` per item of ``items``."""
     df = _task_pool(batches, shared)
     if df is None:
         return
     keep = pl.Series(items, dtype=pl.String).implode()
-    got = df.filter((pl.col("rank") < d) & pl.col("item").is_in(keep)).group_by("item").len(
-        "count")  # fmt: skip
+    got = df.filter((pl.col("rank") < d) & pl.col("item").is_in(keep)).group_by("item").len("count")
     if got.height:
-        yield arrow_out(got.cast({"count": pl.Int64}),
-                        pa.schema([("item", pa.string()), ("count", pa.int64())]))  # fmt: skip
+        yield arrow_out(
+            got.cast({"count": pl.Int64}), pa.schema([("item", pa.string()), ("count", pa.int64())])
+        )
 
 
-def _figure_sums(d: int, shared: list[str], bits: int, batches: Iterator[pa.RecordBatch]
-                 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """``mapInArrow``: the task's holders per item (``h``), rows of rank below ``d`` (``f``)
-    and lowest rank (``r0``), packed by the item's noise bucket."""
+def _figure_sums(
+    d: int, shared: list[str], bits: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: the task's :func:`_item_figures`, packed by the item's shard."""
     df = _task_pool(batches, shared)
     if df is None:
         return
-    sums = df.group_by("item").agg(h=pl.len().cast(pl.Int64),
-                                   f=(pl.col("rank") < d).sum().cast(pl.Int64),
-                                   r0=pl.col("rank").min().cast(pl.Int64))  # fmt: skip
-    yield from blob_frame(list(bucketed(sums, ["item"], bits))).to_batches()
+    yield from blob_frame(list(bucketed(_item_figures(df, d), ["item"], bits))).to_batches()
 
 
 def _figures(d: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` on :func:`_figure_sums` moved by bucket: the task's share of the pool
+    """``mapInArrow`` on :func:`_figure_sums` moved by shard: the task's share of the pool
     figures (:func:`~searchveil.engines.spark_release.pool_figures`), one row."""
     frames = [unpack(x) for b in batches for x in b.column("blob").to_pylist()]
     vals = dict.fromkeys(POOL_FIGURES, 0)
     if frames:
-        per = pl.concat(frames).group_by("item").agg(
-            pl.col("h").sum(), pl.col("f").sum(), pl.col("r0").min())  # fmt: skip
+        per = (
+            pl.concat(frames)
+            .group_by("item")
+            .agg(pl.col("h").sum(), pl.col("f").sum(), pl.col("r0").min())
+        )
         vals = pool_figures(per, d)
-    yield pa.record_batch([pa.array([vals[c]], pa.int64()) for c in POOL_FIGURES],
-                          names=POOL_FIGURES)  # fmt: skip
+    yield pa.record_batch(
+        [pa.array([vals[c]], pa.int64()) for c in POOL_FIGURES], names=POOL_FIGURES
+    )
 
 
 def _all_rows(shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -222,8 +241,14 @@ class SparkPools(PoolTable):
     users are dropped from its blobs that are not ``own``). Released sets are the released
     items' names (held by the driver: they are published)."""
 
-    def __init__(self, pools: Any, where: str, sink: dict[str, int] | None = None,
-                 shared: list[str] | None = None, bits: int = NOISE_BITS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pools: Any,
+        where: str,
+        sink: dict[str, int] | None = None,
+        shared: list[str] | None = None,
+        bits: int = NOISE_BITS,
+    ) -> None:
         self.pools = pools
         self.bits = bits
         self.where = where
@@ -246,8 +271,7 @@ class SparkPools(PoolTable):
     def round_rows(self, spec: RoundSpec, released: Any, bias: Any) -> Any:
         # the first round reads every pool row: the pool's figures for its d come with it
         fig = spec.d if released.len() == 0 and spec.d not in self._figures else None
-        r = _Round(spec.pool, spec.d, spec.weights, released.to_list(), figures=fig,
-                   bits=self.bits)  # fmt: skip
+        r = _Round(spec.pool, spec.d, spec.weights, released.to_list(), figures=fig, bits=self.bits)
         pools = self.pools
         if spec.after_bias:
             bias_round, eligible = bias
@@ -263,8 +287,9 @@ class SparkPools(PoolTable):
         inclusive = spec.inclusive or spec.cutoff is not None
         plan = NoisePlan((NoisyStep(spec.noise, threshold=thr, inclusive=inclusive,
                                     publish="_noisy"),))  # fmt: skip
-        st = BlobStage(["item"], plan, key, step, carry=("first",), figures=r.figures,
-                       bits=self.bits)  # fmt: skip
+        st = BlobStage(
+            ["item"], plan, key, step, carry=("first",), figures=r.figures, bits=self.bits
+        )
         frame = blob_stage(sums, st)
         more = None
         passed = (pl.col("_noisy") >= spec.threshold) if spec.inclusive else (
@@ -278,12 +303,12 @@ class SparkPools(PoolTable):
             got = self._get(cp.filter((F.col("_kind") == "s") | sure))
             res = read_stage(got, ["item"], ["_noisy", "first"])
             eligible = cp.filter((F.col("_kind") == "r") & (F.col("_noisy") >= spec.cutoff))
-            packed = eligible.select("item").coalesce(1).mapInArrow(
-                _pack_items, f"{_ELIGIBLE} binary")  # fmt: skip
+            packed = (
+                eligible.select("item").coalesce(1).mapInArrow(_pack_items, f"{_ELIGIBLE} binary")
+            )
             more = (r, packed)
         if r.figures is not None:
-            self._figures[r.figures] = PoolFigures(**{c: res.extra.get(c, 0)
-                                                      for c in POOL_FIGURES})  # fmt: skip
+            self._figures[r.figures] = PoolFigures(**{c: res.extra.get(c, 0) for c in POOL_FIGURES})
         kept = res.rows.filter(passed)
         self._first[spec.d] = pl.concat([self._first.get(spec.d, _NO_COUNTS),
                                          kept.select("item", count="first")])  # fmt: skip
@@ -314,15 +339,18 @@ class SparkPools(PoolTable):
             fn = partial(_figure_sums, d, self.shared, self.bits)
             sums = self.pools.mapInArrow(fn, BLOB_DDL)
             per_task = sums.repartition("bucket").mapInArrow(
-                partial(_figures, d), ", ".join(f"{c} long" for c in POOL_FIGURES))  # fmt: skip
+                partial(_figures, d), ", ".join(f"{c} long" for c in POOL_FIGURES)
+            )
             got = self._get(per_task).sum()
-            self._figures[d] = PoolFigures(**{c: int(got.get_column(c)[0] or 0)
-                                              for c in POOL_FIGURES})  # fmt: skip
+            self._figures[d] = PoolFigures(
+                **{c: int(got.get_column(c)[0] or 0) for c in POOL_FIGURES}
+            )
         return self._figures[d]
 
     def collect_pool(self) -> ItemPool:
-        rows = self.pools.mapInArrow(partial(_all_rows, self.shared),
-                                     "user string, item string, rank long")  # fmt: skip
+        rows = self.pools.mapInArrow(
+            partial(_all_rows, self.shared), "user string, item string, rank long"
+        )
         return ItemPool.from_frame(self._get(rows))
 
     def finish(self) -> None:
@@ -331,8 +359,9 @@ class SparkPools(PoolTable):
         self._held.clear()
 
 
-def _pairs(released: list[str], shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[
-        pa.RecordBatch]:  # fmt: skip
+def _pairs(
+    released: list[str], shared: list[str], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` on a task's click-pool blobs: the clicked pairs of the released
     queries, each user's re-ranked 0, 1, … — one blob of whole users (``own``)."""
     df = _task_pool(batches, shared)
@@ -343,19 +372,27 @@ def _pairs(released: list[str], shared: list[str], batches: Iterator[pa.RecordBa
     if df.height == 0:
         return
     out = df.select(
-        "user", item=pl.col("query") + PAIR_SEP + pl.col("url"),
+        "user",
+        item=pl.col("query") + PAIR_SEP + pl.col("url"),
         rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
-    )  # fmt: skip
-    yield pa.record_batch([pa.array([pack(out)], pa.binary()), pa.array([True])],
-                          schema=_POOL_ARROW)  # fmt: skip
+    )
+    yield pa.record_batch(
+        [pa.array([pack(out)], pa.binary()), pa.array([True])], schema=_POOL_ARROW
+    )
 
 
 class SparkClickPools(PairSource):
     """The clicked (query, url) pools on the cluster (blobs of user, query, url, rank rows;
     :class:`SparkPools`' layout)."""
 
-    def __init__(self, clicks: Any, where: str, sink: dict[str, int] | None = None,
-                 shared: list[str] | None = None, bits: int = NOISE_BITS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        clicks: Any,
+        where: str,
+        sink: dict[str, int] | None = None,
+        shared: list[str] | None = None,
+        bits: int = NOISE_BITS,
+    ) -> None:
         self.clicks = clicks
         self.bits = bits
         self.where = where
@@ -364,8 +401,9 @@ class SparkClickPools(PairSource):
 
     def pairs(self, queries: pl.Series) -> PoolTable:
         fn = partial(_pairs, queries.cast(pl.String).to_list(), self.shared)
-        return SparkPools(self.clicks.mapInArrow(fn, POOL_DDL), self.where, self.sink,
-                          bits=self.bits)  # fmt: skip
+        return SparkPools(
+            self.clicks.mapInArrow(fn, POOL_DDL), self.where, self.sink, bits=self.bits
+        )
 
     def finish(self) -> None:
         """Nothing of its own is cached (the kernel's output is the engine's)."""

@@ -4,12 +4,12 @@ pass (and a few summary rows per task) returned to the driver.
 
 A :class:`SparkCounts` is a lazy Spark table of partial counts in Arrow blobs
 (:mod:`~searchveil.engines.spark_blobs`: rows ``bucket, blob``) — each bounding task's counts
-of what it kept, one blob per noise bucket (``C`` rows of the kernel's output,
+of what it kept, one blob per shard of the key (``C`` rows of the kernel's output,
 :mod:`searchveil.engines.spark_ordered`), plus the few rows the driver's join added (the users
 that straddle two tasks) — summed by key only where a stage runs (:func:`blob_stage`): the
-blobs moved by bucket (one shuffle of a few large values; every partial row of a key, and every
-key of a noise bucket, in one task), then in every task (:func:`blob_partition`) the partial
-rows summed by key in Polars and
+blobs moved by shard (one shuffle of a few large values; every partial row of a key in one
+task, and, seeded, every key of a noise bucket), then in every task (:func:`blob_partition`)
+the partial rows summed by key in Polars and
 
 * a secure release: noise from the task's own :class:`~searchveil.rng.SecureRandom`
   (``os.urandom`` on the executor: no key leaves anywhere), the rows that pass returned;
@@ -59,13 +59,22 @@ from searchveil.mechanisms.noisy_counts import (
 )
 from searchveil.rng import RandomSource
 
-__all__ = ["CACHE", "POOL_FIGURES", "BlobStage", "SparkCounts", "StageResult", "arrow_out",
-           "blob_partition", "blob_stage", "checkpoint", "pool_figures", "read_stage",
-           "to_polars", "unpersist"]  # fmt: skip
+__all__ = [
+    "CACHE",
+    "POOL_FIGURES",
+    "BlobStage",
+    "SparkCounts",
+    "StageResult",
+    "arrow_out",
+    "blob_partition",
+    "blob_stage",
+    "checkpoint",
+    "pool_figures",
+    "read_stage",
+    "to_polars",
+    "unpersist",
+]
 
-#: the stage's bookkeeping columns: ``_kind`` (r: a kept row, s: a summary figure), ``_s`` (the
-#: figure's name), ``_n`` (its value)
-_META = ["_kind", "_s", "_n"]
 #: how the cluster keeps what a release reads twice (the bounding tasks' output, the pools, a
 #: bias round): on the executors' disks. A memory level would read a spilled block back whole
 #: into the JVM heap (``maybeCacheDiskBytesInMemory``: a task's output of a 1M-row piece is
@@ -129,8 +138,13 @@ def _arrow_schema(keys: list[str], published: list[str]) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _summary_batch(s: CountSummary, rows_in: int, keys: list[str], published: list[str],
-                   extra: dict[str, int] | None = None) -> Any:  # fmt: skip
+def _summary_batch(
+    s: CountSummary,
+    rows_in: int,
+    keys: list[str],
+    published: list[str],
+    extra: dict[str, int] | None = None,
+) -> Any:
     figs = {"items": s.items, "total": s.total, "at_least_min": s.at_least_min,
             "rows_in": rows_in} | {f"small:{c}": n for c, n in s.small.items()}  # fmt: skip
     figs |= {f"{EXTRA}{k}": v for k, v in (extra or {}).items()}
@@ -172,7 +186,7 @@ def read_stage(out: pl.DataFrame, keys: list[str], published: list[str]) -> Stag
 @dataclass(frozen=True)
 class BlobStage:
     """What a task of a blob noise stage (:func:`blob_partition`) does with the partial rows
-    of its buckets (``keys``, ``count``, the ``carry`` columns; ``_rows``: how many rows each
+    of its shards (``keys``, ``count``, the ``carry`` columns; ``_rows``: how many rows each
     partial row sums, when not one): keep only ``within``'s values of one key column, or only
     ``domain``'s keys (then return the sums, no plan); else run ``plan`` — with the task's own
     secure source (``key`` None) or the bucket streams of ``first_step`` on. ``figures``
@@ -199,15 +213,21 @@ class BlobStage:
 
 
 def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` on blobs of partial rows moved by bucket (every partial row of a key in
-    this task, every key of a bucket): the rows summed by key, then the stage
+    """``mapInArrow`` on blobs of partial rows moved by shard (every partial row of a key in
+    this task; seeded, every key of a noise bucket): the rows summed by key, then the stage
     (:class:`BlobStage`) run; the rows that pass leave, then the task's summary."""
     keys, carry = st.keys, list(st.carry)
     frames = list(unpack_all(batches))
     more = ["_rows", "h", "f", "r0"] if st.figures is not None else []
-    raw = (pl.concat(frames, how="vertical_relaxed") if frames else
-           pl.DataFrame(schema={k: pl.String for k in keys} | {"count": pl.Int64}
-                        | dict.fromkeys([*carry, *more], pl.Int64)))  # fmt: skip
+    raw = (
+        pl.concat(frames, how="vertical_relaxed")
+        if frames
+        else pl.DataFrame(
+            schema={k: pl.String for k in keys}
+            | {"count": pl.Int64}
+            | dict.fromkeys([*carry, *more], pl.Int64)
+        )
+    )
     if st.within is not None:
         col, values = st.within
         raw = raw.filter(pl.col(col).is_in(pl.Series(values, dtype=pl.String).implode()))
@@ -226,8 +246,12 @@ def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator
     if plan is None:
         if df.height:
             out = df.select(*[pl.col(k).cast(pl.String) for k in keys], "count")
-            yield arrow_out(out, pa.schema([*[pa.field(k, pa.string()) for k in keys],
-                                            pa.field("count", pa.int64())]))  # fmt: skip
+            yield arrow_out(
+                out,
+                pa.schema(
+                    [*[pa.field(k, pa.string()) for k in keys], pa.field("count", pa.int64())]
+                ),
+            )
         return
     published = [*plan.published, *carry]
     summary = CountSummary.of(df, plan)
@@ -250,17 +274,19 @@ def pool_figures(per_item: pl.DataFrame, d: int) -> dict[str, int]:
     """A pool's figures from its per-item sums (``h`` holders, ``f`` rows of rank below
     ``d``, ``r0`` lowest rank), of the items whose every row was summed here."""
     one = per_item.filter(pl.col("h") == 1)
-    return {"rows": int(per_item.get_column("h").sum() or 0),
-            "rows_first_d": int(per_item.get_column("f").sum() or 0), "items": per_item.height,
-            "single_items": one.height,
-            "single_first_d": one.filter(pl.col("r0") < d).height}  # fmt: skip
+    return {
+        "rows": int(per_item.get_column("h").sum() or 0),
+        "rows_first_d": int(per_item.get_column("f").sum() or 0),
+        "items": per_item.height,
+        "single_items": one.height,
+        "single_first_d": one.filter(pl.col("r0") < d).height,
+    }
 
 
 def blob_stage(blobs: Any, st: BlobStage) -> Any:
     """The lazy Spark frame of a stage on ``blobs`` (rows ``bucket, blob``: ``bucket`` the
-    shard, :attr:`BlobStage.bits`): moved by shard — by noise
-    bucket when seeded —, then :func:`blob_partition` in every task."""
-    # seeded: each noise bucket whole in one task (its streams); else by shard
+    shard, :attr:`BlobStage.bits`): moved by shard — seeded, by noise bucket, each bucket's
+    streams drawn whole in one task —, then :func:`blob_partition` in every task."""
     by = noise_bucket_column(F.col("bucket"), st.bits) if st.key is not None else F.col("bucket")
     return blobs.repartition(by).mapInArrow(partial(blob_partition, st), st.schema())
 
@@ -269,8 +295,8 @@ def blob_stage(blobs: Any, st: BlobStage) -> Any:
 class SparkCounts(CountTable):
     """A count table on the cluster: ``blobs`` (a Spark frame of blob rows ``bucket, blob``,
     :mod:`~searchveil.engines.spark_blobs`: each blob partial counts — key columns ``keys``
-    and ``count`` — of one noise bucket; several partial rows per key) summed by key only
-    where a release runs: the blobs moved by bucket (one shuffle of a few large values),
+    and ``count`` — of one shard; several partial rows per key) summed by key only where a
+    release runs: the blobs moved by shard (one shuffle of a few large values),
     summed, given noise and thresholded in the tasks. ``where``: the input, for error
     messages."""
 
@@ -291,9 +317,13 @@ class SparkCounts(CountTable):
     def _got(self, n: int) -> None:
         self.sink["release"] = self.sink.get("release", 0) + n
 
-    def _stage(self, plan: NoisePlan | None, key: int | None,
-               within: tuple[str, pl.Series] | None = None,
-               domain: pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
+    def _stage(
+        self,
+        plan: NoisePlan | None,
+        key: int | None,
+        within: tuple[str, pl.Series] | None = None,
+        domain: pl.DataFrame | None = None,
+    ) -> pl.DataFrame:
         w = None if within is None else (within[0], within[1].cast(pl.String).to_list())
         st = BlobStage(self.keys, plan, key, within=w, domain=domain, bits=self.bits)
         return to_polars(blob_stage(self.blobs, st), self.where)

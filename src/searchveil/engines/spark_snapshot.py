@@ -16,19 +16,31 @@ def table_snapshot(spark: Any, table: TableSource, df: Any) -> dict[str, Any]:
     version read — a Delta table's version (``DESCRIBE HISTORY``), an Iceberg table's snapshot
     id; else, for a table of files, a SHA-256 of its files' paths, sizes and modification
     times (local files; the paths alone elsewhere)."""
-    rec: dict[str, Any] = {"table": table.name, "format": "spark table",
-                           "columns": dict(table.columns) or None}  # fmt: skip
+    rec: dict[str, Any] = {
+        "table": table.name,
+        "format": "spark table",
+        "columns": dict(table.columns) or None,
+    }
     if table.name is not None:
-        for query, key in ((f"DESCRIBE HISTORY {table.name} LIMIT 1", "version"),
-                           (f"SELECT snapshot_id FROM {table.name}.snapshots "
-                            "ORDER BY committed_at DESC LIMIT 1", "snapshot_id")):  # fmt: skip
+        for query, key in (
+            (f"DESCRIBE HISTORY {table.name} LIMIT 1", "version"),
+            (
+                f"SELECT snapshot_id FROM {table.name}.snapshots "
+                "ORDER BY committed_at DESC LIMIT 1",
+                "snapshot_id",
+            ),
+        ):
             try:
                 row = spark.sql(query).collect()
             except Exception:  # noqa: BLE001, S112 - not a Delta / Iceberg table
                 continue
             if row:
-                return rec | {"snapshot": {"kind": "delta" if key == "version" else "iceberg",
-                                           key: row[0][key]}}  # fmt: skip
+                return rec | {
+                    "snapshot": {
+                        "kind": "delta" if key == "version" else "iceberg",
+                        key: row[0][key],
+                    }
+                }
     try:
         files = sorted(df.inputFiles())
     except Exception:  # noqa: BLE001 - not a table of files

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from searchveil.engines.spark_jvm import CLIENT_COMPILER, archive_path
+from searchveil.errors import ResourceError
 
 __all__ = ["prepare_archive"]
 
@@ -47,10 +47,31 @@ def _releases(tmp: Path, work: Path) -> list[list[str]]:
             ["--selection", "probe-reweight-2r", "--max-clicks", "1"],
         )
     ):
-        out.append(["release", "korolova", str(_SAMPLE), "--epsilon", "2.302585", "--delta",
-                    "1e-4", "--max-users", "1000", *extra, "--engine", "spark",
-                    "--spark-master", "local[2]", "--spark-conf", java, "--seed", "1",
-                    "--out", str(work / f"r{i}"), "--json"])  # fmt: skip
+        out.append(
+            [
+                "release",
+                "korolova",
+                str(_SAMPLE),
+                "--epsilon",
+                "2.302585",
+                "--delta",
+                "1e-4",
+                "--max-users",
+                "1000",
+                *extra,
+                "--engine",
+                "spark",
+                "--spark-master",
+                "local[2]",
+                "--spark-conf",
+                java,
+                "--seed",
+                "1",
+                "--out",
+                str(work / f"r{i}"),
+                "--json",
+            ]
+        )
     return out
 
 
@@ -58,27 +79,36 @@ def prepare_archive(*, force: bool = False, timeout: float = 600.0) -> dict[str,
     """Write this installation's class-data archive (:func:`~searchveil.engines.spark_jvm.
     archive_path`) if it is missing (``force``: write it again): a child process runs two
     small releases on Spark whose JVM dumps the classes it loaded at exit, into a temporary
-    file renamed into place. Returns the path, its size, whether it was written, and the
+    file renamed into place (:class:`~searchveil.errors.ResourceError` when no archive
+    came). Returns the path, its size, whether it was written, and the
     seconds it took."""
     path = archive_path()
     if path.is_file() and not force:
-        return {"archive": str(path), "bytes": path.stat().st_size, "written": False,
-                "seconds": 0.0}  # fmt: skip
+        return {
+            "archive": str(path),
+            "bytes": path.stat().st_size,
+            "written": False,
+            "seconds": 0.0,
+        }
     path.parent.mkdir(parents=True, exist_ok=True)
-    # a fresh directory of ours beside the archive: the dump and the sample releases go there
-    work = Path(tempfile.mkdtemp(prefix=".spark-prepare-", dir=path.parent))
-    tmp = work / path.name
     t0 = time.perf_counter()
     env = dict(os.environ, SEARCHVEIL_SPARK_CDS="0", SEARCHVEIL_SPARK_LOCAL_ROWS="0")
-    try:
+    # the dump and the two sample releases go to a temporary directory of their own beside
+    # the archive (Python removes it, whatever happens); the archive is renamed into place
+    with tempfile.TemporaryDirectory(prefix=".spark-prepare-", dir=path.parent) as d:
+        work = Path(d)
+        tmp = work / path.name
         argv = [sys.executable, "-c", _CHILD, json.dumps(_releases(tmp, work))]
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False)  # fmt: skip
+        proc = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
         if proc.returncode != 0 or not tmp.is_file():
             tail = (proc.stderr or "").strip().splitlines()[-3:]
-            raise RuntimeError("the JVM wrote no class-data archive: " + " | ".join(tail))
+            raise ResourceError("the Spark JVM wrote no class-data archive: " + " | ".join(tail))
         os.replace(tmp, path)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return {"archive": str(path), "bytes": path.stat().st_size, "written": True,
-            "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    return {
+        "archive": str(path),
+        "bytes": path.stat().st_size,
+        "written": True,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
