@@ -94,10 +94,11 @@ def _diff(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
 def _time_actions(log: list[Any]) -> None:
     """Wrap the Spark engine's actions (the bounding job, every ``toArrow``) to time them."""
     import searchveil.engines.spark as s
+    import searchveil.engines.spark_kernel as sk
     import searchveil.engines.spark_pools as sp
     import searchveil.engines.spark_release as sr
 
-    to_polars, aggregate = sr.to_polars, s._aggregate
+    to_polars, aggregate = sr.to_polars, sk._aggregate
 
     def timed(df: Any, where: str) -> Any:
         t = time.perf_counter()
@@ -112,7 +113,7 @@ def _time_actions(log: list[Any]) -> None:
         return out
 
     sr.to_polars = sp.to_polars = s.to_polars = timed
-    s._aggregate = agg
+    sk._aggregate = agg
 
 
 def main() -> None:
