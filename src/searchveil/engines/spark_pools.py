@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from searchveil.engines.contract import domain_counts
 from searchveil.engines.spark_blobs import BLOB_DDL, NOISE_BITS, blob_frame, bucketed, pack, unpack
 from searchveil.engines.spark_release import (
+    CACHE,
     POOL_FIGURES,
     BlobStage,
     arrow_out,
@@ -64,6 +65,7 @@ __all__ = ["POOL_DDL", "SparkClickPools", "SparkPools"]
 POOL_DDL = "blob binary, own boolean"
 _POOL_ARROW = pa.schema([("blob", pa.binary()), ("own", pa.bool_())])
 _ELIGIBLE = "eligible"
+_HEAD = "head"
 
 
 def _task_pool(batches: Iterator[pa.RecordBatch], shared: list[str]) -> pl.DataFrame | None:
@@ -79,22 +81,39 @@ def _task_pool(batches: Iterator[pa.RecordBatch], shared: list[str]) -> pl.DataF
     return pl.concat(parts, how="vertical_relaxed") if parts else None
 
 
-def _take(df: pl.DataFrame, pool: int | None, d: int, gone: list[str]) -> pl.DataFrame:
+def _take(
+    df: pl.DataFrame, pool: int | None, d: int, gone: list[str], *, flag: bool = False
+) -> pl.DataFrame:
     """Each user's first ``d`` rows (users contiguous, in rank order) whose rank is below
-    ``pool`` and whose item is not in ``gone``."""
+    ``pool`` and whose item is not in ``gone``; ``flag``: every row, those in a boolean
+    column ``_in``."""
     keep = pl.lit(True)
     if pool is not None:
         keep = keep & (pl.col("rank") < pool)
     if gone:
         keep = keep & ~pl.col("item").is_in(pl.Series(gone, dtype=pl.String).implode())
-    df = df.filter(keep)
-    if df.height == 0:
-        return df
-    # a row's place among its user's rows, from the runs (integers; no window over strings)
-    run = df.get_column("user").rle_id().to_numpy()
+    rows = df.with_columns(_in=keep) if flag else df.filter(keep)
+    if rows.height == 0:
+        return rows
+    # a row's place among its user's rows (of those kept), from the runs (integers; no
+    # window over strings)
+    mask = rows.get_column("_in").to_numpy() if flag else None
+    run = rows.get_column("user").rle_id().to_numpy()
+    if mask is not None:
+        run = np.where(mask, run, -1)
+        pos = np.full(run.size, d, dtype=np.int64)
+        sel = np.flatnonzero(mask)
+        pos[sel] = _positions(run[sel])
+        return rows.with_columns(_in=pl.Series(pos < d))
+    return rows.filter(pl.Series(_positions(run) < d))
+
+
+def _positions(run: np.ndarray) -> np.ndarray:
+    """Each element's place in its run of equal values (0, 1, …)."""
+    if run.size == 0:
+        return run
     start = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
-    pos = np.arange(run.size) - np.repeat(start, np.diff(np.r_[start, run.size]))
-    return df.filter(pl.Series(pos < d))
+    return np.arange(run.size) - np.repeat(start, np.diff(np.r_[start, run.size]))
 
 
 @dataclass(frozen=True)
@@ -121,7 +140,7 @@ def _round_sums(
     weight, ``first`` the rows of rank below d (summed over users, a released item's count
     among the users' first d items: every such row of an unreleased item is in the round),
     ``_rows`` the rows — and packed by the item's shard; the first round (``figures``) adds
-    every pool item's :func:`_item_figures`."""
+    every pool item's :func:`_item_figures` (one aggregation of the pool's rows)."""
     got = list(batches)
     df = _task_pool(iter(got), shared)
     if df is None:
@@ -129,15 +148,15 @@ def _round_sums(
     if r.bias is not None:  # the bias round's rows again, those of its eligible items
         b = r.bias
         rows = _take(df, b.pool, b.d, b.gone)
-        first = next(x for x in got if x.num_rows)
-        eligible = unpack(first.column(_ELIGIBLE)[0].as_py()).get_column("item")
+        heads = (v for x in got for v in x.column(_ELIGIBLE).to_pylist() if v is not None)
+        blob = next(heads, None)  # on the task's first row only (``head``)
+        eligible = pl.Series("item", [], pl.String) if blob is None else unpack(blob)["item"]
         rows = _take(rows.filter(pl.col("item").is_in(eligible.implode())), None, r.d, r.gone)
+        sums = _weighted_sums(rows, r)
+    elif r.figures is not None:  # every item of the pool, with its holders
+        sums = _weighted_sums(_take(df, r.pool, r.d, r.gone, flag=True), r, r.figures)
     else:
-        rows = _take(df, r.pool, r.d, r.gone)
-    sums = _weighted_sums(rows, r)
-    if r.figures is not None:  # every item of the pool, with its holders
-        sums = _item_figures(df, r.figures).join(sums, on="item", how="left")
-        sums = sums.with_columns(pl.col("count", "first", "_rows").fill_null(0))
+        sums = _weighted_sums(_take(df, r.pool, r.d, r.gone), r)
     if sums.height:
         yield from blob_frame(list(bucketed(sums, ["item"], r.bits))).to_batches()
 
@@ -152,24 +171,42 @@ def _item_figures(df: pl.DataFrame, d: int) -> pl.DataFrame:
     )
 
 
-def _weighted_sums(rows: pl.DataFrame, r: _Round) -> pl.DataFrame:
-    """The round's rows weighted and summed per item (``count``, ``first``, ``_rows``)."""
+def _weighted_sums(rows: pl.DataFrame, r: _Round, figures: int | None = None) -> pl.DataFrame:
+    """The round's rows weighted and summed per item (``count``, ``first``, ``_rows``); with
+    ``figures`` (rows flagged ``_in``: the pool's every row), every item's
+    :func:`_item_figures` too, in the same aggregation."""
+    cols: dict[str, pl.DataType] = {
+        "item": pl.String(),
+        "count": pl.Int64(),
+        "first": pl.Int64(),
+        "_rows": pl.Int64(),
+    }
+    if figures is not None:
+        cols |= dict.fromkeys(["h", "f", "r0"], pl.Int64())
     if rows.height == 0:
-        return pl.DataFrame(
-            schema={"item": pl.String, "count": pl.Int64, "first": pl.Int64, "_rows": pl.Int64}
-        )
+        return pl.DataFrame(schema=cols)
+    inside = rows.get_column("_in").to_numpy() if figures is not None else None
     run = rows.get_column("user").rle_id().to_numpy()
-    k = np.bincount(run)[run]
-    w = pl.Series("w", np.asarray(r.weights, dtype=np.int64)[k], dtype=pl.Int64)
-    return (
-        rows.with_columns(w)
+    if inside is None:
+        k = np.bincount(run)[run]
+        w = np.asarray(r.weights, dtype=np.int64)[k]
+    else:  # a user's k counts only its rows in the round
+        k = np.bincount(run, weights=inside)[run].astype(np.int64)
+        w = np.where(inside, np.asarray(r.weights, dtype=np.int64)[k], 0)
+    first = pl.col("rank") < r.d
+    if figures is None:
+        aggs = [pl.col("w").sum(), first.sum(), pl.len()]
+    else:
+        inr = pl.col("_in")
+        fig = [pl.len(), (pl.col("rank") < figures).sum(), pl.col("rank").min()]
+        aggs = [pl.col("w").sum(), (first & inr).sum(), inr.sum(), *fig]
+    names = list(cols)[1:]
+    out = (
+        rows.with_columns(w=pl.Series(w))
         .group_by("item")
-        .agg(
-            count=pl.col("w").sum(),
-            first=(pl.col("rank") < r.d).sum().cast(pl.Int64),
-            _rows=pl.len().cast(pl.Int64),
-        )
+        .agg(*[a.alias(n) for a, n in zip(aggs, names, strict=True)])
     )
+    return out.cast(pl.Schema(cols))
 
 
 def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -178,7 +215,7 @@ def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     items = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches]
     df = pl.concat(items) if items else pl.DataFrame(schema={"item": pl.String})
     yield pa.record_batch(
-        [pa.array([pack(df.select(pl.col("item").cast(pl.String)))], pa.binary())],
+        [pa.array([pack(df.select(pl.col("item").cast(pl.String)), compress=True)], pa.binary())],
         names=[_ELIGIBLE],
     )
 
@@ -249,7 +286,10 @@ class SparkPools(PoolTable):
         shared: list[str] | None = None,
         bits: int = NOISE_BITS,
     ) -> None:
-        self.pools = pools
+        # kept on the executors: every round reads them (and only them); ``head`` marks each
+        # partition's first row (what a round's one-per-task values are joined to)
+        head = (F.monotonically_increasing_id() % (1 << 33)) == 0
+        self.pools = pools.withColumn(_HEAD, head).persist(CACHE)
         self.bits = bits
         self.where = where
         self.sink = sink if sink is not None else {}
@@ -276,7 +316,8 @@ class SparkPools(PoolTable):
         if spec.after_bias:
             bias_round, eligible = bias
             r = _Round(None, spec.d, spec.weights, r.gone, bias_round, bits=self.bits)
-            pools = pools.crossJoin(F.broadcast(eligible))  # computed once, one blob
+            # computed once, one blob, on each task's first row
+            pools = pools.join(F.broadcast(eligible.withColumn(_HEAD, F.lit(True))), _HEAD, "left")
         return r, pools.mapInArrow(partial(_round_sums, r, self.shared), BLOB_DDL)
 
     def run_round(
@@ -354,7 +395,7 @@ class SparkPools(PoolTable):
         return ItemPool.from_frame(self._get(rows))
 
     def finish(self) -> None:
-        for df in self._held:
+        for df in [*self._held, self.pools]:
             unpersist(df)
         self._held.clear()
 
