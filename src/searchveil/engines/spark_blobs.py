@@ -54,13 +54,22 @@ BLOB_SCHEMA = pa.schema([("bucket", pa.int64()), ("blob", pa.binary())])
 BLOB_DDL = "bucket long, blob binary"
 
 
+_LZ4 = pa.Codec("lz4")
+_ZSTD = pa.Codec("zstd", compression_level=1)
+
+
 def pack(df: pl.DataFrame, *, compress: bool = False) -> bytes:
-    """``df`` as one Arrow IPC stream: uncompressed (what a shuffle moves: it compresses its
-    files), or ``compress`` zstd (what the cluster keeps and reads on every round: a pool
-    blob is a quarter of its size — a quarter of the bytes the JVM copies)."""
-    buf = io.BytesIO()
-    df.write_ipc_stream(buf, compression="zstd" if compress else "uncompressed")
-    return buf.getvalue()
+    """``df`` as one Arrow IPC stream (Arrow's offset strings: 8 bytes a row where Polars'
+    views take 16), its buffers LZ4-compressed — what a shuffle moves: fast both ways, 40% of
+    the bytes the JVM copies —, or ``compress``: zstd level 1 — what the cluster keeps and
+    reads on every round (a pool blob): a fifth of the bytes, at half the time of Polars' own
+    zstd writer (docs/spark-perf.md)."""
+    table = df.to_arrow()
+    sink = pa.BufferOutputStream()
+    opts = pa.ipc.IpcWriteOptions(compression=_ZSTD if compress else _LZ4)
+    with pa.ipc.new_stream(sink, table.schema, options=opts) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def unpack(blob: bytes) -> pl.DataFrame:
