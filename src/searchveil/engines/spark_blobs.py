@@ -38,6 +38,7 @@ __all__ = [
     "blob_frame",
     "blob_rows",
     "bucketed",
+    "cores",
     "noise_bucket_column",
     "noise_bucket_of",
     "pack",
@@ -97,6 +98,18 @@ def shard_bits(spark: Any) -> int:
     except (TypeError, ValueError):  # "auto" on some platforms
         parts = 200
     return min(MAX_BITS, max(NOISE_BITS, math.ceil(math.log2(max(1, 4 * parts)))))
+
+
+def cores(spark: Any) -> int:
+    """The session's task slots (``defaultParallelism``: executor cores; a Spark Connect
+    client, which cannot ask, the shuffle partitions): how many tasks a small table needs."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        try:
+            return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
+        except (TypeError, ValueError):
+            return 8
 
 
 def shards(df: pl.DataFrame, keys: list[str], bits: int = NOISE_BITS) -> npt.NDArray[np.int64]:

@@ -39,7 +39,15 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from searchveil.engines.contract import domain_counts
-from searchveil.engines.spark_blobs import BLOB_DDL, NOISE_BITS, blob_frame, bucketed, pack, unpack
+from searchveil.engines.spark_blobs import (
+    BLOB_DDL,
+    NOISE_BITS,
+    blob_frame,
+    bucketed,
+    cores,
+    pack,
+    unpack,
+)
 from searchveil.engines.spark_release import (
     CACHE,
     POOL_FIGURES,
@@ -442,9 +450,11 @@ class SparkClickPools(PairSource):
 
     def pairs(self, queries: pl.Series) -> PoolTable:
         fn = partial(_pairs, queries.cast(pl.String).to_list(), self.shared)
-        return SparkPools(
-            self.clicks.mapInArrow(fn, POOL_DDL), self.where, self.sink, bits=self.bits
-        )
+        # the released queries' pairs: a few percent of the click pools, in one task per core
+        # (whole users in every blob: merging tasks keeps each user's rows together)
+        pairs = self.clicks.mapInArrow(fn, POOL_DDL)
+        pairs = pairs.coalesce(cores(pairs.sparkSession))
+        return SparkPools(pairs, self.where, self.sink, bits=self.bits)
 
     def finish(self) -> None:
         """Nothing of its own is cached (the kernel's output is the engine's)."""
