@@ -291,3 +291,102 @@ def test_finer_shards_release_the_seeded_bytes(tmp_path: Path, extra: list[str])
             assert (tmp_path / "spark" / name).read_bytes() == (
                 tmp_path / "memory" / name
             ).read_bytes(), name
+
+
+def _pool_frame(users: int = 300, seed: int = 3) -> pl.DataFrame:
+    """A task's pool rows: users contiguous, each its first distinct items in rank order."""
+    gen = np.random.default_rng(seed)
+    rows: dict[str, list] = {"user": [], "item": [], "rank": []}
+    for u in range(users):
+        items = gen.choice(60, size=int(gen.integers(1, 14)), replace=False)
+        rows["user"] += [str(u)] * items.size
+        rows["item"] += [f"i{i}" for i in items]
+        rows["rank"] += list(range(items.size))
+    return pl.DataFrame(rows, schema={"user": pl.String, "item": pl.String, "rank": pl.Int64})
+
+
+def _sorted(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select(sorted(df.columns)).sort("item")
+
+
+def test_first_round_sums_the_figures_in_its_own_aggregation() -> None:
+    from searchveil.engines.spark_pools import _item_figures, _Round, _take, _weighted_sums
+
+    df = _pool_frame()
+    weights = tuple(range(0, 70, 10))  # d = 6
+    r = _Round(pool=10, d=6, weights=weights, gone=["i1", "i7", "i30"], figures=6)
+    # the two aggregations the first round used to make, joined
+    rows = _take(df, r.pool, r.d, r.gone)
+    want = _item_figures(df, 6).join(_weighted_sums(rows, r), on="item", how="left")
+    want = want.with_columns(pl.col("count", "first", "_rows").fill_null(0))
+    got = _weighted_sums(_take(df, r.pool, r.d, r.gone, flag=True), r, 6)
+    assert got.height == df.get_column("item").n_unique()
+    assert _sorted(got).equals(_sorted(want))
+    # and the rows of the round are those of the filter: weights on exactly them
+    assert int(got.get_column("_rows").sum()) == rows.height > 0
+    mutant = _Round(pool=10, d=5, weights=weights[:6], gone=r.gone, figures=6)
+    assert not _sorted(_weighted_sums(_take(df, 10, 5, r.gone, flag=True), mutant, 6)).equals(
+        _sorted(want)
+    )
+
+
+def test_after_bias_round_reads_the_eligible_items_from_the_tasks_first_row() -> None:
+    from searchveil.engines.spark_pools import _Round, _round_sums, _take, _weighted_sums
+
+    df = _pool_frame(seed=5)
+    bias = _Round(pool=8, d=4, weights=(0, 9, 7, 5, 4), gone=["i2"])
+    r = _Round(None, 3, (0, 8, 6, 5), ["i2", "i9"], bias)
+    eligible = ["i3", "i4", "i5", "i11", "i40"]
+
+    def batches(elig: list[str] | None) -> list[pa.RecordBatch]:
+        halves = [df.slice(0, 700), df.slice(700)]
+        blobs = [pack(h, compress=True) for h in halves]
+        first = None if elig is None else pack(pl.DataFrame({"item": elig}), compress=True)
+        return [
+            pa.record_batch(
+                [
+                    pa.array(blobs, pa.binary()),
+                    pa.array([True, True]),
+                    pa.array([True, False]),
+                    pa.array([first, None], pa.binary()),
+                ],
+                names=["blob", "own", "head", "eligible"],
+            )
+        ]
+
+    out = _round_sums(r, [], iter(batches(eligible)))
+    got = pl.concat([unpack(x) for b in out for x in b.column("blob").to_pylist()])
+    rows = _take(df, bias.pool, bias.d, bias.gone)
+    rows = _take(rows.filter(pl.col("item").is_in(eligible)), None, r.d, r.gone)
+    assert rows.height > 0
+    assert _sorted(got).equals(_sorted(_weighted_sums(rows, r)))
+    # no eligible item (an empty blob) and no blob at all: nothing to sum
+    assert list(_round_sums(r, [], iter(batches([])))) == []
+    assert list(_round_sums(r, [], iter(batches(None)))) == []
+
+
+def test_cores_of_a_classic_and_a_connect_session() -> None:
+    from searchveil.engines.spark_blobs import cores
+
+    class Conf:
+        def __init__(self, v: str) -> None:
+            self.v = v
+
+        def get(self, _key: str) -> str:
+            return self.v
+
+    class Classic:
+        class sparkContext:  # noqa: N801 - the attribute's name
+            defaultParallelism = 6
+
+    class Connect:
+        def __init__(self, v: str) -> None:
+            self.conf = Conf(v)
+
+        @property
+        def sparkContext(self) -> None:  # noqa: N802
+            raise RuntimeError("not supported in Spark Connect")
+
+    assert cores(Classic()) == 6
+    assert cores(Connect("12")) == 12
+    assert cores(Connect("auto")) == 8
