@@ -3,9 +3,10 @@
 
 The pools (rows ``user, item, rank``: each user's first distinct items, from the bounding
 tasks and the driver's join) stay where the bounding tasks left them, as Arrow blobs
-(:mod:`~searchveil.engines.spark_blobs`; cached on the executors): each task's users whole and
-in rank order — the few users two tasks share are dropped from those tasks' blobs (``own``
-false) and gathered, whole, into one more blob
+(:mod:`~searchveil.engines.spark_blobs`; :class:`SparkPools` keeps them in a cache of their
+own on the executors, which every round reads): each task's users whole and in rank order —
+the few users two tasks share are dropped from those tasks' blobs (``own`` false) and
+gathered, whole, into one more blob
 (:meth:`~searchveil.engines.spark_kernel.KernelResult.pool_tables`). A round of
 :class:`~searchveil.mechanisms.pool_rounds.RoundSpec` is then one Spark job of two stages,
 neither of which moves a user's rows:
@@ -19,8 +20,9 @@ neither of which moves a user's rows:
 
 A **bias round**'s noise stage is checkpointed on the executors: its released items return,
 its items at or above the cutoff (never published) are packed into one blob there and joined
-to every pool task of the next round, which takes the bias round's own rows again (the same
-function of the pools and the released set then) and keeps those of the eligible items.
+to the first row (``head``) of every pool task of the next round, which takes the bias round's
+own rows again (the same function of the pools and the released set then) and keeps those of
+the eligible items.
 
 No user's pool is ever collected — except for a strategy that cannot run where the pools are
 (:meth:`SparkPools.collect_pool`: the sequential policy Gaussian).
