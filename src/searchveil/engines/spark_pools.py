@@ -109,8 +109,7 @@ def _take(
     # window over strings)
     mask = rows.get_column("_in").to_numpy() if flag else None
     run = rows.get_column("user").rle_id().to_numpy()
-    if mask is not None:
-        run = np.where(mask, run, -1)
+    if mask is not None:  # places among the kept rows; the others never count
         pos = np.full(run.size, d, dtype=np.int64)
         sel = np.flatnonzero(mask)
         pos[sel] = _positions(run[sel])
@@ -171,14 +170,19 @@ def _round_sums(
         yield from blob_frame(list(bucketed(sums, ["item"], r.bits))).to_batches()
 
 
+def _figure_exprs(d: int) -> list[pl.Expr]:
+    """Per item of a task's pool rows: holders (``h``), rows of rank below ``d`` (``f``) and
+    the lowest rank (``r0``) — summed over tasks, the pool's figures."""
+    return [
+        pl.len().cast(pl.Int64).alias("h"),
+        (pl.col("rank") < d).sum().cast(pl.Int64).alias("f"),
+        pl.col("rank").min().cast(pl.Int64).alias("r0"),
+    ]
+
+
 def _item_figures(df: pl.DataFrame, d: int) -> pl.DataFrame:
-    """A task's pool rows per item: holders (``h``), rows of rank below ``d`` (``f``) and the
-    lowest rank (``r0``) — summed over tasks, the pool's figures."""
-    return df.group_by("item").agg(
-        h=pl.len().cast(pl.Int64),
-        f=(pl.col("rank") < d).sum().cast(pl.Int64),
-        r0=pl.col("rank").min().cast(pl.Int64),
-    )
+    """A task's pool rows per item with :func:`_figure_exprs`."""
+    return df.group_by("item").agg(_figure_exprs(d))
 
 
 def _weighted_sums(rows: pl.DataFrame, r: _Round, figures: int | None = None) -> pl.DataFrame:
@@ -208,14 +212,11 @@ def _weighted_sums(rows: pl.DataFrame, r: _Round, figures: int | None = None) ->
         aggs = [pl.col("w").sum(), first.sum(), pl.len()]
     else:
         inr = pl.col("_in")
-        fig = [pl.len(), (pl.col("rank") < figures).sum(), pl.col("rank").min()]
-        aggs = [pl.col("w").sum(), (first & inr).sum(), inr.sum(), *fig]
-    names = list(cols)[1:]
-    out = (
-        rows.with_columns(w=pl.Series(w))
-        .group_by("item")
-        .agg(*[a.alias(n) for a, n in zip(aggs, names, strict=True)])
-    )
+        aggs = [pl.col("w").sum(), (first & inr).sum(), inr.sum()]
+    aggs = [a.alias(n) for a, n in zip(aggs, ["count", "first", "_rows"], strict=True)]
+    if figures is not None:
+        aggs += _figure_exprs(figures)
+    out = rows.with_columns(w=pl.Series(w)).group_by("item").agg(aggs)
     return out.cast(pl.Schema(cols))
 
 
