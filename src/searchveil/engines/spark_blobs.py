@@ -130,12 +130,16 @@ def noise_bucket_column(shard: Any, bits: int = NOISE_BITS) -> Any:
 
 
 def bucketed(
-    df: pl.DataFrame, keys: list[str], bits: int = NOISE_BITS
+    df: pl.DataFrame,
+    keys: list[str],
+    bits: int = NOISE_BITS,
+    shard: npt.NDArray[np.int64] | None = None,
 ) -> Iterator[tuple[int, bytes]]:
-    """``df``'s rows by the shard of their ``keys``: (shard, blob) per shard met."""
+    """``df``'s rows by the shard of their ``keys`` (or each row's ``shard``, known already):
+    (shard, blob) per shard met."""
     if df.height == 0:
         return
-    b = pl.Series("_bucket", shards(df, keys, bits), dtype=pl.Int64)
+    b = pl.Series("_bucket", shards(df, keys, bits) if shard is None else shard, dtype=pl.Int64)
     for (bucket,), part in df.with_columns(b).partition_by("_bucket", as_dict=True).items():
         yield int(bucket), pack(part.drop("_bucket"))
 

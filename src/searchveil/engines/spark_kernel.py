@@ -20,7 +20,7 @@ from pyspark.sql.types import IntegralType
 
 from searchveil.bounding import Stream
 from searchveil.engines.contract import BoundingPlan
-from searchveil.engines.spark_blobs import NOISE_BITS, blob_rows, pack, shard_bits, unpack_all
+from searchveil.engines.spark_blobs import NOISE_BITS, blob_rows, shard_bits, unpack_all
 from searchveil.engines.spark_ordered import (
     OUTPUT_DDL,
     POOL_KEYS,
@@ -30,6 +30,7 @@ from searchveil.engines.spark_ordered import (
     parquet_pieces,
     partition_rows,
     piece_rows,
+    pool_blob,
     repeated_users,
 )
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
@@ -144,7 +145,8 @@ class KernelResult:
             if small.height:
                 small = small.sort("user", "rank", maintain_order=True)
                 one = pa.table(
-                    [pa.array([pack(small)], pa.binary()), pa.array([True])], names=["blob", "own"]
+                    [pa.array([pool_blob(stream, small)], pa.binary()), pa.array([True])],
+                    names=["blob", "own"],
                 )
                 p = p.unionByName(spark.createDataFrame(one).coalesce(1))
             tables.append(p)

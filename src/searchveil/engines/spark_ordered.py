@@ -55,6 +55,7 @@ from searchveil.engines.contract import Bounding, BoundingPlan
 from searchveil.engines.ordered import Tally, count_tables
 from searchveil.engines.sources import canonical_rows
 from searchveil.engines.spark_blobs import NOISE_BITS, bucketed, pack, unpack
+from searchveil.engines.spark_coded import decode, encode
 from searchveil.errors import InputFormatError
 from searchveil.io.files import PARQUET_DAMAGED
 
@@ -73,14 +74,18 @@ __all__ = [
     "partition_rows",
     "piece_frames",
     "piece_rows",
+    "pool_blob",
+    "pool_frame",
     "pool_rows",
     "repeated_users",
 ]
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
 #: pool rows in one blob at most (a few MB: the JVM holds a blob whole when it caches or moves
-#: it, and a task's blobs are its one Arrow batch to Python, bounded by bytes in the session)
-POOL_BLOB_ROWS = 1 << 17
+#: it, and a task's blobs are its one Arrow batch to Python, bounded by bytes in the session);
+#: the query pools' are coded (:mod:`~searchveil.engines.spark_coded`), a chunk's rows in one
+#: blob (one dictionary: an item in two blobs of a task leaves it twice on every round)
+POOL_BLOB_ROWS = {Stream.EVENTS: 1 << 20, Stream.CLICKS: 1 << 17}
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -146,6 +151,18 @@ def pool_rows(stream: Stream, kept: pl.DataFrame) -> pl.DataFrame:
         *keys,
         pl.col("_rank").cast(pl.Int64).alias("rank"),
     )
+
+
+def pool_blob(stream: Stream, rows: pl.DataFrame) -> bytes:
+    """A pool blob of :func:`pool_rows`: the query pools' coded (what every round of the
+    selection reads, :func:`~searchveil.engines.spark_coded.encode`), the clicks' text (read
+    once, for the released queries' pairs)."""
+    return encode(rows) if stream == Stream.EVENTS else pack(rows, compress=True)
+
+
+def pool_frame(stream: Stream, blob: bytes) -> pl.DataFrame:
+    """The text rows of a :func:`pool_blob`."""
+    return decode(blob) if stream == Stream.EVENTS else unpack(blob)
 
 
 def _blobs(kind: str, stream: str | None, pairs: Iterator[tuple[int, bytes]]) -> pa.RecordBatch:
@@ -233,8 +250,8 @@ def bound_frames(
             tail_user[0] = last
             for stream, k in kept.items():
                 rows = pool_rows(stream, k)
-                for lo in range(0, k.height, POOL_BLOB_ROWS):  # blobs of a few MB
-                    blob = pack(rows.slice(lo, POOL_BLOB_ROWS), compress=True)
+                for lo in range(0, k.height, POOL_BLOB_ROWS[stream]):  # blobs of a few MB
+                    blob = pool_blob(stream, rows.slice(lo, POOL_BLOB_ROWS[stream]))
                     yield _frame(
                         {
                             "kind": "P",
@@ -464,7 +481,9 @@ def join_partitions(
     pools = bp.keep == Bounding.POOLS
     for stream in tally.streams:
         if pools:
-            for mine in _unpacked(out, "P", stream.value):
+            sel = (pl.col("kind") == "P") & (pl.col("stream") == stream.value)
+            for blob in out.filter(sel).get_column("blob").to_list():
+                mine = pool_frame(stream, blob)
                 tally.rows[stream].append(
                     mine.select(
                         pl.col("user").alias("u"),

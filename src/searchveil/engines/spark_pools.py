@@ -36,6 +36,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 from pyspark.sql import functions as F
@@ -50,6 +51,7 @@ from searchveil.engines.spark_blobs import (
     pack,
     unpack,
 )
+from searchveil.engines.spark_coded import CodedPool, encode, figures, sums, take
 from searchveil.engines.spark_release import (
     CACHE,
     POOL_FIGURES,
@@ -91,38 +93,16 @@ def _task_pool(batches: Iterator[pa.RecordBatch], shared: list[str]) -> pl.DataF
     return pl.concat(parts, how="vertical_relaxed") if parts else None
 
 
-def _take(
-    df: pl.DataFrame, pool: int | None, d: int, gone: list[str], *, flag: bool = False
-) -> pl.DataFrame:
-    """Each user's first ``d`` rows (users contiguous, in rank order) whose rank is below
-    ``pool`` and whose item is not in ``gone``; ``flag``: every row, those in a boolean
-    column ``_in``."""
-    keep = pl.lit(True)
-    if pool is not None:
-        keep = keep & (pl.col("rank") < pool)
-    if gone:
-        keep = keep & ~pl.col("item").is_in(pl.Series(gone, dtype=pl.String).implode())
-    rows = df.with_columns(_in=keep) if flag else df.filter(keep)
-    if rows.height == 0:
-        return rows
-    # a row's place among its user's rows (of those kept), from the runs (integers; no
-    # window over strings)
-    mask = rows.get_column("_in").to_numpy() if flag else None
-    run = rows.get_column("user").rle_id().to_numpy()
-    if mask is not None:  # places among the kept rows; the others never count
-        pos = np.full(run.size, d, dtype=np.int64)
-        sel = np.flatnonzero(mask)
-        pos[sel] = _positions(run[sel])
-        return rows.with_columns(_in=pl.Series(pos < d))
-    return rows.filter(pl.Series(_positions(run) < d))
-
-
-def _positions(run: np.ndarray) -> np.ndarray:
-    """Each element's place in its run of equal values (0, 1, …)."""
-    if run.size == 0:
-        return run
-    start = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
-    return np.arange(run.size) - np.repeat(start, np.diff(np.r_[start, run.size]))
+def _coded(batches: list[pa.RecordBatch], shared: list[str]) -> CodedPool | None:
+    """A task's coded pool (its blobs, in order; the ``shared`` users dropped from those not
+    ``own``), or None for a task without any."""
+    parts = [
+        (x, own)
+        for b in batches
+        for x, own in zip(b.column("blob").to_pylist(), b.column("own").to_pylist(), strict=True)
+        if x
+    ]
+    return CodedPool.read(parts, shared)
 
 
 @dataclass(frozen=True)
@@ -140,84 +120,61 @@ class _Round:
     #: the blobs' shard bits
     bits: int = NOISE_BITS
 
+    def rows(self, pool: CodedPool) -> npt.NDArray[np.bool_]:
+        """The round's rows: each user's first ``d`` rows whose rank is below the pool and
+        whose item is not released yet."""
+        keep = (
+            np.ones(pool.rank.size, dtype=np.bool_)
+            if self.pool is None
+            else (pool.rank < self.pool)
+        )
+        if self.gone:
+            keep &= ~pool.marks(self.gone)[pool.code]
+        return take(pool.run, keep, self.d)
+
 
 def _round_sums(
     r: _Round, shared: list[str], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` on a task's pool blobs: the round's rows of its users, weighted
+    """``mapInArrow`` on a task's coded pool: the round's rows of its users, weighted
     (``weights[k]`` on each row of a user with k rows), summed per item — ``count`` the
     weight, ``first`` the rows of rank below d (summed over users, a released item's count
     among the users' first d items: every such row of an unreleased item is in the round),
     ``_rows`` the rows — and packed by the item's shard; the first round (``figures``) adds
-    every pool item's :func:`_item_figures` (one aggregation of the pool's rows)."""
+    every pool item's figures (:func:`~searchveil.engines.spark_coded.figures`)."""
     got = list(batches)
-    df = _task_pool(iter(got), shared)
-    if df is None:
+    pool = _coded(got, shared)
+    if pool is None:
         return
     if r.bias is not None:  # the bias round's rows again, those of its eligible items
-        b = r.bias
-        rows = _take(df, b.pool, b.d, b.gone)
         heads = (v for x in got for v in x.column(_ELIGIBLE).to_pylist() if v is not None)
         blob = next(heads, None)  # on the task's first row only (``head``)
-        eligible = pl.Series("item", [], pl.String) if blob is None else unpack(blob)["item"]
-        rows = _take(rows.filter(pl.col("item").is_in(eligible.implode())), None, r.d, r.gone)
-        sums = _weighted_sums(rows, r)
-    elif r.figures is not None:  # every item of the pool, with its holders
-        sums = _weighted_sums(_take(df, r.pool, r.d, r.gone, flag=True), r, r.figures)
+        eligible = None if blob is None else unpack(blob).get_column("item")
+        keep = r.bias.rows(pool) & pool.marks(eligible)[pool.code]
+        if r.gone:
+            keep &= ~pool.marks(r.gone)[pool.code]
+        rows = take(pool.run, keep, r.d)
     else:
-        sums = _weighted_sums(_take(df, r.pool, r.d, r.gone), r)
-    if sums.height:
-        yield from blob_frame(list(bucketed(sums, ["item"], r.bits))).to_batches()
+        rows = r.rows(pool)
+    cols = sums(pool, rows, r.weights, r.d)
+    if r.figures is not None:  # every item of the pool, with its holders
+        cols |= figures(pool, r.figures)
+    yield from _packed(pool, cols, cols["h" if r.figures is not None else "_rows"] > 0, r.bits)
 
 
-def _figure_exprs(d: int) -> list[pl.Expr]:
-    """Per item of a task's pool rows: holders (``h``), rows of rank below ``d`` (``f``) and
-    the lowest rank (``r0``) — summed over tasks, the pool's figures."""
-    return [
-        pl.len().cast(pl.Int64).alias("h"),
-        (pl.col("rank") < d).sum().cast(pl.Int64).alias("f"),
-        pl.col("rank").min().cast(pl.Int64).alias("r0"),
-    ]
-
-
-def _item_figures(df: pl.DataFrame, d: int) -> pl.DataFrame:
-    """A task's pool rows per item with :func:`_figure_exprs`."""
-    return df.group_by("item").agg(_figure_exprs(d))
-
-
-def _weighted_sums(rows: pl.DataFrame, r: _Round, figures: int | None = None) -> pl.DataFrame:
-    """The round's rows weighted and summed per item (``count``, ``first``, ``_rows``); with
-    ``figures`` (rows flagged ``_in``: the pool's every row), every item's
-    :func:`_item_figures` too, in the same aggregation."""
-    cols: dict[str, pl.DataType] = {
-        "item": pl.String(),
-        "count": pl.Int64(),
-        "first": pl.Int64(),
-        "_rows": pl.Int64(),
-    }
-    if figures is not None:
-        cols |= dict.fromkeys(["h", "f", "r0"], pl.Int64())
-    if rows.height == 0:
-        return pl.DataFrame(schema=cols)
-    inside = rows.get_column("_in").to_numpy() if figures is not None else None
-    run = rows.get_column("user").rle_id().to_numpy()
-    if inside is None:
-        k = np.bincount(run)[run]
-        w = np.asarray(r.weights, dtype=np.int64)[k]
-    else:  # a user's k counts only its rows in the round
-        k = np.bincount(run, weights=inside)[run].astype(np.int64)
-        w = np.where(inside, np.asarray(r.weights, dtype=np.int64)[k], 0)
-    first = pl.col("rank") < r.d
-    if figures is None:
-        aggs = [pl.col("w").sum(), first.sum(), pl.len()]
-    else:
-        inr = pl.col("_in")
-        aggs = [pl.col("w").sum(), (first & inr).sum(), inr.sum()]
-    aggs = [a.alias(n) for a, n in zip(aggs, ["count", "first", "_rows"], strict=True)]
-    if figures is not None:
-        aggs += _figure_exprs(figures)
-    out = rows.with_columns(w=pl.Series(w)).group_by("item").agg(aggs)
-    return out.cast(pl.Schema(cols))
+def _packed(
+    pool: CodedPool, cols: dict[str, npt.NDArray[np.int64]], sel: npt.NDArray[np.bool_], bits: int
+) -> Iterator[pa.RecordBatch]:
+    """The codes ``sel`` marks as rows (``item`` and ``cols``), packed by the shard of their
+    stored words."""
+    idx = np.flatnonzero(sel)
+    if idx.size == 0:
+        return
+    df = pl.DataFrame(
+        [pool.items.gather(idx)] + [pl.Series(k, v[idx], dtype=pl.Int64) for k, v in cols.items()]
+    )
+    shard = (pool.h[idx] >> np.uint64(64 - bits)).astype(np.int64)
+    yield from blob_frame(list(bucketed(df, ["item"], bits, shard))).to_batches()
 
 
 def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -235,25 +192,25 @@ def _first_counts(
     d: int, items: list[str], shared: list[str], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``: the task's rows of rank below ``d`` per item of ``items``."""
-    df = _task_pool(batches, shared)
-    if df is None:
+    pool = _coded(list(batches), shared)
+    if pool is None:
         return
-    keep = pl.Series(items, dtype=pl.String).implode()
-    got = df.filter((pl.col("rank") < d) & pl.col("item").is_in(keep)).group_by("item").len("count")
+    n = pool.count(pool.marks(items)[pool.code] & (pool.rank < d))
+    idx = np.flatnonzero(n)
+    got = pl.DataFrame([pool.items.gather(idx), pl.Series("count", n[idx], dtype=pl.Int64)])
     if got.height:
-        yield arrow_out(
-            got.cast({"count": pl.Int64}), pa.schema([("item", pa.string()), ("count", pa.int64())])
-        )
+        got = got.group_by("item").agg(pl.col("count").sum())
+        yield arrow_out(got, pa.schema([("item", pa.string()), ("count", pa.int64())]))
 
 
 def _figure_sums(
     d: int, shared: list[str], bits: int, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: the task's :func:`_item_figures`, packed by the item's shard."""
-    df = _task_pool(batches, shared)
-    if df is None:
-        return
-    yield from blob_frame(list(bucketed(_item_figures(df, d), ["item"], bits))).to_batches()
+    """``mapInArrow``: the task's pool figures per item, packed by the item's shard."""
+    pool = _coded(list(batches), shared)
+    if pool is not None:
+        cols = figures(pool, d)
+        yield from _packed(pool, cols, cols["h"] > 0, bits)
 
 
 def _figures(d: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -274,9 +231,9 @@ def _figures(d: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
 
 
 def _all_rows(shared: list[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    df = _task_pool(batches, shared)
-    if df is not None and df.height:
-        yield arrow_out(df.select("user", "item", "rank"), _ROWS_ARROW)
+    pool = _coded(list(batches), shared)
+    if pool is not None and pool.rank.size:
+        yield arrow_out(pool.frame(), _ROWS_ARROW)
 
 
 _ROWS_ARROW = pa.schema([("user", pa.string()), ("item", pa.string()), ("rank", pa.int64())])
@@ -284,10 +241,11 @@ _NO_COUNTS = pl.DataFrame(schema={"item": pl.String, "count": pl.Int64})
 
 
 class SparkPools(PoolTable):
-    """A pool table on the cluster: ``pools`` (a frame of :data:`POOL_DDL` rows: blobs of
-    ``user, item, rank`` rows, each task's users whole and in rank order once the ``shared``
-    users are dropped from its blobs that are not ``own``). Released sets are the released
-    items' names (held by the driver: they are published)."""
+    """A pool table on the cluster: ``pools`` (a frame of :data:`POOL_DDL` rows: coded blobs
+    of ``user, item, rank`` rows, :mod:`~searchveil.engines.spark_coded`; each task's users
+    whole and in rank order once the ``shared`` users are dropped from its blobs that are not
+    ``own``). Released sets are the released items' names (held by the driver: they are
+    published)."""
 
     def __init__(
         self,
@@ -415,7 +373,7 @@ def _pairs(
     released: list[str], shared: list[str], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` on a task's click-pool blobs: the clicked pairs of the released
-    queries, each user's re-ranked 0, 1, … — one blob of whole users (``own``)."""
+    queries, each user's re-ranked 0, 1, … — one coded blob of whole users."""
     df = _task_pool(batches, shared)
     if df is None:
         return
@@ -429,7 +387,7 @@ def _pairs(
         rank=pl.int_range(pl.len()).over("user").cast(pl.Int64),
     )
     yield pa.record_batch(
-        [pa.array([pack(out)], pa.binary()), pa.array([True])], schema=_POOL_ARROW
+        [pa.array([encode(out)], pa.binary()), pa.array([True])], schema=_POOL_ARROW
     )
 
 

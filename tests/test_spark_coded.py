@@ -1,0 +1,199 @@
+"""The coded pools (engines/spark_coded.py) and the selection's rounds on them
+(engines/spark_pools.py), run in this process, no JVM: every round's per-item sums are checked
+against a text oracle written here with Polars' window functions (each user's first d rows by
+``over``, weights joined by the user's row count) — not the numpy passes under test."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark")
+
+from searchveil.engines.spark_blobs import pack, unpack  # noqa: E402
+from searchveil.engines.spark_coded import CodedPool, decode, encode, sums, take  # noqa: E402
+from searchveil.mechanisms.noisy_counts import key_hash  # noqa: E402
+
+
+def _pool_frame(users: int = 300, seed: int = 3, universe: int = 60) -> pl.DataFrame:
+    """A task's pool rows: users contiguous, each its first distinct items in rank order."""
+    gen = np.random.default_rng(seed)
+    rows: dict[str, list] = {"user": [], "item": [], "rank": []}
+    for u in range(users):
+        items = gen.choice(universe, size=int(gen.integers(1, 14)), replace=False)
+        rows["user"] += [f"u{u}"] * items.size
+        rows["item"] += [f"i{i}" for i in items]
+        rows["rank"] += list(range(items.size))
+    return pl.DataFrame(rows, schema={"user": pl.String, "item": pl.String, "rank": pl.Int64})
+
+
+def _oracle_rows(df: pl.DataFrame, pool: int | None, d: int, gone: list[str]) -> pl.DataFrame:
+    """Each user's first ``d`` rows whose rank is below ``pool`` and item not in ``gone``."""
+    keep = ~pl.col("item").is_in(pl.Series(gone, dtype=pl.String).implode())
+    if pool is not None:
+        keep = keep & (pl.col("rank") < pool)
+    return df.filter(keep).filter(pl.int_range(pl.len()).over("user") < d)
+
+
+def _oracle_sums(rows: pl.DataFrame, weights: tuple[int, ...], d: int) -> pl.DataFrame:
+    k = rows.group_by("user").len("k")
+    w = rows.join(k, on="user").with_columns(
+        w=pl.col("k").replace_strict(dict(enumerate(weights)), return_dtype=pl.Int64)
+    )
+    return w.group_by("item").agg(
+        count=pl.col("w").sum(),
+        first=(pl.col("rank") < d).sum().cast(pl.Int64),
+        _rows=pl.len().cast(pl.Int64),
+    )
+
+
+def _oracle_figures(df: pl.DataFrame, d: int) -> pl.DataFrame:
+    return df.group_by("item").agg(
+        h=pl.len().cast(pl.Int64),
+        f=(pl.col("rank") < d).sum().cast(pl.Int64),
+        r0=pl.col("rank").min(),
+    )
+
+
+def _batches(
+    blobs: list[bytes], own: list[bool] | None = None, eligible: bytes | None = None
+) -> list[pa.RecordBatch]:
+    """A task's rows as a round reads them: the blobs, ``own``, ``head`` on the first row and
+    the eligible items' blob there."""
+    n = len(blobs)
+    return [
+        pa.record_batch(
+            [
+                pa.array(blobs, pa.binary()),
+                pa.array(own or [True] * n),
+                pa.array([True] + [False] * (n - 1)),
+                pa.array([eligible] + [None] * (n - 1), pa.binary()),
+            ],
+            names=["blob", "own", "head", "eligible"],
+        )
+    ]
+
+
+def _total(out: object) -> pl.DataFrame:
+    """A round's packed output summed per item (as the noise stage sums a key's partial rows),
+    and every row in the shard its item's word names."""
+    frames = []
+    for b in out:  # type: ignore[attr-defined]
+        for shard, blob in zip(
+            b.column("bucket").to_pylist(), b.column("blob").to_pylist(), strict=True
+        ):
+            part = unpack(blob)
+            words = key_hash(part, ["item"]) >> np.uint64(64 - 5)
+            assert (words.astype(np.int64) == shard).all()
+            frames.append(part)
+    df = pl.concat(frames)
+    aggs = [pl.col(c).min() if c == "r0" else pl.col(c).sum() for c in df.columns if c != "item"]
+    return df.group_by("item").agg(aggs).select(sorted(df.columns)).sort("item")
+
+
+def _sorted(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select(sorted(df.columns)).sort("item")
+
+
+def _split(df: pl.DataFrame, cuts: list[int]) -> list[bytes]:
+    """``df`` as coded blobs cut at rows ``cuts`` (users split across two blobs)."""
+    edges = [0, *cuts, df.height]
+    return [encode(df.slice(a, b - a)) for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def test_a_coded_blob_decodes_to_its_rows_and_a_split_user_is_one_run() -> None:
+    df = _pool_frame()
+    assert decode(encode(df)).equals(df)
+    blobs = _split(df, [701, 1500])
+    assert df.get_column("user")[700] == df.get_column("user")[701]  # a user split in two
+    pool = CodedPool.read([(b, True) for b in blobs])
+    assert pool is not None
+    assert pool.frame().equals(df)
+    assert pool.users.len() == df.get_column("user").n_unique() == int(pool.run.max()) + 1
+    # the same item has a code in each blob: the dictionary is the blobs', in order
+    assert pool.size > df.get_column("item").n_unique()
+
+
+def test_shared_users_leave_only_the_blobs_a_task_does_not_own() -> None:
+    df = _pool_frame(users=40)
+    shared = ["u0", "u39"]
+    mine = CodedPool.read([(encode(df), False)], shared)
+    assert mine is not None
+    want = df.filter(~pl.col("user").is_in(shared))
+    assert mine.frame().equals(want)
+    owned = CodedPool.read([(encode(df), True)], shared)
+    assert owned is not None and owned.frame().equals(df)
+
+
+@pytest.mark.parametrize("figures", [None, 6])
+def test_a_round_on_coded_blobs_equals_the_text_oracle(figures: int | None) -> None:
+    from searchveil.engines.spark_pools import _Round, _round_sums
+
+    df = _pool_frame()
+    weights = tuple(range(0, 70, 10))  # d = 6
+    gone = ["i1", "i7", "i30"]
+    r = _Round(pool=10, d=6, weights=weights, gone=gone, figures=figures)
+    got = _total(_round_sums(r, [], iter(_batches(_split(df, [701, 1500])))))
+    rows = _oracle_rows(df, 10, 6, gone)
+    want = _oracle_sums(rows, weights, 6)
+    if figures is not None:  # every pool item, with its figures
+        want = _oracle_figures(df, 6).join(want, on="item", how="left")
+        want = want.with_columns(pl.col("count", "first", "_rows").fill_null(0))
+        assert got.height == df.get_column("item").n_unique()
+    assert int(got.get_column("_rows").sum()) == rows.height > 0
+    assert got.equals(_sorted(want))
+    mutant = _Round(pool=10, d=5, weights=weights[:6], gone=gone, figures=figures)
+    assert not _total(_round_sums(mutant, [], iter(_batches([encode(df)])))).equals(got)
+
+
+def test_after_bias_round_reads_the_eligible_items_from_the_tasks_first_row() -> None:
+    from searchveil.engines.spark_pools import _Round, _round_sums
+
+    df = _pool_frame(seed=5)
+    bias = _Round(pool=8, d=4, weights=(0, 9, 7, 5, 4), gone=["i2"])
+    r = _Round(None, 3, (0, 8, 6, 5), ["i2", "i9"], bias)
+    eligible = ["i3", "i4", "i5", "i11", "i40"]
+    blobs = _split(df, [700])
+    elig = pack(pl.DataFrame({"item": eligible}), compress=True)
+    got = _total(_round_sums(r, [], iter(_batches(blobs, eligible=elig))))
+    rows = _oracle_rows(df, bias.pool, bias.d, bias.gone)
+    rows = _oracle_rows(rows.filter(pl.col("item").is_in(eligible)), None, r.d, r.gone)
+    assert rows.height > 0
+    assert got.equals(_sorted(_oracle_sums(rows, r.weights, r.d)))
+    # no eligible item (an empty blob) and no blob at all: nothing to sum
+    none = pack(pl.DataFrame({"item": []}, schema={"item": pl.String}), compress=True)
+    assert list(_round_sums(r, [], iter(_batches(blobs, eligible=none)))) == []
+    assert list(_round_sums(r, [], iter(_batches(blobs)))) == []
+
+
+def test_weighted_sums_beyond_float_exactness_stay_exact() -> None:
+    df = _pool_frame(users=50)
+    pool = CodedPool.read([(encode(df), True)])
+    assert pool is not None
+    rows = take(pool.run, np.ones(pool.rank.size, dtype=np.bool_), 20)
+    big = tuple([0] + [2**50 + k for k in range(1, 21)])  # sums above 2^53: float64 rounds
+    got = sums(pool, rows, big, 5)["count"]
+    k = np.bincount(pool.run)[pool.run]
+    want = [0] * pool.size
+    for c, kk in zip(pool.code.tolist(), k.tolist(), strict=True):
+        want[c] += big[kk]
+    assert max(want) > 2**53
+    assert got.tolist() == want
+    small = sums(pool, rows, tuple(range(21)), 5)["count"]
+    assert small.sum() == sum(int(kk) for kk in k)
+
+
+def test_first_counts_and_figure_sums_on_coded_blobs() -> None:
+    from searchveil.engines.spark_pools import _figure_sums, _first_counts
+
+    df = _pool_frame(seed=9)
+    blobs = _split(df, [333, 999])
+    items = ["i3", "i8", "i21", "nowhere"]
+    got = pl.concat([pl.from_arrow(b) for b in _first_counts(4, items, [], iter(_batches(blobs)))])
+    want = df.filter((pl.col("rank") < 4) & pl.col("item").is_in(items)).group_by("item").len()
+    want = want.rename({"len": "count"}).cast({"count": pl.Int64})
+    assert _sorted(pl.DataFrame(got)).equals(_sorted(want))
+    figs = _total(_figure_sums(4, [], 5, iter(_batches(blobs))))
+    assert figs.equals(_sorted(_oracle_figures(df, 4)))
