@@ -14,6 +14,7 @@ pytest.importorskip("pyspark")
 
 from searchveil.engines.spark_blobs import pack, unpack  # noqa: E402
 from searchveil.engines.spark_coded import CodedPool, decode, encode, sums, take  # noqa: E402
+from searchveil.errors import InternalError  # noqa: E402
 from searchveil.mechanisms.noisy_counts import key_hash  # noqa: E402
 
 
@@ -85,9 +86,10 @@ def _total(out: object) -> pl.DataFrame:
             b.column("bucket").to_pylist(), b.column("blob").to_pylist(), strict=True
         ):
             part = unpack(blob)
-            words = key_hash(part, ["item"]) >> np.uint64(64 - 5)
-            assert (words.astype(np.int64) == shard).all()
-            frames.append(part)
+            words = key_hash(part, ["item"])
+            assert (part.get_column("_w").to_numpy() == words).all()  # the stored words
+            assert ((words >> np.uint64(64 - 5)).astype(np.int64) == shard).all()
+            frames.append(part.drop("_w"))
     df = pl.concat(frames)
     aggs = [pl.col(c).min() if c == "r0" else pl.col(c).sum() for c in df.columns if c != "item"]
     return df.group_by("item").agg(aggs).select(sorted(df.columns)).sort("item")
@@ -100,7 +102,9 @@ def _sorted(df: pl.DataFrame) -> pl.DataFrame:
 def _split(df: pl.DataFrame, cuts: list[int]) -> list[bytes]:
     """``df`` as coded blobs cut at rows ``cuts`` (users split across two blobs)."""
     edges = [0, *cuts, df.height]
-    return [encode(df.slice(a, b - a)) for a, b in zip(edges, edges[1:], strict=False)]
+    return [
+        b for lo, hi in zip(edges, edges[1:], strict=False) for b in encode(df.slice(lo, hi - lo))
+    ]
 
 
 def test_a_coded_blob_decodes_to_its_rows_and_a_split_user_is_one_run() -> None:
@@ -116,14 +120,28 @@ def test_a_coded_blob_decodes_to_its_rows_and_a_split_user_is_one_run() -> None:
     assert pool.size > df.get_column("item").n_unique()
 
 
+def test_one_dictionary_across_a_frames_blobs_read_in_order_only() -> None:
+    df = _pool_frame(users=200)
+    blobs = encode(df, rows=128)  # many blobs, one dictionary: each adds the items it meets
+    assert len(blobs) == -(-df.height // 128) > 3
+    assert decode(blobs).equals(df)
+    pool = CodedPool.read([(b, True) for b in blobs])
+    assert pool is not None and pool.size == df.get_column("item").n_unique()
+    # two frames' blobs in a row: the second dictionary starts after the first's
+    two = blobs + encode(df.slice(0, 300), rows=100)
+    assert decode(two).equals(pl.concat([df, df.slice(0, 300)]))
+    with pytest.raises(InternalError, match="out of order"):
+        decode([blobs[0], blobs[2], blobs[1]])
+
+
 def test_shared_users_leave_only_the_blobs_a_task_does_not_own() -> None:
     df = _pool_frame(users=40)
     shared = ["u0", "u39"]
-    mine = CodedPool.read([(encode(df), False)], shared)
+    mine = CodedPool.read([(b, False) for b in encode(df)], shared)
     assert mine is not None
     want = df.filter(~pl.col("user").is_in(shared))
     assert mine.frame().equals(want)
-    owned = CodedPool.read([(encode(df), True)], shared)
+    owned = CodedPool.read([(b, True) for b in encode(df)], shared)
     assert owned is not None and owned.frame().equals(df)
 
 
@@ -145,7 +163,7 @@ def test_a_round_on_coded_blobs_equals_the_text_oracle(figures: int | None) -> N
     assert int(got.get_column("_rows").sum()) == rows.height > 0
     assert got.equals(_sorted(want))
     mutant = _Round(pool=10, d=5, weights=weights[:6], gone=gone, figures=figures)
-    assert not _total(_round_sums(mutant, [], iter(_batches([encode(df)])))).equals(got)
+    assert not _total(_round_sums(mutant, [], iter(_batches(encode(df))))).equals(got)
 
 
 def test_after_bias_round_reads_the_eligible_items_from_the_tasks_first_row() -> None:
@@ -170,7 +188,7 @@ def test_after_bias_round_reads_the_eligible_items_from_the_tasks_first_row() ->
 
 def test_weighted_sums_beyond_float_exactness_stay_exact() -> None:
     df = _pool_frame(users=50)
-    pool = CodedPool.read([(encode(df), True)])
+    pool = CodedPool.read([(b, True) for b in encode(df)])
     assert pool is not None
     rows = take(pool.run, np.ones(pool.rank.size, dtype=np.bool_), 20)
     big = tuple([0] + [2**50 + k for k in range(1, 21)])  # sums above 2^53: float64 rounds
@@ -197,3 +215,69 @@ def test_first_counts_and_figure_sums_on_coded_blobs() -> None:
     assert _sorted(pl.DataFrame(got)).equals(_sorted(want))
     figs = _total(_figure_sums(4, [], 5, iter(_batches(blobs))))
     assert figs.equals(_sorted(_oracle_figures(df, 4)))
+
+
+def test_sums_by_word_equal_a_group_by_of_the_text_even_where_words_collide() -> None:
+    from searchveil.engines.spark_coded import sum_by_word
+
+    gen = np.random.default_rng(11)
+    # a word is the text's length, first and last 8 bytes: these share one word, 3 ways
+    twins = [f"prefix00{m}suffix00" for m in "XYZ"]
+    names = twins + [f"q{i}" for i in range(200)]
+    pick = gen.integers(0, len(names), 3000)
+    raw = pl.DataFrame(
+        {
+            "item": [names[i] for i in pick],
+            "count": gen.integers(-50, 1000, 3000),
+            "first": gen.integers(0, 9, 3000),
+            "r0": gen.integers(0, 40, 3000),
+        }
+    )
+    words = key_hash(raw, ["item"])
+    assert len({int(w) for w, t in zip(words, raw["item"], strict=True) if t in twins}) == 1
+    raw = raw.with_columns(_w=pl.Series(words, dtype=pl.UInt64))
+    got = sum_by_word(raw, ["item"], ["count", "first"], ["r0"])
+    want = raw.group_by("item").agg(pl.col("count", "first").sum(), pl.col("r0").min())
+    assert got.height == len(set(names[i] for i in pick))
+    assert _sorted(got).equals(_sorted(want))
+    empty = sum_by_word(raw.clear(), ["item"], ["count", "first"], ["r0"])
+    assert empty.height == 0 and empty.columns == ["item", "count", "first", "r0"]
+
+
+@pytest.mark.parametrize("key", [None, 777])
+def test_the_noise_stage_sums_a_rounds_rows_by_word_as_by_text(key: int | None) -> None:
+    """A round's packed sums (with their words) through the noise stage: the same released
+    rows and figures as the same partial rows without words (summed by a group-by of the
+    text); seeded, the same bytes."""
+    from searchveil.engines.spark_blobs import blob_frame, bucketed
+    from searchveil.engines.spark_pools import _Round, _round_sums
+    from searchveil.engines.spark_release import BlobStage, blob_partition, read_stage
+    from searchveil.mechanisms.noise import DiscreteLaplace
+    from searchveil.mechanisms.noisy_counts import NoisePlan, NoisyStep
+
+    df = _pool_frame(users=900, universe=400)
+    r = _Round(pool=10, d=6, weights=tuple(range(0, 70, 10)), gone=["i3"], figures=6)
+    tasks = [_split(df.slice(0, 4000), [1700]), _split(df.slice(4000), [])]  # items in both
+    packed = [b for t in tasks for b in _round_sums(r, [], iter(_batches(t)))]
+    plan = NoisePlan((NoisyStep(DiscreteLaplace(3.0), threshold=40, publish="_noisy"),))
+    st = BlobStage(["item"], plan, key, carry=("first",), figures=6)
+
+    def stage(batches: list[pa.RecordBatch]) -> pl.DataFrame:
+        out = pa.Table.from_batches(list(blob_partition(st, iter(batches))))
+        return pl.DataFrame(pl.from_arrow(out))
+
+    plain = [
+        p
+        for b in packed
+        for blob in b.column("blob").to_pylist()
+        for p in bucketed(unpack(blob).drop("_w"), ["item"])
+    ]
+    by_word, by_text = stage(packed), stage(blob_frame(plain).to_batches())
+    a = read_stage(by_word, ["item"], ["_noisy", "first"])
+    b = read_stage(by_text, ["item"], ["_noisy", "first"])
+    assert a.extra == b.extra and a.extra["items"] == df.get_column("item").n_unique()
+    assert a.summary == b.summary and a.rows_in == b.rows_in
+    if key is not None:  # seeded: the same noise on the same keys
+        assert _sorted(a.rows).equals(_sorted(b.rows)) and a.rows.height > 0
+    else:
+        assert a.rows.height > 0 and b.rows.height > 0

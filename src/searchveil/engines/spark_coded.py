@@ -35,49 +35,66 @@ from searchveil.engines.spark_blobs import pack
 from searchveil.errors import InternalError
 from searchveil.mechanisms.noisy_counts import key_hash
 
-__all__ = ["CodedPool", "decode", "encode", "figures", "positions", "sums", "take"]
+__all__ = ["CodedPool", "decode", "encode", "figures", "positions", "sum_by_word", "sums", "take"]
 
 _LEN = 8  # bytes of each table's length in a coded blob
 _EXACT = 1 << 53  # below: float64 sums of integers are exact
 
 
-def _tables(blob: bytes) -> list[pa.Table]:
-    """The Arrow tables of a coded blob (each one IPC stream after its length)."""
+def _tables(blob: bytes) -> tuple[int, list[pa.Table]]:
+    """A coded blob's dictionary offset and its Arrow tables (each one IPC stream after its
+    length)."""
     out: list[pa.Table] = []
     view = memoryview(blob)
-    at = 0
+    base = int.from_bytes(view[:_LEN], "little")
+    at = _LEN
     while at < len(view):
         n = int.from_bytes(view[at : at + _LEN], "little")
         at += _LEN
         out.append(pa.ipc.open_stream(pa.BufferReader(view[at : at + n])).read_all())
         at += n
-    return out
+    return base, out
 
 
-def encode(df: pl.DataFrame) -> bytes:
+def encode(df: pl.DataFrame, rows: int = 1 << 17) -> list[bytes]:
     """A pool's text rows (``user, item, rank``; each user's rows together, in rank order) as
-    one coded blob: its rows (``c`` the item's code, ``rank``), its users (``user``, ``n`` its
-    rows) and its dictionary (``item``, ``h`` the item's word), zstd."""
+    coded blobs of at most ``rows`` rows each (a few MB: a small JVM copies each blob whole):
+    each holds its rows (``c`` the item's code, ``rank``), its users (``user``, ``n`` its rows)
+    and the part of the dictionary (``item``, ``h`` the item's word) its rows use first — one
+    dictionary for ``df``, codes in the order the items first appear, so a blob adds the codes
+    after those of the blobs before it (its ``base``, checked when they are read back: the
+    blobs of one ``df`` are read together, in order). zstd."""
     arr = df.get_column("item").cast(pl.String).to_arrow()
     enc = pc.dictionary_encode(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    top = np.maximum.accumulate(codes) if codes.size else codes
+    if codes.size and (codes[0] != 0 or (np.diff(top) > 1).any()):
+        raise InternalError("dictionary codes not in the order the items first appear")
     items = pl.Series("item", enc.dictionary, dtype=pl.String)
-    runs = df.get_column("user").cast(pl.String).rle()
-    parts = [
-        pl.DataFrame(
-            {
-                "c": pl.Series(enc.indices.to_numpy(zero_copy_only=False), dtype=pl.UInt32),
-                "rank": df.get_column("rank").cast(pl.Int32),
-            }
-        ),
-        runs.struct.unnest().select(user="value", n=pl.col("len").cast(pl.Int64)),
-        pl.DataFrame({"item": items, "h": pl.Series(key_hash(items.to_frame(), ["item"]))}),
-    ]
-    out = io.BytesIO()
-    for p in parts:
-        b = pack(p, compress=True)
-        out.write(len(b).to_bytes(_LEN, "little"))
-        out.write(b)
-    return out.getvalue()
+    words = pl.Series("h", key_hash(items.to_frame(), ["item"]))
+    out: list[bytes] = []
+    lo = 0
+    for start in range(0, max(df.height, 1), rows):
+        part = df.slice(start, rows)
+        c = codes[start : start + rows]
+        hi = max(lo, int(c.max(initial=-1)) + 1)
+        runs = part.get_column("user").cast(pl.String).rle().struct.unnest()
+        tables = [
+            pl.DataFrame(
+                {"c": pl.Series(c, dtype=pl.UInt32), "rank": part.get_column("rank").cast(pl.Int32)}
+            ),
+            runs.select(user="value", n=pl.col("len").cast(pl.Int64)),
+            pl.DataFrame([items.slice(lo, hi - lo), words.slice(lo, hi - lo)]),
+        ]
+        blob = io.BytesIO()
+        blob.write(lo.to_bytes(_LEN, "little"))
+        for t in tables:
+            b = pack(t, compress=True)
+            blob.write(len(b).to_bytes(_LEN, "little"))
+            blob.write(b)
+        out.append(blob.getvalue())
+        lo = hi
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,16 +112,20 @@ class CodedPool:
 
     @staticmethod
     def read(blobs: list[tuple[bytes, bool]], shared: list[str] | None = None) -> CodedPool | None:
-        """The pool of a task's coded blobs, in order (codes offset by the dictionaries before;
-        a user whose rows end one blob and begin the next is one run), or None for none. A blob
-        not marked ``own`` (a bounding task's) loses the ``shared`` users' rows: their whole
-        pools are another blob's (the driver's join)."""
+        """The pool of a task's coded blobs, in order (each dictionary's codes offset by those
+        before it; a user whose rows end one blob and begin the next is one run), or None for
+        none. A blob not marked ``own`` (a bounding task's) loses the ``shared`` users' rows:
+        their whole pools are another blob's (the driver's join)."""
         codes, ranks, lens, users, items, words = [], [], [], [], [], []
-        base = 0
+        total = start = 0  # codes read so far; where the current dictionary began
         drop = pl.Series(shared or [], dtype=pl.String).implode()
         for blob, own in blobs:
-            rows, runs, dic = _tables(blob)
-            c = rows.column("c").to_numpy().astype(np.int64) + base
+            base, (rows, runs, dic) = _tables(blob)
+            if base == 0:  # a new dictionary
+                start = total
+            elif base != total - start:
+                raise InternalError("a coded pool's blobs were read out of order")
+            c = rows.column("c").to_numpy().astype(np.int64) + start
             r = rows.column("rank").to_numpy().astype(np.int64)
             n = runs.column("n").to_numpy()
             who = pl.Series("user", runs.column("user"), dtype=pl.String)
@@ -121,7 +142,7 @@ class CodedPool:
             users.append(who)
             items.append(pl.Series("item", dic.column("item"), dtype=pl.String))
             words.append(dic.column("h").to_numpy())
-            base += dic.num_rows
+            total += dic.num_rows
         if not codes:
             return None
         names = pl.concat(users)
@@ -164,9 +185,9 @@ class CodedPool:
         return np.bincount(c, minlength=self.size).astype(np.int64)
 
 
-def decode(blob: bytes) -> pl.DataFrame:
-    """A coded blob's text rows (``user, item, rank``)."""
-    pool = CodedPool.read([(blob, True)])
+def decode(blobs: list[bytes]) -> pl.DataFrame:
+    """Coded blobs' text rows (``user, item, rank``), the blobs in the order written."""
+    pool = CodedPool.read([(b, True) for b in blobs])
     return (
         pool.frame()
         if pool is not None
@@ -215,3 +236,40 @@ def figures(pool: CodedPool, d: int) -> dict[str, npt.NDArray[np.int64]]:
     r0 = np.full(pool.size, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(r0, pool.code, pool.rank)
     return {"h": pool.count(), "f": pool.count(pool.rank < d), "r0": r0}
+
+
+def sum_by_word(
+    raw: pl.DataFrame, keys: list[str], sums: list[str], mins: list[str]
+) -> pl.DataFrame:
+    """Partial rows (``keys``, their word ``_w``, figures) summed by key (``sums``; ``mins``
+    their minimum): the rows sorted by word — the word is a function of the key, so a key's
+    rows are together, and only rows that share a word with another are compared by text
+    (sorted by it within their word) —, then each group's figures by ``reduceat``. A noise
+    stage's rows are nearly all distinct keys: sorting 64-bit words is what a hash
+    aggregation of their text costs, without hashing the text."""
+    w = raw.get_column("_w").to_numpy()
+    order = np.argsort(w, kind="stable")
+    ws = w[order]
+    new = np.r_[True, ws[1:] != ws[:-1]] if ws.size else np.zeros(0, dtype=np.bool_)
+    tie = np.flatnonzero(ws[1:] == ws[:-1])
+    if tie.size:  # rows sharing a word: by text within it; a new key where the text changes
+        rows = np.unique(np.concatenate([tie, tie + 1]))
+        run = np.cumsum(np.r_[True, np.diff(rows) > 1] | np.r_[True, ws[rows][1:] != ws[rows][:-1]])
+        sub = raw.select(keys)[order[rows].tolist()].with_columns(
+            _run=pl.Series(run), _i=pl.Series(order[rows])
+        )
+        sub = sub.sort(["_run", *keys])
+        order[rows] = sub.get_column("_i").to_numpy()
+        same = [pl.col(c).eq_missing(pl.col(c).shift(1)) for c in ["_run", *keys]]
+        cont = sub.select(pl.all_horizontal(same)).to_series().fill_null(False).to_numpy()
+        new[rows] = ~cont
+    starts = np.flatnonzero(new)
+    first = order[starts]
+    out = {k: raw.get_column(k).gather(first) for k in keys}
+    for c in sums:
+        v = raw.get_column(c).to_numpy()[order]
+        out[c] = pl.Series(c, np.add.reduceat(v, starts) if v.size else v, dtype=pl.Int64)
+    for c in mins:
+        v = raw.get_column(c).to_numpy()[order]
+        out[c] = pl.Series(c, np.minimum.reduceat(v, starts) if v.size else v, dtype=pl.Int64)
+    return pl.DataFrame(out)

@@ -30,7 +30,7 @@ from searchveil.engines.spark_ordered import (
     parquet_pieces,
     partition_rows,
     piece_rows,
-    pool_blob,
+    pool_blobs,
     repeated_users,
 )
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
@@ -144,8 +144,9 @@ class KernelResult:
                 small = pl.concat([small, theirs.cast(small.schema)])
             if small.height:
                 small = small.sort("user", "rank", maintain_order=True)
+                blobs = pool_blobs(stream, small)
                 one = pa.table(
-                    [pa.array([pool_blob(stream, small)], pa.binary()), pa.array([True])],
+                    [pa.array(blobs, pa.binary()), pa.array([True] * len(blobs))],
                     names=["blob", "own"],
                 )
                 p = p.unionByName(spark.createDataFrame(one).coalesce(1))

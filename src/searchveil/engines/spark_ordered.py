@@ -74,7 +74,7 @@ __all__ = [
     "partition_rows",
     "piece_frames",
     "piece_rows",
-    "pool_blob",
+    "pool_blobs",
     "pool_frame",
     "pool_rows",
     "repeated_users",
@@ -82,10 +82,9 @@ __all__ = [
 
 CHUNK_ROWS = 1 << 20  # rows gathered from Spark's Arrow batches before one kernel step
 #: pool rows in one blob at most (a few MB: the JVM holds a blob whole when it caches or moves
-#: it, and a task's blobs are its one Arrow batch to Python, bounded by bytes in the session);
-#: the query pools' are coded (:mod:`~searchveil.engines.spark_coded`), a chunk's rows in one
-#: blob (one dictionary: an item in two blobs of a task leaves it twice on every round)
-POOL_BLOB_ROWS = {Stream.EVENTS: 1 << 20, Stream.CLICKS: 1 << 17}
+#: it — a small heap fails on larger ones —, and a task's blobs are its one Arrow batch to
+#: Python, bounded by bytes in the session)
+POOL_BLOB_ROWS = 1 << 17
 
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -153,16 +152,22 @@ def pool_rows(stream: Stream, kept: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def pool_blob(stream: Stream, rows: pl.DataFrame) -> bytes:
-    """A pool blob of :func:`pool_rows`: the query pools' coded (what every round of the
-    selection reads, :func:`~searchveil.engines.spark_coded.encode`), the clicks' text (read
-    once, for the released queries' pairs)."""
-    return encode(rows) if stream == Stream.EVENTS else pack(rows, compress=True)
+def pool_blobs(stream: Stream, rows: pl.DataFrame) -> list[bytes]:
+    """The pool blobs of :func:`pool_rows` (:data:`POOL_BLOB_ROWS` rows at most): the query
+    pools' coded, one dictionary for ``rows`` (what every round of the selection reads,
+    :func:`~searchveil.engines.spark_coded.encode`), the clicks' text (read once, for the
+    released queries' pairs)."""
+    if stream == Stream.EVENTS:
+        return encode(rows, POOL_BLOB_ROWS)
+    slices = range(0, rows.height, POOL_BLOB_ROWS)
+    return [pack(rows.slice(lo, POOL_BLOB_ROWS), compress=True) for lo in slices]
 
 
-def pool_frame(stream: Stream, blob: bytes) -> pl.DataFrame:
-    """The text rows of a :func:`pool_blob`."""
-    return decode(blob) if stream == Stream.EVENTS else unpack(blob)
+def pool_frame(stream: Stream, blobs: list[bytes]) -> pl.DataFrame:
+    """The text rows of :func:`pool_blobs` (in the order written)."""
+    if stream == Stream.EVENTS:
+        return decode(blobs)
+    return pl.concat([unpack(b) for b in blobs]) if blobs else pl.DataFrame()
 
 
 def _blobs(kind: str, stream: str | None, pairs: Iterator[tuple[int, bytes]]) -> pa.RecordBatch:
@@ -249,9 +254,7 @@ def bound_frames(
                 tails[stream] = [*tails[stream], mine] if last == tail_user[0] else [mine]
             tail_user[0] = last
             for stream, k in kept.items():
-                rows = pool_rows(stream, k)
-                for lo in range(0, k.height, POOL_BLOB_ROWS[stream]):  # blobs of a few MB
-                    blob = pool_blob(stream, rows.slice(lo, POOL_BLOB_ROWS[stream]))
+                for blob in pool_blobs(stream, pool_rows(stream, k)) if k.height else []:
                     yield _frame(
                         {
                             "kind": "P",
@@ -482,8 +485,8 @@ def join_partitions(
     for stream in tally.streams:
         if pools:
             sel = (pl.col("kind") == "P") & (pl.col("stream") == stream.value)
-            for blob in out.filter(sel).get_column("blob").to_list():
-                mine = pool_frame(stream, blob)
+            blobs = out.filter(sel).get_column("blob").to_list()  # in the tasks' order
+            for mine in [pool_frame(stream, blobs)] if blobs else []:
                 tally.rows[stream].append(
                     mine.select(
                         pl.col("user").alias("u"),
