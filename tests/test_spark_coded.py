@@ -86,10 +86,9 @@ def _total(out: object) -> pl.DataFrame:
             b.column("bucket").to_pylist(), b.column("blob").to_pylist(), strict=True
         ):
             part = unpack(blob)
-            words = key_hash(part, ["item"])
-            assert (part.get_column("_w").to_numpy() == words).all()  # the stored words
-            assert ((words >> np.uint64(64 - 5)).astype(np.int64) == shard).all()
-            frames.append(part.drop("_w"))
+            words = key_hash(part, ["item"]) >> np.uint64(64 - 5)
+            assert (words.astype(np.int64) == shard).all()  # the stored words' shards
+            frames.append(part)
     df = pl.concat(frames)
     aggs = [pl.col(c).min() if c == "r0" else pl.col(c).sum() for c in df.columns if c != "item"]
     return df.group_by("item").agg(aggs).select(sorted(df.columns)).sort("item")
@@ -217,38 +216,12 @@ def test_first_counts_and_figure_sums_on_coded_blobs() -> None:
     assert figs.equals(_sorted(_oracle_figures(df, 4)))
 
 
-def test_sums_by_word_equal_a_group_by_of_the_text_even_where_words_collide() -> None:
-    from searchveil.engines.spark_coded import sum_by_word
-
-    gen = np.random.default_rng(11)
-    # a word is the text's length, first and last 8 bytes: these share one word, 3 ways
-    twins = [f"prefix00{m}suffix00" for m in "XYZ"]
-    names = twins + [f"q{i}" for i in range(200)]
-    pick = gen.integers(0, len(names), 3000)
-    raw = pl.DataFrame(
-        {
-            "item": [names[i] for i in pick],
-            "count": gen.integers(-50, 1000, 3000),
-            "first": gen.integers(0, 9, 3000),
-            "r0": gen.integers(0, 40, 3000),
-        }
-    )
-    words = key_hash(raw, ["item"])
-    assert len({int(w) for w, t in zip(words, raw["item"], strict=True) if t in twins}) == 1
-    raw = raw.with_columns(_w=pl.Series(words, dtype=pl.UInt64))
-    got = sum_by_word(raw, ["item"], ["count", "first"], ["r0"])
-    want = raw.group_by("item").agg(pl.col("count", "first").sum(), pl.col("r0").min())
-    assert got.height == len(set(names[i] for i in pick))
-    assert _sorted(got).equals(_sorted(want))
-    empty = sum_by_word(raw.clear(), ["item"], ["count", "first"], ["r0"])
-    assert empty.height == 0 and empty.columns == ["item", "count", "first", "r0"]
-
-
 @pytest.mark.parametrize("key", [None, 777])
-def test_the_noise_stage_sums_a_rounds_rows_by_word_as_by_text(key: int | None) -> None:
-    """A round's packed sums (with their words) through the noise stage: the same released
-    rows and figures as the same partial rows without words (summed by a group-by of the
-    text); seeded, the same bytes."""
+def test_the_noise_stage_on_two_tasks_round_sums_equals_it_on_the_oracles(key: int | None) -> None:
+    """Two tasks' round sums (their dictionaries their own: an item in both tasks, and in
+    two blobs of one, leaves in several partial rows) through the noise stage: the same
+    figures as the stage on the oracle's per-item sums of the whole pool; seeded, the same
+    released rows and noise."""
     from searchveil.engines.spark_blobs import blob_frame, bucketed
     from searchveil.engines.spark_pools import _Round, _round_sums
     from searchveil.engines.spark_release import BlobStage, blob_partition, read_stage
@@ -257,27 +230,28 @@ def test_the_noise_stage_sums_a_rounds_rows_by_word_as_by_text(key: int | None) 
 
     df = _pool_frame(users=900, universe=400)
     r = _Round(pool=10, d=6, weights=tuple(range(0, 70, 10)), gone=["i3"], figures=6)
-    tasks = [_split(df.slice(0, 4000), [1700]), _split(df.slice(4000), [])]  # items in both
+    users = df.get_column("user")
+    cut = int(np.flatnonzero((users != users.shift(1)).fill_null(True).to_numpy())[300])
+    tasks = [_split(df.slice(0, cut), [cut // 2]), _split(df.slice(cut), [])]  # whole users
     packed = [b for t in tasks for b in _round_sums(r, [], iter(_batches(t)))]
+    want = _oracle_figures(df, 6).join(
+        _oracle_sums(_oracle_rows(df, 10, 6, ["i3"]), r.weights, 6), on="item", how="left"
+    )
+    want = want.with_columns(pl.col("count", "first", "_rows").fill_null(0))
     plan = NoisePlan((NoisyStep(DiscreteLaplace(3.0), threshold=40, publish="_noisy"),))
     st = BlobStage(["item"], plan, key, carry=("first",), figures=6)
 
-    def stage(batches: list[pa.RecordBatch]) -> pl.DataFrame:
-        out = pa.Table.from_batches(list(blob_partition(st, iter(batches))))
-        return pl.DataFrame(pl.from_arrow(out))
+    def stage(batches: list[pa.RecordBatch]) -> object:
+        out = pl.DataFrame(
+            pl.from_arrow(pa.Table.from_batches(list(blob_partition(st, iter(batches)))))
+        )
+        return read_stage(out, ["item"], ["_noisy", "first"])
 
-    plain = [
-        p
-        for b in packed
-        for blob in b.column("blob").to_pylist()
-        for p in bucketed(unpack(blob).drop("_w"), ["item"])
-    ]
-    by_word, by_text = stage(packed), stage(blob_frame(plain).to_batches())
-    a = read_stage(by_word, ["item"], ["_noisy", "first"])
-    b = read_stage(by_text, ["item"], ["_noisy", "first"])
+    a = stage(packed)
+    b = stage(blob_frame(list(bucketed(want, ["item"]))).to_batches())
+    assert sum(x.num_rows for x in packed) > 0
     assert a.extra == b.extra and a.extra["items"] == df.get_column("item").n_unique()
     assert a.summary == b.summary and a.rows_in == b.rows_in
+    assert a.rows.height > 0 and b.rows.height > 0
     if key is not None:  # seeded: the same noise on the same keys
-        assert _sorted(a.rows).equals(_sorted(b.rows)) and a.rows.height > 0
-    else:
-        assert a.rows.height > 0 and b.rows.height > 0
+        assert _sorted(a.rows).equals(_sorted(b.rows))

@@ -35,7 +35,7 @@ from searchveil.engines.spark_blobs import pack
 from searchveil.errors import InternalError
 from searchveil.mechanisms.noisy_counts import key_hash
 
-__all__ = ["CodedPool", "decode", "encode", "figures", "positions", "sum_by_word", "sums", "take"]
+__all__ = ["CodedPool", "decode", "encode", "figures", "positions", "sums", "take"]
 
 _LEN = 8  # bytes of each table's length in a coded blob
 _EXACT = 1 << 53  # below: float64 sums of integers are exact
@@ -236,40 +236,3 @@ def figures(pool: CodedPool, d: int) -> dict[str, npt.NDArray[np.int64]]:
     r0 = np.full(pool.size, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(r0, pool.code, pool.rank)
     return {"h": pool.count(), "f": pool.count(pool.rank < d), "r0": r0}
-
-
-def sum_by_word(
-    raw: pl.DataFrame, keys: list[str], sums: list[str], mins: list[str]
-) -> pl.DataFrame:
-    """Partial rows (``keys``, their word ``_w``, figures) summed by key (``sums``; ``mins``
-    their minimum): the rows sorted by word — the word is a function of the key, so a key's
-    rows are together, and only rows that share a word with another are compared by text
-    (sorted by it within their word) —, then each group's figures by ``reduceat``. A noise
-    stage's rows are nearly all distinct keys: sorting 64-bit words is what a hash
-    aggregation of their text costs, without hashing the text."""
-    w = raw.get_column("_w").to_numpy()
-    order = np.argsort(w, kind="stable")
-    ws = w[order]
-    new = np.r_[True, ws[1:] != ws[:-1]] if ws.size else np.zeros(0, dtype=np.bool_)
-    tie = np.flatnonzero(ws[1:] == ws[:-1])
-    if tie.size:  # rows sharing a word: by text within it; a new key where the text changes
-        rows = np.unique(np.concatenate([tie, tie + 1]))
-        run = np.cumsum(np.r_[True, np.diff(rows) > 1] | np.r_[True, ws[rows][1:] != ws[rows][:-1]])
-        sub = raw.select(keys)[order[rows].tolist()].with_columns(
-            _run=pl.Series(run), _i=pl.Series(order[rows])
-        )
-        sub = sub.sort(["_run", *keys])
-        order[rows] = sub.get_column("_i").to_numpy()
-        same = [pl.col(c).eq_missing(pl.col(c).shift(1)) for c in ["_run", *keys]]
-        cont = sub.select(pl.all_horizontal(same)).to_series().fill_null(False).to_numpy()
-        new[rows] = ~cont
-    starts = np.flatnonzero(new)
-    first = order[starts]
-    out = {k: raw.get_column(k).gather(first) for k in keys}
-    for c in sums:
-        v = raw.get_column(c).to_numpy()[order]
-        out[c] = pl.Series(c, np.add.reduceat(v, starts) if v.size else v, dtype=pl.Int64)
-    for c in mins:
-        v = raw.get_column(c).to_numpy()[order]
-        out[c] = pl.Series(c, np.minimum.reduceat(v, starts) if v.size else v, dtype=pl.Int64)
-    return pl.DataFrame(out)

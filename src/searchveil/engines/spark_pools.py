@@ -165,18 +165,15 @@ def _round_sums(
 def _packed(
     pool: CodedPool, cols: dict[str, npt.NDArray[np.int64]], sel: npt.NDArray[np.bool_], bits: int
 ) -> Iterator[pa.RecordBatch]:
-    """The codes ``sel`` marks as rows (``item``, its word ``_w`` and ``cols``), packed by the
-    shard of their words (the noise stage sums them by word,
-    :func:`~searchveil.engines.spark_coded.sum_by_word`)."""
+    """The codes ``sel`` marks as rows (``item`` and ``cols``), packed by the shard of their
+    stored words."""
     idx = np.flatnonzero(sel)
     if idx.size == 0:
         return
-    words = pool.h[idx]
     df = pl.DataFrame(
-        [pool.items.gather(idx), pl.Series("_w", words, dtype=pl.UInt64)]
-        + [pl.Series(k, v[idx], dtype=pl.Int64) for k, v in cols.items()]
+        [pool.items.gather(idx)] + [pl.Series(k, v[idx], dtype=pl.Int64) for k, v in cols.items()]
     )
-    shard = (words >> np.uint64(64 - bits)).astype(np.int64)
+    shard = (pool.h[idx] >> np.uint64(64 - bits)).astype(np.int64)
     yield from blob_frame(list(bucketed(df, ["item"], bits, shard))).to_batches()
 
 

@@ -47,7 +47,6 @@ from searchveil.engines.spark_blobs import (
     shard_bits,
     unpack_all,
 )
-from searchveil.engines.spark_coded import sum_by_word
 from searchveil.engines.spark_errors import spark_errors
 from searchveil.mechanisms.noisy_counts import (
     CountSummary,
@@ -235,14 +234,11 @@ def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator
     if st.domain is not None:
         raw = raw.join(st.domain, on=keys, how="semi")
     rows_in = int(raw.get_column("_rows").sum() or 0) if "_rows" in raw.columns else raw.height
-    summed = ["count", *carry] + (["_rows", "h", "f"] if st.figures is not None else [])
-    least = ["r0"] if st.figures is not None else []
+    sums = [pl.col(c).sum().cast(pl.Int64) for c in ["count", *carry]]
     extra = None
-    if "_w" in raw.columns:  # a round's sums, with their keys' words
-        df = sum_by_word(raw, keys, summed, least)
-    else:
-        aggs = [pl.col(c).sum().cast(pl.Int64) for c in summed]
-        df = raw.group_by(keys).agg(aggs + [pl.col(c).min() for c in least])
+    if st.figures is not None:
+        sums += [pl.col("_rows").sum(), pl.col("h").sum(), pl.col("f").sum(), pl.col("r0").min()]
+    df = raw.group_by(keys).agg(sums)
     if st.figures is not None:
         extra = pool_figures(df, st.figures)
         df = df.filter(pl.col("_rows") > 0).drop("_rows", "h", "f", "r0")
