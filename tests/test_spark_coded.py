@@ -86,9 +86,10 @@ def _total(out: object) -> pl.DataFrame:
             b.column("bucket").to_pylist(), b.column("blob").to_pylist(), strict=True
         ):
             part = unpack(blob)
-            words = key_hash(part, ["item"]) >> np.uint64(64 - 5)
-            assert (words.astype(np.int64) == shard).all()  # the stored words' shards
-            frames.append(part)
+            words = key_hash(part, ["item"])
+            assert (part.get_column("_w").to_numpy() == words).all()  # the stored words
+            assert ((words >> np.uint64(64 - 5)).astype(np.int64) == shard).all()
+            frames.append(part.drop("_w"))
     df = pl.concat(frames)
     aggs = [pl.col(c).min() if c == "r0" else pl.col(c).sum() for c in df.columns if c != "item"]
     return df.group_by("item").agg(aggs).select(sorted(df.columns)).sort("item")
@@ -255,3 +256,33 @@ def test_the_noise_stage_on_two_tasks_round_sums_equals_it_on_the_oracles(key: i
     assert a.rows.height > 0 and b.rows.height > 0
     if key is not None:  # seeded: the same noise on the same keys
         assert _sorted(a.rows).equals(_sorted(b.rows))
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_sum_by_key_groups_only_repeated_words_and_never_merges_two_keys(stored: bool) -> None:
+    """With the words stored (a round's rows) and without (a count table's: a group-by)."""
+    from searchveil.engines.spark_release import sum_by_key
+
+    gen = np.random.default_rng(11)
+    # a word is the text's length, first and last 8 bytes: these three share one word
+    twins = [f"prefix00{m}suffix00" for m in "XYZ"]
+    names = twins[:2] + [f"q{i}" for i in range(3000)] + twins[2:]
+    pick = np.r_[0, 1, len(names) - 1, gen.integers(0, len(names), 2000)]  # each twin once
+    raw = pl.DataFrame(
+        {
+            "item": [names[i] for i in pick],
+            "count": gen.integers(-50, 1000, pick.size),
+            "first": gen.integers(0, 9, pick.size),
+            "r0": gen.integers(0, 40, pick.size),
+        }
+    )
+    words = key_hash(raw, ["item"])
+    assert len({int(words[i]) for i in range(3)}) == 1
+    if stored:
+        raw = raw.with_columns(_w=pl.Series(words, dtype=pl.UInt64))
+    got = sum_by_key(raw, ["item"], ["count", "first"], ["r0"])
+    want = raw.group_by("item").agg(pl.col("count", "first").sum(), pl.col("r0").min())
+    assert got.height == len({names[i] for i in pick}) < raw.height
+    assert set(twins) <= set(got.get_column("item").to_list())
+    assert _sorted(got).equals(_sorted(want))
+    assert sum_by_key(raw.clear(), ["item"], ["count", "first"], ["r0"]).height == 0

@@ -61,6 +61,7 @@ from searchveil.engines.spark_release import (
     checkpoint,
     pool_figures,
     read_stage,
+    sum_by_key,
     to_polars,
     unpersist,
 )
@@ -165,15 +166,18 @@ def _round_sums(
 def _packed(
     pool: CodedPool, cols: dict[str, npt.NDArray[np.int64]], sel: npt.NDArray[np.bool_], bits: int
 ) -> Iterator[pa.RecordBatch]:
-    """The codes ``sel`` marks as rows (``item`` and ``cols``), packed by the shard of their
-    stored words."""
+    """The codes ``sel`` marks as rows (``item``, its stored word ``_w`` and ``cols``), packed
+    by the shard of their words (the noise stage groups only the rows whose word repeats,
+    :func:`~searchveil.engines.spark_release.sum_by_key`)."""
     idx = np.flatnonzero(sel)
     if idx.size == 0:
         return
+    words = pool.h[idx]
     df = pl.DataFrame(
-        [pool.items.gather(idx)] + [pl.Series(k, v[idx], dtype=pl.Int64) for k, v in cols.items()]
+        [pool.items.gather(idx), pl.Series("_w", words, dtype=pl.UInt64)]
+        + [pl.Series(k, v[idx], dtype=pl.Int64) for k, v in cols.items()]
     )
-    shard = (pool.h[idx] >> np.uint64(64 - bits)).astype(np.int64)
+    shard = (words >> np.uint64(64 - bits)).astype(np.int64)
     yield from blob_frame(list(bucketed(df, ["item"], bits, shard))).to_batches()
 
 
@@ -219,12 +223,7 @@ def _figures(d: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
     frames = [unpack(x) for b in batches for x in b.column("blob").to_pylist()]
     vals = dict.fromkeys(POOL_FIGURES, 0)
     if frames:
-        per = (
-            pl.concat(frames)
-            .group_by("item")
-            .agg(pl.col("h").sum(), pl.col("f").sum(), pl.col("r0").min())
-        )
-        vals = pool_figures(per, d)
+        vals = pool_figures(sum_by_key(pl.concat(frames), ["item"], ["h", "f"], ["r0"]), d)
     yield pa.record_batch(
         [pa.array([vals[c]], pa.int64()) for c in POOL_FIGURES], names=POOL_FIGURES
     )

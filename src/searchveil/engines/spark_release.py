@@ -234,11 +234,9 @@ def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator
     if st.domain is not None:
         raw = raw.join(st.domain, on=keys, how="semi")
     rows_in = int(raw.get_column("_rows").sum() or 0) if "_rows" in raw.columns else raw.height
-    sums = [pl.col(c).sum().cast(pl.Int64) for c in ["count", *carry]]
+    summed = ["count", *carry] + (["_rows", "h", "f"] if st.figures is not None else [])
     extra = None
-    if st.figures is not None:
-        sums += [pl.col("_rows").sum(), pl.col("h").sum(), pl.col("f").sum(), pl.col("r0").min()]
-    df = raw.group_by(keys).agg(sums)
+    df = sum_by_key(raw, keys, summed, ["r0"] if st.figures is not None else [])
     if st.figures is not None:
         extra = pool_figures(df, st.figures)
         df = df.filter(pl.col("_rows") > 0).drop("_rows", "h", "f", "r0")
@@ -263,6 +261,30 @@ def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator
     if kept.height:
         yield _out_batch(kept, keys, published)
     yield _summary_batch(summary, rows_in, keys, published, extra)
+
+
+def sum_by_key(
+    raw: pl.DataFrame, keys: list[str], sums: list[str], mins: list[str]
+) -> pl.DataFrame:
+    """Partial rows summed by key (``sums``; ``mins`` their least value): a group-by of the
+    keys' text — or, for rows that carry their key's word (``_w``, the
+    :func:`~searchveil.mechanisms.noisy_counts.key_hash` a round stored), only of the rows
+    whose word repeats: a noise stage's rows are nearly all of distinct keys, and a row whose
+    word no other row has is its key's only row (a key has one word), kept as it is. The keys
+    two tasks summed, and keys that share a word, are grouped by their text. (Hashing the text
+    here instead of grouping it saved CPU but not wall time.)"""
+    cols = [*keys, *sums, *mins]
+    aggs = [pl.col(c).sum().cast(pl.Int64) for c in sums] + [pl.col(c).min() for c in mins]
+    if raw.height == 0 or "_w" not in raw.columns:
+        return raw.group_by(keys).agg(aggs)
+    again = raw.get_column("_w").is_duplicated()
+    alone = raw.filter(~again).select(
+        *keys, *[pl.col(c).cast(pl.Int64) for c in sums], *[pl.col(c) for c in mins]
+    )
+    if not again.any():
+        return alone
+    grouped = raw.filter(again).group_by(keys).agg(aggs)
+    return pl.concat([alone, grouped.select(cols)], how="vertical_relaxed")
 
 
 #: a pool's figures (:class:`~searchveil.mechanisms.pool_rounds.PoolFigures`' fields)
