@@ -2,7 +2,7 @@
 machine (wall seconds do not; docs/spark-perf.md, "Speed on one machine").
 
 ``python benchmarks/spark_cpu_profile.py --file LOG.parquet [--engine spark|polars]
-[--releases N] [--spark-conf KEY=VALUE ...] [-- EXTRA RELEASE ARGS]``
+[--releases N] [--spark-conf KEY=VALUE ...] [--tasks] [-- EXTRA RELEASE ARGS]``
 
 Runs ``release korolova LOG --max-queries 20 --max-clicks 1 --urls private`` (e^ε = 10,
 δ = 1e-7; unseeded; ``-- --selection probe-reweight-2r --max-users 2000000``: the selection
@@ -11,7 +11,9 @@ the others warm: the Spark session and its Python workers already up) and prints
 release its wall seconds, the CPU seconds of this process and of every process it started, by
 name (the driver's and the executors' Python, the JVM), the JVM's CPU by thread (executor
 tasks, JIT compilers, GC), and, for Spark, the wall seconds of each action (the bounding job,
-each noise stage), with ``/proc/loadavg``. Linux only (reads /proc). ``--spark-conf
+each noise stage), with ``/proc/loadavg``; ``--tasks``: the CPU seconds of the Python tasks
+by the function they run (the bounding kernel, a round's sums, a noise stage: each task's
+worker process, all its threads). Linux only (reads /proc). ``--spark-conf
 spark.eventLog.enabled=true --spark-conf spark.eventLog.dir=DIR`` adds Spark's own per-stage
 task metrics for a closer look.
 """
@@ -116,6 +118,55 @@ def _time_actions(log: list[Any]) -> None:
     sk._aggregate = agg
 
 
+def _time_tasks(logs: Path) -> None:
+    """Wrap every ``mapInArrow`` function so that each task appends its function's name, wall
+    seconds and its Python worker's CPU seconds (every thread: Polars' too) to ``logs``."""
+    try:
+        from pyspark.sql.classic.dataframe import DataFrame
+    except ImportError:  # PySpark 3
+        from pyspark.sql import DataFrame
+
+    original = DataFrame.mapInArrow
+
+    def wrap(fn: Any) -> Any:
+        name = getattr(getattr(fn, "func", fn), "__name__", "?")
+        where = str(logs)
+
+        def timed(batches: Any) -> Any:
+            import os
+            import resource
+            import time
+
+            t, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+            yield from fn(batches)
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+            with open(os.path.join(where, f"{os.getpid()}.log"), "a") as f:
+                f.write(f"{name} {time.perf_counter() - t:.3f} {cpu:.3f}\n")
+
+        return timed
+
+    def mapInArrow(self: Any, func: Any, schema: Any, *a: Any, **k: Any) -> Any:  # noqa: N802
+        return original(self, wrap(func), schema, *a, **k)
+
+    DataFrame.mapInArrow = mapInArrow  # type: ignore[method-assign]
+
+
+def _task_totals(logs: Path) -> str:
+    """The tasks' CPU seconds by function since the last call (the logs read, then removed)."""
+    by: dict[str, list[float]] = {}
+    for f in sorted(logs.glob("*.log")):
+        for line in f.read_text().splitlines():
+            name, wall, cpu = line.split()
+            v = by.setdefault(name, [0, 0.0, 0.0])
+            v[0] += 1
+            v[1] += float(wall)
+            v[2] += float(cpu)
+        f.unlink()
+    rows = sorted(by.items(), key=lambda kv: -kv[1][2])
+    return ", ".join(f"{k} {v[2]:.1f} ({int(v[0])} tasks)" for k, v in rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--file", type=Path, required=True)
@@ -123,6 +174,9 @@ def main() -> None:
     ap.add_argument("--releases", type=int, default=2)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--spark-conf", action="append", default=[])
+    ap.add_argument(
+        "--tasks", action="store_true", help="also each task function's CPU s (local masters)"
+    )
     ap.add_argument("extra", nargs="*", help="more `release korolova` arguments (after --)")
     a = ap.parse_args()
     from searchveil.cli import build_app
@@ -155,8 +209,14 @@ def main() -> None:
     if a.engine == "spark":
         _time_actions(log)
     with tempfile.TemporaryDirectory(prefix="sv-cpu-") as tmp:  # every release a new --out
+        tasks = Path(tmp) / "tasks" if a.tasks and a.engine == "spark" else None
+        if tasks is not None:
+            tasks.mkdir()
+            _time_tasks(tasks)
         for i in range(a.releases):
             _one(app, [*args, "--out", str(Path(tmp) / f"rel{i}")], i, a.engine, log)
+            if tasks is not None:
+                print(f"  Python task CPU s by function: {_task_totals(tasks)}", flush=True)
 
 
 def _one(app: Any, args: list[str], i: int, engine: str, log: list[Any]) -> None:
