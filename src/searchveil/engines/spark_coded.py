@@ -4,20 +4,22 @@ A pool blob of text rows (``user, item, rank``, :mod:`~searchveil.engines.spark_
 read on every round of the selection, and every round grouped its rows by the item's text:
 most of a round's CPU (decoding the strings, hashing them, a group-by of strings) went to the
 text, where the Polars engine's pass counts integer ids
-(:class:`~searchveil.mechanisms.rounds.ItemPool`). A **coded** blob holds a task's pool once
-as integers — per row its item's code and its rank, per user a run length — with the task's
-dictionary of items and each item's 64-bit word (its shard,
-:func:`~searchveil.mechanisms.noisy_counts.key_hash`). A round is then a few numpy passes
-(:func:`take`, :func:`sums`): per-user positions from the runs, per-item sums by
-``bincount`` of the codes; only the items a task sums leave with their text, packed by shard
-from the stored words.
+(:class:`~searchveil.mechanisms.rounds.ItemPool`). **Coded** blobs (:func:`encode`) hold a
+chunk's pool as integers — per row its item's code and its rank, per user a run length —
+with the chunk's dictionary of items and each item's 64-bit word (its shard,
+:func:`~searchveil.mechanisms.noisy_counts.key_hash`), a few MB a blob: each carries the part
+of the dictionary its rows meet first, and is read back with the blobs before it, in order
+(:meth:`CodedPool.read` checks each blob's offset). A round is then a few numpy passes
+(:func:`take`, :func:`sums`): per-user positions from the runs, per-item sums by ``bincount``
+of the codes; only the items a task sums leave with their text and word, packed by shard.
 
-A task's dictionary is its own: the same item may have a code in two tasks, or twice in one
-task that read two blobs. Every figure a round leaves (weighted counts, rows, holders, rows of
-rank below d, lowest rank) is a sum or a minimum, and the noise stage sums a key's partial rows
-from every task (:func:`~searchveil.engines.spark_release.blob_partition`), so a key's total
-is the same however its rows were coded. The 64-bit word is not a name (it is not
-collision-free): it only picks the shard.
+A chunk's dictionary is its own: the same item may have a code in two tasks, or in two chunks
+of one task. Every figure a round leaves (weighted counts, rows, holders, rows of rank below
+d, lowest rank) is a sum or a minimum, and the noise stage sums a key's partial rows from
+every task (:func:`~searchveil.engines.spark_release.blob_partition`), so a key's total is
+the same however its rows were coded. The 64-bit word is not a name (it is not
+collision-free): it picks the shard, and tells the noise stage which rows may share a key
+(:func:`~searchveil.engines.spark_release.sum_by_key`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 (:class:`~searchveil.mechanisms.pool_rounds.PoolTable` on a cluster).
 
 The pools (rows ``user, item, rank``: each user's first distinct items, from the bounding
-tasks and the driver's join) stay where the bounding tasks left them, as Arrow blobs
-(:mod:`~searchveil.engines.spark_blobs`; :class:`SparkPools` keeps them in a cache of their
-own on the executors, which every round reads): each task's users whole and in rank order —
+tasks and the driver's join) stay where the bounding tasks left them, as coded Arrow blobs
+(:mod:`~searchveil.engines.spark_coded`: item codes, ranks and user runs with the chunk's
+dictionary of items; :class:`SparkPools` keeps them in a cache of their own on the
+executors, which every round reads): each task's users whole and in rank order —
 the few users two tasks share are dropped from those tasks' blobs (``own`` false) and
 gathered, whole, into one more blob
 (:meth:`~searchveil.engines.spark_kernel.KernelResult.pool_tables`). A round of
@@ -14,7 +15,8 @@ neither of which moves a user's rows:
 1. **per-user weights and per-item partial sums in the tasks**: each user's first d rows
    whose rank is below the pool and whose item is not released yet (the released set —
    already published — travels with the task), ``weights[k]`` on each of its k rows, summed
-   per item in the task and packed by the item's shard;
+   per item code in the task (numpy) and packed, with the items' text and stored words, by
+   the item's shard;
 2. **the sums moved by shard, noise and threshold there**
    (:func:`~searchveil.engines.spark_release.blob_partition`): only the released items return.
 
