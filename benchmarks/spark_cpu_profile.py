@@ -152,17 +152,22 @@ def _time_tasks(logs: Path) -> None:
     DataFrame.mapInArrow = mapInArrow  # type: ignore[method-assign]
 
 
-def _task_totals(logs: Path) -> str:
-    """The tasks' CPU seconds by function since the last call (the logs read, then removed)."""
+def _task_totals(logs: Path, seen: dict[Path, int]) -> str:
+    """The tasks' CPU seconds by function since the last call: the logs' lines after the
+    bytes ``seen`` already read (the logs stay: the temporary directory goes at the end)."""
     by: dict[str, list[float]] = {}
     for f in sorted(logs.glob("*.log")):
-        for line in f.read_text().splitlines():
+        with f.open("rb") as fh:
+            fh.seek(seen.get(f, 0))
+            new = fh.read()
+        new = new[: new.rfind(b"\n") + 1]  # whole lines only
+        seen[f] = seen.get(f, 0) + len(new)
+        for line in new.decode().splitlines():
             name, wall, cpu = line.split()
             v = by.setdefault(name, [0, 0.0, 0.0])
             v[0] += 1
             v[1] += float(wall)
             v[2] += float(cpu)
-        f.unlink()
     rows = sorted(by.items(), key=lambda kv: -kv[1][2])
     return ", ".join(f"{k} {v[2]:.1f} ({int(v[0])} tasks)" for k, v in rows)
 
@@ -210,13 +215,14 @@ def main() -> None:
         _time_actions(log)
     with tempfile.TemporaryDirectory(prefix="sv-cpu-") as tmp:  # every release a new --out
         tasks = Path(tmp) / "tasks" if a.tasks and a.engine == "spark" else None
+        seen: dict[Path, int] = {}
         if tasks is not None:
             tasks.mkdir()
             _time_tasks(tasks)
         for i in range(a.releases):
             _one(app, [*args, "--out", str(Path(tmp) / f"rel{i}")], i, a.engine, log)
             if tasks is not None:
-                print(f"  Python task CPU s by function: {_task_totals(tasks)}", flush=True)
+                print(f"  Python task CPU s by function: {_task_totals(tasks, seen)}", flush=True)
 
 
 def _one(app: Any, args: list[str], i: int, engine: str, log: list[Any]) -> None:

@@ -36,8 +36,9 @@ import pyarrow.compute as pc
 from searchveil.engines.spark_blobs import pack
 from searchveil.errors import InternalError
 from searchveil.mechanisms.noisy_counts import key_hash
+from searchveil.mechanisms.rounds import user_rows_first
 
-__all__ = ["CodedPool", "decode", "encode", "figures", "positions", "sums", "take"]
+__all__ = ["CodedPool", "decode", "encode", "figures", "sums", "take"]
 
 _LEN = 8  # bytes of each table's length in a coded blob
 _EXACT = 1 << 53  # below: float64 sums of integers are exact
@@ -105,7 +106,7 @@ class CodedPool:
     rows together), its item's ``code`` and its ``rank``; the runs' ``users``; the dictionary
     (``items``, their words ``h``)."""
 
-    run: npt.NDArray[np.int64]
+    run: npt.NDArray[np.int32]
     code: npt.NDArray[np.int64]
     rank: npt.NDArray[np.int64]
     users: pl.Series
@@ -148,7 +149,7 @@ class CodedPool:
         if not codes:
             return None
         names = pl.concat(users)
-        same = names.rle_id().to_numpy().astype(np.int64)  # a user split by a blob: one run
+        same = names.rle_id().to_numpy().astype(np.int32)  # a user split by a blob: one run
         keep = np.r_[True, same[1:] != same[:-1]] if same.size else np.zeros(0, np.bool_)
         return CodedPool(
             np.repeat(same, np.concatenate(lens)),
@@ -197,19 +198,11 @@ def decode(blobs: list[bytes]) -> pl.DataFrame:
     )
 
 
-def positions(run: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Each element's place in its run of equal values (0, 1, …)."""
-    if run.size == 0:
-        return run
-    start = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
-    return np.arange(run.size) - np.repeat(start, np.diff(np.r_[start, run.size]))
-
-
-def take(run: npt.NDArray[np.int64], keep: npt.NDArray[np.bool_], d: int) -> npt.NDArray[np.bool_]:
-    """Of the rows ``keep`` marks, each user's first ``d`` (its rows in order)."""
-    idx = np.flatnonzero(keep)
+def take(run: npt.NDArray[np.int32], keep: npt.NDArray[np.bool_], d: int) -> npt.NDArray[np.bool_]:
+    """Of the rows ``keep`` marks, each user's first ``d`` (its rows in order): the central
+    rounds' rule (:func:`~searchveil.mechanisms.rounds.user_rows_first`), as a mask."""
     out = np.zeros(run.size, dtype=np.bool_)
-    out[idx[positions(run[idx]) < d]] = True
+    out[user_rows_first(run, keep, d)] = True
     return out
 
 

@@ -227,7 +227,7 @@ def _round_threshold(sigma: float, scale: int, d: int, target: float) -> int:
     return lo
 
 
-def _first_per_user(users: Ids, keep: npt.NDArray[np.bool_], d: int) -> npt.NDArray[np.int32]:
+def user_rows_first(users: Ids, keep: npt.NDArray[np.bool_], d: int) -> npt.NDArray[np.int32]:
     """Indices of the first ``d`` rows with ``keep`` of each user (rows grouped by user, in
     rank order); int32 indices and temporaries (a 20M-row log has ~9M rows here)."""
     idx = np.flatnonzero(keep).astype(np.int32)
@@ -355,8 +355,8 @@ class LocalPool(PoolTable):
             keep = np.zeros(p.users.size, dtype=bool)
             keep[bias_rows] = True
             keep &= eligible[p.items] & ~released[p.items]
-            return _first_per_user(p.users, keep, spec.d)
-        return _first_per_user(p.users, (p.rank < spec.pool) & ~released[p.items], spec.d)
+            return user_rows_first(p.users, keep, spec.d)
+        return user_rows_first(p.users, (p.rank < spec.pool) & ~released[p.items], spec.d)
 
     def _canonical(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Each item id's position in the canonical draw order and its noise bucket."""
