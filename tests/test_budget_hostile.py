@@ -198,6 +198,35 @@ def test_a_hard_linked_budget_is_refused(tmp_path: Path) -> None:
     assert book.read_bytes() == before
 
 
+def test_an_unlocked_read_rereads_a_file_renamed_over_it(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A release's write renames a new budget file over the one another process has just
+    opened without the lock (the open file has no name left): the reader reads the new file
+    instead of calling it a hard-link problem. Found by the thread race below in CI."""
+    book = tmp_path / "b.json"
+    init_budget(book, epsilon=5.0, delta=1e-5, relation="user")
+    budget = DatasetBudget(book)
+    real_open, calls, writer = DatasetBudget._open_file, [], DatasetBudget(book)
+
+    def open_then_replace(self, dfd=None):  # noqa: ANN001, ANN202
+        fd = real_open(self, dfd)
+        if self is budget:  # the reader's opens; a writer races the first one
+            calls.append(fd)
+            if len(calls) == 1:
+                with writer.charge(PrivacyCost.of("user", 1.0), what="meanwhile"):
+                    pass
+        return fd
+
+    monkeypatch.setattr(DatasetBudget, "_open_file", open_then_replace)
+    state = budget.read()
+    assert len(calls) == 2  # read again, from the name
+    assert state.spent()[0] == 1.0  # the new file's charge, not the stale snapshot's 0
+
+    monkeypatch.setattr(budget_file, "_REREADS", 1)
+    calls.clear()
+    with pytest.raises(BudgetFileError, match="replaced 1 times while it was being read"):
+        budget.read()
+
+
 def test_a_thread_deleting_the_lock_file_cannot_split_the_lock(tmp_path: Path) -> None:
     """Releases racing for ε 5 in threads (flock conflicts between descriptors, as between
     processes) while another thread deletes and recreates ``FILE.lock``: exactly five are

@@ -18,7 +18,8 @@ transactions, each under an exclusive ``fcntl.flock`` on the **directory** that 
 for the read and the rename, so a moved or replaced directory cannot split the lock; nothing
 can delete a directory that holds the budget, unlike a lock file beside it), each written to a
 temporary file that is fsynced and renamed over the budget (a reader sees the old file or the
-new one, never half of one):
+new one, never half of one; an unlocked read whose open file was renamed over before it was
+checked reads the new file):
 
 1. *admit*: the cost (converted to the budget's relation where that is documented) is compared
    with what is left — total minus committed, failed and pending charges — and refused
@@ -204,6 +205,19 @@ def _real_path(path: Path) -> Path:
         raise BudgetFileError(f"cannot resolve the budget file {str(path)!r}: {exc}") from exc
 
 
+_REREADS = 50  # an unlocked read retries this often when a writer renames the file over it
+
+
+class _Replaced(BudgetFileError):
+    """The open budget file has no name left: a writer renamed a new one over it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"the budget file {path!r} was replaced while it was being read; "
+            f"{UNCHANGED}: run the command again"
+        )
+
+
 class DatasetBudget(BudgetBook):
     """A budget file (module docstring). Every method reads the file afresh. ``warnings``:
     what the last read found unsafe (a file others may write)."""
@@ -225,6 +239,8 @@ class DatasetBudget(BudgetBook):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise BudgetFileError(f"{str(p)!r} is not a regular file; a budget file is one")
+        if st.st_nlink == 0:
+            raise _Replaced(str(p))
         if st.st_nlink != 1:
             raise BudgetFileError(
                 f"the budget file {str(p)!r} has {st.st_nlink} hard links: each write replaces "
@@ -274,12 +290,20 @@ class DatasetBudget(BudgetBook):
             ) from exc
 
     def read(self) -> BudgetState:
-        """The budget as the file holds it now (no lock: a consistent snapshot, by rename)."""
-        fd = self._open_file()
-        try:
-            return self._load(fd)[0]
-        finally:
-            os.close(fd)
+        """The budget as the file holds it now (no lock: a consistent snapshot, by rename).
+        A file renamed over between the open and the check is read again, from its name."""
+        for _ in range(_REREADS):
+            fd = self._open_file()
+            try:
+                return self._load(fd)[0]
+            except _Replaced:
+                continue
+            finally:
+                os.close(fd)
+        raise BudgetFileError(
+            f"the budget file {str(self.path)!r} was replaced {_REREADS} times while it was "
+            "being read (other releases are writing it): run the command again"
+        )
 
     def _lock(self) -> int:
         """The exclusive lock on the budget's directory, re-checked after locking to be the
