@@ -95,6 +95,16 @@ def test_spark_plan_figures(case: int, spark_master: str, aol_215_path: Path,
         assert sp.inputs[0]["sha256"] == mem.inputs[0]["sha256"]
 
 
+def test_a_local_session_does_not_compress_its_shuffles(spark_master: str) -> None:
+    """On a local master the shuffles are this machine's files of already-compressed blobs:
+    Spark's own compression is off (docs/spark-perf.md)."""
+    from searchveil.engines.spark import spark_session
+
+    conf = spark_session(spark_master).sparkContext.getConf()
+    assert conf.get("spark.shuffle.compress") == "false"
+    assert conf.get("spark.sql.codegen.wholeStage") == "false"
+
+
 def test_spark_distinct_korolova(spark_master: str, aol_215_path: Path) -> None:
     """Korolova with distinct queries per user (each user's first d distinct queries)."""
     from searchveil import KorolovaParams

@@ -144,6 +144,11 @@ def spark_session(
             settings["spark.driver.extraJavaOptions"] = driver_java_options()
             settings["spark.sql.codegen.wholeStage"] = "false"
             settings["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
+            # a local shuffle is files on this machine's disk, and what searchveil shuffles
+            # is Arrow blobs already compressed (LZ4): Spark's LZ4 over them only burns CPU
+            # (warm probe-reweight-2r −3 s; docs/spark-perf.md). A cluster keeps Spark's
+            # default: its shuffles cross the network, and a table read by user moves rows
+            settings["spark.shuffle.compress"] = "false"
         # the driver receives only what a release publishes (and a few rows per task):
         # Spark's own cap on what a job returns (1g) stands unless the user sets another
         if os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE"):
