@@ -5,6 +5,8 @@ against a text oracle written here with Polars' window functions (each user's fi
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -132,6 +134,25 @@ def test_one_dictionary_across_a_frames_blobs_read_in_order_only() -> None:
     assert decode(two).equals(pl.concat([df, df.slice(0, 300)]))
     with pytest.raises(InternalError, match="out of order"):
         decode([blobs[0], blobs[2], blobs[1]])
+
+
+def test_each_blob_carries_only_its_slice_of_the_dictionary() -> None:
+    """Long distinct items that do not compress, each met once: the blobs' dictionaries
+    partition the items, and no blob's bytes hold more than its own."""
+    n = 4000
+    df = pl.DataFrame(
+        {
+            "user": [f"u{i // 4}" for i in range(n)],
+            "item": [hashlib.sha256(str(i).encode()).hexdigest() * 4 for i in range(n)],
+            "rank": [i % 4 for i in range(n)],
+        }
+    )
+    blobs = encode(df, rows=1000)
+    assert decode(blobs).equals(df)
+    sizes = [len(b) for b in blobs]
+    assert len(sizes) == 4 and max(sizes) < 0.4 * sum(sizes)
+    pool = CodedPool.read([(b, True) for b in blobs])
+    assert pool is not None and pool.items.equals(df.get_column("item"))
 
 
 def test_shared_users_leave_only_the_blobs_a_task_does_not_own() -> None:

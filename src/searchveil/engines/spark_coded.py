@@ -33,7 +33,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from searchveil.engines.spark_blobs import pack
+from searchveil.engines.spark_blobs import write_ipc
 from searchveil.errors import InternalError
 from searchveil.mechanisms.noisy_counts import key_hash
 from searchveil.mechanisms.rounds import user_rows_first
@@ -67,32 +67,38 @@ def encode(df: pl.DataFrame, rows: int = 1 << 17) -> list[bytes]:
     dictionary for ``df``, codes in the order the items first appear, so a blob adds the codes
     after those of the blobs before it (its ``base``, checked when they are read back: the
     blobs of one ``df`` are read together, in order). zstd."""
-    arr = df.get_column("item").cast(pl.String).to_arrow()
+    # Polars' strings as Arrow views (no copy), coded; the dictionary as offsets, the type the
+    # blobs have always had
+    arr = df.get_column("item").cast(pl.String).to_arrow(compat_level=pl.CompatLevel.newest())
     enc = pc.dictionary_encode(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     top = np.maximum.accumulate(codes) if codes.size else codes
     if codes.size and (codes[0] != 0 or (np.diff(top) > 1).any()):
         raise InternalError("dictionary codes not in the order the items first appear")
-    items = pl.Series("item", enc.dictionary, dtype=pl.String)
-    words = pl.Series("h", key_hash(items.to_frame(), ["item"]))
+    items = enc.dictionary.cast(pa.large_string())
+    words = np.asarray(key_hash(pl.Series("item", items).to_frame(), ["item"]), dtype=np.uint64)
+    users = df.get_column("user").cast(pl.String)
+    ranks = df.get_column("rank").cast(pl.Int32).to_numpy()
     out: list[bytes] = []
     lo = 0
     for start in range(0, max(df.height, 1), rows):
-        part = df.slice(start, rows)
         c = codes[start : start + rows]
         hi = max(lo, int(c.max(initial=-1)) + 1)
-        runs = part.get_column("user").cast(pl.String).rle().struct.unnest()
+        runs = users.slice(start, rows).rle().struct.unnest()
         tables = [
-            pl.DataFrame(
-                {"c": pl.Series(c, dtype=pl.UInt32), "rank": part.get_column("rank").cast(pl.Int32)}
+            pa.table({"c": pa.array(c.astype(np.uint32)), "rank": ranks[start : start + rows]}),
+            pa.table(
+                {
+                    "user": runs.get_column("value").to_arrow(),
+                    "n": runs.get_column("len").cast(pl.Int64).to_arrow(),
+                }
             ),
-            runs.select(user="value", n=pl.col("len").cast(pl.Int64)),
-            pl.DataFrame([items.slice(lo, hi - lo), words.slice(lo, hi - lo)]),
+            pa.table({"item": items.slice(lo, hi - lo), "h": pa.array(words[lo:hi])}),
         ]
         blob = io.BytesIO()
         blob.write(lo.to_bytes(_LEN, "little"))
         for t in tables:
-            b = pack(t, compress=True)
+            b = write_ipc(t, compress=True)
             blob.write(len(b).to_bytes(_LEN, "little"))
             blob.write(b)
         out.append(blob.getvalue())
