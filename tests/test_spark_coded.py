@@ -61,10 +61,10 @@ def _oracle_figures(df: pl.DataFrame, d: int) -> pl.DataFrame:
 
 
 def _batches(
-    blobs: list[bytes], own: list[bool] | None = None, eligible: bytes | None = None
+    blobs: list[bytes], own: list[bool] | None = None, eligible: list[bytes] | None = None
 ) -> list[pa.RecordBatch]:
     """A task's rows as a round reads them: the blobs, ``own``, ``head`` on the first row and
-    the eligible items' blob there."""
+    the eligible items' blobs there."""
     n = len(blobs)
     return [
         pa.record_batch(
@@ -72,7 +72,7 @@ def _batches(
                 pa.array(blobs, pa.binary()),
                 pa.array(own or [True] * n),
                 pa.array([True] + [False] * (n - 1)),
-                pa.array([eligible] + [None] * (n - 1), pa.binary()),
+                pa.array([eligible] + [None] * (n - 1), pa.list_(pa.binary())),
             ],
             names=["blob", "own", "head", "eligible"],
         )
@@ -188,22 +188,24 @@ def test_a_round_on_coded_blobs_equals_the_text_oracle(figures: int | None) -> N
 
 
 def test_after_bias_round_reads_the_eligible_items_from_the_tasks_first_row() -> None:
-    from searchveil.engines.spark_pools import _Round, _round_sums
+    from searchveil.engines.spark_pools import _pack_items, _Round, _round_sums
 
     df = _pool_frame(seed=5)
     bias = _Round(pool=8, d=4, weights=(0, 9, 7, 5, 4), gone=["i2"])
     r = _Round(None, 3, (0, 8, 6, 5), ["i2", "i9"], bias)
     eligible = ["i3", "i4", "i5", "i11", "i40"]
     blobs = _split(df, [700])
-    elig = pack(pl.DataFrame({"item": eligible}), compress=True)
+    # packed by two tasks, the blobs gathered into one row
+    elig = [pack(pl.DataFrame({"item": x}), compress=True) for x in (eligible[:2], eligible[2:])]
     got = _total(_round_sums(r, [], iter(_batches(blobs, eligible=elig))))
+    assert got.equals(_total(_round_sums(r, [], iter(_batches(blobs, eligible=elig[::-1])))))
     rows = _oracle_rows(df, bias.pool, bias.d, bias.gone)
     rows = _oracle_rows(rows.filter(pl.col("item").is_in(eligible)), None, r.d, r.gone)
     assert rows.height > 0
     assert got.equals(_sorted(_oracle_sums(rows, r.weights, r.d)))
-    # no eligible item (an empty blob) and no blob at all: nothing to sum
-    none = pack(pl.DataFrame({"item": []}, schema={"item": pl.String}), compress=True)
-    assert list(_round_sums(r, [], iter(_batches(blobs, eligible=none)))) == []
+    # no eligible item (no task packed a blob) and no row at all: nothing to sum
+    assert list(_pack_items(iter([]))) == []
+    assert list(_round_sums(r, [], iter(_batches(blobs, eligible=[])))) == []
     assert list(_round_sums(r, [], iter(_batches(blobs)))) == []
 
 

@@ -21,10 +21,10 @@ neither of which moves a user's rows:
    (:func:`~searchveil.engines.spark_release.blob_partition`): only the released items return.
 
 A **bias round**'s noise stage is checkpointed on the executors: its released items return,
-its items at or above the cutoff (never published) are packed into one blob there and joined
-to the first row (``head``) of every pool task of the next round, which takes the bias round's
-own rows again (the same function of the pools and the released set then) and keeps those of
-the eligible items.
+its items at or above the cutoff (never published) are packed there, a blob per task, and the
+blobs, gathered into one row, are joined to the first row (``head``) of every pool task of the
+next round, which takes the bias round's own rows again (the same function of the pools and
+the released set then) and keeps those of the eligible items.
 
 No user's pool is ever collected — except for a strategy that cannot run where the pools are
 (:meth:`SparkPools.collect_pool`: the sequential policy Gaussian).
@@ -150,9 +150,10 @@ def _round_sums(
     if pool is None:
         return
     if r.bias is not None:  # the bias round's rows again, those of its eligible items
-        heads = (v for x in got for v in x.column(_ELIGIBLE).to_pylist() if v is not None)
-        blob = next(heads, None)  # on the task's first row only (``head``)
-        eligible = None if blob is None else unpack(blob).get_column("item")
+        # the eligible items' blobs, on the task's first row only (``head``)
+        heads = [v for x in got for v in x.column(_ELIGIBLE).to_pylist() if v is not None]
+        blobs = heads[0] if heads else []
+        eligible = pl.concat([unpack(b).get_column("item") for b in blobs]) if blobs else None
         keep = r.bias.rows(pool) & pool.marks(eligible)[pool.code]
         if r.gone:
             keep &= ~pool.marks(r.gone)[pool.code]
@@ -184,10 +185,12 @@ def _packed(
 
 
 def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` in one task: the items of its rows as one blob (the bias round's
+    """``mapInArrow``: the items of a task's rows as one blob, if it has any (the bias round's
     eligible items, for the next round's tasks)."""
     items = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches]
     df = pl.concat(items) if items else pl.DataFrame(schema={"item": pl.String})
+    if df.height == 0:
+        return
     yield pa.record_batch(
         [pa.array([pack(df.select(pl.col("item").cast(pl.String)), compress=True)], pa.binary())],
         names=[_ELIGIBLE],
@@ -286,7 +289,7 @@ class SparkPools(PoolTable):
         if spec.after_bias:
             bias_round, eligible = bias
             r = _Round(None, spec.d, spec.weights, r.gone, bias_round, bits=self.bits)
-            # computed once, one blob, on each task's first row
+            # computed once, one row of blobs, on each task's first row
             pools = pools.join(F.broadcast(eligible.withColumn(_HEAD, F.lit(True))), _HEAD, "left")
         return r, pools.mapInArrow(partial(_round_sums, r, self.shared), BLOB_DDL)
 
@@ -314,8 +317,11 @@ class SparkPools(PoolTable):
             got = self._get(cp.filter((F.col("_kind") == "s") | sure))
             res = read_stage(got, ["item"], ["_noisy", "first"])
             eligible = cp.filter((F.col("_kind") == "r") & (F.col("_noisy") >= spec.cutoff))
+            # packed where the checkpoint's partitions are, gathered into one row
             packed = (
-                eligible.select("item").coalesce(1).mapInArrow(_pack_items, f"{_ELIGIBLE} binary")
+                eligible.select("item")
+                .mapInArrow(_pack_items, f"{_ELIGIBLE} binary")
+                .agg(F.collect_list(_ELIGIBLE).alias(_ELIGIBLE))
             )
             more = (r, packed)
         if r.figures is not None:
