@@ -5,6 +5,7 @@ drawn on the driver from the same seeded source in the same order."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -97,11 +98,15 @@ def test_spark_plan_figures(case: int, spark_master: str, aol_215_path: Path,
 
 def test_a_local_session_does_not_compress_its_shuffles(spark_master: str) -> None:
     """On a local master the shuffles are this machine's files of already-compressed blobs:
-    Spark's own compression is off (docs/spark-perf.md)."""
+    Spark's own compression is off; each Python task's Polars has its share of the cores
+    (docs/spark-perf.md)."""
     from searchveil.engines.spark import spark_session
 
     conf = spark_session(spark_master).sparkContext.getConf()
     assert conf.get("spark.shuffle.compress") == "false"
+    if "POLARS_MAX_THREADS" not in os.environ:  # each task's Polars: its share of the cores
+        want = str(max(1, (os.cpu_count() or 1) // 2))
+        assert conf.get("spark.executorEnv.POLARS_MAX_THREADS") == want
     assert conf.get("spark.sql.codegen.wholeStage") == "false"
 
 

@@ -318,3 +318,25 @@ def test_cores_of_a_classic_and_a_connect_session() -> None:
     assert cores(Classic()) == 6
     assert cores(Connect("12")) == 12
     assert cores(Connect("auto")) == 8
+
+
+@pytest.mark.parametrize(
+    ("master", "cores", "threads"),
+    [
+        ("local", 8, 8),  # one task at a time: every core
+        ("local[2]", 8, 4),
+        ("local[2]", 2, 1),
+        ("local[*]", 8, 1),
+        ("local[4, 3]", 8, 2),  # with a number of task failures
+        ("local[16]", 8, 1),  # more tasks than cores: still one
+        ("local-cluster[2,1,1024]", 8, None),
+        ("spark://host:7077", 8, None),
+    ],
+)
+def test_polars_threads_per_local_task(monkeypatch, master: str, cores: int, threads) -> None:  # noqa: ANN001
+    """A local master's tasks share the machine's cores: each Python task's Polars gets its
+    share (the executors' ``POLARS_MAX_THREADS``), a cluster's are left alone."""
+    from searchveil.engines.spark import local_task_threads
+
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert local_task_threads(master) == threads

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 import zipfile
@@ -101,6 +102,19 @@ HAVE_PANDAS = importlib.util.find_spec("pandas") is not None
 _SESSIONS: dict[tuple[Any, ...], Any] = {}
 
 
+def local_task_threads(master: str) -> int | None:
+    """Polars' threads for each Python task of a ``local[N]`` master: the machine's cores
+    shared by its N tasks (at least one), or None for another master. Each task already has
+    a core: Polars' default pool (one thread per core, in every worker) oversubscribes them
+    (warm probe-reweight-2r −0.7 to −1.0 s in two pairs on 2 cores; docs/spark-perf.md)."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    cores = os.cpu_count() or 1
+    n = 1 if m.group(1) is None else cores if m.group(1) == "*" else int(m.group(1))
+    return max(1, cores // max(1, n))
+
+
 def spark_session(
     master: str = "local[*]", *, remote: str | None = None, conf: tuple[tuple[str, str], ...] = ()
 ) -> Any:
@@ -149,6 +163,9 @@ def spark_session(
             # (warm probe-reweight-2r −3 s; docs/spark-perf.md). A cluster keeps Spark's
             # default: its shuffles cross the network, and a table read by user moves rows
             settings["spark.shuffle.compress"] = "false"
+            threads = local_task_threads(master)
+            if threads is not None and "POLARS_MAX_THREADS" not in os.environ:
+                settings["spark.executorEnv.POLARS_MAX_THREADS"] = str(threads)
         # the driver receives only what a release publishes (and a few rows per task):
         # Spark's own cap on what a job returns (1g) stands unless the user sets another
         if os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE"):
