@@ -151,7 +151,8 @@ class KernelResult:
                 )
                 p = p.unionByName(spark.createDataFrame(one).coalesce(1))
             tables.append(p)
-        queries = SparkPools(tables[0], self.where, self.sink, shared, self.bits)
+        # the query pools are read where the bounding tasks' output is cached: no second copy
+        queries = SparkPools(tables[0], self.where, self.sink, shared, self.bits, cached=False)
         clicks = (
             None
             if tables[1] is None

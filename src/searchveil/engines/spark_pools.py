@@ -258,17 +258,25 @@ class SparkPools(PoolTable):
         sink: dict[str, int] | None = None,
         shared: list[str] | None = None,
         bits: int = NOISE_BITS,
+        *,
+        cached: bool = True,
     ) -> None:
-        # kept on the executors: every round reads them (and only them); ``head`` marks each
-        # partition's first row (what a round's one-per-task values are joined to)
+        # every round reads them (and only them): kept on the executors, unless ``pools`` is
+        # a filter of what is kept there already (the bounding tasks' output: a second copy
+        # cost a job and its disk); ``head`` marks each partition's first row (what a round's
+        # one-per-task values are joined to)
         head = (F.monotonically_increasing_id() % (1 << 33)) == 0
-        self.pools = pools.withColumn(_HEAD, head).persist(CACHE)
+        self.pools = pools.withColumn(_HEAD, head)
+        #: what this table cached (unpersisted by :meth:`finish`)
+        self._held: list[Any] = []
+        if cached:
+            self.pools = self.pools.persist(CACHE)
+            self._held.append(self.pools)
         self.bits = bits
         self.where = where
         self.sink = sink if sink is not None else {}
         self.shared = shared or []
         self._figures: dict[int, PoolFigures] = {}
-        self._held: list[Any] = []
         #: released items' counts among the first d rows, as the rounds returned them (by d)
         self._first: dict[int, pl.DataFrame] = {}
 
@@ -371,7 +379,7 @@ class SparkPools(PoolTable):
         return ItemPool.from_frame(self._get(rows))
 
     def finish(self) -> None:
-        for df in [*self._held, self.pools]:
+        for df in self._held:
             unpersist(df)
         self._held.clear()
 
