@@ -486,9 +486,9 @@ def join_partitions(
         if pools:
             sel = (pl.col("kind") == "P") & (pl.col("stream") == stream.value)
             blobs = out.filter(sel).get_column("blob").to_list()  # in the tasks' order
-            for mine in [pool_frame(stream, blobs)] if blobs else []:
+            if blobs:
                 tally.rows[stream].append(
-                    mine.select(
+                    pool_frame(stream, blobs).select(
                         pl.col("user").alias("u"),
                         *[
                             pl.col(POOL_KEYS[stream][i]).alias(k)

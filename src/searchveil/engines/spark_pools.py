@@ -4,8 +4,9 @@
 The pools (rows ``user, item, rank``: each user's first distinct items, from the bounding
 tasks and the driver's join) stay where the bounding tasks left them, as coded Arrow blobs
 (:mod:`~searchveil.engines.spark_coded`: item codes, ranks and user runs with the chunk's
-dictionary of items; :class:`SparkPools` keeps them in a cache of their own on the
-executors, which every round reads): each task's users whole and in rank order —
+dictionary of items; every round reads the query pools where the bounding tasks' output is
+cached, and the pairs' pools, made by a job of their own, from a cache of theirs): each
+task's users whole and in rank order —
 the few users two tasks share are dropped from those tasks' blobs (``own`` false) and
 gathered, whole, into one more blob
 (:meth:`~searchveil.engines.spark_kernel.KernelResult.pool_tables`). A round of
