@@ -340,3 +340,21 @@ def test_polars_threads_per_local_task(monkeypatch, master: str, cores: int, thr
 
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     assert local_task_threads(master) == threads
+
+
+@pytest.mark.parametrize(
+    ("pieces", "slots", "tasks"),
+    [
+        (15, 2, 4),  # 20M rows on 2 cores: at most 4 pieces a task
+        (3, 2, 2),
+        (1, 2, 1),  # never more tasks than pieces
+        (15, 16, 15),
+        (1000, 100, 250),  # a cluster: its slots, or more when a task would hold > 4 pieces
+        (1000, 400, 400),
+    ],
+)
+def test_a_round_task_reads_at_most_four_pieces_pools(pieces: int, slots: int, tasks: int) -> None:
+    from searchveil.engines.spark_kernel import POOL_PIECES, pool_tasks
+
+    assert pool_tasks(pieces, slots) == tasks
+    assert -(-pieces // tasks) <= POOL_PIECES or tasks == slots

@@ -297,6 +297,45 @@ def test_spark_ordered_pass_equals_memory(
 
 @pytest.mark.spark
 @pytest.mark.slow
+def test_the_rounds_read_several_pieces_pools_a_task(
+    tmp_path: Path, aol_215_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The selection's rounds run on the pools of a Parquet file read in many pieces (500-row
+    row groups, pieces of ≥ 4 rows), every table on the executors: each round's task reads
+    several pieces' pools (``pool_tasks``: fewer tasks than pieces, merged without moving a
+    row — users straddle the pieces), and the release equals the in-memory one under a seed."""
+    from searchveil import make_rng
+    from searchveil.engines import spark_kernel
+    from searchveil.release.run import run_release
+    from searchveil.release.selection import SelectionParams, release_selection
+
+    monkeypatch.setattr(spark_ordered, "PIECE_ROWS", 4)
+    monkeypatch.setenv("SEARCHVEIL_SPARK_LOCAL_ROWS", "0")
+    path = _tiny_parquet(aol_215_path, tmp_path / "aol.parquet", 500, user_int=True)
+    seen: list[tuple[int, int]] = []
+    tables = spark_kernel.KernelResult.pool_tables
+
+    def spy(self: Any) -> Any:
+        queries, clicks = tables(self)
+        seen.append((self.tasks, queries.pools.rdd.getNumPartitions()))
+        return queries, clicks
+
+    monkeypatch.setattr(spark_kernel.KernelResult, "pool_tables", spy)
+    params = SelectionParams(strategy="probe-reweight-2r", epsilon=20.0, delta=1e-5, d=40,
+                             d_c=3, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
+    spk = run_release("spark", "selection", path, params, rng=make_rng(4),
+                      spark_master="local[2]")  # fmt: skip
+    mem = release_selection(read_log(path), params, rng=make_rng(4))
+    ((tasks, parts),) = seen
+    assert tasks >= 8  # the pieces that sent a segment
+    assert parts == spark_kernel.pool_tasks(tasks + 1, 2) < tasks
+    for name in ("queries", "clicks"):
+        assert mem.tables[name].height > 0
+        assert mem.tables[name].equals(spk.tables[name]), name
+
+
+@pytest.mark.spark
+@pytest.mark.slow
 def test_spark_unsorted_is_shuffled_by_user(tmp_path: Path, small_splits: Any) -> None:
     from searchveil.engines.spark import SHUFFLE_PLAN_NAME, SparkEngine
     from searchveil.errors import InvalidParameterError

@@ -20,7 +20,7 @@ from pyspark.sql.types import IntegralType
 
 from searchveil.bounding import Stream
 from searchveil.engines.contract import BoundingPlan
-from searchveil.engines.spark_blobs import NOISE_BITS, blob_rows, shard_bits, unpack_all
+from searchveil.engines.spark_blobs import NOISE_BITS, blob_rows, cores, shard_bits, unpack_all
 from searchveil.engines.spark_ordered import (
     OUTPUT_DDL,
     POOL_KEYS,
@@ -41,6 +41,18 @@ __all__ = ["KernelResult", "kernel_plan", "pieces_plan"]
 # Java's \s is ASCII-only unless UNICODE_CHARACTER_CLASS is on; (?U) makes it the Unicode
 # White_Space class of Polars' (Rust) \s: the blanks the kernel strips from a text user id
 _EDGE_BLANKS = r"(?U)^\s+|\s+$"
+
+#: a round's task reads the pools of up to this many bounding tasks (merged without moving a
+#: row): fewer, larger tasks sum each item's rows of several pieces at once — a fraction of
+#: the partial sums to move and noise —, and a task's pool stays a few pieces' worth however
+#: large the input (warm probe-reweight-2r −2 s on 2 cores, 20M rows; docs/spark-perf.md)
+POOL_PIECES = 4
+
+
+def pool_tasks(pieces: int, slots: int) -> int:
+    """How many tasks a round runs on the pools of ``pieces`` bounding tasks: one per task
+    slot at least, and no task with more than :data:`POOL_PIECES` pieces' pools."""
+    return max(1, min(pieces, max(slots, -(-pieces // POOL_PIECES))))
 
 
 def _repeats(batches: Any) -> Any:
@@ -87,6 +99,8 @@ class KernelResult:
     where: str = "the input"
     #: the rows the driver receives while releasing, added up (``release``)
     sink: dict[str, int] = field(default_factory=dict)
+    #: the bounding tasks that sent a segment (those with rows)
+    tasks: int = 0
 
     def _part(self, kind: str, stream: Stream) -> Any:
         out = self.output
@@ -150,7 +164,7 @@ class KernelResult:
                     names=["blob", "own"],
                 )
                 p = p.unionByName(spark.createDataFrame(one).coalesce(1))
-            tables.append(p)
+            tables.append(p.coalesce(pool_tasks(self.tasks + 1, cores(spark))))
         # the query pools are read where the bounding tasks' output is cached: no second copy
         queries = SparkPools(tables[0], self.where, self.sink, shared, self.bits, cached=False)
         clicks = (
@@ -199,6 +213,7 @@ def _aggregate(
         across.to_list(),
         tails=tails,
         bits=bits,
+        tasks=small_rows.filter(pl.col("kind") == "s").get_column("part").n_unique(),
     )
 
 
