@@ -120,6 +120,34 @@ def test_blob_stage_sums_partials_and_draws_the_central_seeded_noise() -> None:
     assert res.rows_in == sum(f.height for f in frames)
 
 
+def test_a_bias_stage_keeps_its_eligible_items_as_one_blob() -> None:
+    """A bias round's stage (``bias``: column, threshold, cutoff): of the seeded central draw's
+    rows that pass min(threshold, cutoff), those at or above the threshold leave as rows and
+    the keys of those at or above the cutoff are packed into one ``e`` blob — none when no row
+    reaches the cutoff; the schema Spark is told has the blob column."""
+    frames = _partials()
+    total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())
+    plan = NoisePlan((NoisyStep(DiscreteLaplace(2.0), threshold=4, publish="v"),))
+    central = seeded_steps(total, ["query"], plan, 99)
+    for threshold, cutoff in ((7, 4), (4, 6), (7, 10**6)):
+        st = BlobStage(["query"], plan, key=99, bias=("v", threshold, cutoff))
+        assert st.schema().endswith("_b binary")
+        got = pa.Table.from_batches(list(blob_partition(st, iter(_batches(frames, ["query"])))))
+        assert got.schema.names[-1] == "_b"
+        out = pl.DataFrame(pl.from_arrow(got))
+        res = read_stage(out, ["query"], ["v"])
+        want = central.filter(pl.col("v") >= threshold).select("query", "count", "v")
+        assert res.rows.sort("query").equals(want.sort("query"))
+        blobs = out.filter(pl.col("_kind") == "e").get_column("_b").to_list()
+        eligible = central.filter(pl.col("v") >= cutoff).get_column("query")
+        if eligible.len():
+            (blob,) = blobs
+            assert unpack(blob).get_column("query").sort().equals(eligible.sort())
+        else:
+            assert blobs == []
+        assert res.summary.items == total.height
+
+
 def test_blob_stage_within_domain_and_an_empty_task() -> None:
     frames = _partials()
     total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())

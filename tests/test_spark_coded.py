@@ -188,7 +188,7 @@ def test_a_round_on_coded_blobs_equals_the_text_oracle(figures: int | None) -> N
 
 
 def test_after_bias_round_reads_the_eligible_items_from_the_tasks_first_row() -> None:
-    from searchveil.engines.spark_pools import _pack_items, _Round, _round_sums
+    from searchveil.engines.spark_pools import _Round, _round_sums
 
     df = _pool_frame(seed=5)
     bias = _Round(pool=8, d=4, weights=(0, 9, 7, 5, 4), gone=["i2"])
@@ -204,7 +204,6 @@ def test_after_bias_round_reads_the_eligible_items_from_the_tasks_first_row() ->
     assert rows.height > 0
     assert got.equals(_sorted(_oracle_sums(rows, r.weights, r.d)))
     # no eligible item (no task packed a blob) and no row at all: nothing to sum
-    assert list(_pack_items(iter([]))) == []
     assert list(_round_sums(r, [], iter(_batches(blobs, eligible=[])))) == []
     assert list(_round_sums(r, [], iter(_batches(blobs)))) == []
 

@@ -51,7 +51,6 @@ from searchveil.engines.spark_blobs import (
     blob_frame,
     bucketed,
     cores,
-    pack,
     unpack,
 )
 from searchveil.engines.spark_coded import CodedPool, encode, figures, sums, take
@@ -185,19 +184,6 @@ def _packed(
     yield from blob_frame(list(bucketed(df, ["item"], bits, shard))).to_batches()
 
 
-def _pack_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: the items of a task's rows as one blob, if it has any (the bias round's
-    eligible items, for the next round's tasks)."""
-    items = [pl.DataFrame(pl.from_arrow(pa.Table.from_batches([b]))) for b in batches]
-    df = pl.concat(items) if items else pl.DataFrame(schema={"item": pl.String})
-    if df.height == 0:
-        return
-    yield pa.record_batch(
-        [pa.array([pack(df.select(pl.col("item").cast(pl.String)), compress=True)], pa.binary())],
-        names=[_ELIGIBLE],
-    )
-
-
 def _first_counts(
     d: int, items: list[str], shared: list[str], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
@@ -310,9 +296,9 @@ class SparkPools(PoolTable):
         inclusive = spec.inclusive or spec.cutoff is not None
         plan = NoisePlan((NoisyStep(spec.noise, threshold=thr, inclusive=inclusive,
                                     publish="_noisy"),))  # fmt: skip
-        st = BlobStage(
-            ["item"], plan, key, step, carry=("first",), figures=r.figures, bits=self.bits
-        )
+        bias = None if spec.cutoff is None else ("_noisy", spec.threshold, spec.cutoff)
+        st = BlobStage(["item"], plan, key, step, carry=("first",), figures=r.figures,
+                       bits=self.bits, bias=bias)  # fmt: skip
         frame = blob_stage(sums, st)
         more = None
         passed = (pl.col("_noisy") >= spec.threshold) if spec.inclusive else (
@@ -322,16 +308,10 @@ class SparkPools(PoolTable):
         else:  # a bias round: read twice, so computed once and kept
             cp = checkpoint(frame, self.where)
             self._held.append(cp)
-            sure = F.col("_noisy") >= spec.threshold
-            got = self._get(cp.filter((F.col("_kind") == "s") | sure))
+            got = self._get(cp.filter(F.col("_kind") != "e").drop("_b"))
             res = read_stage(got, ["item"], ["_noisy", "first"])
-            eligible = cp.filter((F.col("_kind") == "r") & (F.col("_noisy") >= spec.cutoff))
-            # packed where the checkpoint's partitions are, gathered into one row
-            packed = (
-                eligible.select("item")
-                .mapInArrow(_pack_items, f"{_ELIGIBLE} binary")
-                .agg(F.collect_list(_ELIGIBLE).alias(_ELIGIBLE))
-            )
+            # its eligible items, packed by the noise tasks (a blob each), as one row
+            packed = cp.filter(F.col("_kind") == "e").agg(F.collect_list("_b").alias(_ELIGIBLE))
             more = (r, packed)
         if r.figures is not None:
             self._figures[r.figures] = PoolFigures(**{c: res.extra.get(c, 0) for c in POOL_FIGURES})

@@ -43,6 +43,7 @@ from searchveil.engines.contract import CountTable, LocalCounts, domain_counts
 from searchveil.engines.spark_blobs import (
     NOISE_BITS,
     noise_bucket_column,
+    pack,
     rows_to_blobs,
     shard_bits,
     unpack_all,
@@ -107,10 +108,10 @@ def checkpoint(df: Any, where: str) -> Any:
         return df.localCheckpoint(eager=True, storageLevel=CACHE)
 
 
-def _schema(keys: list[str], published: list[str]) -> str:
+def _schema(keys: list[str], published: list[str], blob: bool = False) -> str:
     cols = [f"`{k}` string" for k in keys] + ["`count` long"]
     cols += [f"`{c}` long" for c in published] + ["_kind string", "_s string", "_n long"]
-    return ", ".join(cols)
+    return ", ".join(cols + (["_b binary"] if blob else []))
 
 
 def arrow_out(df: pl.DataFrame, schema: pa.Schema) -> pa.RecordBatch:
@@ -121,21 +122,40 @@ def arrow_out(df: pl.DataFrame, schema: pa.Schema) -> pa.RecordBatch:
     return df.to_arrow().cast(schema).combine_chunks().to_batches()[0]
 
 
-def _out_batch(kept: pl.DataFrame, keys: list[str], published: list[str]) -> pa.RecordBatch:
+def _out_batch(
+    kept: pl.DataFrame, keys: list[str], published: list[str], blob: bool = False
+) -> pa.RecordBatch:
     df = kept.select(
         *[pl.col(k).cast(pl.String) for k in keys], pl.col("count").cast(pl.Int64),
         *[pl.col(c).cast(pl.Int64) for c in published],
         _kind=pl.lit("r"), _s=pl.lit(None, pl.String), _n=pl.lit(None, pl.Int64),
     )  # fmt: skip
-    return arrow_out(df, _arrow_schema(keys, published))
+    return arrow_out(_blob_column(df, blob), _arrow_schema(keys, published, blob))
 
 
-def _arrow_schema(keys: list[str], published: list[str]) -> pa.Schema:
+def _blob_column(df: pl.DataFrame, blob: bool) -> pl.DataFrame:
+    return df.with_columns(_b=pl.lit(None, pl.Binary)) if blob else df
+
+
+def _arrow_schema(keys: list[str], published: list[str], blob: bool = False) -> pa.Schema:
     fields = [pa.field(k, pa.string()) for k in keys] + [pa.field("count", pa.int64())]
     fields += [pa.field(c, pa.int64()) for c in published]
     fields += [pa.field("_kind", pa.string()), pa.field("_s", pa.string()),
                pa.field("_n", pa.int64())]  # fmt: skip
-    return pa.schema(fields)
+    return pa.schema(fields + ([pa.field("_b", pa.binary())] if blob else []))
+
+
+def _keys_blob(rows: pl.DataFrame, keys: list[str], published: list[str]) -> pa.RecordBatch:
+    """``rows``' keys packed as one blob (zstd): a row of ``_kind`` "e", column ``_b``."""
+    blob = pack(rows.select(*[pl.col(k).cast(pl.String) for k in keys]), compress=True)
+    schema = _arrow_schema(keys, published, blob=True)
+    cols = [
+        pa.array([blob], pa.binary()) if f.name == "_b"
+        else pa.array(["e"], pa.string()) if f.name == "_kind"
+        else pa.nulls(1, f.type)
+        for f in schema
+    ]  # fmt: skip
+    return pa.record_batch(cols, schema=schema)
 
 
 def _summary_batch(
@@ -144,6 +164,7 @@ def _summary_batch(
     keys: list[str],
     published: list[str],
     extra: dict[str, int] | None = None,
+    blob: bool = False,
 ) -> Any:
     figs = {"items": s.items, "total": s.total, "at_least_min": s.at_least_min,
             "rows_in": rows_in} | {f"small:{c}": n for c, n in s.small.items()}  # fmt: skip
@@ -154,7 +175,7 @@ def _summary_batch(
                    count=pl.lit(None, pl.Int64),
                    **{c: pl.lit(None, pl.Int64) for c in published},
                    _kind=pl.lit("s"), _s="_s", _n="_n")  # fmt: skip
-    return arrow_out(df, _arrow_schema(keys, published))
+    return arrow_out(_blob_column(df, blob), _arrow_schema(keys, published, blob))
 
 
 @dataclass
@@ -193,7 +214,10 @@ class BlobStage:
     (a pool round's d): the partial rows also carry a pool's per-item holders (``h``), rows
     of rank below d (``f``) and lowest rank (``r0``) — items outside the round have
     ``_rows`` 0 — and the task sums the pool's figures (:data:`POOL_FIGURES`) before the
-    plan runs on the round's items."""
+    plan runs on the round's items. ``bias`` (a bias round: its published column, threshold and
+    cutoff): of the rows that pass the plan only those at or above the threshold leave; the
+    keys of those at or above the cutoff (never published) are packed into one blob row
+    (``_kind`` "e", column ``_b``) that stays where the stage's output is kept."""
 
     keys: list[str]
     plan: NoisePlan | None = None
@@ -205,11 +229,12 @@ class BlobStage:
     figures: int | None = None
     #: the blobs' shard bits (:func:`~searchveil.engines.spark_blobs.shard_bits`)
     bits: int = NOISE_BITS
+    bias: tuple[str, int, int] | None = None
 
     def schema(self) -> str:
         if self.plan is None:
             return ", ".join(f"`{k}` string" for k in self.keys) + ", `count` long"
-        return _schema(self.keys, [*self.plan.published, *self.carry])
+        return _schema(self.keys, [*self.plan.published, *self.carry], self.bias is not None)
 
 
 def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -258,9 +283,16 @@ def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator
         kept = apply_steps(df, plan, lambda i, rows: plan.steps[i].noise.sample(rows.height, rng))
     else:
         kept = seeded_steps(df, keys, plan, st.key, st.first_step)
+    blob = st.bias is not None
+    if st.bias is not None:
+        col, threshold, cutoff = st.bias
+        eligible = kept.filter(pl.col(col) >= cutoff)
+        kept = kept.filter(pl.col(col) >= threshold)
+        if eligible.height:
+            yield _keys_blob(eligible, keys, published)
     if kept.height:
-        yield _out_batch(kept, keys, published)
-    yield _summary_batch(summary, rows_in, keys, published, extra)
+        yield _out_batch(kept, keys, published, blob)
+    yield _summary_batch(summary, rows_in, keys, published, extra, blob)
 
 
 def sum_by_key(
