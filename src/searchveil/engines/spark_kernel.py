@@ -43,9 +43,9 @@ __all__ = ["KernelResult", "kernel_plan", "pieces_plan"]
 _EDGE_BLANKS = r"(?U)^\s+|\s+$"
 
 #: a round's task reads the pools of up to this many bounding tasks (merged without moving a
-#: row): fewer, larger tasks sum each item's rows of several pieces at once — a fraction of
-#: the partial sums to move and noise —, and a task's pool stays a few pieces' worth however
-#: large the input (warm probe-reweight-2r −2 s on 2 cores, 20M rows; docs/spark-perf.md)
+#: row): fewer task starts, and fewer copies of what each task unpacks (the released set, a
+#: bias round's eligible items), while a task's pool stays a few pieces' worth however large
+#: the input (warm probe-reweight-2r −2 s on 2 cores, 20M rows; docs/spark-perf.md)
 POOL_PIECES = 4
 
 
