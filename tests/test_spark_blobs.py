@@ -148,6 +148,36 @@ def test_a_bias_stage_keeps_its_eligible_items_as_one_blob() -> None:
         assert res.summary.items == total.height
 
 
+def test_a_secure_stage_draws_in_chunks_as_one_machine_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task's secure draw (no seed) goes through the one-machine path: the summed rows in
+    chunks of ``CHUNK_ROWS`` (the sampler's fastest size; its temporaries stay small), every
+    row drawn once; the rows that leave are those whose noisy count passes."""
+    from searchveil.mechanisms import noisy_counts
+
+    monkeypatch.setattr(noisy_counts, "CHUNK_ROWS", 256)
+    sizes: list[int] = []
+    draw = DiscreteLaplace.sample
+
+    def spy(self: DiscreteLaplace, size: int, rng: object) -> np.ndarray:
+        sizes.append(size)
+        return draw(self, size, rng)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DiscreteLaplace, "sample", spy)
+    frames = _partials()
+    total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())
+    st = BlobStage(["query"], PLAN, key=None)
+    out = pl.DataFrame(
+        pl.from_arrow(
+            pa.Table.from_batches(list(blob_partition(st, iter(_batches(frames, ["query"])))))
+        )
+    )
+    res = read_stage(out, ["query"], ["v"])
+    assert sum(sizes) == total.height > 256 and max(sizes) == 256
+    assert (res.rows.get_column("v") >= 5).all() and res.summary.items == total.height
+
+
 def test_blob_stage_within_domain_and_an_empty_task() -> None:
     frames = _partials()
     total = pl.concat(frames).group_by("query").agg(pl.col("count").sum())

@@ -53,7 +53,7 @@ from searchveil.mechanisms.noisy_counts import (
     CountSummary,
     NoisePlan,
     NoisyCounts,
-    apply_steps,
+    apply_plan_local,
     noise_key,
     seeded_steps,
     task_rng,
@@ -278,9 +278,8 @@ def blob_partition(st: BlobStage, batches: Iterator[pa.RecordBatch]) -> Iterator
         return
     published = [*plan.published, *carry]
     summary = CountSummary.of(df, plan)
-    if st.key is None:
-        rng = task_rng()
-        kept = apply_steps(df, plan, lambda i, rows: plan.steps[i].noise.sample(rows.height, rng))
+    if st.key is None:  # the task's own secure source, drawn in chunks as on one machine
+        kept = apply_plan_local(df, keys, plan, task_rng())
     else:
         kept = seeded_steps(df, keys, plan, st.key, st.first_step)
     blob = st.bias is not None
