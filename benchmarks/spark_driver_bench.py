@@ -2,14 +2,16 @@
 release, not the input.
 
 ``python benchmarks/spark_driver_bench.py --file LOG20M.parquet [--file LOG40M.parquet]
-[--releases korolova probe-reweight-2r] [--modes cli warm equal] [--master local[2]]``
+[--releases korolova probe-reweight-2r] [--modes cli warm equal] [--master local[2]] [--repeat N]``
 
 For each log and release (Korolova d = 20, and ``--selection probe-reweight-2r``; both with one
 click per user, e^ε = 10, δ = 1e-7), with ``SEARCHVEIL_SPARK_DRIVER_MEMORY=1g`` and Spark's
 default ``spark.driver.maxResultSize`` (1g: ``SEARCHVEIL_SPARK_MAX_RESULT_SIZE`` unset):
 
 * ``cli`` — cold, whole process, side by side: ``searchveil release … --engine polars`` and
-  ``--engine spark --spark-master MASTER`` (unseeded: a real release), wall seconds; for Spark
+  ``--engine spark --spark-master MASTER`` (unseeded: a real release), ``--repeat`` pairs in
+  turn, the log read once before each pair (so that neither engine pays the disk: this VM's
+  page cache is reclaimed between runs), wall seconds and each pair's ratio; for Spark
   the peak RSS of the driver's Python process and of the driver's JVM (sampled every 0.1 s:
   with a local master that JVM also runs the tasks; the executors' Python workers are
   separate processes and not counted), and ``--json``'s rows the driver received against the
@@ -106,6 +108,13 @@ class Peaks:
         self._stop.set()
         self._t.join()
         return self.python, self.jvm
+
+
+def _cached(path: Path) -> None:
+    """Read ``path`` once: a cold process, not a cold disk."""
+    with open(path, "rb") as f:
+        while f.read(16 << 20):
+            pass
 
 
 def cli(release: str, path: Path, engine: str, master: str, seed: int | None = None,
@@ -242,6 +251,7 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["cli", "warm", "equal"],
                     choices=["cli", "warm", "equal"])  # fmt: skip
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--repeat", type=int, default=1, help="cold CLI pairs per release, in turn")
     ap.add_argument("--standalone", action="store_true")
     ap.add_argument("--worker-memory", default="2g")
     a = ap.parse_args()
@@ -260,10 +270,13 @@ def run(a: argparse.Namespace) -> None:
     for path in a.file:
         for rel in a.releases:
             if "cli" in a.modes:
-                for engine in ("polars", "spark"):
-                    r = cli(rel, path, engine, a.master)
-                    print(json.dumps(r), flush=True)
-                    rows.append(r)
+                for _ in range(a.repeat):
+                    _cached(path)
+                    pair = [cli(rel, path, engine, a.master) for engine in ("polars", "spark")]
+                    pair[1]["ratio"] = round(pair[1]["wall_s"] / pair[0]["wall_s"], 2)
+                    for r in pair:
+                        print(json.dumps(r), flush=True)
+                    rows += pair
             if "warm" in a.modes:
                 for engine in ("polars", "spark"):
                     r = warm(rel, path, engine, a.master)
@@ -278,16 +291,16 @@ def run(a: argparse.Namespace) -> None:
                      "differ": diff, "spark": outs[1]}  # fmt: skip
                 print(json.dumps(r), flush=True)
                 rows.append(r)
-    print("\n| file | release | engine | cold CLI s | warm s | Python peak MB | JVM peak MB |"
-          " driver rows received / written | load |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| file | release | engine | cold CLI s | ratio | warm s | Python peak MB |"
+          " JVM peak MB | driver rows received / written | load |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "engine" not in r:
             continue
         dr = r.get("driver_rows") or {}
         got = f"{dr.get('received', '')} / {dr.get('written', '')}" if dr else ""
         print(f"| {r['file']} | {r['release']} | {r['engine']} | {r.get('wall_s', '')} | "
-              f"{r.get('warm_s', '')} | {r.get('python_peak_mb', '')} | "
+              f"{r.get('ratio', '')} | {r.get('warm_s', '')} | {r.get('python_peak_mb', '')} | "
               f"{r.get('jvm_peak_mb', '')} | {got} | {r['load_before']} |")  # fmt: skip
     for r in rows:
         if "equal_under_seed" in r:

@@ -110,6 +110,32 @@ def test_a_local_session_does_not_compress_its_shuffles(spark_master: str) -> No
     assert conf.get("spark.sql.codegen.wholeStage") == "false"
 
 
+def test_a_local_sessions_workers_import_the_installed_pyspark(spark_master: str) -> None:
+    """The executors' Python daemon is searchveil's (engines/spark_jvm.py): the workers import
+    the installed, compiled pyspark, not the sources of Spark's zip of it."""
+    import pyspark
+
+    from searchveil.engines.spark import spark_session
+    from searchveil.engines.spark_jvm import daemon_module
+
+    def pyspark_file(batches):  # noqa: ANN001, ANN202 — pickled by value (a local function)
+        import pyarrow as pa
+        import pyspark
+
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"f": [pyspark.__file__]})
+
+    if daemon_module() is None:
+        pytest.skip("this pyspark's SPARK_HOME is not its package (no zip to avoid)")
+    spark = spark_session(spark_master)
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == daemon_module()
+    files = spark.range(0, 2, 1, 2).mapInArrow(pyspark_file, "f string").collect()
+    assert len(files) == 2
+    for row in files:
+        assert ".zip" not in row.f and row.f.startswith(os.path.dirname(pyspark.__file__))
+
+
 def test_spark_distinct_korolova(spark_master: str, aol_215_path: Path) -> None:
     """Korolova with distinct queries per user (each user's first d distinct queries)."""
     from searchveil import KorolovaParams

@@ -229,6 +229,51 @@ def test_driver_java_options_use_a_prepared_archive(
     assert spark_jvm.driver_java_options() == spark_jvm.CLIENT_COMPILER
 
 
+def test_the_daemon_puts_the_installed_pyspark_before_sparks_zip() -> None:
+    """The executors' daemon moves what Spark put under ``$SPARK_HOME/python/lib`` (its zip
+    of pyspark's sources, py4j's) behind everything else, in order; nothing is dropped."""
+    from _searchveil_spark_daemon import installed_first
+
+    home = os.path.join(os.sep, "opt", "site", "pyspark")
+    lib = os.path.join(home, "python", "lib")
+    path = [os.path.join(lib, "pyspark.zip"), os.path.join(lib, "py4j-src.zip"), "/x/jars/core.jar",
+            "/opt/site", os.path.join(home, "python", "libx")]  # fmt: skip
+    assert installed_first(path, home) == [
+        "/x/jars/core.jar", "/opt/site", os.path.join(home, "python", "libx"),
+        os.path.join(lib, "pyspark.zip"), os.path.join(lib, "py4j-src.zip"),
+    ]  # fmt: skip
+    assert installed_first(path, None) == path
+    assert installed_first(path, "/elsewhere") == path
+
+
+def test_the_daemon_is_named_only_for_the_installed_pyspark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's zip is a copy of the installed package only when ``$SPARK_HOME`` is that
+    package; the workers must run this Python; ``SEARCHVEIL_SPARK_DAEMON=0`` turns it off."""
+    import pyspark
+
+    from searchveil.engines import spark_jvm
+
+    package = os.path.dirname(os.path.realpath(pyspark.__file__))
+    if not os.path.isfile(os.path.join(package, "python", "lib", "pyspark.zip")):
+        pytest.skip("this pyspark has no zip of its sources (not a pip install)")
+    monkeypatch.delenv("SEARCHVEIL_SPARK_DAEMON", raising=False)
+    monkeypatch.setenv("SPARK_HOME", package)
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert spark_jvm.daemon_module() == spark_jvm.DAEMON_MODULE == "_searchveil_spark_daemon"
+    monkeypatch.delenv("SPARK_HOME")  # PySpark finds the package itself
+    assert spark_jvm.daemon_module() == spark_jvm.DAEMON_MODULE
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))  # another Spark: its own zip
+    assert spark_jvm.daemon_module() is None
+    monkeypatch.setenv("SPARK_HOME", package)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(tmp_path / "python"))  # another Python
+    assert spark_jvm.daemon_module() is None
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("SEARCHVEIL_SPARK_DAEMON", "0")
+    assert spark_jvm.daemon_module() is None
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 def test_spark_prepare_writes_an_archive_a_jvm_maps(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ from searchveil.engines.contract import (
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
-from searchveil.engines.spark_jvm import driver_java_options
+from searchveil.engines.spark_jvm import daemon_module, driver_java_options
 from searchveil.engines.spark_kernel import KernelResult, kernel_plan, pieces_plan
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
 from searchveil.engines.spark_release import to_polars, unpersist
@@ -158,6 +158,10 @@ def spark_session(
             settings["spark.driver.extraJavaOptions"] = driver_java_options()
             settings["spark.sql.codegen.wholeStage"] = "false"
             settings["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
+            # the executors' Python imports the installed pyspark, compiled, not the sources
+            # of Spark's zip of it (engines/spark_jvm.py; the first Python task −0.5–0.9 s)
+            if (daemon := daemon_module()) is not None:
+                settings["spark.python.daemon.module"] = daemon
             # a local shuffle is files on this machine's disk, and what searchveil shuffles
             # is Arrow blobs already compressed (LZ4): Spark's LZ4 over them only burns CPU
             # (warm probe-reweight-2r −3 s; docs/spark-perf.md). A cluster keeps Spark's
