@@ -11,13 +11,14 @@ default ``spark.driver.maxResultSize`` (1g: ``SEARCHVEIL_SPARK_MAX_RESULT_SIZE``
 * ``cli`` — cold, whole process, side by side: ``searchveil release … --engine polars`` and
   ``--engine spark --spark-master MASTER`` (unseeded: a real release), ``--repeat`` pairs in
   turn, the log read once before each pair (so that neither engine pays the disk: this VM's
-  page cache is reclaimed between runs), wall seconds and each pair's ratio; for Spark
-  the peak RSS of the driver's Python process and of the driver's JVM (sampled every 0.1 s:
-  with a local master that JVM also runs the tasks; the executors' Python workers are
+  page cache is reclaimed between runs), wall seconds, each pair's ratio and their median; for
+  Spark the peak RSS of the driver's Python process and of the driver's JVM (sampled every
+  0.1 s: with a local master that JVM also runs the tasks; the executors' Python workers are
   separate processes and not counted), and ``--json``'s rows the driver received against the
   rows it wrote (``private.report.driver_rows``);
 * ``warm`` — one process per engine, two releases in it, the second timed (Spark: the session
-  and its Python workers already up);
+  and its Python workers already up), ``--repeat`` pairs in turn, each pair's ratio and their
+  median;
 * ``equal`` — both engines under ``--seed 7``: every file of the two releases byte-identical
   (the ledger's creation time aside).
 
@@ -36,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -251,7 +253,7 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["cli", "warm", "equal"],
                     choices=["cli", "warm", "equal"])  # fmt: skip
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--repeat", type=int, default=1, help="cold CLI pairs per release, in turn")
+    ap.add_argument("--repeat", type=int, default=1, help="pairs per release and mode, in turn")
     ap.add_argument("--standalone", action="store_true")
     ap.add_argument("--worker-memory", default="2g")
     a = ap.parse_args()
@@ -278,10 +280,12 @@ def run(a: argparse.Namespace) -> None:
                         print(json.dumps(r), flush=True)
                     rows += pair
             if "warm" in a.modes:
-                for engine in ("polars", "spark"):
-                    r = warm(rel, path, engine, a.master)
-                    print(json.dumps(r), flush=True)
-                    rows.append(r)
+                for _ in range(a.repeat):
+                    pair = [warm(rel, path, engine, a.master) for engine in ("polars", "spark")]
+                    pair[1]["ratio"] = round(pair[1]["warm_s"] / pair[0]["warm_s"], 2)
+                    for r in pair:
+                        print(json.dumps(r), flush=True)
+                    rows += pair
             if "equal" in a.modes:
                 with tempfile.TemporaryDirectory() as tmp:
                     outs = [cli(rel, path, e, a.master, seed=7, out=f"{tmp}/{e}")
@@ -302,6 +306,14 @@ def run(a: argparse.Namespace) -> None:
         print(f"| {r['file']} | {r['release']} | {r['engine']} | {r.get('wall_s', '')} | "
               f"{r.get('ratio', '')} | {r.get('warm_s', '')} | {r.get('python_peak_mb', '')} | "
               f"{r.get('jvm_peak_mb', '')} | {got} | {r['load_before']} |")  # fmt: skip
+    for path in a.file:
+        for rel in a.releases:
+            for mode, key in (("cold CLI", "wall_s"), ("warm", "warm_s")):
+                ratios = [r["ratio"] for r in rows if r.get("release") == rel and
+                          r.get("file") == path.name and key in r and "ratio" in r]  # fmt: skip
+                if ratios:
+                    print(f"{path.name} {rel} {mode}: Spark ÷ Polars {ratios}, median "
+                          f"{statistics.median(ratios):.2f}")  # fmt: skip
     for r in rows:
         if "equal_under_seed" in r:
             print(f"equal under --seed 7 ({r['file']}, {r['release']}): {r['equal_under_seed']}")
