@@ -185,7 +185,7 @@ def spark_session(
     for k, v in {**settings, **dict(conf)}.items():
         builder = builder.config(k, v)
     # PySpark imports pandas on the session's first call to its JVM (its numpy converter):
-    # imported in a thread meanwhile, it overlaps the JVM's start (the session −0.2 s)
+    # imported in a thread meanwhile, it overlaps the JVM's start (the session −0.3 s)
     if not remote and HAVE_PANDAS and "pandas" not in sys.modules:
         threading.Thread(target=_import_pandas, name="searchveil-pandas", daemon=True).start()
     spark = builder.appName("searchveil").getOrCreate()
