@@ -271,18 +271,14 @@ def run(a: argparse.Namespace) -> None:
     rows = []
     for path in a.file:
         for rel in a.releases:
-            if "cli" in a.modes:
+            for mode, measure, key in (("cli", cli, "wall_s"), ("warm", warm, "warm_s")):
+                if mode not in a.modes:
+                    continue
                 for _ in range(a.repeat):
-                    _cached(path)
-                    pair = [cli(rel, path, engine, a.master) for engine in ("polars", "spark")]
-                    pair[1]["ratio"] = round(pair[1]["wall_s"] / pair[0]["wall_s"], 2)
-                    for r in pair:
-                        print(json.dumps(r), flush=True)
-                    rows += pair
-            if "warm" in a.modes:
-                for _ in range(a.repeat):
-                    pair = [warm(rel, path, engine, a.master) for engine in ("polars", "spark")]
-                    pair[1]["ratio"] = round(pair[1]["warm_s"] / pair[0]["warm_s"], 2)
+                    if mode == "cli":
+                        _cached(path)
+                    pair = [measure(rel, path, e, a.master) for e in ("polars", "spark")]
+                    pair[1]["ratio"] = round(pair[1][key] / pair[0][key], 2)
                     for r in pair:
                         print(json.dumps(r), flush=True)
                     rows += pair
