@@ -305,11 +305,19 @@ def run(a: argparse.Namespace) -> None:
     for path in a.file:
         for rel in a.releases:
             for mode, key in (("cold CLI", "wall_s"), ("warm", "warm_s")):
-                ratios = [r["ratio"] for r in rows if r.get("release") == rel and
-                          r.get("file") == path.name and key in r and "ratio" in r]  # fmt: skip
+                ratios = [
+                    r["ratio"]
+                    for r in rows
+                    if r.get("release") == rel
+                    and r.get("file") == path.name
+                    and key in r
+                    and "ratio" in r
+                ]
                 if ratios:
-                    print(f"{path.name} {rel} {mode}: Spark ÷ Polars {ratios}, median "
-                          f"{statistics.median(ratios):.2f}")  # fmt: skip
+                    print(
+                        f"{path.name} {rel} {mode}: Spark ÷ Polars {ratios}, median "
+                        f"{statistics.median(ratios):.2f}"
+                    )
     for r in rows:
         if "equal_under_seed" in r:
             print(f"equal under --seed 7 ({r['file']}, {r['release']}): {r['equal_under_seed']}")

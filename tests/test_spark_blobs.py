@@ -236,12 +236,20 @@ def test_the_daemon_puts_the_installed_pyspark_before_sparks_zip() -> None:
 
     home = os.path.join(os.sep, "opt", "site", "pyspark")
     lib = os.path.join(home, "python", "lib")
-    path = [os.path.join(lib, "pyspark.zip"), os.path.join(lib, "py4j-src.zip"), "/x/jars/core.jar",
-            "/opt/site", os.path.join(home, "python", "libx")]  # fmt: skip
+    path = [
+        os.path.join(lib, "pyspark.zip"),
+        os.path.join(lib, "py4j-src.zip"),
+        "/x/jars/core.jar",
+        "/opt/site",
+        os.path.join(home, "python", "libx"),
+    ]
     assert installed_first(path, home) == [
-        "/x/jars/core.jar", "/opt/site", os.path.join(home, "python", "libx"),
-        os.path.join(lib, "pyspark.zip"), os.path.join(lib, "py4j-src.zip"),
-    ]  # fmt: skip
+        "/x/jars/core.jar",
+        "/opt/site",
+        os.path.join(home, "python", "libx"),
+        os.path.join(lib, "pyspark.zip"),
+        os.path.join(lib, "py4j-src.zip"),
+    ]
     assert installed_first(path, None) == path
     assert installed_first(path, "/elsewhere") == path
 
@@ -252,21 +260,27 @@ def test_the_daemon_is_named_only_for_the_installed_pyspark(
     """Spark's zip is a copy of the installed package only when ``$SPARK_HOME`` is that
     package; the workers must run this Python; ``SEARCHVEIL_SPARK_DAEMON=0`` turns it off."""
     import pyspark
+    import pyspark.find_spark_home
 
     from searchveil.engines import spark_jvm
 
-    package = os.path.dirname(os.path.realpath(pyspark.__file__))
-    if not os.path.isfile(os.path.join(package, "python", "lib", "pyspark.zip")):
-        pytest.skip("this pyspark has no zip of its sources (not a pip install)")
+    # a pip-installed pyspark's layout: the package, and its zip under python/lib
+    package = tmp_path / "site" / "pyspark"
+    (package / "python" / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    monkeypatch.setattr(pyspark, "__file__", str(package / "__init__.py"))
     monkeypatch.delenv("SEARCHVEIL_SPARK_DAEMON", raising=False)
-    monkeypatch.setenv("SPARK_HOME", package)
+    monkeypatch.setenv("SPARK_HOME", str(package))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert spark_jvm.daemon_module() is None  # no zip: nothing to avoid
+    (package / "python" / "lib" / "pyspark.zip").write_bytes(b"")
     assert spark_jvm.daemon_module() == spark_jvm.DAEMON_MODULE == "_searchveil_spark_daemon"
     monkeypatch.delenv("SPARK_HOME")  # PySpark finds the package itself
+    monkeypatch.setattr(pyspark.find_spark_home, "_find_spark_home", lambda: str(package))
     assert spark_jvm.daemon_module() == spark_jvm.DAEMON_MODULE
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))  # another Spark: its own zip
     assert spark_jvm.daemon_module() is None
-    monkeypatch.setenv("SPARK_HOME", package)
+    monkeypatch.setenv("SPARK_HOME", str(package))
     monkeypatch.setenv("PYSPARK_PYTHON", str(tmp_path / "python"))  # another Python
     assert spark_jvm.daemon_module() is None
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)

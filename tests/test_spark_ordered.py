@@ -321,10 +321,15 @@ def test_the_rounds_read_several_pieces_pools_a_task(
         return queries, clicks
 
     monkeypatch.setattr(spark_kernel.KernelResult, "pool_tables", spy)
-    params = SelectionParams(strategy="probe-reweight-2r", epsilon=20.0, delta=1e-5, d=40,
-                             d_c=3, split=(1.0, 1.0, 1.0, 1.0))  # fmt: skip
-    spk = run_release("spark", "selection", path, params, rng=make_rng(4),
-                      spark_master="local[2]")  # fmt: skip
+    params = SelectionParams(
+        strategy="probe-reweight-2r",
+        epsilon=20.0,
+        delta=1e-5,
+        d=40,
+        d_c=3,
+        split=(1.0, 1.0, 1.0, 1.0),
+    )
+    spk = run_release("spark", "selection", path, params, rng=make_rng(4), spark_master="local[2]")
     mem = release_selection(read_log(path), params, rng=make_rng(4))
     ((tasks, parts),) = seen
     assert tasks >= 8  # the pieces that sent a segment

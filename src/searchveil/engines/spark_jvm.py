@@ -36,8 +36,13 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
-__all__ = ["CLIENT_COMPILER", "DAEMON_MODULE", "archive_path", "daemon_module",
-           "driver_java_options"]  # fmt: skip
+__all__ = [
+    "CLIENT_COMPILER",
+    "DAEMON_MODULE",
+    "archive_path",
+    "daemon_module",
+    "driver_java_options",
+]
 
 CLIENT_COMPILER = "-XX:TieredStopAtLevel=1"
 DAEMON_MODULE = "_searchveil_spark_daemon"

@@ -297,8 +297,16 @@ class SparkPools(PoolTable):
         plan = NoisePlan((NoisyStep(spec.noise, threshold=thr, inclusive=inclusive,
                                     publish="_noisy"),))  # fmt: skip
         bias = None if spec.cutoff is None else ("_noisy", spec.threshold, spec.cutoff)
-        st = BlobStage(["item"], plan, key, step, carry=("first",), figures=r.figures,
-                       bits=self.bits, bias=bias)  # fmt: skip
+        st = BlobStage(
+            ["item"],
+            plan,
+            key,
+            step,
+            carry=("first",),
+            figures=r.figures,
+            bits=self.bits,
+            bias=bias,
+        )
         frame = blob_stage(sums, st)
         more = None
         passed = (pl.col("_noisy") >= spec.threshold) if spec.inclusive else (

@@ -149,13 +149,8 @@ def _keys_blob(rows: pl.DataFrame, keys: list[str], published: list[str]) -> pa.
     """``rows``' keys packed as one blob (zstd): a row of ``_kind`` "e", column ``_b``."""
     blob = pack(rows.select(*[pl.col(k).cast(pl.String) for k in keys]), compress=True)
     schema = _arrow_schema(keys, published, blob=True)
-    cols = [
-        pa.array([blob], pa.binary()) if f.name == "_b"
-        else pa.array(["e"], pa.string()) if f.name == "_kind"
-        else pa.nulls(1, f.type)
-        for f in schema
-    ]  # fmt: skip
-    return pa.record_batch(cols, schema=schema)
+    given = {"_b": pa.array([blob], pa.binary()), "_kind": pa.array(["e"], pa.string())}
+    return pa.record_batch([given.get(f.name, pa.nulls(1, f.type)) for f in schema], schema=schema)
 
 
 def _summary_batch(
