@@ -136,6 +136,46 @@ def test_a_local_sessions_workers_import_the_installed_pyspark(spark_master: str
         assert ".zip" not in row.f and row.f.startswith(os.path.dirname(pyspark.__file__))
 
 
+def test_a_local_sessions_workers_keep_the_pages_they_free(spark_master: str) -> None:
+    """A local master's Python workers run with the allocator settings that keep freed pages
+    (engines/spark_jvm.py), and the allocators they load take them: Polars' jemalloc reports
+    no purging of dirty pages."""
+    from searchveil.engines.spark import spark_session
+    from searchveil.engines.spark_jvm import WORKER_ALLOCATORS, worker_allocators
+
+    def settings(batches):  # noqa: ANN001, ANN202 — pickled by value (a local function)
+        import os
+        import subprocess
+        import sys
+
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        # a fresh process with this worker's environment: jemalloc reads it at its start
+        code = "import polars"
+        env = dict(os.environ, _RJEM_MALLOC_CONF=os.environ.get("_RJEM_MALLOC_CONF", "") +
+                   ",stats_print:true")  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=60, check=False)  # fmt: skip
+        decay = [x.strip() for x in out.stderr.splitlines() if "opt.dirty_decay_ms" in x]
+        row = {k: [os.environ.get(k)] for k in WORKER_ALLOCATORS}
+        yield pa.RecordBatch.from_pydict(row | {"decay": [decay[0] if decay else ""]})
+
+    assert worker_allocators() == {
+        k: v for k, v in WORKER_ALLOCATORS.items() if k not in os.environ
+    }
+    spark = spark_session(spark_master)
+    schema = ", ".join(f"{k} string" for k in [*WORKER_ALLOCATORS, "decay"])
+    rows = spark.range(0, 2, 1, 2).mapInArrow(settings, schema).collect()
+    assert len(rows) == 2
+    for row in rows:
+        for k, v in WORKER_ALLOCATORS.items():
+            assert row[k] == os.environ.get(k, v), k
+        if "_RJEM_MALLOC_CONF" not in os.environ:
+            assert row["decay"].startswith("opt.dirty_decay_ms: -1"), row["decay"]
+
+
 def test_spark_distinct_korolova(spark_master: str, aol_215_path: Path) -> None:
     """Korolova with distinct queries per user (each user's first d distinct queries)."""
     from searchveil import KorolovaParams

@@ -56,7 +56,7 @@ from searchveil.engines.contract import (
 from searchveil.engines.rows import input_record, rows_plan_log
 from searchveil.engines.sources import ENGINE_LAYOUT
 from searchveil.engines.spark_errors import SPARK_UNREADABLE, spark_errors
-from searchveil.engines.spark_jvm import daemon_module, driver_java_options
+from searchveil.engines.spark_jvm import daemon_module, driver_java_options, worker_allocators
 from searchveil.engines.spark_kernel import KernelResult, kernel_plan, pieces_plan
 from searchveil.engines.spark_pools import SparkClickPools, SparkPools
 from searchveil.engines.spark_release import to_polars, unpersist
@@ -178,6 +178,11 @@ def spark_session(
             threads = local_task_threads(master)
             if threads is not None and "POLARS_MAX_THREADS" not in os.environ:
                 settings["spark.executorEnv.POLARS_MAX_THREADS"] = str(threads)
+            # the workers' allocators keep the pages they free for the next task's buffers
+            # (engines/spark_jvm.py; warm probe-reweight-2r −5 to −6 s): this machine's
+            # memory, not a cluster container's
+            for k, v in worker_allocators().items():
+                settings[f"spark.executorEnv.{k}"] = v
         # the driver receives only what a release publishes (and a few rows per task):
         # Spark's own cap on what a job returns (1g) stands unless the user sets another
         if os.environ.get("SEARCHVEIL_SPARK_MAX_RESULT_SIZE"):

@@ -24,7 +24,15 @@ The executors' Python starts from one daemon; :func:`daemon_module` names this i
 copy, so that the daemon and its workers import pyspark's compiled files instead of compiling
 the zip's sources in every process (the first Python task 0.75–1.2 s → 0.2–0.3 s to start).
 ``SEARCHVEIL_SPARK_DAEMON=0`` or ``--spark-conf spark.python.daemon.module=…`` keeps Spark's.
-"""
+
+A local master's Python workers keep the memory they free (:func:`worker_allocators`): the
+three allocators in a task's process — Polars' jemalloc, pyarrow's mimalloc, glibc's malloc
+under numpy and Python's bytes — return freed pages to the system soon after by default
+(Polars' build: within 0.5–1 s; pyarrow's: 1 s; glibc: a large block at once), and the next
+task's buffers then fault them in again, a page at a time (on this 2-core VM up to ≈ 15 µs
+of system time a fault). Kept, a warm probe-reweight-2r release's Python processes use 27–28
+CPU s instead of 36–37 (docs/spark-perf.md, "The allocator round"). A cluster's executors
+keep the allocators' defaults: their memory is a container's, sized by its settings."""
 
 from __future__ import annotations
 
@@ -39,13 +47,29 @@ from pathlib import Path
 __all__ = [
     "CLIENT_COMPILER",
     "DAEMON_MODULE",
+    "WORKER_ALLOCATORS",
     "archive_path",
     "daemon_module",
     "driver_java_options",
+    "worker_allocators",
 ]
 
 CLIENT_COMPILER = "-XX:TieredStopAtLevel=1"
 DAEMON_MODULE = "_searchveil_spark_daemon"
+
+#: a local master's Python workers' allocators keep their freed pages for the next task: each
+#: worker's peak memory rises (≈ 1.2 → 1.8 GB on the 20M-row log), the pages are not faulted
+#: in again (warm probe-reweight-2r −5 to −6 s of 24–25 on 2 cores)
+WORKER_ALLOCATORS = {
+    # Polars' jemalloc: never purge dirty pages, one arena for the task's threads
+    "_RJEM_MALLOC_CONF": "dirty_decay_ms:-1,narenas:1",
+    # pyarrow's mimalloc: never purge
+    "MIMALLOC_PURGE_DELAY": "-1",
+    # glibc: blocks up to 32 MB from the heap, not from a mapping of their own; the heap's top
+    # kept (up to 4 GB)
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
+}
 
 
 def _cache_dir() -> Path:
@@ -135,3 +159,13 @@ def daemon_module() -> str | None:
     ):
         return None
     return DAEMON_MODULE
+
+
+def worker_allocators() -> dict[str, str]:
+    """The environment of a local master's Python workers that makes their allocators keep
+    freed pages (:data:`WORKER_ALLOCATORS`), without the variables the driver's environment
+    sets already (the workers inherit those); nothing when ``SEARCHVEIL_SPARK_ALLOCATORS`` is
+    0."""
+    if os.environ.get("SEARCHVEIL_SPARK_ALLOCATORS", "1") == "0":
+        return {}
+    return {k: v for k, v in WORKER_ALLOCATORS.items() if k not in os.environ}
