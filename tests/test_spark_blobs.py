@@ -292,8 +292,9 @@ def test_the_workers_allocators_keep_pages_unless_told_otherwise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A local master's workers get the settings that keep freed pages; a variable the
-    driver's environment sets already is the user's (the workers inherit it), and
-    ``SEARCHVEIL_SPARK_ALLOCATORS=0`` sets none."""
+    driver's environment sets already is the user's (the workers inherit it) — but jemalloc's,
+    which Polars sets in every process that imports it, gets searchveil's options after it —,
+    and ``SEARCHVEIL_SPARK_ALLOCATORS=0`` sets none."""
     from searchveil.engines import spark_jvm
 
     for k in [*spark_jvm.WORKER_ALLOCATORS, "SEARCHVEIL_SPARK_ALLOCATORS"]:
@@ -303,9 +304,12 @@ def test_the_workers_allocators_keep_pages_unless_told_otherwise(
     assert got["MIMALLOC_PURGE_DELAY"] == "-1"
     assert int(got["MALLOC_MMAP_THRESHOLD_"]) == 32 << 20  # glibc's largest
     assert int(got["MALLOC_TRIM_THRESHOLD_"]) == 4 << 30
-    monkeypatch.setenv("_RJEM_MALLOC_CONF", "dirty_decay_ms:1000")
-    assert "_RJEM_MALLOC_CONF" not in spark_jvm.worker_allocators()
-    assert set(spark_jvm.worker_allocators()) == set(got) - {"_RJEM_MALLOC_CONF"}
+    monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "10")
+    assert set(spark_jvm.worker_allocators()) == set(got) - {"MIMALLOC_PURGE_DELAY"}
+    monkeypatch.setenv("_RJEM_MALLOC_CONF", "dirty_decay_ms:500,thp:always")
+    assert spark_jvm.worker_allocators()["_RJEM_MALLOC_CONF"] == (
+        "dirty_decay_ms:500,thp:always,dirty_decay_ms:-1,narenas:1"
+    )
     monkeypatch.setenv("SEARCHVEIL_SPARK_ALLOCATORS", "0")
     assert spark_jvm.worker_allocators() == {}
 

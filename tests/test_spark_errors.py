@@ -49,7 +49,11 @@ OTHER = (
             ResourceError,
             ["out of memory", "Java heap space", "SEARCHVEIL_SPARK_DRIVER_MEMORY"],
         ),
-        (LOST, ResourceError, ["executor", "lost", "spark.executor.memory"]),
+        (
+            LOST,
+            ResourceError,
+            ["executor", "lost", "spark.executor.memory", "SEARCHVEIL_SPARK_ALLOCATORS=0"],
+        ),
         (GONE, ResourceError, ["JVM stopped answering", "SEARCHVEIL_SPARK_DRIVER_MEMORY"]),
         (TASK_INPUT, InputFormatError, ["line 12: expected 5 fields"]),
         (PARQUET, InputFormatError, [SPARK_UNREADABLE]),

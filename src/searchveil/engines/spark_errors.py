@@ -11,7 +11,7 @@ engine classifies that text once (:func:`spark_failure`):
   driver JVM that stopped answering), a lost executor or a Python worker that died become a
   :class:`~searchveil.errors.ResourceError` naming the cause and the setting
   (``SEARCHVEIL_SPARK_MAX_RESULT_SIZE``, ``SEARCHVEIL_SPARK_DRIVER_MEMORY``, ``--spark-conf
-  spark.executor.memory=…``);
+  spark.executor.memory=…``, ``SEARCHVEIL_SPARK_ALLOCATORS=0``);
 * anything else is reported as a failed Spark job with Spark's first line (exit 2).
 """
 
@@ -103,7 +103,8 @@ def spark_failure(exc: BaseException, where: str) -> SearchveilError:
             f"a Spark executor or its Python worker was lost ({_first_line(text, _LOST)}), "
             "usually out of memory: raise --spark-conf spark.executor.memory and "
             "spark.executor.memoryOverhead (or spark.executor.pyspark.memory), or use more "
-            "partitions (spark.sql.shuffle.partitions)"
+            "partitions (spark.sql.shuffle.partitions); with a local master, "
+            "SEARCHVEIL_SPARK_ALLOCATORS=0 lets its Python workers return the memory they free"
         )
     if _PARSE.search(text):
         return InputFormatError(where, SPARK_UNREADABLE)

@@ -60,9 +60,10 @@ DAEMON_MODULE = "_searchveil_spark_daemon"
 #: a local master's Python workers' allocators keep their freed pages for the next task: each
 #: worker's peak memory rises (≈ 1.2 → 1.8 GB on the 20M-row log), the pages are not faulted
 #: in again (warm probe-reweight-2r −5 to −6 s of 24–25 on 2 cores)
+_JEMALLOC = "_RJEM_MALLOC_CONF"
 WORKER_ALLOCATORS = {
     # Polars' jemalloc: never purge dirty pages, one arena for the task's threads
-    "_RJEM_MALLOC_CONF": "dirty_decay_ms:-1,narenas:1",
+    _JEMALLOC: "dirty_decay_ms:-1,narenas:1",
     # pyarrow's mimalloc: never purge
     "MIMALLOC_PURGE_DELAY": "-1",
     # glibc: blocks up to 32 MB from the heap, not from a mapping of their own; the heap's top
@@ -163,9 +164,16 @@ def daemon_module() -> str | None:
 
 def worker_allocators() -> dict[str, str]:
     """The environment of a local master's Python workers that makes their allocators keep
-    freed pages (:data:`WORKER_ALLOCATORS`), without the variables the driver's environment
-    sets already (the workers inherit those); nothing when ``SEARCHVEIL_SPARK_ALLOCATORS`` is
-    0."""
+    freed pages (:data:`WORKER_ALLOCATORS`); nothing when ``SEARCHVEIL_SPARK_ALLOCATORS`` is 0.
+
+    A variable the driver's environment sets already is the user's, and the workers inherit
+    it — except jemalloc's: Polars sets ``_RJEM_MALLOC_CONF`` in every process that imports
+    it (its own decay times, then the value it found). The workers get the driver's value with
+    searchveil's options after it: jemalloc takes an option's last value, so those two are
+    searchveil's and any other option the value holds (``thp``, say) stays the user's."""
     if os.environ.get("SEARCHVEIL_SPARK_ALLOCATORS", "1") == "0":
         return {}
-    return {k: v for k, v in WORKER_ALLOCATORS.items() if k not in os.environ}
+    env = {k: v for k, v in WORKER_ALLOCATORS.items() if k not in os.environ}
+    if mine := os.environ.get(_JEMALLOC):
+        env[_JEMALLOC] = f"{mine},{WORKER_ALLOCATORS[_JEMALLOC]}"
+    return env
