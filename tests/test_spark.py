@@ -153,11 +153,10 @@ def test_a_local_sessions_workers_keep_the_pages_they_free(spark_master: str) ->
         for _ in batches:
             pass
         # a fresh process with this worker's environment: jemalloc reads it at its start
-        code = "import polars"
-        env = dict(os.environ, _RJEM_MALLOC_CONF=os.environ.get("_RJEM_MALLOC_CONF", "") +
-                   ",stats_print:true")  # fmt: skip
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, timeout=60, check=False)  # fmt: skip
+        conf = os.environ.get("_RJEM_MALLOC_CONF", "") + ",stats_print:true"
+        env = dict(os.environ, _RJEM_MALLOC_CONF=conf)
+        cmd = [sys.executable, "-c", "import polars"]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
         decay = [x.strip() for x in out.stderr.splitlines() if "opt.dirty_decay_ms" in x]
         row = {k: [os.environ.get(k)] for k in WORKER_ALLOCATORS}
         yield pa.RecordBatch.from_pydict(row | {"decay": [decay[0] if decay else ""]})
