@@ -179,7 +179,7 @@ def spark_session(
             if threads is not None and "POLARS_MAX_THREADS" not in os.environ:
                 settings["spark.executorEnv.POLARS_MAX_THREADS"] = str(threads)
             # the workers' allocators keep the pages they free for the next task's buffers
-            # (engines/spark_jvm.py; warm probe-reweight-2r −5 to −6 s): this machine's
+            # (engines/spark_jvm.py; warm probe-reweight-2r −4 to −6 s): this machine's
             # memory, not a cluster container's
             for k, v in worker_allocators().items():
                 settings[f"spark.executorEnv.{k}"] = v

@@ -30,8 +30,8 @@ three allocators in a task's process — Polars' jemalloc, pyarrow's mimalloc, g
 under numpy and Python's bytes — return freed pages to the system soon after by default
 (Polars' build: within 0.5–1 s; pyarrow's: 1 s; glibc: a large block at once), and the next
 task's buffers then fault them in again, a page at a time (on this 2-core VM up to ≈ 15 µs
-of system time a fault). Kept, a warm probe-reweight-2r release's Python processes use 27–28
-CPU s instead of 36–37 (docs/spark-perf.md, "The allocator round"). A cluster's executors
+of system time a fault). Kept, a warm probe-reweight-2r release's Python processes use 28–31
+CPU s instead of 36–42 (docs/spark-perf.md, "The allocator round"). A cluster's executors
 keep the allocators' defaults: their memory is a container's, sized by its settings."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ DAEMON_MODULE = "_searchveil_spark_daemon"
 
 #: a local master's Python workers' allocators keep their freed pages for the next task: each
 #: worker's peak memory rises (≈ 1.2 → 1.8 GB on the 20M-row log), the pages are not faulted
-#: in again (warm probe-reweight-2r −5 to −6 s of 24–25 on 2 cores)
+#: in again (warm probe-reweight-2r −4 to −6 s of 25–27 on 2 cores)
 _JEMALLOC = "_RJEM_MALLOC_CONF"
 WORKER_ALLOCATORS = {
     # Polars' jemalloc: never purge dirty pages, one arena for the task's threads
