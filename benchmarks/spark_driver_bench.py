@@ -291,9 +291,20 @@ def run(a: argparse.Namespace) -> None:
                      "differ": diff, "spark": outs[1]}  # fmt: skip
                 print(json.dumps(r), flush=True)
                 rows.append(r)
-    print("\n| file | release | engine | cold CLI s | ratio | warm s | Python peak MB |"
-          " JVM peak MB | driver rows received / written | load |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    cols = [
+        "file",
+        "release",
+        "engine",
+        "cold CLI s",
+        "ratio",
+        "warm s",
+        "Python peak MB",
+        "JVM peak MB",
+        "driver rows received / written",
+        "load",
+    ]
+    print("\n| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
     for r in rows:
         if "engine" not in r:
             continue
